@@ -1,0 +1,5 @@
+//! The redlease command.
+
+fn main() {
+    println!("redlease: not yet implemented");
+}

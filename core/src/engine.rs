@@ -1,0 +1,1049 @@
+//! The engine: many concurrent locks over one link per node.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::error::{
+    AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
+};
+use crate::event::{AcquireRequest, Event, LockId, LockInfo, LockState, NodeId};
+use crate::link::{Kind, Link, Pending};
+use crate::quorum::{drift, quorum, valid_until, validity_left};
+use crate::resp::{self, Reply};
+use crate::rng::Rng;
+use crate::scripts;
+
+/// Longest TTL accepted (about 34 years), far inside Redis' millisecond range.
+const MAX_TTL_MS: u128 = 1 << 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    Acquiring,
+    Fencing,
+    RetryWait,
+    Held,
+    Extending,
+    Releasing,
+}
+
+/// One lock's record; slots are reused so steady-state cycles do not allocate.
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    state: State,
+    /// The resource names, back to back; `key_ends[i]` is the end of the i-th.
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    token: Vec<u8>,
+    ttl: Duration,
+    fencing: bool,
+    auto_extend: bool,
+    attempts: u32,
+    max_attempts: u32,
+    give_up_at: Option<Instant>,
+    max_hold: Option<Duration>,
+    cap: Option<Instant>,
+    /// Bumped at every new round; replies of older rounds are ignored.
+    round: u32,
+    start: Instant,
+    deadline: Option<Instant>,
+    votes: Vec<Vote>,
+    yes: usize,
+    no: usize,
+    failed: usize,
+    fence: u64,
+    /// Validity the current acquire attempt will have (fencing phase).
+    pending_valid: Option<Instant>,
+    valid_until: Option<Instant>,
+    auto_at: Option<Instant>,
+    lost: bool,
+    /// The extension in flight was asked for by the caller (else automatic).
+    manual: bool,
+    extend_ttl: Duration,
+    /// The time the slot's heap entry is for, and its sequence number.
+    wake: Option<Instant>,
+    timer_seq: u32,
+}
+
+impl Slot {
+    fn new(now: Instant) -> Self {
+        Slot {
+            generation: 0,
+            state: State::Free,
+            keys: Vec::new(),
+            key_ends: Vec::new(),
+            token: Vec::new(),
+            ttl: Duration::ZERO,
+            fencing: false,
+            auto_extend: false,
+            attempts: 0,
+            max_attempts: 1,
+            give_up_at: None,
+            max_hold: None,
+            cap: None,
+            round: 0,
+            start: now,
+            deadline: None,
+            votes: Vec::new(),
+            yes: 0,
+            no: 0,
+            failed: 0,
+            fence: 0,
+            pending_valid: None,
+            valid_until: None,
+            auto_at: None,
+            lost: false,
+            manual: false,
+            extend_ttl: Duration::ZERO,
+            wake: None,
+            timer_seq: 0,
+        }
+    }
+
+    fn key_iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut start = 0usize;
+        self.key_ends.iter().map(move |&end| {
+            let k = &self.keys[start..end as usize];
+            start = end as usize;
+            k
+        })
+    }
+
+    fn open(&self) -> usize {
+        self.votes.len() - self.yes - self.no - self.failed
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let mut w = self.deadline;
+        if matches!(self.state, State::Held | State::Extending) && !self.lost {
+            w = min_opt(w, self.valid_until);
+            if self.state == State::Held {
+                w = min_opt(w, self.auto_at);
+            }
+        }
+        w
+    }
+}
+
+fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// What a reply means, decoded against the request it answers (owned, so the input
+/// buffer can be released before the engine acts on it).
+#[derive(Debug)]
+enum Answer {
+    Ok,
+    Int(i64),
+    ShaMatches(bool),
+    NoScript,
+    ServerError(String),
+}
+
+/// The Redlock engine for one set of N nodes. See the [crate docs](crate) for the run loop.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    quorum: usize,
+    links: Vec<Link>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    active: usize,
+    timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    events: VecDeque<Event>,
+    rng: Rng,
+    /// Handshake bytes, encoded once.
+    handshake: Vec<u8>,
+    handshake_kinds: Vec<Kind>,
+}
+
+impl Engine {
+    /// Build an engine for `config.nodes`, validating the config. Every link starts down:
+    /// call [`handle_connected`](Self::handle_connected) once a socket is open.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let n = config.nodes.len();
+        let mut links = Vec::with_capacity(n);
+        links.resize_with(n, Link::default);
+        let mut engine = Engine {
+            quorum: quorum(n),
+            links,
+            slots: Vec::new(),
+            free: Vec::new(),
+            active: 0,
+            timers: BinaryHeap::new(),
+            events: VecDeque::new(),
+            rng: Rng::new(config.seed),
+            handshake: Vec::new(),
+            handshake_kinds: Vec::new(),
+            config,
+        };
+        engine.build_handshake();
+        Ok(engine)
+    }
+
+    fn build_handshake(&mut self) {
+        // Every node gets the same handshake except for AUTH/SELECT, which are per node;
+        // only the shared tail is cached here.
+        let out = &mut self.handshake;
+        if let Some(name) = &self.config.client_name {
+            resp::command(out, &[b"CLIENT", b"SETNAME", name.as_bytes()]);
+            self.handshake_kinds.push(Kind::SetName);
+        }
+        for (script, sha) in [
+            (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+            (scripts::EXTEND, scripts::EXTEND_SHA),
+            (scripts::RELEASE, scripts::RELEASE_SHA),
+            (scripts::FENCE, scripts::FENCE_SHA),
+        ] {
+            resp::command(out, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+            self.handshake_kinds.push(Kind::ScriptLoad(sha));
+        }
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of nodes, N.
+    pub fn node_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Nodes that must agree: N / 2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// Whether the engine considers `node` connected.
+    pub fn is_connected(&self, node: NodeId) -> bool {
+        self.links.get(node.index()).is_some_and(|l| l.up)
+    }
+
+    /// Number of locks the engine is tracking (acquiring, held or releasing).
+    pub fn active_locks(&self) -> usize {
+        self.active
+    }
+
+    /// Requests sent to `node` whose replies have not arrived yet.
+    pub fn in_flight(&self, node: NodeId) -> usize {
+        self.links.get(node.index()).map_or(0, |l| l.pending.len())
+    }
+
+    /// A snapshot of a lock, or `None` for an unknown id.
+    pub fn lock_info(&self, lock: LockId) -> Option<LockInfo> {
+        let s = self.slot(lock).ok()?;
+        let state = match s.state {
+            State::Free => return None,
+            State::Acquiring | State::Fencing | State::RetryWait => LockState::Acquiring,
+            State::Held => LockState::Held,
+            State::Extending => LockState::Extending,
+            State::Releasing => LockState::Releasing,
+        };
+        let held = matches!(state, LockState::Held | LockState::Extending | LockState::Releasing);
+        Some(LockInfo {
+            state,
+            valid_until: s.valid_until,
+            fence: (held && s.fencing).then_some(s.fence),
+            lost: s.lost,
+            attempts: s.attempts,
+        })
+    }
+
+    // ----- inputs --------------------------------------------------------------------------
+
+    /// A connection to `node` is open. The engine queues the handshake (AUTH, SELECT,
+    /// CLIENT SETNAME, SCRIPT LOAD); later commands are pipelined behind it.
+    ///
+    /// Calling it for a link the engine thinks is up first treats the old connection as lost.
+    pub fn handle_connected(&mut self, now: Instant, node: NodeId) {
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if link.up {
+            self.handle_disconnected(now, node);
+        }
+        let cfg = &self.config.nodes[node.index()];
+        let link = &mut self.links[node.index()];
+        link.reset(true);
+        let mut push = |kind| link.pending.push_back(Pending { kind, slot: u32::MAX, generation: 0, round: 0 });
+        if let Some(pass) = &cfg.password {
+            match &cfg.user {
+                Some(user) => resp::command(&mut link.out, &[b"AUTH", user.as_bytes(), pass.as_bytes()]),
+                None => resp::command(&mut link.out, &[b"AUTH", pass.as_bytes()]),
+            }
+            push(Kind::Auth);
+        }
+        if cfg.db != 0 {
+            resp::array(&mut link.out, 2);
+            resp::bulk(&mut link.out, b"SELECT");
+            resp::bulk_uint(&mut link.out, cfg.db.into());
+            push(Kind::Select);
+        }
+        link.out.extend_from_slice(&self.handshake);
+        for &k in &self.handshake_kinds {
+            link.pending.push_back(Pending { kind: k, slot: u32::MAX, generation: 0, round: 0 });
+        }
+    }
+
+    /// Bytes arrived from `node`, split anywhere. Complete replies are matched to requests
+    /// in order; a partial reply waits for the rest.
+    pub fn handle_data(&mut self, now: Instant, node: NodeId, data: &[u8]) {
+        let i = node.index();
+        match self.links.get_mut(i) {
+            Some(link) if link.up => link.inbuf.extend_from_slice(data),
+            _ => return,
+        }
+        loop {
+            let link = &mut self.links[i];
+            if !link.up {
+                return;
+            }
+            let (pending, answer) = match resp::decode(&link.inbuf[link.in_pos..]) {
+                Ok(None) => break,
+                Err(detail) => {
+                    self.fail_link(now, LinkError::Malformed { node, detail });
+                    return;
+                }
+                Ok(Some((reply, used))) => {
+                    let Some(p) = link.pending.pop_front() else {
+                        let reply = reply.render();
+                        self.fail_link(now, LinkError::Unsolicited { node, reply });
+                        return;
+                    };
+                    let answer = classify(p.kind, &reply);
+                    link.in_pos += used;
+                    match answer {
+                        Some(a) => (p, a),
+                        None => {
+                            let reply = reply.render();
+                            let request = p.kind.name();
+                            self.fail_link(now, LinkError::Unexpected { node, request, reply });
+                            return;
+                        }
+                    }
+                }
+            };
+            if let Err(e) = self.apply(now, node, pending, answer) {
+                self.fail_link(now, e);
+                return;
+            }
+        }
+        self.links[i].compact_input();
+    }
+
+    /// The connection to `node` is closed. Requests in flight count as failed on that node.
+    pub fn handle_disconnected(&mut self, now: Instant, node: NodeId) {
+        self.take_down(now, node, Vote::Down);
+    }
+
+    /// Time passed: run what is due (node timeouts, retries, expiry, automatic extension).
+    /// Extra calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((when, slot, seq))) = self.timers.peek() {
+            if when > now {
+                break;
+            }
+            self.timers.pop();
+            let s = &mut self.slots[slot as usize];
+            if s.timer_seq != seq || s.wake != Some(when) {
+                continue;
+            }
+            s.wake = None;
+            self.on_slot_timeout(now, slot);
+            self.arm(slot);
+        }
+    }
+
+    // ----- commands ------------------------------------------------------------------------
+
+    /// Start acquiring a lock: the first attempt goes to every connected node at once.
+    ///
+    /// The outcome arrives as [`Event::Acquired`] or [`Event::AcquireFailed`]. Nodes that are
+    /// down count as failed at once.
+    pub fn acquire(&mut self, now: Instant, req: &AcquireRequest<'_>) -> Result<LockId, Misuse> {
+        self.check_ttl(req.ttl)?;
+        if req.resources.is_empty() || req.resources.iter().any(|r| r.is_empty()) {
+            return Err(Misuse::EmptyResource);
+        }
+        if req.token.is_empty() {
+            return Err(Misuse::EmptyToken);
+        }
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::new(now));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.active += 1;
+        let default_attempts = if req.wait.is_some() { u32::MAX } else { self.config.retry.attempts };
+        let s = &mut self.slots[idx as usize];
+        s.generation = s.generation.wrapping_add(1);
+        s.keys.clear();
+        s.key_ends.clear();
+        for r in req.resources {
+            s.keys.extend_from_slice(r);
+            s.key_ends.push(s.keys.len() as u32);
+        }
+        s.token.clear();
+        s.token.extend_from_slice(req.token);
+        s.ttl = req.ttl;
+        s.fencing = req.fencing;
+        s.auto_extend = req.auto_extend;
+        s.attempts = 0;
+        s.max_attempts = req.attempts.unwrap_or(default_attempts).max(1);
+        s.give_up_at = req.wait.map(|w| now + w);
+        s.max_hold = req.max_hold;
+        s.cap = None;
+        s.valid_until = None;
+        s.auto_at = None;
+        s.lost = false;
+        s.manual = false;
+        let lock = LockId { slot: idx, generation: s.generation };
+        self.start_attempt(now, idx);
+        self.arm(idx);
+        Ok(lock)
+    }
+
+    /// Extend a held lock to `ttl` from now (`None`: its acquire TTL) on every node.
+    ///
+    /// The outcome arrives as [`Event::Extended`] or [`Event::ExtendFailed`]. A failed
+    /// extension never deletes anything. If an automatic extension is already in flight, its
+    /// outcome is reported as the answer to this call.
+    pub fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
+        let s = self.slot(lock)?;
+        let mut ttl = ttl.unwrap_or(s.ttl);
+        self.check_ttl(ttl)?;
+        match s.state {
+            State::Acquiring | State::Fencing | State::RetryWait => {
+                return Err(Misuse::NotAcquired(lock));
+            }
+            State::Releasing => return Err(Misuse::Busy(lock)),
+            State::Extending if s.manual => return Err(Misuse::Busy(lock)),
+            State::Extending => {
+                self.slots[lock.slot as usize].manual = true;
+                return Ok(());
+            }
+            _ => {}
+        }
+        if let Some(cap) = s.cap {
+            let room = cap.saturating_duration_since(now);
+            if room <= drift(room, self.config.drift_factor) {
+                return Err(Misuse::CapReached(lock));
+            }
+            ttl = ttl.min(room);
+        }
+        let idx = lock.slot;
+        if self.expire_if_due(now, idx) || self.slots[idx as usize].lost {
+            let error = if self.slots[idx as usize].valid_until.is_some_and(|v| v <= now) {
+                ExtendError::Expired
+            } else {
+                ExtendError::Lost { refused: 0, nodes: self.links.len() }
+            };
+            self.events.push_back(Event::ExtendFailed { lock, error });
+            return Ok(());
+        }
+        self.start_extend(now, idx, ttl, true);
+        self.arm(idx);
+        Ok(())
+    }
+
+    /// Release a held lock: the compare-and-delete script on every node.
+    ///
+    /// The outcome arrives as [`Event::Released`], after which the id is free. An extension
+    /// in flight is abandoned (reported as [`ExtendError::Cancelled`] if it was asked for).
+    pub fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        let s = self.slot(lock)?;
+        match s.state {
+            State::Acquiring | State::Fencing | State::RetryWait => {
+                return Err(Misuse::NotAcquired(lock));
+            }
+            State::Releasing => return Err(Misuse::Busy(lock)),
+            State::Extending if s.manual => {
+                self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
+            }
+            _ => {}
+        }
+        let idx = lock.slot;
+        self.begin_round(now, idx, State::Releasing);
+        let s = &mut self.slots[idx as usize];
+        s.deadline = Some(now + self.config.node_timeout);
+        self.send_round(now, idx, Kind::Release);
+        self.arm(idx);
+        Ok(())
+    }
+
+    /// Abandon an acquisition (it ends with [`AcquireError::Cancelled`], and whatever it
+    /// took is released) or an extension in flight (it ends with [`ExtendError::Cancelled`]).
+    pub fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        let s = self.slot(lock)?;
+        let idx = lock.slot;
+        match s.state {
+            State::Acquiring | State::Fencing | State::RetryWait => {
+                self.send_cleanup(idx);
+                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
+            }
+            State::Extending => {
+                let manual = s.manual;
+                self.back_to_held(now, idx);
+                if manual {
+                    self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
+                }
+                self.arm(idx);
+            }
+            _ => return Err(Misuse::NothingToCancel(lock)),
+        }
+        Ok(())
+    }
+
+    /// Turn automatic extension of a lock on or off.
+    pub fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
+        self.slot(lock)?;
+        let idx = lock.slot;
+        let s = &mut self.slots[idx as usize];
+        s.auto_extend = on;
+        if s.state == State::Held {
+            s.auto_at = on.then(|| now + s.ttl / 3);
+        }
+        self.arm(idx);
+        Ok(())
+    }
+
+    // ----- outputs -------------------------------------------------------------------------
+
+    /// The bytes waiting to be written to `node`, if any. Write as many as the socket takes,
+    /// then report how many with [`advance_transmit`](Self::advance_transmit).
+    pub fn poll_transmit(&self, node: NodeId) -> Option<&[u8]> {
+        let link = self.links.get(node.index())?;
+        let b = link.unsent();
+        (!b.is_empty()).then_some(b)
+    }
+
+    /// `n` bytes of [`poll_transmit`](Self::poll_transmit) were written.
+    pub fn advance_transmit(&mut self, node: NodeId, n: usize) {
+        if let Some(link) = self.links.get_mut(node.index()) {
+            link.advance(n);
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((when, slot, seq))) = self.timers.peek() {
+            let s = &self.slots[slot as usize];
+            if s.timer_seq == seq && s.wake == Some(when) {
+                return Some(when);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- internals -----------------------------------------------------------------------
+
+    fn check_ttl(&self, ttl: Duration) -> Result<(), Misuse> {
+        if ttl.is_zero() {
+            return Err(Misuse::ZeroTtl);
+        }
+        if ttl.as_millis() > MAX_TTL_MS {
+            return Err(Misuse::TtlTooLong(ttl));
+        }
+        let d = drift(ttl, self.config.drift_factor);
+        if ttl <= d || ttl.as_millis() == 0 {
+            return Err(Misuse::TtlTooShort { ttl, drift: d });
+        }
+        Ok(())
+    }
+
+    fn slot(&self, lock: LockId) -> Result<&Slot, Misuse> {
+        match self.slots.get(lock.slot as usize) {
+            Some(s) if s.generation == lock.generation && s.state != State::Free => Ok(s),
+            _ => Err(Misuse::UnknownLock(lock)),
+        }
+    }
+
+    fn lock_id(&self, idx: u32) -> LockId {
+        LockId { slot: idx, generation: self.slots[idx as usize].generation }
+    }
+
+    /// Re-arm the slot's timer if its next wake-up changed.
+    fn arm(&mut self, idx: u32) {
+        let s = &mut self.slots[idx as usize];
+        let want = if s.state == State::Free { None } else { s.next_wake() };
+        if want == s.wake {
+            return;
+        }
+        s.wake = want;
+        s.timer_seq = s.timer_seq.wrapping_add(1);
+        if let Some(w) = want {
+            self.timers.push(Reverse((w, idx, s.timer_seq)));
+            // Stale entries are dropped lazily; keep the heap from growing without bound.
+            if self.timers.len() > 64 && self.timers.len() > 4 * self.active {
+                let slots = &self.slots;
+                self.timers.retain(|Reverse((w, i, q))| {
+                    let s = &slots[*i as usize];
+                    s.timer_seq == *q && s.wake == Some(*w)
+                });
+            }
+        }
+    }
+
+    fn begin_round(&mut self, now: Instant, idx: u32, state: State) {
+        let n = self.links.len();
+        let s = &mut self.slots[idx as usize];
+        s.state = state;
+        s.round = s.round.wrapping_add(1);
+        s.start = now;
+        s.votes.clear();
+        s.votes.resize(n, Vote::Pending);
+        s.yes = 0;
+        s.no = 0;
+        s.failed = 0;
+    }
+
+    fn start_attempt(&mut self, now: Instant, idx: u32) {
+        self.begin_round(now, idx, State::Acquiring);
+        let s = &mut self.slots[idx as usize];
+        s.attempts += 1;
+        s.fence = 0;
+        let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
+        s.deadline = Some((now + self.config.node_timeout).min(limit));
+        self.send_round(now, idx, Kind::Acquire);
+    }
+
+    fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
+        self.begin_round(now, idx, State::Extending);
+        let s = &mut self.slots[idx as usize];
+        s.manual = manual;
+        s.extend_ttl = ttl;
+        s.auto_at = None;
+        s.deadline = Some(now + self.config.node_timeout);
+        self.send_round(now, idx, Kind::Extend);
+    }
+
+    fn back_to_held(&mut self, now: Instant, idx: u32) {
+        let s = &mut self.slots[idx as usize];
+        s.state = State::Held;
+        s.round = s.round.wrapping_add(1);
+        s.deadline = None;
+        s.manual = false;
+        if s.auto_extend && !s.lost && s.auto_at.is_none() {
+            s.auto_at = Some(now + s.ttl / 10);
+        }
+    }
+
+    /// Send the round's command to every connected node; down nodes vote at once.
+    fn send_round(&mut self, now: Instant, idx: u32, kind: Kind) {
+        for node in 0..self.links.len() {
+            if self.links[node].up {
+                self.encode(node, idx, kind, false);
+            } else {
+                let s = &mut self.slots[idx as usize];
+                s.votes[node] = Vote::Down;
+                s.failed += 1;
+            }
+        }
+        if self.slots[idx as usize].open() == 0 {
+            self.evaluate(now, idx);
+        }
+    }
+
+    fn send_cleanup(&mut self, idx: u32) {
+        for node in 0..self.links.len() {
+            if self.links[node].up {
+                self.encode(node, idx, Kind::Cleanup, true);
+            }
+        }
+    }
+
+    /// Write one request for slot `idx` on link `node` and remember it in the FIFO.
+    fn encode(&mut self, node: usize, idx: u32, kind: Kind, eval: bool) {
+        let s = &self.slots[idx as usize];
+        let link = &mut self.links[node];
+        let out = &mut link.out;
+        let nkeys = s.key_ends.len();
+        let (script, sha) = match kind {
+            Kind::Acquire => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+            Kind::Extend => (scripts::EXTEND, scripts::EXTEND_SHA),
+            Kind::Release | Kind::Cleanup => (scripts::RELEASE, scripts::RELEASE_SHA),
+            Kind::Fence => (scripts::FENCE, scripts::FENCE_SHA),
+            _ => unreachable!("handshake requests are not encoded here"),
+        };
+        let (script_keys, extra) = match kind {
+            Kind::Acquire if s.fencing => (2 * nkeys, 3),
+            Kind::Acquire => (nkeys, 3),
+            Kind::Extend => (nkeys, 2),
+            _ => (nkeys, 1),
+        };
+        resp::array(out, 3 + script_keys + extra);
+        if eval {
+            resp::bulk(out, b"EVAL");
+            resp::bulk(out, script.as_bytes());
+        } else {
+            resp::bulk(out, b"EVALSHA");
+            resp::bulk(out, sha.as_bytes());
+        }
+        resp::bulk_uint(out, script_keys as u64);
+        let prefix = self.config.fence_prefix.as_bytes();
+        match kind {
+            Kind::Fence => {
+                for k in s.key_iter() {
+                    resp::bulk2(out, prefix, k);
+                }
+                resp::bulk_uint(out, s.fence);
+            }
+            _ => {
+                for k in s.key_iter() {
+                    resp::bulk(out, k);
+                }
+                if kind == Kind::Acquire && s.fencing {
+                    for k in s.key_iter() {
+                        resp::bulk2(out, prefix, k);
+                    }
+                }
+                resp::bulk(out, &s.token);
+                match kind {
+                    Kind::Acquire => {
+                        resp::bulk_uint(out, s.ttl.as_millis() as u64);
+                        resp::bulk_uint(out, nkeys as u64);
+                    }
+                    Kind::Extend => resp::bulk_uint(out, s.extend_ttl.as_millis().max(1) as u64),
+                    _ => {}
+                }
+            }
+        }
+        link.pending.push_back(Pending { kind, slot: idx, generation: s.generation, round: s.round });
+    }
+
+    /// Act on one answer. An `Err` is a link failure.
+    fn apply(&mut self, now: Instant, node: NodeId, p: Pending, answer: Answer) -> Result<(), LinkError> {
+        let handshake_err = |step, message| LinkError::Handshake { node, step, message };
+        let answer = match (p.kind, answer) {
+            (Kind::Auth | Kind::Select, Answer::Ok) | (Kind::SetName, _) => return Ok(()),
+            (Kind::Auth | Kind::Select, Answer::ServerError(m)) => {
+                return Err(handshake_err(p.kind.name(), m));
+            }
+            (Kind::ScriptLoad(_), Answer::ShaMatches(true)) => return Ok(()),
+            (Kind::ScriptLoad(_), Answer::ShaMatches(false)) => {
+                return Err(handshake_err(
+                    "SCRIPT LOAD",
+                    "the server's script digest differs from the expected one".into(),
+                ));
+            }
+            (Kind::ScriptLoad(_), Answer::ServerError(m)) => {
+                return Err(handshake_err("SCRIPT LOAD", m));
+            }
+            (Kind::Cleanup, _) => return Ok(()),
+            (_, a) => a,
+        };
+        // An operation's answer: ignore it unless it belongs to the slot's current round.
+        let idx = p.slot;
+        let current = match self.slots.get(idx as usize) {
+            Some(s) => s.generation == p.generation && s.round == p.round && s.state != State::Free,
+            None => false,
+        };
+        if !current {
+            return Ok(());
+        }
+        let vote = match answer {
+            Answer::NoScript => {
+                // The script cache was flushed: resend with the script text (which reloads it).
+                self.encode(node.index(), idx, p.kind, true);
+                return Ok(());
+            }
+            Answer::ServerError(m) => Vote::Error(m),
+            Answer::Int(v) => match p.kind {
+                Kind::Acquire if v > 0 => {
+                    let s = &mut self.slots[idx as usize];
+                    s.fence = s.fence.max(v as u64);
+                    Vote::Granted
+                }
+                Kind::Release | Kind::Extend | Kind::Fence if v > 0 => Vote::Granted,
+                _ if v == 0 => Vote::Refused,
+                _ => {
+                    return Err(LinkError::Unexpected { node, request: p.kind.name(), reply: format!(":{v}") });
+                }
+            },
+            Answer::Ok | Answer::ShaMatches(_) => {
+                unreachable!("classify only gives these to handshake requests")
+            }
+        };
+        self.vote(now, idx, node.index(), vote);
+        Ok(())
+    }
+
+    fn vote(&mut self, now: Instant, idx: u32, node: usize, vote: Vote) {
+        let s = &mut self.slots[idx as usize];
+        if s.votes[node] != Vote::Pending {
+            return;
+        }
+        match vote {
+            Vote::Granted => s.yes += 1,
+            Vote::Refused => s.no += 1,
+            Vote::Pending => return,
+            _ => s.failed += 1,
+        }
+        s.votes[node] = vote;
+        self.evaluate(now, idx);
+        self.arm(idx);
+    }
+
+    /// Decide the slot's round if it can be decided.
+    fn evaluate(&mut self, now: Instant, idx: u32) {
+        let n = self.links.len();
+        let q = self.quorum;
+        let factor = self.config.drift_factor;
+        let s = &self.slots[idx as usize];
+        let (yes, no, failed, open) = (s.yes, s.no, s.failed, s.open());
+        let possible = yes + open >= q;
+        let lock = self.lock_id(idx);
+        match s.state {
+            State::Acquiring => {
+                if yes >= q {
+                    match validity_left(s.start, now, s.ttl, factor) {
+                        Some(valid) if s.fencing => {
+                            let start = s.start;
+                            self.begin_round(start, idx, State::Fencing);
+                            let s = &mut self.slots[idx as usize];
+                            s.pending_valid = Some(valid);
+                            s.deadline = Some((now + self.config.node_timeout).min(valid));
+                            self.send_round(now, idx, Kind::Fence);
+                        }
+                        Some(valid) => self.granted(now, idx, valid),
+                        None => self.attempt_failed(now, idx),
+                    }
+                } else if !possible {
+                    self.attempt_failed(now, idx);
+                }
+            }
+            State::Fencing => {
+                if yes >= q {
+                    match s.pending_valid.filter(|&v| v > now) {
+                        Some(valid) => self.granted(now, idx, valid),
+                        None => self.attempt_failed(now, idx),
+                    }
+                } else if !possible {
+                    self.attempt_failed(now, idx);
+                }
+            }
+            State::Extending => {
+                let manual = s.manual;
+                if yes >= q {
+                    if let Some(valid) = validity_left(s.start, now, s.extend_ttl, factor) {
+                        let s = &mut self.slots[idx as usize];
+                        let ttl = s.extend_ttl;
+                        let start = s.start;
+                        s.valid_until = Some(valid);
+                        self.back_to_held(now, idx);
+                        let s = &mut self.slots[idx as usize];
+                        s.auto_at = s.auto_extend.then(|| start + ttl / 3);
+                        self.events.push_back(Event::Extended { lock, valid_until: valid });
+                        return;
+                    }
+                    self.extend_unconfirmed(now, idx, manual);
+                } else if no > n - q {
+                    let s = &mut self.slots[idx as usize];
+                    let already = s.lost;
+                    s.lost = true;
+                    self.back_to_held(now, idx);
+                    if manual {
+                        self.events.push_back(Event::ExtendFailed {
+                            lock,
+                            error: ExtendError::Lost { refused: no, nodes: n },
+                        });
+                    }
+                    if !already {
+                        self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
+                    }
+                } else if !possible {
+                    self.extend_unconfirmed(now, idx, manual);
+                }
+            }
+            State::Releasing => {
+                let outcome = if yes >= q {
+                    ReleaseOutcome::Released
+                } else if !possible && yes + no >= q {
+                    ReleaseOutcome::NotHeld
+                } else if yes + no + open < q {
+                    ReleaseOutcome::Unreachable
+                } else {
+                    return;
+                };
+                let report = ReleaseReport { outcome, deleted: yes, absent: no, failed: failed + open };
+                self.finish(idx, Event::Released { lock, report });
+            }
+            State::Free | State::Held | State::RetryWait => {}
+        }
+    }
+
+    fn extend_unconfirmed(&mut self, now: Instant, idx: u32, manual: bool) {
+        let s = &self.slots[idx as usize];
+        let lock = self.lock_id(idx);
+        let error = ExtendError::Unconfirmed { extended: s.yes, nodes: self.links.len(), quorum: self.quorum };
+        self.back_to_held(now, idx);
+        if manual {
+            self.events.push_back(Event::ExtendFailed { lock, error });
+        }
+    }
+
+    fn granted(&mut self, now: Instant, idx: u32, valid: Instant) {
+        let lock = self.lock_id(idx);
+        let s = &mut self.slots[idx as usize];
+        s.state = State::Held;
+        s.round = s.round.wrapping_add(1);
+        s.deadline = None;
+        s.valid_until = Some(valid);
+        s.cap = s.max_hold.map(|h| s.start + h);
+        s.auto_at = s.auto_extend.then(|| s.start + s.ttl / 3);
+        let fence = s.fencing.then_some(s.fence);
+        let attempts = s.attempts;
+        let _ = now;
+        self.events.push_back(Event::Acquired { lock, valid_until: valid, fence, attempts });
+    }
+
+    /// The attempt failed: release everywhere, then retry later or give up.
+    fn attempt_failed(&mut self, now: Instant, idx: u32) {
+        self.send_cleanup(idx);
+        let retry = self.config.retry;
+        let delay = self.rng.between(retry.min_delay, retry.max_delay);
+        let s = &mut self.slots[idx as usize];
+        let may_retry = s.attempts < s.max_attempts && s.give_up_at.is_none_or(|g| now + delay <= g);
+        if may_retry {
+            s.state = State::RetryWait;
+            s.round = s.round.wrapping_add(1);
+            s.deadline = Some(now + delay);
+            return;
+        }
+        let n = self.links.len();
+        let q = self.quorum;
+        let (yes, failed) = (s.yes, s.failed + s.open());
+        let votes: Vec<Vote> =
+            s.votes.iter().map(|v| if *v == Vote::Pending { Vote::TimedOut } else { v.clone() }).collect();
+        let attempts = s.attempts;
+        let error = if yes >= q {
+            AcquireError::TooSlow { elapsed: now.saturating_duration_since(s.start), ttl: s.ttl, attempts }
+        } else if failed > n - q {
+            AcquireError::Unreachable { votes, attempts }
+        } else {
+            AcquireError::Held { votes, attempts }
+        };
+        let lock = self.lock_id(idx);
+        self.finish(idx, Event::AcquireFailed { lock, error });
+    }
+
+    /// End the slot's life with its final event.
+    fn finish(&mut self, idx: u32, event: Event) {
+        let s = &mut self.slots[idx as usize];
+        s.state = State::Free;
+        s.round = s.round.wrapping_add(1);
+        s.deadline = None;
+        self.free.push(idx);
+        self.active -= 1;
+        self.events.push_back(event);
+        self.arm(idx);
+    }
+
+    /// Mark a held lock lost if its validity has run out. Returns whether it just did.
+    fn expire_if_due(&mut self, now: Instant, idx: u32) -> bool {
+        let lock = self.lock_id(idx);
+        let s = &mut self.slots[idx as usize];
+        if matches!(s.state, State::Held | State::Extending) && !s.lost && s.valid_until.is_some_and(|v| v <= now) {
+            s.lost = true;
+            s.auto_at = None;
+            self.events.push_back(Event::Lost { lock, reason: LostReason::Expired });
+            return true;
+        }
+        false
+    }
+
+    fn on_slot_timeout(&mut self, now: Instant, idx: u32) {
+        self.expire_if_due(now, idx);
+        let s = &mut self.slots[idx as usize];
+        let due = s.deadline.is_some_and(|d| d <= now);
+        match s.state {
+            State::Acquiring | State::Fencing | State::Extending | State::Releasing if due => {
+                s.deadline = None;
+                for v in s.votes.iter_mut() {
+                    if *v == Vote::Pending {
+                        *v = Vote::TimedOut;
+                        s.failed += 1;
+                    }
+                }
+                self.evaluate(now, idx);
+            }
+            State::RetryWait if due => self.start_attempt(now, idx),
+            State::Held if !s.lost && s.auto_extend && s.auto_at.is_some_and(|a| a <= now) => {
+                let mut ttl = s.ttl;
+                if let Some(cap) = s.cap {
+                    let room = cap.saturating_duration_since(now);
+                    if room <= drift(room, self.config.drift_factor) {
+                        s.auto_at = None;
+                        return;
+                    }
+                    ttl = ttl.min(room);
+                }
+                self.start_extend(now, idx, ttl, false);
+            }
+            _ => {}
+        }
+    }
+
+    fn take_down(&mut self, now: Instant, node: NodeId, vote: Vote) {
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if !link.up {
+            return;
+        }
+        let pending = link.reset(false);
+        for p in pending {
+            if p.slot == u32::MAX || p.kind == Kind::Cleanup {
+                continue;
+            }
+            let current =
+                self.slots.get(p.slot as usize).is_some_and(|s| s.generation == p.generation && s.round == p.round);
+            if current {
+                self.vote(now, p.slot, node.index(), vote.clone());
+            }
+        }
+    }
+
+    fn fail_link(&mut self, now: Instant, error: LinkError) {
+        let node = error.node();
+        let vote = Vote::Error(error.to_string());
+        self.events.push_back(Event::LinkFailed { error });
+        self.take_down(now, node, vote);
+    }
+}
+
+/// Interpret a reply as an answer to a request of `kind`; `None` if it cannot be one.
+fn classify(kind: Kind, reply: &Reply<'_>) -> Option<Answer> {
+    if let Reply::Error(e) = reply {
+        if e.starts_with(b"NOSCRIPT") && matches!(kind, Kind::Acquire | Kind::Extend | Kind::Release | Kind::Fence) {
+            return Some(Answer::NoScript);
+        }
+        return Some(Answer::ServerError(String::from_utf8_lossy(e).into_owned()));
+    }
+    match (kind, reply) {
+        (Kind::SetName | Kind::Cleanup, _) => Some(Answer::Ok),
+        (Kind::Auth | Kind::Select, Reply::Status(_)) => Some(Answer::Ok),
+        (Kind::ScriptLoad(sha), Reply::Bulk(b)) => Some(Answer::ShaMatches(b.eq_ignore_ascii_case(sha.as_bytes()))),
+        (Kind::Acquire | Kind::Extend | Kind::Release | Kind::Fence, Reply::Int(i)) => Some(Answer::Int(*i)),
+        _ => None,
+    }
+}

@@ -1,0 +1,287 @@
+//! Errors: misuse returned at once by commands, and outcomes carried by events.
+
+use std::time::Duration;
+
+use crate::{LockId, NodeId};
+
+/// A configuration that cannot work; returned by [`Engine::new`](crate::Engine::new) and the URL parser.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The node list is empty.
+    #[error("no nodes configured: give at least one redis://host:port URL (Redlock wants 3 or 5 independent masters)")]
+    NoNodes,
+    /// More nodes than the engine can address.
+    #[error("{0} nodes configured; at most 65535 are supported")]
+    TooManyNodes(usize),
+    /// A node URL could not be parsed.
+    #[error("bad node URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL, with its password hidden.
+        url: String,
+        /// What is wrong and how to write it.
+        reason: String,
+    },
+    /// `node_timeout` is zero.
+    #[error("node_timeout is zero: set it to a small fraction of the TTL, e.g. 50ms for a 10s TTL")]
+    ZeroNodeTimeout,
+    /// `drift_factor` is outside `[0, 0.5)`.
+    #[error("drift_factor {0} is out of range: use a value in [0, 0.5), typically 0.01")]
+    BadDriftFactor(f64),
+    /// `retry.attempts` is zero.
+    #[error("retry.attempts is zero: it counts the first attempt, so use at least 1")]
+    ZeroAttempts,
+    /// `retry.min_delay > retry.max_delay`.
+    #[error("retry.min_delay {min:?} is above retry.max_delay {max:?}: swap them")]
+    BadRetryDelays {
+        /// The configured minimum.
+        min: Duration,
+        /// The configured maximum.
+        max: Duration,
+    },
+}
+
+/// A command that cannot be carried out as asked; returned at once, nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Misuse {
+    /// The TTL is zero.
+    #[error("ttl is zero: give the lock a time to live, e.g. 10s")]
+    ZeroTtl,
+    /// The TTL does not exceed the clock-drift margin, so no validity could remain.
+    #[error("ttl {ttl:?} is not above the clock-drift margin {drift:?} (ttl × drift_factor + 2ms): use a longer ttl")]
+    TtlTooShort {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The drift margin it must exceed.
+        drift: Duration,
+    },
+    /// The TTL does not fit Redis' millisecond expiry.
+    #[error("ttl {0:?} is too long for a Redis expiry: use at most a few years")]
+    TtlTooLong(Duration),
+    /// No resource, or an empty resource name.
+    #[error("empty resource name: every lock needs at least one non-empty key")]
+    EmptyResource,
+    /// The token is empty.
+    #[error("empty token: use a unique random value per acquisition (e.g. 20 random bytes, hex)")]
+    EmptyToken,
+    /// The lock id is not known (never issued, or released and forgotten).
+    #[error("unknown lock id {0:?}: it was never issued or its lock was already released")]
+    UnknownLock(LockId),
+    /// Another operation on this lock is still in flight.
+    #[error("lock {0:?} is busy with another operation: wait for its event first")]
+    Busy(LockId),
+    /// The lock is not held yet (still acquiring): use `cancel` instead.
+    #[error("lock {0:?} is still being acquired: use cancel() to abandon it")]
+    NotAcquired(LockId),
+    /// The lock is already held (or being released): use `release` instead of `cancel`.
+    #[error("lock {0:?} is not being acquired or extended: use release() to give it up")]
+    NothingToCancel(LockId),
+    /// An extension would go past the lock's `max_hold` cap.
+    #[error("lock {0:?} reached its max_hold cap: it cannot be extended further")]
+    CapReached(LockId),
+}
+
+/// A problem on one node's connection. The adapter MUST close that connection and reconnect
+/// (with backoff); the engine already treats the node as down.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// The bytes from the node are not valid RESP.
+    #[error("node {node}: malformed RESP from server: {detail}")]
+    Malformed {
+        /// The node.
+        node: NodeId,
+        /// What the parser said.
+        detail: String,
+    },
+    /// A reply of a type the request cannot produce (e.g. a string where a number belongs).
+    #[error("node {node}: unexpected reply to {request}: {reply}")]
+    Unexpected {
+        /// The node.
+        node: NodeId,
+        /// The request being answered.
+        request: &'static str,
+        /// A short rendering of the reply.
+        reply: String,
+    },
+    /// A reply arrived while no request was pending.
+    #[error("node {node}: reply with no pending request: {reply}")]
+    Unsolicited {
+        /// The node.
+        node: NodeId,
+        /// A short rendering of the reply.
+        reply: String,
+    },
+    /// A step of the connection handshake was refused (wrong password, unknown database...).
+    #[error("node {node}: {step} failed: {message}")]
+    Handshake {
+        /// The node.
+        node: NodeId,
+        /// `AUTH`, `SELECT` or `SCRIPT LOAD`.
+        step: &'static str,
+        /// The server's error text.
+        message: String,
+    },
+}
+
+impl LinkError {
+    /// The node whose connection failed.
+    pub fn node(&self) -> NodeId {
+        match self {
+            LinkError::Malformed { node, .. }
+            | LinkError::Unexpected { node, .. }
+            | LinkError::Unsolicited { node, .. }
+            | LinkError::Handshake { node, .. } => *node,
+        }
+    }
+}
+
+/// What one node said in one round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Vote {
+    /// No answer yet (only seen while a round is open).
+    Pending,
+    /// The node granted (or confirmed) the operation.
+    Granted,
+    /// The node refused: the key is held by another token (or, for extend, no longer ours).
+    Refused,
+    /// The node was not connected.
+    Down,
+    /// The node did not answer within the node timeout.
+    TimedOut,
+    /// The node answered with an error (text of the `-ERR` reply, or of the link failure).
+    Error(String),
+}
+
+impl Vote {
+    /// Whether this vote counts against the operation for lack of an answer (not a refusal).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Vote::Down | Vote::TimedOut | Vote::Error(_))
+    }
+}
+
+/// Why an acquisition did not succeed (after all its attempts).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// Enough nodes hold the resource for someone else that no quorum was possible.
+    #[error("held by another client ({} of {} nodes refused) after {attempts} attempt(s)", count(votes, |v| *v == Vote::Refused), votes.len())]
+    Held {
+        /// Per-node votes of the last attempt, indexed by node.
+        votes: Vec<Vote>,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// Too many nodes were down, timed out or answered errors for a quorum.
+    #[error("nodes unreachable ({} of {} failed: {}) after {attempts} attempt(s)", count(votes, Vote::is_failure), votes.len(), describe(votes))]
+    Unreachable {
+        /// Per-node votes of the last attempt, indexed by node.
+        votes: Vec<Vote>,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A quorum granted, but too late: no validity was left after the drift margin.
+    #[error(
+        "quorum reached too late: {elapsed:?} elapsed of a {ttl:?} ttl left no validity after {attempts} attempt(s)"
+    )]
+    TooSlow {
+        /// Time from the start of the last attempt to the quorum.
+        elapsed: Duration,
+        /// The lock's TTL.
+        ttl: Duration,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The acquisition was cancelled by the caller.
+    #[error("acquisition cancelled")]
+    Cancelled,
+}
+
+fn count(votes: &[Vote], f: impl Fn(&Vote) -> bool) -> usize {
+    votes.iter().filter(|v| f(v)).count()
+}
+
+fn describe(votes: &[Vote]) -> String {
+    let mut s = String::new();
+    for (i, v) in votes.iter().enumerate() {
+        let what = match v {
+            Vote::Down => "down".to_owned(),
+            Vote::TimedOut => "timed out".to_owned(),
+            Vote::Error(e) => e.clone(),
+            _ => continue,
+        };
+        if !s.is_empty() {
+            s.push_str("; ");
+        }
+        s.push_str(&format!("node {i} {what}"));
+    }
+    s
+}
+
+/// Why an extension did not succeed. The lock's keys are never deleted by a failed extend.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtendError {
+    /// A majority of nodes say the lock is no longer ours (expired or taken): it is lost.
+    #[error("lock lost: {refused} of {nodes} nodes no longer hold our token")]
+    Lost {
+        /// Nodes that refused.
+        refused: usize,
+        /// Nodes in all.
+        nodes: usize,
+    },
+    /// Not enough nodes confirmed in time; the lock may still be held until its old deadline.
+    #[error("extension not confirmed: only {extended} of {nodes} nodes extended in time (quorum {quorum})")]
+    Unconfirmed {
+        /// Nodes that extended.
+        extended: usize,
+        /// Nodes in all.
+        nodes: usize,
+        /// Nodes needed.
+        quorum: usize,
+    },
+    /// The lock's validity had already run out before the extension.
+    #[error("lock already expired before the extension")]
+    Expired,
+    /// The extension was cancelled by the caller.
+    #[error("extension cancelled")]
+    Cancelled,
+}
+
+/// How a release ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// A quorum of nodes deleted our keys.
+    Released,
+    /// A quorum answered, but fewer than a quorum still held our token: the lock had already
+    /// expired or been taken over. Nothing of another holder was deleted.
+    NotHeld,
+    /// Too few nodes answered to tell; keys left behind expire with their TTL.
+    Unreachable,
+}
+
+/// The typed report of a release: the outcome and the per-node counts behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseReport {
+    /// The verdict.
+    pub outcome: ReleaseOutcome,
+    /// Nodes that deleted at least one of our keys.
+    pub deleted: usize,
+    /// Nodes that answered but held none of our keys.
+    pub absent: usize,
+    /// Nodes that were down, timed out or answered an error.
+    pub failed: usize,
+}
+
+/// Why a held lock was lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The validity deadline passed without a successful extension.
+    Expired,
+    /// An extension was refused by a majority: the keys are gone or someone else holds them.
+    Refused,
+}

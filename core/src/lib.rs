@@ -1,0 +1,134 @@
+//! # redlease-core: a sans-IO Redlock engine
+//!
+//! This crate implements the [Redlock] distributed lock over N independent Redis masters as a
+//! pure state machine. It turns lock requests into RESP command bytes, turns reply bytes into
+//! outcomes, tallies quorums and does the clock-drift arithmetic.
+//!
+//! ## The determinism contract
+//!
+//! - **No I/O.** The engine never opens, reads or writes a socket; the caller moves bytes.
+//! - **No clocks.** Every input that depends on time takes `now: Instant` from the caller,
+//!   and `now` MUST NOT go backwards between calls. The engine never calls `Instant::now()`.
+//! - **No OS randomness.** Lock tokens are supplied by the caller; retry jitter comes from a
+//!   generator seeded by [`Config::seed`].
+//! - **No threads.** One `&mut Engine` call runs to completion.
+//!
+//! The same sequence of calls with the same arguments therefore always yields the same bytes
+//! and the same events, which is what the crate's simulation tests rely on.
+//!
+//! ## The API
+//!
+//! An [`Engine`] serves one set of nodes and carries any number of concurrent locks, each
+//! named by a [`LockId`]. Its methods come in four groups:
+//!
+//! - getters: [`Engine::lock_info`], [`Engine::is_connected`], [`Engine::quorum`], ...
+//! - inputs: [`Engine::handle_connected`], [`Engine::handle_data`],
+//!   [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
+//! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
+//!   [`Engine::cancel`] — misuse is an error returned at once ([`Misuse`]);
+//! - outputs: [`Engine::poll_transmit`] / [`Engine::advance_transmit`] per node,
+//!   [`Engine::poll_timeout`], [`Engine::poll_event`] — outcomes are [`Event`]s.
+//!
+//! ## Run loop
+//!
+//! A driver loops: feed input → flush transmits → re-arm the one timer → deliver events.
+//! It makes no protocol decisions of its own. Here the "network" is a buffer and the
+//! replies come from memory:
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId, ReleaseOutcome};
+//!
+//! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
+//! let mut config = Config::new(nodes);
+//! config.client_name = None; // keep the handshake to the four SCRIPT LOADs
+//! let mut engine = Engine::new(config).unwrap();
+//! let now = Instant::now();
+//!
+//! // 1. Sockets are open: the engine queues each node's handshake.
+//! for i in 0..3 {
+//!     engine.handle_connected(now, NodeId(i));
+//! }
+//! // 2. Commands are issued at any time; they are pipelined behind the handshake.
+//! let lock = engine
+//!     .acquire(now, &AcquireRequest::new(&[b"orders:42"], b"my-unique-token", Duration::from_secs(10)))
+//!     .unwrap();
+//! // 3. Flush: write what the engine wants sent to each node.
+//! for i in 0..3 {
+//!     let node = NodeId(i);
+//!     while let Some(bytes) = engine.poll_transmit(node) {
+//!         let n = bytes.len(); // a real driver writes to a non-blocking socket here
+//!         engine.advance_transmit(node, n);
+//!     }
+//! }
+//! // 4. Replies arrive, in order per node: four SCRIPT LOAD digests, then the acquire's `:1`.
+//! let digests = redlease_core::script_digests();
+//! for i in 0..3 {
+//!     for sha in digests {
+//!         engine.handle_data(now, NodeId(i), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
+//!     }
+//!     engine.handle_data(now, NodeId(i), b":1\r\n");
+//! }
+//! // 5. Events: the quorum (2 of 3) was reached at once.
+//! let valid_until = match engine.poll_event() {
+//!     Some(Event::Acquired { lock: l, valid_until, .. }) if l == lock => valid_until,
+//!     other => panic!("{other:?}"),
+//! };
+//! assert!(valid_until < now + Duration::from_secs(10)); // ttl minus the drift margin
+//! // 6. The timer: arm one at `poll_timeout`, call `handle_timeout` when it fires.
+//! let _next = engine.poll_timeout();
+//!
+//! engine.release(now, lock).unwrap();
+//! for i in 0..3 {
+//!     engine.handle_data(now, NodeId(i), b":1\r\n");
+//! }
+//! match engine.poll_event() {
+//!     Some(Event::Released { report, .. }) => assert_eq!(report.outcome, ReleaseOutcome::Released),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+//!
+//! ## Safety
+//!
+//! A lock is valid until `start + ttl − drift` on the caller's monotonic clock, with
+//! `drift = ttl × drift_factor + 2 ms`; the engine never reports a later deadline. Mutual
+//! exclusion holds when the holder finishes within that deadline and no node's clock jumps
+//! by more than the drift margin. A node that restarts without its keys (no persistence, or
+//! `appendfsync everysec` after a power loss) can grant a lock twice: run nodes with
+//! `appendfsync always`, or keep a crashed node down for longer than the largest TTL.
+//!
+//! Fencing tokens ([`AcquireRequest::fencing`]) strictly increase across successful
+//! acquisitions of a resource: the acquire script `INCR`s a counter per resource on every
+//! node, the token is the maximum over the granting quorum, and it is written back
+//! (`counter = max(counter, token)`) to a quorum before the lock is reported. Counters are
+//! plain keys without TTL (prefix [`Config::fence_prefix`]); they must survive restarts.
+//!
+//! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+
+mod config;
+mod engine;
+mod error;
+mod event;
+mod link;
+pub mod quorum;
+mod resp;
+mod rng;
+mod scripts;
+
+pub use config::{Config, NodeConfig, Retry};
+pub use engine::Engine;
+pub use error::{
+    AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
+};
+pub use event::{AcquireRequest, Event, LockId, LockInfo, LockState, NodeId};
+
+/// SHA-1 digests of the four scripts, in the order the handshake loads them
+/// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.
+pub fn script_digests() -> [&'static str; 4] {
+    [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA]
+}
+
+/// The Lua sources of the four scripts, in the order of [`script_digests`].
+pub fn script_sources() -> [&'static str; 4] {
+    [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE]
+}

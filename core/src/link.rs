@@ -1,0 +1,90 @@
+//! One node's connection state: output buffer, FIFO of pending replies, input buffer.
+
+use std::collections::VecDeque;
+
+/// What a pending reply answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Auth,
+    Select,
+    SetName,
+    ScriptLoad(&'static str),
+    Acquire,
+    Extend,
+    Release,
+    Fence,
+    /// Release after a failed attempt or a cancel: the answer is not waited for.
+    Cleanup,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Auth => "AUTH",
+            Kind::Select => "SELECT",
+            Kind::SetName => "CLIENT SETNAME",
+            Kind::ScriptLoad(_) => "SCRIPT LOAD",
+            Kind::Acquire => "the acquire script",
+            Kind::Extend => "the extend script",
+            Kind::Release => "the release script",
+            Kind::Fence => "the fence write-back script",
+            Kind::Cleanup => "the cleanup release",
+        }
+    }
+}
+
+/// A request on the wire whose reply has not come back yet. Replies are matched by position.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pending {
+    pub(crate) kind: Kind,
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+    pub(crate) round: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Link {
+    pub(crate) up: bool,
+    /// Bytes to send; `out[out_pos..]` is still unsent.
+    pub(crate) out: Vec<u8>,
+    pub(crate) out_pos: usize,
+    pub(crate) pending: VecDeque<Pending>,
+    /// Bytes received; `inbuf[in_pos..]` is not yet decoded.
+    pub(crate) inbuf: Vec<u8>,
+    pub(crate) in_pos: usize,
+}
+
+impl Link {
+    pub(crate) fn unsent(&self) -> &[u8] {
+        &self.out[self.out_pos..]
+    }
+
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.out_pos = (self.out_pos + n).min(self.out.len());
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        }
+    }
+
+    /// Drop decoded input, keeping the undecoded tail at the front.
+    pub(crate) fn compact_input(&mut self) {
+        if self.in_pos == self.inbuf.len() {
+            self.inbuf.clear();
+            self.in_pos = 0;
+        } else if self.in_pos > 0 {
+            self.inbuf.drain(..self.in_pos);
+            self.in_pos = 0;
+        }
+    }
+
+    /// Forget the connection: buffers emptied, pending requests returned to the caller.
+    pub(crate) fn reset(&mut self, up: bool) -> VecDeque<Pending> {
+        self.up = up;
+        self.out.clear();
+        self.out_pos = 0;
+        self.inbuf.clear();
+        self.in_pos = 0;
+        std::mem::take(&mut self.pending)
+    }
+}

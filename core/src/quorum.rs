@@ -1,0 +1,67 @@
+//! The arithmetic of Redlock: quorum size, drift margin, validity deadline.
+
+use std::time::{Duration, Instant};
+
+/// Nodes that must agree out of `n`: `n / 2 + 1`.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// The clock-drift margin for a TTL: `ttl × factor + 2 ms`.
+pub fn drift(ttl: Duration, factor: f64) -> Duration {
+    ttl.mul_f64(factor) + Duration::from_millis(2)
+}
+
+/// The instant until which a lock acquired (or extended) in a round started at `start` is
+/// valid: `start + ttl − drift`. `None` when the drift margin swallows the whole TTL.
+pub fn valid_until(start: Instant, ttl: Duration, factor: f64) -> Option<Instant> {
+    ttl.checked_sub(drift(ttl, factor)).filter(|v| !v.is_zero()).map(|v| start + v)
+}
+
+/// Whether a round that started at `start` and reached its quorum at `now` leaves validity:
+/// the deadline must lie strictly after `now`. Returns the deadline if so.
+pub fn validity_left(start: Instant, now: Instant, ttl: Duration, factor: f64) -> Option<Instant> {
+    valid_until(start, ttl, factor).filter(|&d| d > now)
+}
+
+/// Whether `yes` votes out of `n` with `open` still unanswered can still reach the quorum.
+pub fn quorum_possible(n: usize, yes: usize, open: usize) -> bool {
+    yes + open >= quorum(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_for_one_to_nine() {
+        let expect = [1, 2, 2, 3, 3, 4, 4, 5, 5];
+        for n in 1..=9 {
+            assert_eq!(quorum(n), expect[n - 1], "n = {n}");
+            // Two quorums always intersect.
+            assert!(2 * quorum(n) > n);
+            // A minority failing never prevents a quorum.
+            assert!(quorum_possible(n, 0, n - (n - quorum(n))));
+            assert!(!quorum_possible(n, quorum(n) - 1, 0));
+        }
+    }
+
+    #[test]
+    fn drift_and_validity() {
+        let t0 = Instant::now();
+        let ttl = Duration::from_secs(10);
+        assert_eq!(drift(ttl, 0.01), Duration::from_millis(102));
+        assert_eq!(valid_until(t0, ttl, 0.01), Some(t0 + Duration::from_millis(9898)));
+        // Elapsed equal to or beyond the validity gives nothing.
+        let d = t0 + Duration::from_millis(9898);
+        assert_eq!(validity_left(t0, d, ttl, 0.01), None);
+        assert_eq!(validity_left(t0, t0 + ttl, ttl, 0.01), None);
+        assert_eq!(validity_left(t0, d - Duration::from_nanos(1), ttl, 0.01), Some(d));
+        // A TTL at or below the drift margin leaves none.
+        assert_eq!(valid_until(t0, Duration::from_millis(2), 0.01), None);
+        assert_eq!(valid_until(t0, Duration::from_millis(2), 0.0), None);
+        assert!(valid_until(t0, Duration::from_millis(3), 0.0).is_some());
+        // Zero drift factor still keeps the fixed 2 ms.
+        assert_eq!(drift(ttl, 0.0), Duration::from_millis(2));
+    }
+}

@@ -1,0 +1,157 @@
+//! RESP2: the command encoder (written straight into a link's output buffer, no allocation)
+//! and the reply decoder (`redis-protocol`'s zero-copy range decoder).
+
+use redis_protocol::resp2::decode::decode_range;
+use redis_protocol::resp2::types::RangeFrame;
+
+/// Begin a command array of `argc` bulk strings.
+pub(crate) fn array(out: &mut Vec<u8>, argc: usize) {
+    out.push(b'*');
+    put_uint(out, argc as u64);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append one bulk string.
+pub(crate) fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(b'$');
+    put_uint(out, b.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a bulk string made of two parts (a prefix and a name).
+pub(crate) fn bulk2(out: &mut Vec<u8>, a: &[u8], b: &[u8]) {
+    out.push(b'$');
+    put_uint(out, (a.len() + b.len()) as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(a);
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a decimal number as a bulk string.
+pub(crate) fn bulk_uint(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 20];
+    let digits = fmt_uint(&mut buf, v);
+    bulk(out, digits);
+}
+
+/// A whole command from byte-string arguments.
+pub(crate) fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    array(out, args.len());
+    for a in args {
+        bulk(out, a);
+    }
+}
+
+fn put_uint(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 20];
+    out.extend_from_slice(fmt_uint(&mut buf, v));
+}
+
+fn fmt_uint(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// One reply, borrowing from the link's input buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply<'a> {
+    /// `+OK`
+    Status(&'a [u8]),
+    /// `-ERR ...`
+    Error(&'a [u8]),
+    /// `:5`
+    Int(i64),
+    /// `$3\r\nabc`
+    Bulk(&'a [u8]),
+    /// `$-1` or `*-1`
+    Nil,
+    /// An array (never a valid answer to our requests); its length.
+    Array(usize),
+}
+
+impl Reply<'_> {
+    /// A short printable rendering for error messages.
+    pub(crate) fn render(&self) -> String {
+        fn text(b: &[u8]) -> String {
+            let s = String::from_utf8_lossy(&b[..b.len().min(120)]).into_owned();
+            if b.len() > 120 { s + "…" } else { s }
+        }
+        match self {
+            Reply::Status(s) => format!("+{}", text(s)),
+            Reply::Error(s) => format!("-{}", text(s)),
+            Reply::Int(i) => format!(":{i}"),
+            Reply::Bulk(b) => format!("bulk {:?}", text(b)),
+            Reply::Nil => "nil".to_owned(),
+            Reply::Array(n) => format!("array of {n}"),
+        }
+    }
+}
+
+/// Decode one reply from the front of `buf`.
+///
+/// `Ok(None)`: more bytes are needed. `Ok(Some((reply, used)))`: a whole reply of `used` bytes.
+/// `Err`: the bytes are not RESP; the connection cannot be trusted any more.
+pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    match decode_range(buf) {
+        Ok(None) => Ok(None),
+        Ok(Some((frame, used))) => {
+            let reply = match frame {
+                RangeFrame::SimpleString((a, b)) => Reply::Status(&buf[a..b]),
+                RangeFrame::Error((a, b)) => Reply::Error(&buf[a..b]),
+                RangeFrame::Integer(i) => Reply::Int(i),
+                RangeFrame::BulkString((a, b)) => Reply::Bulk(&buf[a..b]),
+                RangeFrame::Null => Reply::Nil,
+                RangeFrame::Array(items) => Reply::Array(items.len()),
+            };
+            Ok(Some((reply, used)))
+        }
+        Err(e) => Err(e.details().to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_commands() {
+        let mut out = Vec::new();
+        command(&mut out, &[b"SET", b"k", b""]);
+        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
+        out.clear();
+        array(&mut out, 2);
+        bulk_uint(&mut out, 0);
+        bulk2(&mut out, b"ab", b"cd");
+        assert_eq!(out, b"*2\r\n$1\r\n0\r\n$4\r\nabcd\r\n");
+        out.clear();
+        bulk_uint(&mut out, u64::MAX);
+        assert_eq!(out, b"$20\r\n18446744073709551615\r\n");
+    }
+
+    #[test]
+    fn decodes_replies() {
+        assert_eq!(decode(b"+OK\r\n"), Ok(Some((Reply::Status(b"OK"), 5))));
+        assert_eq!(decode(b":-3\r\nrest"), Ok(Some((Reply::Int(-3), 5))));
+        assert_eq!(decode(b"$-1\r\n"), Ok(Some((Reply::Nil, 5))));
+        assert_eq!(decode(b"$2\r\nab\r\n"), Ok(Some((Reply::Bulk(b"ab"), 8))));
+        assert_eq!(decode(b"-ERR x\r\n"), Ok(Some((Reply::Error(b"ERR x"), 8))));
+        assert_eq!(decode(b"*1\r\n:1\r\n"), Ok(Some((Reply::Array(1), 8))));
+        assert_eq!(decode(b"$2\r\na"), Ok(None));
+        assert_eq!(decode(b""), Ok(None));
+        assert!(decode(b"?what\r\n").is_err());
+    }
+}
