@@ -653,8 +653,12 @@ impl Engine {
             if self.links[node].up {
                 self.encode(node, idx, kind, false);
             } else {
+                let vote = match &self.links[node].last_error {
+                    Some(e) => Vote::Error(e.clone()),
+                    None => Vote::Down,
+                };
                 let s = &mut self.slots[idx as usize];
-                s.votes[node] = Vote::Down;
+                s.votes[node] = vote;
                 s.failed += 1;
             }
         }
@@ -738,7 +742,13 @@ impl Engine {
             (Kind::Auth | Kind::Select, Answer::ServerError(m)) => {
                 return Err(handshake_err(p.kind.name(), m));
             }
-            (Kind::ScriptLoad(_), Answer::ShaMatches(true)) => return Ok(()),
+            (Kind::ScriptLoad(sha), Answer::ShaMatches(true)) => {
+                if sha == scripts::FENCE_SHA {
+                    // The last step of the handshake: the link is healthy again.
+                    self.links[node.index()].last_error = None;
+                }
+                return Ok(());
+            }
             (Kind::ScriptLoad(_), Answer::ShaMatches(false)) => {
                 return Err(handshake_err(
                     "SCRIPT LOAD",
@@ -1026,6 +1036,9 @@ impl Engine {
     fn fail_link(&mut self, now: Instant, error: LinkError) {
         let node = error.node();
         let vote = Vote::Error(error.to_string());
+        if let Some(link) = self.links.get_mut(node.index()) {
+            link.last_error = Some(error.to_string());
+        }
         self.events.push_back(Event::LinkFailed { error });
         self.take_down(now, node, vote);
     }

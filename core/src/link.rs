@@ -52,6 +52,8 @@ pub(crate) struct Link {
     /// Bytes received; `inbuf[in_pos..]` is not yet decoded.
     pub(crate) inbuf: Vec<u8>,
     pub(crate) in_pos: usize,
+    /// Why the last connection failed (a link error), until a handshake completes again.
+    pub(crate) last_error: Option<String>,
 }
 
 impl Link {
