@@ -1,1 +1,130 @@
-//! Placeholder: filled by its issue.
+//! # redlease-tokio: a Redlock client for tokio
+//!
+//! A thin adapter: the sockets and the timer are tokio's, everything else is shared with the
+//! other async adapters ([`redlease_async`]) and the protocol is [`redlease_core`]'s.
+//!
+//! [`Client::connect`] opens one connection per node and spawns the driver with
+//! `tokio::spawn` (current-thread and multi-thread runtimes both work). The driver owns the
+//! sockets and the engine; every clone of the client shares it, so many tasks can have locks
+//! in flight at once. It ends by itself once every client and guard is dropped and their
+//! releases are done.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlease_tokio::Client;
+//!
+//! # async fn demo() -> Result<(), redlease_tokio::Error> {
+//! let client = Client::connect(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]).await?;
+//!
+//! // A guard: extend it, release it (or drop it to release in the background).
+//! let mut guard = client.lock("orders:42", Duration::from_secs(10)).await?;
+//! println!("token {} valid until {:?}", guard.token(), guard.valid_until());
+//! guard.extend(Duration::from_secs(10)).await?;
+//! let report = guard.release().await?;
+//! println!("{:?}", report.outcome);
+//!
+//! // The scoped form: auto-extension while the work runs, and a signal if the lock is lost.
+//! let done = client
+//!     .with_lock("orders:42", Duration::from_secs(10), |lost| async move {
+//!         tokio::select! {
+//!             _ = lost.wait() => Err("lock lost"),
+//!             _ = tokio::time::sleep(Duration::from_secs(1)) => Ok("work done"),
+//!         }
+//!     })
+//!     .await?;
+//! println!("{done:?}");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+pub use redlease_async::{
+    AcquireError, ClientConfig, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal,
+    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+};
+
+/// The Redlock client on tokio. See [`redlease_async::Client`] for its methods.
+pub type Client = redlease_async::Client<Tokio>;
+
+/// The driver future of a [`Client`] made with `Client::with_driver`, for callers who
+/// spawn it themselves.
+pub type Driver = redlease_async::Driver<Tokio>;
+
+/// The tokio [`Runtime`](redlease_async::Runtime): tokio sockets and timers, `tokio::spawn`.
+#[derive(Debug)]
+pub struct Tokio;
+
+impl redlease_async::Runtime for Tokio {
+    type Socket = Socket;
+    type Timer = Timer;
+
+    fn connect(host: &str, port: u16) -> redlease_async::BoxFuture<io::Result<Socket>> {
+        let host = host.to_owned();
+        Box::pin(async move {
+            let stream = TcpStream::connect((host.as_str(), port)).await?;
+            stream.set_nodelay(true)?;
+            Ok(Socket(stream))
+        })
+    }
+
+    fn timer(deadline: Instant) -> Timer {
+        Timer { sleep: Box::pin(tokio::time::sleep_until(deadline.into())), armed: true }
+    }
+
+    fn spawn(driver: Driver) -> io::Result<()> {
+        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        handle.spawn(driver);
+        Ok(())
+    }
+}
+
+/// A tokio TCP stream as the driver's [`Socket`](redlease_async::Socket).
+#[derive(Debug)]
+pub struct Socket(TcpStream);
+
+impl redlease_async::Socket for Socket {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut buf = ReadBuf::new(buf);
+        match Pin::new(&mut self.0).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+}
+
+/// A tokio `Sleep` as the driver's [`Timer`](redlease_async::Timer).
+#[derive(Debug)]
+pub struct Timer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    armed: bool,
+}
+
+impl redlease_async::Timer for Timer {
+    fn reset(&mut self, deadline: Instant) {
+        self.sleep.as_mut().reset(deadline.into());
+        self.armed = true;
+    }
+
+    fn poll_fire(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.armed {
+            return Poll::Pending;
+        }
+        let fired = self.sleep.as_mut().poll(cx);
+        if fired.is_ready() {
+            self.armed = false;
+        }
+        fired
+    }
+}

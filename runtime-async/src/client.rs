@@ -1,0 +1,282 @@
+//! The cloneable client, its settings and the lock builder.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_channel::Sender;
+use redlease_core::Config;
+
+use crate::driver::{Command, Driver, Request};
+use crate::error::Error;
+use crate::guard::{Guard, LostSignal};
+use crate::runtime::Runtime;
+
+/// Settings of a [`Client`]: the engine's [`Config`] plus the adapter's connection knobs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Nodes, node timeout, drift factor, retry schedule, jitter seed, client name.
+    ///
+    /// The seed is replaced by one from the OS random source unless it was changed from
+    /// [`Config::new`]'s default.
+    pub core: Config,
+    /// Bound on one TCP connect attempt to one node (default 1 s).
+    pub connect_timeout: Duration,
+    /// First delay before reconnecting a lost node (default 50 ms); it doubles per failure.
+    pub reconnect_min: Duration,
+    /// Longest delay between reconnect attempts (default 2 s).
+    pub reconnect_max: Duration,
+}
+
+impl ClientConfig {
+    /// Settings for this engine config with the default connection knobs.
+    pub fn new(core: Config) -> Self {
+        ClientConfig {
+            core,
+            connect_timeout: Duration::from_secs(1),
+            reconnect_min: Duration::from_millis(50),
+            reconnect_max: Duration::from_secs(2),
+        }
+    }
+
+    /// Settings for nodes given as `redis://[user:pass@]host:port[/db]` URLs, defaults otherwise.
+    pub fn from_urls<I, S>(urls: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Ok(ClientConfig::new(Config::from_urls(urls)?))
+    }
+
+    /// Check the settings (the engine's included).
+    pub fn validate(&self) -> Result<(), Error> {
+        self.core.validate()?;
+        let setting = |field, reason| Err(Error::Setting { field, reason });
+        if self.connect_timeout.is_zero() {
+            return setting("connect_timeout", "it is zero: give a connect attempt time, e.g. 1s");
+        }
+        if self.reconnect_min.is_zero() {
+            return setting("reconnect_min", "it is zero, which would reconnect in a busy loop: use e.g. 50ms");
+        }
+        if self.reconnect_min > self.reconnect_max {
+            return setting("reconnect_min", "it is above reconnect_max: swap them");
+        }
+        Ok(())
+    }
+}
+
+/// A Redlock client for one set of nodes, generic over the async [`Runtime`] (each adapter
+/// crate names its own: `redlease_tokio::Client`, `redlease_smol::Client`).
+///
+/// Cheap to clone; every clone talks to the same driver, so many tasks can have locks in
+/// flight at once over one connection per node.
+pub struct Client<R> {
+    pub(crate) tx: Sender<Command>,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R> Clone for Client<R> {
+    fn clone(&self) -> Self {
+        Client { tx: self.tx.clone(), _runtime: PhantomData }
+    }
+}
+
+impl<R> fmt::Debug for Client<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("closed", &self.tx.is_closed()).finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> Client<R> {
+    /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with defaults
+    /// for everything else, and start the driver in the background.
+    ///
+    /// Returns once every node has connected or failed its first attempt: nodes that are
+    /// down do not make this fail; they keep reconnecting with backoff and count as failed
+    /// votes meanwhile.
+    pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::with_config(ClientConfig::from_urls(urls)?).await
+    }
+
+    /// Like [`connect`](Self::connect), with explicit settings.
+    pub async fn with_config(config: ClientConfig) -> Result<Self, Error> {
+        let (client, driver) = Self::with_driver(config).await?;
+        R::spawn(driver).map_err(|_| Error::Closed)?;
+        Ok(client)
+    }
+
+    /// Like [`with_config`](Self::with_config), but hand the driver to the caller instead of
+    /// starting it: the client does nothing until the [`Driver`] future is polled (spawn it on
+    /// your executor). It finishes once every client and guard is dropped and every release
+    /// is done.
+    pub async fn with_driver(config: ClientConfig) -> Result<(Self, Driver<R>), Error> {
+        config.validate()?;
+        let (tx, rx) = async_channel::unbounded();
+        let driver = Driver::start(config, rx, tx.downgrade()).await?;
+        Ok((Client { tx, _runtime: PhantomData }, driver))
+    }
+}
+
+impl<R> Client<R> {
+    /// Acquire `resource` for `ttl`, retrying per the config's retry schedule.
+    pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
+        self.lock_with(resource, ttl).acquire().await
+    }
+
+    /// Acquire `resource` for `ttl` with a single attempt.
+    pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
+        self.lock_with(resource, ttl).attempts(1).acquire().await
+    }
+
+    /// A builder for an acquisition with more options; `.await` it (or call
+    /// [`acquire`](LockBuilder::acquire)).
+    pub fn lock_with(&self, resource: &str, ttl: Duration) -> LockBuilder {
+        LockBuilder {
+            tx: self.tx.clone(),
+            resources: vec![resource.to_owned()],
+            ttl,
+            fencing: false,
+            attempts: None,
+            wait: None,
+            max_hold: None,
+            auto_extend: false,
+        }
+    }
+
+    /// Run `f` while holding `resource`: acquire (with retries), extend automatically about
+    /// every `ttl / 3` while `f` runs, release afterwards, and return what `f` returned.
+    ///
+    /// `f` gets a [`LostSignal`] that fires if an extension is refused or the validity runs
+    /// out; select on it to stop work that is no longer protected. The release's own outcome
+    /// is not reported (a lost lock was already signalled).
+    pub async fn with_lock<F, Fut, T>(&self, resource: &str, ttl: Duration, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock_with(resource, ttl).auto_extend(true).acquire().await?;
+        let out = f(guard.lost()).await;
+        // The work is done; how the release went does not change its result.
+        let _ = guard.release().await;
+        Ok(out)
+    }
+}
+
+/// Options of one acquisition; built by [`Client::lock_with`], run by `.await` or
+/// [`acquire`](Self::acquire).
+#[must_use = "a LockBuilder does nothing until awaited"]
+#[derive(Debug)]
+pub struct LockBuilder {
+    tx: Sender<Command>,
+    resources: Vec<String>,
+    ttl: Duration,
+    fencing: bool,
+    attempts: Option<u32>,
+    wait: Option<Duration>,
+    max_hold: Option<Duration>,
+    auto_extend: bool,
+}
+
+impl LockBuilder {
+    /// Also lock these resources, all together (all-or-nothing on each node).
+    pub fn resources(mut self, extra: &[&str]) -> Self {
+        self.resources.extend(extra.iter().map(|r| (*r).to_owned()));
+        self
+    }
+
+    /// Ask for a fencing token ([`Guard::fence`]); costs one extra round trip.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// Attempts in all, the first included (0 counts as 1). Default: the config's
+    /// `retry.attempts`, or unlimited within [`wait`](Self::wait) when a wait bound is given.
+    pub fn attempts(mut self, n: u32) -> Self {
+        self.attempts = Some(n);
+        self
+    }
+
+    /// Keep retrying (with the config's random delays) until this much time has passed since
+    /// the call; then fail with [`Error::WaitTimeout`], which carries the last attempt's outcome.
+    /// If [`attempts`](Self::attempts) also bounds it and runs out first, the error is the
+    /// plain [`Error::Acquire`].
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Never extend the lock (manually or automatically) past this long after it was acquired.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Extend the lock automatically about every TTL/3 while the guard lives; a failure
+    /// fires [`Guard::lost`].
+    pub fn auto_extend(mut self, on: bool) -> Self {
+        self.auto_extend = on;
+        self
+    }
+
+    /// Acquire the lock.
+    pub async fn acquire(self) -> Result<Guard, Error> {
+        let token = new_token()?;
+        let (reply, rx) = async_channel::bounded(1);
+        let request = Request {
+            resources: self.resources,
+            token,
+            ttl: self.ttl,
+            fencing: self.fencing,
+            attempts: self.attempts,
+            wait: self.wait,
+            max_hold: self.max_hold,
+            auto_extend: self.auto_extend,
+        };
+        self.tx.try_send(Command::Acquire { request, reply }).map_err(|_| Error::Closed)?;
+        // If this future is dropped before the answer, the driver cancels the acquisition.
+        let mut abandon = AbandonOnDrop(Some(&self.tx));
+        let out = rx.recv().await.map_err(|_| Error::Closed);
+        abandon.0 = None;
+        out?
+    }
+}
+
+impl IntoFuture for LockBuilder {
+    type Output = Result<Guard, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.acquire())
+    }
+}
+
+/// Tells the driver to cancel acquisitions nobody waits for any more.
+struct AbandonOnDrop<'a>(Option<&'a Sender<Command>>);
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.try_send(Command::Sweep);
+        }
+    }
+}
+
+/// 20 bytes from the OS random source, hex-encoded.
+fn new_token() -> Result<String, Error> {
+    let mut bytes = [0u8; 20];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A jitter seed from the OS random source.
+pub(crate) fn random_seed() -> Result<u64, Error> {
+    getrandom::u64().map_err(|e| Error::Random(e.to_string()))
+}

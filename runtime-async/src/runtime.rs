@@ -1,0 +1,55 @@
+//! The few things the driver needs from an async runtime.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use crate::driver::Driver;
+
+/// A boxed, sendable future, as returned by [`Runtime::connect`].
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// An async runtime, reduced to what the [`Driver`] needs: open a TCP connection, make a
+/// timer, and start the driver. Each adapter crate implements it in about a hundred lines
+/// (compare quinn's `runtime` module).
+pub trait Runtime: Send + Sync + Sized + 'static {
+    /// A connected, non-blocking TCP stream.
+    type Socket: Socket;
+    /// A resettable one-shot timer.
+    type Timer: Timer;
+
+    /// Resolve `host` and connect to `host:port`, with `TCP_NODELAY` set on the stream.
+    ///
+    /// The driver bounds the attempt by `ClientConfig::connect_timeout` itself (it drops the
+    /// future when the time is up), so the future need not time out on its own.
+    fn connect(host: &str, port: u16) -> BoxFuture<io::Result<Self::Socket>>;
+
+    /// A timer that fires at `deadline`.
+    fn timer(deadline: Instant) -> Self::Timer;
+
+    /// Run the driver in the background until it finishes.
+    ///
+    /// Called by [`Client::connect`](crate::Client::connect) and
+    /// [`Client::with_config`](crate::Client::with_config) (tokio: `tokio::spawn`; the smol
+    /// adapter: a thread of its own). An error means the driver could not be started.
+    fn spawn(driver: Driver<Self>) -> io::Result<()>;
+}
+
+/// A connected TCP stream, driven by readiness: each call either makes progress or registers
+/// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract).
+pub trait Socket: Send + Unpin + 'static {
+    /// Read into `buf`; `Ok(0)` means end of stream.
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+    /// Write some of `buf`; returns how many bytes were taken.
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+}
+
+/// A one-shot timer that can be moved to a new deadline.
+pub trait Timer: Send + Unpin + 'static {
+    /// Fire at `deadline` instead (re-arms a timer that already fired).
+    fn reset(&mut self, deadline: Instant);
+    /// `Ready` once the deadline has passed (once per arming); otherwise registers the waker.
+    fn poll_fire(&mut self, cx: &mut Context<'_>) -> Poll<()>;
+}
