@@ -1,1 +1,17 @@
-//! Placeholder: filled by its issue.
+#![doc = include_str!("../README.md")]
+
+mod client;
+mod config;
+mod driver;
+mod error;
+mod guard;
+
+pub use client::{Client, KeepAlive, LockBuilder};
+pub use config::{ClientConfig, new_token};
+pub use driver::{Driver, LinkState, NodeStatus};
+pub use error::Error;
+pub use guard::{Guard, LostSignal};
+
+/// The core crate, re-exported for its types (`Config`, `Event`, `AcquireRequest`, ...).
+pub use redlease_core as core;
+pub use redlease_core::{AcquireError, Event, ExtendError, LockId, LostReason, NodeId, ReleaseOutcome, ReleaseReport};

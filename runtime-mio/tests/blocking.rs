@@ -1,0 +1,307 @@
+//! The blocking client against real `redis-server` processes.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redlease_mio::core::{Misuse, Vote};
+use redlease_mio::{
+    AcquireError, Client, ClientConfig, Error, ExtendError, LinkState, LostReason, NodeId, ReleaseOutcome,
+};
+use support::{Redis, cluster, eventually, urls};
+
+const TTL: Duration = Duration::from_secs(10);
+
+#[test]
+fn lock_extend_release_roundtrip() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    assert_eq!(client.node_count(), 3);
+    let before = Instant::now();
+    let mut guard = client.lock("rt", TTL).unwrap();
+    assert_eq!(guard.resource(), "rt");
+    assert_eq!(guard.token().len(), 40);
+    assert!(guard.valid_until() > before && guard.valid_until() < before + TTL);
+    assert_eq!(guard.fence(), None);
+    for n in &nodes {
+        assert_eq!(n.cmd(&["GET", "rt"]), guard.token());
+    }
+    let first = guard.valid_until();
+    let until = guard.extend(Duration::from_secs(20)).unwrap();
+    assert!(until > first, "an extension to 20s moves the deadline past the 10s one");
+    assert_eq!(guard.valid_until(), until);
+    let ttl_ms: u64 = nodes[0].cmd(&["PTTL", "rt"]).trim_start_matches(':').parse().unwrap();
+    assert!(ttl_ms > 10_000, "PTTL {ttl_ms}");
+    let report = guard.release().unwrap();
+    assert_eq!(report.outcome, ReleaseOutcome::Released);
+    // Decided at the quorum; the third node's release was sent too.
+    assert!(report.deleted >= 2, "{report:?}");
+    for n in &nodes {
+        assert!(eventually(Duration::from_secs(5), || n.cmd(&["EXISTS", "rt"]) == ":0"));
+    }
+}
+
+#[test]
+fn contention_is_reported_as_held_and_wait_times_out() {
+    let nodes = cluster(3);
+    let a = Client::connect(urls(&nodes)).unwrap();
+    let b = Client::connect(urls(&nodes)).unwrap();
+    let held = a.lock("busy", TTL).unwrap();
+    match b.try_lock("busy", TTL) {
+        Err(Error::Acquire(AcquireError::Held { votes, attempts })) => {
+            assert_eq!(attempts, 1);
+            // Decided as soon as a quorum became impossible: at least two refusals.
+            assert!(votes.iter().filter(|v| **v == Vote::Refused).count() >= 2, "{votes:?}");
+        }
+        other => panic!("expected Held, got {other:?}"),
+    }
+    match b.lock_with("busy", TTL).wait(Duration::from_millis(300)).acquire() {
+        Err(Error::WaitTimeout { last: Some(AcquireError::Held { .. }), waited }) => {
+            assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        }
+        other => panic!("expected WaitTimeout, got {other:?}"),
+    }
+    // The holder's key is untouched by the failed attempts (cleanup only deletes our token).
+    assert_eq!(nodes[1].cmd(&["GET", "busy"]), held.token());
+    assert_eq!(held.release().unwrap().outcome, ReleaseOutcome::Released);
+    b.try_lock("busy", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn a_wait_bound_outlasts_the_holder() {
+    let nodes = cluster(3);
+    let a = Client::connect(urls(&nodes)).unwrap();
+    let b = Client::connect(urls(&nodes)).unwrap();
+    let held = a.lock("handover", Duration::from_millis(400)).unwrap();
+    // b waits; a's lock expires after 400ms (nobody extends it).
+    let got = b.lock_with("handover", TTL).wait(Duration::from_secs(10)).acquire().unwrap();
+    assert_ne!(got.token(), held.token());
+    // a's release finds the lock taken over and deletes nothing of b's.
+    let report = held.release().unwrap();
+    assert_eq!(report.outcome, ReleaseOutcome::NotHeld);
+    assert_eq!(nodes[0].cmd(&["GET", "handover"]), got.token());
+}
+
+#[test]
+fn drop_releases_in_the_background() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let guard = client.lock("dropped", TTL).unwrap();
+    drop(guard);
+    // The release was written at once; the next acquisition (which drives the loop) works.
+    let again = client.try_lock("dropped", TTL).unwrap();
+    drop(again);
+    // Dropping the whole client finishes outstanding releases first.
+    drop(client);
+    for n in &nodes {
+        assert!(eventually(Duration::from_secs(5), || n.cmd(&["EXISTS", "dropped"]) == ":0"));
+    }
+}
+
+#[test]
+fn fencing_tokens_increase() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let mut last = 0;
+    for _ in 0..5 {
+        let g = client.lock_with("fenced", TTL).fencing(true).acquire().unwrap();
+        let f = g.fence().expect("fencing asked for");
+        assert!(f > last, "{f} after {last}");
+        last = f;
+        g.release().unwrap();
+    }
+}
+
+#[test]
+fn several_resources_lock_together() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let g = client.lock_with("multi:a", TTL).resources(&["multi:b"]).acquire().unwrap();
+    assert_eq!(g.resources(), ["multi:a", "multi:b"]);
+    assert!(matches!(client.try_lock("multi:b", TTL), Err(Error::Acquire(AcquireError::Held { .. }))));
+    g.release().unwrap();
+    client.try_lock("multi:b", TTL).unwrap();
+}
+
+#[test]
+fn misuse_is_refused_at_once() {
+    let nodes = cluster(1);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    assert!(matches!(client.lock("x", Duration::ZERO), Err(Error::Misuse(Misuse::ZeroTtl))));
+    assert!(matches!(client.lock("", TTL), Err(Error::Misuse(Misuse::EmptyResource))));
+    let err = Client::connect(["http://127.0.0.1:1"]).unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(err.to_string().contains("redis://"), "{err}");
+}
+
+#[test]
+fn auto_extension_without_threads_by_driving_the_loop() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let other = Client::connect(urls(&nodes)).unwrap();
+    let ttl = Duration::from_millis(600);
+    let guard = client.lock_with("auto", ttl).auto_extend(true).acquire().unwrap();
+    let first = guard.valid_until();
+    // Drive for several TTLs on this thread.
+    let until = Instant::now() + Duration::from_millis(2000);
+    while Instant::now() < until {
+        client.run_for(Duration::from_millis(50)).unwrap();
+        assert!(!guard.is_lost(), "lost while extended: {:?}", guard.lost().reason());
+    }
+    assert!(guard.valid_until() > first + Duration::from_millis(1000));
+    assert!(matches!(other.try_lock("auto", ttl), Err(Error::Acquire(AcquireError::Held { .. }))));
+    assert_eq!(guard.release().unwrap().outcome, ReleaseOutcome::Released);
+}
+
+#[test]
+fn keepalive_thread_extends_while_the_caller_sleeps() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let keepalive = client.spawn_keepalive().unwrap();
+    let ttl = Duration::from_millis(600);
+    let guard = client.lock_with("ka", ttl).auto_extend(true).acquire().unwrap();
+    let first = guard.valid_until();
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(!guard.is_lost());
+    assert!(guard.valid_until() > first + Duration::from_millis(1000));
+    // Commands still work while the helper owns the poll.
+    let mut guard = guard;
+    guard.extend(Duration::from_secs(5)).unwrap();
+    keepalive.stop();
+    assert_eq!(guard.release().unwrap().outcome, ReleaseOutcome::Released);
+}
+
+#[test]
+fn with_lock_runs_the_work_under_auto_extension() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let ttl = Duration::from_millis(600);
+    let out = client
+        .with_lock("scoped", ttl, |lost| {
+            let token = nodes[0].cmd(&["GET", "scoped"]);
+            std::thread::sleep(Duration::from_millis(1800));
+            assert!(!lost.is_lost());
+            // Still ours after three TTLs.
+            (token.clone(), nodes[0].cmd(&["GET", "scoped"]))
+        })
+        .unwrap();
+    assert_eq!(out.0.len(), 40);
+    assert_eq!(out.0, out.1);
+    for n in &nodes {
+        assert!(eventually(Duration::from_secs(5), || n.cmd(&["EXISTS", "scoped"]) == ":0"), "released after the work");
+    }
+}
+
+#[test]
+fn a_refused_extension_fires_the_lost_signal() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let mut guard = client.lock_with("stolen", Duration::from_millis(900)).auto_extend(true).acquire().unwrap();
+    let lost = guard.lost();
+    for n in &nodes {
+        n.cmd(&["SET", "stolen", "someone-else"]);
+    }
+    let reason = lost.wait_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(reason, Some(LostReason::Refused));
+    assert!(guard.is_lost());
+    match guard.extend(TTL) {
+        Err(Error::Extend(ExtendError::Lost { .. })) => {}
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    // Releasing deletes nothing of the new holder's.
+    assert_eq!(guard.release().unwrap().outcome, ReleaseOutcome::NotHeld);
+    assert_eq!(nodes[0].cmd(&["GET", "stolen"]), "someone-else");
+}
+
+#[test]
+fn validity_running_out_fires_the_lost_signal() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let guard = client.lock("expiring", Duration::from_millis(300)).unwrap();
+    assert_eq!(guard.lost().wait_timeout(Duration::from_secs(10)).unwrap(), Some(LostReason::Expired));
+    guard.release().unwrap();
+}
+
+#[test]
+fn one_client_shared_by_many_threads() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            let client = client.clone();
+            let inside = Arc::clone(&inside);
+            let done = Arc::clone(&done);
+            s.spawn(move || {
+                for _ in 0..5 {
+                    let g = client.lock_with("shared", TTL).wait(Duration::from_secs(30)).acquire().unwrap();
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                    std::thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    g.release().unwrap();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert_eq!(done.load(Ordering::SeqCst), 40);
+}
+
+#[test]
+fn a_down_minority_does_not_stop_locking_and_a_majority_does() {
+    let mut nodes = cluster(3);
+    nodes[2].stop();
+    let client = Client::connect(urls(&nodes)).unwrap();
+    assert!(matches!(client.node_status(NodeId(2)).unwrap().state, LinkState::Waiting { .. }));
+    assert!(client.node_status(NodeId(2)).unwrap().last_error.is_some());
+    let g = client.lock("minority", TTL).unwrap();
+    assert_eq!(g.release().unwrap().deleted, 2);
+    nodes[1].stop();
+    match client.try_lock("minority", TTL) {
+        Err(Error::Acquire(AcquireError::Unreachable { votes, .. })) => {
+            assert!(votes[1].is_failure() && votes[2].is_failure(), "{votes:?}");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_restarted_node_is_reconnected() {
+    let mut nodes = cluster(1);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    client.lock("re", TTL).unwrap().release().unwrap();
+    nodes[0].restart();
+    // Reading the EOF and reconnecting happen while the loop is driven.
+    let ok = eventually(Duration::from_secs(10), || {
+        client.run_for(Duration::from_millis(20)).unwrap();
+        client.try_lock("re", TTL).is_ok_and(|g| g.release().is_ok())
+    });
+    assert!(ok, "no lock after the restart: {:?}", client.node_status(NodeId(0)));
+    assert_eq!(client.node_status(NodeId(0)).unwrap().state, LinkState::Connected);
+}
+
+#[test]
+fn a_wrong_password_reaches_the_caller() {
+    let node = Redis::start_with(Some("right"));
+    let url = format!("redis://:wrong@127.0.0.1:{}", node.port);
+    let client = Client::connect([url]).unwrap();
+    let err = client.try_lock("pw", TTL).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Acquire(AcquireError::Unreachable { .. })), "{text}");
+    assert!(text.contains("AUTH") && text.contains("node 0"), "{text}");
+    let good = Client::connect([format!("redis://:right@127.0.0.1:{}", node.port)]).unwrap();
+    good.lock("pw", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn nothing_listening_means_unreachable_not_a_connect_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cfg = ClientConfig::from_urls([format!("redis://127.0.0.1:{port}")]).unwrap();
+    cfg.connect_timeout = Duration::from_millis(500);
+    let client = Client::with_config(cfg).unwrap();
+    let err = client.try_lock("nobody", TTL).unwrap_err();
+    assert!(matches!(err, Error::Acquire(AcquireError::Unreachable { .. })), "{err}");
+}
