@@ -1,0 +1,875 @@
+//! The cases. Each is one function generic over the [`Subject`]; it starts its own cluster and
+//! ends with the leak check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlease_core::{AcquireError, ConfigError, ExtendError, Misuse, ReleaseOutcome, ReleaseReport, Retry, Vote};
+
+use super::{Failure, FailureKind, HolderLog, LockSpec, Options, Subject};
+use crate::{Cluster, Mode, Proxy};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Unwrap an adapter result, naming the adapter and the step.
+fn ok<S: Subject, T>(r: Result<T, Failure>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("[{}] {what}: {e}", S::NAME))
+}
+
+/// Expect an error, naming the adapter and the step.
+fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
+    match r {
+        Ok(_) => panic!("[{}] {what}: succeeded, but an error was expected", S::NAME),
+        Err(e) => e,
+    }
+}
+
+async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
+    let started = Instant::now();
+    let client = ok::<S, _>(S::connect(urls, options).await, "connect");
+    // Liveness only: connecting must not wait for TCP timeouts of nodes that are down.
+    assert!(started.elapsed() < Duration::from_secs(5), "[{}] connect took {:?}", S::NAME, started.elapsed());
+    client
+}
+
+async fn lock<S: Subject>(client: &S::Client, spec: LockSpec) -> S::Guard {
+    let what = format!("lock {:?}", spec.resource);
+    ok::<S, _>(S::lock(client, spec).await, &what)
+}
+
+async fn release<S: Subject>(guard: S::Guard) -> ReleaseReport {
+    ok::<S, _>(S::release(guard).await, "release")
+}
+
+/// Poll `check` every 10 ms until it holds; panic after `timeout`.
+async fn eventually<S: Subject>(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "[{}] not within {timeout:?}: {what}", S::NAME);
+        S::sleep(ms(10)).await;
+    }
+}
+
+/// `(value, PTTL)` of `key` on each live node (`None` for a node that is down or paused).
+fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            if !n.is_running() || n.is_paused() {
+                return None;
+            }
+            let mut c = n.conn().unwrap_or_else(|e| panic!("node {}: connect: {e}", n.index()));
+            let v = c.get(key).unwrap_or_else(|e| panic!("node {}: GET: {e}", n.index()));
+            let pttl = c.pttl(key).unwrap_or_else(|e| panic!("node {}: PTTL: {e}", n.index()));
+            Some((v, pttl))
+        })
+        .collect()
+}
+
+/// Nodes where `key` holds `token`.
+fn holding(cluster: &Cluster, key: &str, token: &str) -> usize {
+    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(token)).count()
+}
+
+/// Nodes where `key` exists.
+fn present(cluster: &Cluster, key: &str) -> usize {
+    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.is_some()).count()
+}
+
+/// A proxy in front of every node, and the URLs that go through them.
+fn proxied(cluster: &Cluster) -> (Vec<Proxy>, Vec<String>) {
+    let proxies: Vec<Proxy> = cluster.addrs().into_iter().map(Proxy::start).collect();
+    let urls = proxies.iter().map(|p| cluster.url_of(p.addr())).collect();
+    (proxies, urls)
+}
+
+fn is_held(f: &Failure) -> bool {
+    matches!(f.kind, FailureKind::Acquire(AcquireError::Held { .. }))
+}
+
+fn is_unreachable(f: &Failure) -> bool {
+    matches!(f.kind, FailureKind::Acquire(AcquireError::Unreachable { .. }))
+}
+
+/// A fast retry schedule for cases with heavy contention.
+fn contention_options() -> Options {
+    Options { retry: Retry { attempts: 3, min_delay: ms(1), max_delay: ms(10) }, ..Options::default() }
+}
+
+/// Guard basics: the token, the validity deadline, the keys on the nodes, extend, release.
+pub fn basics<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(10);
+        let before = Instant::now();
+        let mut guard = lock::<S>(&client, LockSpec::new("basics", ttl)).await;
+        let token = S::token(&guard);
+        assert!(
+            token.len() == 40 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+            "[{}] token must be 40 hex chars (20 random bytes): {token:?}",
+            S::NAME
+        );
+        let valid = S::valid_until(&guard);
+        assert!(valid > Instant::now(), "[{}] a fresh lock must be valid", S::NAME);
+        assert!(valid < before + ttl, "[{}] validity must be below start + ttl (drift margin)", S::NAME);
+        assert_eq!(S::fence(&guard), None, "[{}] no fencing token unless asked for", S::NAME);
+        assert!(!S::is_lost(&S::lost(&guard)));
+        eventually::<S>(Duration::from_secs(2), "every node holds the token with a TTL ≤ ttl", || {
+            values(&cluster, "basics")
+                .into_iter()
+                .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 0 && p <= 10_000))
+        })
+        .await;
+
+        S::sleep(ms(20)).await;
+        let extended = ok::<S, _>(S::extend(&mut guard, Duration::from_secs(30)).await, "extend");
+        assert!(extended > valid, "[{}] extend to 30s must move the deadline later", S::NAME);
+        assert_eq!(S::valid_until(&guard), extended, "[{}] valid_until() must follow extend", S::NAME);
+        eventually::<S>(Duration::from_secs(2), "every node has the extended TTL", || {
+            values(&cluster, "basics")
+                .into_iter()
+                .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 10_000 && p <= 30_000))
+        })
+        .await;
+
+        let report = release::<S>(guard).await;
+        assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] {report:?}", S::NAME);
+        assert!(report.deleted >= 2, "[{}] a quorum must have deleted: {report:?}", S::NAME);
+        eventually::<S>(Duration::from_secs(2), "release deletes the key on every node", || {
+            present(&cluster, "basics") == 0
+        })
+        .await;
+
+        // A new acquisition gets a new token.
+        let again = lock::<S>(&client, LockSpec::new("basics", ttl)).await;
+        assert_ne!(S::token(&again), token, "[{}] tokens must be unique per acquisition", S::NAME);
+        assert_eq!(release::<S>(again).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// 16 tasks × 30 cycles of read-modify-write on a shared value under the lock: no lost update,
+/// and no two holder intervals overlap.
+pub fn mutual_exclusion<S: Subject>() {
+    const TASKS: usize = 16;
+    const CYCLES: usize = 30;
+    let cluster = Cluster::start(5);
+    let log = Arc::new(HolderLog::new());
+    let counter = Arc::new(AtomicU64::new(0));
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), contention_options()).await;
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let (client, log, counter) = (client.clone(), log.clone(), counter.clone());
+            tasks.push(S::spawn(async move {
+                for c in 0..CYCLES {
+                    let spec = LockSpec::new("counter", Duration::from_secs(5)).wait(Duration::from_secs(60));
+                    let guard = lock::<S>(&client, spec).await;
+                    let acquired = Instant::now();
+                    // A deliberately non-atomic read-modify-write with a suspension point in
+                    // the middle: any overlap of holders loses an update.
+                    let v = counter.load(Ordering::SeqCst);
+                    S::sleep(Duration::from_micros(300)).await;
+                    counter.store(v + 1, Ordering::SeqCst);
+                    let valid = S::valid_until(&guard);
+                    let released_at = Instant::now();
+                    let report = release::<S>(guard).await;
+                    assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t}: {report:?}", S::NAME);
+                    log.record("counter", &format!("task {t} cycle {c}"), acquired, valid, released_at, None);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+    });
+    assert_eq!(counter.load(Ordering::SeqCst), (TASKS * CYCLES) as u64, "[{}] lost updates", S::NAME);
+    assert_eq!(log.len(), TASKS * CYCLES);
+    log.assert_no_overlap();
+    cluster.assert_no_leaks();
+}
+
+/// A held lock refuses others with a typed `Held` (per-node votes); a wait bound ends in
+/// `WaitTimeout`; a waiter gets the lock once it is released.
+pub fn contention<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(10);
+        let guard = lock::<S>(&a, LockSpec::new("contended", ttl)).await;
+        eventually::<S>(Duration::from_secs(2), "all nodes hold a's token", || {
+            holding(&cluster, "contended", &S::token(&guard)) == 3
+        })
+        .await;
+
+        let e = err::<S, _>(S::lock(&b, LockSpec::new("contended", ttl).once()).await, "try_lock of a held lock");
+        match &e.kind {
+            FailureKind::Acquire(AcquireError::Held { votes, attempts }) => {
+                assert_eq!(*attempts, 1, "[{}] try_lock makes one attempt: {e}", S::NAME);
+                assert_eq!(votes, &vec![Vote::Refused; 3], "[{}] every node refused: {e}", S::NAME);
+            }
+            _ => panic!("[{}] expected Acquire(Held), got {e}", S::NAME),
+        }
+        assert!(e.message.contains("held"), "[{}] message should say held: {}", S::NAME, e.message);
+
+        let started = Instant::now();
+        let e = err::<S, _>(S::lock(&b, LockSpec::new("contended", ttl).wait(ms(300))).await, "lock with wait(300ms)");
+        assert!(started.elapsed() < Duration::from_secs(5), "[{}] wait(300ms) took {:?}", S::NAME, started.elapsed());
+        match &e.kind {
+            FailureKind::WaitTimeout { last: Some(AcquireError::Held { .. }), .. } => {}
+            _ => panic!("[{}] expected WaitTimeout with last = Held, got {e}", S::NAME),
+        }
+
+        // A waiter with a generous bound gets the lock once the holder lets go.
+        let waiter = {
+            let b = b.clone();
+            S::spawn(async move { S::lock(&b, LockSpec::new("contended", ttl).wait(Duration::from_secs(10))).await })
+        };
+        S::sleep(ms(200)).await;
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        let second = ok::<S, _>(waiter.await, "waiter after the release");
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Lock/release cycles that must each succeed; returns nothing, panics on the first failure.
+async fn cycles<S: Subject>(client: &S::Client, resource: &str, n: usize, what: &str) {
+    for i in 0..n {
+        let started = Instant::now();
+        let guard = lock::<S>(client, LockSpec::new(resource, Duration::from_secs(10))).await;
+        let report = release::<S>(guard).await;
+        assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] {what}, cycle {i}: {report:?}", S::NAME);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "[{}] {what}: a cycle took {:?}",
+            S::NAME,
+            started.elapsed()
+        );
+    }
+}
+
+/// 2 of 5 nodes blackholed, then 2 of 5 killed (also while connecting): locks still work.
+pub fn minority_down<S: Subject>() {
+    let cluster = Cluster::start(5);
+    let (proxies, urls) = proxied(&cluster);
+    S::block_on(async {
+        let client = connect::<S>(urls.clone(), Options::default()).await;
+        cycles::<S>(&client, "minority", 3, "all nodes up").await;
+
+        proxies[0].set_mode(Mode::Blackhole);
+        proxies[1].set_mode(Mode::Blackhole);
+        cycles::<S>(&client, "minority", 5, "nodes 0 and 1 blackholed").await;
+        proxies[0].set_mode(Mode::Pass);
+        proxies[1].set_mode(Mode::Pass);
+
+        cluster.node(3).kill();
+        cluster.node(4).kill();
+        cycles::<S>(&client, "minority", 5, "nodes 3 and 4 killed").await;
+
+        // A client created while 2 nodes are down connects and works.
+        let late = connect::<S>(urls.clone(), Options::default()).await;
+        cycles::<S>(&late, "minority", 3, "new client, nodes 3 and 4 killed").await;
+
+        cluster.node(3).restart(false);
+        cluster.node(4).restart(false);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// 3 of 5 nodes blackholed, reset or killed: a typed `Unreachable` within seconds (node timeout
+/// × attempts, far below TCP timeouts); locks work again once healed.
+pub fn majority_down<S: Subject>() {
+    let cluster = Cluster::start(5);
+    let (proxies, urls) = proxied(&cluster);
+    // 50 ms node timeout, 3 attempts 5–50 ms apart: about 250 ms at most.
+    let options = Options::default();
+    S::block_on(async {
+        let client = connect::<S>(urls, options).await;
+        cycles::<S>(&client, "majority", 2, "all nodes up").await;
+
+        let unreachable = |what: &'static str| {
+            let client = client.clone();
+            async move {
+                let started = Instant::now();
+                let e = err::<S, _>(S::lock(&client, LockSpec::new("majority", Duration::from_secs(10))).await, what);
+                let took = started.elapsed();
+                assert!(took < Duration::from_secs(2), "[{}] {what}: the error took {took:?}", S::NAME);
+                match &e.kind {
+                    FailureKind::Acquire(AcquireError::Unreachable { votes, attempts }) => {
+                        assert_eq!(*attempts, 3, "[{}] {what}: {e}", S::NAME);
+                        assert!(votes.iter().filter(|v| v.is_failure()).count() >= 3, "[{}] {what}: {e}", S::NAME);
+                    }
+                    _ => panic!("[{}] {what}: expected Acquire(Unreachable), got {e}", S::NAME),
+                }
+                assert!(e.message.contains("unreachable"), "[{}] {what}: message: {}", S::NAME, e.message);
+            }
+        };
+        let heal = |what: &'static str| {
+            let client = client.clone();
+            async move {
+                let spec = LockSpec::new("majority", Duration::from_secs(10)).wait(Duration::from_secs(10));
+                let guard = ok::<S, _>(S::lock(&client, spec).await, what);
+                assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "[{}] {what}", S::NAME);
+            }
+        };
+
+        for mode in [Mode::Blackhole, Mode::Reset] {
+            for p in &proxies[..3] {
+                p.set_mode(mode);
+            }
+            unreachable(if mode == Mode::Blackhole { "3 of 5 blackholed" } else { "3 of 5 reset" }).await;
+            for p in &proxies {
+                p.set_mode(Mode::Pass);
+            }
+            heal("after healing the proxies").await;
+        }
+
+        for i in 0..3 {
+            cluster.node(i).kill();
+        }
+        unreachable("3 of 5 killed").await;
+        for i in 0..3 {
+            cluster.node(i).restart(false);
+        }
+        heal("after restarting the killed nodes").await;
+        cycles::<S>(&client, "majority", 2, "healed").await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// One node paused with SIGSTOP (also before a client connects): lock and release complete
+/// well within a second each (early quorum), never at a TCP timeout.
+pub fn paused_node<S: Subject>() {
+    let cluster = Cluster::start(5);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        cycles::<S>(&client, "paused", 2, "all nodes up").await;
+
+        cluster.node(0).pause();
+        for i in 0..5 {
+            let started = Instant::now();
+            let guard = lock::<S>(&client, LockSpec::new("paused", Duration::from_secs(10))).await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(1), "[{}] lock with a paused node took {took:?} (cycle {i})", S::NAME);
+            let started = Instant::now();
+            let report = release::<S>(guard).await;
+            let took = started.elapsed();
+            assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] {report:?}", S::NAME);
+            assert!(took < Duration::from_secs(1), "[{}] release with a paused node took {took:?}", S::NAME);
+        }
+
+        // A client connecting while the node is paused: its TCP connect succeeds, its handshake
+        // is never answered. Neither connecting nor locking may wait for it.
+        let late = connect::<S>(cluster.urls(), Options::default()).await;
+        let started = Instant::now();
+        let guard = lock::<S>(&late, LockSpec::new("paused", Duration::from_secs(10))).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "[{}] took {:?}", S::NAME, started.elapsed());
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+
+        cluster.node(0).resume();
+        cycles::<S>(&client, "paused", 2, "node resumed").await;
+        cycles::<S>(&late, "paused", 2, "node resumed, late client").await;
+        // The paused node ran its backlog (acquires and the releases behind them): nothing stays.
+        eventually::<S>(Duration::from_secs(3), "no key left on the resumed node", || present(&cluster, "paused") == 0)
+            .await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Nodes killed with SIGKILL and restarted on the same port: the client reconnects by itself.
+pub fn kill_restart<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        cycles::<S>(&client, "restart", 2, "all nodes up").await;
+        let wait = |what: &'static str| {
+            let client = client.clone();
+            async move {
+                let spec = LockSpec::new("restart", Duration::from_secs(10)).wait(Duration::from_secs(10));
+                let guard = ok::<S, _>(S::lock(&client, spec).await, what);
+                assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "[{}] {what}", S::NAME);
+            }
+        };
+
+        // Nodes 0 and 1 crash and come back empty; then node 2 dies: a quorum now needs both
+        // restarted nodes, so the lock proves the client reconnected to each of them.
+        cluster.node(0).kill();
+        cluster.node(1).kill();
+        cluster.node(0).restart(false);
+        cluster.node(1).restart(false);
+        cluster.node(2).kill();
+        wait("nodes 0 and 1 restarted, node 2 down").await;
+
+        // And the other way round: node 2 back, node 0 down.
+        cluster.node(2).restart(false);
+        cluster.node(0).kill();
+        wait("node 2 restarted, node 0 down").await;
+        cluster.node(0).restart(false);
+        cycles::<S>(&client, "restart", 3, "all nodes restarted").await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Crash recovery on real servers, both sides: with `appendfsync always`, a majority that is
+/// killed and restarted still holds the lock keys, so nobody else gets the lock; without
+/// persistence the restarted majority has forgotten them and a second client gets the lock
+/// while the first still believes it holds it (the documented unsafe setup).
+pub fn crash_recovery<S: Subject>() {
+    for persist in [true, false] {
+        let cluster = Cluster::builder().nodes(3).persist(persist).start();
+        S::block_on(async {
+            let a = connect::<S>(cluster.urls(), Options::default()).await;
+            let b = connect::<S>(cluster.urls(), Options::default()).await;
+            let ttl = Duration::from_secs(30);
+            let guard = lock::<S>(&a, LockSpec::new("crash", ttl)).await;
+            let token = S::token(&guard);
+            eventually::<S>(Duration::from_secs(2), "all nodes hold the key", || {
+                holding(&cluster, "crash", &token) == 3
+            })
+            .await;
+            cluster.node(0).restart(true);
+            cluster.node(1).restart(true);
+            let survivors = holding(&cluster, "crash", &token);
+
+            // b tries until its client is reconnected to the restarted nodes.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let outcome = loop {
+                match S::lock(&b, LockSpec::new("crash", ttl).once()).await {
+                    Err(e) if is_unreachable(&e) && Instant::now() < deadline => S::sleep(ms(50)).await,
+                    other => break other,
+                }
+            };
+            if persist {
+                assert_eq!(survivors, 3, "[{}] appendfsync always must keep the keys across kill -9", S::NAME);
+                let e = match outcome {
+                    Ok(_) => panic!("[{}] the lock was granted twice despite appendfsync always", S::NAME),
+                    Err(e) => e,
+                };
+                assert!(is_held(&e), "[{}] expected Held after the restart, got {e}", S::NAME);
+                assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+            } else {
+                assert_eq!(survivors, 1, "[{}] without persistence the restarted nodes come back empty", S::NAME);
+                let second = ok::<S, _>(outcome, "lock after the restart without persistence");
+                assert!(
+                    S::valid_until(&guard) > Instant::now(),
+                    "[{}] the first holder still believes it holds the lock: the unsafe case",
+                    S::NAME
+                );
+                assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+                let report = release::<S>(guard).await;
+                assert_eq!(report.outcome, ReleaseOutcome::NotHeld, "[{}] {report:?}", S::NAME);
+            }
+        });
+        cluster.assert_no_leaks();
+    }
+}
+
+/// A release after the TTL passed reports `NotHeld`, fires nothing wrong and leaves the next
+/// holder's keys alone; the lost signal fires when the validity runs out.
+pub fn release_after_expiry<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let first = lock::<S>(&a, LockSpec::new("expiring", ms(300))).await;
+        let lost = S::lost(&first);
+        assert!(
+            S::wait_lost(&lost, Duration::from_secs(3)).await,
+            "[{}] lost signal after the validity ran out",
+            S::NAME
+        );
+        assert!(S::valid_until(&first) <= Instant::now());
+        eventually::<S>(Duration::from_secs(2), "keys expire", || present(&cluster, "expiring") == 0).await;
+
+        let second = lock::<S>(&b, LockSpec::new("expiring", Duration::from_secs(10))).await;
+        let token = S::token(&second);
+        let report = release::<S>(first).await;
+        assert_eq!(report.outcome, ReleaseOutcome::NotHeld, "[{}] late release: {report:?}", S::NAME);
+        assert_eq!(report.deleted, 0, "[{}] late release deleted something: {report:?}", S::NAME);
+        assert_eq!(holding(&cluster, "expiring", &token), 3, "[{}] the next holder's keys must survive", S::NAME);
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// An extend after the lock was lost reports `Lost` (or `Expired` once the validity ran out),
+/// fires the lost signal and changes nothing on the nodes.
+pub fn extend_after_loss<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(10);
+
+        // Taken away while still valid: the keys vanish behind a's back and b takes over.
+        let mut first = lock::<S>(&a, LockSpec::new("taken", ttl)).await;
+        let lost = S::lost(&first);
+        eventually::<S>(Duration::from_secs(2), "all nodes hold a's key", || {
+            holding(&cluster, "taken", &S::token(&first)) == 3
+        })
+        .await;
+        for node in cluster.nodes() {
+            node.conn().and_then(|mut c| c.del("taken")).expect("DEL");
+        }
+        let second = lock::<S>(&b, LockSpec::new("taken", ttl)).await;
+        let token = S::token(&second);
+        let e = err::<S, _>(S::extend(&mut first, Duration::from_secs(60)).await, "extend of a taken lock");
+        match &e.kind {
+            FailureKind::Extend(ExtendError::Lost { refused, .. }) => {
+                assert!(*refused >= 2, "[{}] a majority refused: {e}", S::NAME)
+            }
+            _ => panic!("[{}] expected Extend(Lost), got {e}", S::NAME),
+        }
+        assert!(e.message.contains("lost"), "[{}] message: {}", S::NAME, e.message);
+        assert!(S::wait_lost(&lost, Duration::from_secs(2)).await, "[{}] lost signal after a refused extend", S::NAME);
+        let untouched = |key: &str, token: &str| {
+            values(&cluster, key)
+                .into_iter()
+                .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 0 && p <= 10_000))
+        };
+        assert!(untouched("taken", &token), "[{}] the failed extend touched b's keys", S::NAME);
+        let report = release::<S>(first).await;
+        assert_eq!(report.outcome, ReleaseOutcome::NotHeld, "[{}] {report:?}", S::NAME);
+        assert!(untouched("taken", &token), "[{}] the release of a lost lock touched b's keys", S::NAME);
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+
+        // Expired: the validity ran out before the extend.
+        let mut late = lock::<S>(&a, LockSpec::new("late", ms(300))).await;
+        S::sleep(ms(600)).await;
+        let next = lock::<S>(&b, LockSpec::new("late", ttl)).await;
+        let token = S::token(&next);
+        let e = err::<S, _>(S::extend(&mut late, Duration::from_secs(60)).await, "extend of an expired lock");
+        assert!(
+            matches!(e.kind, FailureKind::Extend(ExtendError::Expired | ExtendError::Lost { .. })),
+            "[{}] expected Extend(Expired) or Extend(Lost), got {e}",
+            S::NAME
+        );
+        assert!(S::is_lost(&S::lost(&late)), "[{}] an expired lock must read as lost", S::NAME);
+        assert!(untouched("late", &token), "[{}] the failed extend touched the next holder's keys", S::NAME);
+        assert_eq!(release::<S>(late).await.outcome, ReleaseOutcome::NotHeld);
+        assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Auto-extension keeps a 1 s lock through 5 s of work under `with_lock` (others are refused
+/// meanwhile, and it is released right after), and likewise through `set_auto_extend(true)`.
+pub fn auto_extension<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(1);
+        let other = b.clone();
+        let work = move |lost: S::Lost| -> super::BoxFuture<'static, u32> {
+            Box::pin(async move {
+                let started = Instant::now();
+                let mut steps = 0;
+                let mut refused = false;
+                while started.elapsed() < Duration::from_secs(5) {
+                    S::sleep(ms(100)).await;
+                    steps += 1;
+                    assert!(!S::is_lost(&lost), "[{}] lost after {:?} of work", S::NAME, started.elapsed());
+                    if steps == 30 {
+                        // 3 s in: three TTLs have passed, the lock must still be ours.
+                        let r = S::lock(&other, LockSpec::new("auto", ttl).once()).await;
+                        refused = matches!(&r, Err(e) if is_held(e));
+                        assert!(refused, "[{}] another client got an auto-extended lock: {:?}", S::NAME, r.err());
+                    }
+                }
+                assert!(refused);
+                steps
+            })
+        };
+        let steps = ok::<S, _>(S::with_lock(&a, "auto", ttl, Box::new(work)).await, "with_lock");
+        assert!(steps >= 40, "[{}] the work ran {steps} steps", S::NAME);
+        // Released at the end, not expired: the last extension left most of a second.
+        assert!(present(&cluster, "auto") <= 1, "[{}] with_lock left its keys behind", S::NAME);
+        let after = lock::<S>(&b, LockSpec::new("auto", ttl).once()).await;
+        assert_eq!(release::<S>(after).await.outcome, ReleaseOutcome::Released);
+
+        // The guard form.
+        let guard = lock::<S>(&a, LockSpec::new("auto-guard", ttl)).await;
+        S::set_auto_extend(&guard, true);
+        S::sleep(Duration::from_millis(2500)).await;
+        assert!(!S::is_lost(&S::lost(&guard)), "[{}] auto-extended guard lost", S::NAME);
+        assert!(S::valid_until(&guard) > Instant::now(), "[{}] auto-extended guard expired", S::NAME);
+        assert!(holding(&cluster, "auto-guard", &S::token(&guard)) >= 2);
+        let e = err::<S, _>(S::lock(&b, LockSpec::new("auto-guard", ttl).once()).await, "try_lock of a held lock");
+        assert!(is_held(&e), "[{}] expected Held, got {e}", S::NAME);
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// The lost-lock signal fires when a majority of nodes is taken away (SIGSTOP) during
+/// `with_lock`.
+pub fn lost_signal<S: Subject>() {
+    let cluster = Arc::new(Cluster::start(5));
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let nodes = cluster.clone();
+        let work = move |lost: S::Lost| -> super::BoxFuture<'static, (bool, bool)> {
+            Box::pin(async move {
+                let before = S::is_lost(&lost);
+                for i in 0..3 {
+                    nodes.node(i).pause();
+                }
+                let fired = S::wait_lost(&lost, Duration::from_secs(5)).await;
+                for i in 0..3 {
+                    nodes.node(i).resume();
+                }
+                (before, fired && S::is_lost(&lost))
+            })
+        };
+        let (before, fired) =
+            ok::<S, _>(S::with_lock(&client, "lost", Duration::from_secs(1), Box::new(work)).await, "with_lock");
+        assert!(!before, "[{}] lost before the nodes went away", S::NAME);
+        assert!(fired, "[{}] the lost signal did not fire within 5 s of losing 3 of 5 nodes", S::NAME);
+        cycles::<S>(&client, "lost", 2, "after resuming the nodes").await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// 1,000 fenced acquisitions from 8 tasks while a partition rotates over the nodes (so the
+/// granting quorums keep changing): the tokens strictly increase and no holders overlap.
+pub fn fencing_monotonic<S: Subject>() {
+    const TASKS: usize = 8;
+    const EACH: usize = 125;
+    let cluster = Cluster::start(5);
+    let (proxies, urls) = proxied(&cluster);
+    let proxies = Arc::new(proxies);
+    let log = Arc::new(HolderLog::new());
+    S::block_on(async {
+        let client = connect::<S>(urls, contention_options()).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let rotator = {
+            let (proxies, stop) = (proxies.clone(), stop.clone());
+            S::spawn(async move {
+                let mut k = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let p = &proxies[k % proxies.len()];
+                    p.set_mode(Mode::Blackhole);
+                    S::sleep(ms(25)).await;
+                    p.set_mode(Mode::Pass);
+                    k += 1;
+                }
+                k
+            })
+        };
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let (client, log) = (client.clone(), log.clone());
+            tasks.push(S::spawn(async move {
+                for i in 0..EACH {
+                    let spec = LockSpec::new("fenced", Duration::from_secs(5)).fencing().wait(Duration::from_secs(60));
+                    let guard = lock::<S>(&client, spec).await;
+                    let acquired = Instant::now();
+                    let fence = S::fence(&guard);
+                    let valid = S::valid_until(&guard);
+                    let released_at = Instant::now();
+                    let report = release::<S>(guard).await;
+                    assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t}: {report:?}", S::NAME);
+                    log.record("fenced", &format!("task {t} #{i}"), acquired, valid, released_at, fence);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+        stop.store(true, Ordering::SeqCst);
+        let rotations = rotator.await;
+        assert!(rotations >= 2, "[{}] the partition rotated only {rotations} times", S::NAME);
+    });
+    for p in proxies.iter() {
+        p.set_mode(Mode::Pass);
+    }
+    assert_eq!(log.len(), TASKS * EACH);
+    log.assert_no_overlap();
+    log.assert_fences_increase();
+    // The last token was written back to a quorum of counters.
+    let last = log.holds("fenced").last().and_then(|h| h.fence).expect("a fence");
+    let at_least = values(&cluster, "redlease:fence:fenced")
+        .into_iter()
+        .flatten()
+        .filter(|(v, pttl)| *pttl == -1 && v.as_deref().and_then(|v| v.parse::<u64>().ok()).is_some_and(|c| c >= last))
+        .count();
+    assert!(at_least >= 3, "[{}] only {at_least} fence counters reached the last token {last}", S::NAME);
+    cluster.assert_no_leaks();
+}
+
+/// `SCRIPT FLUSH` on every node mid-run: lock, extend and release keep working (the core falls
+/// back from `EVALSHA` to `EVAL` on `NOSCRIPT`).
+pub fn script_flush<S: Subject>() {
+    let cluster = Arc::new(Cluster::start(3));
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(10);
+        // Step by step: a flush before each kind of operation.
+        cluster.script_flush_all();
+        let mut guard = lock::<S>(&client, LockSpec::new("flush", ttl)).await;
+        cluster.script_flush_all();
+        ok::<S, _>(S::extend(&mut guard, ttl).await, "extend after SCRIPT FLUSH");
+        cluster.script_flush_all();
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "[{}] release after flush", S::NAME);
+        cluster.script_flush_all();
+        let guard = lock::<S>(&client, LockSpec::new("flush", ttl).fencing()).await;
+        assert!(S::fence(&guard).is_some());
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+
+        // Concurrently: 4 tasks cycling while the scripts are flushed every 10 ms.
+        let stop = Arc::new(AtomicBool::new(false));
+        let flusher = {
+            let (cluster, stop) = (cluster.clone(), stop.clone());
+            S::spawn(async move {
+                let mut n = 0u32;
+                while !stop.load(Ordering::SeqCst) {
+                    cluster.script_flush_all();
+                    n += 1;
+                    S::sleep(ms(10)).await;
+                }
+                n
+            })
+        };
+        let mut tasks = Vec::new();
+        for t in 0..4 {
+            let client = client.clone();
+            tasks.push(S::spawn(async move {
+                let resource = format!("flush-{t}");
+                for i in 0..25 {
+                    let mut guard = lock::<S>(&client, LockSpec::new(&resource, ttl)).await;
+                    ok::<S, _>(S::extend(&mut guard, ttl).await, &format!("task {t} cycle {i}: extend"));
+                    let report = release::<S>(guard).await;
+                    assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t}: {report:?}", S::NAME);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+        stop.store(true, Ordering::SeqCst);
+        let flushes = flusher.await;
+        assert!(flushes >= 2, "[{}] only {flushes} flushes happened during the run", S::NAME);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// ACL user and password from the URL work; a wrong or missing password gives a clear error
+/// that names the node (and never shows the password).
+pub fn acl_auth<S: Subject>() {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        cycles::<S>(&client, "acl", 2, "with the ACL user").await;
+
+        let bad_password = "not-the-password";
+        let cases = [
+            ("a wrong password", cluster.addrs().iter().map(|a| format!("redis://alice:{bad_password}@{a}")).collect()),
+            ("no password", cluster.addrs().iter().map(|a| format!("redis://{a}")).collect::<Vec<_>>()),
+        ];
+        for (what, urls) in cases {
+            let started = Instant::now();
+            let e = match S::connect(urls, Options::default()).await {
+                Err(e) => e,
+                Ok(c) => err::<S, _>(S::lock(&c, LockSpec::new("acl", Duration::from_secs(10)).once()).await, what),
+            };
+            assert!(started.elapsed() < Duration::from_secs(5), "[{}] {what}: took {:?}", S::NAME, started.elapsed());
+            let msg = e.message.to_lowercase();
+            let names_reason = if what == "no password" {
+                msg.contains("noauth") || msg.contains("auth")
+            } else {
+                msg.contains("wrongpass") || msg.contains("invalid username-password")
+            };
+            assert!(names_reason, "[{}] {what}: the error must say why: {e}", S::NAME);
+            assert!(msg.contains("node"), "[{}] {what}: the error must name the node: {e}", S::NAME);
+            assert!(!e.message.contains(bad_password), "[{}] {what}: the error shows the password: {e}", S::NAME);
+        }
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Malformed URLs, an empty node list, a zero TTL and an empty resource are typed errors with
+/// clear messages (never a panic, nothing sent).
+pub fn config_errors<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let bad = |urls: Vec<String>| async move {
+            match S::connect(urls.clone(), Options::default()).await {
+                Ok(_) => panic!("[{}] connect({urls:?}) succeeded", S::NAME),
+                Err(e) => e,
+            }
+        };
+        let e = bad(vec!["http://127.0.0.1:6379".into()]).await;
+        assert!(matches!(e.kind, FailureKind::Config(ConfigError::BadUrl { .. })), "[{}] {e}", S::NAME);
+        assert!(e.message.contains("redis://"), "[{}] the message should show the expected form: {e}", S::NAME);
+        let mut urls = cluster.urls();
+        urls.push("redis://127.0.0.1:notaport".into());
+        let e = bad(urls).await;
+        assert!(matches!(e.kind, FailureKind::Config(ConfigError::BadUrl { .. })), "[{}] {e}", S::NAME);
+        assert!(e.message.contains("port") && e.message.contains("notaport"), "[{}] {e}", S::NAME);
+        let e = bad(vec![]).await;
+        assert!(matches!(e.kind, FailureKind::Config(ConfigError::NoNodes)), "[{}] {e}", S::NAME);
+        assert!(e.message.contains("no nodes"), "[{}] {e}", S::NAME);
+
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let e = err::<S, _>(S::lock(&client, LockSpec::new("cfg", Duration::ZERO)).await, "zero ttl");
+        assert!(matches!(e.kind, FailureKind::Misuse(Misuse::ZeroTtl)), "[{}] {e}", S::NAME);
+        assert!(e.message.contains("ttl"), "[{}] {e}", S::NAME);
+        let e = err::<S, _>(S::lock(&client, LockSpec::new("", Duration::from_secs(10))).await, "empty resource");
+        assert!(matches!(e.kind, FailureKind::Misuse(Misuse::EmptyResource)), "[{}] {e}", S::NAME);
+        assert!(e.message.contains("resource"), "[{}] {e}", S::NAME);
+
+        let mut guard = lock::<S>(&client, LockSpec::new("cfg", Duration::from_secs(10))).await;
+        let e = err::<S, _>(S::extend(&mut guard, Duration::ZERO).await, "extend by zero");
+        assert!(matches!(e.kind, FailureKind::Misuse(Misuse::ZeroTtl)), "[{}] {e}", S::NAME);
+        // The guard is still usable after a refused command.
+        ok::<S, _>(S::extend(&mut guard, Duration::from_secs(10)).await, "extend after a misuse");
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Dropping a guard releases its lock (also when the task holding it ends).
+pub fn drop_releases<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(30);
+        let guard = lock::<S>(&a, LockSpec::new("dropped", ttl)).await;
+        let token = S::token(&guard);
+        eventually::<S>(Duration::from_secs(2), "all nodes hold the key", || holding(&cluster, "dropped", &token) == 3)
+            .await;
+        drop(guard);
+        // A 30 s TTL cannot explain the keys going away within 3 s: the drop released them.
+        eventually::<S>(Duration::from_secs(3), "the dropped guard's keys are deleted", || {
+            present(&cluster, "dropped") == 0
+        })
+        .await;
+        let next = lock::<S>(&b, LockSpec::new("dropped", ttl).once()).await;
+        assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
+
+        let task = {
+            let a = a.clone();
+            S::spawn(async move {
+                let guard = lock::<S>(&a, LockSpec::new("dropped-in-task", ttl)).await;
+                S::token(&guard)
+            })
+        };
+        let _token = task.await;
+        eventually::<S>(Duration::from_secs(3), "the task's guard is released when the task ends", || {
+            present(&cluster, "dropped-in-task") == 0
+        })
+        .await;
+        let next = lock::<S>(&b, LockSpec::new("dropped-in-task", ttl).once()).await;
+        assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}

@@ -1,0 +1,81 @@
+//! The conformance suite: every case written once, run against every adapter.
+//!
+//! An adapter's test file implements [`Subject`] in a thin wrapper and expands
+//! [`conformance_tests!`](crate::conformance_tests), which generates one `#[test]` per case:
+//!
+//! ```ignore
+//! struct TokioSubject;
+//! impl redlease_tests::conformance::Subject for TokioSubject { /* ... */ }
+//! redlease_tests::conformance_tests!(TokioSubject);
+//! ```
+//!
+//! Each case starts its own real `redis-server` cluster (and proxies where it needs faults),
+//! asserts behaviour, not micro-timings (only generous liveness bounds of seconds), and ends
+//! with [`Cluster::assert_no_leaks`](crate::Cluster::assert_no_leaks): no lock key may be left
+//! without a TTL.
+//!
+//! | case | what it proves |
+//! |---|---|
+//! | [`basics`] | guard token/validity/keys on the nodes, extend moves the deadline and the TTL, release deletes everywhere |
+//! | [`mutual_exclusion`] | 16 tasks × 30 read-modify-write cycles: no lost update, no overlapping holders |
+//! | [`contention`] | a held lock refuses `try_lock` (typed `Held` with per-node votes), `.wait(d)` gives `WaitTimeout`, a waiter gets the lock once it is released |
+//! | [`minority_down`] | 2 of 5 nodes blackholed, then 2 of 5 killed (also at connect time): locks still work |
+//! | [`majority_down`] | 3 of 5 blackholed / reset / killed: typed `Unreachable` within seconds (node timeout × attempts, not TCP timeouts); progress resumes after healing |
+//! | [`paused_node`] | a SIGSTOPped node (also one paused before connecting) does not hold up lock or release |
+//! | [`kill_restart`] | nodes killed with SIGKILL and restarted on the same port: the client reconnects by itself |
+//! | [`crash_recovery`] | with `appendfsync always` a restarted majority still knows the lock; without persistence it does not (the documented unsafe case) |
+//! | [`release_after_expiry`] | a release after the TTL reports `NotHeld` and leaves the next holder's key alone |
+//! | [`extend_after_loss`] | an extend of a lost lock reports `Lost` (or `Expired`), fires the lost signal and touches nothing |
+//! | [`auto_extension`] | a 1 s lock survives 5 s of work under `with_lock`, and under `set_auto_extend` |
+//! | [`lost_signal`] | the lost signal fires when a majority of nodes is taken away during `with_lock` |
+//! | [`fencing_monotonic`] | 1,000 fenced acquisitions from 8 tasks, with a rotating partition: tokens strictly increase |
+//! | [`script_flush`] | `SCRIPT FLUSH` on every node mid-run: lock, extend and release keep working (NOSCRIPT fallback) |
+//! | [`acl_auth`] | ACL user + password from the URL works; a wrong or missing password gives a clear error naming the node |
+//! | [`config_errors`] | malformed URL, empty node list, zero TTL, empty resource: typed errors with clear messages |
+//! | [`drop_releases`] | dropping a guard (also inside a finished task) releases the lock |
+
+mod cases;
+mod recorder;
+mod subject;
+
+pub use cases::*;
+pub use recorder::{Hold, HolderLog};
+pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+
+/// Generate one `#[test]` per conformance case for a [`Subject`] type.
+///
+/// ```ignore
+/// redlease_tests::conformance_tests!(TokioSubject);
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($subject:ty) => {
+        $crate::conformance_tests!(@cases $subject;
+            basics,
+            mutual_exclusion,
+            contention,
+            minority_down,
+            majority_down,
+            paused_node,
+            kill_restart,
+            crash_recovery,
+            release_after_expiry,
+            extend_after_loss,
+            auto_extension,
+            lost_signal,
+            fencing_monotonic,
+            script_flush,
+            acl_auth,
+            config_errors,
+            drop_releases,
+        );
+    };
+    (@cases $subject:ty; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::$case::<$subject>();
+            }
+        )*
+    };
+}

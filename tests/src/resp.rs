@@ -1,0 +1,231 @@
+//! A tiny synchronous RESP2 client for test assertions, on `std::net`.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// One RESP2 reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// `+OK`
+    Simple(String),
+    /// `-ERR ...` (the text without the dash).
+    Error(String),
+    /// `:42`
+    Int(i64),
+    /// `$3\r\nfoo` (`None` for the null bulk string `$-1`).
+    Bulk(Option<Vec<u8>>),
+    /// `*2 ...` (`None` for the null array `*-1`).
+    Array(Option<Vec<Reply>>),
+}
+
+impl Reply {
+    /// The reply as text: simple and bulk strings (lossy UTF-8), integers; `None` otherwise.
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            Reply::Simple(s) => Some(s.clone()),
+            Reply::Bulk(Some(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            Reply::Int(i) => Some(i.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// A blocking connection to one Redis node, for the harness and for assertions in tests.
+///
+/// Every call has a read timeout (5 s by default), so a paused node makes a call fail rather
+/// than hang the test.
+#[derive(Debug)]
+pub struct RedisConn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+fn bad_data(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+impl RedisConn {
+    /// Connect to `addr` (timeout 1 s) and log in with `auth` (`(user, password)`) if given.
+    pub fn connect(addr: SocketAddr, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+        let writer = stream.try_clone()?;
+        let mut conn = RedisConn { reader: BufReader::new(stream), writer };
+        if let Some((user, pass)) = auth {
+            conn.ok(&["AUTH", user, pass])?;
+        }
+        Ok(conn)
+    }
+
+    /// Change the read timeout of later calls.
+    pub fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.reader.get_ref().set_read_timeout(Some(timeout))
+    }
+
+    /// Send one command and read its reply (an `-ERR` reply is returned as [`Reply::Error`]).
+    pub fn cmd<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<Reply> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            let a = a.as_ref();
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.writer.write_all(&out)?;
+        self.receive()
+    }
+
+    /// Send a command; an `-ERR` reply becomes an `io::Error` (kind `Other`).
+    pub fn checked<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<Reply> {
+        match self.cmd(args)? {
+            Reply::Error(e) => {
+                let name = args.first().map(|a| String::from_utf8_lossy(a.as_ref()).into_owned()).unwrap_or_default();
+                Err(io::Error::other(format!("{name}: {e}")))
+            }
+            r => Ok(r),
+        }
+    }
+
+    /// Send a command that must answer `+OK`.
+    pub fn ok<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<()> {
+        match self.checked(args)? {
+            Reply::Simple(s) if s == "OK" => Ok(()),
+            r => Err(bad_data(format!("expected +OK, got {r:?}"))),
+        }
+    }
+
+    fn int<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<i64> {
+        match self.checked(args)? {
+            Reply::Int(i) => Ok(i),
+            r => Err(bad_data(format!("expected an integer, got {r:?}"))),
+        }
+    }
+
+    /// `PING`; true on `+PONG`.
+    pub fn ping(&mut self) -> io::Result<bool> {
+        Ok(self.checked(&["PING"])? == Reply::Simple("PONG".into()))
+    }
+
+    /// `GET key` as text.
+    pub fn get(&mut self, key: &str) -> io::Result<Option<String>> {
+        match self.checked(&["GET", key])? {
+            Reply::Bulk(b) => Ok(b.map(|b| String::from_utf8_lossy(&b).into_owned())),
+            r => Err(bad_data(format!("GET: unexpected {r:?}"))),
+        }
+    }
+
+    /// `SET key value`.
+    pub fn set(&mut self, key: &str, value: &str) -> io::Result<()> {
+        self.ok(&["SET", key, value])
+    }
+
+    /// `SET key value PX ms`.
+    pub fn set_px(&mut self, key: &str, value: &str, ttl: Duration) -> io::Result<()> {
+        self.ok(&["SET", key, value, "PX", &ttl.as_millis().max(1).to_string()])
+    }
+
+    /// `DEL key`; how many keys were deleted.
+    pub fn del(&mut self, key: &str) -> io::Result<i64> {
+        self.int(&["DEL", key])
+    }
+
+    /// `PTTL key`: milliseconds left, `-1` for no expiry, `-2` for no such key.
+    pub fn pttl(&mut self, key: &str) -> io::Result<i64> {
+        self.int(&["PTTL", key])
+    }
+
+    /// All keys matching `pattern`, by `SCAN` (never blocks the server like `KEYS`).
+    pub fn keys(&mut self, pattern: &str) -> io::Result<Vec<String>> {
+        let mut cursor = "0".to_owned();
+        let mut out = Vec::new();
+        loop {
+            let reply = self.checked(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"])?;
+            let Reply::Array(Some(parts)) = reply else {
+                return Err(bad_data(format!("SCAN: unexpected {reply:?}")));
+            };
+            let [next, Reply::Array(Some(batch))] = parts.as_slice() else {
+                return Err(bad_data(format!("SCAN: unexpected {parts:?}")));
+            };
+            out.extend(batch.iter().filter_map(Reply::as_text));
+            cursor = next.as_text().ok_or_else(|| bad_data("SCAN: bad cursor".into()))?;
+            if cursor == "0" {
+                out.sort();
+                out.dedup();
+                return Ok(out);
+            }
+        }
+    }
+
+    /// `DBSIZE`.
+    pub fn dbsize(&mut self) -> io::Result<i64> {
+        self.int(&["DBSIZE"])
+    }
+
+    /// `FLUSHALL`.
+    pub fn flushall(&mut self) -> io::Result<()> {
+        self.ok(&["FLUSHALL"])
+    }
+
+    /// `SCRIPT FLUSH`: forget every cached Lua script (later `EVALSHA`s answer `NOSCRIPT`).
+    pub fn script_flush(&mut self) -> io::Result<()> {
+        self.ok(&["SCRIPT", "FLUSH"])
+    }
+
+    /// `CLIENT LIST` as text, one line per connection.
+    pub fn client_list(&mut self) -> io::Result<String> {
+        match self.checked(&["CLIENT", "LIST"])? {
+            r @ Reply::Bulk(_) => Ok(r.as_text().unwrap_or_default()),
+            r => Err(bad_data(format!("CLIENT LIST: unexpected {r:?}"))),
+        }
+    }
+
+    fn line(&mut self) -> io::Result<String> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by the server"));
+        }
+        if !line.ends_with("\r\n") {
+            return Err(bad_data(format!("reply line without CRLF: {line:?}")));
+        }
+        line.truncate(line.len() - 2);
+        Ok(line)
+    }
+
+    /// Read one reply without sending anything (e.g. the late answer to a command whose read
+    /// timed out while the server was paused).
+    pub fn receive(&mut self) -> io::Result<Reply> {
+        let line = self.line()?;
+        let (kind, rest) = line.split_at_checked(1).ok_or_else(|| bad_data("empty reply line".into()))?;
+        let number = |s: &str| s.parse::<i64>().map_err(|_| bad_data(format!("bad length or number {s:?}")));
+        match kind {
+            "+" => Ok(Reply::Simple(rest.to_owned())),
+            "-" => Ok(Reply::Error(rest.to_owned())),
+            ":" => Ok(Reply::Int(number(rest)?)),
+            "$" => {
+                let len = number(rest)?;
+                if len < 0 {
+                    return Ok(Reply::Bulk(None));
+                }
+                let mut buf = vec![0; len as usize + 2];
+                io::Read::read_exact(&mut self.reader, &mut buf)?;
+                if !buf.ends_with(b"\r\n") {
+                    return Err(bad_data("bulk string without CRLF".into()));
+                }
+                buf.truncate(len as usize);
+                Ok(Reply::Bulk(Some(buf)))
+            }
+            "*" => {
+                let len = number(rest)?;
+                if len < 0 {
+                    return Ok(Reply::Array(None));
+                }
+                let items = (0..len).map(|_| self.receive()).collect::<io::Result<Vec<_>>>()?;
+                Ok(Reply::Array(Some(items)))
+            }
+            _ => Err(bad_data(format!("unknown RESP type in {line:?}"))),
+        }
+    }
+}
