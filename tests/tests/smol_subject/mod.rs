@@ -1,0 +1,159 @@
+//! The conformance [`Subject`] for `redlease-smol`, generic over the executor that runs it, so
+//! that the same wrapper serves `conformance_smol.rs` and `conformance_async_std.rs`.
+//!
+//! The driver runs on the executor under test (`Client::with_driver` + that executor's
+//! spawn), not on the adapter's own thread, so both executors really drive the sockets.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, resume_unwind};
+use std::time::{Duration, Instant};
+
+use futures_lite::FutureExt;
+use redlease_smol::{Client, ClientConfig, Driver, Error, Guard, LostSignal, ReleaseReport};
+use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+
+/// The executor hooks of one runtime.
+pub(crate) trait Executor: 'static {
+    /// The runtime's name, for messages.
+    const NAME: &'static str;
+    /// Run a future to completion on this thread.
+    fn block_on<T>(fut: impl Future<Output = T>) -> T;
+    /// Run a future as a task of its own; the handle yields its output.
+    fn spawn<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> BoxFuture<'static, T>;
+    /// Sleep on the runtime's timer.
+    fn sleep(d: Duration) -> BoxFuture<'static, ()>;
+    /// Run the client's driver in the background.
+    fn spawn_driver(driver: Driver);
+}
+
+/// `redlease-smol` under the executor `E`.
+pub(crate) struct SmolSubject<E>(PhantomData<E>);
+
+/// Map the adapter's error onto the suite's shape.
+pub(crate) fn failure(e: Error) -> Failure {
+    let message = e.to_string();
+    let kind = match e {
+        Error::Config(c) => FailureKind::Config(c),
+        Error::Misuse(m) => FailureKind::Misuse(m),
+        Error::Acquire(a) => FailureKind::Acquire(a),
+        Error::Extend(x) => FailureKind::Extend(x),
+        Error::WaitTimeout { waited, last } => FailureKind::WaitTimeout { waited, last },
+        Error::Closed => FailureKind::Closed,
+        other => FailureKind::Other(format!("{other:?}")),
+    };
+    Failure::new(kind, message)
+}
+
+/// Spawn with `spawn`, re-raising the task's panic in whoever awaits the handle.
+pub(crate) fn spawn_catching<T, H>(
+    fut: impl Future<Output = T> + Send + 'static,
+    spawn: impl FnOnce(BoxFuture<'static, std::thread::Result<T>>) -> H,
+) -> BoxFuture<'static, T>
+where
+    T: Send + 'static,
+    H: Future<Output = std::thread::Result<T>> + Send + 'static,
+{
+    let handle = spawn(Box::pin(AssertUnwindSafe(fut).catch_unwind()));
+    Box::pin(async move { handle.await.unwrap_or_else(|panic| resume_unwind(panic)) })
+}
+
+impl<E: Executor> Subject for SmolSubject<E> {
+    const NAME: &'static str = E::NAME;
+    type Client = Client;
+    type Guard = Guard;
+    type Lost = LostSignal;
+
+    fn block_on<T>(fut: impl Future<Output = T>) -> T {
+        E::block_on(fut)
+    }
+
+    fn spawn<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> BoxFuture<'static, T> {
+        E::spawn(fut)
+    }
+
+    fn sleep(d: Duration) -> BoxFuture<'static, ()> {
+        E::sleep(d)
+    }
+
+    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client, Failure>> {
+        Box::pin(async move {
+            let mut config = ClientConfig::from_urls(&urls).map_err(failure)?;
+            config.core.node_timeout = options.node_timeout;
+            config.core.retry = options.retry;
+            config.connect_timeout = options.connect_timeout;
+            config.reconnect_min = options.reconnect_min;
+            config.reconnect_max = options.reconnect_max;
+            let (client, driver) = Client::with_driver(config).await.map_err(failure)?;
+            E::spawn_driver(driver);
+            Ok(client)
+        })
+    }
+
+    fn lock(client: &Client, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
+        let mut builder = client.lock_with(&spec.resource, spec.ttl).fencing(spec.fencing);
+        if let Some(n) = spec.attempts {
+            builder = builder.attempts(n);
+        }
+        if let Some(wait) = spec.wait {
+            builder = builder.wait(wait);
+        }
+        Box::pin(async move { builder.await.map_err(failure) })
+    }
+
+    fn with_lock<T: Send + 'static>(
+        client: &Client,
+        resource: &str,
+        ttl: Duration,
+        work: Work<LostSignal, T>,
+    ) -> BoxFuture<'static, Result<T, Failure>> {
+        let client = client.clone();
+        let resource = resource.to_owned();
+        Box::pin(async move { client.with_lock(&resource, ttl, work).await.map_err(failure) })
+    }
+
+    fn token(guard: &Guard) -> String {
+        guard.token().to_owned()
+    }
+
+    fn valid_until(guard: &Guard) -> Instant {
+        guard.valid_until()
+    }
+
+    fn fence(guard: &Guard) -> Option<u64> {
+        guard.fence()
+    }
+
+    fn lost(guard: &Guard) -> LostSignal {
+        guard.lost()
+    }
+
+    fn set_auto_extend(guard: &Guard, on: bool) {
+        guard.set_auto_extend(on);
+    }
+
+    fn extend(guard: &mut Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>> {
+        Box::pin(async move { guard.extend(ttl).await.map_err(failure) })
+    }
+
+    fn release(guard: Guard) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
+        Box::pin(async move { guard.release().await.map_err(failure) })
+    }
+
+    fn is_lost(lost: &LostSignal) -> bool {
+        lost.is_lost()
+    }
+
+    fn wait_lost(lost: &LostSignal, timeout: Duration) -> BoxFuture<'static, bool> {
+        let lost = lost.clone();
+        let fired = async move {
+            lost.wait().await;
+            true
+        };
+        let timed_out = async move {
+            E::sleep(timeout).await;
+            false
+        };
+        Box::pin(fired.or(timed_out))
+    }
+}
