@@ -91,13 +91,24 @@ fn is_held(f: &Failure) -> bool {
     matches!(f.kind, FailureKind::Acquire(AcquireError::Held { .. }))
 }
 
-fn is_unreachable(f: &Failure) -> bool {
-    matches!(f.kind, FailureKind::Acquire(AcquireError::Unreachable { .. }))
+/// An acquire error in which some node was down, timed out or answered an error.
+fn has_failed_votes(f: &Failure) -> bool {
+    match &f.kind {
+        FailureKind::Acquire(AcquireError::Held { votes, .. } | AcquireError::Unreachable { votes, .. }) => {
+            votes.iter().any(Vote::is_failure)
+        }
+        _ => false,
+    }
 }
 
-/// A fast retry schedule for cases with heavy contention.
+/// A fast retry schedule for cases with heavy contention, and a node timeout so generous that
+/// a healthy node never misses it, even while many tests load the machine.
 fn contention_options() -> Options {
-    Options { retry: Retry { attempts: 3, min_delay: ms(1), max_delay: ms(10) }, ..Options::default() }
+    Options {
+        node_timeout: Duration::from_secs(1),
+        retry: Retry { attempts: 3, min_delay: ms(1), max_delay: ms(10) },
+        ..Options::default()
+    }
 }
 
 /// Guard basics: the token, the validity deadline, the keys on the nodes, extend, release.
@@ -212,7 +223,12 @@ pub fn contention<S: Subject>() {
         match &e.kind {
             FailureKind::Acquire(AcquireError::Held { votes, attempts }) => {
                 assert_eq!(*attempts, 1, "[{}] try_lock makes one attempt: {e}", S::NAME);
-                assert_eq!(votes, &vec![Vote::Refused; 3], "[{}] every node refused: {e}", S::NAME);
+                // The attempt may be decided as soon as a quorum refused; a third vote may
+                // still be open then. Nobody may have granted.
+                assert_eq!(votes.len(), 3, "[{}] one vote per node: {e}", S::NAME);
+                let refused = votes.iter().filter(|v| **v == Vote::Refused).count();
+                assert!(refused >= 2, "[{}] a quorum refused: {e}", S::NAME);
+                assert!(!votes.contains(&Vote::Granted), "[{}] no node may grant a held lock: {e}", S::NAME);
             }
             _ => panic!("[{}] expected Acquire(Held), got {e}", S::NAME),
         }
@@ -288,14 +304,15 @@ pub fn minority_down<S: Subject>() {
 pub fn majority_down<S: Subject>() {
     let cluster = Cluster::start(5);
     let (proxies, urls) = proxied(&cluster);
-    // 50 ms node timeout, 3 attempts 5–50 ms apart: about 250 ms at most.
-    let options = Options::default();
+    // 50 ms node timeout, 3 attempts 5–50 ms apart: the error is due after about 250 ms.
+    let fast = Options { node_timeout: ms(50), ..Options::default() };
     S::block_on(async {
-        let client = connect::<S>(urls, options).await;
+        let probe = connect::<S>(urls.clone(), fast).await;
+        let client = connect::<S>(urls, Options::default()).await;
         cycles::<S>(&client, "majority", 2, "all nodes up").await;
 
         let unreachable = |what: &'static str| {
-            let client = client.clone();
+            let client = probe.clone();
             async move {
                 let started = Instant::now();
                 let e = err::<S, _>(S::lock(&client, LockSpec::new("majority", Duration::from_secs(10))).await, what);
@@ -438,11 +455,12 @@ pub fn crash_recovery<S: Subject>() {
             cluster.node(1).restart(true);
             let survivors = holding(&cluster, "crash", &token);
 
-            // b tries until its client is reconnected to the restarted nodes.
+            // b tries until its client is reconnected to the restarted nodes (no vote says a
+            // node is down or silent), or until it gets the lock.
             let deadline = Instant::now() + Duration::from_secs(5);
             let outcome = loop {
                 match S::lock(&b, LockSpec::new("crash", ttl).once()).await {
-                    Err(e) if is_unreachable(&e) && Instant::now() < deadline => S::sleep(ms(50)).await,
+                    Err(e) if has_failed_votes(&e) && Instant::now() < deadline => S::sleep(ms(50)).await,
                     other => break other,
                 }
             };

@@ -30,10 +30,12 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// Test-friendly values: 50 ms node timeout, 3 attempts 5–50 ms apart, fast reconnects.
+    /// Test-friendly values: 250 ms node timeout (far below any TCP timeout, yet generous
+    /// enough that a loaded 2-core test machine never misses it on loopback), 3 attempts
+    /// 5–50 ms apart, fast reconnects.
     fn default() -> Self {
         Options {
-            node_timeout: Duration::from_millis(50),
+            node_timeout: Duration::from_millis(250),
             retry: Retry { attempts: 3, min_delay: Duration::from_millis(5), max_delay: Duration::from_millis(50) },
             connect_timeout: Duration::from_millis(500),
             reconnect_min: Duration::from_millis(10),
