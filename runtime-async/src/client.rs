@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::time::Duration;
 
-use async_channel::Sender;
+use async_channel::{Receiver, Sender};
 use redlease_core::Config;
 
 use crate::driver::{Command, Driver, Request};
@@ -242,9 +242,9 @@ impl LockBuilder {
         };
         self.tx.try_send(Command::Acquire { request, reply }).map_err(|_| Error::Closed)?;
         // If this future is dropped before the answer, the driver cancels the acquisition.
-        let mut abandon = AbandonOnDrop(Some(&self.tx));
-        let out = rx.recv().await.map_err(|_| Error::Closed);
-        abandon.0 = None;
+        let mut waiting = Waiting { rx, tx: &self.tx, done: false };
+        let out = waiting.rx.recv().await.map_err(|_| Error::Closed);
+        waiting.done = true;
         out?
     }
 }
@@ -258,13 +258,20 @@ impl IntoFuture for LockBuilder {
     }
 }
 
-/// Tells the driver to cancel acquisitions nobody waits for any more.
-struct AbandonOnDrop<'a>(Option<&'a Sender<Command>>);
+/// The caller's side of an acquisition in flight. Dropped before the answer (the caller
+/// gave up), it closes the reply channel and asks the driver to cancel what nobody awaits.
+struct Waiting<'a> {
+    rx: Receiver<Result<Guard, Error>>,
+    tx: &'a Sender<Command>,
+    done: bool,
+}
 
-impl Drop for AbandonOnDrop<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if let Some(tx) = self.0.take() {
-            let _ = tx.try_send(Command::Sweep);
+        if !self.done {
+            // Close first, so that the driver sees this reply channel closed when it sweeps.
+            self.rx.close();
+            let _ = self.tx.try_send(Command::Sweep);
         }
     }
 }

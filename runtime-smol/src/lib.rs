@@ -1,42 +1,4 @@
-//! # redlease-smol: a Redlock client for smol and async-std
-//!
-//! A thin adapter built on [`async_io`] (sockets, timers) and [`futures_lite`] only, with no
-//! executor dependency, so the same crate runs under smol and under async-std (whose sockets
-//! and timers are `async-io`'s). Everything but the sockets and the timer is shared with the
-//! other async adapters ([`redlease_async`]); the protocol is [`redlease_core`]'s.
-//!
-//! ## Where the driver runs
-//!
-//! One driver future owns the sockets and the engine; every clone of the client talks to it.
-//! Having no executor of its own, this crate offers two ways to run it:
-//!
-//! - [`Client::with_driver`] returns `(Client, Driver)`: spawn the [`Driver`] on your executor
-//!   — `smol::spawn(driver).detach()` or `async_std::task::spawn(driver)` — and it shares the
-//!   executor's threads with your tasks. This is the usual choice.
-//! - [`Client::connect`] / [`Client::with_config`] run the driver on a thread of its own
-//!   (named `redlease-driver`) under `async_io::block_on`: one line, works under any executor
-//!   or none, at the cost of one thread per client.
-//!
-//! Either way the driver ends by itself once every client and guard is dropped and their
-//! releases are done.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use redlease_smol::{Client, ClientConfig};
-//!
-//! # fn main() -> Result<(), redlease_smol::Error> {
-//! smol::block_on(async {
-//!     let urls = ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"];
-//!     let (client, driver) = Client::with_driver(ClientConfig::from_urls(urls)?).await?;
-//!     smol::spawn(driver).detach();
-//!
-//!     let guard = client.lock("orders:42", Duration::from_secs(10)).await?;
-//!     println!("token {} valid until {:?}", guard.token(), guard.valid_until());
-//!     guard.release().await?;
-//!     Ok(())
-//! })
-//! # }
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};

@@ -1,41 +1,4 @@
-//! # redlease-tokio: a Redlock client for tokio
-//!
-//! A thin adapter: the sockets and the timer are tokio's, everything else is shared with the
-//! other async adapters ([`redlease_async`]) and the protocol is [`redlease_core`]'s.
-//!
-//! [`Client::connect`] opens one connection per node and spawns the driver with
-//! `tokio::spawn` (current-thread and multi-thread runtimes both work). The driver owns the
-//! sockets and the engine; every clone of the client shares it, so many tasks can have locks
-//! in flight at once. It ends by itself once every client and guard is dropped and their
-//! releases are done.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use redlease_tokio::Client;
-//!
-//! # async fn demo() -> Result<(), redlease_tokio::Error> {
-//! let client = Client::connect(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]).await?;
-//!
-//! // A guard: extend it, release it (or drop it to release in the background).
-//! let mut guard = client.lock("orders:42", Duration::from_secs(10)).await?;
-//! println!("token {} valid until {:?}", guard.token(), guard.valid_until());
-//! guard.extend(Duration::from_secs(10)).await?;
-//! let report = guard.release().await?;
-//! println!("{:?}", report.outcome);
-//!
-//! // The scoped form: auto-extension while the work runs, and a signal if the lock is lost.
-//! let done = client
-//!     .with_lock("orders:42", Duration::from_secs(10), |lost| async move {
-//!         tokio::select! {
-//!             _ = lost.wait() => Err("lock lost"),
-//!             _ = tokio::time::sleep(Duration::from_secs(1)) => Ok("work done"),
-//!         }
-//!     })
-//!     .await?;
-//! println!("{done:?}");
-//! # Ok(())
-//! # }
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::io;
 use std::pin::Pin;

@@ -1,0 +1,81 @@
+//! The smol adapter against real `redis-server` processes: what the shared conformance suite
+//! (run under smol and async-std in `tests/`) does not cover — the driver future's life cycle,
+//! the own-thread driver with no executor at all, and host names.
+
+use std::time::{Duration, Instant};
+
+use futures_lite::future;
+use redlease_smol::{Client, ClientConfig, ReleaseOutcome};
+use redlease_tests::Cluster;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// The driver future finishes once every client and guard is gone, after flushing the
+/// release that a dropped guard asked for.
+#[test]
+fn driver_future_ends_after_the_last_handle() {
+    let cluster = Cluster::start(3);
+    smol::block_on(async {
+        let (client, driver) = Client::with_driver(ClientConfig::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let driver = smol::spawn(driver);
+        let guard = client.lock("dropped", TTL).await.expect("lock");
+        assert_eq!(cluster.lock_keys().len(), 3);
+        drop(client);
+        drop(guard);
+        let ended = future::or(
+            async {
+                driver.await;
+                true
+            },
+            async {
+                smol::Timer::after(Duration::from_secs(5)).await;
+                false
+            },
+        )
+        .await;
+        assert!(ended, "the driver ends within 5 s");
+        assert!(cluster.lock_keys().is_empty(), "the dropped guard's release was flushed: {:?}", cluster.lock_keys());
+    });
+}
+
+/// `Client::connect` runs the driver on a thread of its own, so it works with no executor at
+/// all (here `futures_lite::future::block_on`), and resolves host names off the caller's thread.
+#[test]
+fn own_thread_driver_needs_no_executor_and_resolves_names() {
+    let cluster = Cluster::start(3);
+    let urls: Vec<String> = cluster.nodes().iter().map(|n| format!("redis://localhost:{}", n.port())).collect();
+    future::block_on(async {
+        let client = Client::connect(&urls).await.expect("connect");
+        let mut guard = client.lock("threaded", TTL).await.expect("lock via localhost");
+        let before = guard.valid_until();
+        let after = guard.extend(TTL * 2).await.expect("extend");
+        assert!(after > before && after == guard.valid_until());
+        assert_eq!(guard.release().await.unwrap().outcome, ReleaseOutcome::Released);
+    });
+    assert!(cluster.lock_keys().is_empty());
+}
+
+/// Many async-std tasks share one client whose driver runs on async-std's executor.
+#[test]
+fn many_tasks_share_one_client_on_async_std() {
+    let cluster = Cluster::start(3);
+    async_std::task::block_on(async {
+        let (client, driver) = Client::with_driver(ClientConfig::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        async_std::task::spawn(driver);
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let client = client.clone();
+                async_std::task::spawn(async move {
+                    let guard = client.lock(&format!("task:{i}"), TTL).await.expect("lock");
+                    guard.release().await.expect("release").outcome
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await, ReleaseOutcome::Released);
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "32 lock cycles took {:?}", started.elapsed());
+    });
+    assert!(cluster.lock_keys().is_empty());
+}
