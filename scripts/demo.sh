@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The main job: `redlease demo` — locks over a local 5-node cluster that it starts and stops itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-redis.sh
+cargo run --release --quiet -p redlease -- demo "$@"
