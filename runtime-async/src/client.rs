@@ -287,3 +287,34 @@ fn new_token() -> Result<String, Error> {
 pub(crate) fn random_seed() -> Result<u64, Error> {
     getrandom::u64().map_err(|e| Error::Random(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_40_distinct_hex_chars() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert_eq!(a.len(), 40);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn settings_are_checked_with_the_field_named() {
+        let mut config = ClientConfig::from_urls(["redis://127.0.0.1:7000"]).unwrap();
+        assert!(config.validate().is_ok());
+        config.connect_timeout = Duration::ZERO;
+        assert!(matches!(config.validate(), Err(Error::Setting { field: "connect_timeout", .. })));
+        config.connect_timeout = Duration::from_secs(1);
+        config.reconnect_min = Duration::from_secs(5);
+        let err = config.validate().unwrap_err();
+        assert!(err.to_string().contains("reconnect_min") && err.to_string().contains("swap"), "{err}");
+        config.reconnect_min = Duration::ZERO;
+        assert!(matches!(config.validate(), Err(Error::Setting { field: "reconnect_min", .. })));
+        let err = ClientConfig::from_urls(["http://127.0.0.1:7000"]).unwrap_err();
+        assert!(matches!(err, Error::Config(_)) && err.to_string().contains("redis://"), "{err}");
+        assert!(matches!(ClientConfig::from_urls(Vec::<String>::new()).unwrap().validate(), Err(Error::Config(_))));
+    }
+}

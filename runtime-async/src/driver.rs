@@ -103,6 +103,8 @@ enum Link<S> {
 struct Node<S> {
     host: String,
     port: u16,
+    /// The node's URL without its password, for log messages.
+    label: String,
     link: Link<S>,
     backoff: Duration,
     /// The first connect attempt has finished (either way).
@@ -149,6 +151,7 @@ impl<R: Runtime> Driver<R> {
             .map(|n| Node {
                 host: n.host.clone(),
                 port: n.port,
+                label: n.to_string(),
                 link: Link::Idle { retry_at: now },
                 backoff: config.reconnect_min,
                 tried: false,
@@ -299,19 +302,21 @@ impl<R: Runtime> Driver<R> {
             }
             if let Link::Connecting { attempt, deadline } = &mut node.link {
                 let outcome = match attempt.as_mut().poll(cx) {
-                    Poll::Ready(Ok(socket)) => Some(Some(socket)),
-                    Poll::Ready(Err(_)) => Some(None),
-                    Poll::Pending if *deadline <= now => Some(None),
+                    Poll::Ready(result) => Some(result),
+                    Poll::Pending if *deadline <= now => {
+                        Some(Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))
+                    }
                     Poll::Pending => None,
                 };
                 progress |= outcome.is_some();
                 match outcome {
-                    Some(Some(socket)) => {
+                    Some(Ok(socket)) => {
+                        log::debug!("redlease: {}: connected", node.label);
                         node.link = Link::Up { socket, since: now };
                         node.tried = true;
                         self.engine.handle_connected(now, node_id(i));
                     }
-                    Some(None) => self.link_down(i, now),
+                    Some(Err(e)) => self.link_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}")),
                     None => {}
                 }
                 continue;
@@ -329,10 +334,13 @@ impl<R: Runtime> Driver<R> {
             match socket.poll_read(cx, &mut self.buf) {
                 Poll::Ready(Ok(n)) if n > 0 => self.engine.handle_data(now, node_id(i), &self.buf[..n]),
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Poll::Ready(_) => {
-                    // End of stream or a socket error.
+                Poll::Ready(result) => {
                     self.engine.handle_disconnected(now, node_id(i));
-                    self.link_down(i, now);
+                    let why = match result {
+                        Err(e) => format!("connection lost: {e}"),
+                        Ok(_) => "connection closed by the server".to_owned(),
+                    };
+                    self.link_down(i, now, log::Level::Warn, &why);
                     return true;
                 }
                 Poll::Pending => return false,
@@ -352,9 +360,13 @@ impl<R: Runtime> Driver<R> {
                 match socket.poll_write(cx, bytes) {
                     Poll::Ready(Ok(n)) if n > 0 => self.engine.advance_transmit(node_id(i), n),
                     Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Poll::Ready(_) => {
+                    Poll::Ready(result) => {
                         self.engine.handle_disconnected(now, node_id(i));
-                        self.link_down(i, now);
+                        let why = match result {
+                            Err(e) => format!("write failed: {e}"),
+                            Ok(_) => "the socket takes no more bytes".to_owned(),
+                        };
+                        self.link_down(i, now, log::Level::Warn, &why);
                         progress = true;
                         break;
                     }
@@ -365,9 +377,9 @@ impl<R: Runtime> Driver<R> {
         progress
     }
 
-    /// Close node `i`'s connection (or attempt) and schedule a reconnect with backoff. The
-    /// engine must already consider the link down.
-    fn link_down(&mut self, i: usize, now: Instant) {
+    /// Close node `i`'s connection (or attempt), log why, and schedule a reconnect with
+    /// backoff. The engine must already consider the link down.
+    fn link_down(&mut self, i: usize, now: Instant, level: log::Level, why: &dyn fmt::Display) {
         let node = &mut self.nodes[i];
         if let Link::Up { since, .. } = node.link {
             // A connection that stayed up for a while starts the backoff over; one that
@@ -376,6 +388,7 @@ impl<R: Runtime> Driver<R> {
                 node.backoff = self.reconnect_min;
             }
         }
+        log::log!(level, "redlease: {}: {why}; reconnecting in {:?}", node.label, node.backoff);
         node.link = Link::Idle { retry_at: now + node.backoff };
         node.backoff = (node.backoff * 2).min(self.reconnect_max);
         node.tried = true;
@@ -424,7 +437,7 @@ impl<R: Runtime> Driver<R> {
                     // The engine took the link down and recorded the error for the votes.
                     let i = error.node().index();
                     if matches!(self.nodes.get(i).map(|n| &n.link), Some(Link::Up { .. })) {
-                        self.link_down(i, now);
+                        self.link_down(i, now, log::Level::Warn, &error);
                     }
                 }
                 _ => {}
@@ -533,4 +546,46 @@ fn acquire_error(waiter: &AcquireWaiter, now: Instant, error: AcquireError) -> E
         return Error::WaitTimeout { waited: now.saturating_duration_since(waiter.started), last: Some(error) };
     }
     error.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use redlease_core::Vote;
+
+    use super::*;
+
+    fn waiter(wait: Option<Duration>, attempts: Option<u32>) -> AcquireWaiter {
+        let (reply, _rx) = async_channel::bounded(1);
+        let started = Instant::now();
+        AcquireWaiter { reply, resources: vec!["r".into()], token: "t".into(), started, wait, attempts }
+    }
+
+    fn held(attempts: u32) -> AcquireError {
+        AcquireError::Held { votes: vec![Vote::Refused; 3], attempts }
+    }
+
+    #[test]
+    fn a_wait_bound_that_runs_out_is_a_wait_timeout_carrying_the_last_error() {
+        let w = waiter(Some(Duration::from_millis(300)), None);
+        match acquire_error(&w, w.started + Duration::from_millis(310), held(7)) {
+            Error::WaitTimeout { waited, last } => {
+                assert_eq!(waited, Duration::from_millis(310));
+                assert_eq!(last, Some(held(7)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn attempts_running_out_first_or_no_wait_bound_keep_the_acquire_error() {
+        let w = waiter(Some(Duration::from_secs(10)), Some(2));
+        assert!(matches!(acquire_error(&w, w.started, held(2)), Error::Acquire(AcquireError::Held { .. })));
+        let w = waiter(None, None);
+        assert!(matches!(acquire_error(&w, w.started, held(3)), Error::Acquire(AcquireError::Held { .. })));
+        let w = waiter(Some(Duration::from_secs(1)), None);
+        assert!(matches!(
+            acquire_error(&w, w.started, AcquireError::Cancelled),
+            Error::Acquire(AcquireError::Cancelled)
+        ));
+    }
 }

@@ -206,3 +206,30 @@ impl fmt::Debug for Guard {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::thread;
+
+    use super::*;
+
+    #[test]
+    fn lost_signal_wakes_every_waiter_once_and_stays_lost() {
+        let signal = LostSignal(Arc::new(LockShared::new(Instant::now())));
+        assert!(!signal.is_lost() && signal.reason().is_none());
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = signal.clone();
+                thread::spawn(move || futures_lite::future::block_on(s.wait()))
+            })
+            .collect();
+        signal.0.mark_lost(Some(LostReason::Refused));
+        signal.0.mark_lost(None); // only the first reason counts
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert!(signal.is_lost());
+        assert_eq!(signal.reason(), Some(Some(LostReason::Refused)));
+        futures_lite::future::block_on(signal.wait()); // at once
+    }
+}

@@ -23,6 +23,10 @@
 //! - A node whose socket fails, closes, or whose link the engine declares failed
 //!   ([`Event::LinkFailed`], e.g. a wrong password) is reconnected with exponential backoff;
 //!   while it is down the engine counts it as a failed vote at once.
+//! - Link trouble is logged through the [`log`](https://docs.rs/log) facade, naming the node
+//!   by its URL without the password: `warn` when a connection is lost or the engine fails a
+//!   link (e.g. `AUTH failed: WRONGPASS ...`), `debug` for connects and failed attempts. The
+//!   same text reaches callers in the per-node votes of an `Unreachable` error.
 //! - No protocol decisions: quorum, retries, validity, extension schedule, handshake and the
 //!   `NOSCRIPT` fallback are all the engine's.
 //!
