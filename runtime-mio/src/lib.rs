@@ -12,6 +12,8 @@ pub use driver::{Driver, LinkState, NodeStatus};
 pub use error::Error;
 pub use guard::{Guard, LostSignal};
 
+/// The mio version this crate is built on, re-exported so that a host loop uses the same one.
+pub use mio;
 /// The core crate, re-exported for its types (`Config`, `Event`, `AcquireRequest`, ...).
 pub use redlease_core as core;
 pub use redlease_core::{AcquireError, Event, ExtendError, LockId, LostReason, NodeId, ReleaseOutcome, ReleaseReport};

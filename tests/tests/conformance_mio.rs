@@ -1,0 +1,157 @@
+//! The conformance suite against the blocking client of `redlease-mio`.
+//!
+//! The suite's futures wrap blocking calls (`Box::pin(async move { blocking() })`), so each
+//! completes on its first poll; `spawn` runs a future on its own thread and `sleep` is
+//! `thread::sleep`. Every client the suite connects asks for a keep-alive helper thread
+//! ([`Client::spawn_keepalive`]), because the suite holds auto-extended guards while it sleeps;
+//! without one, auto-extension runs only while the caller drives the loop (`run_for`), which
+//! `redlease-mio`'s own tests cover.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use redlease_core::ReleaseReport;
+use redlease_mio::{Client, ClientConfig, Error, Guard, KeepAlive, LostSignal};
+use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+
+struct MioSubject;
+
+/// The suite's client: the blocking client plus the keep-alive thread that drives it.
+#[derive(Clone)]
+struct MioClient {
+    client: Client,
+    _keepalive: Arc<KeepAlive>,
+}
+
+fn failure(e: Error) -> Failure {
+    let message = e.to_string();
+    let kind = match e {
+        Error::Config(c) => FailureKind::Config(c),
+        Error::Misuse(m) => FailureKind::Misuse(m),
+        Error::Acquire(a) => FailureKind::Acquire(a),
+        Error::Extend(x) => FailureKind::Extend(x),
+        Error::WaitTimeout { waited, last } => FailureKind::WaitTimeout { waited, last },
+        Error::Closed => FailureKind::Closed,
+        other => FailureKind::Other(format!("{other:?}")),
+    };
+    Failure::new(kind, message)
+}
+
+/// Run a future whose steps are blocking calls: it is ready at its first poll unless it
+/// awaits a spawned thread, which also blocks inside `poll`. The loop is only a safety net.
+fn run<T>(fut: impl Future<Output = T>) -> T {
+    let mut fut = pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+impl Subject for MioSubject {
+    const NAME: &'static str = "mio";
+    type Client = MioClient;
+    type Guard = Guard;
+    type Lost = LostSignal;
+
+    fn block_on<T>(fut: impl Future<Output = T>) -> T {
+        run(fut)
+    }
+
+    fn spawn<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> BoxFuture<'static, T> {
+        let thread = std::thread::spawn(move || run(fut));
+        Box::pin(async move {
+            match thread.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    fn sleep(d: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(async move { std::thread::sleep(d) })
+    }
+
+    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<MioClient, Failure>> {
+        Box::pin(async move {
+            let mut config = ClientConfig::from_urls(urls).map_err(failure)?;
+            config.core.node_timeout = options.node_timeout;
+            config.core.retry = options.retry;
+            config.connect_timeout = options.connect_timeout;
+            config.reconnect_min = options.reconnect_min;
+            config.reconnect_max = options.reconnect_max;
+            let client = Client::with_config(config).map_err(failure)?;
+            let keepalive = client.spawn_keepalive().map_err(failure)?;
+            Ok(MioClient { client, _keepalive: Arc::new(keepalive) })
+        })
+    }
+
+    fn lock(client: &MioClient, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
+        let client = client.client.clone();
+        Box::pin(async move {
+            let mut b = client.lock_with(&spec.resource, spec.ttl).fencing(spec.fencing);
+            if let Some(n) = spec.attempts {
+                b = b.attempts(n);
+            }
+            if let Some(w) = spec.wait {
+                b = b.wait(w);
+            }
+            b.acquire().map_err(failure)
+        })
+    }
+
+    fn with_lock<T: Send + 'static>(
+        client: &MioClient,
+        resource: &str,
+        ttl: Duration,
+        work: Work<LostSignal, T>,
+    ) -> BoxFuture<'static, Result<T, Failure>> {
+        let client = client.client.clone();
+        let resource = resource.to_owned();
+        Box::pin(async move { client.with_lock(&resource, ttl, |lost| run(work(lost))).map_err(failure) })
+    }
+
+    fn token(guard: &Guard) -> String {
+        guard.token().to_owned()
+    }
+
+    fn valid_until(guard: &Guard) -> Instant {
+        guard.valid_until()
+    }
+
+    fn fence(guard: &Guard) -> Option<u64> {
+        guard.fence()
+    }
+
+    fn lost(guard: &Guard) -> LostSignal {
+        guard.lost()
+    }
+
+    fn set_auto_extend(guard: &Guard, on: bool) {
+        guard.set_auto_extend(on);
+    }
+
+    fn extend(guard: &mut Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>> {
+        Box::pin(async move { guard.extend(ttl).map_err(failure) })
+    }
+
+    fn release(guard: Guard) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
+        Box::pin(async move { guard.release().map_err(failure) })
+    }
+
+    fn is_lost(lost: &LostSignal) -> bool {
+        lost.is_lost()
+    }
+
+    fn wait_lost(lost: &LostSignal, timeout: Duration) -> BoxFuture<'static, bool> {
+        let lost = lost.clone();
+        Box::pin(async move { matches!(lost.wait_timeout(timeout), Ok(Some(_))) })
+    }
+}
+
+redlease_tests::conformance_tests!(MioSubject);
