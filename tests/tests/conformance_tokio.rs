@@ -1,4 +1,6 @@
-//! The conformance suite against `redlease-tokio`, on a multi-thread tokio runtime.
+//! The conformance suite against `redlease-tokio`, on a multi-thread tokio runtime (the
+//! top-level tests) and on a current-thread runtime (module `current_thread`), since the adapter
+//! promises both work.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -6,8 +8,9 @@ use std::time::{Duration, Instant};
 use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
 use redlease_tokio::{Client, ClientConfig, Error, Guard, LostSignal, ReleaseReport};
 
-/// `redlease-tokio` seen through the suite's [`Subject`] trait.
-struct TokioSubject;
+/// `redlease-tokio` seen through the suite's [`Subject`] trait; `MULTI` picks the runtime
+/// flavour: 2 worker threads, or everything (the driver included) on the test's own thread.
+struct TokioSubject<const MULTI: bool>;
 
 fn failure(e: Error) -> Failure {
     let message = e.to_string();
@@ -23,19 +26,21 @@ fn failure(e: Error) -> Failure {
     Failure::new(kind, message)
 }
 
-impl Subject for TokioSubject {
-    const NAME: &'static str = "tokio";
+impl<const MULTI: bool> Subject for TokioSubject<MULTI> {
+    const NAME: &'static str = if MULTI { "tokio" } else { "tokio-current-thread" };
     type Client = Client;
     type Guard = Guard;
     type Lost = LostSignal;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(fut)
+        let mut builder = if MULTI {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        builder.enable_all().build().expect("a tokio runtime").block_on(fut)
     }
 
     fn spawn<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> BoxFuture<'static, T> {
@@ -126,4 +131,8 @@ impl Subject for TokioSubject {
     }
 }
 
-redlease_tests::conformance_tests!(TokioSubject);
+redlease_tests::conformance_tests!(TokioSubject<true>);
+
+mod current_thread {
+    redlease_tests::conformance_tests!(super::TokioSubject<false>);
+}
