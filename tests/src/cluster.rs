@@ -26,9 +26,16 @@ pub struct ClusterBuilder {
     nodes: usize,
     persist: bool,
     acl: Option<(String, String)>,
+    base_port: Option<u16>,
 }
 
 impl ClusterBuilder {
+    /// Put node `i` on port `base + i` instead of free ports chosen by the OS.
+    pub fn base_port(mut self, base: u16) -> Self {
+        self.base_port = Some(base);
+        self
+    }
+
     /// Number of independent nodes (default 3).
     pub fn nodes(mut self, n: usize) -> Self {
         self.nodes = n;
@@ -60,19 +67,33 @@ impl ClusterBuilder {
     /// If `redis-server` is missing (one line saying how to install it) or a node does not come
     /// up (with the tail of its log).
     pub fn start(self) -> Cluster {
-        assert!(self.nodes > 0, "a cluster needs at least one node");
-        check_installed();
-        let nodes = (0..self.nodes).map(|index| Node::start(index, self.persist, self.acl.clone())).collect::<Vec<_>>();
-        Cluster { nodes, acl: self.acl }
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`start`](Self::start), but a missing `redis-server` or a node that does not come
+    /// up is an error message instead of a panic (for the `redlease` command). Nodes already
+    /// started are stopped again.
+    pub fn try_start(self) -> Result<Cluster, String> {
+        if self.nodes == 0 {
+            return Err("a cluster needs at least one node".to_owned());
+        }
+        installed()?;
+        let mut nodes = Vec::with_capacity(self.nodes);
+        for index in 0..self.nodes {
+            let port = self.base_port.map(|b| b.checked_add(index as u16).ok_or("port past 65535".to_owned()));
+            let port = port.transpose()?;
+            nodes.push(Node::start(index, port, self.persist, self.acl.clone())?);
+        }
+        Ok(Cluster { nodes, acl: self.acl })
     }
 }
 
-/// Panic with one clear line if `redis-server` cannot be run.
-fn check_installed() {
+/// One clear line if `redis-server` cannot be run.
+fn installed() -> Result<(), String> {
     match Command::new("redis-server").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => panic!("{NOT_FOUND}"),
-        Err(e) => panic!("redis-server cannot be run ({e}): install it with 'apt-get install redis-server'"),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(NOT_FOUND.to_owned()),
+        Err(e) => Err(format!("redis-server cannot be run ({e}): install it with 'apt-get install redis-server'")),
     }
 }
 
@@ -102,7 +123,7 @@ impl Cluster {
 
     /// A builder with the defaults: 3 nodes, no persistence, no ACL user.
     pub fn builder() -> ClusterBuilder {
-        ClusterBuilder { nodes: 3, persist: false, acl: None }
+        ClusterBuilder { nodes: 3, persist: false, acl: None, base_port: None }
     }
 
     /// The nodes.
@@ -224,23 +245,29 @@ struct Proc {
 }
 
 impl Node {
-    fn start(index: usize, persist: bool, acl: Option<(String, String)>) -> Node {
-        let dir =
-            TempDir::new("redlease-node").unwrap_or_else(|e| panic!("node {index}: cannot create a temp dir: {e}"));
-        std::fs::create_dir(dir.path().join("data")).unwrap_or_else(|e| panic!("node {index}: mkdir data: {e}"));
+    fn start(index: usize, port: Option<u16>, persist: bool, acl: Option<(String, String)>) -> Result<Node, String> {
+        let dir = TempDir::new("redlease-node").map_err(|e| format!("node {index}: cannot create a temp dir: {e}"))?;
+        std::fs::create_dir(dir.path().join("data")).map_err(|e| format!("node {index}: mkdir data: {e}"))?;
         let mut node =
             Node { index, port: 0, persist, acl, dir, state: Mutex::new(Proc { child: None, paused: false }) };
+        if let Some(port) = port {
+            node.port = port;
+            return match node.spawn_and_wait() {
+                Ok(()) => Ok(node),
+                Err(e) => Err(format!("node {index} on port {port}: redis-server did not start: {e}")),
+            };
+        }
         // A port the OS called free may be taken by someone else before redis binds it: retry.
         let mut last = String::new();
         for _ in 0..10 {
             node.port = free_port();
             match node.spawn_and_wait() {
-                Ok(()) => return node,
+                Ok(()) => return Ok(node),
                 Err(e) if e.contains("Address already in use") => last = e,
-                Err(e) => panic!("node {index}: redis-server did not start: {e}"),
+                Err(e) => return Err(format!("node {index}: redis-server did not start: {e}")),
             }
         }
-        panic!("node {index}: redis-server did not start: {last}");
+        Err(format!("node {index}: redis-server did not start: {last}"))
     }
 
     /// Index in the cluster.

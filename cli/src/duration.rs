@@ -1,0 +1,67 @@
+//! Durations on the command line: `500ms`, `10s`, `2m`, `1h`, and decimals such as `1.5s`.
+
+use std::time::Duration;
+
+/// Parse a duration such as `500ms`, `10s`, `2m`, `1h` or `1.5s`.
+pub(crate) fn parse(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(format!("{s:?} is not a duration: use a number with a unit, e.g. 500ms, 10s, 2m"));
+    }
+    let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration: bad number {num:?}"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "" => return Err(format!("{s:?} has no unit: write e.g. {num}s or {num}ms")),
+        other => return Err(format!("{s:?} has an unknown unit {other:?}: use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("{s:?} is too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Render a duration briefly for messages (`1.5s`, `250ms`).
+pub(crate) fn show(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        let s = d.as_secs_f64();
+        if s.fract() == 0.0 { format!("{s:.0}s") } else { format!("{s:.1}s") }
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse("0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn rejects_bad_input_with_reasons() {
+        assert!(parse("10").unwrap_err().contains("no unit"));
+        assert!(parse("10x").unwrap_err().contains("unknown unit"));
+        assert!(parse("ms").unwrap_err().contains("not a duration"));
+        assert!(parse("1.2.3s").unwrap_err().contains("bad number"));
+        assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn shows_briefly() {
+        assert_eq!(show(Duration::from_millis(250)), "250ms");
+        assert_eq!(show(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(show(Duration::from_secs(10)), "10s");
+    }
+}
