@@ -128,6 +128,11 @@ impl Slot {
     }
 }
 
+/// The whole milliseconds of `d` (Redis expiries are in milliseconds).
+fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64)
+}
+
 fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -372,7 +377,7 @@ impl Engine {
     /// The outcome arrives as [`Event::Acquired`] or [`Event::AcquireFailed`]. Nodes that are
     /// down count as failed at once.
     pub fn acquire(&mut self, now: Instant, req: &AcquireRequest<'_>) -> Result<LockId, Misuse> {
-        self.check_ttl(req.ttl)?;
+        let ttl = self.check_ttl(req.ttl)?;
         if req.resources.is_empty() || req.resources.iter().any(|r| r.is_empty()) {
             return Err(Misuse::EmptyResource);
         }
@@ -398,7 +403,7 @@ impl Engine {
         }
         s.token.clear();
         s.token.extend_from_slice(req.token);
-        s.ttl = req.ttl;
+        s.ttl = ttl;
         s.fencing = req.fencing;
         s.auto_extend = req.auto_extend;
         s.attempts = 0;
@@ -419,12 +424,13 @@ impl Engine {
     /// Extend a held lock to `ttl` from now (`None`: its acquire TTL) on every node.
     ///
     /// The outcome arrives as [`Event::Extended`] or [`Event::ExtendFailed`]. A failed
-    /// extension never deletes anything. If an automatic extension is already in flight, its
+    /// extension never deletes anything. When `ttl` leaves less validity than the lock has,
+    /// the shorter deadline applies at once, whatever the outcome: a node may have applied
+    /// the new expiry even if its answer never arrived. If an automatic extension is already in flight, its
     /// outcome is reported as the answer to this call.
     pub fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
         let s = self.slot(lock)?;
-        let mut ttl = ttl.unwrap_or(s.ttl);
-        self.check_ttl(ttl)?;
+        let mut ttl = self.check_ttl(ttl.unwrap_or(s.ttl))?;
         match s.state {
             State::Acquiring | State::Fencing | State::RetryWait => {
                 return Err(Misuse::NotAcquired(lock));
@@ -438,7 +444,7 @@ impl Engine {
             _ => {}
         }
         if let Some(cap) = s.cap {
-            let room = cap.saturating_duration_since(now);
+            let room = whole_ms(cap.saturating_duration_since(now));
             if room <= drift(room, self.config.drift_factor) {
                 return Err(Misuse::CapReached(lock));
             }
@@ -556,18 +562,21 @@ impl Engine {
 
     // ----- internals -----------------------------------------------------------------------
 
-    fn check_ttl(&self, ttl: Duration) -> Result<(), Misuse> {
+    /// Validate a TTL and return the whole milliseconds of it that Redis will be given
+    /// (`PX`/`PEXPIRE` take milliseconds; the validity is computed from what is sent).
+    fn check_ttl(&self, ttl: Duration) -> Result<Duration, Misuse> {
         if ttl.is_zero() {
             return Err(Misuse::ZeroTtl);
         }
         if ttl.as_millis() > MAX_TTL_MS {
             return Err(Misuse::TtlTooLong(ttl));
         }
-        let d = drift(ttl, self.config.drift_factor);
-        if ttl <= d || ttl.as_millis() == 0 {
+        let whole = whole_ms(ttl);
+        let d = drift(whole, self.config.drift_factor);
+        if whole <= d {
             return Err(Misuse::TtlTooShort { ttl, drift: d });
         }
-        Ok(())
+        Ok(whole)
     }
 
     fn slot(&self, lock: LockId) -> Result<&Slot, Misuse> {
@@ -627,8 +636,14 @@ impl Engine {
     }
 
     fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
+        let shorter = valid_until(now, ttl, self.config.drift_factor);
         self.begin_round(now, idx, State::Extending);
         let s = &mut self.slots[idx as usize];
+        // Any node may apply the new TTL, whatever the round's outcome: when it is shorter
+        // than what is left, the shorter deadline holds from now on.
+        if let (Some(old), Some(new)) = (s.valid_until, shorter) {
+            s.valid_until = Some(old.min(new));
+        }
         s.manual = manual;
         s.extend_ttl = ttl;
         s.auto_at = None;
@@ -1000,7 +1015,7 @@ impl Engine {
             State::Held if !s.lost && s.auto_extend && s.auto_at.is_some_and(|a| a <= now) => {
                 let mut ttl = s.ttl;
                 if let Some(cap) = s.cap {
-                    let room = cap.saturating_duration_since(now);
+                    let room = whole_ms(cap.saturating_duration_since(now));
                     if room <= drift(room, self.config.drift_factor) {
                         s.auto_at = None;
                         return;

@@ -51,7 +51,8 @@ pub struct AcquireRequest<'a> {
     pub resources: &'a [&'a [u8]],
     /// The caller's unique token for this acquisition (e.g. 20 random bytes, hex-encoded).
     pub token: &'a [u8],
-    /// Time to live of the keys on the nodes.
+    /// Time to live of the keys on the nodes, in whole milliseconds (a fraction is dropped,
+    /// and the validity is computed from what is sent).
     pub ttl: Duration,
     /// Also produce a fencing token (one extra round trip).
     pub fencing: bool,

@@ -1,0 +1,164 @@
+//! The safety checker: holder intervals of the clients against the nodes' ground truth.
+//!
+//! A *hold* is the span of global time during which a client believed it held a lock: from
+//! the `Acquired` event to the earlier of the release call and the engine's validity
+//! deadline (as the engine reported it at each moment). The checker asserts:
+//!
+//! - **mutual exclusion**: two holds of the same resource never overlap;
+//! - **validity never overstated**: at every instant of a hold, a quorum of nodes really had
+//!   all its keys under its token (from the nodes' ownership spans);
+//! - **fencing**: fencing tokens strictly increase in holder order, per resource.
+//!
+//! Node-side rule breaks (a lock key without TTL, malformed requests) and engine oddities
+//! are reported by the model and the world and end up in the same list.
+
+use std::fmt;
+
+use super::node::{MS, Segment, Time};
+
+/// One holder interval `[start, end)` on the global clock.
+#[derive(Clone, Debug)]
+pub(crate) struct Hold {
+    pub(crate) client: usize,
+    pub(crate) token: Vec<u8>,
+    pub(crate) resources: Vec<Vec<u8>>,
+    pub(crate) start: Time,
+    pub(crate) end: Time,
+    pub(crate) fence: Option<u64>,
+}
+
+impl fmt::Display for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "client {} token {} [{}, {})",
+            self.client,
+            String::from_utf8_lossy(&self.token),
+            ms(self.start),
+            ms(self.end)
+        )?;
+        if let Some(t) = self.fence {
+            write!(f, " fence {t}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Render a time as milliseconds.
+pub(crate) fn ms(t: Time) -> String {
+    if t == Time::MAX { "∞".into() } else { format!("{}.{:06}ms", t / MS, t % MS) }
+}
+
+/// A broken rule.
+#[derive(Clone, Debug)]
+pub(crate) enum Violation {
+    /// Two holds of one resource overlap.
+    Overlap { resource: String, first: Hold, second: Hold },
+    /// A hold claimed validity while fewer than a quorum of nodes held its keys.
+    Overstated { hold: Hold, from: Time, to: Time, nodes: usize, quorum: usize },
+    /// Fencing tokens did not increase from one holder to the next.
+    FenceOrder { resource: String, first: Hold, second: Hold },
+    /// A node saw something a correct engine never sends (or a key without TTL).
+    Node { node: usize, what: String },
+    /// The engine reported something it should not have.
+    Engine { client: usize, what: String },
+    /// Nobody got the lock back after its holder vanished.
+    Liveness { what: String },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Overlap { resource, first, second } => {
+                write!(f, "mutual exclusion broken on {resource:?}: {first} overlaps {second}")
+            }
+            Violation::Overstated { hold, from, to, nodes, quorum } => write!(
+                f,
+                "validity overstated: {hold} claimed the lock, but during [{}, {}) only {nodes} node(s) held it (quorum {quorum})",
+                ms(*from),
+                ms(*to)
+            ),
+            Violation::FenceOrder { resource, first, second } => {
+                write!(f, "fencing tokens not increasing on {resource:?}: {first} then {second}")
+            }
+            Violation::Node { node, what } => write!(f, "node {node}: {what}"),
+            Violation::Engine { client, what } => write!(f, "client {client}: {what}"),
+            Violation::Liveness { what } => write!(f, "liveness: {what}"),
+        }
+    }
+}
+
+/// Check the holds against the nodes' ownership spans. `dbs[n]` is the database the lock
+/// keys live in on node `n`.
+pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: usize) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let held: Vec<&Hold> = holds.iter().filter(|h| h.end > h.start).collect();
+    let mut resources: Vec<&Vec<u8>> = held.iter().flat_map(|h| h.resources.iter()).collect();
+    resources.sort();
+    resources.dedup();
+    for r in resources {
+        let name = String::from_utf8_lossy(r).into_owned();
+        let mut on_r: Vec<&Hold> = held.iter().copied().filter(|h| h.resources.contains(r)).collect();
+        on_r.sort_by_key(|h| (h.start, h.end));
+        let mut latest: Option<&Hold> = None;
+        for &h in &on_r {
+            if let Some(prev) = latest {
+                if h.start < prev.end {
+                    out.push(Violation::Overlap { resource: name.clone(), first: prev.clone(), second: h.clone() });
+                }
+            }
+            if latest.is_none_or(|p| h.end > p.end) {
+                latest = Some(h);
+            }
+        }
+        let fenced: Vec<&Hold> = on_r.iter().copied().filter(|h| h.fence.is_some()).collect();
+        for pair in fenced.windows(2) {
+            if pair[1].fence <= pair[0].fence {
+                out.push(Violation::FenceOrder {
+                    resource: name.clone(),
+                    first: pair[0].clone(),
+                    second: pair[1].clone(),
+                });
+            }
+        }
+    }
+    for h in held {
+        if let Some(v) = overstated(h, nodes, dbs, quorum) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Whether, at some instant of `h`, fewer than `quorum` nodes held all its keys.
+fn overstated(h: &Hold, nodes: &[&[Segment]], dbs: &[u32], quorum: usize) -> Option<Violation> {
+    let ours = |n: usize, s: &&Segment| s.db == dbs[n] && s.token == h.token && h.resources.contains(&s.key);
+    let mut cuts = vec![h.start, h.end];
+    for (n, segs) in nodes.iter().enumerate() {
+        for s in segs.iter().filter(|s| ours(n, s)) {
+            for t in [s.from, s.to] {
+                if t > h.start && t < h.end {
+                    cuts.push(t);
+                }
+            }
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    for w in cuts.windows(2) {
+        let (from, to) = (w[0], w[1]);
+        let count = nodes
+            .iter()
+            .enumerate()
+            .filter(|(n, segs)| {
+                h.resources
+                    .iter()
+                    .all(|r| segs.iter().any(|s| ours(*n, &s) && &s.key == r && s.from <= from && s.to >= to))
+            })
+            .count();
+        if count < quorum {
+            return Some(Violation::Overstated { hold: h.clone(), from, to, nodes: count, quorum });
+        }
+    }
+    None
+}

@@ -1,0 +1,569 @@
+//! An in-memory model of one Redis node: the commands the engine sends (AUTH, SELECT,
+//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL), the four scripts executed natively, key
+//! expiry on the node's own clock, crashes with or without the data, pauses and script-cache
+//! flushes.
+//!
+//! Besides serving requests the model keeps the ground truth the checker needs: for every
+//! lock key, the spans of global time during which it held a given token (`history`).
+
+use std::collections::BTreeMap;
+
+use redis_protocol::resp2::decode::decode;
+use redis_protocol::resp2::types::OwnedFrame;
+
+/// Global simulated time, in nanoseconds since the start of the run.
+pub(crate) type Time = u64;
+
+/// One millisecond of simulated time.
+pub(crate) const MS: Time = 1_000_000;
+
+/// A node's clock: global time plus an offset that may jump forward, running a little fast
+/// or slow (`skew_ppm` parts per million).
+#[derive(Clone, Debug)]
+pub(crate) struct Clock {
+    /// `(from, offset)`: from global time `from` on, the offset is `offset` (ns).
+    steps: Vec<(Time, i64)>,
+    skew_ppm: i64,
+}
+
+impl Clock {
+    pub(crate) fn new(offset: i64, skew_ppm: i64) -> Self {
+        assert!(skew_ppm.abs() < 100_000, "the model assumes a nearly-right clock rate");
+        Clock { steps: vec![(0, offset)], skew_ppm }
+    }
+
+    /// From `at` on, the clock reads `by` ns later than it would have (forward jumps only).
+    pub(crate) fn jump(&mut self, at: Time, by: i64) {
+        assert!(by >= 0, "the model's clocks only jump forward");
+        let last = self.steps.last().map_or(0, |s| s.1);
+        self.steps.push((at, last + by));
+    }
+
+    fn offset_at(&self, t: Time) -> i64 {
+        self.steps.iter().rev().find(|(from, _)| *from <= t).map_or(0, |s| s.1)
+    }
+
+    /// The node's reading at global time `t` (ns).
+    pub(crate) fn local(&self, t: Time) -> i64 {
+        self.reading(t, self.offset_at(t))
+    }
+
+    fn reading(&self, t: Time, offset: i64) -> i64 {
+        let t = t as i64;
+        t + offset + t * self.skew_ppm / 1_000_000
+    }
+
+    /// The first global time `>= not_before` at which the clock reads at least `reading`.
+    pub(crate) fn when_reads(&self, reading: i64, not_before: Time) -> Time {
+        for (i, &(from, offset)) in self.steps.iter().enumerate() {
+            let end = self.steps.get(i + 1).map_or(Time::MAX, |s| s.0);
+            let start = from.max(not_before);
+            if start >= end {
+                continue;
+            }
+            let at_start = self.reading(start, offset);
+            if at_start >= reading {
+                return start;
+            }
+            // Within one step the clock runs at rate (1 + skew): estimate, then fix rounding.
+            let gap = (reading - at_start) as i128;
+            let mut t = start.saturating_add((gap * 1_000_000 / (1_000_000 + self.skew_ppm as i128)) as Time);
+            while self.reading(t, offset) < reading {
+                t += 1;
+            }
+            while t > start && self.reading(t - 1, offset) >= reading {
+                t -= 1;
+            }
+            if t < end {
+                return t;
+            }
+        }
+        unreachable!("the last step of a clock never ends")
+    }
+}
+
+/// A span during which a lock key held a token, on the global clock: `[from, to)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) db: u32,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: Vec<u8>,
+    pub(crate) from: Time,
+    pub(crate) to: Time,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    value: Vec<u8>,
+    /// Expiry as a reading of the node's clock (ns), `None`: no TTL.
+    expires: Option<i64>,
+    /// When the current value was written (global time).
+    since: Time,
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    inbuf: Vec<u8>,
+    authed: bool,
+    db: u32,
+    /// The connection is gone; input that reached the node before is still processed.
+    closed: bool,
+    /// A protocol error: the server stops reading this connection.
+    broken: bool,
+}
+
+/// Credentials a node requires.
+#[derive(Clone, Debug)]
+pub(crate) struct Auth {
+    pub(crate) user: Option<String>,
+    pub(crate) password: String,
+}
+
+/// Counters for the run summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NodeStats {
+    pub(crate) commands: u64,
+    pub(crate) noscript: u64,
+    pub(crate) evals: u64,
+}
+
+type Key = (u32, Vec<u8>);
+
+/// One Redis node.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) clock: Clock,
+    auth: Option<Auth>,
+    fence_prefix: Vec<u8>,
+    data: BTreeMap<Key, Entry>,
+    /// Lock keys of a crash without persistence: nobody can take them until the restart.
+    lost: Vec<(Key, Entry)>,
+    scripts: [bool; 4],
+    pub(crate) up: bool,
+    pub(crate) paused: bool,
+    held: Vec<(usize, Vec<u8>)>,
+    sessions: BTreeMap<usize, Session>,
+    /// Closed spans of lock-key ownership.
+    pub(crate) history: Vec<Segment>,
+    /// Things the engine did that a real server would reject or that break a rule.
+    pub(crate) problems: Vec<String>,
+    pub(crate) stats: NodeStats,
+}
+
+enum Script {
+    Acquire,
+    Extend,
+    Release,
+    Fence,
+}
+
+impl Node {
+    pub(crate) fn new(clock: Clock, auth: Option<Auth>, fence_prefix: &[u8]) -> Self {
+        Node {
+            clock,
+            auth,
+            fence_prefix: fence_prefix.to_vec(),
+            data: BTreeMap::new(),
+            lost: Vec::new(),
+            scripts: [false; 4],
+            up: true,
+            paused: false,
+            held: Vec::new(),
+            sessions: BTreeMap::new(),
+            history: Vec::new(),
+            problems: Vec::new(),
+            stats: NodeStats::default(),
+        }
+    }
+
+    fn is_lock_key(&self, key: &[u8]) -> bool {
+        !key.starts_with(&self.fence_prefix)
+    }
+
+    // ----- connections ---------------------------------------------------------------------
+
+    pub(crate) fn accept(&mut self, conn: usize) {
+        self.sessions.insert(conn, Session::default());
+    }
+
+    pub(crate) fn close(&mut self, conn: usize) {
+        if self.held.iter().any(|(c, _)| *c == conn) {
+            if let Some(s) = self.sessions.get_mut(&conn) {
+                s.closed = true;
+            }
+        } else {
+            self.sessions.remove(&conn);
+        }
+    }
+
+    /// Bytes arrived on `conn` while the node is paused: they wait in the kernel buffer.
+    pub(crate) fn hold(&mut self, conn: usize, bytes: Vec<u8>) {
+        self.held.push((conn, bytes));
+    }
+
+    pub(crate) fn resume(&mut self, now: Time) -> Vec<(usize, Vec<u8>)> {
+        self.paused = false;
+        let held = std::mem::take(&mut self.held);
+        let mut out = Vec::new();
+        for (conn, bytes) in held {
+            let reply = self.receive(now, conn, &bytes);
+            out.push((conn, reply));
+        }
+        self.sessions.retain(|_, s| !s.closed);
+        out
+    }
+
+    /// Process bytes from `conn`; returns the reply bytes (possibly empty).
+    pub(crate) fn receive(&mut self, now: Time, conn: usize, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let Some(mut session) = self.sessions.remove(&conn) else {
+            return out;
+        };
+        if session.broken {
+            self.sessions.insert(conn, session);
+            return out;
+        }
+        session.inbuf.extend_from_slice(bytes);
+        let mut pos = 0;
+        loop {
+            match decode(&session.inbuf[pos..]) {
+                Ok(None) => break,
+                Ok(Some((frame, used))) => {
+                    pos += used;
+                    match command_args(frame) {
+                        Some(args) => self.execute(now, &mut session, &args, &mut out),
+                        None => {
+                            self.problems.push("the engine sent a request that is not an array of bulk strings".into());
+                            out.extend_from_slice(b"-ERR Protocol error\r\n");
+                            session.broken = true;
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.problems.push(format!("the engine sent malformed RESP: {e:?}"));
+                    out.extend_from_slice(b"-ERR Protocol error\r\n");
+                    session.broken = true;
+                    break;
+                }
+            }
+        }
+        session.inbuf.drain(..pos);
+        self.sessions.insert(conn, session);
+        out
+    }
+
+    // ----- faults --------------------------------------------------------------------------
+
+    /// The process dies. Without persistence the data is gone (its lock keys stay
+    /// unavailable to others until the restart); with it (`appendfsync always`) it stays.
+    pub(crate) fn crash(&mut self, now: Time, keep_data: bool) {
+        self.up = false;
+        self.paused = false;
+        self.sessions.clear();
+        self.held.clear();
+        if !keep_data {
+            self.purge(now);
+            let data = std::mem::take(&mut self.data);
+            for (k, e) in data {
+                if self.is_lock_key(&k.1) {
+                    self.lost.push((k, e));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn restart(&mut self, now: Time) {
+        self.up = true;
+        // The script cache does not survive a restart.
+        self.scripts = [false; 4];
+        for ((db, key), e) in std::mem::take(&mut self.lost) {
+            let expiry = e.expires.map_or(Time::MAX, |x| self.clock.when_reads(x, e.since));
+            let to = expiry.min(now).max(e.since);
+            self.history.push(Segment { db, key, token: e.value, from: e.since, to });
+        }
+    }
+
+    pub(crate) fn flush_scripts(&mut self) {
+        self.scripts = [false; 4];
+    }
+
+    /// End of the run: close every open span (live keys end when they would expire).
+    pub(crate) fn finish(&mut self, now: Time) {
+        if !self.up {
+            self.restart(now);
+        }
+        self.purge(now);
+        for ((db, key), e) in std::mem::take(&mut self.data) {
+            if !self.is_lock_key(&key) {
+                continue;
+            }
+            let to = match e.expires {
+                Some(x) => self.clock.when_reads(x, e.since),
+                None => {
+                    self.problems.push(format!("lock key {:?} has no TTL", String::from_utf8_lossy(&key)));
+                    Time::MAX
+                }
+            };
+            self.history.push(Segment { db, key, token: e.value, from: e.since, to });
+        }
+    }
+
+    // ----- the keyspace --------------------------------------------------------------------
+
+    /// Remove keys whose expiry has passed, recording when they expired.
+    ///
+    /// A key is treated as expired as soon as the clock reads its expiry (Redis waits until
+    /// the millisecond after): the model is a little harsher than a real server.
+    fn purge(&mut self, now: Time) {
+        let local = self.clock.local(now);
+        let expired: Vec<Key> =
+            self.data.iter().filter(|(_, e)| e.expires.is_some_and(|x| x <= local)).map(|(k, _)| k.clone()).collect();
+        for k in expired {
+            let e = self.data.remove(&k).expect("listed above");
+            if self.is_lock_key(&k.1) {
+                let to = self.clock.when_reads(e.expires.expect("expiring"), e.since).max(e.since);
+                self.history.push(Segment { db: k.0, key: k.1, token: e.value, from: e.since, to });
+            }
+        }
+    }
+
+    fn get(&self, db: u32, key: &[u8]) -> Option<&[u8]> {
+        self.data.get(&(db, key.to_vec())).map(|e| e.value.as_slice())
+    }
+
+    /// `SET key value [PX ms]`; an unchanged value keeps its ownership span open.
+    fn set(&mut self, now: Time, db: u32, key: &[u8], value: &[u8], px_ms: Option<i64>) {
+        // Redis stores expiry times in whole milliseconds of its clock.
+        let expires = px_ms.map(|ms| self.clock.local(now).div_euclid(MS as i64) * MS as i64 + ms * MS as i64);
+        let k = (db, key.to_vec());
+        let lock_key = self.is_lock_key(key);
+        match self.data.get_mut(&k) {
+            Some(e) if e.value == value => e.expires = expires,
+            Some(e) => {
+                let old = std::mem::replace(e, Entry { value: value.to_vec(), expires, since: now });
+                if lock_key {
+                    self.history.push(Segment { db, key: key.to_vec(), token: old.value, from: old.since, to: now });
+                }
+            }
+            None => {
+                self.data.insert(k, Entry { value: value.to_vec(), expires, since: now });
+            }
+        }
+    }
+
+    fn pexpire(&mut self, now: Time, db: u32, key: &[u8], ms: i64) {
+        let at = self.clock.local(now).div_euclid(MS as i64) * MS as i64 + ms * MS as i64;
+        if let Some(e) = self.data.get_mut(&(db, key.to_vec())) {
+            e.expires = Some(at);
+        }
+    }
+
+    fn del(&mut self, now: Time, db: u32, key: &[u8]) -> bool {
+        match self.data.remove(&(db, key.to_vec())) {
+            Some(e) => {
+                if self.is_lock_key(key) {
+                    self.history.push(Segment { db, key: key.to_vec(), token: e.value, from: e.since, to: now });
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    // ----- commands ------------------------------------------------------------------------
+
+    fn execute(&mut self, now: Time, session: &mut Session, args: &[Vec<u8>], out: &mut Vec<u8>) {
+        self.stats.commands += 1;
+        self.purge(now);
+        let name = args[0].to_ascii_uppercase();
+        if self.auth.is_some() && !session.authed && name != b"AUTH" {
+            out.extend_from_slice(b"-NOAUTH Authentication required.\r\n");
+            return;
+        }
+        match (name.as_slice(), args.len()) {
+            (b"AUTH", 2 | 3) => {
+                let (user, pass) = if args.len() == 3 { (Some(&args[1]), &args[2]) } else { (None, &args[1]) };
+                let ok = match &self.auth {
+                    None => false,
+                    Some(a) => {
+                        let user_ok = match (&a.user, user) {
+                            (Some(u), Some(given)) => u.as_bytes() == given.as_slice(),
+                            (None, None) => true,
+                            (None, Some(given)) => given.as_slice() == b"default",
+                            (Some(_), None) => false,
+                        };
+                        user_ok && a.password.as_bytes() == pass.as_slice()
+                    }
+                };
+                if ok {
+                    session.authed = true;
+                    out.extend_from_slice(b"+OK\r\n");
+                } else if self.auth.is_none() {
+                    out.extend_from_slice(b"-ERR AUTH <password> called without any password configured\r\n");
+                } else {
+                    out.extend_from_slice(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+                }
+            }
+            (b"SELECT", 2) => match parse_int(&args[1]) {
+                Some(db @ 0..=15) => {
+                    session.db = db as u32;
+                    out.extend_from_slice(b"+OK\r\n");
+                }
+                _ => out.extend_from_slice(b"-ERR DB index is out of range\r\n"),
+            },
+            (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
+            (b"SCRIPT", 3) if args[1].eq_ignore_ascii_case(b"LOAD") => {
+                match redlease_core::script_sources().iter().position(|s| s.as_bytes() == args[2].as_slice()) {
+                    Some(i) => {
+                        self.scripts[i] = true;
+                        bulk(out, redlease_core::script_digests()[i].as_bytes());
+                    }
+                    None => {
+                        self.problems.push("SCRIPT LOAD of a script the model does not know".into());
+                        out.extend_from_slice(b"-ERR unknown script (simulation)\r\n");
+                    }
+                }
+            }
+            (b"EVALSHA", n) if n >= 3 => {
+                let sha = args[1].to_ascii_lowercase();
+                match redlease_core::script_digests().iter().position(|d| d.as_bytes() == sha.as_slice()) {
+                    Some(i) if self.scripts[i] => self.run_script(now, session.db, i, &args[2..], out),
+                    _ => {
+                        self.stats.noscript += 1;
+                        out.extend_from_slice(b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
+                    }
+                }
+            }
+            (b"EVAL", n) if n >= 3 => {
+                self.stats.evals += 1;
+                match redlease_core::script_sources().iter().position(|s| s.as_bytes() == args[1].as_slice()) {
+                    Some(i) => {
+                        self.scripts[i] = true;
+                        self.run_script(now, session.db, i, &args[2..], out);
+                    }
+                    None => {
+                        self.problems.push("EVAL of a script the model does not know".into());
+                        out.extend_from_slice(b"-ERR unknown script (simulation)\r\n");
+                    }
+                }
+            }
+            _ => {
+                self.problems.push(format!("unexpected command {:?}", String::from_utf8_lossy(&args[0])));
+                out.extend_from_slice(b"-ERR unknown command\r\n");
+            }
+        }
+    }
+
+    /// `numkeys key... arg...` of script number `i` (the order of `script_sources()`).
+    fn run_script(&mut self, now: Time, db: u32, i: usize, rest: &[Vec<u8>], out: &mut Vec<u8>) {
+        let Some(numkeys) = parse_int(&rest[0]).filter(|&n| n >= 0 && (n as usize) < rest.len()) else {
+            self.problems.push("bad numkeys in a script call".into());
+            out.extend_from_slice(b"-ERR Number of keys can't be greater than number of args\r\n");
+            return;
+        };
+        let keys = &rest[1..1 + numkeys as usize];
+        let argv = &rest[1 + numkeys as usize..];
+        let script = [Script::Acquire, Script::Extend, Script::Release, Script::Fence].into_iter().nth(i);
+        let result = match script {
+            Some(Script::Acquire) => self.acquire(now, db, keys, argv),
+            Some(Script::Extend) => self.extend(now, db, keys, argv),
+            Some(Script::Release) => self.release(now, db, keys, argv),
+            Some(Script::Fence) => self.fence(now, db, keys, argv),
+            None => Err("no such script".into()),
+        };
+        match result {
+            Ok(v) => {
+                out.push(b':');
+                out.extend_from_slice(v.to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Err(e) => {
+                self.problems.push(format!("script error: {e}"));
+                out.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+            }
+        }
+    }
+
+    /// KEYS: lock keys then fence keys; ARGV: token, ttl ms, number of lock keys.
+    /// All-or-nothing: 0 if any lock key holds another token; else set them all (re-entry by
+    /// token), `INCR` the fence keys and return the largest counter (1 without fencing).
+    fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, ttl, n] = argv else { return Err(format!("acquire takes 3 arguments, got {}", argv.len())) };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("acquire: the TTL must be a positive integer")?;
+        let n = parse_int(n).filter(|&n| n >= 1 && n as usize <= keys.len()).ok_or("acquire: bad lock key count")?;
+        let (locks, fences) = keys.split_at(n as usize);
+        if locks.iter().any(|k| !self.is_lock_key(k)) || fences.iter().any(|k| self.is_lock_key(k)) {
+            return Err("acquire: lock and fence keys mixed up".into());
+        }
+        if locks.iter().any(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())) {
+            return Ok(0);
+        }
+        for k in locks {
+            self.set(now, db, k, token, Some(ttl));
+        }
+        let mut f = 1;
+        for k in fences {
+            let c = self.get(db, k).map_or(Some(0), parse_int).ok_or("INCR of a non-number")? + 1;
+            self.set(now, db, k, c.to_string().as_bytes(), None);
+            f = f.max(c);
+        }
+        Ok(f)
+    }
+
+    /// KEYS: lock keys; ARGV: token, ttl ms. 1 if all hold the token (and get the new TTL), else 0.
+    fn extend(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, ttl] = argv else { return Err(format!("extend takes 2 arguments, got {}", argv.len())) };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("extend: the TTL must be a positive integer")?;
+        if keys.iter().any(|k| self.get(db, k) != Some(token.as_slice())) {
+            return Ok(0);
+        }
+        for k in keys {
+            self.pexpire(now, db, k, ttl);
+        }
+        Ok(1)
+    }
+
+    /// KEYS: lock keys; ARGV: token. Deletes the keys holding the token; returns how many.
+    fn release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token] = argv else { return Err(format!("release takes 1 argument, got {}", argv.len())) };
+        let mut d = 0;
+        for k in keys {
+            if self.get(db, k) == Some(token.as_slice()) && self.del(now, db, k) {
+                d += 1;
+            }
+        }
+        Ok(d)
+    }
+
+    /// KEYS: fence keys; ARGV: token value. Raise each counter to at least the value.
+    fn fence(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [t] = argv else { return Err(format!("fence takes 1 argument, got {}", argv.len())) };
+        let t = parse_int(t).ok_or("fence: the value must be an integer")?;
+        for k in keys {
+            let c = self.get(db, k).map_or(Some(0), parse_int).ok_or("fence counter is not a number")?;
+            if c < t {
+                self.set(now, db, k, t.to_string().as_bytes(), None);
+            }
+        }
+        Ok(1)
+    }
+}
+
+fn command_args(frame: OwnedFrame) -> Option<Vec<Vec<u8>>> {
+    let OwnedFrame::Array(items) = frame else { return None };
+    if items.is_empty() {
+        return None;
+    }
+    items.into_iter().map(|f| if let OwnedFrame::BulkString(b) = f { Some(b) } else { None }).collect()
+}
+
+fn parse_int(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,236 @@
+//! What one simulated run looks like, drawn from its seed: topology, timings, workload knobs
+//! and the fault plan.
+
+use std::time::Duration;
+
+use redlease_core::Retry;
+
+use super::node::{Auth, Clock, MS, Time};
+use super::rng::Rng;
+
+/// Microsecond of simulated time.
+pub(crate) const US: Time = 1_000;
+
+/// The family of setups a run draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Profile {
+    /// Everything Redlock tolerates: delays, reordering across nodes, broken connections,
+    /// paused nodes and clients, partitions, crashes that keep the data, script flushes,
+    /// clock offsets, skew and jumps within the drift margin.
+    Safe,
+    /// UNSAFE: one node's clock jumps forward by far more than the drift margin.
+    ClockJump,
+    /// UNSAFE: a node crashes and comes back at once without its data.
+    RestartEmpty,
+    /// The crashes of `RestartEmpty`, but the data survives (`appendfsync always`): safe.
+    RestartKeepData,
+    /// The crashes of `RestartEmpty`, but the node stays down longer than any TTL: safe
+    /// for mutual exclusion (fencing is off: the counters do not survive either).
+    DelayedRestart,
+}
+
+/// An injected fault, applied at its time.
+#[derive(Clone, Debug)]
+pub(crate) enum Fault {
+    /// The node stops processing (SIGSTOP); input waits in its kernel buffers.
+    PauseNode { node: usize, dur: Time },
+    /// The node crashes; `keep`: with its data; restarts after `down`.
+    Crash { node: usize, keep: bool, down: Time },
+    /// Every connection to the node breaks and new ones fail, for `dur`.
+    Partition { node: usize, dur: Time },
+    /// The node's clock jumps forward.
+    ClockJump { node: usize, by: Time },
+    /// Someone runs `SCRIPT FLUSH` on the node.
+    ScriptFlush { node: usize },
+    /// The client stops (a long GC pause); its input waits.
+    PauseClient { client: usize, dur: Time },
+}
+
+/// Everything about one run.
+#[derive(Clone, Debug)]
+pub(crate) struct Scenario {
+    pub(crate) seed: u64,
+    pub(crate) profile: Profile,
+    pub(crate) nodes: usize,
+    pub(crate) clients: usize,
+    /// Resource names in play (`r0`, `r1`, ...).
+    pub(crate) resources: usize,
+    /// Locks may cover two resources at once.
+    pub(crate) multi: bool,
+    /// Range of lock TTLs, in whole milliseconds.
+    pub(crate) ttl_ms: (u64, u64),
+    pub(crate) node_timeout: Time,
+    /// One-way network delay range.
+    pub(crate) delay: (Time, Time),
+    /// Per-message chance (‰) of a slow delivery, and how slow.
+    pub(crate) slow_per_mille: u64,
+    pub(crate) slow: Time,
+    /// Per-chunk chance (‰) that the connection breaks instead of delivering.
+    pub(crate) drop_per_mille: u64,
+    pub(crate) retry: Retry,
+    pub(crate) fencing: bool,
+    pub(crate) auto_extend: bool,
+    pub(crate) extends: bool,
+    pub(crate) cancels: bool,
+    /// Pause between a client's locks.
+    pub(crate) think: (Time, Time),
+    pub(crate) auth: Option<Auth>,
+    pub(crate) db: u32,
+    pub(crate) client_name: bool,
+    pub(crate) clocks: Vec<Clock>,
+    pub(crate) faults: Vec<(Time, Fault)>,
+    /// From here on: no faults, no broken connections; client 0 vanishes while holding.
+    pub(crate) calm_at: Time,
+}
+
+impl Scenario {
+    /// Draw a run of `profile` from `seed`.
+    pub(crate) fn generate(seed: u64, profile: Profile) -> Self {
+        let mut rng = Rng::new(seed);
+        let safe = profile == Profile::Safe;
+        let nodes = if safe { rng.pick(&[1, 2, 3, 3, 3, 4, 5, 5]) } else { 3 };
+        let clients = if safe { rng.range(2, 4) as usize } else { 3 };
+        let resources = if safe { rng.range(1, 2) as usize } else { 1 };
+        let multi = resources > 1 && rng.chance(500);
+        let ttl_ms = if safe { (rng.range(6, 12), rng.range(12, 24)) } else { (10, 20) };
+        let node_timeout = rng.range(1, 4) * MS;
+        let delay = (20 * US, rng.range(200, 700) * US);
+        let (slow_per_mille, slow) = if rng.chance(400) { (rng.range(5, 40), rng.range(2, 6) * MS) } else { (0, 0) };
+        let drop_per_mille = if rng.chance(500) { 0 } else { rng.range(2, 15) };
+        let retry = Retry {
+            attempts: rng.range(1, 4) as u32,
+            min_delay: Duration::from_micros(200),
+            max_delay: Duration::from_micros(rng.range(1_000, 5_000)),
+        };
+        // Drawn in every profile so that sibling profiles share the rest of the plan.
+        let fencing = rng.chance(600) && profile != Profile::DelayedRestart;
+        let auto_extend = rng.chance(300);
+        let extends = rng.chance(400);
+        let cancels = rng.chance(200);
+        let think = (0, rng.range(200, 2_000) * US);
+        let auth = match rng.below(8) {
+            0 | 1 => Some(Auth { user: Some("locker".into()), password: "s3cret".into() }),
+            2 => Some(Auth { user: None, password: "pw".into() }),
+            _ => None,
+        };
+        let db = if rng.chance(250) { rng.range(1, 15) as u32 } else { 0 };
+        let client_name = rng.chance(500);
+        let clocks = (0..nodes)
+            .map(|_| {
+                let offset = rng.range(0, 2_000) as i64 * MS as i64 - 1_000 * MS as i64;
+                let skew = rng.range(0, 1_000) as i64 - 500;
+                Clock::new(offset, skew)
+            })
+            .collect();
+        let calm_at = rng.range(20, 40) * MS;
+        let mut faults = Vec::new();
+        // A fault of length `dur` that ends before the calm phase, or none.
+        let at = |rng: &mut Rng, dur: Time| -> Option<Time> {
+            let last = calm_at.checked_sub(dur + MS)?;
+            (last > MS).then(|| rng.range(MS, last))
+        };
+        let node = |rng: &mut Rng| rng.below(nodes as u64) as usize;
+        match profile {
+            Profile::Safe => {
+                for _ in 0..rng.range(0, 2) {
+                    let dur = rng.range(200, 20_000) * US;
+                    if let Some(t) = at(&mut rng, dur) {
+                        faults.push((t, Fault::PauseNode { node: node(&mut rng), dur }));
+                    }
+                }
+                for _ in 0..rng.range(0, 2) {
+                    let dur = rng.range(500, 10_000) * US;
+                    if let Some(t) = at(&mut rng, dur) {
+                        faults.push((t, Fault::Partition { node: node(&mut rng), dur }));
+                    }
+                }
+                if rng.chance(300) {
+                    let down = rng.range(500, 10_000) * US;
+                    if let Some(t) = at(&mut rng, down) {
+                        faults.push((t, Fault::Crash { node: node(&mut rng), keep: true, down }));
+                    }
+                }
+                if !fencing && rng.chance(300) {
+                    // Delayed restart: down longer than any key can live (extensions included).
+                    let down = 3 * ttl_ms.1 * MS;
+                    if let Some(t) = at(&mut rng, down) {
+                        faults.push((t, Fault::Crash { node: node(&mut rng), keep: false, down }));
+                    }
+                }
+                if rng.chance(200) {
+                    if let Some(t) = at(&mut rng, 0) {
+                        faults.push((t, Fault::ScriptFlush { node: node(&mut rng) }));
+                    }
+                }
+                if rng.chance(200) {
+                    let dur = rng.range(500, 15_000) * US;
+                    if let Some(t) = at(&mut rng, dur) {
+                        faults.push((t, Fault::PauseClient { client: rng.below(clients as u64) as usize, dur }));
+                    }
+                }
+                if rng.chance(200) {
+                    // A small jump, well inside the drift margin (2 ms + 1% of the TTL), which
+                    // also has to absorb Redis' whole-millisecond expiry and the clock skew.
+                    if let Some(t) = at(&mut rng, 0) {
+                        faults.push((t, Fault::ClockJump { node: node(&mut rng), by: rng.range(0, 500) * US }));
+                    }
+                }
+            }
+            Profile::ClockJump => {
+                let by = rng.range(ttl_ms.0 / 2, ttl_ms.1) * MS;
+                if let Some(t) = at(&mut rng, 0) {
+                    faults.push((t, Fault::ClockJump { node: node(&mut rng), by }));
+                }
+            }
+            Profile::RestartEmpty | Profile::RestartKeepData | Profile::DelayedRestart => {
+                for _ in 0..rng.range(1, 3) {
+                    let quick = rng.range(200, 2_000) * US;
+                    let (keep, down) = match profile {
+                        Profile::RestartEmpty => (false, quick),
+                        Profile::RestartKeepData => (true, quick),
+                        _ => (false, 3 * ttl_ms.1 * MS),
+                    };
+                    if let Some(t) = at(&mut rng, down) {
+                        faults.push((t, Fault::Crash { node: node(&mut rng), keep, down }));
+                    }
+                }
+            }
+        }
+        faults.sort_by_key(|f| f.0);
+        Scenario {
+            seed,
+            profile,
+            nodes,
+            clients,
+            resources,
+            multi,
+            ttl_ms,
+            node_timeout,
+            delay,
+            slow_per_mille,
+            slow,
+            drop_per_mille,
+            retry,
+            fencing,
+            auto_extend,
+            extends,
+            cancels,
+            think,
+            auth,
+            db,
+            client_name,
+            clocks,
+            faults,
+            calm_at,
+        }
+    }
+
+    /// How long after a holder vanishes another client must have the lock: the longest a
+    /// key can live (a TTL, or twice it after an extension in flight), plus a few rounds of
+    /// retry, think time, node timeout and network delay.
+    pub(crate) fn liveness_bound(&self) -> Time {
+        let max_delay = self.delay.1.max(self.slow);
+        let round = self.node_timeout + (self.retry.max_delay.as_nanos() as Time).max(self.think.1) + 4 * max_delay;
+        2 * self.ttl_ms.1 * MS + max_delay + 8 * round + 5 * MS
+    }
+}

@@ -1,0 +1,881 @@
+//! The world of one run: the model nodes, the clients (each with its own `Engine`), the
+//! seeded network and the scheduler, all on one simulated global clock.
+//!
+//! The network keeps TCP's promises and nothing more: bytes on one connection arrive in
+//! order, split anywhere; different connections are independent, so messages to different
+//! nodes (and from different clients) reorder freely. A lost message breaks its connection
+//! (both ends see it, the client a little later); everything still in flight on it is gone.
+//! Paused nodes keep their input until they resume; crashed nodes lose their connections.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redlease_core::{
+    AcquireError, AcquireRequest, Config, Engine, Event, ExtendError, LockId, Misuse, NodeConfig, NodeId,
+    ReleaseOutcome,
+};
+
+use super::checker::{self, Hold, Violation, ms};
+use super::node::{MS, Node, Segment, Time};
+use super::rng::Rng;
+use super::scenario::{Fault, Scenario, US};
+
+/// Names of the resources (lock keys).
+pub(crate) const NAMES: [&[u8]; 2] = [b"r0", b"r1"];
+
+macro_rules! trace {
+    ($w:expr, $($arg:tt)*) => {
+        if $w.trace.is_some() {
+            let line = format!($($arg)*);
+            $w.trace_line(line);
+        }
+    };
+}
+
+#[derive(Debug)]
+enum Ev {
+    ToNode { conn: usize, bytes: Vec<u8> },
+    ToClient { conn: usize, bytes: Vec<u8> },
+    Timer { client: usize, at: Time },
+    Connect { client: usize, node: usize },
+    Established { conn: usize },
+    Disconnected { conn: usize },
+    Wake { client: usize, seq: u64 },
+    Fault(Fault),
+    ResumeNode { node: usize },
+    RestartNode { node: usize },
+    Heal { node: usize },
+    ResumeClient { client: usize },
+    Calm,
+    Vanish { client: usize },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Conn {
+    client: usize,
+    node: usize,
+    alive: bool,
+    /// Latest scheduled delivery per direction (0: to the node, 1: to the client).
+    last: [Time; 2],
+}
+
+#[derive(Debug)]
+enum Work {
+    Idle,
+    Acquiring { lock: LockId, resources: Vec<usize>, token: Vec<u8>, fencing: bool },
+    Holding { lock: LockId, hold: usize, extend: Option<(Time, Duration)>, release_at: Time },
+    Releasing { lock: LockId },
+    Gone,
+}
+
+struct Client {
+    engine: Option<Engine>,
+    conn: Vec<Option<usize>>,
+    timer: Option<Time>,
+    paused: bool,
+    deferred: Vec<Ev>,
+    work: Work,
+    wake_seq: u64,
+    issued: u32,
+}
+
+/// Counts of what happened in a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) acquired: u64,
+    pub(crate) fenced: u64,
+    pub(crate) held_by_others: u64,
+    pub(crate) unreachable: u64,
+    pub(crate) too_slow: u64,
+    pub(crate) cancelled: u64,
+    pub(crate) released: u64,
+    pub(crate) not_held: u64,
+    pub(crate) release_unreachable: u64,
+    pub(crate) extended: u64,
+    pub(crate) extend_failed: u64,
+    pub(crate) lost: u64,
+    pub(crate) broken_links: u64,
+    pub(crate) noscript: u64,
+    pub(crate) events: u64,
+    pub(crate) liveness_checked: bool,
+}
+
+impl Stats {
+    pub(crate) fn add(&mut self, o: &Stats) {
+        self.acquired += o.acquired;
+        self.fenced += o.fenced;
+        self.held_by_others += o.held_by_others;
+        self.unreachable += o.unreachable;
+        self.too_slow += o.too_slow;
+        self.cancelled += o.cancelled;
+        self.released += o.released;
+        self.not_held += o.not_held;
+        self.release_unreachable += o.release_unreachable;
+        self.extended += o.extended;
+        self.extend_failed += o.extend_failed;
+        self.lost += o.lost;
+        self.broken_links += o.broken_links;
+        self.noscript += o.noscript;
+        self.events += o.events;
+    }
+}
+
+/// The result of one run.
+pub(crate) struct Outcome {
+    pub(crate) violations: Vec<Violation>,
+    pub(crate) stats: Stats,
+    pub(crate) holds: Vec<Hold>,
+    pub(crate) trace: Vec<String>,
+}
+
+/// Run `sc` to its end and check it. With `trace`, keep a line per step for debugging.
+pub(crate) fn run(sc: &Scenario, trace: bool) -> Outcome {
+    let mut w = World::new(sc.clone(), trace);
+    w.start();
+    while let Some(((t, _), ev)) = w.queue.pop_first() {
+        if t > w.end {
+            break;
+        }
+        w.now = t;
+        w.stats.events += 1;
+        w.dispatch(ev);
+    }
+    w.finish()
+}
+
+struct World {
+    sc: Scenario,
+    rng: Rng,
+    base: Instant,
+    now: Time,
+    end: Time,
+    seq: u64,
+    queue: BTreeMap<(Time, u64), Ev>,
+    nodes: Vec<Node>,
+    /// Partitioned nodes: no connection gets through.
+    cut: Vec<bool>,
+    clients: Vec<Client>,
+    conns: Vec<Conn>,
+    holds: Vec<Hold>,
+    /// The engine's current deadline of each hold (global time).
+    claims: Vec<Time>,
+    problems: Vec<(usize, String)>,
+    calm: bool,
+    vanish_armed: bool,
+    /// `(client, time, resources)` of the holder that vanished.
+    vanished: Option<(usize, Time, Vec<usize>)>,
+    stats: Stats,
+    trace: Option<Vec<String>>,
+}
+
+impl World {
+    fn new(sc: Scenario, trace: bool) -> Self {
+        let fence_prefix = Config::new(Vec::new()).fence_prefix;
+        let nodes = sc
+            .clocks
+            .iter()
+            .map(|c| Node::new(c.clone(), sc.auth.clone(), fence_prefix.as_bytes()))
+            .collect::<Vec<_>>();
+        let clients = (0..sc.clients)
+            .map(|c| Client {
+                engine: Some(engine_for(&sc, c)),
+                conn: vec![None; sc.nodes],
+                timer: None,
+                paused: false,
+                deferred: Vec::new(),
+                work: Work::Idle,
+                wake_seq: 0,
+                issued: 0,
+            })
+            .collect();
+        World {
+            rng: Rng::new(sc.seed.wrapping_add(0x51_u64 << 56)),
+            base: Instant::now(),
+            now: 0,
+            end: sc.calm_at + sc.liveness_bound(),
+            seq: 0,
+            queue: BTreeMap::new(),
+            cut: vec![false; sc.nodes],
+            nodes,
+            clients,
+            conns: Vec::new(),
+            holds: Vec::new(),
+            claims: Vec::new(),
+            problems: Vec::new(),
+            calm: false,
+            vanish_armed: false,
+            vanished: None,
+            stats: Stats::default(),
+            trace: trace.then(Vec::new),
+            sc,
+        }
+    }
+
+    fn trace_line(&mut self, line: String) {
+        let at = ms(self.now);
+        if let Some(t) = &mut self.trace {
+            t.push(format!("{at:>14} {line}"));
+        }
+    }
+
+    fn instant(&self, t: Time) -> Instant {
+        self.base + Duration::from_nanos(t)
+    }
+
+    fn time(&self, i: Instant) -> Time {
+        i.saturating_duration_since(self.base).as_nanos() as Time
+    }
+
+    /// An event for the trace, with instants shown on the simulated clock.
+    fn describe(&self, ev: &Event) -> String {
+        match ev {
+            Event::Acquired { lock, valid_until, fence, attempts } => format!(
+                "Acquired {{ lock: {lock:?}, valid_until: {}, fence: {fence:?}, attempts: {attempts} }}",
+                ms(self.time(*valid_until))
+            ),
+            Event::Extended { lock, valid_until } => {
+                format!("Extended {{ lock: {lock:?}, valid_until: {} }}", ms(self.time(*valid_until)))
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), ev);
+    }
+
+    fn problem(&mut self, client: usize, what: String) {
+        trace!(self, "PROBLEM client {client}: {what}");
+        self.problems.push((client, what));
+    }
+
+    fn start(&mut self) {
+        trace!(self, "{:?} run, seed {}", self.sc.profile, self.sc.seed);
+        for c in 0..self.sc.clients {
+            for n in 0..self.sc.nodes {
+                let at = self.rng.range(0, 500 * US);
+                self.push(at, Ev::Connect { client: c, node: n });
+            }
+            let at = self.rng.range(0, 2 * MS);
+            self.schedule_wake(c, at);
+        }
+        for (t, f) in self.sc.faults.clone() {
+            self.push(t, Ev::Fault(f));
+        }
+        self.push(self.sc.calm_at, Ev::Calm);
+    }
+
+    fn client_of(&self, ev: &Ev) -> Option<usize> {
+        match ev {
+            Ev::ToClient { conn, .. } | Ev::Established { conn } | Ev::Disconnected { conn } => {
+                Some(self.conns[*conn].client)
+            }
+            Ev::Timer { client, .. } | Ev::Wake { client, .. } | Ev::Connect { client, .. } => Some(*client),
+            _ => None,
+        }
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        if let Some(c) = self.client_of(&ev) {
+            if matches!(self.clients[c].work, Work::Gone) {
+                return;
+            }
+            if self.clients[c].paused {
+                self.clients[c].deferred.push(ev);
+                return;
+            }
+        }
+        match ev {
+            Ev::ToNode { conn, bytes } => {
+                let Conn { node: n, client: c, alive, .. } = self.conns[conn];
+                trace!(self, "c{c} -> n{n} #{conn} {:?}{}", show(&bytes), if alive { "" } else { " (dead link)" });
+                if !alive || !self.nodes[n].up {
+                    return;
+                }
+                if self.nodes[n].paused {
+                    self.nodes[n].hold(conn, bytes);
+                    return;
+                }
+                let reply = self.nodes[n].receive(self.now, conn, &bytes);
+                self.reply(conn, reply);
+            }
+            Ev::ToClient { conn, bytes } => {
+                let Conn { node: n, client: c, alive, .. } = self.conns[conn];
+                trace!(self, "n{n} -> c{c} #{conn} {:?}{}", show(&bytes), if alive { "" } else { " (dead link)" });
+                if !alive || self.clients[c].conn[n] != Some(conn) {
+                    return;
+                }
+                self.step(c, |e, now| e.handle_data(now, NodeId(n as u16), &bytes));
+            }
+            Ev::Timer { client: c, at } => {
+                if self.clients[c].timer == Some(at) {
+                    self.clients[c].timer = None;
+                    trace!(self, "c{c} timeout");
+                    self.step(c, |e, now| e.handle_timeout(now));
+                }
+            }
+            Ev::Connect { client: c, node: n } => {
+                if !self.nodes[n].up || self.cut[n] {
+                    self.reconnect_later(c, n);
+                    return;
+                }
+                let conn = self.conns.len();
+                self.conns.push(Conn { client: c, node: n, alive: true, last: [0; 2] });
+                self.nodes[n].accept(conn);
+                let rtt = self.delay() + self.delay();
+                self.push(self.now + rtt, Ev::Established { conn });
+            }
+            Ev::Established { conn } => {
+                let Conn { client: c, node: n, alive, .. } = self.conns[conn];
+                if !alive {
+                    self.reconnect_later(c, n);
+                    return;
+                }
+                trace!(self, "c{c} connected to n{n} #{conn}");
+                self.clients[c].conn[n] = Some(conn);
+                self.step(c, |e, now| e.handle_connected(now, NodeId(n as u16)));
+            }
+            Ev::Disconnected { conn } => {
+                let Conn { client: c, node: n, .. } = self.conns[conn];
+                if self.clients[c].conn[n] == Some(conn) {
+                    trace!(self, "c{c} lost n{n} #{conn}");
+                    self.clients[c].conn[n] = None;
+                    self.step(c, |e, now| e.handle_disconnected(now, NodeId(n as u16)));
+                    self.reconnect_later(c, n);
+                }
+            }
+            Ev::Wake { client: c, seq } => {
+                if self.clients[c].wake_seq == seq {
+                    self.on_wake(c);
+                }
+            }
+            Ev::Fault(f) => self.fault(f),
+            Ev::ResumeNode { node } => {
+                trace!(self, "n{node} resumes");
+                for (conn, reply) in self.nodes[node].resume(self.now) {
+                    self.reply(conn, reply);
+                }
+            }
+            Ev::RestartNode { node } => {
+                trace!(self, "n{node} restarts");
+                self.nodes[node].restart(self.now);
+            }
+            Ev::Heal { node } => {
+                trace!(self, "n{node} reachable again");
+                self.cut[node] = false;
+            }
+            Ev::ResumeClient { client } => {
+                trace!(self, "c{client} resumes");
+                self.clients[client].paused = false;
+                for ev in std::mem::take(&mut self.clients[client].deferred) {
+                    self.dispatch(ev);
+                }
+            }
+            Ev::Calm => {
+                trace!(self, "calm phase: no more faults; client 0 will vanish while holding");
+                self.calm = true;
+                self.vanish_armed = true;
+            }
+            Ev::Vanish { client } => self.vanish(client),
+        }
+    }
+
+    fn fault(&mut self, f: Fault) {
+        trace!(self, "FAULT {f:?}");
+        match f {
+            Fault::PauseNode { node, dur } => {
+                if self.nodes[node].up && !self.nodes[node].paused {
+                    self.nodes[node].paused = true;
+                    self.push(self.now + dur, Ev::ResumeNode { node });
+                }
+            }
+            Fault::Crash { node, keep, down } => {
+                if self.nodes[node].up {
+                    self.nodes[node].crash(self.now, keep);
+                    self.break_node(node);
+                    self.push(self.now + down, Ev::RestartNode { node });
+                }
+            }
+            Fault::Partition { node, dur } => {
+                self.cut[node] = true;
+                self.break_node(node);
+                self.push(self.now + dur, Ev::Heal { node });
+            }
+            Fault::ClockJump { node, by } => self.nodes[node].clock.jump(self.now, by as i64),
+            Fault::ScriptFlush { node } => self.nodes[node].flush_scripts(),
+            Fault::PauseClient { client, dur } => {
+                let c = &mut self.clients[client];
+                if !c.paused && !matches!(c.work, Work::Gone) {
+                    c.paused = true;
+                    self.push(self.now + dur, Ev::ResumeClient { client });
+                }
+            }
+        }
+    }
+
+    // ----- the network ---------------------------------------------------------------------
+
+    fn delay(&mut self) -> Time {
+        if self.sc.slow_per_mille > 0 && self.rng.chance(self.sc.slow_per_mille) {
+            self.rng.range(self.sc.delay.1, self.sc.slow)
+        } else {
+            self.rng.range(self.sc.delay.0, self.sc.delay.1)
+        }
+    }
+
+    /// Put bytes on a connection (`dir` 0: to the node, 1: to the client), split at random.
+    fn send(&mut self, conn: usize, dir: usize, bytes: Vec<u8>) {
+        if !self.conns[conn].alive || bytes.is_empty() {
+            return;
+        }
+        let mut cuts = vec![0, bytes.len()];
+        if bytes.len() > 1 && self.rng.chance(300) {
+            for _ in 0..1 + self.rng.below(2) {
+                cuts.push(self.rng.range(1, bytes.len() as u64 - 1) as usize);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            if !self.calm && self.sc.drop_per_mille > 0 && self.rng.chance(self.sc.drop_per_mille) {
+                trace!(self, "message on #{conn} lost: the connection breaks");
+                self.break_conn(conn);
+                return;
+            }
+            let piece = bytes[w[0]..w[1]].to_vec();
+            let at = (self.now + self.delay()).max(self.conns[conn].last[dir]);
+            self.conns[conn].last[dir] = at;
+            let ev = if dir == 0 { Ev::ToNode { conn, bytes: piece } } else { Ev::ToClient { conn, bytes: piece } };
+            self.push(at, ev);
+        }
+    }
+
+    fn reply(&mut self, conn: usize, bytes: Vec<u8>) {
+        self.send(conn, 1, bytes);
+    }
+
+    fn break_conn(&mut self, conn: usize) {
+        if !self.conns[conn].alive {
+            return;
+        }
+        self.conns[conn].alive = false;
+        self.stats.broken_links += 1;
+        let Conn { client, node, .. } = self.conns[conn];
+        self.nodes[node].close(conn);
+        if !matches!(self.clients[client].work, Work::Gone) {
+            let notice = self.rng.range(100 * US, 2 * MS);
+            self.push(self.now + notice, Ev::Disconnected { conn });
+        }
+    }
+
+    fn break_node(&mut self, node: usize) {
+        for conn in 0..self.conns.len() {
+            if self.conns[conn].node == node {
+                self.break_conn(conn);
+            }
+        }
+    }
+
+    fn reconnect_later(&mut self, c: usize, n: usize) {
+        let at = self.now + self.rng.range(200 * US, 3 * MS);
+        self.push(at, Ev::Connect { client: c, node: n });
+    }
+
+    // ----- driving an engine ---------------------------------------------------------------
+
+    /// Feed one input to client `c`'s engine, then do what a driver does: deliver events,
+    /// flush transmits, re-arm the timer.
+    fn step<R>(&mut self, c: usize, f: impl FnOnce(&mut Engine, Instant) -> R) -> Option<R> {
+        let r = self.call(c, f);
+        self.settle(c);
+        r
+    }
+
+    fn call<R>(&mut self, c: usize, f: impl FnOnce(&mut Engine, Instant) -> R) -> Option<R> {
+        self.expire_hold(c);
+        let now = self.instant(self.now);
+        self.clients[c].engine.as_mut().map(|e| f(e, now))
+    }
+
+    fn settle(&mut self, c: usize) {
+        while let Some(ev) = self.clients[c].engine.as_mut().and_then(Engine::poll_event) {
+            trace!(self, "c{c} event {}", self.describe(&ev));
+            self.on_event(c, ev);
+        }
+        self.refresh_hold(c);
+        self.flush(c);
+        self.rearm(c);
+    }
+
+    fn flush(&mut self, c: usize) {
+        for n in 0..self.sc.nodes {
+            loop {
+                let Some(e) = self.clients[c].engine.as_mut() else { return };
+                let Some(bytes) = e.poll_transmit(NodeId(n as u16)) else { break };
+                // Sometimes the "socket" takes only part of it.
+                let take = if bytes.len() > 1 && self.rng.chance(100) {
+                    self.rng.range(1, bytes.len() as u64 - 1) as usize
+                } else {
+                    bytes.len()
+                };
+                let bytes = bytes[..take].to_vec();
+                e.advance_transmit(NodeId(n as u16), take);
+                match self.clients[c].conn[n] {
+                    Some(conn) => self.send(conn, 0, bytes),
+                    None => self.problem(c, format!("the engine wrote to node {n}, which is not connected")),
+                }
+            }
+        }
+    }
+
+    fn rearm(&mut self, c: usize) {
+        let Some(e) = self.clients[c].engine.as_mut() else { return };
+        let next = e.poll_timeout();
+        let next = next.map(|i| self.time(i).max(self.now));
+        if next != self.clients[c].timer {
+            self.clients[c].timer = next;
+            if let Some(at) = next {
+                self.push(at, Ev::Timer { client: c, at });
+            }
+        }
+    }
+
+    // ----- holds ---------------------------------------------------------------------------
+
+    fn close_hold(&mut self, h: usize, at: Time) {
+        if self.holds[h].end == Time::MAX {
+            let end = at.min(self.claims[h]).max(self.holds[h].start);
+            trace!(self, "hold {h} ends at {}", ms(end));
+            self.holds[h].end = end;
+        }
+    }
+
+    /// The holder stops relying on the lock once the engine's deadline has passed.
+    fn expire_hold(&mut self, c: usize) {
+        if let Work::Holding { hold, .. } = self.clients[c].work {
+            if self.holds[hold].end == Time::MAX && self.now >= self.claims[hold] {
+                let claim = self.claims[hold];
+                self.close_hold(hold, claim);
+            }
+        }
+    }
+
+    /// Take the engine's current word on the lock: its deadline, and whether it is lost.
+    fn refresh_hold(&mut self, c: usize) {
+        let Work::Holding { lock, hold, .. } = self.clients[c].work else { return };
+        if self.holds[hold].end != Time::MAX {
+            return;
+        }
+        let info = self.clients[c].engine.as_ref().and_then(|e| e.lock_info(lock));
+        let Some(info) = info else {
+            self.problem(c, format!("lock_info({lock:?}) is None while the lock is held"));
+            return;
+        };
+        match info.valid_until {
+            Some(v) => self.claims[hold] = self.time(v),
+            None => self.problem(c, format!("a held lock {lock:?} has no deadline")),
+        }
+        if info.lost || self.now >= self.claims[hold] {
+            self.close_hold(hold, self.now);
+        }
+    }
+
+    // ----- the workload --------------------------------------------------------------------
+
+    fn schedule_wake(&mut self, c: usize, at: Time) {
+        self.clients[c].wake_seq += 1;
+        let seq = self.clients[c].wake_seq;
+        self.push(at, Ev::Wake { client: c, seq });
+    }
+
+    fn think(&mut self) -> Time {
+        self.now + self.rng.range(self.sc.think.0, self.sc.think.1)
+    }
+
+    fn on_wake(&mut self, c: usize) {
+        match self.clients[c].work {
+            Work::Idle => self.start_acquire(c),
+            Work::Acquiring { lock, .. } => {
+                trace!(self, "c{c} cancels {lock:?}");
+                if let Some(Err(e)) = self.step(c, |e, now| e.cancel(now, lock)) {
+                    self.problem(c, format!("cancel refused while acquiring: {e}"));
+                }
+            }
+            Work::Holding { lock, hold, extend: Some((at, ttl)), release_at } if self.now >= at => {
+                if let Work::Holding { extend, .. } = &mut self.clients[c].work {
+                    *extend = None;
+                }
+                trace!(self, "c{c} extends {lock:?} by {ttl:?}");
+                match self.step(c, |e, now| e.extend(now, lock, Some(ttl))) {
+                    Some(Ok(())) | Some(Err(Misuse::CapReached(_))) | None => {}
+                    Some(Err(e)) => self.problem(c, format!("extend of hold {hold} refused: {e}")),
+                }
+                self.schedule_wake(c, release_at);
+            }
+            Work::Holding { lock, hold, .. } => {
+                self.expire_hold(c);
+                self.close_hold(hold, self.now);
+                trace!(self, "c{c} releases {lock:?}");
+                match self.step(c, |e, now| e.release(now, lock)) {
+                    Some(Ok(())) => {
+                        // The Released event may already have come (all nodes down).
+                        if matches!(self.clients[c].work, Work::Holding { .. }) {
+                            self.clients[c].work = Work::Releasing { lock };
+                        }
+                    }
+                    Some(Err(e)) => self.problem(c, format!("release refused: {e}")),
+                    None => {}
+                }
+            }
+            Work::Releasing { .. } | Work::Gone => {}
+        }
+    }
+
+    fn start_acquire(&mut self, c: usize) {
+        let resources: Vec<usize> = match &self.vanished {
+            Some((_, _, r)) => r.clone(),
+            None if self.sc.multi && self.rng.chance(300) => vec![0, 1],
+            None => vec![self.rng.below(self.sc.resources as u64) as usize],
+        };
+        self.clients[c].issued += 1;
+        let token = format!("c{c}-{}", self.clients[c].issued).into_bytes();
+        let ttl = Duration::from_millis(self.rng.range(self.sc.ttl_ms.0, self.sc.ttl_ms.1));
+        let keys: Vec<&[u8]> = resources.iter().map(|&r| NAMES[r]).collect();
+        let mut req = AcquireRequest::new(&keys, &token, ttl);
+        req.fencing = self.sc.fencing && self.rng.chance(700);
+        req.auto_extend = self.sc.auto_extend && self.rng.chance(500);
+        if req.auto_extend && self.rng.chance(300) {
+            req.max_hold = Some(ttl * 2);
+        }
+        match self.rng.below(4) {
+            0 => req.attempts = Some(1),
+            1 => req.wait = Some(ttl),
+            _ => {}
+        }
+        let fencing = req.fencing;
+        trace!(self, "c{c} acquires {:?} token {} ttl {ttl:?} fencing {fencing}", show(&keys.concat()), show(&token));
+        match self.call(c, |e, now| e.acquire(now, &req)) {
+            Some(Ok(lock)) => {
+                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing };
+                if self.sc.cancels && self.rng.chance(100) {
+                    let at = self.now + self.rng.range(0, 3 * MS);
+                    self.schedule_wake(c, at);
+                }
+            }
+            Some(Err(e)) => self.problem(c, format!("acquire refused: {e}")),
+            None => {}
+        }
+        self.settle(c);
+    }
+
+    fn on_event(&mut self, c: usize, ev: Event) {
+        match ev {
+            Event::Acquired { lock, valid_until, fence, .. } => {
+                let (resources, token, fencing) = match &self.clients[c].work {
+                    Work::Acquiring { lock: l, resources, token, fencing } if *l == lock => {
+                        (resources.clone(), token.clone(), *fencing)
+                    }
+                    _ => return self.problem(c, format!("Acquired for {lock:?}, which it was not acquiring")),
+                };
+                if fence.is_some() != fencing {
+                    self.problem(c, format!("fence {fence:?} but fencing asked: {fencing}"));
+                }
+                let claim = self.time(valid_until);
+                if claim <= self.now {
+                    self.problem(c, format!("Acquired with a deadline {} not after now", ms(claim)));
+                }
+                let hold = self.holds.len();
+                self.holds.push(Hold {
+                    client: c,
+                    token,
+                    resources: resources.iter().map(|&r| NAMES[r].to_vec()).collect(),
+                    start: self.now,
+                    end: Time::MAX,
+                    fence,
+                });
+                self.claims.push(claim);
+                self.stats.acquired += 1;
+                if let Some((vc, _, r)) = &self.vanished {
+                    if c != *vc && r == &resources {
+                        // Liveness shown: the lock came back. Finish soon.
+                        self.end = self.end.min(self.now + 2 * MS);
+                    }
+                }
+                self.stats.fenced += u64::from(fence.is_some());
+                let valid = claim.saturating_sub(self.now).max(1);
+                if c == 0 && self.vanish_armed {
+                    // This holder will vanish while it holds the lock.
+                    self.vanish_armed = false;
+                    let at = self.now + self.rng.range(0, valid);
+                    self.push(at, Ev::Vanish { client: c });
+                    self.clients[c].work = Work::Holding { lock, hold, extend: None, release_at: Time::MAX };
+                    return;
+                }
+                let work = if self.rng.chance(150) {
+                    self.rng.range(valid, 2 * valid)
+                } else {
+                    self.rng.range(100 * US, (valid * 3 / 4).max(100 * US))
+                };
+                let release_at = self.now + work;
+                let extend = (self.sc.extends && self.rng.chance(400)).then(|| {
+                    let at = self.now + self.rng.range(0, work);
+                    let ttl = self.rng.range((self.sc.ttl_ms.0 / 2).max(5), 2 * self.sc.ttl_ms.1);
+                    (at, Duration::from_millis(ttl))
+                });
+                self.clients[c].work = Work::Holding { lock, hold, extend, release_at };
+                self.schedule_wake(c, extend.map_or(release_at, |e| e.0));
+            }
+            Event::AcquireFailed { lock, error } => {
+                match &error {
+                    AcquireError::Held { .. } => self.stats.held_by_others += 1,
+                    AcquireError::Unreachable { .. } => self.stats.unreachable += 1,
+                    AcquireError::TooSlow { .. } => self.stats.too_slow += 1,
+                    AcquireError::Cancelled => self.stats.cancelled += 1,
+                    _ => {}
+                }
+                match self.clients[c].work {
+                    Work::Acquiring { lock: l, .. } if l == lock => {
+                        self.clients[c].work = Work::Idle;
+                        let at = self.think();
+                        self.schedule_wake(c, at);
+                    }
+                    _ => self.problem(c, format!("AcquireFailed for {lock:?}, which it was not acquiring")),
+                }
+            }
+            Event::Extended { lock, .. } => {
+                self.stats.extended += 1;
+                if !matches!(self.clients[c].work, Work::Holding { lock: l, .. } if l == lock) {
+                    self.problem(c, format!("Extended for {lock:?}, which it does not hold"));
+                }
+            }
+            Event::ExtendFailed { error, .. } => {
+                if error != ExtendError::Cancelled {
+                    self.stats.extend_failed += 1;
+                }
+            }
+            Event::Lost { .. } => self.stats.lost += 1,
+            Event::Released { lock, report } => {
+                match report.outcome {
+                    ReleaseOutcome::Released => self.stats.released += 1,
+                    ReleaseOutcome::NotHeld => self.stats.not_held += 1,
+                    ReleaseOutcome::Unreachable => self.stats.release_unreachable += 1,
+                    _ => {}
+                }
+                match self.clients[c].work {
+                    Work::Releasing { lock: l } | Work::Holding { lock: l, .. } if l == lock => {
+                        self.clients[c].work = Work::Idle;
+                        let at = self.think();
+                        self.schedule_wake(c, at);
+                    }
+                    _ => self.problem(c, format!("Released for {lock:?}, which it was not releasing")),
+                }
+            }
+            Event::LinkFailed { error } => {
+                // The model never sends garbage: a link failure means the engine mismatched something.
+                self.problem(c, format!("link failed: {error}"));
+                let n = error.node().index();
+                if let Some(conn) = self.clients[c].conn[n] {
+                    self.break_conn(conn);
+                }
+            }
+            other => self.problem(c, format!("unknown event {other:?}")),
+        }
+    }
+
+    fn vanish(&mut self, c: usize) {
+        let Work::Holding { hold, .. } = self.clients[c].work else {
+            return;
+        };
+        self.expire_hold(c);
+        self.close_hold(hold, self.now);
+        let resources: Vec<usize> =
+            (0..NAMES.len()).filter(|&r| self.holds[hold].resources.iter().any(|x| x == NAMES[r])).collect();
+        trace!(self, "c{c} VANISHES holding {resources:?}");
+        self.vanished = Some((c, self.now, resources));
+        self.end = self.now + self.sc.liveness_bound() + MS;
+        self.clients[c].engine = None;
+        self.clients[c].work = Work::Gone;
+        for conn in 0..self.conns.len() {
+            if self.conns[conn].client == c && self.conns[conn].alive {
+                self.conns[conn].alive = false;
+                let n = self.conns[conn].node;
+                self.nodes[n].close(conn);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Outcome {
+        self.now = self.end;
+        for c in 0..self.clients.len() {
+            self.expire_hold(c);
+            if let Work::Holding { hold, .. } = self.clients[c].work {
+                self.close_hold(hold, self.now);
+            }
+        }
+        for n in &mut self.nodes {
+            n.finish(self.end);
+            self.stats.noscript += n.stats.noscript;
+        }
+        let histories: Vec<&[Segment]> = self.nodes.iter().map(|n| n.history.as_slice()).collect();
+        let dbs = vec![self.sc.db; self.sc.nodes];
+        let quorum = self.sc.nodes / 2 + 1;
+        let mut violations = checker::check(&self.holds, &histories, &dbs, quorum);
+        for (i, n) in self.nodes.iter().enumerate() {
+            for p in &n.problems {
+                violations.push(Violation::Node { node: i, what: p.clone() });
+            }
+        }
+        for (c, p) in &self.problems {
+            violations.push(Violation::Engine { client: *c, what: p.clone() });
+        }
+        if let Some((vc, v, resources)) = &self.vanished {
+            self.stats.liveness_checked = true;
+            let deadline = v + self.sc.liveness_bound();
+            let names: Vec<Vec<u8>> = resources.iter().map(|&r| NAMES[r].to_vec()).collect();
+            let next = self
+                .holds
+                .iter()
+                .filter(|h| h.client != *vc && h.start >= *v && names.iter().all(|r| h.resources.contains(r)))
+                .map(|h| h.start)
+                .min();
+            if next.is_none_or(|t| t > deadline) {
+                violations.push(Violation::Liveness {
+                    what: format!(
+                        "client {vc} vanished at {} holding {:?}; nobody else held it by {} (next hold: {})",
+                        ms(*v),
+                        resources,
+                        ms(deadline),
+                        next.map_or("never".into(), ms)
+                    ),
+                });
+            }
+        }
+        Outcome { violations, stats: self.stats, holds: self.holds, trace: self.trace.unwrap_or_default() }
+    }
+}
+
+fn engine_for(sc: &Scenario, c: usize) -> Engine {
+    let nodes = (0..sc.nodes)
+        .map(|i| {
+            let mut n = NodeConfig::new("sim", 7000 + i as u16);
+            if let Some(a) = &sc.auth {
+                n.user = a.user.clone();
+                n.password = Some(a.password.clone());
+            }
+            n.db = sc.db;
+            n
+        })
+        .collect();
+    let mut cfg = Config::new(nodes);
+    cfg.node_timeout = Duration::from_nanos(sc.node_timeout);
+    cfg.retry = sc.retry;
+    cfg.seed = sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64);
+    cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
+    Engine::new(cfg).expect("the simulation's configs are valid")
+}
+
+fn show(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if s.chars().count() > 160 { format!("{}…", s.chars().take(160).collect::<String>()) } else { s.into_owned() }
+}

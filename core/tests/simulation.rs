@@ -1,0 +1,208 @@
+//! Deterministic simulation of many clients contending for locks over N model Redis nodes.
+//!
+//! Every run is drawn from a seed (see `sim::scenario`) and is fully reproducible. To look
+//! at one run step by step:
+//!
+//! ```text
+//! SIM_SEED=1234 SIM_PROFILE=safe cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture
+//! ```
+
+mod sim;
+
+use std::ops::Range;
+use std::time::Instant;
+
+use sim::checker::{self, Hold, Violation};
+use sim::node::{MS, Segment};
+use sim::scenario::{Profile, Scenario};
+use sim::world::{Stats, run};
+
+/// Run `seeds` of `profile`; returns the summed stats and the seeds that broke a rule.
+fn run_seeds(profile: Profile, seeds: Range<u64>) -> (Stats, Vec<(u64, Vec<Violation>)>) {
+    let mut total = Stats::default();
+    let mut bad = Vec::new();
+    let mut liveness = 0;
+    let started = Instant::now();
+    let n = seeds.end - seeds.start;
+    for seed in seeds {
+        let sc = Scenario::generate(seed, profile);
+        let out = run(&sc, false);
+        total.add(&out.stats);
+        liveness += u64::from(out.stats.liveness_checked);
+        if !out.violations.is_empty() {
+            bad.push((seed, out.violations));
+        }
+    }
+    println!(
+        "{profile:?}: {n} seeds in {:?}; {} violating; liveness checked in {liveness}; {total:?}",
+        started.elapsed(),
+        bad.len()
+    );
+    (total, bad)
+}
+
+/// Assert that no seed broke a rule, and that the runs really exercised the engine.
+fn assert_safe(profile: Profile, seeds: Range<u64>) {
+    let n = seeds.end - seeds.start;
+    let (stats, bad) = run_seeds(profile, seeds);
+    if let Some((seed, violations)) = bad.first() {
+        let list: Vec<String> = violations.iter().take(5).map(|v| format!("  - {v}")).collect();
+        panic!(
+            "{} of {n} seeds broke a rule; first: seed {seed} ({profile:?}):\n{}\nreplay: SIM_SEED={seed} SIM_PROFILE={profile:?} \
+             cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture",
+            bad.len(),
+            list.join("\n")
+        );
+    }
+    // Not vacuous: locks were taken, contended, extended and lost along the way.
+    assert!(stats.acquired > 5 * n, "too few acquisitions: {stats:?}");
+    assert!(stats.held_by_others > 0 && stats.released > 0, "{stats:?}");
+}
+
+#[test]
+fn safe_setups_seeds_0_to_500() {
+    assert_safe(Profile::Safe, 0..500);
+}
+
+#[test]
+fn safe_setups_seeds_500_to_1000() {
+    assert_safe(Profile::Safe, 500..1000);
+}
+
+#[test]
+fn safe_setups_seeds_1000_to_1500() {
+    assert_safe(Profile::Safe, 1000..1500);
+}
+
+#[test]
+fn safe_setups_seeds_1500_to_2000() {
+    assert_safe(Profile::Safe, 1500..2000);
+}
+
+#[test]
+#[ignore = "long: 100,000 seeds; run with --ignored --release"]
+fn safe_setups_100k_seeds() {
+    assert_safe(Profile::Safe, 1_000_000..1_100_000);
+}
+
+/// Search a small seed range of an unsafe profile for runs the checker flags.
+fn caught(profile: Profile, seeds: Range<u64>) -> Vec<(u64, Vec<Violation>)> {
+    let (_, bad) = run_seeds(profile, seeds);
+    if let Some((seed, v)) = bad.first() {
+        println!("{profile:?}: e.g. seed {seed}: {}", v[0]);
+    }
+    bad
+}
+
+#[test]
+fn clock_jump_beyond_drift_is_caught() {
+    let bad = caught(Profile::ClockJump, 0..300);
+    assert!(!bad.is_empty(), "a clock jump far beyond the drift margin was never flagged in 300 seeds");
+    let safety =
+        bad.iter().flat_map(|(_, v)| v).any(|v| matches!(v, Violation::Overlap { .. } | Violation::Overstated { .. }));
+    assert!(safety, "only non-safety violations were flagged: {:?}", bad[0]);
+}
+
+#[test]
+fn restart_without_persistence_is_caught() {
+    let bad = caught(Profile::RestartEmpty, 0..300);
+    assert!(!bad.is_empty(), "a node restarting empty was never flagged in 300 seeds");
+}
+
+#[test]
+fn restart_with_appendfsync_always_is_safe() {
+    // The very same crash schedules as `restart_without_persistence_is_caught`.
+    let (_, bad) = run_seeds(Profile::RestartKeepData, 0..300);
+    assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
+}
+
+#[test]
+fn delayed_restart_is_safe() {
+    // The same crashes, without the data, but the node stays down longer than any TTL.
+    let (_, bad) = run_seeds(Profile::DelayedRestart, 0..300);
+    assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
+}
+
+#[test]
+fn runs_are_reproducible() {
+    for seed in [3, 77, 1001] {
+        let sc = Scenario::generate(seed, Profile::Safe);
+        let a = run(&sc, true);
+        let b = run(&sc, true);
+        if let Some(i) = (0..a.trace.len().max(b.trace.len())).find(|&i| a.trace.get(i) != b.trace.get(i)) {
+            panic!("seed {seed}: runs differ at step {i}:\n{:?}\n{:?}", a.trace.get(i), b.trace.get(i));
+        }
+        assert!(a.trace.len() > 100, "seed {seed}: a run should be more than a handful of steps");
+    }
+}
+
+#[test]
+#[ignore = "debugging aid: SIM_SEED=<n> SIM_PROFILE=<profile> prints one run step by step"]
+fn trace_one_seed() {
+    let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let profile = match std::env::var("SIM_PROFILE").unwrap_or_default().to_ascii_lowercase().as_str() {
+        "clockjump" => Profile::ClockJump,
+        "restartempty" => Profile::RestartEmpty,
+        "restartkeepdata" => Profile::RestartKeepData,
+        "delayedrestart" => Profile::DelayedRestart,
+        _ => Profile::Safe,
+    };
+    let sc = Scenario::generate(seed, profile);
+    println!("{sc:#?}");
+    let out = run(&sc, true);
+    for line in &out.trace {
+        println!("{line}");
+    }
+    for h in &out.holds {
+        println!("hold {h}");
+    }
+    for v in &out.violations {
+        println!("VIOLATION {v}");
+    }
+}
+
+// ----- the checker itself can fail ---------------------------------------------------------
+
+fn hold(client: usize, token: &str, start: u64, end: u64, fence: Option<u64>) -> Hold {
+    Hold { client, token: token.into(), resources: vec![b"r".to_vec()], start: start * MS, end: end * MS, fence }
+}
+
+fn seg(token: &str, from: u64, to: u64) -> Segment {
+    Segment { db: 0, key: b"r".to_vec(), token: token.into(), from: from * MS, to: to * MS }
+}
+
+#[test]
+fn checker_accepts_disjoint_covered_holds() {
+    let holds = [hold(0, "a", 1, 5, Some(1)), hold(1, "b", 5, 9, Some(2))];
+    let n0 = [seg("a", 0, 6), seg("b", 5, 10)];
+    let n1 = [seg("a", 1, 7), seg("b", 4, 10)];
+    let n2: [Segment; 0] = [];
+    let v = checker::check(&holds, &[&n0, &n1, &n2], &[0, 0, 0], 2);
+    assert!(v.is_empty(), "{v:?}");
+}
+
+#[test]
+fn checker_flags_overlap_overstatement_and_fence_order() {
+    let holds = [hold(0, "a", 1, 6, Some(5)), hold(1, "b", 5, 9, Some(5))];
+    // Node 0 let "a" go at 4 ms: from then on only one node holds it.
+    let n0 = [seg("a", 0, 4), seg("b", 4, 10)];
+    let n1 = [seg("a", 0, 7)];
+    let n2 = [seg("b", 4, 10)];
+    let v = checker::check(&holds, &[&n0, &n1, &n2], &[0, 0, 0], 2);
+    let text: Vec<String> = v.iter().map(ToString::to_string).collect();
+    assert!(v.iter().any(|v| matches!(v, Violation::Overlap { .. })), "{text:?}");
+    assert!(v.iter().any(|v| matches!(v, Violation::FenceOrder { .. })), "{text:?}");
+    assert!(
+        v.iter().any(|v| matches!(v, Violation::Overstated { hold, from, .. } if hold.client == 0 && *from == 4 * MS)),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn checker_counts_keys_in_the_right_database_only() {
+    let holds = [hold(0, "a", 1, 5, None)];
+    let n0 = [Segment { db: 1, ..seg("a", 0, 6) }];
+    let n1 = [seg("a", 0, 6)];
+    let v = checker::check(&holds, &[&n0, &n1], &[0, 0], 2);
+    assert!(matches!(v.as_slice(), [Violation::Overstated { nodes: 1, .. }]), "{v:?}");
+}
