@@ -1,0 +1,253 @@
+//! The `redlease` command against real redis-server processes: exit codes, the shared-counter
+//! run, status and scan output, the cluster command and the demo.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use redlease_tests::{Cluster, RedisConn};
+
+fn redlease() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_redlease"));
+    c.env_remove("REDLEASE_NODES");
+    c
+}
+
+fn nodes(cluster: &Cluster) -> String {
+    cluster.urls().join(",")
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("run redlease")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn usage_errors_exit_64_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--key", "k", "--", "true"], "no nodes configured"),
+        (&["run", "--key", "k", "--nodes", "http://h:1", "--", "true"], "--nodes"),
+        (&["run", "--key", "k", "--nodes", "redis://h:0", "--", "true"], "port"),
+        (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--ttl", "10x", "--", "true"], "--ttl"),
+        (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--wait", "soon", "--", "true"], "--wait"),
+        (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--ttl", "0s", "--", "true"], "--ttl"),
+        (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1"], "CMD"),
+        (&["status", "--key", "k"], "no nodes configured"),
+        (&["scan", "--nodes", "redis://h:x"], "--nodes"),
+        (&["frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let out = run(redlease().args(*args));
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: expected {needle:?} in {}", stderr(&out));
+    }
+}
+
+#[test]
+fn help_and_version() {
+    let out = run(redlease().arg("--version"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).starts_with("redlease "));
+    for sub in ["demo", "cluster", "run", "status", "scan"] {
+        let out = run(redlease().args([sub, "--help"]));
+        assert_eq!(out.status.code(), Some(0), "{sub}");
+        let help = stdout(&out);
+        assert!(help.contains("Example:") && help.contains(&format!("redlease {sub}")), "{sub} --help: {help}");
+    }
+}
+
+#[test]
+fn run_passes_env_and_exit_status() {
+    let cluster = Cluster::start(3);
+    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&cluster), "--"]).args([
+        "sh",
+        "-c",
+        "echo \"$REDLEASE_KEY $REDLEASE_FENCE\"; exit 3",
+    ]));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let line = stdout(&out);
+    let mut parts = line.split_whitespace();
+    assert_eq!(parts.next(), Some("job"));
+    let fence: u64 = parts.next().and_then(|f| f.parse().ok()).expect("REDLEASE_FENCE is a number");
+    assert!(fence >= 1);
+    // Released afterwards: the key is gone everywhere.
+    for node in cluster.nodes() {
+        assert_eq!(node.conn().unwrap().get("job").unwrap(), None);
+    }
+    // A command that cannot be started: 127, and the lock is released.
+    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&cluster), "--", "/nonexistent/cmd"]));
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    cluster.assert_no_leaks();
+}
+
+#[test]
+fn not_acquired_within_wait_exits_75() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let mut holder = redlease()
+        .args(["run", "--key", "busy", "--nodes", &urls, "--", "sleep", "3"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("busy").unwrap().is_some());
+    let out = run(redlease().args(["run", "--key", "busy", "--nodes", &urls, "--wait", "300ms", "--", "true"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("could not acquire \"busy\""), "{}", stderr(&out));
+    assert!(stderr(&out).contains("held by another client"), "{}", stderr(&out));
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    cluster.assert_no_leaks();
+}
+
+#[test]
+fn lost_lock_terminates_the_command_and_exits_70() {
+    let cluster = Cluster::start(3);
+    let started = Instant::now();
+    let child = redlease()
+        .args(["run", "--key", "fragile", "--ttl", "1s", "--grace", "2s", "--nodes", &nodes(&cluster), "--"])
+        .args(["sh", "-c", "trap 'echo got-term; kill $! 2>/dev/null; exit 0' TERM; sleep 30 & wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("fragile").unwrap().is_some());
+    // Someone deletes the lock everywhere: the next extension is refused by a majority.
+    for node in cluster.nodes() {
+        node.conn().unwrap().del("fragile").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(70), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lock on \"fragile\" lost"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("got-term"), "the command did not get SIGTERM: {}", stdout(&out));
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn eight_processes_increment_a_shared_counter_to_200() {
+    let cluster = Cluster::start(5);
+    let urls = nodes(&cluster);
+    let dir = redlease_tests::TempDir::new("redlease-cli-counter").unwrap();
+    let file = dir.path().join("counter");
+    std::fs::write(&file, "0").unwrap();
+    let script = format!("n=$(cat {f}); sleep 0.005; echo $((n + 1)) > {f}", f = file.display());
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (urls, script) = (urls.clone(), script.clone());
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    let out = run(redlease()
+                        .args(["run", "--key", "counter", "--nodes", &urls, "--wait", "60s", "--"])
+                        .args(["sh", "-c", &script]));
+                    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "200");
+    cluster.assert_no_leaks();
+}
+
+#[test]
+fn status_and_scan_report_a_known_state() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let token = "0123456789abcdef0123456789abcdef01234567";
+    for node in &cluster.nodes()[..2] {
+        node.conn().unwrap().set_px("report", token, Duration::from_secs(60)).unwrap();
+    }
+    cluster.node(2).kill();
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("node 0 ") && lines[0].contains("held by 0123456789ab…") && lines[0].contains("pttl ")
+    );
+    assert!(lines[1].contains("held by 0123456789ab…"), "{text}");
+    assert!(lines[2].starts_with("node 2 ") && lines[2].contains("unreachable"), "{text}");
+    assert!(lines[3].contains("held by 0123456789ab… on 2 of 3 nodes (quorum 2)"), "{text}");
+    cluster.node(2).restart(false);
+
+    // scan: clean (TTL keys and fence counters only) → 0; a key without TTL → 1 naming it.
+    cluster.node(1).conn().unwrap().set("redlease:fence:report", "7").unwrap();
+    let out = run(redlease().args(["scan", "--nodes", &urls]));
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("no keys without a TTL"), "{}", stdout(&out));
+    cluster.node(1).conn().unwrap().set("orphan", "x").unwrap();
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "*"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("node 1 ") && stdout(&out).contains("orphan has no TTL"), "{}", stdout(&out));
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "rep*"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn cluster_prints_urls_and_stops_on_ctrl_c() {
+    let mut child = redlease()
+        .args(["cluster", "--nodes", "3"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let export = loop {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if let Some(urls) = line.strip_prefix("export REDLEASE_NODES=") {
+            break urls.to_owned();
+        }
+    };
+    let addrs: Vec<std::net::SocketAddr> =
+        export.split(',').map(|u| u.strip_prefix("redis://").unwrap().parse().unwrap()).collect();
+    assert_eq!(addrs.len(), 3);
+    for a in &addrs {
+        assert!(RedisConn::connect(*a, None).unwrap().ping().unwrap());
+    }
+    interrupt(child.id());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    for a in &addrs {
+        assert!(RedisConn::connect(*a, None).is_err(), "{a} still answers after Ctrl-C");
+    }
+}
+
+#[test]
+fn demo_runs_to_completion() {
+    let started = Instant::now();
+    let out = run(&mut redlease());
+    assert_eq!(out.status.code(), Some(64), "no subcommand is a usage error");
+    let out = run(redlease().arg("demo"));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    for needle in ["act 1", "act 2", "act 3", "act 4", "nodes unreachable", "overlapping holders: 0", "summary"] {
+        assert!(text.contains(needle), "demo output lacks {needle:?}:\n{text}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(60), "demo took {:?}", started.elapsed());
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "condition not met within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[allow(unsafe_code)]
+fn interrupt(pid: u32) {
+    // SAFETY: kill(2) on our own child process, not yet reaped.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+}
