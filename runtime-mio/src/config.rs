@@ -70,6 +70,13 @@ impl ClientConfig {
     }
 }
 
+impl From<Config> for ClientConfig {
+    /// [`ClientConfig::new`]: adapter defaults around this core config.
+    fn from(core: Config) -> Self {
+        ClientConfig::new(core)
+    }
+}
+
 /// A lock token: 20 bytes from the OS random source, hex-encoded (40 characters).
 ///
 /// The [`Client`](crate::Client) makes one per acquisition; a [`Driver`](crate::Driver) user
