@@ -84,6 +84,17 @@ enum Cmd {
         #[command(flatten)]
         lock: LockArgs,
     },
+    /// Run the cross-runtime benchmark (adapters, floors and peers against 5 local nodes).
+    ///
+    /// Example: redlease bench --quick
+    ///
+    /// It runs `cargo bench -p redlease-benches --bench runtimes` in this source tree, which
+    /// prints progress and the tables and (except with --quick) writes docs/benchmarks.md.
+    Bench {
+        /// Arguments for the benchmark runner, e.g. --quick.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<String>,
+    },
     /// List keys with no TTL on any node (a lock leak check); exit 1 if there are any.
     ///
     /// Example: redlease scan --nodes redis://127.0.0.1:7000 --pattern 'jobs:*'
@@ -124,6 +135,24 @@ pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeCo
         .collect()
 }
 
+/// `redlease bench`: the benchmark runner is a cargo bench target of this source tree (its peers
+/// are dev-dependencies), so run it through cargo.
+fn bench(args: &[String]) -> Result<u8, Usage> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
+    if !root.join("benches/benches/runtimes.rs").exists() {
+        return Err(Usage(format!("bench needs the redlease source tree at {}", root.display())));
+    }
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["bench", "-q", "-p", "redlease-benches", "--bench", "runtimes", "--"])
+        .args(args)
+        .status();
+    match status {
+        Ok(s) => Ok(s.code().map_or(1, |c| c as u8)),
+        Err(e) => Err(Usage(format!("cannot run cargo ({e}): bench needs cargo on PATH"))),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -154,6 +183,7 @@ fn main() -> ExitCode {
             }
             Cmd::Status { lock } => inspect::status(&lock.key, lock.nodes.as_deref()),
             Cmd::Scan { nodes, pattern } => inspect::scan(nodes.as_deref(), &pattern),
+            Cmd::Bench { args } => bench(&args),
         }
     });
     match result {
