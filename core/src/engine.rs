@@ -54,7 +54,11 @@ struct Slot {
     yes: usize,
     no: usize,
     failed: usize,
+    /// The fencing token: during the acquire round, the largest proposal of the granting
+    /// nodes; during the fence round, the proposal being written.
     fence: u64,
+    /// The largest counter a node of the fence round reported at or above the proposal.
+    fence_seen: u64,
     /// Validity the current acquire attempt will have (fencing phase).
     pending_valid: Option<Instant>,
     valid_until: Option<Instant>,
@@ -92,6 +96,7 @@ impl Slot {
             no: 0,
             failed: 0,
             fence: 0,
+            fence_seen: 0,
             pending_valid: None,
             valid_until: None,
             auto_at: None,
@@ -793,12 +798,23 @@ impl Engine {
             }
             Answer::ServerError(m) => Vote::Error(m),
             Answer::Int(v) => match p.kind {
+                Kind::Fence if v >= 0 => {
+                    // The largest counter the node had before the write: the proposal holds
+                    // on this node iff it was above it.
+                    let s = &mut self.slots[idx as usize];
+                    if (v as u64) < s.fence {
+                        Vote::Granted
+                    } else {
+                        s.fence_seen = s.fence_seen.max(v as u64);
+                        Vote::Refused
+                    }
+                }
                 Kind::Acquire if v > 0 => {
                     let s = &mut self.slots[idx as usize];
                     s.fence = s.fence.max(v as u64);
                     Vote::Granted
                 }
-                Kind::Release | Kind::Extend | Kind::Fence if v > 0 => Vote::Granted,
+                Kind::Release | Kind::Extend if v > 0 => Vote::Granted,
                 _ if v == 0 => Vote::Refused,
                 _ => {
                     return Err(LinkError::Unexpected { node, request: p.kind.name(), reply: format!(":{v}") });
@@ -842,12 +858,8 @@ impl Engine {
                 if yes >= q {
                     match validity_left(s.start, now, s.ttl, factor) {
                         Some(valid) if s.fencing => {
-                            let start = s.start;
-                            self.begin_round(start, idx, State::Fencing);
-                            let s = &mut self.slots[idx as usize];
-                            s.pending_valid = Some(valid);
-                            s.deadline = Some((now + self.config.node_timeout).min(valid));
-                            self.send_round(now, idx, Kind::Fence);
+                            let proposal = s.fence;
+                            self.fence_round(now, idx, proposal, valid);
                         }
                         Some(valid) => self.granted(now, idx, valid),
                         None => self.attempt_failed(now, idx),
@@ -857,13 +869,23 @@ impl Engine {
                 }
             }
             State::Fencing => {
+                let valid = s.pending_valid.filter(|&v| v > now);
                 if yes >= q {
-                    match s.pending_valid.filter(|&v| v > now) {
+                    match valid {
                         Some(valid) => self.granted(now, idx, valid),
                         None => self.attempt_failed(now, idx),
                     }
                 } else if !possible {
-                    self.attempt_failed(now, idx);
+                    // Too many nodes already had a counter at or above the proposal (a fence
+                    // round of an earlier holder got there first): propose above it, while
+                    // validity lasts.
+                    match valid {
+                        Some(valid) if no > 0 && s.fence_seen < i64::MAX as u64 => {
+                            let proposal = s.fence_seen + 1;
+                            self.fence_round(now, idx, proposal, valid);
+                        }
+                        _ => self.attempt_failed(now, idx),
+                    }
                 }
             }
             State::Extending => {
@@ -916,6 +938,19 @@ impl Engine {
         }
     }
 
+    /// Write `proposal` as the fencing token to every node; it holds once a quorum of nodes
+    /// had all the lock's counters below it.
+    fn fence_round(&mut self, now: Instant, idx: u32, proposal: u64, valid: Instant) {
+        let start = self.slots[idx as usize].start;
+        self.begin_round(start, idx, State::Fencing);
+        let s = &mut self.slots[idx as usize];
+        s.fence = proposal;
+        s.fence_seen = 0;
+        s.pending_valid = Some(valid);
+        s.deadline = Some((now + self.config.node_timeout).min(valid));
+        self.send_round(now, idx, Kind::Fence);
+    }
+
     fn extend_unconfirmed(&mut self, now: Instant, idx: u32, manual: bool) {
         let s = &self.slots[idx as usize];
         let lock = self.lock_id(idx);
@@ -960,7 +995,9 @@ impl Engine {
         let votes: Vec<Vote> =
             s.votes.iter().map(|v| if *v == Vote::Pending { Vote::TimedOut } else { v.clone() }).collect();
         let attempts = s.attempts;
-        let error = if yes >= q {
+        // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
+        let slow = yes >= q || valid_until(s.start, s.ttl, self.config.drift_factor).is_none_or(|v| v <= now);
+        let error = if slow {
             AcquireError::TooSlow { elapsed: now.saturating_duration_since(s.start), ttl: s.ttl, attempts }
         } else if failed > n - q {
             AcquireError::Unreachable { votes, attempts }

@@ -98,10 +98,21 @@
 //! `appendfsync always`, or keep a crashed node down for longer than the largest TTL.
 //!
 //! Fencing tokens ([`AcquireRequest::fencing`]) strictly increase across successful
-//! acquisitions of a resource: the acquire script `INCR`s a counter per resource on every
-//! node, the token is the maximum over the granting quorum, and it is written back
-//! (`counter = max(counter, token)`) to a quorum before the lock is reported. Counters are
-//! plain keys without TTL (prefix [`Config::fence_prefix`]); they must survive restarts.
+//! acquisitions of a resource. Each node keeps a counter per resource (plain keys without
+//! TTL, prefix [`Config::fence_prefix`]; they must survive restarts). The acquire script
+//! reads the counters, and each granting node proposes one more than its largest; once a
+//! quorum has granted, a *fence round* sends the largest proposal to every node, which
+//! raises its counters to it and reports the largest counter it had before. The token holds
+//! when a quorum of nodes had every counter below it; otherwise (an earlier holder's token
+//! got there first) the engine proposes above what it saw and runs the round again, within
+//! the lock's validity. Quorum intersection makes each token larger than every earlier
+//! holder's. This costs one extra round trip, only when fencing is asked for.
+//!
+//! Why not raise the counters in the acquire script itself, and write back the maximum
+//! afterwards? Because a node's grant can come *before* an earlier holder's write-back
+//! reaches it and the rest of the quorum *after* that holder's release: the later holder then
+//! reads stale counters and can get a smaller token (the crate's simulation tests replay
+//! exactly that).
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 

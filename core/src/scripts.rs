@@ -2,10 +2,12 @@
 //!
 //! The digests are checked at run time: the handshake's `SCRIPT LOAD` replies must equal them.
 
-/// Acquire all lock keys (all-or-nothing) if free or already ours; `INCR` the fence keys.
+/// Acquire all lock keys (all-or-nothing) if free or already ours; read the fence counters.
 ///
 /// `KEYS`: the lock keys, then the fence keys. `ARGV`: token, TTL in ms, number of lock keys.
-/// Returns 0 when any key is held by another token, else the largest fence counter (1 without fencing).
+/// Returns 0 when any key is held by another token, else one more than the largest fence
+/// counter (1 without fencing): the node's proposal for the fencing token. Counters are only
+/// read here; the fence round ([`FENCE`]) writes them once the lock is held.
 pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
@@ -14,15 +16,15 @@ end
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-local f = 1
+local f = 0
 for i = n + 1, #KEYS do
-  local c = redis.call('INCR', KEYS[i])
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
   if c > f then f = c end
 end
-return f
+return f + 1
 ";
 /// SHA-1 of [`ACQUIRE`].
-pub(crate) const ACQUIRE_SHA: &str = "06f419a36f62f36fd6d834289091dadfd5ce2948";
+pub(crate) const ACQUIRE_SHA: &str = "22e6d1c9ba2d67108a26c8c96827030a335c5ede";
 
 /// Set a new TTL on every lock key, only if all of them hold our token. Returns 1 or 0.
 pub(crate) const EXTEND: &str = r"for i = 1, #KEYS do
@@ -48,13 +50,66 @@ return d
 /// SHA-1 of [`RELEASE`].
 pub(crate) const RELEASE_SHA: &str = "ed97c228ea3aa4645319993e620398479f2664bb";
 
-/// Raise each fence counter to at least `ARGV[1]` (write-back of the granted fencing token).
+/// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
+/// return the largest counter found before. The proposal is accepted on this node iff the
+/// result is below it.
 pub(crate) const FENCE: &str = r"local t = tonumber(ARGV[1])
+local m = 0
 for i = 1, #KEYS do
-  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if c == nil or c < t then redis.call('SET', KEYS[i], ARGV[1]) end
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+  if c > m then m = c end
+  if c < t then redis.call('SET', KEYS[i], ARGV[1]) end
 end
-return 1
+return m
 ";
 /// SHA-1 of [`FENCE`].
-pub(crate) const FENCE_SHA: &str = "ebaba22642b6d6cb70ce8a4c0c889c08f1adae4f";
+pub(crate) const FENCE_SHA: &str = "e121c0975cef343e043f1dac2d7df5c955787719";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SHA-1 (FIPS 180-4), enough to check the digests above without a dependency.
+    fn sha1_hex(data: &[u8]) -> String {
+        let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+        let mut msg = data.to_vec();
+        msg.push(0x80);
+        while msg.len() % 64 != 56 {
+            msg.push(0);
+        }
+        msg.extend_from_slice(&((data.len() as u64) * 8).to_be_bytes());
+        for block in msg.chunks(64) {
+            let mut w = [0u32; 80];
+            for (i, word) in block.chunks(4).enumerate() {
+                w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+            }
+            for i in 16..80 {
+                w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+            }
+            let [mut a, mut b, mut c, mut d, mut e] = h;
+            for (i, wi) in w.iter().enumerate() {
+                let (f, k) = match i {
+                    0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                    20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                    40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                    _ => (b ^ c ^ d, 0xCA62_C1D6),
+                };
+                let t = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(*wi);
+                (e, d, c, b, a) = (d, c, b.rotate_left(30), a, t);
+            }
+            for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+                *x = x.wrapping_add(y);
+            }
+        }
+        h.iter().map(|x| format!("{x:08x}")).collect()
+    }
+
+    #[test]
+    fn digests_match_the_scripts() {
+        assert_eq!(sha1_hex(b"abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        for (script, sha) in [(ACQUIRE, ACQUIRE_SHA), (EXTEND, EXTEND_SHA), (RELEASE, RELEASE_SHA), (FENCE, FENCE_SHA)]
+        {
+            assert_eq!(sha1_hex(script.as_bytes()), sha, "the digest constant of a script is stale");
+        }
+    }
+}

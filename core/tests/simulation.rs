@@ -12,6 +12,8 @@ mod sim;
 use std::ops::Range;
 use std::time::Instant;
 
+use redlease_core::Event;
+
 use sim::checker::{self, Hold, Violation};
 use sim::node::{MS, Segment};
 use sim::scenario::{Profile, Scenario};
@@ -205,4 +207,161 @@ fn checker_counts_keys_in_the_right_database_only() {
     let n1 = [seg("a", 0, 6)];
     let v = checker::check(&holds, &[&n0, &n1], &[0, 0], 2);
     assert!(matches!(v.as_slice(), [Violation::Overstated { nodes: 1, .. }]), "{v:?}");
+}
+
+// ----- scripted runs over the model nodes ---------------------------------------------------
+
+mod scripted {
+    use std::time::{Duration, Instant};
+
+    use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId};
+
+    use super::sim::node::{Clock, MS, Node, Time};
+
+    /// Engines and model nodes wired by hand: every byte moves only when the test says so.
+    pub(super) struct Wires {
+        pub(super) t0: Instant,
+        pub(super) nodes: Vec<Node>,
+        pub(super) engines: Vec<Engine>,
+        /// Connection id of (engine, node).
+        conn: Vec<Vec<usize>>,
+        next_conn: usize,
+    }
+
+    impl Wires {
+        pub(super) fn new(engines: usize, nodes: usize) -> Self {
+            let prefix = Config::new(Vec::new()).fence_prefix;
+            let mut w = Wires {
+                t0: Instant::now(),
+                nodes: (0..nodes).map(|_| Node::new(Clock::new(0, 0), None, prefix.as_bytes())).collect(),
+                engines: (0..engines)
+                    .map(|i| {
+                        let mut c = Config::new((0..nodes).map(|n| NodeConfig::new("m", 7000 + n as u16)).collect());
+                        c.client_name = None;
+                        c.seed = i as u64;
+                        Engine::new(c).unwrap()
+                    })
+                    .collect(),
+                conn: vec![vec![0; nodes]; engines],
+                next_conn: 0,
+            };
+            for e in 0..engines {
+                for n in 0..nodes {
+                    w.connect(0, e, n);
+                }
+            }
+            w
+        }
+
+        pub(super) fn at(&self, ms: u64) -> Instant {
+            self.t0 + Duration::from_millis(ms)
+        }
+
+        /// Open a (new) connection from engine `e` to node `n` and run the handshake.
+        pub(super) fn connect(&mut self, ms: u64, e: usize, n: usize) {
+            self.next_conn += 1;
+            self.conn[e][n] = self.next_conn;
+            self.nodes[n].accept(self.next_conn);
+            let now = self.at(ms);
+            self.engines[e].handle_connected(now, NodeId(n as u16));
+            let out = self.take(e, n);
+            self.deliver(ms, e, n, &out);
+        }
+
+        /// Break the connection between `e` and `n`; whatever was unsent is lost.
+        pub(super) fn break_link(&mut self, ms: u64, e: usize, n: usize) {
+            self.take(e, n);
+            self.nodes[n].close(self.conn[e][n]);
+            let now = self.at(ms);
+            self.engines[e].handle_disconnected(now, NodeId(n as u16));
+        }
+
+        /// What engine `e` wants to send to node `n`, taken off its buffer.
+        pub(super) fn take(&mut self, e: usize, n: usize) -> Vec<u8> {
+            let id = NodeId(n as u16);
+            let mut out = Vec::new();
+            while let Some(b) = self.engines[e].poll_transmit(id) {
+                out.extend_from_slice(b);
+                let len = b.len();
+                self.engines[e].advance_transmit(id, len);
+            }
+            out
+        }
+
+        /// Node `n` executes `bytes` from engine `e` at `ms`; the reply goes straight back.
+        pub(super) fn deliver(&mut self, ms: u64, e: usize, n: usize, bytes: &[u8]) {
+            let reply = self.nodes[n].receive(ms as Time * MS, self.conn[e][n], bytes);
+            let now = self.at(ms);
+            self.engines[e].handle_data(now, NodeId(n as u16), &reply);
+        }
+
+        /// Take and deliver engine `e`'s output to each node in `to`.
+        pub(super) fn flush(&mut self, ms: u64, e: usize, to: &[usize]) {
+            for &n in to {
+                let out = self.take(e, n);
+                self.deliver(ms, e, n, &out);
+            }
+        }
+
+        pub(super) fn events(&mut self, e: usize) -> Vec<Event> {
+            std::iter::from_fn(|| self.engines[e].poll_event()).collect()
+        }
+
+        pub(super) fn acquire_fenced(&mut self, ms: u64, e: usize, token: &[u8]) -> redlease_core::LockId {
+            let mut req = AcquireRequest::new(&[b"r"], token, Duration::from_secs(10));
+            req.fencing = true;
+            req.attempts = Some(1);
+            let now = self.at(ms);
+            self.engines[e].acquire(now, &req).unwrap()
+        }
+    }
+}
+
+/// A later holder must get a larger fencing token even when the previous holder's
+/// write-back reached only a quorum, and the later holder's grants straddle the earlier
+/// holder's whole tenure (one grant before it, one after).
+#[test]
+fn fence_tokens_increase_when_a_write_back_misses_a_node() {
+    let mut w = scripted::Wires::new(2, 3);
+    let (h1, h2) = (0, 1);
+    // History: node 0's counter is well ahead of the others.
+    w.nodes[0].put(0, 0, b"redlease:fence:r", b"10");
+
+    // H2 starts first; only its request to node 2 gets through for now.
+    let l2 = w.acquire_fenced(1, h2, b"h2");
+    let h2_to_node1 = w.take(h2, 1);
+    let _h2_to_node0 = w.take(h2, 0); // stuck in the network for good
+    w.flush(1, h2, &[2]);
+
+    // H1 gets nodes 0 and 1 (node 2 is H2's). Its fence write-back reaches nodes 0 and 2;
+    // the connection to node 1 breaks and loses it.
+    let l1 = w.acquire_fenced(2, h1, b"h1");
+    w.flush(2, h1, &[0, 1, 2]);
+    w.break_link(3, h1, 1);
+    w.flush(3, h1, &[0, 2]);
+    let f1 = match w.events(h1).as_slice() {
+        [Event::Acquired { lock, fence: Some(f), .. }] if *lock == l1 => *f,
+        other => panic!("H1 should hold the lock: {other:?}"),
+    };
+
+    // H1 works, reconnects to node 1 and releases everywhere.
+    w.connect(4, h1, 1);
+    let now = w.at(5);
+    w.engines[h1].release(now, l1).unwrap();
+    w.flush(5, h1, &[0, 1, 2]);
+    assert!(matches!(w.events(h1).as_slice(), [Event::Released { .. }]));
+
+    // Only now does H2's request reach node 1: H2 has its quorum (nodes 1 and 2). Node 0
+    // never answers (its connection is stuck behind the lost request): it times out.
+    w.deliver(6, h2, 1, &h2_to_node1);
+    w.flush(6, h2, &[1, 2]);
+    let later = w.at(60);
+    w.engines[h2].handle_timeout(later);
+    w.flush(60, h2, &[1, 2]);
+    match w.events(h2).as_slice() {
+        [Event::Acquired { lock, fence: Some(f2), .. }] if *lock == l2 => {
+            assert!(*f2 > f1, "H2 holds after H1 but got fencing token {f2} <= H1's {f1}");
+        }
+        other => panic!("H2 should hold the lock: {other:?}"),
+    }
 }

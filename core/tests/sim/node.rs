@@ -180,6 +180,11 @@ impl Node {
         !key.starts_with(&self.fence_prefix)
     }
 
+    /// Write a plain key (no TTL) directly, as an operator would; for scripted tests.
+    pub(crate) fn put(&mut self, now: Time, db: u32, key: &[u8], value: &[u8]) {
+        self.set(now, db, key, value, None);
+    }
+
     // ----- connections ---------------------------------------------------------------------
 
     pub(crate) fn accept(&mut self, conn: usize) {
@@ -487,7 +492,7 @@ impl Node {
 
     /// KEYS: lock keys then fence keys; ARGV: token, ttl ms, number of lock keys.
     /// All-or-nothing: 0 if any lock key holds another token; else set them all (re-entry by
-    /// token), `INCR` the fence keys and return the largest counter (1 without fencing).
+    /// token) and return one more than the largest fence counter (1 without fencing).
     fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
         let [token, ttl, n] = argv else { return Err(format!("acquire takes 3 arguments, got {}", argv.len())) };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("acquire: the TTL must be a positive integer")?;
@@ -502,13 +507,11 @@ impl Node {
         for k in locks {
             self.set(now, db, k, token, Some(ttl));
         }
-        let mut f = 1;
+        let mut f = 0;
         for k in fences {
-            let c = self.get(db, k).map_or(Some(0), parse_int).ok_or("INCR of a non-number")? + 1;
-            self.set(now, db, k, c.to_string().as_bytes(), None);
-            f = f.max(c);
+            f = f.max(self.get(db, k).and_then(parse_int).unwrap_or(0));
         }
-        Ok(f)
+        Ok(f + 1)
     }
 
     /// KEYS: lock keys; ARGV: token, ttl ms. 1 if all hold the token (and get the new TTL), else 0.
@@ -536,17 +539,20 @@ impl Node {
         Ok(d)
     }
 
-    /// KEYS: fence keys; ARGV: token value. Raise each counter to at least the value.
+    /// KEYS: fence keys; ARGV: the proposed token. Raise each counter to at least the
+    /// proposal; return the largest counter found before.
     fn fence(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
         let [t] = argv else { return Err(format!("fence takes 1 argument, got {}", argv.len())) };
-        let t = parse_int(t).ok_or("fence: the value must be an integer")?;
+        let t = parse_int(t).ok_or("fence: the proposal must be an integer")?;
+        let mut m = 0;
         for k in keys {
-            let c = self.get(db, k).map_or(Some(0), parse_int).ok_or("fence counter is not a number")?;
+            let c = self.get(db, k).and_then(parse_int).unwrap_or(0);
+            m = m.max(c);
             if c < t {
                 self.set(now, db, k, t.to_string().as_bytes(), None);
             }
         }
-        Ok(1)
+        Ok(m)
     }
 }
 

@@ -241,6 +241,8 @@ impl World {
     }
 
     fn push(&mut self, at: Time, ev: Ev) {
+        // A plan made before a pause may name a time that has passed: it happens now.
+        let at = at.max(self.now);
         self.seq += 1;
         self.queue.insert((at, self.seq), ev);
     }
