@@ -320,6 +320,11 @@ impl Engine {
                 return;
             }
             let (pending, answer) = match resp::decode(&link.inbuf[link.in_pos..]) {
+                Ok(None) if link.inbuf.len() - link.in_pos > resp::MAX_REPLY => {
+                    let detail = format!("a reply longer than {} bytes without an end", resp::MAX_REPLY);
+                    self.fail_link(now, LinkError::Malformed { node, detail });
+                    return;
+                }
                 Ok(None) => break,
                 Err(detail) => {
                     self.fail_link(now, LinkError::Malformed { node, detail });
@@ -1098,6 +1103,10 @@ impl Engine {
 
 /// Interpret a reply as an answer to a request of `kind`; `None` if it cannot be one.
 fn classify(kind: Kind, reply: &Reply<'_>) -> Option<Answer> {
+    if let Reply::Array(_) = reply {
+        // No request is answered by an array (and only its header was read).
+        return None;
+    }
     if let Reply::Error(e) = reply {
         if e.starts_with(b"NOSCRIPT") && matches!(kind, Kind::Acquire | Kind::Extend | Kind::Release | Kind::Fence) {
             return Some(Answer::NoScript);

@@ -98,13 +98,32 @@ impl Reply<'_> {
     }
 }
 
+/// The longest reply the engine waits for. Answers to its requests are a few dozen bytes
+/// (a server error message at most a few hundred); anything longer is garbage.
+pub(crate) const MAX_REPLY: usize = 64 * 1024;
+
 /// Decode one reply from the front of `buf`.
 ///
 /// `Ok(None)`: more bytes are needed. `Ok(Some((reply, used)))`: a whole reply of `used` bytes.
 /// `Err`: the bytes are not RESP; the connection cannot be trusted any more.
+///
+/// Arrays are never a valid answer to the engine's requests, so only an array's header is
+/// read (`used` covers the header alone): its elements are never parsed, which keeps a
+/// hostile nesting depth or element count from exhausting the stack or memory.
 pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
     if buf.is_empty() {
         return Ok(None);
+    }
+    if buf[0] == b'*' {
+        let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
+        let len = std::str::from_utf8(&buf[1..end]).ok().and_then(|s| s.parse::<i64>().ok());
+        return match len {
+            Some(n) if n < 0 => Ok(Some((Reply::Nil, end + 2))),
+            Some(n) => Ok(Some((Reply::Array(n as usize), end + 2))),
+            None => Err("invalid array length".to_owned()),
+        };
     }
     match decode_range(buf) {
         Ok(None) => Ok(None),
@@ -115,6 +134,7 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
                 RangeFrame::Integer(i) => Reply::Int(i),
                 RangeFrame::BulkString((a, b)) => Reply::Bulk(&buf[a..b]),
                 RangeFrame::Null => Reply::Nil,
+                // Not reached: arrays are handled above.
                 RangeFrame::Array(items) => Reply::Array(items.len()),
             };
             Ok(Some((reply, used)))
@@ -149,7 +169,10 @@ mod tests {
         assert_eq!(decode(b"$-1\r\n"), Ok(Some((Reply::Nil, 5))));
         assert_eq!(decode(b"$2\r\nab\r\n"), Ok(Some((Reply::Bulk(b"ab"), 8))));
         assert_eq!(decode(b"-ERR x\r\n"), Ok(Some((Reply::Error(b"ERR x"), 8))));
-        assert_eq!(decode(b"*1\r\n:1\r\n"), Ok(Some((Reply::Array(1), 8))));
+        assert_eq!(decode(b"*1\r\n:1\r\n"), Ok(Some((Reply::Array(1), 4))));
+        assert_eq!(decode(b"*-1\r\n"), Ok(Some((Reply::Nil, 5))));
+        assert_eq!(decode(b"*12"), Ok(None));
+        assert!(decode(b"*x\r\n").is_err());
         assert_eq!(decode(b"$2\r\na"), Ok(None));
         assert_eq!(decode(b""), Ok(None));
         assert!(decode(b"?what\r\n").is_err());
