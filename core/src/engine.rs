@@ -996,9 +996,10 @@ impl Engine {
         }
         let n = self.links.len();
         let q = self.quorum;
-        let (yes, failed) = (s.yes, s.failed + s.open());
-        let votes: Vec<Vote> =
-            s.votes.iter().map(|v| if *v == Vote::Pending { Vote::TimedOut } else { v.clone() }).collect();
+        // Nodes that had not answered when the attempt was decided stay `Pending`: they
+        // neither refused nor failed (a node timeout turns them into `TimedOut` first).
+        let (yes, failed) = (s.yes, s.failed);
+        let votes = s.votes.clone();
         let attempts = s.attempts;
         // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
         let slow = yes >= q || valid_until(s.start, s.ttl, self.config.drift_factor).is_none_or(|v| v <= now);

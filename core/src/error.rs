@@ -141,7 +141,7 @@ impl LinkError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Vote {
-    /// No answer yet (only seen while a round is open).
+    /// No answer yet: the round was decided before this node answered.
     Pending,
     /// The node granted (or confirmed) the operation.
     Granted,
@@ -272,7 +272,8 @@ pub struct ReleaseReport {
     pub deleted: usize,
     /// Nodes that answered but held none of our keys.
     pub absent: usize,
-    /// Nodes that were down, timed out or answered an error.
+    /// Nodes that were down, timed out, answered an error, or had not answered when the
+    /// outcome was decided.
     pub failed: usize,
 }
 

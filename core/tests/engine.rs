@@ -6,7 +6,10 @@ mod rig;
 use std::time::Duration;
 
 use redlease_core::quorum::drift;
-use redlease_core::{AcquireRequest, Event, ExtendError, LockId, NodeId};
+use redlease_core::{
+    AcquireError, AcquireRequest, Config, ConfigError, Engine, Event, ExtendError, LinkError, LockId, LockState,
+    LostReason, Misuse, NodeConfig, NodeId, ReleaseOutcome, Retry, Vote,
+};
 use rig::Rig;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -77,5 +80,506 @@ fn ttl_is_counted_in_the_whole_milliseconds_sent() {
         [Event::Extended { valid_until, .. }] => assert_eq!(*valid_until, rig.at(10) + two - drift(two, 0.01)),
         other => panic!("{other:?}"),
     }
-    let _ = NodeId(0);
+}
+
+// ----- acquire: quorum, early decisions, validity ------------------------------------------
+
+/// For N = 1..9: grants one by one give `Acquired` exactly at the quorum; refusals one by
+/// one give `AcquireFailed` exactly when the quorum became impossible.
+#[test]
+fn quorum_decides_early_for_one_to_nine_nodes() {
+    for n in 1..=9usize {
+        let q = n / 2 + 1;
+        let mut rig = Rig::new(n);
+        let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+        rig.sent_commands();
+        for i in 0..n {
+            rig.reply(rig.at(1), i, b":1\r\n");
+            let events = rig.events();
+            if i + 1 < q {
+                assert!(events.is_empty(), "n={n}: decided after {} grants: {events:?}", i + 1);
+            } else if i + 1 == q {
+                match events.as_slice() {
+                    [Event::Acquired { lock: l, valid_until, attempts: 1, fence: None }] => {
+                        assert_eq!(*l, lock);
+                        assert_eq!(*valid_until, rig.t0 + TTL - drift(TTL, 0.01), "n={n}");
+                    }
+                    other => panic!("n={n}: {other:?}"),
+                }
+            } else {
+                assert!(events.is_empty(), "n={n}: late grants are consumed silently: {events:?}");
+            }
+        }
+
+        let mut rig = Rig::new(n);
+        rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+        rig.sent_commands();
+        let fatal = n - q + 1;
+        for i in 0..n {
+            rig.reply(rig.at(1), i, b":0\r\n");
+            let events = rig.events();
+            if i + 1 < fatal {
+                assert!(events.is_empty(), "n={n}: decided after {} refusals", i + 1);
+            } else if i + 1 == fatal {
+                match events.as_slice() {
+                    [Event::AcquireFailed { error: AcquireError::Held { votes, attempts: 1 }, .. }] => {
+                        assert_eq!(votes.iter().filter(|v| **v == Vote::Refused).count(), fatal);
+                        // The others had not answered yet: neither refusals nor failures.
+                        assert_eq!(votes.iter().filter(|v| **v == Vote::Pending).count(), n - fatal, "{votes:?}");
+                    }
+                    other => panic!("n={n}: {other:?}"),
+                }
+                // Released on all N nodes, including those that have not answered.
+                let cmds = rig.sent_commands();
+                for (node, c) in cmds.iter().enumerate() {
+                    assert!(is_release(&c[0]), "n={n}: node {node} got {:?}", c);
+                }
+            }
+        }
+    }
+}
+
+fn is_release(cmd: &[Vec<u8>]) -> bool {
+    let sha = redlease_core::script_digests()[2].as_bytes();
+    let src = redlease_core::script_sources()[2].as_bytes();
+    (cmd[0] == b"EVALSHA" && cmd[1] == sha) || (cmd[0] == b"EVAL" && cmd[1] == src)
+}
+
+#[test]
+fn acquire_goes_to_every_node_at_once_with_the_same_token() {
+    let mut rig = Rig::new(5);
+    let mut r = req(&[b"a", b"b"], b"the-token");
+    r.fencing = true;
+    rig.engine.acquire(rig.t0, &r).unwrap();
+    let cmds = rig.sent_commands();
+    let first = &cmds[0][0];
+    for c in &cmds {
+        assert_eq!(c.len(), 1);
+        assert_eq!(&c[0], first, "same command to every node");
+    }
+    // EVALSHA sha 4 a b fence:a fence:b token ttl 2
+    let args: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
+    assert_eq!(args[0], b"EVALSHA");
+    assert_eq!(
+        &args[2..],
+        &[b"4" as &[u8], b"a", b"b", b"redlease:fence:a", b"redlease:fence:b", b"the-token", b"10000", b"2"]
+    );
+}
+
+#[test]
+fn a_grant_after_the_validity_is_too_slow_and_released_everywhere() {
+    let mut rig = Rig::with(3, |c| c.node_timeout = Duration::from_secs(60));
+    let ttl = Duration::from_millis(100);
+    let mut r = req(&[b"r"], b"tok");
+    r.ttl = ttl;
+    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.sent_commands();
+    // The attempt's deadline is capped at its validity, however long the node timeout.
+    let limit = rig.t0 + ttl - drift(ttl, 0.01);
+    assert_eq!(rig.engine.poll_timeout(), Some(limit));
+    rig.reply(rig.at(50), 0, b":1\r\n");
+    // The quorum arrives exactly at the validity deadline: nothing is left.
+    rig.reply(limit, 1, b":1\r\n");
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { error: AcquireError::TooSlow { elapsed, ttl: t, attempts: 1 }, .. }] => {
+            assert_eq!((*elapsed, *t), (limit - rig.t0, ttl));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(rig.sent_commands().iter().all(|c| is_release(&c[0])));
+}
+
+#[test]
+fn unreachable_nodes_are_reported_with_their_votes() {
+    let mut rig = Rig::new(3);
+    rig.engine.handle_disconnected(rig.t0, NodeId(1));
+    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b"-ERR out of memory\r\n");
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { error: e @ AcquireError::Unreachable { votes, attempts: 1 }, .. }] => {
+            assert_eq!(votes[0], Vote::Error("ERR out of memory".into()));
+            assert_eq!(votes[1], Vote::Down);
+            assert_eq!(votes[2], Vote::Pending, "decided before node 2 answered");
+            let text = e.to_string();
+            assert!(text.contains("node 1 down") && text.contains("out of memory"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Node timeouts count as failures too.
+    let mut rig = Rig::new(3);
+    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.reply(rig.at(1), 0, b":1\r\n");
+    rig.engine.handle_timeout(rig.at(49));
+    assert!(rig.events().is_empty(), "the node timeout (50ms) has not passed");
+    rig.engine.handle_timeout(rig.at(50));
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { error: AcquireError::Unreachable { votes, .. }, .. }] => {
+            assert_eq!(votes.as_slice(), &[Vote::Granted, Vote::TimedOut, Vote::TimedOut]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn retries_wait_a_seeded_random_delay_and_release_in_between() {
+    let delays = |seed: u64| {
+        let mut rig = Rig::with(1, |c| {
+            c.seed = seed;
+            c.retry = Retry { attempts: 4, min_delay: Duration::from_millis(10), max_delay: Duration::from_millis(30) };
+        });
+        let mut r = req(&[b"r"], b"tok");
+        r.attempts = None;
+        rig.engine.acquire(rig.t0, &r).unwrap();
+        rig.sent_commands();
+        let mut now = rig.t0;
+        let mut out = Vec::new();
+        for attempt in 1..=4 {
+            // The previous attempt's cleanup is answered first (nothing to delete).
+            let reply: &[u8] = if attempt == 1 { b":0\r\n" } else { b":0\r\n:0\r\n" };
+            rig.reply(now, 0, reply);
+            let cmds = rig.sent_commands();
+            assert!(is_release(&cmds[0][0]), "attempt {attempt}: partial state released first");
+            if attempt == 4 {
+                break;
+            }
+            let next = rig.engine.poll_timeout().unwrap();
+            let wait = next - now;
+            assert!((Duration::from_millis(10)..=Duration::from_millis(30)).contains(&wait), "{wait:?}");
+            out.push(wait);
+            now = next;
+            rig.engine.handle_timeout(now);
+            assert_eq!(rig.sent_commands()[0].len(), 1, "the next attempt");
+        }
+        match rig.events().as_slice() {
+            [Event::AcquireFailed { error: AcquireError::Held { attempts: 4, .. }, .. }] => {}
+            other => panic!("{other:?}"),
+        }
+        out
+    };
+    assert_eq!(delays(1), delays(1), "the same seed gives the same schedule");
+    assert_ne!(delays(1), delays(2), "another seed, another schedule");
+}
+
+#[test]
+fn wait_bounds_the_retries() {
+    let mut rig = Rig::with(1, |c| {
+        c.retry = Retry { attempts: 1, min_delay: Duration::from_millis(10), max_delay: Duration::from_millis(10) };
+    });
+    let mut r = AcquireRequest::new(&[b"r"], b"tok", TTL);
+    r.wait = Some(Duration::from_millis(35));
+    rig.engine.acquire(rig.t0, &r).unwrap();
+    let mut now = rig.t0;
+    let mut first = true;
+    loop {
+        rig.sent_commands();
+        // After the first attempt, the cleanup of the previous one is answered first.
+        rig.reply(now, 0, if first { b":0\r\n" } else { b":0\r\n:0\r\n" });
+        first = false;
+        match rig.engine.poll_timeout() {
+            Some(t) if rig.events().is_empty() => {
+                now = t;
+                rig.engine.handle_timeout(now);
+            }
+            _ => break,
+        }
+    }
+    let events = rig.events();
+    match events.as_slice() {
+        [Event::AcquireFailed { error: AcquireError::Held { attempts: 4, .. }, .. }] => {}
+        other => panic!("attempts at 0, 10, 20, 30 ms, then no retry fits in 35 ms: {other:?}"),
+    }
+}
+
+// ----- fencing -----------------------------------------------------------------------------
+
+#[test]
+fn fencing_token_is_the_quorum_max_written_back_before_success() {
+    let mut rig = Rig::new(3);
+    let mut r = req(&[b"r"], b"tok");
+    r.fencing = true;
+    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b":5\r\n");
+    rig.reply(rig.at(1), 1, b":9\r\n");
+    assert!(rig.events().is_empty(), "not before the fence round");
+    let cmds = rig.sent_commands();
+    for c in &cmds {
+        assert_eq!(c[0].last().unwrap(), b"9", "the proposal goes to every node");
+    }
+    // Node 2's grant comes late: consumed, not waited for. Then the fence round: node 0 had
+    // a larger counter and rejects; nodes 1 and 2 accept.
+    rig.reply(rig.at(2), 2, b":1\r\n");
+    rig.reply(rig.at(2), 0, b":12\r\n");
+    rig.reply(rig.at(2), 1, b":8\r\n");
+    assert!(rig.events().is_empty());
+    rig.reply(rig.at(2), 2, b":3\r\n");
+    match rig.events().as_slice() {
+        [Event::Acquired { lock: l, fence: Some(9), valid_until, .. }] => {
+            assert_eq!(*l, lock);
+            assert_eq!(*valid_until, rig.t0 + TTL - drift(TTL, 0.01), "the validity counts from the acquire's start");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.engine.lock_info(lock).unwrap().fence, Some(9));
+}
+
+#[test]
+fn fencing_proposes_again_above_a_counter_that_got_there_first() {
+    let mut rig = Rig::new(3);
+    let mut r = req(&[b"r"], b"tok");
+    r.fencing = true;
+    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b":3\r\n");
+    rig.reply(rig.at(1), 1, b":3\r\n");
+    rig.sent_commands();
+    // Two nodes already have 11 (an earlier holder's token): the proposal 3 cannot hold.
+    rig.reply(rig.at(2), 0, b":11\r\n");
+    rig.reply(rig.at(2), 1, b":11\r\n");
+    let cmds = rig.sent_commands();
+    assert!(cmds.iter().all(|c| c.last().unwrap().last().unwrap() == b"12"), "{cmds:?}");
+    // Node 2's answers to the acquire and to the first fence round are stale: ignored.
+    rig.reply(rig.at(3), 2, b":1\r\n:0\r\n");
+    rig.reply(rig.at(3), 0, b":11\r\n");
+    rig.reply(rig.at(3), 1, b":11\r\n");
+    match rig.events().as_slice() {
+        [Event::Acquired { fence: Some(12), .. }] => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+// ----- release -----------------------------------------------------------------------------
+
+#[test]
+fn release_outcomes_are_typed() {
+    for (replies, expect) in [
+        ([":1", ":1", ":0"], ReleaseOutcome::Released),
+        ([":0", ":0", ":1"], ReleaseOutcome::NotHeld),
+        ([":1", "-ERR x", "-ERR y"], ReleaseOutcome::Unreachable),
+    ] {
+        let mut rig = Rig::new(3);
+        let lock = held(&mut rig);
+        rig.engine.release(rig.at(5), lock).unwrap();
+        let cmds = rig.sent_commands();
+        assert!(cmds.iter().all(|c| c.len() == 1 && is_release(&c[0])), "on all N nodes");
+        for (i, r) in replies.iter().enumerate() {
+            rig.reply(rig.at(6), i, format!("{r}\r\n").as_bytes());
+        }
+        match rig.events().as_slice() {
+            [Event::Released { lock: l, report }] if *l == lock => assert_eq!(report.outcome, expect, "{replies:?}"),
+            other => panic!("{replies:?}: {other:?}"),
+        }
+        assert!(rig.engine.lock_info(lock).is_none(), "the id is free");
+        assert_eq!(rig.engine.release(rig.at(7), lock), Err(Misuse::UnknownLock(lock)));
+    }
+}
+
+// ----- extend ------------------------------------------------------------------------------
+
+#[test]
+fn extend_counts_from_its_own_start_and_never_deletes() {
+    let mut rig = Rig::new(3);
+    let lock = held(&mut rig);
+    rig.engine.extend(rig.at(3_000), lock, None).unwrap();
+    assert_eq!(rig.engine.lock_info(lock).unwrap().state, LockState::Extending);
+    rig.sent_commands();
+    rig.reply(rig.at(3_010), 0, b":1\r\n");
+    rig.reply(rig.at(3_020), 1, b":1\r\n");
+    match rig.events().as_slice() {
+        [Event::Extended { lock: l, valid_until }] if *l == lock => {
+            assert_eq!(*valid_until, rig.at(3_000) + TTL - drift(TTL, 0.01));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Refused by a majority: lost, and nothing is deleted.
+    rig.reply(rig.at(3_030), 2, b":1\r\n");
+    rig.engine.extend(rig.at(4_000), lock, None).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(4_001), 0, b":0\r\n");
+    rig.reply(rig.at(4_001), 1, b":0\r\n");
+    match rig.events().as_slice() {
+        [
+            Event::ExtendFailed { error: ExtendError::Lost { refused: 2, nodes: 3 }, .. },
+            Event::Lost { reason: LostReason::Refused, .. },
+        ] => {}
+        other => panic!("{other:?}"),
+    }
+    rig.reply(rig.at(4_002), 2, b":1\r\n");
+    rig.engine.handle_timeout(rig.at(60_000));
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "a failed extend sends no delete");
+    assert!(rig.engine.lock_info(lock).unwrap().lost);
+}
+
+#[test]
+fn extend_is_capped_by_max_hold() {
+    let mut rig = Rig::new(1);
+    let mut r = req(&[b"r"], b"tok");
+    r.max_hold = Some(Duration::from_secs(15));
+    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, b":1\r\n");
+    rig.events();
+    // At 8 s only 7 s are left under the cap: the extension asks for 7 s, not 10.
+    rig.engine.extend(rig.at(8_000), lock, None).unwrap();
+    assert_eq!(rig.sent_commands()[0][0].last().unwrap(), b"7000");
+    rig.reply(rig.at(8_001), 0, b":1\r\n");
+    rig.events();
+    assert_eq!(rig.engine.extend(rig.at(15_000), lock, None), Err(Misuse::CapReached(lock)));
+}
+
+#[test]
+fn expiry_and_auto_extension_run_on_the_timer() {
+    let mut rig = Rig::new(1);
+    let mut r = req(&[b"r"], b"tok");
+    r.auto_extend = true;
+    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, b":1\r\n");
+    rig.events();
+    // About a third of the TTL in, the engine extends by itself.
+    let third = rig.t0 + TTL / 3;
+    assert_eq!(rig.engine.poll_timeout(), Some(third));
+    rig.engine.handle_timeout(third);
+    assert_eq!(rig.sent_commands()[0].len(), 1);
+    // No answer: the automatic extension fails quietly, and the lock runs out.
+    let valid = rig.engine.lock_info(lock).unwrap().valid_until.unwrap();
+    let mut now = third;
+    while let Some(t) = rig.engine.poll_timeout().filter(|&t| t <= valid) {
+        now = t;
+        rig.engine.handle_timeout(now);
+        rig.sent_commands();
+    }
+    assert_eq!(now, valid);
+    assert!(matches!(rig.events().as_slice(), [Event::Lost { reason: LostReason::Expired, .. }]));
+}
+
+// ----- cancel, misuse ----------------------------------------------------------------------
+
+#[test]
+fn cancel_ends_an_acquisition_and_releases() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b":1\r\n");
+    rig.engine.cancel(rig.at(2), lock).unwrap();
+    assert!(matches!(rig.events().as_slice(), [Event::AcquireFailed { error: AcquireError::Cancelled, .. }]));
+    assert!(rig.sent_commands().iter().all(|c| is_release(&c[0])));
+    // Late replies of the cancelled attempt change nothing.
+    rig.reply(rig.at(3), 1, b":1\r\n");
+    rig.reply(rig.at(3), 2, b":1\r\n");
+    assert!(rig.events().is_empty());
+    assert_eq!(rig.engine.cancel(rig.at(4), lock), Err(Misuse::UnknownLock(lock)));
+}
+
+#[test]
+fn misuse_is_refused_at_once_with_a_fix() {
+    let mut rig = Rig::new(3);
+    let e = |r: &AcquireRequest<'_>, rig: &mut Rig| rig.engine.acquire(rig.t0, r).unwrap_err();
+    let mut r = req(&[b"r"], b"tok");
+    r.ttl = Duration::ZERO;
+    assert_eq!(e(&r, &mut rig), Misuse::ZeroTtl);
+    // TTL near the drift margin (ttl × 0.01 + 2 ms): 2 ms is not above it, 3 ms is.
+    r.ttl = Duration::from_millis(2);
+    let err = e(&r, &mut rig);
+    assert!(matches!(err, Misuse::TtlTooShort { .. }) && err.to_string().contains("longer ttl"), "{err}");
+    r.ttl = Duration::from_micros(2_999);
+    assert!(matches!(e(&r, &mut rig), Misuse::TtlTooShort { .. }), "2.999 ms is sent as 2 ms");
+    r.ttl = Duration::from_millis(3);
+    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.engine.cancel(rig.t0, lock).unwrap();
+    r.ttl = Duration::from_secs(u64::MAX / 4);
+    assert!(matches!(e(&r, &mut rig), Misuse::TtlTooLong(_)));
+    assert_eq!(e(&req(&[], b"tok"), &mut rig), Misuse::EmptyResource);
+    assert_eq!(e(&req(&[b"a", b""], b"tok"), &mut rig), Misuse::EmptyResource);
+    assert_eq!(e(&req(&[b"a"], b""), &mut rig), Misuse::EmptyToken);
+    for m in [Misuse::ZeroTtl, Misuse::EmptyResource, Misuse::EmptyToken] {
+        assert!(m.to_string().contains(':'), "says how to fix it: {m}");
+    }
+    // Unknown ids, and commands in the wrong phase.
+    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    assert_eq!(rig.engine.release(rig.t0, lock), Err(Misuse::NotAcquired(lock)));
+    assert_eq!(rig.engine.extend(rig.t0, lock, None), Err(Misuse::NotAcquired(lock)));
+    let mut other = Rig::new(1);
+    let stranger = held(&mut other);
+    let _ = stranger;
+    assert!(rig.engine.lock_info(lock).is_some());
+    // N = 0 is a config error.
+    let err = Engine::new(Config::new(Vec::new())).unwrap_err();
+    assert_eq!(err, ConfigError::NoNodes);
+    assert!(err.to_string().contains("redis://"), "{err}");
+}
+
+// ----- the link: handshake, NOSCRIPT, disconnects ------------------------------------------
+
+#[test]
+fn handshake_authenticates_selects_names_and_loads_scripts() {
+    let mut config = Config::new(vec![NodeConfig::from_url("redis://alice:secret@127.0.0.1:7000/4").unwrap()]);
+    config.client_name = Some("worker-7".into());
+    let mut engine = Engine::new(config).unwrap();
+    let t0 = std::time::Instant::now();
+    engine.handle_connected(t0, NodeId(0));
+    let sent = rig::commands(engine.poll_transmit(NodeId(0)).unwrap());
+    let names: Vec<String> =
+        sent.iter().map(|c| String::from_utf8_lossy(&c.concat()[..c[0].len()]).into_owned()).collect();
+    assert_eq!(names, ["AUTH", "SELECT", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
+    assert_eq!(sent[0], [b"AUTH".to_vec(), b"alice".to_vec(), b"secret".to_vec()]);
+    assert_eq!(sent[1], [b"SELECT".to_vec(), b"4".to_vec()]);
+    assert_eq!(sent[2], [b"CLIENT".to_vec(), b"SETNAME".to_vec(), b"worker-7".to_vec()]);
+    for (i, src) in redlease_core::script_sources().iter().enumerate() {
+        assert_eq!(sent[3 + i][2], src.as_bytes());
+    }
+    // A wrong password: a typed error naming the node, and later votes carry it.
+    engine.handle_data(t0, NodeId(0), b"-WRONGPASS invalid username-password pair\r\n");
+    match engine.poll_event() {
+        Some(Event::LinkFailed { error: e @ LinkError::Handshake { node: NodeId(0), step: "AUTH", .. } }) => {
+            assert!(e.to_string().contains("WRONGPASS"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut r = req(&[b"r"], b"tok");
+    r.attempts = Some(1);
+    engine.acquire(t0, &r).unwrap();
+    match engine.poll_event() {
+        Some(Event::AcquireFailed { error: AcquireError::Unreachable { votes, .. }, .. }) => {
+            assert!(matches!(&votes[0], Vote::Error(m) if m.contains("WRONGPASS")), "{votes:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn noscript_falls_back_to_eval() {
+    let mut rig = Rig::new(1);
+    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    let cmds = rig.sent_commands();
+    assert_eq!(cmds[0][0][0], b"EVAL");
+    assert_eq!(cmds[0][0][1], redlease_core::script_sources()[0].as_bytes());
+    rig.reply(rig.at(2), 0, b":1\r\n");
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+}
+
+#[test]
+fn a_dropped_connection_counts_as_down_and_replies_match_by_position() {
+    let mut rig = Rig::new(3);
+    // Two locks pipelined on the same links: replies come back in order.
+    let a = rig.engine.acquire(rig.t0, &req(&[b"a"], b"ta")).unwrap();
+    let b = rig.engine.acquire(rig.t0, &req(&[b"b"], b"tb")).unwrap();
+    assert_eq!(rig.engine.in_flight(NodeId(0)), 2);
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b":1\r\n:0\r\n");
+    rig.engine.handle_disconnected(rig.at(1), NodeId(1));
+    rig.reply(rig.at(1), 2, b":1\r");
+    rig.reply(rig.at(1), 2, b"\n:0\r\n");
+    let events = rig.events();
+    assert!(events.iter().any(|e| matches!(e, Event::Acquired { lock, .. } if *lock == a)), "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e,
+            Event::AcquireFailed { lock, error: AcquireError::Held { votes, .. } } if *lock == b && votes[1] == Vote::Down)),
+        "{events:?}"
+    );
+    assert!(!rig.engine.is_connected(NodeId(1)));
+    assert_eq!(rig.engine.active_locks(), 1);
 }

@@ -1,0 +1,320 @@
+//! Property tests: whatever bytes a server sends, the engine neither panics nor takes them
+//! for a grant; and how valid replies are split never changes what the engine reports.
+
+#[allow(dead_code)]
+#[path = "sim/node.rs"]
+mod node;
+mod rig;
+
+use std::time::{Duration, Instant};
+
+use node::{Auth, Clock, MS, Node};
+use proptest::prelude::*;
+use redis_protocol::resp2::decode::decode;
+use redis_protocol::resp2::types::OwnedFrame;
+use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId};
+use rig::Rig;
+
+// ----- garbage in --------------------------------------------------------------------------
+
+/// Pieces of server output: valid replies of every type, RESP3-only types, junk.
+fn piece() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop_oneof![
+            Just(b":1\r\n".to_vec()),
+            Just(b":0\r\n".to_vec()),
+            Just(b":7\r\n".to_vec()),
+            Just(b":-1\r\n".to_vec()),
+            Just(b"$-1\r\n".to_vec()),
+            Just(b"*-1\r\n".to_vec()),
+            Just(b"+OK\r\n".to_vec()),
+            Just(b"-ERR boom\r\n".to_vec()),
+            Just(b"-NOSCRIPT No matching script. Please use EVAL.\r\n".to_vec()),
+            Just(b"$3\r\nabc\r\n".to_vec()),
+            Just(b"*2\r\n:1\r\n:1\r\n".to_vec()),
+            Just(b"%1\r\n:1\r\n:1\r\n".to_vec()),
+            Just(b"_\r\n".to_vec()),
+            Just(b":99999999999999999999999\r\n".to_vec()),
+            Just(b"$-7\r\n".to_vec()),
+        ],
+        1 => proptest::collection::vec(any::<u8>(), 0..16),
+    ]
+}
+
+fn server_output() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(piece(), 0..6).prop_map(|v| v.concat()),
+        proptest::collection::vec(any::<u8>(), 0..128),
+    ]
+}
+
+/// Whether this byte stream, read as the answer to one acquire request, is a grant: its
+/// first reply (after any `NOSCRIPT`, which makes the engine resend) is a positive integer.
+fn is_grant(mut bytes: &[u8]) -> bool {
+    loop {
+        if bytes.first() == Some(&b'*') {
+            return false; // never a valid answer
+        }
+        match decode(bytes) {
+            Ok(Some((OwnedFrame::Error(e), used))) if e.starts_with("NOSCRIPT") => bytes = &bytes[used..],
+            Ok(Some((OwnedFrame::Integer(v), _))) => return v > 0,
+            _ => return false,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any bytes, split anywhere, interleaved across nodes: no panic, and `Acquired` only
+    /// when a quorum of nodes really answered the acquire with a grant.
+    #[test]
+    fn arbitrary_server_bytes_never_panic_nor_grant(
+        n in 1usize..=5,
+        fencing in any::<bool>(),
+        outputs in proptest::collection::vec(server_output(), 5),
+        cuts in proptest::collection::vec(1usize..24, 1..16),
+    ) {
+        let mut rig = Rig::new(n);
+        let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
+        req.attempts = Some(1);
+        req.fencing = fencing;
+        let lock = rig.engine.acquire(rig.t0, &req).unwrap();
+        rig.sent_commands();
+        // Feed every node's bytes in chunks, round robin, so nodes interleave.
+        let mut pos = vec![0usize; n];
+        let mut k = 0;
+        while (0..n).any(|i| pos[i] < outputs[i].len()) {
+            for i in 0..n {
+                let len = cuts[k % cuts.len()];
+                k += 1;
+                let end = (pos[i] + len).min(outputs[i].len());
+                rig.reply(rig.t0, i, &outputs[i][pos[i]..end]);
+                pos[i] = end;
+                // Answer fence rounds and cleanups from nowhere: drop what the engine sends.
+                rig.sent(i);
+            }
+        }
+        rig.engine.handle_timeout(rig.at(60_000));
+        let grants = (0..n).filter(|&i| is_grant(&outputs[i])).count();
+        for e in rig.events() {
+            if let Event::Acquired { lock: l, .. } = e {
+                prop_assert_eq!(l, lock);
+                let quorum = n / 2 + 1;
+                prop_assert!(grants >= quorum, "acquired with {} real grants of {}", grants, n);
+            }
+        }
+    }
+}
+
+// ----- splits do not matter ----------------------------------------------------------------
+
+/// How replies are handed to the engine.
+#[derive(Clone, Debug)]
+enum Split {
+    Whole,
+    Bytes,
+    Sizes(Vec<usize>),
+}
+
+/// Engines and model nodes; replies go back split as asked.
+struct Pair {
+    t0: Instant,
+    engine: Engine,
+    nodes: Vec<Node>,
+    split: Split,
+    k: usize,
+}
+
+impl Pair {
+    fn new(t0: Instant, n: usize, auth: bool, db: u32, split: Split) -> Self {
+        let creds = auth.then(|| Auth { user: Some("u".into()), password: "p".into() });
+        let mut cfg = Config::new(
+            (0..n)
+                .map(|i| {
+                    let mut c = NodeConfig::new("m", 7000 + i as u16);
+                    c.user = creds.as_ref().and_then(|a| a.user.clone());
+                    c.password = creds.as_ref().map(|a| a.password.clone());
+                    c.db = db;
+                    c
+                })
+                .collect(),
+        );
+        cfg.node_timeout = Duration::from_millis(50);
+        let prefix = cfg.fence_prefix.clone();
+        let mut p = Pair {
+            t0,
+            engine: Engine::new(cfg).unwrap(),
+            nodes: (0..n).map(|_| Node::new(Clock::new(0, 0), creds.clone(), prefix.as_bytes())).collect(),
+            split,
+            k: 0,
+        };
+        for i in 0..n {
+            p.nodes[i].accept(i);
+            p.engine.handle_connected(t0, NodeId(i as u16));
+        }
+        p.exchange(0);
+        p
+    }
+
+    /// Move bytes both ways until the engine has nothing more to say.
+    fn exchange(&mut self, ms: u64) {
+        let now = self.t0 + Duration::from_millis(ms);
+        loop {
+            let mut moved = false;
+            for i in 0..self.nodes.len() {
+                let id = NodeId(i as u16);
+                let mut out = Vec::new();
+                while let Some(b) = self.engine.poll_transmit(id) {
+                    out.extend_from_slice(b);
+                    let len = b.len();
+                    self.engine.advance_transmit(id, len);
+                }
+                if out.is_empty() {
+                    continue;
+                }
+                moved = true;
+                let reply = self.nodes[i].receive(ms * MS, i, &out);
+                let mut pos = 0;
+                while pos < reply.len() {
+                    let len = match &self.split {
+                        Split::Whole => reply.len(),
+                        Split::Bytes => 1,
+                        Split::Sizes(s) => s[self.k % s.len()],
+                    };
+                    self.k += 1;
+                    let end = (pos + len).min(reply.len());
+                    self.engine.handle_data(now, id, &reply[pos..end]);
+                    pos = end;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.engine.poll_event()).collect()
+    }
+}
+
+/// What a run looks like, beyond how replies are split.
+#[derive(Clone, Debug)]
+struct Plan {
+    n: usize,
+    auth: bool,
+    db: u32,
+    /// Nodes where another client already holds `r`.
+    taken: Vec<bool>,
+    /// Nodes whose script cache is flushed after the handshake.
+    flushed: Vec<bool>,
+    /// A fencing counter already on some nodes.
+    counters: Vec<u8>,
+    two_keys: bool,
+    fencing: bool,
+    extend: bool,
+}
+
+fn plan() -> impl Strategy<Value = Plan> {
+    (1usize..=5).prop_flat_map(|n| {
+        (
+            Just(n),
+            any::<bool>(),
+            0u32..3,
+            proptest::collection::vec(proptest::bool::weighted(0.25), n),
+            proptest::collection::vec(any::<bool>(), n),
+            proptest::collection::vec(0u8..20, n),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(n, auth, db, taken, flushed, counters, two_keys, fencing, extend)| Plan {
+                n,
+                auth,
+                db,
+                taken,
+                flushed,
+                counters,
+                two_keys,
+                fencing,
+                extend,
+            })
+    })
+}
+
+/// Acquire, maybe extend, release; the events in order.
+fn run(t0: Instant, p: &Plan, split: Split) -> Vec<Event> {
+    let mut pair = Pair::new(t0, p.n, p.auth, p.db, split);
+    for i in 0..p.n {
+        if p.taken[i] {
+            pair.nodes[i].put(0, p.db, b"r", b"someone-else");
+        }
+        if p.counters[i] > 0 {
+            pair.nodes[i].put(0, p.db, b"redlease:fence:r", p.counters[i].to_string().as_bytes());
+        }
+        if p.flushed[i] {
+            pair.nodes[i].flush_scripts();
+        }
+    }
+    let keys: &[&[u8]] = if p.two_keys { &[b"r", b"s"] } else { &[b"r"] };
+    let mut req = AcquireRequest::new(keys, b"tok", Duration::from_secs(10));
+    req.fencing = p.fencing;
+    req.attempts = Some(1);
+    let lock = pair.engine.acquire(t0 + Duration::from_millis(1), &req).unwrap();
+    pair.exchange(1);
+    let mut events = pair.events();
+    if events.iter().any(|e| matches!(e, Event::Acquired { .. })) {
+        if p.extend {
+            pair.engine.extend(t0 + Duration::from_millis(2), lock, Some(Duration::from_secs(5))).unwrap();
+            pair.exchange(2);
+        }
+        pair.engine.release(t0 + Duration::from_millis(3), lock).unwrap();
+        pair.exchange(3);
+    }
+    pair.engine.handle_timeout(t0 + Duration::from_millis(100));
+    events.extend(pair.events());
+    events
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Valid replies fed whole, one byte at a time, or split at arbitrary points give the
+    /// same events.
+    #[test]
+    fn split_replies_give_the_same_events(p in plan(), sizes in proptest::collection::vec(1usize..9, 1..12)) {
+        let t0 = Instant::now();
+        let whole = run(t0, &p, Split::Whole);
+        prop_assert!(!whole.is_empty());
+        prop_assert!(!whole.iter().any(|e| matches!(e, Event::LinkFailed { .. })), "{:?}", whole);
+        let bytes = run(t0, &p, Split::Bytes);
+        prop_assert_eq!(&whole, &bytes);
+        let split = run(t0, &p, Split::Sizes(sizes));
+        prop_assert_eq!(&whole, &split);
+    }
+}
+
+#[test]
+fn the_split_property_covers_both_outcomes() {
+    // A quick check that the plans above really reach grants and refusals.
+    let t0 = Instant::now();
+    let mut p = Plan {
+        n: 3,
+        auth: true,
+        db: 2,
+        taken: vec![false; 3],
+        flushed: vec![true, false, false],
+        counters: vec![4, 0, 9],
+        two_keys: true,
+        fencing: true,
+        extend: true,
+    };
+    let events = run(t0, &p, Split::Bytes);
+    assert!(matches!(events[0], Event::Acquired { fence: Some(10), .. }), "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::Extended { .. })), "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::Released { .. })), "{events:?}");
+    p.taken = vec![true, true, false];
+    let events = run(t0, &p, Split::Bytes);
+    assert!(matches!(events.as_slice(), [Event::AcquireFailed { .. }]), "{events:?}");
+}
