@@ -64,4 +64,68 @@ mod tests {
         // Zero drift factor still keeps the fixed 2 ms.
         assert_eq!(drift(ttl, 0.0), Duration::from_millis(2));
     }
+
+    #[test]
+    fn quorum_possible_at_the_edges() {
+        for n in 1..=9 {
+            let q = quorum(n);
+            for yes in 0..=n {
+                for open in 0..=(n - yes) {
+                    assert_eq!(quorum_possible(n, yes, open), yes + open >= q, "n={n} yes={yes} open={open}");
+                }
+            }
+            // Exactly n - q nodes may fail without losing the quorum, one more may not.
+            assert!(quorum_possible(n, 0, q));
+            assert!(!quorum_possible(n, 0, q - 1));
+        }
+    }
+
+    #[test]
+    fn ttl_near_the_drift_margin() {
+        let t0 = Instant::now();
+        let ns = Duration::from_nanos;
+        for factor in [0.0, 0.01, 0.1, 0.49] {
+            // The smallest TTL with any validity: drift(ttl) < ttl.
+            let ttl = Duration::from_millis(3);
+            let d = drift(ttl, factor);
+            match valid_until(t0, ttl, factor) {
+                Some(v) => {
+                    assert!(d < ttl, "factor {factor}");
+                    assert_eq!(v, t0 + (ttl - d));
+                    // Validity ends at the deadline itself: at `v` nothing is left.
+                    assert_eq!(validity_left(t0, v - ns(1), ttl, factor), Some(v));
+                    assert_eq!(validity_left(t0, v, ttl, factor), None);
+                }
+                None => assert!(d >= ttl, "factor {factor}"),
+            }
+        }
+        // One nanosecond above the margin still gives a (tiny) validity; at the margin none.
+        let ttl = Duration::from_millis(2) + ns(1);
+        assert_eq!(valid_until(t0, ttl, 0.0), Some(t0 + ns(1)));
+        assert_eq!(valid_until(t0, Duration::from_millis(2), 0.0), None);
+        assert_eq!(valid_until(t0, Duration::ZERO, 0.01), None);
+    }
+
+    #[test]
+    fn elapsed_at_or_beyond_the_ttl_leaves_nothing() {
+        let t0 = Instant::now();
+        for ttl_ms in [3, 10, 100, 10_000, 3_600_000] {
+            let ttl = Duration::from_millis(ttl_ms);
+            for late in [ttl - drift(ttl, 0.01), ttl, ttl + Duration::from_nanos(1), 2 * ttl] {
+                assert_eq!(validity_left(t0, t0 + late, ttl, 0.01), None, "ttl {ttl:?} elapsed {late:?}");
+            }
+            // Never a deadline past start + ttl − drift, whatever the elapsed time.
+            let v = validity_left(t0, t0, ttl, 0.01).unwrap();
+            assert_eq!(v, t0 + ttl - drift(ttl, 0.01));
+            assert!(v < t0 + ttl);
+        }
+    }
+
+    #[test]
+    fn drift_is_proportional_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(1), 0.01), Duration::from_millis(12));
+        assert_eq!(drift(Duration::from_millis(3), 0.49), Duration::from_micros(3_470));
+        assert_eq!(drift(Duration::ZERO, 0.3), Duration::from_millis(2));
+        assert_eq!(drift(Duration::from_secs(100 * 365 * 86_400), 0.0), Duration::from_millis(2));
+    }
 }
