@@ -1,0 +1,225 @@
+//! The redlease adapters as subjects: tokio (multi-thread and current-thread), smol,
+//! async-std and the blocking mio client. (The embedded mio driver is in [`crate::embedded`].)
+//!
+//! Every adapter runs with its defaults, as a user gets it: node timeout 50 ms, 3 attempts
+//! with 20–200 ms of jitter between them, drift factor 0.01.
+
+use std::time::Duration;
+
+use redlease_async::{Client, ClientConfig, Guard, ReleaseOutcome, Runtime};
+
+use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec, TokioExec};
+use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
+use crate::plan::Scenario;
+use crate::subject::{Role, Subject};
+
+/// How long a contender keeps retrying before its call gives up (far longer than a window).
+pub const CONTENDED_WAIT: Duration = Duration::from_secs(60);
+
+/// Every scenario.
+const ALL: &[Scenario] = &Scenario::ALL;
+
+/// The adapter subjects, in table order.
+pub fn subjects() -> Vec<Box<dyn Subject>> {
+    vec![
+        Box::new(Async::new(
+            "tokio-mt",
+            Role::Adapter,
+            "redlease-tokio on a multi-thread tokio runtime (one worker per core); lockers are tasks",
+            ALL,
+            TokioAdapter { multi_thread: true },
+        )),
+        Box::new(Async::new(
+            "tokio-ct",
+            Role::Adapter,
+            "redlease-tokio on a current-thread tokio runtime: driver and lockers share one thread",
+            ALL,
+            TokioAdapter { multi_thread: false },
+        )),
+        Box::new(Async::new(
+            "smol",
+            Role::Adapter,
+            "redlease-smol, its driver spawned on a smol::Executor that one thread runs",
+            ALL,
+            SmolAdapter,
+        )),
+        Box::new(Async::new(
+            "async-std",
+            Role::Adapter,
+            "redlease-smol under async-std: driver and lockers spawned on its global executor",
+            ALL,
+            AsyncStdAdapter,
+        )),
+        Box::new(Blocking::new(
+            "mio-blocking",
+            Role::Adapter,
+            "redlease-mio's blocking Client, one clone per OS thread (the waiting thread drives the loop)",
+            ALL,
+            MioBlocking,
+        )),
+        Box::new(crate::embedded::Embedded),
+    ]
+}
+
+/// redlease-tokio, on a multi-thread or a current-thread runtime.
+#[derive(Debug)]
+pub struct TokioAdapter {
+    /// Multi-thread (one worker per core) rather than current-thread.
+    pub multi_thread: bool,
+}
+
+impl AsyncTarget for TokioAdapter {
+    type Exec = TokioExec;
+    type Factory = Shared<redlease_tokio::Tokio>;
+
+    fn exec(&self) -> Result<TokioExec, String> {
+        if self.multi_thread { TokioExec::multi_thread() } else { TokioExec::current_thread() }
+    }
+
+    async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<Self::Factory, String> {
+        let client = redlease_tokio::Client::with_config(config(urls)?).await.map_err(|e| e.to_string())?;
+        Ok(Shared { client, ttl })
+    }
+}
+
+/// redlease-smol with its driver on a smol executor.
+#[derive(Debug)]
+pub struct SmolAdapter;
+
+impl AsyncTarget for SmolAdapter {
+    type Exec = SmolExec;
+    type Factory = Shared<redlease_smol::AsyncIo>;
+
+    fn exec(&self) -> Result<SmolExec, String> {
+        Ok(SmolExec::new())
+    }
+
+    async fn connect(&self, exec: &SmolExec, urls: &[String], ttl: Duration) -> Result<Self::Factory, String> {
+        let (client, driver) = redlease_smol::Client::with_driver(config(urls)?).await.map_err(|e| e.to_string())?;
+        exec.detach(driver);
+        Ok(Shared { client, ttl })
+    }
+}
+
+/// redlease-smol with its driver on async-std's executor.
+#[derive(Debug)]
+pub struct AsyncStdAdapter;
+
+impl AsyncTarget for AsyncStdAdapter {
+    type Exec = AsyncStdExec;
+    type Factory = Shared<redlease_smol::AsyncIo>;
+
+    fn exec(&self) -> Result<AsyncStdExec, String> {
+        Ok(AsyncStdExec)
+    }
+
+    async fn connect(&self, _exec: &AsyncStdExec, urls: &[String], ttl: Duration) -> Result<Self::Factory, String> {
+        let (client, driver) = redlease_smol::Client::with_driver(config(urls)?).await.map_err(|e| e.to_string())?;
+        async_std::task::spawn(driver);
+        Ok(Shared { client, ttl })
+    }
+}
+
+fn config(urls: &[String]) -> Result<ClientConfig, String> {
+    ClientConfig::from_urls(urls).map_err(|e| e.to_string())
+}
+
+/// One async client shared by every locker (each locker holds a clone).
+#[derive(Debug)]
+pub struct Shared<R> {
+    client: Client<R>,
+    ttl: Duration,
+}
+
+impl<R: Runtime + Send + Sync + 'static> LockerFactory for Shared<R> {
+    type Locker = Locker<R>;
+
+    async fn locker(&self) -> Result<Locker<R>, String> {
+        Ok(Locker { client: self.client.clone(), ttl: self.ttl })
+    }
+}
+
+/// A clone of the async client.
+#[derive(Debug)]
+pub struct Locker<R> {
+    client: Client<R>,
+    ttl: Duration,
+}
+
+impl<R: Runtime + Send + Sync + 'static> AsyncLocker for Locker<R> {
+    type Held = Guard;
+
+    async fn acquire(&mut self, key: &str) -> Result<Guard, String> {
+        self.client.lock(key, self.ttl).await.map_err(|e| e.to_string())
+    }
+
+    async fn acquire_wait(&mut self, key: &str) -> Result<Guard, String> {
+        self.client.lock_with(key, self.ttl).wait(CONTENDED_WAIT).await.map_err(|e| e.to_string())
+    }
+
+    async fn release(&mut self, held: Guard) -> Result<(), String> {
+        let report = held.release().await.map_err(|e| e.to_string())?;
+        match report.outcome {
+            ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("release: {other:?} ({report:?})")),
+        }
+    }
+
+    fn release_detached(&mut self, held: Guard) {
+        // Dropping a guard tells the driver to release it; nobody waits for the outcome.
+        drop(held);
+    }
+}
+
+/// redlease-mio's blocking client.
+#[derive(Debug)]
+pub struct MioBlocking;
+
+impl BlockingTarget for MioBlocking {
+    type Factory = MioShared;
+
+    fn connect(&self, urls: &[String], ttl: Duration) -> Result<MioShared, String> {
+        let client = redlease_mio::Client::connect(urls).map_err(|e| e.to_string())?;
+        Ok(MioShared { client, ttl })
+    }
+}
+
+/// One blocking client shared by every locker thread.
+#[derive(Debug)]
+pub struct MioShared {
+    client: redlease_mio::Client,
+    ttl: Duration,
+}
+
+impl BlockingFactory for MioShared {
+    type Locker = MioShared;
+
+    fn locker(&self) -> Result<MioShared, String> {
+        Ok(MioShared { client: self.client.clone(), ttl: self.ttl })
+    }
+}
+
+impl BlockingLocker for MioShared {
+    type Held = redlease_mio::Guard;
+
+    fn acquire(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
+        self.client.lock(key, self.ttl).map_err(|e| e.to_string())
+    }
+
+    fn acquire_wait(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
+        self.client.lock_with(key, self.ttl).wait(CONTENDED_WAIT).acquire().map_err(|e| e.to_string())
+    }
+
+    fn release(&mut self, held: redlease_mio::Guard) -> Result<(), String> {
+        let report = held.release().map_err(|e| e.to_string())?;
+        match report.outcome {
+            redlease_mio::ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("release: {other:?} ({report:?})")),
+        }
+    }
+
+    fn release_detached(&mut self, held: redlease_mio::Guard) {
+        // Released in the background: the next blocking call drives it.
+        drop(held);
+    }
+}

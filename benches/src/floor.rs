@@ -1,0 +1,725 @@
+//! The floors: small hand-written clients with no library in between.
+//!
+//! - **floor-tokio** (async style): per locker, N tokio `TcpStream`s; `SET key token NX PX
+//!   ttl` is written to every node at once, then every node's reply is read; the release is
+//!   `EVALSHA` of a compare-and-delete script (loaded beforehand) to every node, and every
+//!   reply is read. The quorum logic is counting.
+//! - **floor-mio** (blocking style): the same over N non-blocking mio sockets with a `Poll`
+//!   of their own, one OS thread per locker.
+//! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
+//!   writes every locker's command in one write per node and reads every reply (lockstep).
+//!
+//! Tokens come from a userspace generator (no system call), and a failed attempt is
+//! released on every node and retried after 20–200 ms of jitter, as the adapters do.
+//! A floor reads every reply, so a paused node blocks it: floors sit out the stalled scenario.
+
+use std::future::poll_fn;
+use std::io::{self, Read, Write};
+use std::net::TcpStream as StdStream;
+use std::task::Poll as TaskPoll;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream as MioStream;
+use mio::{Events, Interest, Poll, Token};
+use redlease_core::NodeConfig;
+use tokio::io::AsyncWriteExt;
+
+use crate::asyncrt::{Async, AsyncLocker, AsyncTarget, LockerFactory, TokioExec};
+use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
+use crate::load::{LoadState, keys};
+use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::resp::{self, Reply};
+use crate::stats::Samples;
+use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+
+/// The floors' release script: delete the key only if it holds our token.
+pub const RELEASE_SCRIPT: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// A floor gives up on a round after this long without every reply (never in a healthy run).
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes read per call.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The floor subjects, in table order.
+pub fn subjects() -> Vec<Box<dyn Subject>> {
+    const PER_LOCKER: &[Scenario] = &[Scenario::Sequential, Scenario::Scaling, Scenario::Contention];
+    vec![
+        Box::new(Async::new(
+            "floor-tokio",
+            Role::Floor,
+            "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, read all N replies; EVALSHA release likewise",
+            PER_LOCKER,
+            TokioFloor,
+        )),
+        Box::new(Blocking::new(
+            "floor-mio",
+            Role::Floor,
+            "N non-blocking mio sockets per locker with a Poll of their own (one OS thread per locker), same commands",
+            PER_LOCKER,
+            MioFloor,
+        )),
+        Box::new(Pipelined),
+    ]
+}
+
+// ----- shared pieces -----------------------------------------------------------------------
+
+/// Lock tokens: 40 hex characters from a xorshift generator (the floor pays no system call).
+#[derive(Debug)]
+pub struct Tokens(u64);
+
+impl Tokens {
+    /// A generator seeded from the clock and `salt`.
+    pub fn new(salt: u64) -> Self {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        Tokens((nanos ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A fresh token.
+    pub fn token(&mut self) -> [u8; 40] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 40];
+        for chunk in out.chunks_mut(16) {
+            let mut v = self.next_u64();
+            for b in chunk {
+                *b = HEX[(v & 15) as usize];
+                v >>= 4;
+            }
+        }
+        out
+    }
+
+    /// A retry delay drawn uniformly from 20–200 ms (the adapters' default jitter).
+    pub fn jitter(&mut self) -> Duration {
+        Duration::from_millis(20 + self.next_u64() % 181)
+    }
+}
+
+/// The commands of one floor.
+#[derive(Debug, Clone)]
+struct Cmds {
+    ttl_ms: Vec<u8>,
+    sha: Vec<u8>,
+}
+
+impl Cmds {
+    fn set(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
+        resp::encode(out, &[b"SET", key, token, b"NX", b"PX", &self.ttl_ms]);
+    }
+
+    fn release(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
+        resp::encode(out, &[b"EVALSHA", &self.sha, b"1", key, token]);
+    }
+}
+
+/// The replies of one node in the current phase.
+#[derive(Debug, Default)]
+struct Inbox {
+    buf: Vec<u8>,
+    pos: usize,
+    yes: Vec<bool>,
+    error: Option<String>,
+}
+
+impl Inbox {
+    fn reset(&mut self) {
+        self.yes.clear();
+        self.error = None;
+    }
+
+    fn count(&self) -> usize {
+        self.yes.len()
+    }
+
+    fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+        self.buf.extend_from_slice(data);
+        while let Some((reply, used)) = resp::parse(&self.buf[self.pos..])? {
+            self.pos += used;
+            if let Reply::Error(e) = &reply {
+                self.error.get_or_insert_with(|| e.clone());
+            }
+            self.yes.push(reply.is_yes());
+        }
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Connect to one node (blocking, during set-up), with `TCP_NODELAY`, and load the release
+/// script; returns the socket and the script's SHA-1.
+fn connect_node(url: &str) -> Result<(StdStream, Vec<u8>), String> {
+    let node = NodeConfig::from_url(url).map_err(|e| e.to_string())?;
+    if node.password.is_some() || node.db != 0 {
+        return Err(format!("{node}: the floors do not log in or select a database"));
+    }
+    let at = |e: io::Error| format!("{node}: {e}");
+    let mut stream = StdStream::connect((node.host.as_str(), node.port)).map_err(at)?;
+    stream.set_nodelay(true).map_err(at)?;
+    stream.set_read_timeout(Some(ROUND_TIMEOUT)).map_err(at)?;
+    let mut cmd = Vec::new();
+    resp::encode(&mut cmd, &[b"SCRIPT", b"LOAD", RELEASE_SCRIPT.as_bytes()]);
+    stream.write_all(&cmd).map_err(at)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    let sha = loop {
+        let n = stream.read(&mut chunk).map_err(at)?;
+        if n == 0 {
+            return Err(format!("{node}: closed during SCRIPT LOAD"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match resp::parse(&buf).map_err(|e| format!("{node}: {e}"))? {
+            Some((Reply::Bulk(Some(sha)), _)) => break sha,
+            Some((other, _)) => return Err(format!("{node}: SCRIPT LOAD answered {other:?}")),
+            None => {}
+        }
+    };
+    stream.set_read_timeout(None).map_err(at)?;
+    Ok((stream, sha))
+}
+
+fn connect_all(urls: &[String], ttl: Duration) -> Result<(Vec<StdStream>, Cmds), String> {
+    let mut streams = Vec::with_capacity(urls.len());
+    let mut sha = Vec::new();
+    for url in urls {
+        let (s, h) = connect_node(url)?;
+        streams.push(s);
+        sha = h;
+    }
+    let mut ttl_ms = Vec::new();
+    resp::push_usize(&mut ttl_ms, ttl.as_millis() as usize);
+    Ok((streams, Cmds { ttl_ms, sha }))
+}
+
+/// A held floor lock.
+#[derive(Debug)]
+pub struct FloorHeld {
+    key: Vec<u8>,
+    token: [u8; 40],
+}
+
+fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+// ----- floor-tokio -------------------------------------------------------------------------
+
+/// The async floor on a current-thread tokio runtime.
+#[derive(Debug)]
+pub struct TokioFloor;
+
+/// The URLs; every locker connects its own sockets.
+#[derive(Debug)]
+pub struct FloorUrls {
+    urls: Vec<String>,
+    ttl: Duration,
+}
+
+impl AsyncTarget for TokioFloor {
+    type Exec = TokioExec;
+    type Factory = FloorUrls;
+
+    fn exec(&self) -> Result<TokioExec, String> {
+        TokioExec::current_thread()
+    }
+
+    async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
+        Ok(FloorUrls { urls: urls.to_vec(), ttl })
+    }
+}
+
+impl LockerFactory for FloorUrls {
+    type Locker = TokioFloorLocker;
+
+    async fn locker(&self) -> Result<TokioFloorLocker, String> {
+        let (streams, cmds) = connect_all(&self.urls, self.ttl)?;
+        let mut socks = Vec::with_capacity(streams.len());
+        for s in streams {
+            s.set_nonblocking(true).map_err(|e| e.to_string())?;
+            socks.push(tokio::net::TcpStream::from_std(s).map_err(|e| e.to_string())?);
+        }
+        let n = socks.len();
+        Ok(TokioFloorLocker {
+            socks,
+            inbox: (0..n).map(|_| Inbox::default()).collect(),
+            cmds,
+            tokens: Tokens::new(n as u64),
+            out: Vec::with_capacity(256),
+            scratch: vec![0; READ_CHUNK],
+        })
+    }
+}
+
+/// One locker of the async floor: N sockets of its own.
+#[derive(Debug)]
+pub struct TokioFloorLocker {
+    socks: Vec<tokio::net::TcpStream>,
+    inbox: Vec<Inbox>,
+    cmds: Cmds,
+    tokens: Tokens,
+    out: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl TokioFloorLocker {
+    /// Write `self.out` to every node, read one reply from each; the number of yes.
+    async fn round(&mut self) -> Result<usize, String> {
+        for s in &mut self.socks {
+            s.write_all(&self.out).await.map_err(|e| e.to_string())?;
+        }
+        for ib in &mut self.inbox {
+            ib.reset();
+        }
+        let (socks, inbox, scratch) = (&self.socks, &mut self.inbox, &mut self.scratch);
+        let read_all = poll_fn(|cx| {
+            let mut pending = false;
+            for (s, ib) in socks.iter().zip(inbox.iter_mut()) {
+                while ib.count() < 1 {
+                    match s.poll_read_ready(cx) {
+                        TaskPoll::Pending => {
+                            pending = true;
+                            break;
+                        }
+                        TaskPoll::Ready(Err(e)) => return TaskPoll::Ready(Err(e.to_string())),
+                        TaskPoll::Ready(Ok(())) => match s.try_read(scratch) {
+                            Ok(0) => return TaskPoll::Ready(Err("a node closed the connection".to_owned())),
+                            Ok(n) => {
+                                if let Err(e) = ib.feed(&scratch[..n]) {
+                                    return TaskPoll::Ready(Err(e));
+                                }
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                            Err(e) => return TaskPoll::Ready(Err(e.to_string())),
+                        },
+                    }
+                }
+            }
+            if pending { TaskPoll::Pending } else { TaskPoll::Ready(Ok(())) }
+        });
+        tokio::time::timeout(ROUND_TIMEOUT, read_all).await.map_err(|_| "no reply within 10 s".to_owned())??;
+        Ok(self.inbox.iter().filter(|ib| ib.yes[0]).count())
+    }
+
+    /// One attempt: `None` if no quorum (then released everywhere).
+    async fn attempt(&mut self, key: &str) -> Result<Option<FloorHeld>, String> {
+        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.tokens.token() };
+        self.out.clear();
+        self.cmds.set(&mut self.out, &held.key, &held.token);
+        if self.round().await? >= quorum(self.socks.len()) {
+            return Ok(Some(held));
+        }
+        self.out.clear();
+        self.cmds.release(&mut self.out, &held.key, &held.token);
+        self.round().await?;
+        Ok(None)
+    }
+}
+
+impl AsyncLocker for TokioFloorLocker {
+    type Held = FloorHeld;
+
+    async fn acquire(&mut self, key: &str) -> Result<FloorHeld, String> {
+        match self.attempt(key).await? {
+            Some(held) => Ok(held),
+            None => Err(format!("not acquired: no quorum ({})", self.votes())),
+        }
+    }
+
+    async fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
+        loop {
+            if let Some(held) = self.attempt(key).await? {
+                return Ok(held);
+            }
+            tokio::time::sleep(self.tokens.jitter()).await;
+        }
+    }
+
+    async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
+        self.out.clear();
+        self.cmds.release(&mut self.out, &held.key, &held.token);
+        let yes = self.round().await?;
+        if yes >= quorum(self.socks.len()) { Ok(()) } else { Err(format!("release: {}", self.votes())) }
+    }
+
+    fn release_detached(&mut self, _held: FloorHeld) {
+        // Never called: the floors sit out the stalled scenario.
+    }
+}
+
+impl TokioFloorLocker {
+    fn votes(&self) -> String {
+        votes(&self.inbox)
+    }
+}
+
+fn votes(inbox: &[Inbox]) -> String {
+    let yes = inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count();
+    let error = inbox.iter().find_map(|ib| ib.error.as_deref());
+    match error {
+        Some(e) => format!("{yes} of {} nodes said yes; an error: {e}", inbox.len()),
+        None => format!("{yes} of {} nodes said yes", inbox.len()),
+    }
+}
+
+// ----- mio sockets -------------------------------------------------------------------------
+
+/// N non-blocking mio sockets with a `Poll` of their own; one phase at a time.
+#[derive(Debug)]
+pub struct MioNodes {
+    poll: Poll,
+    events: Events,
+    socks: Vec<MioStream>,
+    inbox: Vec<Inbox>,
+    written: Vec<usize>,
+    write_interest: Vec<bool>,
+    scratch: Vec<u8>,
+    cmds: Cmds,
+}
+
+impl MioNodes {
+    /// Connect to `urls` and load the release script.
+    fn connect(urls: &[String], ttl: Duration) -> Result<MioNodes, String> {
+        let (streams, cmds) = connect_all(urls, ttl)?;
+        let poll = Poll::new().map_err(|e| e.to_string())?;
+        let mut socks = Vec::with_capacity(streams.len());
+        for (i, s) in streams.into_iter().enumerate() {
+            s.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let mut s = MioStream::from_std(s);
+            poll.registry().register(&mut s, Token(i), Interest::READABLE).map_err(|e| e.to_string())?;
+            socks.push(s);
+        }
+        let n = socks.len();
+        Ok(MioNodes {
+            poll,
+            events: Events::with_capacity(64),
+            socks,
+            inbox: (0..n).map(|_| Inbox::default()).collect(),
+            written: vec![0; n],
+            write_interest: vec![false; n],
+            scratch: vec![0; READ_CHUNK],
+            cmds,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.socks.len()
+    }
+
+    /// Write `out` to every node and read `want` replies from each.
+    fn round(&mut self, out: &[u8], want: usize) -> Result<(), String> {
+        for i in 0..self.socks.len() {
+            self.inbox[i].reset();
+            self.written[i] = 0;
+            self.write(i, out)?;
+        }
+        let deadline = Instant::now() + ROUND_TIMEOUT;
+        loop {
+            let done = (0..self.socks.len()).all(|i| self.written[i] == out.len() && self.inbox[i].count() >= want);
+            if done {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("no reply within 10 s".into());
+            }
+            match self.poll.poll(&mut self.events, Some(left)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+            let ready: Vec<(usize, bool, bool)> = self
+                .events
+                .iter()
+                .map(|e| (e.token().0, e.is_writable(), e.is_readable() || e.is_read_closed() || e.is_error()))
+                .collect();
+            for (i, writable, readable) in ready {
+                if writable && self.written[i] < out.len() {
+                    self.write(i, out)?;
+                }
+                if readable {
+                    self.read(i)?;
+                }
+            }
+        }
+    }
+
+    /// Write as much of the rest of `out` to node `i` as it takes; ask for `WRITABLE` only
+    /// while something is left.
+    fn write(&mut self, i: usize, out: &[u8]) -> Result<(), String> {
+        while self.written[i] < out.len() {
+            match self.socks[i].write(&out[self.written[i]..]) {
+                Ok(0) => return Err("a node stopped taking bytes".into()),
+                Ok(n) => self.written[i] += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let want = self.written[i] < out.len();
+        if want != self.write_interest[i] {
+            let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+            self.poll.registry().reregister(&mut self.socks[i], Token(i), interest).map_err(|e| e.to_string())?;
+            self.write_interest[i] = want;
+        }
+        Ok(())
+    }
+
+    /// Read node `i` until `WouldBlock` (edge-triggered).
+    fn read(&mut self, i: usize) -> Result<(), String> {
+        loop {
+            match self.socks[i].read(&mut self.scratch) {
+                Ok(0) => return Err("a node closed the connection".into()),
+                Ok(n) => self.inbox[i].feed(&self.scratch[..n])?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+// ----- floor-mio ---------------------------------------------------------------------------
+
+/// The blocking-style floor: mio sockets per locker.
+#[derive(Debug)]
+pub struct MioFloor;
+
+impl BlockingTarget for MioFloor {
+    type Factory = FloorUrls;
+
+    fn connect(&self, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
+        Ok(FloorUrls { urls: urls.to_vec(), ttl })
+    }
+}
+
+impl BlockingFactory for FloorUrls {
+    type Locker = MioFloorLocker;
+
+    fn locker(&self) -> Result<MioFloorLocker, String> {
+        let nodes = MioNodes::connect(&self.urls, self.ttl)?;
+        Ok(MioFloorLocker { tokens: Tokens::new(nodes.len() as u64 + 7), nodes, out: Vec::with_capacity(256) })
+    }
+}
+
+/// One locker of the blocking floor.
+#[derive(Debug)]
+pub struct MioFloorLocker {
+    nodes: MioNodes,
+    tokens: Tokens,
+    out: Vec<u8>,
+}
+
+impl MioFloorLocker {
+    fn yes(&self) -> usize {
+        self.nodes.inbox.iter().filter(|ib| ib.yes[0]).count()
+    }
+
+    fn attempt(&mut self, key: &str) -> Result<Option<FloorHeld>, String> {
+        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.tokens.token() };
+        self.out.clear();
+        self.nodes.cmds.set(&mut self.out, &held.key, &held.token);
+        self.nodes.round(&self.out, 1)?;
+        if self.yes() >= quorum(self.nodes.len()) {
+            return Ok(Some(held));
+        }
+        self.out.clear();
+        self.nodes.cmds.release(&mut self.out, &held.key, &held.token);
+        self.nodes.round(&self.out, 1)?;
+        Ok(None)
+    }
+}
+
+impl BlockingLocker for MioFloorLocker {
+    type Held = FloorHeld;
+
+    fn acquire(&mut self, key: &str) -> Result<FloorHeld, String> {
+        self.attempt(key)?.ok_or_else(|| format!("not acquired: no quorum ({})", votes(&self.nodes.inbox)))
+    }
+
+    fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
+        loop {
+            if let Some(held) = self.attempt(key)? {
+                return Ok(held);
+            }
+            std::thread::sleep(self.tokens.jitter());
+        }
+    }
+
+    fn release(&mut self, held: FloorHeld) -> Result<(), String> {
+        self.out.clear();
+        self.nodes.cmds.release(&mut self.out, &held.key, &held.token);
+        self.nodes.round(&self.out, 1)?;
+        if self.yes() >= quorum(self.nodes.len()) {
+            Ok(())
+        } else {
+            Err(format!("release: {}", votes(&self.nodes.inbox)))
+        }
+    }
+
+    fn release_detached(&mut self, held: FloorHeld) {
+        // Not used (the floors sit out the stalled scenario); release and wait.
+        let _ = self.release(held);
+    }
+}
+
+// ----- floor-pipelined ---------------------------------------------------------------------
+
+/// The ideal throughput client: one socket per node shared by every locker, one write per
+/// node per phase, lockstep.
+#[derive(Debug)]
+pub struct Pipelined;
+
+impl Subject for Pipelined {
+    fn name(&self) -> &str {
+        "floor-pipelined"
+    }
+
+    fn about(&self) -> String {
+        "one mio socket per node shared by all lockers: each phase writes every locker's command in one write per node and reads all replies (lockstep, one thread)".into()
+    }
+
+    fn role(&self) -> Role {
+        Role::Floor
+    }
+
+    fn style(&self) -> Style {
+        Style::Blocking
+    }
+
+    fn supports(&self, scenario: Scenario) -> bool {
+        scenario == Scenario::Throughput
+    }
+
+    fn sequential(&self, _: &[String], _: Common, _: SeqPlan) -> Result<Sequential, String> {
+        Err("floor-pipelined only measures throughput".into())
+    }
+
+    fn throughput(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: LoadPlan,
+        lockers: usize,
+    ) -> Result<Throughput, String> {
+        let mut nodes = MioNodes::connect(urls, common.ttl)?;
+        let q = quorum(nodes.len());
+        let keys: Vec<Vec<u8>> = (0..lockers).map(|i| keys::own(i).into_bytes()).collect();
+        let mut tokens = Tokens::new(lockers as u64);
+        let mut held = vec![[0u8; 40]; lockers];
+        let mut out = Vec::with_capacity(lockers * 128);
+        let mut granted = Vec::with_capacity(lockers);
+        let state = LoadState::new(1);
+        let mut latency = Samples::with_capacity(1 << 16);
+        let mut first_error = None;
+        let warm_until = Instant::now() + plan.warmup;
+        let mut window = None;
+        let mut window_end = None;
+        loop {
+            let t0 = Instant::now();
+            out.clear();
+            for (key, token) in keys.iter().zip(&mut held) {
+                *token = tokens.token();
+                nodes.cmds.set(&mut out, key, token);
+            }
+            nodes.round(&out, lockers)?;
+            granted.clear();
+            granted.extend((0..lockers).map(|j| nodes.inbox.iter().filter(|ib| ib.yes[j]).count() >= q));
+            out.clear();
+            for (key, token) in keys.iter().zip(&held) {
+                nodes.cmds.release(&mut out, key, token);
+            }
+            nodes.round(&out, lockers)?;
+            let took = t0.elapsed();
+            let mut ok = 0;
+            for (j, granted) in granted.iter().enumerate() {
+                let released = nodes.inbox.iter().filter(|ib| ib.yes[j]).count() >= q;
+                if *granted && released {
+                    ok += 1;
+                    if state.recording() {
+                        latency.push(took);
+                    }
+                } else {
+                    state.failed();
+                    first_error.get_or_insert_with(|| format!("locker {j}: granted {granted}, released {released}"));
+                }
+            }
+            state.done[0].fetch_add(ok, std::sync::atomic::Ordering::Relaxed);
+            let now = Instant::now();
+            match (&window, window_end) {
+                (None, _) if now >= warm_until => {
+                    window = Some(state.open());
+                    window_end = Some(Instant::now() + plan.window);
+                }
+                (Some(_), Some(end)) if now >= end => break,
+                _ => {}
+            }
+        }
+        let closed = state.close(window.ok_or("the window never opened")?);
+        Ok(Throughput {
+            lockers,
+            cycles: closed.per_locker.iter().sum(),
+            elapsed: closed.elapsed,
+            cpu: closed.cpu,
+            latency: latency.into_dist(),
+            errors: closed.errors,
+            first_error,
+        })
+    }
+
+    fn stalled(
+        &self,
+        _: &[String],
+        _: Common,
+        _: &StallPlan,
+        _: &mut dyn FnMut(usize),
+    ) -> Result<Vec<StallLevel>, String> {
+        Err("floor-pipelined only measures throughput".into())
+    }
+
+    fn contention(&self, _: &[String], _: Common, _: LoadPlan, _: usize) -> Result<Contention, String> {
+        Err("floor-pipelined only measures throughput".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_hex_and_differ() {
+        let mut t = Tokens::new(1);
+        let (a, b) = (t.token(), t.token());
+        assert_ne!(a, b);
+        assert!(a.iter().all(|c| c.is_ascii_hexdigit()));
+        for _ in 0..100 {
+            let d = t.jitter();
+            assert!(d >= Duration::from_millis(20) && d <= Duration::from_millis(200));
+        }
+    }
+
+    #[test]
+    fn an_inbox_takes_replies_split_anywhere() {
+        let mut ib = Inbox::default();
+        let stream = b"+OK\r\n$-1\r\n:1\r\n-NOSCRIPT no\r\n:0\r\n";
+        for b in stream.chunks(1) {
+            ib.feed(b).unwrap();
+        }
+        assert_eq!(ib.yes, vec![true, false, true, false, false]);
+        assert_eq!(ib.error.as_deref(), Some("NOSCRIPT no"));
+        assert!(ib.buf.is_empty());
+    }
+}

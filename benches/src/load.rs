@@ -1,0 +1,116 @@
+//! State shared by concurrent lockers and the thread that times the window.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::cpu::process_cpu_time;
+
+/// Flags and per-locker counters of one timed measurement.
+#[derive(Debug)]
+pub(crate) struct LoadState {
+    /// Lockers stop after their current cycle.
+    pub(crate) stop: AtomicBool,
+    /// The window is open: record latencies and count errors.
+    pub(crate) recording: AtomicBool,
+    /// Completed cycles (or acquisitions) per locker, since the start.
+    pub(crate) done: Vec<AtomicU64>,
+    /// Failures while the window was open.
+    pub(crate) errors: AtomicU64,
+}
+
+impl LoadState {
+    pub(crate) fn new(lockers: usize) -> Self {
+        LoadState {
+            stop: AtomicBool::new(false),
+            recording: AtomicBool::new(false),
+            done: (0..lockers).map(|_| AtomicU64::new(0)).collect(),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn recording(&self) -> bool {
+        self.recording.load(Ordering::Relaxed)
+    }
+
+    /// One cycle of locker `i` completed.
+    pub(crate) fn completed(&self, i: usize) {
+        self.done[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One failure; counted only while the window is open.
+    pub(crate) fn failed(&self) {
+        if self.recording() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.done.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Open the window: take the counters, the clock and the CPU time, start recording.
+    pub(crate) fn open(&self) -> Window {
+        let window = Window { counts: self.counts(), cpu: process_cpu_time(), at: Instant::now() };
+        self.recording.store(true, Ordering::Relaxed);
+        window
+    }
+
+    /// Close the window and tell the lockers to stop.
+    pub(crate) fn close(&self, window: Window) -> Closed {
+        let at = Instant::now();
+        let cpu = process_cpu_time();
+        let counts = self.counts();
+        self.recording.store(false, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        Closed {
+            per_locker: counts.iter().zip(&window.counts).map(|(b, a)| b - a).collect(),
+            elapsed: at - window.at,
+            cpu: cpu.saturating_sub(window.cpu),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The counters when the window opened.
+#[derive(Debug)]
+pub(crate) struct Window {
+    counts: Vec<u64>,
+    cpu: Duration,
+    at: Instant,
+}
+
+/// What happened inside the window.
+#[derive(Debug)]
+pub(crate) struct Closed {
+    pub(crate) per_locker: Vec<u64>,
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu: Duration,
+    pub(crate) errors: u64,
+}
+
+/// Keys of the scenarios (every measurement runs on a fresh cluster).
+pub(crate) mod keys {
+    /// The one key of the sequential scenario.
+    pub(crate) const SEQUENTIAL: &str = "bench:seq";
+    /// The one key every contender wants.
+    pub(crate) const CONTENDED: &str = "bench:hot";
+
+    /// Locker `i`'s own key under load.
+    pub(crate) fn own(i: usize) -> String {
+        format!("bench:tp:{i}")
+    }
+
+    /// A fresh key per acquisition of the stalled scenario.
+    pub(crate) fn stalled(paused: usize, j: usize) -> String {
+        format!("bench:stall:{paused}:{j}")
+    }
+
+    /// A fresh key per warm-up acquisition of the stalled scenario.
+    pub(crate) fn warmup(j: usize) -> String {
+        format!("bench:warm:{j}")
+    }
+}

@@ -1,0 +1,282 @@
+//! Command-line options and the measurement plan (counts and durations per mode).
+
+use std::fmt;
+use std::time::Duration;
+
+/// How much to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A smoke test of a few seconds: tiny counts, every subject and scenario, nothing written.
+    Quick,
+    /// The full benchmark of the issue (about ten minutes on two cores).
+    Full,
+}
+
+/// One of the five measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// Lock+unlock on one key, one after the other.
+    Sequential,
+    /// Concurrent lockers, each on its own key.
+    Throughput,
+    /// The sequential p50 for several node counts.
+    Scaling,
+    /// Acquire latency with a paused minority of the nodes.
+    Stalled,
+    /// Many lockers on one key.
+    Contention,
+}
+
+impl Scenario {
+    /// Every scenario, in the order they run.
+    pub const ALL: [Scenario; 5] =
+        [Scenario::Sequential, Scenario::Throughput, Scenario::Scaling, Scenario::Stalled, Scenario::Contention];
+
+    /// The name used on the command line and in the progress display.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Sequential => "sequential",
+            Scenario::Throughput => "throughput",
+            Scenario::Scaling => "scaling",
+            Scenario::Stalled => "stalled",
+            Scenario::Contention => "contention",
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the command line asked for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Quick or full.
+    pub mode: Mode,
+    /// `--only` words: scenario names select scenarios, other words select the subjects whose
+    /// name contains them. Empty: everything.
+    pub only: Vec<String>,
+    /// `--no-write`: print only, even after a full unfiltered run.
+    pub no_write: bool,
+    /// `--help` was given.
+    pub help: bool,
+    /// Arguments that were not understood (ignored with a warning: `cargo test` and
+    /// `cargo bench` pass their own filters to every target).
+    pub ignored: Vec<String>,
+}
+
+/// The usage text for `--help`.
+pub const USAGE: &str = "\
+cross-runtime latency/throughput benchmark of redlease against the floor and its peers
+
+usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   (full run, writes docs/)
+       cargo test  -p redlease-benches --bench runtimes                (quick smoke run)
+
+options:
+  --quick            a few seconds with tiny counts; prints the tables, writes nothing
+  --only WORDS       comma-separated: scenario names (sequential, throughput, scaling,
+                     stalled, contention) and/or parts of subject names (tokio, floor, mio,
+                     rslock, ...); a filtered run writes nothing
+  --no-write         print the tables only, do not write docs/benchmarks.md and the charts
+  -h, --help         this text";
+
+impl Options {
+    /// Parse the arguments after the program name. `--bench` (passed by `cargo bench`)
+    /// selects the full run unless `--quick` is given; without it the run is quick.
+    pub fn parse<I, S>(args: I) -> Result<Options, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut bench = false;
+        let mut quick = false;
+        let mut opts =
+            Options { mode: Mode::Quick, only: Vec::new(), no_write: false, help: false, ignored: Vec::new() };
+        let mut args = args.into_iter().map(Into::into);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--bench" => bench = true,
+                "--quick" => quick = true,
+                "--no-write" => opts.no_write = true,
+                "-h" | "--help" => opts.help = true,
+                "--only" => {
+                    let words = args.next().ok_or("--only needs a value, e.g. --only tokio,floor")?;
+                    opts.only.extend(split_words(&words));
+                }
+                _ => match arg.strip_prefix("--only=") {
+                    Some(words) => opts.only.extend(split_words(words)),
+                    None => opts.ignored.push(arg),
+                },
+            }
+        }
+        if opts.only.iter().any(String::is_empty) {
+            return Err("--only needs non-empty words, e.g. --only tokio,floor".into());
+        }
+        opts.mode = if bench && !quick { Mode::Full } else { Mode::Quick };
+        Ok(opts)
+    }
+
+    /// Whether `scenario` is selected by `--only`.
+    pub fn wants_scenario(&self, scenario: Scenario) -> bool {
+        let named: Vec<&String> = self.only.iter().filter(|w| is_scenario(w)).collect();
+        named.is_empty() || named.iter().any(|w| w.as_str() == scenario.name())
+    }
+
+    /// Whether the subject called `name` is selected by `--only`.
+    pub fn wants_subject(&self, name: &str) -> bool {
+        let words: Vec<&String> = self.only.iter().filter(|w| !is_scenario(w)).collect();
+        words.is_empty() || words.iter().any(|w| name.contains(w.as_str()))
+    }
+
+    /// Whether the results go to `docs/`: a full run of everything, not told otherwise.
+    pub fn writes_docs(&self) -> bool {
+        self.mode == Mode::Full && self.only.is_empty() && !self.no_write
+    }
+}
+
+fn split_words(s: &str) -> impl Iterator<Item = String> + '_ {
+    s.split(',').map(|w| w.trim().to_ascii_lowercase())
+}
+
+fn is_scenario(word: &str) -> bool {
+    Scenario::ALL.iter().any(|s| s.name() == word)
+}
+
+/// Counts for sequential lock+unlock cycles.
+#[derive(Clone, Copy, Debug)]
+pub struct SeqPlan {
+    /// Cycles run first and not recorded.
+    pub warmup: usize,
+    /// Cycles recorded.
+    pub cycles: usize,
+}
+
+/// Durations of a timed measurement with concurrent lockers.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadPlan {
+    /// Time the lockers run before the window opens.
+    pub warmup: Duration,
+    /// The measured window.
+    pub window: Duration,
+}
+
+/// The stalled-minority measurement.
+#[derive(Clone, Debug)]
+pub struct StallPlan {
+    /// Acquisitions before the first level, not recorded.
+    pub warmup: usize,
+    /// Paused nodes per level, in order (0 = all healthy, the baseline).
+    pub levels: Vec<usize>,
+    /// Most acquisitions recorded per level.
+    pub max_samples: usize,
+    /// Time bound per level: a subject that waits long on a paused node stops early.
+    pub cap: Duration,
+}
+
+/// Everything one run measures.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Quick or full.
+    pub mode: Mode,
+    /// Nodes of every scenario but scaling.
+    pub nodes: usize,
+    /// TTL of every lock.
+    pub ttl: Duration,
+    /// Sequential cycles.
+    pub sequential: SeqPlan,
+    /// Locker counts of the throughput scenario.
+    pub lockers: Vec<usize>,
+    /// Throughput timing.
+    pub throughput: LoadPlan,
+    /// Node counts of the scaling scenario.
+    pub scaling_nodes: Vec<usize>,
+    /// Cycles per node count.
+    pub scaling: SeqPlan,
+    /// The stalled minority.
+    pub stalled: StallPlan,
+    /// Lockers on the one contended key.
+    pub contenders: usize,
+    /// Contention timing.
+    pub contention: LoadPlan,
+}
+
+impl Plan {
+    /// The plan for a mode.
+    pub fn new(mode: Mode) -> Plan {
+        match mode {
+            Mode::Full => Plan {
+                mode,
+                nodes: 5,
+                ttl: Duration::from_secs(10),
+                sequential: SeqPlan { warmup: 200, cycles: 3_000 },
+                lockers: vec![1, 16, 256],
+                throughput: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(5) },
+                scaling_nodes: vec![1, 3, 5, 7, 9],
+                scaling: SeqPlan { warmup: 100, cycles: 1_000 },
+                stalled: StallPlan {
+                    warmup: 200,
+                    levels: vec![0, 1, 2],
+                    max_samples: 1_000,
+                    cap: Duration::from_secs(5),
+                },
+                contenders: 16,
+                contention: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(5) },
+            },
+            Mode::Quick => Plan {
+                mode,
+                nodes: 5,
+                ttl: Duration::from_secs(10),
+                sequential: SeqPlan { warmup: 10, cycles: 60 },
+                lockers: vec![1, 16, 256],
+                throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(100) },
+                scaling_nodes: vec![1, 3, 9],
+                scaling: SeqPlan { warmup: 5, cycles: 20 },
+                stalled: StallPlan {
+                    warmup: 5,
+                    levels: vec![0, 1, 2],
+                    max_samples: 20,
+                    cap: Duration::from_millis(250),
+                },
+                contenders: 16,
+                contention: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(150) },
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_bench_runs_full_and_cargo_test_runs_quick() {
+        assert_eq!(Options::parse(["--bench"]).unwrap().mode, Mode::Full);
+        assert_eq!(Options::parse(Vec::<String>::new()).unwrap().mode, Mode::Quick);
+        assert_eq!(Options::parse(["--bench", "--quick"]).unwrap().mode, Mode::Quick);
+        assert!(Options::parse(["--bench"]).unwrap().writes_docs());
+        assert!(!Options::parse(["--bench", "--no-write"]).unwrap().writes_docs());
+        assert!(!Options::parse(["--quick"]).unwrap().writes_docs());
+    }
+
+    #[test]
+    fn only_selects_scenarios_and_subjects() {
+        let o = Options::parse(["--bench", "--only", "tokio,Floor"]).unwrap();
+        assert!(!o.writes_docs());
+        assert!(o.wants_subject("tokio-mt") && o.wants_subject("floor-mio") && !o.wants_subject("rslock"));
+        assert!(Scenario::ALL.iter().all(|&s| o.wants_scenario(s)));
+        let o = Options::parse(["--only=stalled,rslock"]).unwrap();
+        assert!(o.wants_scenario(Scenario::Stalled) && !o.wants_scenario(Scenario::Sequential));
+        assert!(o.wants_subject("rslock") && !o.wants_subject("smol"));
+    }
+
+    #[test]
+    fn bad_and_unknown_arguments() {
+        assert!(Options::parse(["--only"]).unwrap_err().contains("--only needs a value"));
+        assert!(Options::parse(["--only", "a,,b"]).unwrap_err().contains("non-empty"));
+        let o = Options::parse(["--nocapture", "--bench"]).unwrap();
+        assert_eq!(o.ignored, vec!["--nocapture".to_owned()]);
+        assert!(Options::parse(["-h"]).unwrap().help);
+    }
+}

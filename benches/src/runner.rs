@@ -1,0 +1,294 @@
+//! Runs every selected scenario over every selected subject, each measurement on a fresh
+//! cluster of real `redis-server` processes, with a progress display on stderr and each
+//! scenario's table on stdout as soon as it is done.
+
+use std::io::Write as _;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant, SystemTime};
+
+use redlease_tests::Cluster;
+
+use crate::plan::{Options, Plan, Scenario};
+use crate::report;
+use crate::stats::{fmt_latency, fmt_rate};
+use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+
+/// One measurement's outcome.
+#[derive(Clone, Debug)]
+pub struct Entry<T> {
+    /// The subject's name.
+    pub subject: String,
+    /// Lockers (throughput) or nodes (scaling); 0 elsewhere.
+    pub point: usize,
+    /// The figures, or why there are none.
+    pub result: Result<T, String>,
+}
+
+/// A subject as the report describes it.
+#[derive(Clone, Debug)]
+pub struct SubjectInfo {
+    /// Short name.
+    pub name: String,
+    /// One line on what it is.
+    pub about: String,
+    /// Adapter, floor or peer.
+    pub role: Role,
+    /// Async or blocking.
+    pub style: Style,
+    /// The scenarios it takes part in.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug)]
+pub struct Results {
+    /// What was planned.
+    pub plan: Plan,
+    /// The subjects that ran, in table order.
+    pub subjects: Vec<SubjectInfo>,
+    /// The scenarios that ran.
+    pub scenarios: Vec<Scenario>,
+    /// Sequential cycles on `plan.nodes` nodes.
+    pub sequential: Vec<Entry<Sequential>>,
+    /// Throughput per locker count.
+    pub throughput: Vec<Entry<Throughput>>,
+    /// Sequential cycles per node count.
+    pub scaling: Vec<Entry<Sequential>>,
+    /// Acquire latency per number of paused nodes.
+    pub stalled: Vec<Entry<Vec<StallLevel>>>,
+    /// One key, many lockers.
+    pub contention: Vec<Entry<Contention>>,
+    /// When the run started.
+    pub started: SystemTime,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl Results {
+    /// Measurements that produced no figures.
+    pub fn failures(&self) -> Vec<String> {
+        fn collect<T>(out: &mut Vec<String>, what: &str, list: &[Entry<T>]) {
+            for e in list {
+                if let Err(why) = &e.result {
+                    out.push(format!("{} {what} {}: {why}", e.subject, e.point));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        collect(&mut out, "sequential", &self.sequential);
+        collect(&mut out, "throughput", &self.throughput);
+        collect(&mut out, "scaling", &self.scaling);
+        collect(&mut out, "stalled", &self.stalled);
+        collect(&mut out, "contention", &self.contention);
+        out
+    }
+
+    /// The subject called `name`.
+    pub fn subject(&self, name: &str) -> Option<&SubjectInfo> {
+        self.subjects.iter().find(|s| s.name == name)
+    }
+}
+
+/// The figures of `subject` at `point` in `list`, if it measured any.
+pub fn find<'a, T>(list: &'a [Entry<T>], subject: &str, point: usize) -> Option<&'a T> {
+    list.iter().find(|e| e.subject == subject && e.point == point).and_then(|e| e.result.as_ref().ok())
+}
+
+/// Run what `opts` selects over `subjects`. Fails only if no cluster can be started at all
+/// (e.g. `redis-server` is not installed); a subject that fails is reported and skipped.
+pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, String> {
+    let plan = Plan::new(opts.mode);
+    let chosen: Vec<&dyn Subject> =
+        subjects.iter().map(|s| s.as_ref()).filter(|s| opts.wants_subject(s.name())).collect();
+    let scenarios: Vec<Scenario> = Scenario::ALL.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
+    if chosen.is_empty() {
+        return Err("--only selects no subject".into());
+    }
+    check_redis()?;
+    let mut results = Results {
+        plan: plan.clone(),
+        subjects: chosen
+            .iter()
+            .map(|s| SubjectInfo {
+                name: s.name().to_owned(),
+                about: s.about(),
+                role: s.role(),
+                style: s.style(),
+                scenarios: Scenario::ALL.into_iter().filter(|&sc| s.supports(sc)).collect(),
+            })
+            .collect(),
+        scenarios: scenarios.clone(),
+        sequential: Vec::new(),
+        throughput: Vec::new(),
+        scaling: Vec::new(),
+        stalled: Vec::new(),
+        contention: Vec::new(),
+        started: SystemTime::now(),
+        elapsed: Duration::ZERO,
+    };
+    let total = scenarios
+        .iter()
+        .map(|&sc| {
+            let points = match sc {
+                Scenario::Throughput => plan.lockers.len(),
+                Scenario::Scaling => plan.scaling_nodes.len(),
+                _ => 1,
+            };
+            chosen.iter().filter(|s| s.supports(sc)).count() * points
+        })
+        .sum();
+    let mut progress = Progress { step: 0, total, started: Instant::now() };
+    let common = Common { ttl: plan.ttl };
+    for &scenario in &scenarios {
+        for s in chosen.iter().filter(|s| s.supports(scenario)) {
+            let name = s.name().to_owned();
+            match scenario {
+                Scenario::Sequential => {
+                    let result = progress.item(
+                        &name,
+                        "sequential",
+                        plan.nodes,
+                        |c| s.sequential(&c.urls(), common, plan.sequential),
+                        |r| format!("cycle p50 {}", p50(&r.cycle)),
+                    );
+                    results.sequential.push(Entry { subject: name.clone(), point: 0, result });
+                }
+                Scenario::Throughput => {
+                    for &lockers in &plan.lockers {
+                        let what = format!("throughput, {lockers} locker{}", if lockers == 1 { "" } else { "s" });
+                        let result = progress.item(
+                            &name,
+                            &what,
+                            plan.nodes,
+                            |c| s.throughput(&c.urls(), common, plan.throughput, lockers),
+                            |r| format!("{} cycles/s, p50 {}", fmt_rate(r.rate()), p50(&r.latency)),
+                        );
+                        results.throughput.push(Entry { subject: name.clone(), point: lockers, result });
+                    }
+                }
+                Scenario::Scaling => {
+                    for &nodes in &plan.scaling_nodes {
+                        let what = format!("scaling, N = {nodes}");
+                        let result = progress.item(
+                            &name,
+                            &what,
+                            nodes,
+                            |c| s.sequential(&c.urls(), common, plan.scaling),
+                            |r| format!("cycle p50 {}", p50(&r.cycle)),
+                        );
+                        results.scaling.push(Entry { subject: name.clone(), point: nodes, result });
+                    }
+                }
+                Scenario::Stalled => {
+                    let result = progress.item(
+                        &name,
+                        "stalled minority",
+                        plan.nodes,
+                        |c| {
+                            let n = c.len();
+                            let mut paused = 0;
+                            let mut stall = |want: usize| {
+                                while paused < want.min(n) {
+                                    c.node(n - 1 - paused).pause();
+                                    paused += 1;
+                                }
+                                while paused > want {
+                                    paused -= 1;
+                                    c.node(n - 1 - paused).resume();
+                                }
+                            };
+                            s.stalled(&c.urls(), common, &plan.stalled, &mut stall)
+                        },
+                        |levels| {
+                            levels
+                                .iter()
+                                .map(|l| match l.blocked {
+                                    Some(d) => format!("{} paused: blocked > {}", l.paused, fmt_latency(d)),
+                                    None => format!("{} paused: p50 {}", l.paused, p50(&l.acquire)),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        },
+                    );
+                    results.stalled.push(Entry { subject: name.clone(), point: 0, result });
+                }
+                Scenario::Contention => {
+                    let what = format!("contention, {} lockers on one key", plan.contenders);
+                    let result = progress.item(
+                        &name,
+                        &what,
+                        plan.nodes,
+                        |c| s.contention(&c.urls(), common, plan.contention, plan.contenders),
+                        |r| format!("{} acquisitions/s", fmt_rate(r.rate())),
+                    );
+                    results.contention.push(Entry { subject: name.clone(), point: 0, result });
+                }
+            }
+        }
+        results.elapsed = progress.started.elapsed();
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "\n{}", report::scenario_section(&results, scenario));
+        let _ = out.flush();
+    }
+    results.elapsed = progress.started.elapsed();
+    Ok(results)
+}
+
+fn p50(d: &crate::stats::Dist) -> String {
+    d.p50().map_or_else(|| "-".to_owned(), fmt_latency)
+}
+
+/// Start and stop one node, so that a missing `redis-server` is one clear message.
+fn check_redis() -> Result<(), String> {
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = catch_unwind(|| drop(Cluster::builder().nodes(1).start()));
+    std::panic::set_hook(quiet);
+    outcome.map_err(|p| format!("cannot start redis-server: {}", panic_text(p.as_ref())))
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// The `[k/n] subject what ... result (time)` lines on stderr.
+struct Progress {
+    step: usize,
+    total: usize,
+    started: Instant,
+}
+
+impl Progress {
+    fn item<T>(
+        &mut self,
+        subject: &str,
+        what: &str,
+        nodes: usize,
+        measure: impl FnOnce(&Cluster) -> Result<T, String>,
+        summary: impl FnOnce(&T) -> String,
+    ) -> Result<T, String> {
+        self.step += 1;
+        eprint!("[{:>2}/{}] {subject:<16} {what} ... ", self.step, self.total);
+        let _ = std::io::stderr().flush();
+        let t0 = Instant::now();
+        let result = match catch_unwind(|| Cluster::builder().nodes(nodes).start()) {
+            Err(p) => Err(format!("cluster of {nodes} did not start: {}", panic_text(p.as_ref()))),
+            Ok(cluster) => {
+                let r = catch_unwind(AssertUnwindSafe(|| measure(&cluster)))
+                    .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(p.as_ref()))));
+                drop(cluster);
+                r
+            }
+        };
+        let took = t0.elapsed().as_secs_f64();
+        let total = self.started.elapsed().as_secs_f64();
+        match &result {
+            Ok(v) => eprintln!("{} ({took:.1} s, {total:.0} s in all)", summary(v)),
+            Err(e) => eprintln!("FAILED: {e} ({took:.1} s)"),
+        }
+        result
+    }
+}

@@ -1,0 +1,156 @@
+//! What every subject (adapter, floor, peer) offers the runner, and what it measures.
+
+use std::time::Duration;
+
+use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::stats::{Dist, Spread};
+
+/// What a subject is, for the tables and the ratios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A redlease adapter: the targets apply to it.
+    Adapter,
+    /// A hand-written client with no library in between: the reference.
+    Floor,
+    /// Another Redlock crate from crates.io.
+    Peer,
+}
+
+/// How a subject waits for I/O; an adapter is compared with the floor of its style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Futures on an async runtime.
+    Async,
+    /// Blocking calls or a hand-rolled event loop (mio).
+    Blocking,
+}
+
+/// Settings every measurement shares.
+#[derive(Clone, Copy, Debug)]
+pub struct Common {
+    /// TTL of every lock.
+    pub ttl: Duration,
+}
+
+/// One client under test.
+///
+/// Each method connects to `urls` (a fresh cluster started for this measurement), runs the
+/// measurement and tears its client down. An `Err` is a one-line reason (the runner reports
+/// it and goes on); a scenario the subject does not take part in is never called (see
+/// [`Subject::supports`]).
+pub trait Subject {
+    /// Short name for tables and `--only` (e.g. `tokio-mt`).
+    fn name(&self) -> &str;
+    /// One line saying what it is and how it is run.
+    fn about(&self) -> String;
+    /// Adapter, floor or peer.
+    fn role(&self) -> Role;
+    /// Async or blocking.
+    fn style(&self) -> Style;
+    /// Whether it takes part in `scenario` (a floor that reads every reply cannot take a
+    /// stalled node, for instance).
+    fn supports(&self, scenario: Scenario) -> bool;
+    /// Lock+unlock cycles on one key.
+    fn sequential(&self, urls: &[String], common: Common, plan: SeqPlan) -> Result<Sequential, String>;
+    /// `lockers` concurrent lockers, each on its own key, for the plan's window.
+    fn throughput(&self, urls: &[String], common: Common, plan: LoadPlan, lockers: usize)
+    -> Result<Throughput, String>;
+    /// Acquire latency per level of `plan.levels`: before measuring a level the subject calls
+    /// `stall(paused)`, which pauses nodes until `paused` of them are stopped. Each lock is
+    /// released in the background (without waiting for it) on a key of its own, so that only
+    /// the acquisitions are timed.
+    fn stalled(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: &StallPlan,
+        stall: &mut dyn FnMut(usize),
+    ) -> Result<Vec<StallLevel>, String>;
+    /// `lockers` lockers on one key, each retrying until it gets it, then releasing it.
+    fn contention(&self, urls: &[String], common: Common, plan: LoadPlan, lockers: usize)
+    -> Result<Contention, String>;
+}
+
+/// The outcome of [`Subject::sequential`].
+#[derive(Clone, Debug, Default)]
+pub struct Sequential {
+    /// Whole lock+unlock cycles.
+    pub cycle: Dist,
+    /// Acquisitions alone.
+    pub acquire: Dist,
+    /// Releases alone.
+    pub release: Dist,
+}
+
+/// The outcome of [`Subject::throughput`].
+#[derive(Clone, Debug, Default)]
+pub struct Throughput {
+    /// Lockers.
+    pub lockers: usize,
+    /// Cycles completed in the window.
+    pub cycles: u64,
+    /// The window's actual length.
+    pub elapsed: Duration,
+    /// Process CPU time (user + system) in the window.
+    pub cpu: Duration,
+    /// Cycle latency of the cycles that ended in the window.
+    pub latency: Dist,
+    /// Failed cycles in the window (a lock not acquired, an error).
+    pub errors: u64,
+    /// The first failure, if any.
+    pub first_error: Option<String>,
+}
+
+impl Throughput {
+    /// Cycles per second.
+    pub fn rate(&self) -> f64 {
+        self.cycles as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Client CPU time per cycle, if any cycle completed.
+    pub fn cpu_per_cycle(&self) -> Option<Duration> {
+        (self.cycles > 0).then(|| self.cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
+}
+
+/// One level of [`Subject::stalled`].
+#[derive(Clone, Debug, Default)]
+pub struct StallLevel {
+    /// Paused nodes.
+    pub paused: usize,
+    /// Latency of the successful acquisitions.
+    pub acquire: Dist,
+    /// Acquisitions that failed.
+    pub errors: u64,
+    /// The first failure, if any.
+    pub first_error: Option<String>,
+    /// Set when the subject was still blocked in one acquisition after this long (it has no
+    /// timeout of its own): nothing could be measured at this level or after it.
+    pub blocked: Option<Duration>,
+}
+
+/// The outcome of [`Subject::contention`].
+#[derive(Clone, Debug, Default)]
+pub struct Contention {
+    /// Acquisitions per locker in the window.
+    pub per_locker: Vec<u64>,
+    /// The window's actual length.
+    pub elapsed: Duration,
+    /// Failed attempts reported to the caller in the window (not counting retries inside a
+    /// library).
+    pub errors: u64,
+    /// The first failure, if any.
+    pub first_error: Option<String>,
+}
+
+impl Contention {
+    /// Acquisitions per second, all lockers together.
+    pub fn rate(&self) -> f64 {
+        self.per_locker.iter().sum::<u64>() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// How evenly the acquisitions were shared out.
+    pub fn spread(&self) -> Option<Spread> {
+        Spread::of(&self.per_locker)
+    }
+}
