@@ -67,9 +67,11 @@ struct Slot {
     /// The extension in flight was asked for by the caller (else automatic).
     manual: bool,
     extend_ttl: Duration,
-    /// The time the slot's heap entry is for, and its sequence number.
+    /// When the slot next needs `handle_timeout`.
     wake: Option<Instant>,
-    timer_seq: u32,
+    /// The time of the slot's live entry in the timer heap; never after `wake`. Entries of
+    /// other times are stale and skipped; a later `wake` is queued when this one surfaces.
+    queued: Option<Instant>,
 }
 
 impl Slot {
@@ -104,7 +106,7 @@ impl Slot {
             manual: false,
             extend_ttl: Duration::ZERO,
             wake: None,
-            timer_seq: 0,
+            queued: None,
         }
     }
 
@@ -166,11 +168,13 @@ pub struct Engine {
     slots: Vec<Slot>,
     free: Vec<u32>,
     active: usize,
-    timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
     events: VecDeque<Event>,
     rng: Rng,
     /// Handshake bytes, encoded once.
     handshake: Vec<u8>,
+    /// Reused buffer for a round's command, encoded once and copied to every link.
+    scratch: Vec<u8>,
     handshake_kinds: Vec<Kind>,
 }
 
@@ -192,6 +196,7 @@ impl Engine {
             events: VecDeque::new(),
             rng: Rng::new(config.seed),
             handshake: Vec::new(),
+            scratch: Vec::new(),
             handshake_kinds: Vec::new(),
             config,
         };
@@ -310,51 +315,68 @@ impl Engine {
     /// in order; a partial reply waits for the rest.
     pub fn handle_data(&mut self, now: Instant, node: NodeId, data: &[u8]) {
         let i = node.index();
-        match self.links.get_mut(i) {
-            Some(link) if link.up => link.inbuf.extend_from_slice(data),
+        let buffered = match self.links.get(i) {
+            Some(link) if link.up => !link.inbuf.is_empty(),
             _ => return,
-        }
-        loop {
-            let link = &mut self.links[i];
-            if !link.up {
-                return;
+        };
+        if !buffered {
+            // The usual case: decode straight from the caller's bytes; keep only a partial tail.
+            if let Some(used) = self.consume(now, node, data) {
+                self.links[i].inbuf.extend_from_slice(&data[used..]);
             }
-            let (pending, answer) = match resp::decode(&link.inbuf[link.in_pos..]) {
-                Ok(None) if link.inbuf.len() - link.in_pos > resp::MAX_REPLY => {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.links[i].inbuf);
+        buf.extend_from_slice(data);
+        if let Some(used) = self.consume(now, node, &buf) {
+            buf.drain(..used);
+            self.links[i].inbuf = buf;
+        }
+    }
+
+    /// Decode and act on the whole replies at the front of `buf`. Returns how many bytes
+    /// they took, or `None` if the link failed (it is down and its input is void).
+    fn consume(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Option<usize> {
+        let i = node.index();
+        let mut pos = 0;
+        loop {
+            let (pending, answer) = match resp::decode(&buf[pos..]) {
+                Ok(None) if buf.len() - pos > resp::MAX_REPLY => {
                     let detail = format!("a reply longer than {} bytes without an end", resp::MAX_REPLY);
                     self.fail_link(now, LinkError::Malformed { node, detail });
-                    return;
+                    return None;
                 }
-                Ok(None) => break,
+                Ok(None) => return Some(pos),
                 Err(detail) => {
                     self.fail_link(now, LinkError::Malformed { node, detail });
-                    return;
+                    return None;
                 }
                 Ok(Some((reply, used))) => {
-                    let Some(p) = link.pending.pop_front() else {
+                    let Some(p) = self.links[i].pending.pop_front() else {
                         let reply = reply.render();
                         self.fail_link(now, LinkError::Unsolicited { node, reply });
-                        return;
+                        return None;
                     };
-                    let answer = classify(p.kind, &reply);
-                    link.in_pos += used;
-                    match answer {
+                    pos += used;
+                    match classify(p.kind, &reply) {
                         Some(a) => (p, a),
                         None => {
                             let reply = reply.render();
                             let request = p.kind.name();
                             self.fail_link(now, LinkError::Unexpected { node, request, reply });
-                            return;
+                            return None;
                         }
                     }
                 }
             };
             if let Err(e) = self.apply(now, node, pending, answer) {
                 self.fail_link(now, e);
-                return;
+                return None;
+            }
+            if !self.links[i].up {
+                return None;
             }
         }
-        self.links[i].compact_input();
     }
 
     /// The connection to `node` is closed. Requests in flight count as failed on that node.
@@ -365,17 +387,20 @@ impl Engine {
     /// Time passed: run what is due (node timeouts, retries, expiry, automatic extension).
     /// Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&Reverse((when, slot, seq))) = self.timers.peek() {
+        while let Some(&Reverse((when, slot))) = self.timers.peek() {
             if when > now {
                 break;
             }
             self.timers.pop();
             let s = &mut self.slots[slot as usize];
-            if s.timer_seq != seq || s.wake != Some(when) {
+            if s.queued != Some(when) {
                 continue;
             }
-            s.wake = None;
-            self.on_slot_timeout(now, slot);
+            s.queued = None;
+            if s.wake.is_some_and(|w| w <= now) {
+                s.wake = None;
+                self.on_slot_timeout(now, slot);
+            }
             self.arm(slot);
         }
     }
@@ -555,10 +580,20 @@ impl Engine {
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        while let Some(&Reverse((when, slot, seq))) = self.timers.peek() {
-            let s = &self.slots[slot as usize];
-            if s.timer_seq == seq && s.wake == Some(when) {
-                return Some(when);
+        while let Some(&Reverse((when, slot))) = self.timers.peek() {
+            let s = &mut self.slots[slot as usize];
+            if s.queued == Some(when) {
+                match s.wake {
+                    Some(w) if w == when => return Some(when),
+                    // The wake-up moved later (or away) since this entry was queued.
+                    Some(w) => {
+                        s.queued = Some(w);
+                        self.timers.pop();
+                        self.timers.push(Reverse((w, slot)));
+                        continue;
+                    }
+                    None => s.queued = None,
+                }
             }
             self.timers.pop();
         }
@@ -600,25 +635,22 @@ impl Engine {
         LockId { slot: idx, generation: self.slots[idx as usize].generation }
     }
 
-    /// Re-arm the slot's timer if its next wake-up changed.
+    /// Record the slot's next wake-up; queue it in the timer heap only if it is earlier
+    /// than the slot's live entry (a later one is re-queued when that entry surfaces).
     fn arm(&mut self, idx: u32) {
         let s = &mut self.slots[idx as usize];
         let want = if s.state == State::Free { None } else { s.next_wake() };
-        if want == s.wake {
+        s.wake = want;
+        let Some(w) = want else { return };
+        if s.queued.is_some_and(|q| q <= w) {
             return;
         }
-        s.wake = want;
-        s.timer_seq = s.timer_seq.wrapping_add(1);
-        if let Some(w) = want {
-            self.timers.push(Reverse((w, idx, s.timer_seq)));
-            // Stale entries are dropped lazily; keep the heap from growing without bound.
-            if self.timers.len() > 64 && self.timers.len() > 4 * self.active {
-                let slots = &self.slots;
-                self.timers.retain(|Reverse((w, i, q))| {
-                    let s = &slots[*i as usize];
-                    s.timer_seq == *q && s.wake == Some(*w)
-                });
-            }
+        s.queued = Some(w);
+        self.timers.push(Reverse((w, idx)));
+        // Superseded entries are dropped lazily; keep the heap from growing without bound.
+        if self.timers.len() > 64 && self.timers.len() > 4 * self.active {
+            let slots = &self.slots;
+            self.timers.retain(|Reverse((w, i))| slots[*i as usize].queued == Some(*w));
         }
     }
 
@@ -673,89 +705,51 @@ impl Engine {
     }
 
     /// Send the round's command to every connected node; down nodes vote at once.
+    ///
+    /// The command is the same for every node: it is encoded once and copied.
     fn send_round(&mut self, now: Instant, idx: u32, kind: Kind) {
-        for node in 0..self.links.len() {
-            if self.links[node].up {
-                self.encode(node, idx, kind, false);
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        encode_command(&mut cmd, &self.slots[idx as usize], &self.config.fence_prefix, kind, false);
+        let s = &mut self.slots[idx as usize];
+        let pending = Pending { kind, slot: idx, generation: s.generation, round: s.round };
+        for (node, link) in self.links.iter_mut().enumerate() {
+            if link.up {
+                link.out.extend_from_slice(&cmd);
+                link.pending.push_back(pending);
             } else {
-                let vote = match &self.links[node].last_error {
+                s.votes[node] = match &link.last_error {
                     Some(e) => Vote::Error(e.clone()),
                     None => Vote::Down,
                 };
-                let s = &mut self.slots[idx as usize];
-                s.votes[node] = vote;
                 s.failed += 1;
             }
         }
+        self.scratch = cmd;
         if self.slots[idx as usize].open() == 0 {
             self.evaluate(now, idx);
         }
     }
 
+    /// Release whatever the slot's attempt took, on every connected node, without waiting.
     fn send_cleanup(&mut self, idx: u32) {
-        for node in 0..self.links.len() {
-            if self.links[node].up {
-                self.encode(node, idx, Kind::Cleanup, true);
-            }
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        let s = &self.slots[idx as usize];
+        encode_command(&mut cmd, s, &self.config.fence_prefix, Kind::Cleanup, true);
+        let pending = Pending { kind: Kind::Cleanup, slot: idx, generation: s.generation, round: s.round };
+        for link in self.links.iter_mut().filter(|l| l.up) {
+            link.out.extend_from_slice(&cmd);
+            link.pending.push_back(pending);
         }
+        self.scratch = cmd;
     }
 
     /// Write one request for slot `idx` on link `node` and remember it in the FIFO.
     fn encode(&mut self, node: usize, idx: u32, kind: Kind, eval: bool) {
         let s = &self.slots[idx as usize];
         let link = &mut self.links[node];
-        let out = &mut link.out;
-        let nkeys = s.key_ends.len();
-        let (script, sha) = match kind {
-            Kind::Acquire => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
-            Kind::Extend => (scripts::EXTEND, scripts::EXTEND_SHA),
-            Kind::Release | Kind::Cleanup => (scripts::RELEASE, scripts::RELEASE_SHA),
-            Kind::Fence => (scripts::FENCE, scripts::FENCE_SHA),
-            _ => unreachable!("handshake requests are not encoded here"),
-        };
-        let (script_keys, extra) = match kind {
-            Kind::Acquire if s.fencing => (2 * nkeys, 3),
-            Kind::Acquire => (nkeys, 3),
-            Kind::Extend => (nkeys, 2),
-            _ => (nkeys, 1),
-        };
-        resp::array(out, 3 + script_keys + extra);
-        if eval {
-            resp::bulk(out, b"EVAL");
-            resp::bulk(out, script.as_bytes());
-        } else {
-            resp::bulk(out, b"EVALSHA");
-            resp::bulk(out, sha.as_bytes());
-        }
-        resp::bulk_uint(out, script_keys as u64);
-        let prefix = self.config.fence_prefix.as_bytes();
-        match kind {
-            Kind::Fence => {
-                for k in s.key_iter() {
-                    resp::bulk2(out, prefix, k);
-                }
-                resp::bulk_uint(out, s.fence);
-            }
-            _ => {
-                for k in s.key_iter() {
-                    resp::bulk(out, k);
-                }
-                if kind == Kind::Acquire && s.fencing {
-                    for k in s.key_iter() {
-                        resp::bulk2(out, prefix, k);
-                    }
-                }
-                resp::bulk(out, &s.token);
-                match kind {
-                    Kind::Acquire => {
-                        resp::bulk_uint(out, s.ttl.as_millis() as u64);
-                        resp::bulk_uint(out, nkeys as u64);
-                    }
-                    Kind::Extend => resp::bulk_uint(out, s.extend_ttl.as_millis().max(1) as u64),
-                    _ => {}
-                }
-            }
-        }
+        encode_command(&mut link.out, s, &self.config.fence_prefix, kind, eval);
         link.pending.push_back(Pending { kind, slot: idx, generation: s.generation, round: s.round });
     }
 
@@ -1099,6 +1093,61 @@ impl Engine {
         }
         self.events.push_back(Event::LinkFailed { error });
         self.take_down(now, node, vote);
+    }
+}
+
+/// Encode the script call of `kind` for slot `s` (`EVALSHA`, or `EVAL` with the source).
+fn encode_command(out: &mut Vec<u8>, s: &Slot, fence_prefix: &str, kind: Kind, eval: bool) {
+    let nkeys = s.key_ends.len();
+    let (script, sha) = match kind {
+        Kind::Acquire => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+        Kind::Extend => (scripts::EXTEND, scripts::EXTEND_SHA),
+        Kind::Release | Kind::Cleanup => (scripts::RELEASE, scripts::RELEASE_SHA),
+        Kind::Fence => (scripts::FENCE, scripts::FENCE_SHA),
+        _ => unreachable!("handshake requests are not encoded here"),
+    };
+    let (script_keys, extra) = match kind {
+        Kind::Acquire if s.fencing => (2 * nkeys, 3),
+        Kind::Acquire => (nkeys, 3),
+        Kind::Extend => (nkeys, 2),
+        _ => (nkeys, 1),
+    };
+    resp::array(out, 3 + script_keys + extra);
+    if eval {
+        resp::bulk(out, b"EVAL");
+        resp::bulk(out, script.as_bytes());
+    } else {
+        resp::bulk(out, b"EVALSHA");
+        resp::bulk(out, sha.as_bytes());
+    }
+    resp::bulk_uint(out, script_keys as u64);
+    let prefix = fence_prefix.as_bytes();
+    match kind {
+        Kind::Fence => {
+            for k in s.key_iter() {
+                resp::bulk2(out, prefix, k);
+            }
+            resp::bulk_uint(out, s.fence);
+        }
+        _ => {
+            for k in s.key_iter() {
+                resp::bulk(out, k);
+            }
+            if kind == Kind::Acquire && s.fencing {
+                for k in s.key_iter() {
+                    resp::bulk2(out, prefix, k);
+                }
+            }
+            resp::bulk(out, &s.token);
+            match kind {
+                Kind::Acquire => {
+                    resp::bulk_uint(out, s.ttl.as_millis() as u64);
+                    resp::bulk_uint(out, nkeys as u64);
+                }
+                Kind::Extend => resp::bulk_uint(out, s.extend_ttl.as_millis().max(1) as u64),
+                _ => {}
+            }
+        }
     }
 }
 

@@ -49,9 +49,8 @@ pub(crate) struct Link {
     pub(crate) out: Vec<u8>,
     pub(crate) out_pos: usize,
     pub(crate) pending: VecDeque<Pending>,
-    /// Bytes received; `inbuf[in_pos..]` is not yet decoded.
+    /// The start of a reply whose end has not arrived yet.
     pub(crate) inbuf: Vec<u8>,
-    pub(crate) in_pos: usize,
     /// Why the last connection failed (a link error), until a handshake completes again.
     pub(crate) last_error: Option<String>,
 }
@@ -69,24 +68,12 @@ impl Link {
         }
     }
 
-    /// Drop decoded input, keeping the undecoded tail at the front.
-    pub(crate) fn compact_input(&mut self) {
-        if self.in_pos == self.inbuf.len() {
-            self.inbuf.clear();
-            self.in_pos = 0;
-        } else if self.in_pos > 0 {
-            self.inbuf.drain(..self.in_pos);
-            self.in_pos = 0;
-        }
-    }
-
     /// Forget the connection: buffers emptied, pending requests returned to the caller.
     pub(crate) fn reset(&mut self, up: bool) -> VecDeque<Pending> {
         self.up = up;
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();
-        self.in_pos = 0;
         std::mem::take(&mut self.pending)
     }
 }

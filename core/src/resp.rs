@@ -125,6 +125,11 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
             None => Err("invalid array length".to_owned()),
         };
     }
+    if buf[0] == b':' {
+        if let Some(int) = plain_int(buf) {
+            return Ok(Some(int));
+        }
+    }
     match decode_range(buf) {
         Ok(None) => Ok(None),
         Ok(Some((frame, used))) => {
@@ -141,6 +146,23 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
         }
         Err(e) => Err(e.details().to_owned()),
     }
+}
+
+/// The common integer reply (`:1\r\n`, at most 18 digits) without the general parser.
+/// Anything else, including an unfinished reply, is left to `redis-protocol`.
+fn plain_int(buf: &[u8]) -> Option<(Reply<'static>, usize)> {
+    let neg = buf.get(1) == Some(&b'-');
+    let start = if neg { 2 } else { 1 };
+    let mut i = start;
+    let mut v: i64 = 0;
+    while i < buf.len() && i - start < 18 && buf[i].is_ascii_digit() {
+        v = v * 10 + i64::from(buf[i] - b'0');
+        i += 1;
+    }
+    if i == start || buf.get(i..i + 2) != Some(b"\r\n") {
+        return None;
+    }
+    Some((Reply::Int(if neg { -v } else { v }), i + 2))
 }
 
 #[cfg(test)]
@@ -176,5 +198,35 @@ mod tests {
         assert_eq!(decode(b"$2\r\na"), Ok(None));
         assert_eq!(decode(b""), Ok(None));
         assert!(decode(b"?what\r\n").is_err());
+    }
+
+    #[test]
+    fn the_integer_fast_path_agrees_with_redis_protocol() {
+        for case in [
+            &b":0\r\n"[..],
+            b":1\r\n",
+            b":-1\r\n",
+            b":-0\r\n",
+            b":007\r\n",
+            b":+5\r\n",
+            b":\r\n",
+            b":-\r\n",
+            b":1",
+            b":1\r",
+            b":12a\r\n",
+            b":999999999999999999\r\n",
+            b":9223372036854775807\r\n",
+            b":-9223372036854775808\r\n",
+            b":9223372036854775808\r\n",
+            b":99999999999999999999999\r\n",
+        ] {
+            let general = match decode_range(case) {
+                Ok(Some((RangeFrame::Integer(i), used))) => Ok(Some((Reply::Int(i), used))),
+                Ok(None) => Ok(None),
+                Ok(Some(other)) => panic!("{other:?}"),
+                Err(e) => Err(e.details().to_owned()),
+            };
+            assert_eq!(decode(case), general, "{:?}", String::from_utf8_lossy(case));
+        }
     }
 }
