@@ -4,7 +4,8 @@
 //! A cycle is what a driver does for one `lock` and one `unlock`: `acquire`, flush every
 //! node (`poll_transmit`/`advance_transmit`), re-arm the timer (`poll_timeout`), feed each
 //! node's `:1` reply (`handle_data`), take the `Acquired` event; then the same for
-//! `release` and `Released`. No sockets, no clock: the same `Instant` throughout.
+//! `release` and `Released`. No sockets and no clock reads: simulated time advances 100 µs
+//! per step, as it would between a request and its reply.
 //!
 //! Before criterion's timing runs, a separate pass counts heap allocations per cycle with a
 //! counting global allocator and prints a table (ns/cycle from a plain timed loop, allocations
@@ -99,6 +100,7 @@ impl Cycle {
 
     /// One lock and one unlock, as a driver would run them.
     fn run(&mut self) {
+        const STEP: Duration = Duration::from_micros(100);
         let e = &mut self.engine;
         let req = AcquireRequest::new(RESOURCE, TOKEN, Duration::from_secs(10));
         let lock = e.acquire(self.now, &req).expect("valid request");
@@ -106,6 +108,7 @@ impl Cycle {
             flush(e, NodeId(i as u16));
         }
         black_box(e.poll_timeout());
+        self.now += STEP;
         for i in 0..self.n {
             e.handle_data(self.now, NodeId(i as u16), b":1\r\n");
         }
@@ -113,14 +116,19 @@ impl Cycle {
             Some(Event::Acquired { lock: l, .. }) if l == lock => {}
             other => panic!("expected Acquired, got {other:?}"),
         }
+        black_box(e.poll_timeout());
+        self.now += STEP;
         e.release(self.now, lock).expect("held");
         for i in 0..self.n {
             flush(e, NodeId(i as u16));
         }
         black_box(e.poll_timeout());
+        self.now += STEP;
         for i in 0..self.n {
             e.handle_data(self.now, NodeId(i as u16), b":1\r\n");
         }
+        black_box(e.poll_timeout());
+        self.now += STEP;
         match e.poll_event() {
             Some(Event::Released { lock: l, report }) if l == lock => {
                 black_box(report);
