@@ -40,10 +40,6 @@ pub trait BlockingLocker: Send + 'static {
     fn release_detached(&mut self, held: Self::Held);
 }
 
-/// How long the stalled scenario waits, past a level's time bound, for an acquisition that
-/// is stuck on a paused node before it reports the subject as blocked.
-const STUCK_GRACE: Duration = Duration::from_secs(1);
-
 /// A blocking subject: a [`Subject`] for any [`BlockingTarget`].
 #[derive(Debug)]
 pub struct Blocking<T> {
@@ -196,7 +192,7 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
                     let _ = tx.send((moved, level));
                 })
                 .map_err(|e| format!("cannot start a thread: {e}"))?;
-            let waited = cap + STUCK_GRACE;
+            let waited = cap + plan.grace;
             match rx.recv_timeout(waited) {
                 Ok((back, level)) => {
                     locker = Some(back);

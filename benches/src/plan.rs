@@ -173,6 +173,9 @@ pub struct StallPlan {
     pub max_samples: usize,
     /// Time bound per level: a subject that waits long on a paused node stops early.
     pub cap: Duration,
+    /// How long past `cap` an acquisition may still be stuck before the subject is reported
+    /// as blocked (it has no timeout of its own).
+    pub grace: Duration,
 }
 
 /// Everything one run measures.
@@ -220,6 +223,7 @@ impl Plan {
                     levels: vec![0, 1, 2],
                     max_samples: 1_000,
                     cap: Duration::from_secs(5),
+                    grace: Duration::from_secs(1),
                 },
                 contenders: 16,
                 contention: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(5) },
@@ -230,17 +234,18 @@ impl Plan {
                 ttl: Duration::from_secs(10),
                 sequential: SeqPlan { warmup: 10, cycles: 60 },
                 lockers: vec![1, 16, 256],
-                throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(100) },
+                throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(60) },
                 scaling_nodes: vec![1, 3, 9],
                 scaling: SeqPlan { warmup: 5, cycles: 20 },
                 stalled: StallPlan {
                     warmup: 5,
                     levels: vec![0, 1, 2],
                     max_samples: 20,
-                    cap: Duration::from_millis(250),
+                    cap: Duration::from_millis(100),
+                    grace: Duration::from_millis(300),
                 },
                 contenders: 16,
-                contention: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(150) },
+                contention: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(100) },
             },
         }
     }

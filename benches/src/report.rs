@@ -33,12 +33,19 @@ const TARGETS_END: &str = "<!-- targets:end -->";
 pub struct Table {
     head: Vec<String>,
     rows: Vec<Vec<String>>,
+    left: usize,
 }
 
 impl Table {
     /// A table with these column titles.
     pub fn new<S: Into<String>>(head: impl IntoIterator<Item = S>) -> Self {
-        Table { head: head.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table { head: head.into_iter().map(Into::into).collect(), rows: Vec::new(), left: 1 }
+    }
+
+    /// Align the first `n` columns to the left (text); the others go right (figures).
+    pub fn left(mut self, n: usize) -> Self {
+        self.left = n;
+        self
     }
 
     /// Add a row (missing cells are left empty).
@@ -61,7 +68,7 @@ impl Table {
                 let c = cells.get(i).map_or("", String::as_str);
                 let pad = w - c.chars().count();
                 // Numbers to the right, names to the left.
-                if i == 0 {
+                if i < self.left {
                     let _ = write!(s, " {c}{} |", " ".repeat(pad));
                 } else {
                     let _ = write!(s, " {}{c} |", " ".repeat(pad));
@@ -73,7 +80,7 @@ impl Table {
         let mut out = line(&self.head);
         out.push('|');
         for (i, w) in width.iter().enumerate() {
-            if i == 0 {
+            if i < self.left {
                 let _ = write!(out, "{}|", "-".repeat(w + 2));
             } else {
                 let _ = write!(out, "{}:|", "-".repeat(w + 1));
@@ -167,7 +174,8 @@ fn sequential_section(r: &Results) -> String {
         floor_for(r, Style::Blocking).unwrap_or("—"),
     );
     let rslock = seq_p50(r, RSLOCK);
-    let mut cycle = Table::new(["subject", "kind", "cycle p50", "p90", "p99", "max", "p50 ÷ floor", "p50 ÷ rslock"]);
+    let mut cycle =
+        Table::new(["subject", "kind", "cycle p50", "p90", "p99", "max", "p50 ÷ floor", "p50 ÷ rslock"]).left(2);
     let mut parts = Table::new(["subject", "acquire p50", "p90", "p99", "max", "release p50", "p90", "p99", "max"]);
     for s in r.subjects.iter().filter(|s| s.scenarios.contains(&Scenario::Sequential)) {
         let Some(seq) = find(&r.sequential, &s.name, 0) else {
@@ -390,7 +398,7 @@ fn contention_section(r: &Results) -> String {
         let sp = c.spread();
         t.row(vec![
             s.name.clone(),
-            format!("{:.1}", c.rate()),
+            fmt_rate(c.rate()),
             sp.map_or("—".into(), |s| s.min.to_string()),
             sp.map_or("—".into(), |s| s.median.to_string()),
             sp.map_or("—".into(), |s| s.max.to_string()),
@@ -676,7 +684,7 @@ pub fn page(r: &Results, machine: &Machine, earlier: Option<&str>) -> String {
 
 fn method(r: &Results) -> String {
     let mut out = String::from("## Subjects and settings\n\n");
-    let mut t = Table::new(["subject", "kind", "style", "what it is"]);
+    let mut t = Table::new(["subject", "kind", "style", "what it is"]).left(4);
     for s in &r.subjects {
         let style = if s.style == Style::Async { "async" } else { "blocking" };
         t.row(vec![s.name.clone(), role_name(s.role).into(), style.into(), s.about.clone()]);
