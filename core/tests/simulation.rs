@@ -98,8 +98,8 @@ fn caught(profile: Profile, seeds: Range<u64>) -> Vec<(u64, Vec<Violation>)> {
 
 #[test]
 fn clock_jump_beyond_drift_is_caught() {
-    let bad = caught(Profile::ClockJump, 0..300);
-    assert!(!bad.is_empty(), "a clock jump far beyond the drift margin was never flagged in 300 seeds");
+    let bad = caught(Profile::ClockJump, 0..200);
+    assert!(!bad.is_empty(), "a clock jump far beyond the drift margin was never flagged in 200 seeds");
     let safety =
         bad.iter().flat_map(|(_, v)| v).any(|v| matches!(v, Violation::Overlap { .. } | Violation::Overstated { .. }));
     assert!(safety, "only non-safety violations were flagged: {:?}", bad[0]);
@@ -107,21 +107,21 @@ fn clock_jump_beyond_drift_is_caught() {
 
 #[test]
 fn restart_without_persistence_is_caught() {
-    let bad = caught(Profile::RestartEmpty, 0..300);
-    assert!(!bad.is_empty(), "a node restarting empty was never flagged in 300 seeds");
+    let bad = caught(Profile::RestartEmpty, 0..200);
+    assert!(!bad.is_empty(), "a node restarting empty was never flagged in 200 seeds");
 }
 
 #[test]
 fn restart_with_appendfsync_always_is_safe() {
     // The very same crash schedules as `restart_without_persistence_is_caught`.
-    let (_, bad) = run_seeds(Profile::RestartKeepData, 0..300);
+    let (_, bad) = run_seeds(Profile::RestartKeepData, 0..200);
     assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
 }
 
 #[test]
 fn delayed_restart_is_safe() {
     // The same crashes, without the data, but the node stays down longer than any TTL.
-    let (_, bad) = run_seeds(Profile::DelayedRestart, 0..300);
+    let (_, bad) = run_seeds(Profile::DelayedRestart, 0..200);
     assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
 }
 

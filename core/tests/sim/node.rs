@@ -343,6 +343,9 @@ impl Node {
         let expires = px_ms.map(|ms| self.clock.local(now).div_euclid(MS as i64) * MS as i64 + ms * MS as i64);
         let k = (db, key.to_vec());
         let lock_key = self.is_lock_key(key);
+        if lock_key && px_ms.is_none() {
+            self.problems.push(format!("lock key {:?} written without a TTL", String::from_utf8_lossy(key)));
+        }
         match self.data.get_mut(&k) {
             Some(e) if e.value == value => e.expires = expires,
             Some(e) => {
