@@ -221,7 +221,7 @@ impl Plan {
                 stalled: StallPlan {
                     warmup: 200,
                     levels: vec![0, 1, 2],
-                    max_samples: 1_000,
+                    max_samples: 3_000,
                     cap: Duration::from_secs(5),
                     grace: Duration::from_secs(1),
                 },

@@ -543,11 +543,21 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
         .iter()
         .filter_map(|e| {
             let seq = e.result.as_ref().ok()?;
-            Some(Series { name: e.subject.clone(), points: percentile_points(&seq.cycle), markers: false })
+            Some(Series {
+                name: e.subject.clone(),
+                points: percentile_points(&seq.cycle),
+                markers: false,
+                dash: dash(r, &e.subject),
+            })
         })
         .collect();
-    let q_ticks =
-        vec![(0.0, "0 %".to_owned()), (1.0, "90 %".to_owned()), (2.0, "99 %".to_owned()), (3.0, "99.9 %".to_owned())];
+    let q_ticks = vec![
+        (0.0, "0 %".to_owned()),
+        (-(0.5f64.log10()), "50 %".to_owned()),
+        (1.0, "90 %".to_owned()),
+        (2.0, "99 %".to_owned()),
+        (3.0, "99.9 %".to_owned()),
+    ];
     out.push((
         CHARTS[0],
         line_chart(
@@ -570,6 +580,7 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
                 .filter_map(|&l| find(&r.throughput, &s.name, l).map(|t| (l as f64, t.rate())))
                 .collect(),
             markers: true,
+            dash: dash(r, &s.name),
         })
         .collect();
     let locker_ticks = r.plan.lockers.iter().map(|&l| (l as f64, l.to_string())).collect();
@@ -598,6 +609,7 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
                 })
                 .collect(),
             markers: true,
+            dash: dash(r, &s.name),
         })
         .collect();
     let node_ticks = r.plan.scaling_nodes.iter().map(|&n| (n as f64, n.to_string())).collect();
@@ -613,14 +625,31 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
     out
 }
 
+/// Floors dashed, peers dotted, adapters solid.
+fn dash(r: &Results, subject: &str) -> Option<&'static str> {
+    match r.subject(subject).map(|s| s.role) {
+        Some(Role::Floor) => Some("7 4"),
+        Some(Role::Peer) => Some("2 3"),
+        _ => None,
+    }
+}
+
+/// The latency at evenly spaced `x = -log10(1 - q)`, from the smallest sample (q = 0) to the
+/// largest sample, so that 90 %, 99 % and 99.9 % are evenly spaced and the tail gets as many
+/// points as the body.
 fn percentile_points(d: &Dist) -> Vec<(f64, f64)> {
-    let n = d.len() as f64;
-    d.cdf(300)
-        .into_iter()
-        .map(|(frac, lat)| {
-            // Mid-rank, so that the last sample stays finite.
-            let q = (frac - 0.5 / n).clamp(0.0, 1.0 - 0.5 / n);
-            (-(1.0 - q).log10(), lat.as_secs_f64() * 1e6)
+    let n = d.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    // The last rank sits at q = 1 - 1/(2n) (mid-rank), which keeps x finite.
+    let last = -(0.5 / n as f64).log10();
+    let steps = 200;
+    (0..=steps)
+        .filter_map(|k| {
+            let x = last * k as f64 / steps as f64;
+            let q = if k == steps { 1.0 } else { 1.0 - 10f64.powf(-x) };
+            d.quantile(q).map(|lat| (x, lat.as_secs_f64() * 1e6))
         })
         .collect()
 }

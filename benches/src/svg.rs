@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-/// Colours of the series, in order (dashed lines take over after the last one).
+/// Colours of the series, in order (then again from the start).
 const PALETTE: [&str; 12] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
     "#393b79", "#637939",
@@ -55,6 +55,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Draw a dot at every point.
     pub markers: bool,
+    /// An SVG `stroke-dasharray` (e.g. `"6 3"`), or `None` for a solid line.
+    pub dash: Option<&'static str>,
 }
 
 /// A line chart as a complete SVG document.
@@ -143,7 +145,7 @@ pub fn line_chart(title: &str, x: &Axis, y: &Axis, series: &[Series]) -> String 
     // Series and legend.
     for (k, s) in series.iter().enumerate() {
         let color = PALETTE[k % PALETTE.len()];
-        let dash = if k >= PALETTE.len() { r#" stroke-dasharray="6 3""# } else { "" };
+        let dash = s.dash.map(|d| format!(r#" stroke-dasharray="{d}""#)).unwrap_or_default();
         let points: Vec<(f64, f64)> = s
             .points
             .iter()
@@ -252,17 +254,20 @@ mod tests {
                 name: "a<b".into(),
                 points: vec![(1.0, 2_000.0), (16.0, 20_000.0), (256.0, 25_000.0)],
                 markers: true,
+                dash: Some("6 3"),
             },
             Series {
                 name: "zero is skipped on a log axis".into(),
                 points: vec![(1.0, 0.0), (16.0, 900.0)],
                 markers: false,
+                dash: None,
             },
         ];
         let svg = line_chart("Throughput", &x, &y, &series);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains("a&lt;b"));
+        assert!(svg.contains(r#"stroke-dasharray="6 3""#));
         assert!(svg.contains(">10 k<"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
     }
