@@ -188,7 +188,11 @@ impl Default for Retry {
     }
 }
 
-/// Settings of one [`Engine`](crate::Engine): the nodes and the algorithm's parameters.
+/// Longest `connect_timeout` and `reconnect_max` accepted (so deadlines never overflow).
+const MAX_CONNECT_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Settings of one [`Engine`](crate::Engine): the nodes, the algorithm's parameters and the
+/// reconnect policy the engine applies to its links.
 ///
 /// Build one with [`Config::new`], adjust the public fields, and hand it to
 /// [`Engine::new`](crate::Engine::new), which validates it once.
@@ -210,6 +214,16 @@ pub struct Config {
     pub client_name: Option<String>,
     /// Prefix of the fencing counter keys: the counter of resource `R` is `{fence_prefix}R`.
     pub fence_prefix: String,
+    /// How long one connect attempt handed out by
+    /// [`Engine::poll_connect`](crate::Engine::poll_connect) may take before it is abandoned
+    /// (default 1 s).
+    pub connect_timeout: Duration,
+    /// First delay before reconnecting a node whose connection or connect attempt failed
+    /// (default 50 ms). It doubles with every failure, up to `reconnect_max`, and starts over
+    /// after a connection that stayed up for at least `reconnect_max`.
+    pub reconnect_min: Duration,
+    /// Longest delay between connect attempts to one node (default 2 s).
+    pub reconnect_max: Duration,
 }
 
 impl Config {
@@ -223,6 +237,9 @@ impl Config {
             seed: 0x5eed_0f4e_d10c,
             client_name: Some("redlease".to_owned()),
             fence_prefix: "redlease:fence:".to_owned(),
+            connect_timeout: Duration::from_secs(1),
+            reconnect_min: Duration::from_millis(50),
+            reconnect_max: Duration::from_secs(2),
         }
     }
 
@@ -255,6 +272,20 @@ impl Config {
         }
         if self.retry.min_delay > self.retry.max_delay {
             return Err(ConfigError::BadRetryDelays { min: self.retry.min_delay, max: self.retry.max_delay });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(ConfigError::ZeroConnectTimeout);
+        }
+        if self.reconnect_min.is_zero() {
+            return Err(ConfigError::ZeroReconnectMin);
+        }
+        if self.reconnect_min > self.reconnect_max {
+            return Err(ConfigError::BadReconnectDelays { min: self.reconnect_min, max: self.reconnect_max });
+        }
+        for (field, value) in [("connect_timeout", self.connect_timeout), ("reconnect_max", self.reconnect_max)] {
+            if value > MAX_CONNECT_DELAY {
+                return Err(ConfigError::DelayTooLong { field, value });
+            }
         }
         Ok(())
     }
@@ -314,5 +345,29 @@ mod tests {
         c.node_timeout = Duration::from_millis(1);
         c.drift_factor = 0.7;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn validates_connection_delays_naming_the_field() {
+        let ok = Config::new(vec![NodeConfig::new("h", 1)]);
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(
+            (ok.connect_timeout, ok.reconnect_min, ok.reconnect_max),
+            (Duration::from_secs(1), Duration::from_millis(50), Duration::from_secs(2))
+        );
+        let check = |tweak: fn(&mut Config), field: &str, fix: &str| {
+            let mut c = ok.clone();
+            tweak(&mut c);
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(field) && err.contains(fix), "{err}");
+        };
+        check(|c| c.connect_timeout = Duration::ZERO, "connect_timeout", "e.g. 1s");
+        check(|c| c.reconnect_min = Duration::ZERO, "reconnect_min", "busy loop");
+        check(|c| c.reconnect_min = Duration::from_secs(5), "reconnect_min", "swap them");
+        check(|c| c.reconnect_max = Duration::from_secs(90_000), "reconnect_max", "at most a day");
+        check(|c| c.connect_timeout = Duration::MAX, "connect_timeout", "at most a day");
+        let mut c = ok.clone();
+        c.reconnect_min = c.reconnect_max;
+        assert_eq!(c.validate(), Ok(()), "a fixed delay is fine");
     }
 }

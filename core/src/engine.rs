@@ -2,13 +2,14 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::error::{
     AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
 };
-use crate::event::{AcquireRequest, Event, LockId, LockInfo, LockState, NodeId};
+use crate::event::{AcquireRequest, Event, LinkState, LockId, LockInfo, LockState, NodeId};
 use crate::link::{Kind, Link, Pending};
 use crate::quorum::{drift, quorum, valid_until, validity_left};
 use crate::resp::{self, Reply};
@@ -165,6 +166,10 @@ pub struct Engine {
     config: Config,
     quorum: usize,
     links: Vec<Link>,
+    /// Each node's address without its password, for link errors.
+    addrs: Vec<Arc<str>>,
+    /// The earliest reconnect time or connect deadline of any link.
+    link_wake: Option<Instant>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     active: usize,
@@ -179,16 +184,20 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Build an engine for `config.nodes`, validating the config. Every link starts down:
-    /// call [`handle_connected`](Self::handle_connected) once a socket is open.
+    /// Build an engine for `config.nodes`, validating the config. Every link starts down and
+    /// due for its first connect attempt at once: [`poll_connect`](Self::poll_connect) hands
+    /// them out (a caller that opens sockets by itself may call
+    /// [`handle_connected`](Self::handle_connected) directly).
     pub fn new(config: Config) -> Result<Self, ConfigError> {
         config.validate()?;
         let n = config.nodes.len();
-        let mut links = Vec::with_capacity(n);
-        links.resize_with(n, Link::default);
+        let links = (0..n).map(|_| Link::new(config.reconnect_min)).collect();
+        let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
         let mut engine = Engine {
             quorum: quorum(n),
             links,
+            addrs,
+            link_wake: None,
             slots: Vec::new(),
             free: Vec::new(),
             active: 0,
@@ -242,7 +251,20 @@ impl Engine {
 
     /// Whether the engine considers `node` connected.
     pub fn is_connected(&self, node: NodeId) -> bool {
-        self.links.get(node.index()).is_some_and(|l| l.up)
+        self.links.get(node.index()).is_some_and(Link::is_up)
+    }
+
+    /// Where `node`'s connection stands (down until a time, connecting, up), or `None` for an
+    /// unknown node.
+    pub fn link_state(&self, node: NodeId) -> Option<LinkState> {
+        self.links.get(node.index()).map(|l| l.state)
+    }
+
+    /// Why `node`'s last connect attempt or connection failed (e.g. `connect failed:
+    /// Connection refused`, `AUTH failed: WRONGPASS ...`), as its votes report it while it is
+    /// down; `None` once a connection has completed its handshake again.
+    pub fn last_error(&self, node: NodeId) -> Option<&str> {
+        self.links.get(node.index())?.last_error.as_deref()
     }
 
     /// Number of locks the engine is tracking (acquiring, held or releasing).
@@ -277,20 +299,21 @@ impl Engine {
 
     // ----- inputs --------------------------------------------------------------------------
 
-    /// A connection to `node` is open. The engine queues the handshake (AUTH, SELECT,
-    /// CLIENT SETNAME, SCRIPT LOAD); later commands are pipelined behind it.
+    /// A connection to `node` is open (normally the attempt [`poll_connect`](Self::poll_connect)
+    /// handed out). The engine queues the handshake (AUTH, SELECT, CLIENT SETNAME, SCRIPT
+    /// LOAD); later commands are pipelined behind it.
     ///
     /// Calling it for a link the engine thinks is up first treats the old connection as lost.
     pub fn handle_connected(&mut self, now: Instant, node: NodeId) {
         let Some(link) = self.links.get_mut(node.index()) else {
             return;
         };
-        if link.up {
+        if link.is_up() {
             self.handle_disconnected(now, node);
         }
         let cfg = &self.config.nodes[node.index()];
         let link = &mut self.links[node.index()];
-        link.reset(true);
+        link.reset(LinkState::Up { since: now });
         let mut push = |kind| link.pending.push_back(Pending { kind, slot: u32::MAX, generation: 0, round: 0 });
         if let Some(pass) = &cfg.password {
             match &cfg.user {
@@ -309,6 +332,23 @@ impl Engine {
         for &k in &self.handshake_kinds {
             link.pending.push_back(Pending { kind: k, slot: u32::MAX, generation: 0, round: 0 });
         }
+        self.update_link_wake();
+    }
+
+    /// The connect attempt to `node` that [`poll_connect`](Self::poll_connect) handed out
+    /// failed (refused, unreachable, unresolvable host...). `reason` is recorded for the
+    /// node's votes (`connect failed: {reason}`), and the next attempt is scheduled after the
+    /// reconnect backoff. Ignored unless the node is [`LinkState::Connecting`].
+    pub fn handle_connect_failed(&mut self, now: Instant, node: NodeId, reason: &str) {
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if !matches!(link.state, LinkState::Connecting { .. }) {
+            return;
+        }
+        link.last_error = Some(format!("connect failed: {reason}"));
+        self.schedule_reconnect(now, node.index(), None);
+        self.update_link_wake();
     }
 
     /// Bytes arrived from `node`, split anywhere. Complete replies are matched to requests
@@ -316,7 +356,7 @@ impl Engine {
     pub fn handle_data(&mut self, now: Instant, node: NodeId, data: &[u8]) {
         let i = node.index();
         let buffered = match self.links.get(i) {
-            Some(link) if link.up => !link.inbuf.is_empty(),
+            Some(link) if link.is_up() => !link.inbuf.is_empty(),
             _ => return,
         };
         if !buffered {
@@ -343,18 +383,18 @@ impl Engine {
             let (pending, answer) = match resp::decode(&buf[pos..]) {
                 Ok(None) if buf.len() - pos > resp::MAX_REPLY => {
                     let detail = format!("a reply longer than {} bytes without an end", resp::MAX_REPLY);
-                    self.fail_link(now, LinkError::Malformed { node, detail });
+                    self.fail_link(now, LinkError::Malformed { node, addr: self.addr(node), detail });
                     return None;
                 }
                 Ok(None) => return Some(pos),
                 Err(detail) => {
-                    self.fail_link(now, LinkError::Malformed { node, detail });
+                    self.fail_link(now, LinkError::Malformed { node, addr: self.addr(node), detail });
                     return None;
                 }
                 Ok(Some((reply, used))) => {
                     let Some(p) = self.links[i].pending.pop_front() else {
                         let reply = reply.render();
-                        self.fail_link(now, LinkError::Unsolicited { node, reply });
+                        self.fail_link(now, LinkError::Unsolicited { node, addr: self.addr(node), reply });
                         return None;
                     };
                     pos += used;
@@ -363,7 +403,8 @@ impl Engine {
                         None => {
                             let reply = reply.render();
                             let request = p.kind.name();
-                            self.fail_link(now, LinkError::Unexpected { node, request, reply });
+                            let addr = self.addr(node);
+                            self.fail_link(now, LinkError::Unexpected { node, addr, request, reply });
                             return None;
                         }
                     }
@@ -373,20 +414,45 @@ impl Engine {
                 self.fail_link(now, e);
                 return None;
             }
-            if !self.links[i].up {
+            if !self.links[i].is_up() {
                 return None;
             }
         }
     }
 
-    /// The connection to `node` is closed. Requests in flight count as failed on that node.
+    /// The connection to `node` is closed (or, while connecting, the attempt was given up).
+    /// Requests in flight count as failed on that node, and the next connect attempt is
+    /// scheduled after the reconnect backoff.
     pub fn handle_disconnected(&mut self, now: Instant, node: NodeId) {
         self.take_down(now, node, Vote::Down);
     }
 
-    /// Time passed: run what is due (node timeouts, retries, expiry, automatic extension).
-    /// Extra calls are harmless.
+    /// Skip the backoff: make `node`'s next connect attempt due at once, and start its backoff
+    /// over from [`Config::reconnect_min`]. Does nothing unless the node is
+    /// [`LinkState::Down`]. For a driver that (re)starts its sockets; a link that is due
+    /// but never handed to [`poll_connect`](Self::poll_connect) costs no timer.
+    pub fn reconnect_now(&mut self, node: NodeId) {
+        let min = self.config.reconnect_min;
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if let LinkState::Down { .. } = link.state {
+            link.state = LinkState::Down { retry_at: None };
+            link.backoff = min;
+            self.update_link_wake();
+        }
+    }
+
+    /// Time passed: run what is due (node timeouts, retries, expiry, automatic extension,
+    /// connect deadlines, reconnect times). Extra calls are harmless.
+    ///
+    /// A connect attempt past its deadline is abandoned: [`Event::LinkFailed`] with
+    /// [`LinkError::ConnectTimeout`], and the next attempt is scheduled. A node whose
+    /// reconnect time has come is due for [`poll_connect`](Self::poll_connect).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.link_wake.is_some_and(|w| w <= now) {
+            self.link_timeouts(now);
+        }
         while let Some(&Reverse((when, slot))) = self.timers.peek() {
             if when > now {
                 break;
@@ -578,8 +644,35 @@ impl Engine {
         }
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever.
+    /// A node whose connect attempt is due, if any: a new engine's nodes at once, then each
+    /// node whose connection or connect attempt failed once its reconnect backoff has passed.
+    ///
+    /// The link becomes [`LinkState::Connecting`] with a deadline of `now` +
+    /// [`Config::connect_timeout`]. The caller MUST start a non-blocking connect to the node
+    /// (dropping whatever it still held for it) and report the outcome with
+    /// [`handle_connected`](Self::handle_connected) or
+    /// [`handle_connect_failed`](Self::handle_connect_failed); if neither comes by the
+    /// deadline, [`handle_timeout`](Self::handle_timeout) abandons the attempt with
+    /// [`Event::LinkFailed`]. Call it until it returns `None`, after every input.
+    pub fn poll_connect(&mut self, now: Instant) -> Option<NodeId> {
+        let deadline = now + self.config.connect_timeout;
+        let i = self.links.iter().position(|l| match l.state {
+            LinkState::Down { retry_at } => retry_at.is_none_or(|t| t <= now),
+            _ => false,
+        })?;
+        self.links[i].state = LinkState::Connecting { deadline };
+        self.update_link_wake();
+        Some(NodeId(i as u16))
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever: the
+    /// earliest of the locks' timers, connect deadlines and reconnect times.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        min_opt(self.slot_timeout(), self.link_wake)
+    }
+
+    /// The earliest live entry of the locks' timer heap (stale entries are dropped).
+    fn slot_timeout(&mut self) -> Option<Instant> {
         while let Some(&Reverse((when, slot))) = self.timers.peek() {
             let s = &mut self.slots[slot as usize];
             if s.queued == Some(when) {
@@ -714,7 +807,7 @@ impl Engine {
         let s = &mut self.slots[idx as usize];
         let pending = Pending { kind, slot: idx, generation: s.generation, round: s.round };
         for (node, link) in self.links.iter_mut().enumerate() {
-            if link.up {
+            if link.is_up() {
                 link.out.extend_from_slice(&cmd);
                 link.pending.push_back(pending);
             } else {
@@ -738,7 +831,7 @@ impl Engine {
         let s = &self.slots[idx as usize];
         encode_command(&mut cmd, s, &self.config.fence_prefix, Kind::Cleanup, true);
         let pending = Pending { kind: Kind::Cleanup, slot: idx, generation: s.generation, round: s.round };
-        for link in self.links.iter_mut().filter(|l| l.up) {
+        for link in self.links.iter_mut().filter(|l| l.is_up()) {
             link.out.extend_from_slice(&cmd);
             link.pending.push_back(pending);
         }
@@ -755,7 +848,8 @@ impl Engine {
 
     /// Act on one answer. An `Err` is a link failure.
     fn apply(&mut self, now: Instant, node: NodeId, p: Pending, answer: Answer) -> Result<(), LinkError> {
-        let handshake_err = |step, message| LinkError::Handshake { node, step, message };
+        let addr = self.addr(node);
+        let handshake_err = |step, message| LinkError::Handshake { node, addr, step, message };
         let answer = match (p.kind, answer) {
             (Kind::Auth | Kind::Select, Answer::Ok) | (Kind::SetName, _) => return Ok(()),
             (Kind::Auth | Kind::Select, Answer::ServerError(m)) => {
@@ -816,7 +910,8 @@ impl Engine {
                 Kind::Release | Kind::Extend if v > 0 => Vote::Granted,
                 _ if v == 0 => Vote::Refused,
                 _ => {
-                    return Err(LinkError::Unexpected { node, request: p.kind.name(), reply: format!(":{v}") });
+                    let (addr, request, reply) = (self.addr(node), p.kind.name(), format!(":{v}"));
+                    return Err(LinkError::Unexpected { node, addr, request, reply });
                 }
             },
             Answer::Ok | Answer::ShaMatches(_) => {
@@ -1066,13 +1161,23 @@ impl Engine {
     }
 
     fn take_down(&mut self, now: Instant, node: NodeId, vote: Vote) {
-        let Some(link) = self.links.get_mut(node.index()) else {
+        let i = node.index();
+        let Some(link) = self.links.get_mut(i) else {
             return;
         };
-        if !link.up {
-            return;
-        }
-        let pending = link.reset(false);
+        let since = match link.state {
+            LinkState::Up { since } => since,
+            LinkState::Connecting { .. } => {
+                self.schedule_reconnect(now, i, None);
+                self.update_link_wake();
+                return;
+            }
+            LinkState::Down { .. } => return,
+        };
+        // Down first, so that whatever the votes below decide is not sent to this link.
+        let pending = link.reset(LinkState::Down { retry_at: None });
+        self.schedule_reconnect(now, i, Some(since));
+        self.update_link_wake();
         for p in pending {
             if p.slot == u32::MAX || p.kind == Kind::Cleanup {
                 continue;
@@ -1080,19 +1185,63 @@ impl Engine {
             let current =
                 self.slots.get(p.slot as usize).is_some_and(|s| s.generation == p.generation && s.round == p.round);
             if current {
-                self.vote(now, p.slot, node.index(), vote.clone());
+                self.vote(now, p.slot, i, vote.clone());
             }
         }
     }
 
     fn fail_link(&mut self, now: Instant, error: LinkError) {
         let node = error.node();
-        let vote = Vote::Error(error.to_string());
+        let reason = error.reason();
         if let Some(link) = self.links.get_mut(node.index()) {
-            link.last_error = Some(error.to_string());
+            link.last_error = Some(reason.clone());
         }
         self.events.push_back(Event::LinkFailed { error });
-        self.take_down(now, node, vote);
+        self.take_down(now, node, Vote::Error(reason));
+    }
+
+    fn addr(&self, node: NodeId) -> Arc<str> {
+        Arc::clone(&self.addrs[node.index()])
+    }
+
+    /// Link `i` just failed (or its connection, up since `up_since`, was lost): it is down
+    /// until `now` + the backoff. The backoff starts over after a connection that stayed up
+    /// for `reconnect_max`; otherwise (refused connects, a handshake that fails at once) it
+    /// doubles, up to `reconnect_max`. The caller updates `link_wake`.
+    fn schedule_reconnect(&mut self, now: Instant, i: usize, up_since: Option<Instant>) {
+        let (min, max) = (self.config.reconnect_min, self.config.reconnect_max);
+        let link = &mut self.links[i];
+        if up_since.is_some_and(|since| now.saturating_duration_since(since) >= max) {
+            link.backoff = min;
+        }
+        link.state = LinkState::Down { retry_at: Some(now + link.backoff) };
+        link.backoff = link.backoff.saturating_mul(2).min(max);
+    }
+
+    fn update_link_wake(&mut self) {
+        self.link_wake = self.links.iter().filter_map(Link::wake).min();
+    }
+
+    /// Abandon connect attempts past their deadline; make due the links whose reconnect time
+    /// has come.
+    fn link_timeouts(&mut self, now: Instant) {
+        let after = self.config.connect_timeout;
+        for i in 0..self.links.len() {
+            match self.links[i].state {
+                LinkState::Down { retry_at: Some(t) } if t <= now => {
+                    self.links[i].state = LinkState::Down { retry_at: None };
+                }
+                LinkState::Connecting { deadline } if deadline <= now => {
+                    let node = NodeId(i as u16);
+                    let error = LinkError::ConnectTimeout { node, addr: self.addr(node), after };
+                    self.links[i].last_error = Some(error.reason());
+                    self.schedule_reconnect(now, i, None);
+                    self.events.push_back(Event::LinkFailed { error });
+                }
+                _ => {}
+            }
+        }
+        self.update_link_wake();
     }
 }
 

@@ -1,5 +1,7 @@
 //! Errors: misuse returned at once by commands, and outcomes carried by events.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{LockId, NodeId};
@@ -38,6 +40,28 @@ pub enum ConfigError {
         min: Duration,
         /// The configured maximum.
         max: Duration,
+    },
+    /// `connect_timeout` is zero.
+    #[error("connect_timeout is zero: give a TCP connect attempt some time, e.g. 1s")]
+    ZeroConnectTimeout,
+    /// `reconnect_min` is zero.
+    #[error("reconnect_min is zero, which would reconnect in a busy loop: use e.g. 50ms")]
+    ZeroReconnectMin,
+    /// `reconnect_min > reconnect_max`.
+    #[error("reconnect_min {min:?} is above reconnect_max {max:?}: swap them")]
+    BadReconnectDelays {
+        /// The configured minimum.
+        min: Duration,
+        /// The configured maximum.
+        max: Duration,
+    },
+    /// A connection delay (`connect_timeout`, `reconnect_max`) is longer than a day.
+    #[error("{field} {value:?} is too long: use at most a day (typically connect_timeout 1s, reconnect_max 2s)")]
+    DelayTooLong {
+        /// The field.
+        field: &'static str,
+        /// The configured value.
+        value: Duration,
     },
 }
 
@@ -82,46 +106,66 @@ pub enum Misuse {
     CapReached(LockId),
 }
 
-/// A problem on one node's connection. The adapter MUST close that connection and reconnect
-/// (with backoff); the engine already treats the node as down.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// A problem on one node's connection or connect attempt, carried by
+/// [`Event::LinkFailed`](crate::Event::LinkFailed).
+///
+/// The engine has already taken the link down and scheduled the next connect attempt
+/// (see [`Engine::poll_connect`](crate::Engine::poll_connect)); the adapter MUST close the
+/// connection or abandon the attempt. The text names the node once, by index and address
+/// (never the password): `node #0 (redis://127.0.0.1:7000): AUTH failed: WRONGPASS ...`;
+/// [`reason`](Self::reason) is the same without the node, as that node's votes carry it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LinkError {
     /// The bytes from the node are not valid RESP.
-    #[error("node {node}: malformed RESP from server: {detail}")]
     Malformed {
         /// The node.
         node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
         /// What the parser said.
         detail: String,
     },
     /// A reply of a type the request cannot produce (e.g. a string where a number belongs).
-    #[error("node {node}: unexpected reply to {request}: {reply}")]
     Unexpected {
         /// The node.
         node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
         /// The request being answered.
         request: &'static str,
         /// A short rendering of the reply.
         reply: String,
     },
     /// A reply arrived while no request was pending.
-    #[error("node {node}: reply with no pending request: {reply}")]
     Unsolicited {
         /// The node.
         node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
         /// A short rendering of the reply.
         reply: String,
     },
     /// A step of the connection handshake was refused (wrong password, unknown database...).
-    #[error("node {node}: {step} failed: {message}")]
     Handshake {
         /// The node.
         node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
         /// `AUTH`, `SELECT` or `SCRIPT LOAD`.
         step: &'static str,
         /// The server's error text.
         message: String,
+    },
+    /// A connect attempt handed out by [`Engine::poll_connect`](crate::Engine::poll_connect)
+    /// did not connect within [`Config::connect_timeout`](crate::Config::connect_timeout).
+    ConnectTimeout {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// The connect timeout that passed.
+        after: Duration,
     },
 }
 
@@ -132,10 +176,51 @@ impl LinkError {
             LinkError::Malformed { node, .. }
             | LinkError::Unexpected { node, .. }
             | LinkError::Unsolicited { node, .. }
-            | LinkError::Handshake { node, .. } => *node,
+            | LinkError::Handshake { node, .. }
+            | LinkError::ConnectTimeout { node, .. } => *node,
+        }
+    }
+
+    /// The node's address as a URL without its password, e.g. `redis://127.0.0.1:7000`.
+    pub fn addr(&self) -> &str {
+        match self {
+            LinkError::Malformed { addr, .. }
+            | LinkError::Unexpected { addr, .. }
+            | LinkError::Unsolicited { addr, .. }
+            | LinkError::Handshake { addr, .. }
+            | LinkError::ConnectTimeout { addr, .. } => addr,
+        }
+    }
+
+    /// What went wrong, without naming the node: the text of the node's
+    /// [`Vote::Error`] while it stays down.
+    pub fn reason(&self) -> String {
+        Reason(self).to_string()
+    }
+}
+
+/// The part of a [`LinkError`]'s text after the node.
+struct Reason<'a>(&'a LinkError);
+
+impl fmt::Display for Reason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            LinkError::Malformed { detail, .. } => write!(f, "malformed RESP from server: {detail}"),
+            LinkError::Unexpected { request, reply, .. } => write!(f, "unexpected reply to {request}: {reply}"),
+            LinkError::Unsolicited { reply, .. } => write!(f, "reply with no pending request: {reply}"),
+            LinkError::Handshake { step, message, .. } => write!(f, "{step} failed: {message}"),
+            LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
         }
     }
 }
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {} ({}): {}", self.node(), self.addr(), Reason(self))
+    }
+}
+
+impl std::error::Error for LinkError {}
 
 /// What one node said in one round.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +236,8 @@ pub enum Vote {
     Down,
     /// The node did not answer within the node timeout.
     TimedOut,
-    /// The node answered with an error (text of the `-ERR` reply, or of the link failure).
+    /// The node answered with an error (text of the `-ERR` reply), or its link failed or is
+    /// down after a failure ([`LinkError::reason`], e.g. `connect failed: Connection refused`).
     Error(String),
 }
 
@@ -203,19 +289,19 @@ fn count(votes: &[Vote], f: impl Fn(&Vote) -> bool) -> usize {
     votes.iter().filter(|v| f(v)).count()
 }
 
+/// The failed votes, each node named once by its index: `node 1: down; node 2: AUTH failed: ...`.
 fn describe(votes: &[Vote]) -> String {
+    use std::fmt::Write as _;
     let mut s = String::new();
     for (i, v) in votes.iter().enumerate() {
         let what = match v {
-            Vote::Down => "down".to_owned(),
-            Vote::TimedOut => "timed out".to_owned(),
-            Vote::Error(e) => e.clone(),
+            Vote::Down => "down",
+            Vote::TimedOut => "timed out",
+            Vote::Error(e) => e,
             _ => continue,
         };
-        if !s.is_empty() {
-            s.push_str("; ");
-        }
-        s.push_str(&format!("node {i} {what}"));
+        let sep = if s.is_empty() { "" } else { "; " };
+        let _ = write!(s, "{sep}node {i}: {what}");
     }
     s
 }

@@ -97,6 +97,35 @@ pub enum LockState {
     Releasing,
 }
 
+/// Where one node's connection stands; see [`Engine::link_state`](crate::Engine::link_state).
+///
+/// The engine keeps this per node and owns the reconnect policy: a link that goes down waits
+/// out a backoff (from [`Config::reconnect_min`](crate::Config::reconnect_min), doubling per
+/// failure up to [`Config::reconnect_max`](crate::Config::reconnect_max)), then
+/// [`Engine::poll_connect`](crate::Engine::poll_connect) hands it to the driver to connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LinkState {
+    /// Not connected. The next connect attempt is due at `retry_at`; `None`: due now (a new
+    /// engine, [`Engine::reconnect_now`](crate::Engine::reconnect_now), or once
+    /// [`Engine::handle_timeout`](crate::Engine::handle_timeout) has seen the time come).
+    Down {
+        /// When the next attempt is due, if not at once.
+        retry_at: Option<Instant>,
+    },
+    /// [`Engine::poll_connect`](crate::Engine::poll_connect) handed out an attempt; it is
+    /// abandoned (with [`Event::LinkFailed`]) if it has not connected by `deadline`.
+    Connecting {
+        /// `poll_connect`'s `now` plus [`Config::connect_timeout`](crate::Config::connect_timeout).
+        deadline: Instant,
+    },
+    /// Connected since `since` (the handshake may still be in flight).
+    Up {
+        /// When [`Engine::handle_connected`](crate::Engine::handle_connected) was called.
+        since: Instant,
+    },
+}
+
 /// A snapshot of one lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockInfo {
@@ -163,8 +192,11 @@ pub enum Event {
         /// What the nodes said.
         report: ReleaseReport,
     },
-    /// A node's connection is unusable. The adapter MUST close it and reconnect with backoff,
-    /// then call [`handle_connected`](crate::Engine::handle_connected).
+    /// A node's connection (or connect attempt) is unusable: the engine has taken the link
+    /// down and scheduled the next attempt. The adapter MUST close what it holds for
+    /// [`error.node()`](LinkError::node) — unless it has since started a newer attempt that
+    /// [`poll_connect`](crate::Engine::poll_connect) handed out (then the link is no longer
+    /// [`LinkState::Down`]) — and connect again when `poll_connect` says so.
     LinkFailed {
         /// What went wrong, naming the node.
         error: LinkError,

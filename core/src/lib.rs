@@ -21,19 +21,40 @@
 //! An [`Engine`] serves one set of nodes and carries any number of concurrent locks, each
 //! named by a [`LockId`]. Its methods come in four groups:
 //!
-//! - getters: [`Engine::lock_info`], [`Engine::is_connected`], [`Engine::quorum`], ...
-//! - inputs: [`Engine::handle_connected`], [`Engine::handle_data`],
-//!   [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
+//! - getters: [`Engine::lock_info`], [`Engine::is_connected`], [`Engine::link_state`],
+//!   [`Engine::last_error`], [`Engine::quorum`], ...
+//! - inputs: [`Engine::handle_connected`], [`Engine::handle_connect_failed`],
+//!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
 //! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
 //!   [`Engine::cancel`] — misuse is an error returned at once ([`Misuse`]);
-//! - outputs: [`Engine::poll_transmit`] / [`Engine::advance_transmit`] per node,
-//!   [`Engine::poll_timeout`], [`Engine::poll_event`] — outcomes are [`Event`]s.
+//! - outputs: [`Engine::poll_connect`], [`Engine::poll_transmit`] /
+//!   [`Engine::advance_transmit`] per node, [`Engine::poll_timeout`], [`Engine::poll_event`]
+//!   — outcomes are [`Event`]s.
 //!
 //! ## Run loop
 //!
-//! A driver loops: feed input → flush transmits → re-arm the one timer → deliver events.
-//! It makes no protocol decisions of its own. Here the "network" is a buffer and the
-//! replies come from memory:
+//! A driver loops: start the connects the engine asks for → feed input → flush transmits →
+//! re-arm the one timer → deliver events. It makes no protocol decisions of its own, and
+//! keeps no reconnect schedule: the engine owns it. In order:
+//!
+//! 1. **Connect.** While [`Engine::poll_connect`]`(now)` yields a node, start a non-blocking
+//!    connect to it, dropping whatever socket or attempt you still hold for that node. When
+//!    the attempt completes call [`Engine::handle_connected`]; when it fails,
+//!    [`Engine::handle_connect_failed`] with the reason (it shows in the node's votes).
+//! 2. **Input.** Bytes read: [`Engine::handle_data`]. End of stream or a socket error: close
+//!    the socket and call [`Engine::handle_disconnected`].
+//! 3. **Flush.** [`Engine::poll_transmit`] / [`Engine::advance_transmit`] for every
+//!    connected node, with non-blocking writes.
+//! 4. **Timer.** Arm one timer at [`Engine::poll_timeout`] (lock timers, connect deadlines
+//!    and reconnect times all count) and call [`Engine::handle_timeout`] once it has passed.
+//! 5. **Events.** Drain [`Engine::poll_event`]. On [`Event::LinkFailed`] close what you hold
+//!    for `error.node()` — a connection the engine failed (garbage, a refused handshake) or
+//!    a connect attempt past its deadline ([`LinkError::ConnectTimeout`]) — unless the node
+//!    is no longer [`LinkState::Down`] (you already started a newer attempt). Step 1 then
+//!    brings it back after the backoff.
+//!
+//! Here the "network" is a buffer, every connect succeeds at once and the replies come from
+//! memory:
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -45,9 +66,10 @@
 //! let mut engine = Engine::new(config).unwrap();
 //! let now = Instant::now();
 //!
-//! // 1. Sockets are open: the engine queues each node's handshake.
-//! for i in 0..3 {
-//!     engine.handle_connected(now, NodeId(i));
+//! // 1. Every node is due for a first connect. Here each connects at once; the engine
+//! //    queues its handshake.
+//! while let Some(node) = engine.poll_connect(now) {
+//!     engine.handle_connected(now, node);
 //! }
 //! // 2. Commands are issued at any time; they are pipelined behind the handshake.
 //! let lock = engine
@@ -87,6 +109,22 @@
 //!     other => panic!("{other:?}"),
 //! }
 //! ```
+//!
+//! ## Connections and reconnects
+//!
+//! Each node has one link, which is [`LinkState::Down`] (with the time of its next connect
+//! attempt), [`LinkState::Connecting`] (with a deadline) or [`LinkState::Up`]. A new engine's
+//! links are all down and due at once. While a link is not up, operations count the node as
+//! failed at once, with the reason of its last failure when there is one
+//! ([`Vote::Error`]`("connect failed: Connection refused")`, `"AUTH failed: WRONGPASS ..."`)
+//! and [`Vote::Down`] otherwise.
+//!
+//! A connect that fails, a connect attempt past [`Config::connect_timeout`], a lost
+//! connection and a link the engine fails itself ([`Event::LinkFailed`]) all schedule the
+//! next attempt after a backoff: [`Config::reconnect_min`] at first, doubling with every
+//! failure up to [`Config::reconnect_max`]. A connection that stayed up for at least
+//! `reconnect_max` starts the backoff over; one that fails right away (a wrong password)
+//! keeps doubling it, so that a misconfigured node is not hammered.
 //!
 //! ## Safety
 //!
@@ -131,7 +169,7 @@ pub use engine::Engine;
 pub use error::{
     AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
 };
-pub use event::{AcquireRequest, Event, LockId, LockInfo, LockState, NodeId};
+pub use event::{AcquireRequest, Event, LinkState, LockId, LockInfo, LockState, NodeId};
 
 /// SHA-1 digests of the four scripts, in the order the handshake loads them
 /// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.

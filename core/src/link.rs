@@ -1,6 +1,10 @@
-//! One node's connection state: output buffer, FIFO of pending replies, input buffer.
+//! One node's connection state: output buffer, FIFO of pending replies, input buffer, and
+//! where the connection stands (down with a reconnect time, connecting, up).
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::event::LinkState;
 
 /// What a pending reply answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,20 +46,50 @@ pub(crate) struct Pending {
     pub(crate) round: u32,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Link {
-    pub(crate) up: bool,
+    pub(crate) state: LinkState,
+    /// The delay before the next connect attempt after a failure; doubles per failure.
+    pub(crate) backoff: Duration,
     /// Bytes to send; `out[out_pos..]` is still unsent.
     pub(crate) out: Vec<u8>,
     pub(crate) out_pos: usize,
     pub(crate) pending: VecDeque<Pending>,
     /// The start of a reply whose end has not arrived yet.
     pub(crate) inbuf: Vec<u8>,
-    /// Why the last connection failed (a link error), until a handshake completes again.
+    /// Why the last connect attempt or connection failed (a link error), until a handshake
+    /// completes again.
     pub(crate) last_error: Option<String>,
 }
 
 impl Link {
+    /// A link that is down and due for its first connect attempt at once.
+    pub(crate) fn new(backoff: Duration) -> Self {
+        Link {
+            state: LinkState::Down { retry_at: None },
+            backoff,
+            out: Vec::new(),
+            out_pos: 0,
+            pending: VecDeque::new(),
+            inbuf: Vec::new(),
+            last_error: None,
+        }
+    }
+
+    pub(crate) fn is_up(&self) -> bool {
+        matches!(self.state, LinkState::Up { .. })
+    }
+
+    /// When the link needs [`handle_timeout`](crate::Engine::handle_timeout): its reconnect
+    /// time or its connect deadline.
+    pub(crate) fn wake(&self) -> Option<Instant> {
+        match self.state {
+            LinkState::Down { retry_at } => retry_at,
+            LinkState::Connecting { deadline } => Some(deadline),
+            LinkState::Up { .. } => None,
+        }
+    }
+
     pub(crate) fn unsent(&self) -> &[u8] {
         &self.out[self.out_pos..]
     }
@@ -69,8 +103,8 @@ impl Link {
     }
 
     /// Forget the connection: buffers emptied, pending requests returned to the caller.
-    pub(crate) fn reset(&mut self, up: bool) -> VecDeque<Pending> {
-        self.up = up;
+    pub(crate) fn reset(&mut self, state: LinkState) -> VecDeque<Pending> {
+        self.state = state;
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();

@@ -202,7 +202,7 @@ fn unreachable_nodes_are_reported_with_their_votes() {
             assert_eq!(votes[1], Vote::Down);
             assert_eq!(votes[2], Vote::Pending, "decided before node 2 answered");
             let text = e.to_string();
-            assert!(text.contains("node 1 down") && text.contains("out of memory"), "{text}");
+            assert!(text.contains("node 1: down") && text.contains("node 0: ERR out of memory"), "{text}");
         }
         other => panic!("{other:?}"),
     }

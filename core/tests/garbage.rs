@@ -83,7 +83,9 @@ fn wrong_types_errors_and_unsolicited_replies_are_typed() {
     rig.reply(rig.t0, 0, b"$1\r\n1\r\n");
     let events = rig.events();
     match link_failure(&events) {
-        LinkError::Unexpected { node: NodeId(0), request, reply } => {
+        e @ LinkError::Unexpected { node: NodeId(0), addr, request, reply } => {
+            assert_eq!(&**addr, "redis://127.0.0.1:7000");
+            assert!(e.to_string().starts_with("node #0 (redis://127.0.0.1:7000): unexpected reply"), "{e}");
             assert!(request.contains("acquire"), "{request}");
             assert!(reply.contains('1'), "{reply}");
         }

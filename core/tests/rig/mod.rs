@@ -24,15 +24,20 @@ impl Rig {
 
     /// Like [`Rig::new`], with the config adjusted first.
     pub(crate) fn with(n: usize, tweak: impl FnOnce(&mut Config)) -> Self {
-        let nodes = (0..n).map(|i| NodeConfig::new("127.0.0.1", 7000 + i as u16)).collect();
-        let mut config = Config::new(nodes);
-        config.client_name = None;
-        tweak(&mut config);
-        let mut rig = Rig { engine: Engine::new(config).expect("valid config"), t0: Instant::now(), n };
+        let mut rig = Self::unconnected(n, tweak);
         for i in 0..n {
             rig.connect(i);
         }
         rig
+    }
+
+    /// An engine over `n` nodes with the config adjusted, no node connected yet.
+    pub(crate) fn unconnected(n: usize, tweak: impl FnOnce(&mut Config)) -> Self {
+        let nodes = (0..n).map(|i| NodeConfig::new("127.0.0.1", 7000 + i as u16)).collect();
+        let mut config = Config::new(nodes);
+        config.client_name = None;
+        tweak(&mut config);
+        Rig { engine: Engine::new(config).expect("valid config"), t0: Instant::now(), n }
     }
 
     /// `t0 + ms`.
@@ -42,7 +47,11 @@ impl Rig {
 
     /// Connect `node` at `t0` and answer its handshake (SCRIPT LOAD digests) whole.
     pub(crate) fn connect(&mut self, node: usize) {
-        let now = self.t0;
+        self.connect_at(self.t0, node);
+    }
+
+    /// Connect `node` at `now` and answer its handshake (SCRIPT LOAD digests) whole.
+    pub(crate) fn connect_at(&mut self, now: Instant, node: usize) {
         self.engine.handle_connected(now, NodeId(node as u16));
         let sent = self.sent(node);
         let mut reply = Vec::new();

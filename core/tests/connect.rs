@@ -1,0 +1,263 @@
+//! The engine's connection policy on simulated time: first connects, connect deadlines,
+//! reconnect backoff (doubling, capped, starting over after a long-lived connection), and the
+//! connect-failure reasons that reach the votes.
+
+mod rig;
+
+use std::time::{Duration, Instant};
+
+use redlease_core::{
+    AcquireError, AcquireRequest, Config, Engine, Event, LinkError, LinkState, NodeConfig, NodeId, Vote,
+};
+use rig::Rig;
+
+const MIN: Duration = Duration::from_millis(50);
+const MAX: Duration = Duration::from_millis(400);
+const CONNECT: Duration = Duration::from_secs(1);
+const N0: NodeId = NodeId(0);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A rig over `n` unconnected nodes with reconnect delays 50 ms .. 400 ms.
+fn rig(n: usize) -> Rig {
+    Rig::unconnected(n, |c| {
+        c.reconnect_min = MIN;
+        c.reconnect_max = MAX;
+    })
+}
+
+fn retry_at(engine: &Engine, node: NodeId) -> Instant {
+    match engine.link_state(node) {
+        Some(LinkState::Down { retry_at: Some(t) }) => t,
+        other => panic!("expected a scheduled reconnect, got {other:?}"),
+    }
+}
+
+/// Let the reconnect time of `node` come, as a driver would: the timer fires at
+/// `poll_timeout`, then `poll_connect` hands the node out. Returns that time.
+fn next_attempt(engine: &mut Engine, node: NodeId) -> Instant {
+    let at = retry_at(engine, node);
+    assert_eq!(engine.poll_timeout(), Some(at), "the timer is armed for the reconnect");
+    assert_eq!(engine.poll_connect(at - Duration::from_nanos(1)), None, "not before its time");
+    engine.handle_timeout(at);
+    assert_eq!(engine.link_state(node), Some(LinkState::Down { retry_at: None }), "due now");
+    assert_eq!(engine.poll_timeout(), None, "a due link costs no timer");
+    assert_eq!(engine.poll_connect(at), Some(node));
+    assert_eq!(engine.link_state(node), Some(LinkState::Connecting { deadline: at + CONNECT }));
+    at
+}
+
+fn acquire_once(engine: &mut Engine, now: Instant) {
+    let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
+    req.attempts = Some(1);
+    engine.acquire(now, &req).unwrap();
+}
+
+#[test]
+fn every_node_is_due_for_a_first_connect_at_once() {
+    let mut rig = rig(3);
+    let t0 = rig.t0;
+    assert_eq!(rig.engine.poll_timeout(), None);
+    for i in 0..3 {
+        assert_eq!(rig.engine.link_state(NodeId(i)), Some(LinkState::Down { retry_at: None }));
+        assert_eq!(rig.engine.last_error(NodeId(i)), None);
+    }
+    let handed: Vec<NodeId> = std::iter::from_fn(|| rig.engine.poll_connect(t0)).collect();
+    assert_eq!(handed, [NodeId(0), NodeId(1), NodeId(2)]);
+    assert_eq!(rig.engine.link_state(NodeId(1)), Some(LinkState::Connecting { deadline: t0 + CONNECT }));
+    assert_eq!(rig.engine.poll_timeout(), Some(t0 + CONNECT), "the connect deadline is a timer");
+    assert!(!rig.engine.is_connected(NodeId(1)));
+    rig.connect_at(t0 + ms(3), 1);
+    assert_eq!(rig.engine.link_state(NodeId(1)), Some(LinkState::Up { since: t0 + ms(3) }));
+    assert!(rig.engine.is_connected(NodeId(1)));
+    assert_eq!(rig.engine.link_state(NodeId(7)), None, "unknown node");
+}
+
+#[test]
+fn failed_connects_back_off_doubling_up_to_the_cap() {
+    let mut rig = rig(1);
+    let mut now = rig.t0;
+    assert_eq!(rig.engine.poll_connect(now), Some(N0));
+    let mut delays = Vec::new();
+    for _ in 0..6 {
+        rig.engine.handle_connect_failed(now, N0, "Connection refused");
+        let at = retry_at(&rig.engine, N0);
+        delays.push(at - now);
+        now = next_attempt(&mut rig.engine, N0);
+    }
+    assert_eq!(delays, [ms(50), ms(100), ms(200), ms(400), ms(400), ms(400)]);
+    assert_eq!(rig.engine.last_error(N0), Some("connect failed: Connection refused"));
+    assert!(rig.events().is_empty(), "a failure the driver reported is not echoed back as an event");
+}
+
+#[test]
+fn the_backoff_starts_over_after_a_connection_that_stayed_up_long_enough() {
+    let mut rig = rig(1);
+    let mut now = rig.t0;
+    assert_eq!(rig.engine.poll_connect(now), Some(N0));
+    for _ in 0..3 {
+        rig.engine.handle_connect_failed(now, N0, "Connection refused");
+        now = next_attempt(&mut rig.engine, N0);
+    }
+    // Three failures: the next delay would be 400 ms. A connection that lasts less than
+    // reconnect_max does not reset it...
+    rig.connect_at(now, 0);
+    assert_eq!(rig.engine.last_error(N0), None, "the handshake completed");
+    now += MAX - ms(1);
+    rig.engine.handle_disconnected(now, N0);
+    assert_eq!(retry_at(&rig.engine, N0) - now, ms(400));
+    now = next_attempt(&mut rig.engine, N0);
+    // ...one that stays up for reconnect_max does.
+    rig.connect_at(now, 0);
+    now += MAX;
+    rig.engine.handle_disconnected(now, N0);
+    assert_eq!(retry_at(&rig.engine, N0) - now, MIN);
+    assert_eq!(rig.engine.last_error(N0), None, "a plain disconnect leaves no reason");
+    now = next_attempt(&mut rig.engine, N0);
+    rig.engine.handle_connect_failed(now, N0, "Connection refused");
+    assert_eq!(retry_at(&rig.engine, N0) - now, ms(100), "and doubles again from there");
+}
+
+#[test]
+fn a_connect_attempt_past_its_deadline_is_abandoned() {
+    let mut rig = rig(2);
+    let t0 = rig.t0;
+    assert_eq!(rig.engine.poll_connect(t0), Some(NodeId(0)));
+    assert_eq!(rig.engine.poll_connect(t0), Some(NodeId(1)));
+    rig.connect_at(t0 + ms(1), 1);
+    rig.engine.handle_timeout(t0 + CONNECT - ms(1));
+    assert!(rig.events().is_empty());
+    rig.engine.handle_timeout(t0 + CONNECT);
+    match rig.events().as_slice() {
+        [Event::LinkFailed { error: e @ LinkError::ConnectTimeout { node: NodeId(0), after, .. } }] => {
+            assert_eq!(*after, CONNECT);
+            assert_eq!(e.to_string(), "node #0 (redis://127.0.0.1:7000): connect timed out after 1s");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(retry_at(&rig.engine, N0), t0 + CONNECT + MIN);
+    assert_eq!(rig.engine.last_error(N0), Some("connect timed out after 1s"));
+    // A late report of the abandoned attempt changes nothing.
+    rig.engine.handle_connect_failed(t0 + CONNECT + ms(1), N0, "Connection refused");
+    assert_eq!(retry_at(&rig.engine, N0), t0 + CONNECT + MIN);
+    assert_eq!(rig.engine.last_error(N0), Some("connect timed out after 1s"));
+    // The next attempt times out too: the backoff doubles.
+    let at = next_attempt(&mut rig.engine, N0);
+    rig.engine.handle_timeout(at + CONNECT);
+    assert_eq!(rig.events().len(), 1);
+    assert_eq!(retry_at(&rig.engine, N0), at + CONNECT + 2 * MIN);
+    // Node 1 connected in time and stays up.
+    assert!(rig.engine.is_connected(NodeId(1)));
+}
+
+#[test]
+fn a_failed_handshake_keeps_doubling_the_backoff() {
+    let mut config = Config::new(vec![NodeConfig::from_url("redis://:wrong@127.0.0.1:7000").unwrap()]);
+    config.client_name = None;
+    config.reconnect_min = MIN;
+    config.reconnect_max = MAX;
+    let mut engine = Engine::new(config).unwrap();
+    let mut now = Instant::now();
+    assert_eq!(engine.poll_connect(now), Some(N0));
+    let mut delays = Vec::new();
+    for _ in 0..5 {
+        engine.handle_connected(now, N0);
+        now += ms(1);
+        engine.handle_data(now, N0, b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+        match engine.poll_event() {
+            Some(Event::LinkFailed { error: e @ LinkError::Handshake { node: N0, step: "AUTH", .. } }) => {
+                let text = e.to_string();
+                assert!(text.starts_with("node #0 (redis://127.0.0.1:7000): AUTH failed: WRONGPASS"), "{text}");
+                assert!(!text.contains("wrong"), "no password in messages: {text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!engine.is_connected(N0));
+        delays.push(retry_at(&engine, N0) - now);
+        now = next_attempt(&mut engine, N0);
+    }
+    assert_eq!(delays, [ms(50), ms(100), ms(200), ms(400), ms(400)]);
+}
+
+#[test]
+fn votes_carry_the_connect_failure_reason_naming_each_node_once() {
+    let mut rig = rig(3);
+    let t0 = rig.t0;
+    while rig.engine.poll_connect(t0).is_some() {}
+    rig.connect_at(t0, 0);
+    rig.engine.handle_connect_failed(t0, NodeId(1), "Connection refused (os error 111)");
+    // Node 2's attempt is still in flight: it is not connected, and has no reason yet.
+    acquire_once(&mut rig.engine, t0);
+    rig.sent_commands();
+    rig.reply(t0 + ms(1), 0, b":1\r\n");
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { error: e @ AcquireError::Unreachable { votes, .. }, .. }] => {
+            assert_eq!(votes[0], Vote::Granted);
+            assert_eq!(votes[1], Vote::Error("connect failed: Connection refused (os error 111)".into()));
+            assert_eq!(votes[2], Vote::Down);
+            let text = e.to_string();
+            assert!(text.contains("node 1: connect failed: Connection refused (os error 111); node 2: down"), "{text}");
+            assert_eq!(text.matches("node 1").count(), 1, "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A refused handshake is named once too.
+    let mut config = Config::new(vec![NodeConfig::from_url("redis://:wrong@127.0.0.1:7000").unwrap()]);
+    config.client_name = None;
+    let mut engine = Engine::new(config).unwrap();
+    engine.handle_connected(t0, N0);
+    engine.handle_data(t0, N0, b"-WRONGPASS invalid username-password pair\r\n");
+    assert!(matches!(engine.poll_event(), Some(Event::LinkFailed { .. })));
+    acquire_once(&mut engine, t0);
+    match engine.poll_event() {
+        Some(Event::AcquireFailed { error: e @ AcquireError::Unreachable { .. }, .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("(1 of 1 failed: node 0: AUTH failed: WRONGPASS invalid"), "{text}");
+            assert!(!text.contains('#'), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn reconnect_now_skips_the_backoff_and_starts_it_over() {
+    let mut rig = rig(1);
+    let mut now = rig.t0;
+    assert_eq!(rig.engine.poll_connect(now), Some(N0));
+    for _ in 0..3 {
+        rig.engine.handle_connect_failed(now, N0, "Connection refused");
+        now = next_attempt(&mut rig.engine, N0);
+    }
+    rig.engine.handle_connect_failed(now, N0, "Connection refused");
+    assert_eq!(retry_at(&rig.engine, N0) - now, MAX);
+    rig.engine.reconnect_now(N0);
+    assert_eq!(rig.engine.poll_timeout(), None);
+    assert_eq!(rig.engine.poll_connect(now), Some(N0));
+    // While connecting it does nothing.
+    rig.engine.reconnect_now(N0);
+    assert!(matches!(rig.engine.link_state(N0), Some(LinkState::Connecting { .. })));
+    rig.engine.handle_connect_failed(now, N0, "Connection refused");
+    assert_eq!(retry_at(&rig.engine, N0) - now, MIN, "the backoff started over");
+}
+
+#[test]
+fn giving_up_a_connect_attempt_schedules_the_next_and_timers_combine() {
+    let mut rig = rig(2);
+    let t0 = rig.t0;
+    while rig.engine.poll_connect(t0).is_some() {}
+    rig.connect_at(t0, 0);
+    // The driver drops node 1's attempt by itself: like a failure without a reason.
+    rig.engine.handle_disconnected(t0, NodeId(1));
+    assert_eq!(retry_at(&rig.engine, NodeId(1)), t0 + MIN);
+    assert_eq!(rig.engine.last_error(NodeId(1)), None);
+    // A lock's node timeout (50 ms from t0 + 10 ms) and the reconnect time (t0 + 50 ms):
+    // poll_timeout gives the earlier.
+    acquire_once(&mut rig.engine, t0 + ms(10));
+    assert_eq!(rig.engine.poll_timeout(), Some(t0 + MIN));
+    rig.engine.handle_timeout(t0 + MIN);
+    assert_eq!(rig.engine.poll_timeout(), Some(t0 + ms(60)));
+    assert_eq!(rig.engine.poll_connect(t0 + MIN), Some(NodeId(1)));
+    assert_eq!(rig.engine.poll_timeout(), Some(t0 + ms(60)));
+}
