@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -14,32 +15,27 @@ use crate::error::Error;
 use crate::guard::{Guard, LostSignal};
 use crate::runtime::Runtime;
 
-/// Settings of a [`Client`]: the engine's [`Config`] plus the adapter's connection knobs.
+/// Settings of a [`Client`]: the engine's [`Config`], which also holds the connection knobs
+/// (`connect_timeout`, `reconnect_min`, `reconnect_max`) — the engine applies them, the
+/// driver only opens the sockets it is told to.
+///
+/// Every field is the core config's: `config.core.node_timeout`, or directly through `Deref`:
+/// `config.reconnect_max = Duration::from_millis(500)`.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ClientConfig {
-    /// Nodes, node timeout, drift factor, retry schedule, jitter seed, client name.
+    /// Nodes, node timeout, drift factor, retry schedule, jitter seed, client name, connect
+    /// timeout and reconnect backoff.
     ///
     /// The seed is replaced by one from the OS random source unless it was changed from
     /// [`Config::new`]'s default.
     pub core: Config,
-    /// Bound on one TCP connect attempt to one node (default 1 s).
-    pub connect_timeout: Duration,
-    /// First delay before reconnecting a lost node (default 50 ms); it doubles per failure.
-    pub reconnect_min: Duration,
-    /// Longest delay between reconnect attempts (default 2 s).
-    pub reconnect_max: Duration,
 }
 
 impl ClientConfig {
-    /// Settings for this engine config with the default connection knobs.
+    /// Settings for this engine config.
     pub fn new(core: Config) -> Self {
-        ClientConfig {
-            core,
-            connect_timeout: Duration::from_secs(1),
-            reconnect_min: Duration::from_millis(50),
-            reconnect_max: Duration::from_secs(2),
-        }
+        ClientConfig { core }
     }
 
     /// Settings for nodes given as `redis://[user:pass@]host:port[/db]` URLs, defaults otherwise.
@@ -51,20 +47,29 @@ impl ClientConfig {
         Ok(ClientConfig::new(Config::from_urls(urls)?))
     }
 
-    /// Check the settings (the engine's included).
+    /// Check the settings ([`Config::validate`]).
     pub fn validate(&self) -> Result<(), Error> {
-        self.core.validate()?;
-        let setting = |field, reason| Err(Error::Setting { field, reason });
-        if self.connect_timeout.is_zero() {
-            return setting("connect_timeout", "it is zero: give a connect attempt time, e.g. 1s");
-        }
-        if self.reconnect_min.is_zero() {
-            return setting("reconnect_min", "it is zero, which would reconnect in a busy loop: use e.g. 50ms");
-        }
-        if self.reconnect_min > self.reconnect_max {
-            return setting("reconnect_min", "it is above reconnect_max: swap them");
-        }
-        Ok(())
+        Ok(self.core.validate()?)
+    }
+}
+
+impl From<Config> for ClientConfig {
+    fn from(core: Config) -> Self {
+        ClientConfig::new(core)
+    }
+}
+
+impl Deref for ClientConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.core
+    }
+}
+
+impl DerefMut for ClientConfig {
+    fn deref_mut(&mut self) -> &mut Config {
+        &mut self.core
     }
 }
 
@@ -290,6 +295,8 @@ pub(crate) fn random_seed() -> Result<u64, Error> {
 
 #[cfg(test)]
 mod tests {
+    use redlease_core::ConfigError;
+
     use super::*;
 
     #[test]
@@ -302,17 +309,18 @@ mod tests {
     }
 
     #[test]
-    fn settings_are_checked_with_the_field_named() {
+    fn settings_are_the_core_config_checked_with_the_field_named() {
         let mut config = ClientConfig::from_urls(["redis://127.0.0.1:7000"]).unwrap();
         assert!(config.validate().is_ok());
         config.connect_timeout = Duration::ZERO;
-        assert!(matches!(config.validate(), Err(Error::Setting { field: "connect_timeout", .. })));
+        assert!(matches!(config.validate(), Err(Error::Config(ConfigError::ZeroConnectTimeout))));
+        assert!(config.validate().unwrap_err().to_string().contains("connect_timeout"));
         config.connect_timeout = Duration::from_secs(1);
         config.reconnect_min = Duration::from_secs(5);
         let err = config.validate().unwrap_err();
         assert!(err.to_string().contains("reconnect_min") && err.to_string().contains("swap"), "{err}");
-        config.reconnect_min = Duration::ZERO;
-        assert!(matches!(config.validate(), Err(Error::Setting { field: "reconnect_min", .. })));
+        config.core.reconnect_min = Duration::ZERO;
+        assert!(matches!(config.validate(), Err(Error::Config(ConfigError::ZeroReconnectMin))));
         let err = ClientConfig::from_urls(["http://127.0.0.1:7000"]).unwrap_err();
         assert!(matches!(err, Error::Config(_)) && err.to_string().contains("redis://"), "{err}");
         assert!(matches!(ClientConfig::from_urls(Vec::<String>::new()).unwrap().validate(), Err(Error::Config(_))));

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender, WeakSender};
 use futures_lite::Stream;
-use redlease_core::{AcquireError, AcquireRequest, Config, Engine, Event, LockId, NodeId, ReleaseReport};
+use redlease_core::{
+    AcquireError, AcquireRequest, Config, Engine, Event, LinkError, LinkState, LockId, NodeId, ReleaseReport,
+};
 
 use crate::client::{ClientConfig, random_seed};
 use crate::error::Error;
@@ -84,20 +86,14 @@ struct Entry {
     release: Option<Sender<Result<ReleaseReport, Error>>>,
 }
 
+/// What the driver holds for one node. When to connect, and when to give an attempt up, is
+/// the engine's decision ([`Engine::poll_connect`], [`Event::LinkFailed`]).
 enum Link<S> {
-    /// Not connected; the next attempt starts at `retry_at`.
-    Idle {
-        retry_at: Instant,
-    },
-    /// A connect attempt, dropped at `deadline`.
-    Connecting {
-        attempt: BoxFuture<io::Result<S>>,
-        deadline: Instant,
-    },
-    Up {
-        socket: S,
-        since: Instant,
-    },
+    /// Nothing: waiting for the engine to hand out the next attempt.
+    Down,
+    /// A connect attempt.
+    Connecting(BoxFuture<io::Result<S>>),
+    Up(S),
 }
 
 struct Node<S> {
@@ -106,7 +102,6 @@ struct Node<S> {
     /// The node's URL without its password, for log messages.
     label: String,
     link: Link<S>,
-    backoff: Duration,
     /// The first connect attempt has finished (either way).
     tried: bool,
 }
@@ -128,9 +123,6 @@ pub struct Driver<R: Runtime> {
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
     buf: Box<[u8]>,
-    connect_timeout: Duration,
-    reconnect_min: Duration,
-    reconnect_max: Duration,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -144,18 +136,10 @@ impl<R: Runtime> Driver<R> {
         if core.seed == Config::new(Vec::new()).seed {
             core.seed = random_seed()?;
         }
-        let now = Instant::now();
         let nodes = core
             .nodes
             .iter()
-            .map(|n| Node {
-                host: n.host.clone(),
-                port: n.port,
-                label: n.to_string(),
-                link: Link::Idle { retry_at: now },
-                backoff: config.reconnect_min,
-                tried: false,
-            })
+            .map(|n| Node { host: n.host.clone(), port: n.port, label: n.to_string(), link: Link::Down, tried: false })
             .collect();
         let mut driver = Driver {
             engine: Engine::new(core)?,
@@ -167,9 +151,6 @@ impl<R: Runtime> Driver<R> {
             timer: None,
             timer_at: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
-            connect_timeout: config.connect_timeout,
-            reconnect_min: config.reconnect_min,
-            reconnect_max: config.reconnect_max,
         };
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
@@ -188,6 +169,7 @@ impl<R: Runtime> Driver<R> {
             if self.engine.poll_timeout().is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
+            progress |= self.start_connects(now);
             progress |= self.deliver_events(now);
             progress |= self.flush(cx, now);
             progress |= self.deliver_events(now);
@@ -288,46 +270,50 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
-    /// Start due connect attempts, finish connects, read what has arrived.
+    /// Start the connect attempts the engine asks for. The new futures are polled in the
+    /// next pass.
+    fn start_connects(&mut self, now: Instant) -> bool {
+        let mut started = false;
+        while let Some(id) = self.engine.poll_connect(now) {
+            let node = &mut self.nodes[id.index()];
+            // Whatever was still held for the node is stale: the engine has it down.
+            node.link = Link::Connecting(R::connect(&node.host, node.port));
+            started = true;
+        }
+        started
+    }
+
+    /// Finish connects, read what has arrived.
     fn poll_nodes(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut progress = false;
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
-            if let Link::Idle { retry_at } = node.link {
-                if retry_at > now {
-                    continue;
-                }
-                let attempt = R::connect(&node.host, node.port);
-                node.link = Link::Connecting { attempt, deadline: now + self.connect_timeout };
-            }
-            if let Link::Connecting { attempt, deadline } = &mut node.link {
-                let outcome = match attempt.as_mut().poll(cx) {
-                    Poll::Ready(result) => Some(result),
-                    Poll::Pending if *deadline <= now => {
-                        Some(Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))
-                    }
-                    Poll::Pending => None,
-                };
-                progress |= outcome.is_some();
-                match outcome {
-                    Some(Ok(socket)) => {
-                        log::debug!("redlease: {}: connected", node.label);
-                        node.link = Link::Up { socket, since: now };
-                        node.tried = true;
-                        self.engine.handle_connected(now, node_id(i));
-                    }
-                    Some(Err(e)) => self.link_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}")),
-                    None => {}
-                }
+            let Link::Connecting(attempt) = &mut node.link else {
+                progress |= self.read(cx, now, i);
                 continue;
+            };
+            let Poll::Ready(result) = attempt.as_mut().poll(cx) else {
+                continue;
+            };
+            progress = true;
+            match result {
+                Ok(socket) => {
+                    log::debug!("redlease: {}: connected", node.label);
+                    node.link = Link::Up(socket);
+                    node.tried = true;
+                    self.engine.handle_connected(now, node_id(i));
+                }
+                Err(e) => {
+                    self.engine.handle_connect_failed(now, node_id(i), &e.to_string());
+                    self.link_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}"));
+                }
             }
-            progress |= self.read(cx, now, i);
         }
         progress
     }
 
     fn read(&mut self, cx: &mut Context<'_>, now: Instant, i: usize) -> bool {
-        let Link::Up { socket, .. } = &mut self.nodes[i].link else {
+        let Link::Up(socket) = &mut self.nodes[i].link else {
             return false;
         };
         for _ in 0..READS_PER_PASS {
@@ -353,7 +339,7 @@ impl<R: Runtime> Driver<R> {
     fn flush(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut progress = false;
         for i in 0..self.nodes.len() {
-            let Link::Up { socket, .. } = &mut self.nodes[i].link else {
+            let Link::Up(socket) = &mut self.nodes[i].link else {
                 continue;
             };
             while let Some(bytes) = self.engine.poll_transmit(node_id(i)) {
@@ -377,21 +363,19 @@ impl<R: Runtime> Driver<R> {
         progress
     }
 
-    /// Close node `i`'s connection (or attempt), log why, and schedule a reconnect with
-    /// backoff. The engine must already consider the link down.
+    /// Close node `i`'s connection (or attempt) and log why, with the delay until the engine
+    /// hands out the next attempt. The engine must already consider the link down.
     fn link_down(&mut self, i: usize, now: Instant, level: log::Level, why: &dyn fmt::Display) {
         let node = &mut self.nodes[i];
-        if let Link::Up { since, .. } = node.link {
-            // A connection that stayed up for a while starts the backoff over; one that
-            // fails right away (e.g. a refused password) keeps doubling it.
-            if now.saturating_duration_since(since) >= self.reconnect_max {
-                node.backoff = self.reconnect_min;
-            }
-        }
-        log::log!(level, "redlease: {}: {why}; reconnecting in {:?}", node.label, node.backoff);
-        node.link = Link::Idle { retry_at: now + node.backoff };
-        node.backoff = (node.backoff * 2).min(self.reconnect_max);
+        node.link = Link::Down;
         node.tried = true;
+        match self.engine.link_state(node_id(i)) {
+            Some(LinkState::Down { retry_at: Some(t) }) => {
+                let delay = t.saturating_duration_since(now);
+                log::log!(level, "redlease: {}: {why}; reconnecting in {delay:?}", node.label);
+            }
+            _ => log::log!(level, "redlease: {}: {why}; reconnecting", node.label),
+        }
     }
 
     /// Hand the engine's events to whoever waits for them.
@@ -434,10 +418,16 @@ impl<R: Runtime> Driver<R> {
                     }
                 }
                 Event::LinkFailed { error } => {
-                    // The engine took the link down and recorded the error for the votes.
-                    let i = error.node().index();
-                    if matches!(self.nodes.get(i).map(|n| &n.link), Some(Link::Up { .. })) {
-                        self.link_down(i, now, log::Level::Warn, &error);
+                    // The engine took the link down (and recorded the reason for the votes);
+                    // close what we hold, unless a newer attempt has started since.
+                    let node = error.node();
+                    let down = matches!(self.engine.link_state(node), Some(LinkState::Down { .. }));
+                    if down && node.index() < self.nodes.len() {
+                        let level = match error {
+                            LinkError::ConnectTimeout { .. } => log::Level::Debug,
+                            _ => log::Level::Warn,
+                        };
+                        self.link_down(node.index(), now, level, &error.reason());
                     }
                 }
                 _ => {}
@@ -466,15 +456,10 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
-    /// Arm the one timer at the earliest of the engine's timeout and the nodes' reconnect
-    /// and connect deadlines; report whether it fired.
+    /// Arm the one timer at the engine's timeout (lock timers, connect deadlines, reconnect
+    /// times); report whether it fired.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let nodes = self.nodes.iter().filter_map(|n| match &n.link {
-            Link::Idle { retry_at } => Some(*retry_at),
-            Link::Connecting { deadline, .. } => Some(*deadline),
-            Link::Up { .. } => None,
-        });
-        let next = nodes.chain(self.engine.poll_timeout()).min();
+        let next = self.engine.poll_timeout();
         let Some(next) = next else {
             self.timer_at = None;
             return false;

@@ -18,11 +18,14 @@
 //!   once; the driver writes all of them without waiting, and waits for readiness on all N
 //!   sockets together (every socket is polled in the same pass), so a slow node never delays
 //!   the reads of the others.
-//! - One timer, armed at the earliest of the engine's [`poll_timeout`] and the nodes'
-//!   reconnect and connect deadlines. The clock is read again after every wake-up.
-//! - A node whose socket fails, closes, or whose link the engine declares failed
-//!   ([`Event::LinkFailed`], e.g. a wrong password) is reconnected with exponential backoff;
-//!   while it is down the engine counts it as a failed vote at once.
+//! - One timer, armed at the engine's [`poll_timeout`], which covers lock timers, connect
+//!   deadlines and reconnect times. The clock is read again after every wake-up.
+//! - No reconnect schedule of its own: the engine owns it ([`Config`]'s `connect_timeout`,
+//!   `reconnect_min`, `reconnect_max`). The driver starts a connect whenever
+//!   [`poll_connect`] hands out a node, reports how it went, reports a socket that fails or
+//!   closes, and closes what it holds on [`Event::LinkFailed`] (a link the engine failed,
+//!   e.g. a wrong password, or a connect attempt past its deadline). While a node is down
+//!   the engine counts it as a failed vote at once, with the reason of its last failure.
 //! - Link trouble is logged through the [`log`](https://docs.rs/log) facade, naming the node
 //!   by its URL without the password: `warn` when a connection is lost or the engine fails a
 //!   link (e.g. `AUTH failed: WRONGPASS ...`), `debug` for connects and failed attempts. The
@@ -31,6 +34,7 @@
 //!   `NOSCRIPT` fallback are all the engine's.
 //!
 //! [`poll_timeout`]: redlease_core::Engine::poll_timeout
+//! [`poll_connect`]: redlease_core::Engine::poll_connect
 //! [`Event::LinkFailed`]: redlease_core::Event::LinkFailed
 
 mod client;

@@ -22,8 +22,8 @@ pub trait Runtime: Send + Sync + Sized + 'static {
 
     /// Resolve `host` and connect to `host:port`, with `TCP_NODELAY` set on the stream.
     ///
-    /// The driver bounds the attempt by `ClientConfig::connect_timeout` itself (it drops the
-    /// future when the time is up), so the future need not time out on its own.
+    /// The attempt is bounded by the engine's `connect_timeout`: the driver drops the future
+    /// when the engine gives the attempt up, so the future need not time out on its own.
     fn connect(host: &str, port: u16) -> BoxFuture<io::Result<Self::Socket>>;
 
     /// A timer that fires at `deadline`.
