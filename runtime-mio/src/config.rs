@@ -1,39 +1,32 @@
-//! Adapter settings: the core's [`Config`] plus the socket knobs.
+//! Adapter settings (the core's [`Config`]) and the OS randomness the adapter supplies.
 
-use std::time::Duration;
+use std::ops::{Deref, DerefMut};
 
 use redlease_core::Config;
 
 use crate::Error;
 
-/// Settings of a [`Client`](crate::Client) or a [`Driver`](crate::Driver).
+/// Settings of a [`Client`](crate::Client) or a [`Driver`](crate::Driver): the core's
+/// [`Config`], which also holds the connection knobs (`connect_timeout`, `reconnect_min`,
+/// `reconnect_max`) — the engine applies them, the driver opens the sockets it is told to.
 ///
 /// Build it with [`ClientConfig::from_urls`] (or [`ClientConfig::new`] from a core
-/// [`Config`]), then adjust the public fields.
+/// [`Config`]), then adjust the fields: `config.core.node_timeout`, or directly through
+/// `Deref`: `config.reconnect_max = Duration::from_millis(500)`.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
-    /// The nodes and the algorithm's parameters (node timeout, drift, retry, seed, ...).
+    /// The nodes, the algorithm's parameters (node timeout, drift, retry, seed, ...) and the
+    /// connect timeout and reconnect backoff.
     ///
     /// If `core.seed` is left at the core's default, the adapter replaces it with a seed
     /// from the OS random source, so that separate clients do not jitter in step.
     pub core: Config,
-    /// How long one TCP connect attempt may take before it counts as failed (default 1 s).
-    pub connect_timeout: Duration,
-    /// First delay before reconnecting a lost node (default 50 ms); it doubles per failure.
-    pub reconnect_min: Duration,
-    /// Longest delay between reconnect attempts (default 2 s).
-    pub reconnect_max: Duration,
 }
 
 impl ClientConfig {
-    /// Adapter defaults around this core config.
+    /// Settings for this core config.
     pub fn new(core: Config) -> Self {
-        ClientConfig {
-            core,
-            connect_timeout: Duration::from_secs(1),
-            reconnect_min: Duration::from_millis(50),
-            reconnect_max: Duration::from_secs(2),
-        }
+        ClientConfig { core }
     }
 
     /// Parse `redis://[user:pass@]host:port[/db]` URLs, with defaults for everything else.
@@ -45,35 +38,29 @@ impl ClientConfig {
         Ok(ClientConfig::new(Config::from_urls(urls)?))
     }
 
-    /// Check the settings (the core config and the socket knobs).
+    /// Check the settings ([`Config::validate`]).
     pub fn validate(&self) -> Result<(), Error> {
-        self.core.validate()?;
-        if self.connect_timeout.is_zero() {
-            return Err(Error::Setting {
-                field: "connect_timeout",
-                reason: "it is zero: give a TCP connect attempt some time, e.g. 1s".into(),
-            });
-        }
-        if self.reconnect_min.is_zero() {
-            return Err(Error::Setting {
-                field: "reconnect_min",
-                reason: "it is zero, which would reconnect in a busy loop: use e.g. 50ms".into(),
-            });
-        }
-        if self.reconnect_min > self.reconnect_max {
-            return Err(Error::Setting {
-                field: "reconnect_min",
-                reason: format!("{:?} is above reconnect_max {:?}: swap them", self.reconnect_min, self.reconnect_max),
-            });
-        }
-        Ok(())
+        Ok(self.core.validate()?)
     }
 }
 
 impl From<Config> for ClientConfig {
-    /// [`ClientConfig::new`]: adapter defaults around this core config.
     fn from(core: Config) -> Self {
         ClientConfig::new(core)
+    }
+}
+
+impl Deref for ClientConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.core
+    }
+}
+
+impl DerefMut for ClientConfig {
+    fn deref_mut(&mut self) -> &mut Config {
+        &mut self.core
     }
 }
 
@@ -106,6 +93,10 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use redlease_core::ConfigError;
+
     use super::*;
 
     #[test]
@@ -119,14 +110,14 @@ mod tests {
     }
 
     #[test]
-    fn settings_are_validated_with_the_field_named() {
+    fn settings_are_the_core_config_validated_with_the_field_named() {
         let mut c = ClientConfig::from_urls(["redis://127.0.0.1:7000"]).unwrap();
         assert!(c.validate().is_ok());
         c.reconnect_min = Duration::from_secs(5);
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("reconnect_min") && err.contains("swap"), "{err}");
-        c.reconnect_min = Duration::ZERO;
-        assert!(c.validate().unwrap_err().to_string().contains("reconnect_min"));
+        c.core.reconnect_min = Duration::ZERO;
+        assert!(matches!(c.validate(), Err(Error::Config(ConfigError::ZeroReconnectMin))));
         c.reconnect_min = Duration::from_millis(50);
         c.connect_timeout = Duration::ZERO;
         assert!(c.validate().unwrap_err().to_string().contains("connect_timeout"));

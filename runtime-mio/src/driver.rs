@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
+use redlease_core::LinkState as Link;
 use redlease_core::{AcquireRequest, Config, Engine, Event, LockId, LockInfo, Misuse, NodeId};
 
 use crate::Error;
@@ -42,18 +43,18 @@ const READ_CHUNK: usize = 16 * 1024;
 ///
 /// Sockets: edge-triggered readiness is honoured (reads and writes run until `WouldBlock`),
 /// spurious events are harmless, a read of 0 bytes is EOF. A lost node is reported to the
-/// engine (its operations count it as failed at once) and reconnected with exponential backoff
-/// from `reconnect_min` to `reconnect_max`; an [`Event::LinkFailed`] (e.g. a wrong password)
-/// also closes the socket and reconnects. `TCP_NODELAY` is set on every socket. Host names
-/// are resolved with the system resolver at each connect round, which may block: give IP
-/// addresses to keep the loop strictly non-blocking.
+/// engine (its operations count it as failed at once). When to connect is the engine's
+/// decision: the driver starts a non-blocking connect whenever [`Engine::poll_connect`] hands
+/// out a node (all of them at [`register`](Self::register), then after the engine's reconnect
+/// backoff, `reconnect_min` doubling up to `reconnect_max`), and closes what it holds on an
+/// [`Event::LinkFailed`] (e.g. a wrong password, or an attempt past `connect_timeout`).
+/// `TCP_NODELAY` is set on every socket. Host names are resolved with the system resolver at
+/// each connect attempt (its addresses are tried in turn within the attempt), which may
+/// block: give IP addresses to keep the loop strictly non-blocking.
 ///
 /// See the [crate docs](crate) for a complete run loop.
 pub struct Driver {
     engine: Engine,
-    connect_timeout: Duration,
-    reconnect_min: Duration,
-    reconnect_max: Duration,
     base: usize,
     nodes: Vec<Node>,
     registry: Option<Registry>,
@@ -68,7 +69,7 @@ pub struct Driver {
 #[non_exhaustive]
 pub enum LinkState {
     /// Not registered with a poll (before [`Driver::register`] or after
-    /// [`Driver::deregister`]).
+    /// [`Driver::deregister`]), or no attempt scheduled.
     Idle,
     /// Waiting to reconnect at this instant.
     Waiting {
@@ -86,9 +87,10 @@ pub enum LinkState {
 pub struct NodeStatus {
     /// The connection's state.
     pub state: LinkState,
-    /// Why the last connection attempt or connection failed, if it did (cleared on connect;
-    /// handshake failures such as a wrong password arrive as [`Event::LinkFailed`] and are
-    /// kept here too).
+    /// Why the last connect attempt or connection failed, as the node's votes report it
+    /// ([`Engine::last_error`]: a refused or timed-out connect, a refused handshake such as a
+    /// wrong password); cleared once a connection completes its handshake. A connection that
+    /// is simply lost (end of stream) leaves no reason.
     pub last_error: Option<String>,
 }
 
@@ -96,26 +98,17 @@ struct Node {
     host: String,
     port: u16,
     conn: Conn,
-    /// Delay before the next reconnect attempt.
-    delay: Duration,
-    up_since: Option<Instant>,
     /// The first connect attempt has finished (connected or failed).
     tried: bool,
-    last_error: Option<String>,
-    /// Resolved addresses of the current connect round, and the one being tried.
-    addrs: Vec<SocketAddr>,
-    addr_pos: usize,
 }
 
+/// What the driver holds for one node.
 enum Conn {
+    /// No socket: waiting for the engine to hand out the next attempt.
     Idle,
-    Waiting {
-        at: Instant,
-    },
-    Connecting {
-        stream: TcpStream,
-        deadline: Instant,
-    },
+    /// A non-blocking connect to `addrs[pos]`; if it fails, the next address of the host is
+    /// tried within the same attempt.
+    Connecting { stream: TcpStream, addrs: Vec<SocketAddr>, pos: usize },
     Up {
         stream: TcpStream,
         /// The socket took everything so far (false after a `WouldBlock`, until a writable event).
@@ -132,7 +125,7 @@ impl Driver {
     /// random seed. No socket is opened until [`register`](Self::register).
     pub fn new(config: ClientConfig, base: Token) -> Result<Self, Error> {
         config.validate()?;
-        let ClientConfig { mut core, connect_timeout, reconnect_min, reconnect_max } = config;
+        let mut core = config.core;
         if core.seed == Config::new(Vec::new()).seed {
             core.seed = random_seed()?;
         }
@@ -146,23 +139,10 @@ impl Driver {
         let nodes = core
             .nodes
             .iter()
-            .map(|c| Node {
-                host: c.host.clone(),
-                port: c.port,
-                conn: Conn::Idle,
-                delay: reconnect_min,
-                up_since: None,
-                tried: false,
-                last_error: None,
-                addrs: Vec::new(),
-                addr_pos: 0,
-            })
+            .map(|c| Node { host: c.host.clone(), port: c.port, conn: Conn::Idle, tried: false })
             .collect();
         Ok(Driver {
             engine: Engine::new(core)?,
-            connect_timeout,
-            reconnect_min,
-            reconnect_max,
             base: base.0,
             nodes,
             registry: None,
@@ -203,13 +183,14 @@ impl Driver {
     /// A snapshot of `node`'s connection, or `None` for an unknown node.
     pub fn node_status(&self, node: NodeId) -> Option<NodeStatus> {
         let n = self.nodes.get(node.index())?;
-        let state = match n.conn {
-            Conn::Idle => LinkState::Idle,
-            Conn::Waiting { at } => LinkState::Waiting { retry_at: at },
-            Conn::Connecting { .. } => LinkState::Connecting,
-            Conn::Up { .. } => LinkState::Connected,
+        let state = match (&n.conn, self.engine.link_state(node)) {
+            _ if self.registry.is_none() => LinkState::Idle,
+            (Conn::Connecting { .. }, _) => LinkState::Connecting,
+            (Conn::Up { .. }, _) => LinkState::Connected,
+            (Conn::Idle, Some(Link::Down { retry_at: Some(at) })) => LinkState::Waiting { retry_at: at },
+            (Conn::Idle, _) => LinkState::Idle,
         };
-        Some(NodeStatus { state, last_error: n.last_error.clone() })
+        Some(NodeStatus { state, last_error: self.engine.last_error(node).map(str::to_owned) })
     }
 
     /// Whether every node has finished its first connect attempt since
@@ -220,7 +201,8 @@ impl Driver {
 
     // ----- lifecycle -----------------------------------------------------------------------
 
-    /// Start: keep a handle on `registry` and begin a non-blocking connect to every node.
+    /// Start: keep a handle on `registry` and begin a non-blocking connect to every node
+    /// (the reconnect backoff starts over).
     ///
     /// Calling it again first deregisters everything (as [`deregister`](Self::deregister)).
     pub fn register(&mut self, registry: &Registry, now: Instant) -> io::Result<()> {
@@ -229,12 +211,8 @@ impl Driver {
         }
         self.registry = Some(registry.try_clone()?);
         for i in 0..self.nodes.len() {
-            let node = &mut self.nodes[i];
-            node.tried = false;
-            node.delay = self.reconnect_min;
-            node.addrs.clear();
-            node.addr_pos = 0;
-            self.start_connect(now, i);
+            self.nodes[i].tried = false;
+            self.engine.reconnect_now(NodeId(i as u16));
         }
         self.settle(now);
         Ok(())
@@ -244,7 +222,12 @@ impl Driver {
     /// count the nodes as down (their outcomes arrive from [`poll_event`](Self::poll_event)).
     pub fn deregister(&mut self, now: Instant) {
         for i in 0..self.nodes.len() {
-            self.close(now, i, None, false);
+            let node = NodeId(i as u16);
+            self.drop_socket(i);
+            self.engine.handle_disconnected(now, node);
+            // Due at once but never handed out while unregistered: no timer, and `register`
+            // starts over.
+            self.engine.reconnect_now(node);
         }
         self.registry = None;
         self.settle(now);
@@ -270,26 +253,17 @@ impl Driver {
                 }
             }
             // A late event for a socket already closed.
-            Conn::Idle | Conn::Waiting { .. } => {}
+            Conn::Idle => {}
         }
         self.settle(now);
         true
     }
 
-    /// Time passed: run the engine's timers (node timeouts, retries, expiry, auto-extension),
-    /// connect timeouts and reconnect backoff. Extra calls are harmless.
+    /// Time passed: run the engine's timers (node timeouts, retries, expiry, auto-extension,
+    /// connect timeouts, reconnect backoff) and start the connects that are due. Extra calls
+    /// are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
-        for i in 0..self.nodes.len() {
-            match self.nodes[i].conn {
-                Conn::Waiting { at } if at <= now => self.start_connect(now, i),
-                Conn::Connecting { deadline, .. } if deadline <= now => {
-                    let why = format!("connect timed out after {:?}", self.connect_timeout);
-                    self.attempt_failed(now, i, why);
-                }
-                _ => {}
-            }
-        }
         self.settle(now);
     }
 
@@ -337,39 +311,38 @@ impl Driver {
     // ----- outputs -------------------------------------------------------------------------
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever: the
-    /// earliest of the engine's timer, connect timeouts and reconnect backoffs.
+    /// engine's [`poll_timeout`](Engine::poll_timeout) (lock timers, connect timeouts,
+    /// reconnect times).
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        let mut next = self.engine.poll_timeout();
-        for n in &self.nodes {
-            let t = match n.conn {
-                Conn::Waiting { at } => at,
-                Conn::Connecting { deadline, .. } => deadline,
-                _ => continue,
-            };
-            next = Some(next.map_or(t, |x| x.min(t)));
-        }
-        next
+        self.engine.poll_timeout()
     }
 
     /// The next event: lock outcomes, and [`Event::LinkFailed`] for the host to log (the
-    /// driver has already closed that socket and scheduled a reconnect).
+    /// driver has already closed that socket or abandoned that connect attempt; the engine
+    /// has scheduled the next one).
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     // ----- internals -----------------------------------------------------------------------
 
-    /// Move engine events out (closing links the engine failed) and flush every socket,
-    /// until closing sockets produces nothing more.
+    /// Start the connects the engine asks for, move engine events out (closing what is held
+    /// for links the engine failed) and flush every socket, until closing sockets produces
+    /// nothing more.
     fn settle(&mut self, now: Instant) {
         loop {
             self.closed_any = false;
+            if self.registry.is_some() {
+                while let Some(node) = self.engine.poll_connect(now) {
+                    self.start_connect(now, node.index());
+                }
+            }
             while let Some(ev) = self.engine.poll_event() {
                 if let Event::LinkFailed { error } = &ev {
+                    // Unless a newer attempt has started since, the engine has the link down.
                     let i = error.node().index();
-                    if i < self.nodes.len() {
-                        let why = error.to_string();
-                        self.close(now, i, Some(why), true);
+                    if i < self.nodes.len() && matches!(self.engine.link_state(error.node()), Some(Link::Down { .. })) {
+                        self.drop_socket(i);
                     }
                 }
                 self.events.push_back(ev);
@@ -393,40 +366,36 @@ impl Driver {
         if !*writable {
             return;
         }
-        let failure = loop {
+        // Whether the connection is unusable: the socket takes no bytes, fails, or cannot be
+        // re-registered (without a writable event the rest would never go out).
+        let failed = loop {
             let Some(bytes) = self.engine.poll_transmit(node) else {
-                break None;
+                break false;
             };
             match stream.write(bytes) {
-                Ok(0) => break Some("the socket accepted no bytes".to_owned()),
+                Ok(0) => break true,
                 Ok(n) => self.engine.advance_transmit(node, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *writable = false;
-                    if !*write_interest {
-                        *write_interest = true;
-                        if let Some(reg) = &self.registry {
-                            if let Err(e) = reg.reregister(stream, token, Interest::READABLE | Interest::WRITABLE) {
-                                break Some(format!("cannot watch for writability: {e}"));
-                            }
-                        }
+                    if *write_interest {
+                        return;
                     }
-                    return;
+                    *write_interest = true;
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    break self.registry.as_ref().is_some_and(|reg| reg.reregister(stream, token, interest).is_err());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => break Some(format!("write failed: {e}")),
+                Err(_) => break true,
             }
         };
-        match failure {
-            Some(why) => self.close(now, i, Some(why), true),
-            None => {
-                if *write_interest {
-                    *write_interest = false;
-                    if let Some(reg) = &self.registry {
-                        if let Err(e) = reg.reregister(stream, token, Interest::READABLE) {
-                            self.close(now, i, Some(format!("cannot re-register: {e}")), true);
-                        }
-                    }
-                }
+        if failed {
+            return self.lost(now, i);
+        }
+        if *writable && *write_interest {
+            // Everything went out: stop watching for writability.
+            *write_interest = false;
+            if self.registry.as_ref().is_some_and(|reg| reg.reregister(stream, token, Interest::READABLE).is_err()) {
+                self.lost(now, i);
             }
         }
     }
@@ -440,7 +409,7 @@ impl Driver {
             };
             match stream.read(&mut self.buf) {
                 Ok(0) => {
-                    self.close(now, i, Some("connection closed by the server".to_owned()), true);
+                    self.lost(now, i);
                     return;
                 }
                 Ok(n) => {
@@ -452,8 +421,8 @@ impl Driver {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.close(now, i, Some(format!("read failed: {e}")), true);
+                Err(_) => {
+                    self.lost(now, i);
                     return;
                 }
             }
@@ -466,19 +435,19 @@ impl Driver {
             return;
         };
         match stream.take_error() {
-            Ok(Some(e)) | Err(e) => return self.attempt_failed(now, i, format!("connect failed: {e}")),
+            Ok(Some(e)) | Err(e) => return self.attempt_failed(now, i, e.to_string()),
             Ok(None) => {}
         }
         match stream.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => {
                 if event.is_error() || event.is_write_closed() {
-                    self.attempt_failed(now, i, "connect failed: the connection was closed".to_owned());
+                    self.attempt_failed(now, i, "the connection was closed".to_owned());
                 }
                 // Otherwise not finished yet (or a spurious event): keep waiting.
                 return;
             }
-            Err(e) => return self.attempt_failed(now, i, format!("connect failed: {e}")),
+            Err(e) => return self.attempt_failed(now, i, e.to_string()),
         }
         let Conn::Connecting { stream, .. } = std::mem::replace(&mut self.nodes[i].conn, Conn::Idle) else {
             unreachable!("checked above");
@@ -489,60 +458,82 @@ impl Driver {
         // Registered for READABLE | WRITABLE while connecting; `flush` drops WRITABLE once
         // the handshake is out.
         n.conn = Conn::Up { stream, writable: true, write_interest: true };
-        n.up_since = Some(now);
         n.tried = true;
-        n.last_error = None;
         self.engine.handle_connected(now, NodeId(i as u16));
     }
 
-    /// Begin a connect attempt to node `i` (resolving its host if a new round starts).
+    /// Begin the connect attempt the engine handed out for node `i`: resolve its host, then
+    /// connect to its addresses in turn.
     fn start_connect(&mut self, now: Instant, i: usize) {
+        let n = &self.nodes[i];
+        match (n.host.as_str(), n.port).to_socket_addrs() {
+            Ok(addrs) => {
+                let addrs: Vec<SocketAddr> = addrs.collect();
+                if addrs.is_empty() {
+                    let why = format!("{} resolves to no address", n.host);
+                    return self.connect_failed(now, i, &why);
+                }
+                self.try_addrs(now, i, addrs, 0, String::new());
+            }
+            Err(e) => {
+                let why = format!("cannot resolve {}: {e}", n.host);
+                self.connect_failed(now, i, &why);
+            }
+        }
+    }
+
+    /// Start a non-blocking connect to the first of `addrs[pos..]` that takes one; if none
+    /// does, the attempt failed (with the last reason).
+    fn try_addrs(&mut self, now: Instant, i: usize, addrs: Vec<SocketAddr>, mut pos: usize, mut why: String) {
         let Some(registry) = &self.registry else {
             return;
         };
         let token = Token(self.base + i);
-        let n = &mut self.nodes[i];
-        if n.addr_pos >= n.addrs.len() {
-            n.addr_pos = 0;
-            match (n.host.as_str(), n.port).to_socket_addrs() {
-                Ok(addrs) => n.addrs = addrs.collect(),
-                Err(e) => {
-                    n.addrs.clear();
-                    let why = format!("cannot resolve {}: {e}", n.host);
-                    return self.attempt_failed(now, i, why);
+        while let Some(&addr) = addrs.get(pos) {
+            let started = TcpStream::connect(addr).and_then(|mut stream| {
+                registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+                Ok(stream)
+            });
+            match started {
+                Ok(stream) => {
+                    self.nodes[i].conn = Conn::Connecting { stream, addrs, pos };
+                    return;
                 }
+                Err(e) => why = format!("{addr}: {e}"),
             }
-            if n.addrs.is_empty() {
-                let why = format!("{} resolves to no address", n.host);
-                return self.attempt_failed(now, i, why);
-            }
+            pos += 1;
         }
-        let addr = n.addrs[n.addr_pos];
-        let result = TcpStream::connect(addr).and_then(|mut stream| {
-            registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
-            Ok(stream)
-        });
-        match result {
-            Ok(stream) => n.conn = Conn::Connecting { stream, deadline: now + self.connect_timeout },
-            Err(e) => self.attempt_failed(now, i, format!("connect to {addr} failed: {e}")),
-        }
+        self.connect_failed(now, i, &why);
     }
 
-    /// A connect attempt failed: try the next address of the round at once, or back off.
+    /// The connect to the current address failed: try the host's next address within the
+    /// same attempt, or report the attempt failed.
     fn attempt_failed(&mut self, now: Instant, i: usize, why: String) {
-        let n = &mut self.nodes[i];
-        n.addr_pos += 1;
-        if n.addr_pos < n.addrs.len() {
-            let why = Some(why);
-            self.close(now, i, why, false);
-            self.nodes[i].conn = Conn::Waiting { at: now };
-        } else {
-            self.close(now, i, Some(why), true);
+        let Conn::Connecting { mut stream, addrs, pos } = std::mem::replace(&mut self.nodes[i].conn, Conn::Idle) else {
+            return;
+        };
+        if let Some(reg) = &self.registry {
+            // The socket is closed right after; a failure here changes nothing.
+            let _ = reg.deregister(&mut stream);
         }
+        drop(stream);
+        self.try_addrs(now, i, addrs, pos + 1, why);
     }
 
-    /// Close node `i`'s socket, tell the engine, and schedule a reconnect if asked.
-    fn close(&mut self, now: Instant, i: usize, why: Option<String>, reconnect: bool) {
+    /// The engine's attempt for node `i` failed: it records `why` and schedules the next.
+    fn connect_failed(&mut self, now: Instant, i: usize, why: &str) {
+        self.nodes[i].tried = true;
+        self.engine.handle_connect_failed(now, NodeId(i as u16), why);
+    }
+
+    /// Node `i`'s connection failed or closed: close it and tell the engine.
+    fn lost(&mut self, now: Instant, i: usize) {
+        self.drop_socket(i);
+        self.engine.handle_disconnected(now, NodeId(i as u16));
+    }
+
+    /// Close and deregister whatever socket node `i` has.
+    fn drop_socket(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         match std::mem::replace(&mut n.conn, Conn::Idle) {
             Conn::Connecting { mut stream, .. } | Conn::Up { mut stream, .. } => {
@@ -550,26 +541,11 @@ impl Driver {
                     // The socket is closed right after; a failure here changes nothing.
                     let _ = reg.deregister(&mut stream);
                 }
+                n.tried = true;
             }
-            Conn::Idle | Conn::Waiting { .. } => {}
-        }
-        if let Some(why) = why {
-            n.last_error = Some(why);
-        }
-        if reconnect && self.registry.is_some() {
-            // A connection that stayed up for a while starts the backoff over.
-            if n.up_since.take().is_some_and(|since| now.saturating_duration_since(since) >= self.reconnect_max) {
-                n.delay = self.reconnect_min;
-            }
-            n.tried = true;
-            n.conn = Conn::Waiting { at: now + n.delay };
-            n.delay = (n.delay * 2).min(self.reconnect_max);
-            n.addr_pos = n.addrs.len();
-        } else {
-            n.up_since = None;
+            Conn::Idle => {}
         }
         self.closed_any = true;
-        self.engine.handle_disconnected(now, NodeId(i as u16));
     }
 }
 
