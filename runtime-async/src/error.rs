@@ -12,10 +12,12 @@ pub enum Error {
     /// The node list or the engine settings are unusable (bad URL, no nodes, ...).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// An adapter setting of [`ClientConfig`](crate::ClientConfig) is unusable.
+    /// An adapter setting is unusable. No longer produced: every setting of
+    /// [`ClientConfig`](crate::ClientConfig) is the core [`Config`](redlease_core::Config)'s
+    /// (connect timeout and reconnect delays included), checked as [`Error::Config`].
     #[error("bad client setting {field}: {reason}")]
     Setting {
-        /// The field, e.g. `connect_timeout`.
+        /// The field.
         field: &'static str,
         /// What is wrong and how to fix it.
         reason: &'static str,

@@ -16,10 +16,11 @@ pub enum Error {
     /// The configuration cannot work (bad URL, no nodes, ...).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// An adapter setting of [`ClientConfig`](crate::ClientConfig) cannot work.
+    /// An argument of the adapter itself cannot work (the [`Driver`](crate::Driver)'s base
+    /// token); the settings of [`ClientConfig`](crate::ClientConfig) fail as [`Error::Config`].
     #[error("bad setting {field}: {reason}")]
     Setting {
-        /// The field, e.g. `reconnect_min`.
+        /// The field, e.g. `base token`.
         field: &'static str,
         /// What is wrong and how to fix it.
         reason: String,
