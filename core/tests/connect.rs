@@ -49,6 +49,18 @@ fn next_attempt(engine: &mut Engine, node: NodeId) -> Instant {
     at
 }
 
+/// Hand out node 0's first attempt at `t0` and refuse it and the next two; returns the time
+/// of the fourth attempt, which is in flight.
+fn refused_three_times(engine: &mut Engine, t0: Instant) -> Instant {
+    assert_eq!(engine.poll_connect(t0), Some(N0));
+    let mut now = t0;
+    for _ in 0..3 {
+        engine.handle_connect_failed(now, N0, "Connection refused");
+        now = next_attempt(engine, N0);
+    }
+    now
+}
+
 fn acquire_once(engine: &mut Engine, now: Instant) {
     let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
     req.attempts = Some(1);
@@ -95,12 +107,7 @@ fn failed_connects_back_off_doubling_up_to_the_cap() {
 #[test]
 fn the_backoff_starts_over_after_a_connection_that_stayed_up_long_enough() {
     let mut rig = rig(1);
-    let mut now = rig.t0;
-    assert_eq!(rig.engine.poll_connect(now), Some(N0));
-    for _ in 0..3 {
-        rig.engine.handle_connect_failed(now, N0, "Connection refused");
-        now = next_attempt(&mut rig.engine, N0);
-    }
+    let mut now = refused_three_times(&mut rig.engine, rig.t0);
     // Three failures: the next delay would be 400 ms. A connection that lasts less than
     // reconnect_max does not reset it...
     rig.connect_at(now, 0);
@@ -224,12 +231,7 @@ fn votes_carry_the_connect_failure_reason_naming_each_node_once() {
 #[test]
 fn reconnect_now_skips_the_backoff_and_starts_it_over() {
     let mut rig = rig(1);
-    let mut now = rig.t0;
-    assert_eq!(rig.engine.poll_connect(now), Some(N0));
-    for _ in 0..3 {
-        rig.engine.handle_connect_failed(now, N0, "Connection refused");
-        now = next_attempt(&mut rig.engine, N0);
-    }
+    let now = refused_three_times(&mut rig.engine, rig.t0);
     rig.engine.handle_connect_failed(now, N0, "Connection refused");
     assert_eq!(retry_at(&rig.engine, N0) - now, MAX);
     rig.engine.reconnect_now(N0);
