@@ -321,12 +321,7 @@ impl<R: Runtime> Driver<R> {
                 Poll::Ready(Ok(n)) if n > 0 => self.engine.handle_data(now, node_id(i), &self.buf[..n]),
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(result) => {
-                    self.engine.handle_disconnected(now, node_id(i));
-                    let why = match result {
-                        Err(e) => format!("connection lost: {e}"),
-                        Ok(_) => "connection closed by the server".to_owned(),
-                    };
-                    self.link_down(i, now, log::Level::Warn, &why);
+                    self.connection_lost(i, now, result.err(), "connection lost", "connection closed by the server");
                     return true;
                 }
                 Poll::Pending => return false,
@@ -347,12 +342,7 @@ impl<R: Runtime> Driver<R> {
                     Poll::Ready(Ok(n)) if n > 0 => self.engine.advance_transmit(node_id(i), n),
                     Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                     Poll::Ready(result) => {
-                        self.engine.handle_disconnected(now, node_id(i));
-                        let why = match result {
-                            Err(e) => format!("write failed: {e}"),
-                            Ok(_) => "the socket takes no more bytes".to_owned(),
-                        };
-                        self.link_down(i, now, log::Level::Warn, &why);
+                        self.connection_lost(i, now, result.err(), "write failed", "the socket takes no more bytes");
                         progress = true;
                         break;
                     }
@@ -361,6 +351,16 @@ impl<R: Runtime> Driver<R> {
             }
         }
         progress
+    }
+
+    /// Node `i`'s socket failed (`error`, logged after `context`) or ended (`ended`): tell the
+    /// engine, close it.
+    fn connection_lost(&mut self, i: usize, now: Instant, error: Option<io::Error>, context: &str, ended: &str) {
+        self.engine.handle_disconnected(now, node_id(i));
+        match error {
+            Some(e) => self.link_down(i, now, log::Level::Warn, &format_args!("{context}: {e}")),
+            None => self.link_down(i, now, log::Level::Warn, &ended),
+        }
     }
 
     /// Close node `i`'s connection (or attempt) and log why, with the delay until the engine
