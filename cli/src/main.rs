@@ -114,8 +114,13 @@ struct LockArgs {
     /// The lock key (resource name).
     #[arg(long)]
     key: String,
-    /// Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (default: $REDLEASE_NODES).
-    #[arg(long, env = "REDLEASE_NODES", value_name = "URLS")]
+    /// The nodes (see the help text).
+    #[arg(
+        long,
+        env = "REDLEASE_NODES",
+        value_name = "URLS",
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (default: $REDLEASE_NODES)"
+    )]
     nodes: Option<String>,
 }
 

@@ -1,0 +1,38 @@
+//! The README's code is real code: each block marked `<!-- file: PATH -->` is exactly that
+//! example file (which `cargo test --all-targets` compiles), and each block marked
+//! `<!-- block: PATH -->` appears verbatim in that file (a doc-tested crate README).
+
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root")
+}
+
+/// The code block following line `at`, without its fences.
+fn block_after(lines: &[&str], at: usize) -> (String, String) {
+    let open = (at + 1..lines.len()).find(|&i| lines[i].starts_with("```")).expect("a code block after the marker");
+    let close = (open + 1..lines.len()).find(|&i| lines[i] == "```").expect("a closing fence");
+    (lines[open].to_owned(), lines[open + 1..close].join("\n"))
+}
+
+#[test]
+fn readme_code_matches_the_compiled_sources() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut checked = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let (kind, path) = match line.strip_prefix("<!-- file: ").or_else(|| line.strip_prefix("<!-- block: ")) {
+            Some(rest) => (if line.contains("file:") { "file" } else { "block" }, rest.trim_end_matches(" -->")),
+            None => continue,
+        };
+        let source = std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let (fence, code) = block_after(&lines, i);
+        if kind == "file" {
+            assert_eq!(code.trim_end(), source.trim_end(), "README block for {path} differs from the file");
+        } else {
+            assert!(source.contains(&format!("{fence}\n{code}\n```")), "README block from {path} is not in that file");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 5, "expected the tokio, smol, async-std, blocking and embedding examples, found {checked}");
+}
