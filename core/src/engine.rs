@@ -799,7 +799,9 @@ impl Engine {
 
     /// Send the round's command to every connected node; down nodes vote at once.
     ///
-    /// The command is the same for every node: it is encoded once and copied.
+    /// The command is the same for every node: it is encoded once and copied. If down nodes
+    /// voted, the round is evaluated right away: they may already decide it (an acquisition
+    /// that can no longer reach a quorum fails without waiting for the live nodes' replies).
     fn send_round(&mut self, now: Instant, idx: u32, kind: Kind) {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
@@ -819,7 +821,7 @@ impl Engine {
             }
         }
         self.scratch = cmd;
-        if self.slots[idx as usize].open() == 0 {
+        if self.slots[idx as usize].failed > 0 {
             self.evaluate(now, idx);
         }
     }

@@ -222,6 +222,53 @@ fn unreachable_nodes_are_reported_with_their_votes() {
 }
 
 #[test]
+fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
+    // 3 of 5 down: no quorum is possible, so the attempt fails when it is sent, without
+    // waiting for the two live nodes; what they may grant is released right behind it.
+    let mut rig = Rig::new(5);
+    for i in 2..5 {
+        rig.engine.handle_disconnected(rig.t0, NodeId(i));
+    }
+    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { lock: l, error: AcquireError::Unreachable { votes, attempts: 1 } }] => {
+            assert_eq!(*l, lock);
+            assert_eq!(votes.as_slice(), &[Vote::Pending, Vote::Pending, Vote::Down, Vote::Down, Vote::Down]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let cmds = rig.sent_commands();
+    for c in &cmds[..2] {
+        assert_eq!(c.len(), 2, "the acquire, then its cleanup");
+        assert!(is_release(&c[1]), "{c:?}");
+    }
+    assert_eq!(rig.engine.active_locks(), 0);
+
+    // 2 of 5 down: a quorum is still possible, so the round waits for the live nodes.
+    let mut rig = Rig::new(5);
+    for i in 3..5 {
+        rig.engine.handle_disconnected(rig.t0, NodeId(i));
+    }
+    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    assert!(rig.events().is_empty());
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, b":1\r\n");
+    rig.reply(rig.at(1), 1, b":0\r\n");
+    assert!(matches!(rig.events().as_slice(), [Event::AcquireFailed { error: AcquireError::Held { .. }, .. }]));
+
+    // A release with a majority down is unreachable at once.
+    let mut rig = Rig::new(3);
+    let lock = held(&mut rig);
+    rig.engine.handle_disconnected(rig.at(1), NodeId(1));
+    rig.engine.handle_disconnected(rig.at(1), NodeId(2));
+    rig.engine.release(rig.at(2), lock).unwrap();
+    match rig.events().as_slice() {
+        [Event::Released { report, .. }] => assert_eq!(report.outcome, ReleaseOutcome::Unreachable),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn retries_wait_a_seeded_random_delay_and_release_in_between() {
     let delays = |seed: u64| {
         let mut rig = Rig::with(1, |c| {
