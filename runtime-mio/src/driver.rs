@@ -31,15 +31,20 @@ const READ_CHUNK: usize = 16 * 1024;
 /// - [`register`](Self::register) once; it starts the non-blocking connects.
 /// - Hand every event of the poll to [`handle_event`](Self::handle_event) (it returns `false`
 ///   for events that are not the driver's, so the host can dispatch those itself).
-/// - Poll with a timeout no later than [`poll_timeout`](Self::poll_timeout), and call
-///   [`handle_timeout`](Self::handle_timeout) when it has passed; extra calls are harmless, so
-///   the simplest loop calls it after every poll.
+/// - Call [`poll_timeout`](Self::poll_timeout) right before every poll (it MUST be called
+///   before the host blocks: it also writes out what is queued), and poll with a timeout no
+///   later than what it returns. Call [`handle_timeout`](Self::handle_timeout) when that has
+///   passed; extra calls are harmless, so the simplest loop calls it after every poll.
 /// - Drain [`poll_event`](Self::poll_event) after each of the above and after commands.
 /// - Every call takes `now`, which MUST NOT go backwards.
 ///
 /// Commands ([`acquire`](Self::acquire), [`extend`](Self::extend), [`release`](Self::release),
-/// [`cancel`](Self::cancel)) go to the engine and their bytes are written at once (until the
-/// socket says `WouldBlock`; the rest goes out when it turns writable).
+/// [`cancel`](Self::cancel), [`set_auto_extend`](Self::set_auto_extend)) only queue their
+/// requests in the engine; so do the engine's own reactions to replies and timers. The bytes
+/// go out in [`poll_timeout`](Self::poll_timeout) and at the end of
+/// [`handle_timeout`](Self::handle_timeout): every command of one turn of the host loop
+/// costs one write per node in all (until the socket says `WouldBlock`; the rest goes out
+/// when it turns writable).
 ///
 /// Sockets: edge-triggered readiness is honoured (reads and writes run until `WouldBlock`),
 /// spurious events are harmless, a read of 0 bytes is EOF. A lost node is reported to the
@@ -62,6 +67,10 @@ pub struct Driver {
     buf: Vec<u8>,
     /// A socket was closed since the flag was cleared (its engine events need flushing).
     closed_any: bool,
+    /// Requests may be queued in the engine that were not written yet.
+    unflushed: bool,
+    /// The latest `now` of any input: the clock for writes made from `poll_timeout`.
+    last_now: Option<Instant>,
 }
 
 /// Where a node's connection stands; see [`Driver::node_status`].
@@ -149,6 +158,8 @@ impl Driver {
             events: VecDeque::new(),
             buf: vec![0; READ_CHUNK],
             closed_any: false,
+            unflushed: false,
+            last_now: None,
         })
     }
 
@@ -214,7 +225,7 @@ impl Driver {
             self.nodes[i].tried = false;
             self.engine.reconnect_now(NodeId(i as u16));
         }
-        self.settle(now);
+        self.settle(now, true);
         Ok(())
     }
 
@@ -230,7 +241,7 @@ impl Driver {
             self.engine.reconnect_now(node);
         }
         self.registry = None;
-        self.settle(now);
+        self.settle(now, true);
     }
 
     // ----- inputs --------------------------------------------------------------------------
@@ -255,7 +266,8 @@ impl Driver {
             // A late event for a socket already closed.
             Conn::Idle => {}
         }
-        self.settle(now);
+        // What the engine wrote in reaction goes out with the rest of the turn's output.
+        self.settle(now, false);
         true
     }
 
@@ -264,7 +276,7 @@ impl Driver {
     /// are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
-        self.settle(now);
+        self.settle(now, true);
     }
 
     // ----- commands ------------------------------------------------------------------------
@@ -274,7 +286,7 @@ impl Driver {
     /// for the request's token.
     pub fn acquire(&mut self, now: Instant, req: &AcquireRequest<'_>) -> Result<LockId, Misuse> {
         let r = self.engine.acquire(now, req);
-        self.settle(now);
+        self.settle(now, false);
         r
     }
 
@@ -282,7 +294,7 @@ impl Driver {
     /// arrives as [`Event::Extended`] or [`Event::ExtendFailed`].
     pub fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
         let r = self.engine.extend(now, lock, ttl);
-        self.settle(now);
+        self.settle(now, false);
         r
     }
 
@@ -290,30 +302,36 @@ impl Driver {
     /// [`Event::Released`].
     pub fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
         let r = self.engine.release(now, lock);
-        self.settle(now);
+        self.settle(now, false);
         r
     }
 
     /// Abandon an acquisition or an extension in flight ([`Engine::cancel`]).
     pub fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
         let r = self.engine.cancel(now, lock);
-        self.settle(now);
+        self.settle(now, false);
         r
     }
 
     /// Turn automatic extension of a lock on or off ([`Engine::set_auto_extend`]).
     pub fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
         let r = self.engine.set_auto_extend(now, lock, on);
-        self.settle(now);
+        self.settle(now, false);
         r
     }
 
     // ----- outputs -------------------------------------------------------------------------
 
-    /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever: the
-    /// engine's [`poll_timeout`](Engine::poll_timeout) (lock timers, connect timeouts,
-    /// reconnect times).
+    /// Write out everything queued (one write per node for all the commands since the last
+    /// flush), then say when [`handle_timeout`](Self::handle_timeout) must next be called, if
+    /// ever: the engine's [`poll_timeout`](Engine::poll_timeout) (lock timers, connect
+    /// timeouts, reconnect times).
+    ///
+    /// The host MUST call it before every poll: until then, commands are only queued.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        if let (true, Some(now)) = (self.unflushed, self.last_now) {
+            self.settle(now, true);
+        }
         self.engine.poll_timeout()
     }
 
@@ -326,10 +344,13 @@ impl Driver {
 
     // ----- internals -----------------------------------------------------------------------
 
-    /// Start the connects the engine asks for, move engine events out (closing what is held
-    /// for links the engine failed) and flush every socket, until closing sockets produces
-    /// nothing more.
-    fn settle(&mut self, now: Instant) {
+    /// Start the connects the engine asks for and move engine events out (closing what is
+    /// held for links the engine failed); with `flush`, write every socket's queued output,
+    /// otherwise leave it for the next flush. Repeats until closing sockets produces nothing
+    /// more.
+    fn settle(&mut self, now: Instant, flush: bool) {
+        self.last_now = Some(now);
+        self.unflushed |= !flush;
         loop {
             self.closed_any = false;
             if self.registry.is_some() {
@@ -347,8 +368,11 @@ impl Driver {
                 }
                 self.events.push_back(ev);
             }
-            for i in 0..self.nodes.len() {
-                self.flush(now, i);
+            if flush {
+                self.unflushed = false;
+                for i in 0..self.nodes.len() {
+                    self.flush(now, i);
+                }
             }
             if !self.closed_any {
                 break;
