@@ -69,10 +69,13 @@ impl std::fmt::Debug for Client {
 }
 
 /// What the threads of one client share.
+///
+/// Wake-ups are targeted: a thread waiting for a lock's outcome sleeps on a condition
+/// variable of its own, signalled only when an event for that lock arrives; a thread waiting
+/// for anything else (`run_until`, a keep-alive, a lost signal) is signalled after every
+/// round of the loop; and a thread that stops driving the loop hands it to one sleeper.
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Signalled after every round of the loop and every command.
-    cond: Condvar,
     waker: Waker,
 }
 
@@ -89,6 +92,21 @@ pub(crate) struct State {
     pub(crate) locks: HashMap<LockId, Entry>,
     /// The poll failed for good.
     broken: bool,
+    /// The threads inside [`Shared::wait`].
+    waiters: Vec<Waiter>,
+    next_waiter: u64,
+    /// The waker was woken since the polling thread last took the lock: the commands issued
+    /// meanwhile go out with the next poll's flush, no need to wake it again.
+    woken: bool,
+}
+
+/// A thread inside [`Shared::wait`].
+struct Waiter {
+    id: u64,
+    signal: Arc<Condvar>,
+    /// It waits for one lock's outcome (signalled through that lock's entry), not for
+    /// rounds of the loop.
+    keyed: bool,
 }
 
 /// What the client knows of one lock, filled in from the driver's events.
@@ -100,6 +118,8 @@ pub(crate) struct Entry {
     pub(crate) lost: Arc<OnceLock<LostReason>>,
     /// The guard is gone: forget the lock when its release ends.
     pub(crate) detached: bool,
+    /// The thread waiting for this lock's outcome, signalled when an event for it arrives.
+    waiter: Option<Arc<Condvar>>,
 }
 
 /// A successful acquisition.
@@ -124,14 +144,19 @@ impl Entry {
             valid_until: None,
             lost: Arc::new(OnceLock::new()),
             detached: false,
+            waiter: None,
         }
     }
 }
 
 impl State {
-    /// Route the driver's events to the locks they concern.
+    /// Route the driver's events to the locks they concern, and signal the threads waiting
+    /// for those locks.
     fn dispatch(&mut self) {
         while let Some(ev) = self.driver.poll_event() {
+            if let Some(cv) = lock_of(&ev).and_then(|l| self.locks.get(&l)).and_then(|e| e.waiter.as_ref()) {
+                cv.notify_one();
+            }
             match ev {
                 Event::Acquired { lock, valid_until, fence, .. } => {
                     if let Some(e) = self.locks.get_mut(&lock) {
@@ -194,46 +219,69 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// After a command: route its immediate events, wake waiters, and interrupt a thread
-    /// blocked in `poll` so that it re-reads the driver's timeout.
+    /// After a command: route its immediate events, and interrupt a thread blocked in
+    /// `poll` (once per poll) so that it writes the command out and re-reads the driver's
+    /// timeout. With nobody polling, the command goes out when the caller drives the loop.
     pub(crate) fn after_command(&self, st: &mut State) {
         st.dispatch();
-        self.cond.notify_all();
-        if st.poller.is_none() {
+        if st.poller.is_none() && !st.woken {
             // If the wake fails, the poller still wakes at its old timeout or next event.
-            let _ = self.waker.wake();
+            st.woken = self.waker.wake().is_ok();
+        }
+    }
+
+    /// Signal the waiters that wait for rounds of the loop (all of them if the poll broke).
+    fn signal_round(st: &State) {
+        for w in st.waiters.iter().filter(|w| !w.keyed || st.broken) {
+            w.signal.notify_one();
         }
     }
 
     /// Block until `check` yields a value, driving the loop whenever no other thread does.
+    /// With `lock`, `check` depends only on that lock's outcome (the thread sleeps until an
+    /// event for it arrives); without, on anything (it wakes after every round).
     pub(crate) fn wait_for<'a, T>(
         &'a self,
         st: MutexGuard<'a, State>,
+        lock: Option<LockId>,
         check: impl FnMut(&mut State) -> Option<T>,
     ) -> Result<T, Error> {
-        self.wait(st, None, check)?.ok_or(Error::Closed)
+        self.wait(st, None, lock, check)?.ok_or(Error::Closed)
     }
 
     /// Block until `check` yields a value or `deadline` passes (`Ok(None)`), driving the loop
-    /// whenever no other thread does. Drives at least one round if the poll is free.
+    /// whenever no other thread does. Drives at least one round if the poll is free. `lock`
+    /// as in [`wait_for`](Self::wait_for).
     pub(crate) fn wait<'a, T>(
         &'a self,
         mut st: MutexGuard<'a, State>,
         deadline: Option<Instant>,
+        lock: Option<LockId>,
         mut check: impl FnMut(&mut State) -> Option<T>,
     ) -> Result<Option<T>, Error> {
+        let signal = Arc::new(Condvar::new());
+        let id = st.next_waiter;
+        st.next_waiter += 1;
+        let keyed = match lock.and_then(|l| st.locks.get_mut(&l)) {
+            Some(e) => {
+                e.waiter = Some(Arc::clone(&signal));
+                true
+            }
+            None => false,
+        };
+        st.waiters.push(Waiter { id, signal: Arc::clone(&signal), keyed });
         let mut drove = false;
-        loop {
+        let result = loop {
             if let Some(t) = check(&mut st) {
-                return Ok(Some(t));
+                break Ok(Some(t));
             }
             if st.broken {
-                return Err(Error::Closed);
+                break Err(Error::Closed);
             }
             let now = Instant::now();
             let expired = deadline.is_some_and(|d| now >= d);
             if expired && (drove || st.poller.is_none()) {
-                return Ok(None);
+                break Ok(None);
             }
             if let Some(poller) = st.poller.take() {
                 st = self.drive(st, poller, deadline);
@@ -241,10 +289,23 @@ impl Shared {
                 continue;
             }
             st = match deadline {
-                Some(d) => self.cond.wait_timeout(st, d - now).unwrap_or_else(PoisonError::into_inner).0,
-                None => self.cond.wait(st).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => signal.wait_timeout(st, d - now).unwrap_or_else(PoisonError::into_inner).0,
+                None => signal.wait(st).unwrap_or_else(PoisonError::into_inner),
             };
+        };
+        if let Some(pos) = st.waiters.iter().position(|w| w.id == id) {
+            st.waiters.swap_remove(pos);
         }
+        if let Some(e) = lock.and_then(|l| st.locks.get_mut(&l)) {
+            e.waiter = None;
+        }
+        // Nobody drives the loop now: hand it to one of the sleepers.
+        if st.poller.is_some() {
+            if let Some(w) = st.waiters.first() {
+                w.signal.notify_one();
+            }
+        }
+        result
     }
 
     /// One round of the loop: poll (with the lock released) until the driver's timeout,
@@ -255,28 +316,32 @@ impl Shared {
         mut p: Poller,
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, State> {
-        let now = Instant::now();
+        // Also writes out every command queued since the last poll, whichever thread issued it.
         let next = match (st.driver.poll_timeout(), deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let now = Instant::now();
         drop(st);
         let result = p.poll.poll(&mut p.events, next.map(|t| t.saturating_duration_since(now)));
         let mut st = self.lock();
+        st.woken = false;
         match result {
             Ok(()) => st.process(&p.events, Instant::now()),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => st.broken = true,
         }
         st.poller = Some(p);
-        self.cond.notify_all();
+        Self::signal_round(&st);
         st
     }
 
     /// Stop waiters of a keep-alive: wake every sleeper and the poller.
     fn wake_all(&self) {
-        let _st = self.lock();
-        self.cond.notify_all();
+        let st = self.lock();
+        for w in &st.waiters {
+            w.signal.notify_one();
+        }
         let _ = self.waker.wake();
     }
 }
@@ -328,10 +393,18 @@ impl Client {
         let mut driver = Driver::new(config, NODES)?;
         driver.register(poll.registry(), Instant::now())?;
         let poller = Poller { poll, events: Events::with_capacity(64) };
-        let state = State { poller: Some(poller), driver, locks: HashMap::new(), broken: false };
-        let shared = Arc::new(Shared { state: Mutex::new(state), cond: Condvar::new(), waker });
+        let state = State {
+            poller: Some(poller),
+            driver,
+            locks: HashMap::new(),
+            broken: false,
+            waiters: Vec::new(),
+            next_waiter: 0,
+            woken: false,
+        };
+        let shared = Arc::new(Shared { state: Mutex::new(state), waker });
         let st = shared.lock();
-        shared.wait_for(st, |st| st.driver.all_nodes_tried().then_some(()))?;
+        shared.wait_for(st, None, |st| st.driver.all_nodes_tried().then_some(()))?;
         Ok(Client { shared })
     }
 
@@ -379,7 +452,7 @@ impl Client {
     /// lost-lock signals. Use it to keep locks extended without threads.
     pub fn run_until(&self, deadline: Instant) -> Result<(), Error> {
         let st = self.shared.lock();
-        self.shared.wait(st, Some(deadline), |_| None::<()>)?;
+        self.shared.wait(st, Some(deadline), None, |_| None::<()>)?;
         Ok(())
     }
 
@@ -398,7 +471,7 @@ impl Client {
         let thread = std::thread::Builder::new().name("redlease-mio-keepalive".into()).spawn(move || {
             let st = shared.lock();
             // Ends when stopped, or when the poll fails (then every caller sees `Closed`).
-            let _ = shared.wait_for(st, |_| flag.load(Ordering::Acquire).then_some(()));
+            let _ = shared.wait_for(st, None, |_| flag.load(Ordering::Acquire).then_some(()));
         })?;
         Ok(KeepAlive { shared: Arc::clone(&self.shared), stop, thread: Some(thread) })
     }
@@ -492,7 +565,7 @@ impl LockBuilder<'_> {
         let lock = st.driver.acquire(started, &req)?;
         st.locks.insert(lock, Entry::new());
         shared.after_command(&mut st);
-        let outcome = shared.wait_for(st, |st| st.locks.get_mut(&lock).and_then(|e| e.acquired.take()))?;
+        let outcome = shared.wait_for(st, Some(lock), |st| st.locks.get_mut(&lock).and_then(|e| e.acquired.take()))?;
         match outcome {
             Ok(acquired) => {
                 let lost = match shared.lock().locks.get(&lock) {
@@ -529,6 +602,19 @@ impl LockBuilder<'_> {
         // The work is done; whatever the release says changes nothing for the caller.
         let _ = guard.release();
         Ok(out)
+    }
+}
+
+/// The lock an event is about, if any.
+fn lock_of(ev: &Event) -> Option<LockId> {
+    match ev {
+        Event::Acquired { lock, .. }
+        | Event::AcquireFailed { lock, .. }
+        | Event::Extended { lock, .. }
+        | Event::ExtendFailed { lock, .. }
+        | Event::Lost { lock, .. }
+        | Event::Released { lock, .. } => Some(*lock),
+        _ => None,
     }
 }
 

@@ -119,7 +119,7 @@ impl Guard {
         }
         self.shared.after_command(st);
         let lock = self.lock;
-        let outcome = self.shared.wait_for(guard, |st| {
+        let outcome = self.shared.wait_for(guard, Some(lock), |st| {
             let e = st.locks.get_mut(&lock)?;
             match std::mem::replace(&mut e.extend, ExtendSlot::Idle) {
                 ExtendSlot::Done(r) => Some(r),
@@ -145,7 +145,7 @@ impl Guard {
             return Err(m.into());
         }
         self.shared.after_command(&mut st);
-        let report = self.shared.wait_for(st, |st| st.locks.get_mut(&lock).and_then(|e| e.released.take()));
+        let report = self.shared.wait_for(st, Some(lock), |st| st.locks.get_mut(&lock).and_then(|e| e.released.take()));
         self.shared.lock().locks.remove(&lock);
         report
     }
@@ -213,12 +213,12 @@ impl LostSignal {
     /// being lost first: prefer [`wait_timeout`](Self::wait_timeout) there.
     pub fn wait(&self) -> Result<LostReason, Error> {
         let st = self.shared.lock();
-        self.shared.wait_for(st, |_| self.flag.get().cloned())
+        self.shared.wait_for(st, None, |_| self.flag.get().cloned())
     }
 
     /// Block until the lock is lost (`Some(reason)`) or `timeout` passes (`None`).
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<LostReason>, Error> {
         let st = self.shared.lock();
-        self.shared.wait(st, Some(Instant::now() + timeout), |_| self.flag.get().cloned())
+        self.shared.wait(st, Some(Instant::now() + timeout), None, |_| self.flag.get().cloned())
     }
 }
