@@ -37,10 +37,20 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool) -> Resul
         n,
         if persist { " with appendfsync always" } else { "" }
     );
-    let _ = tokio::signal::ctrl_c().await;
-    drop(cluster);
-    println!("stopped.");
+    // Runs until the caller's SIGINT/SIGTERM handler ends this future; dropping the future
+    // drops the cluster, which stops every node.
+    let _nodes = StopOnDrop(cluster);
+    std::future::pending::<()>().await;
     Ok(0)
+}
+
+/// Owns the running nodes; stops them, and says so, when dropped.
+struct StopOnDrop(Cluster);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        println!("stopping {} node(s).", self.0.len());
+    }
 }
 
 fn resolve(node: &NodeConfig) -> Result<SocketAddr, String> {

@@ -140,6 +140,22 @@ pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeCo
         .collect()
 }
 
+/// Run `work` until it finishes or SIGINT/SIGTERM arrives. The handlers are installed before
+/// `work` starts anything, so an early Ctrl-C still drops (and so stops) every local node the
+/// work started instead of killing the process with the nodes left running. Exit 130 when
+/// interrupted.
+async fn until_interrupted(work: impl std::future::Future<Output = Result<u8, Usage>>) -> Result<u8, Usage> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return Err(Usage("cannot install the SIGINT/SIGTERM handlers".into()));
+    };
+    tokio::select! {
+        result = work => result,
+        _ = int.recv() => Ok(130),
+        _ = term.recv() => Ok(130),
+    }
+}
+
 /// `redlease bench`: the benchmark runner is a cargo bench target of this source tree (its peers
 /// are dev-dependencies), so run it through cargo.
 fn bench(args: &[String]) -> Result<u8, Usage> {
@@ -181,8 +197,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Demo { workers } => demo::run(workers).await,
-            Cmd::Cluster { nodes, port, persist } => inspect::cluster(nodes, port, persist).await,
+            Cmd::Demo { workers } => until_interrupted(demo::run(workers)).await,
+            Cmd::Cluster { nodes, port, persist } => until_interrupted(inspect::cluster(nodes, port, persist)).await,
             Cmd::Run { lock, ttl, wait, grace, command } => {
                 run::run(&lock.key, lock.nodes.as_deref(), ttl, wait, grace, &command).await
             }
