@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use async_io::Async;
-use futures_lite::{AsyncRead, AsyncWrite, Stream};
+use futures_lite::{AsyncWrite, Stream};
 
 pub use redlease_async::{
     AcquireError, ClientConfig, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal,
@@ -37,7 +37,7 @@ impl redlease_async::Runtime for AsyncIo {
                 match Async::<TcpStream>::connect(addr).await {
                     Ok(stream) => {
                         stream.get_ref().set_nodelay(true)?;
-                        return Ok(Socket(stream));
+                        return Ok(Socket { stream, drained: false });
                     }
                     Err(e) => last = Some(e),
                 }
@@ -71,16 +71,41 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 }
 
 /// An `Async<TcpStream>` as the driver's [`Socket`](redlease_async::Socket).
+///
+/// A read that returns less than the buffer has emptied the socket: the next read waits for
+/// readiness first instead of asking the kernel (which would only say `WouldBlock`), saving
+/// a system call per batch of replies. Data that arrives meanwhile is reported by the
+/// reactor, which re-arms its interest when the waker is registered.
 #[derive(Debug)]
-pub struct Socket(Async<TcpStream>);
+pub struct Socket {
+    stream: Async<TcpStream>,
+    /// The last read emptied the socket: wait for a readiness event before reading again.
+    drained: bool,
+}
 
 impl redlease_async::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        loop {
+            if self.drained {
+                match self.stream.poll_readable(cx) {
+                    Poll::Ready(Ok(())) => self.drained = false,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            match io::Read::read(&mut self.stream.get_ref(), buf) {
+                Ok(n) => {
+                    self.drained = n < buf.len();
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 }
 
