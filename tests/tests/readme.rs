@@ -28,9 +28,16 @@ fn readme_code_matches_the_compiled_sources() {
         let source = std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         let (fence, code) = block_after(&lines, i);
         if kind == "file" {
-            assert_eq!(code.trim_end(), source.trim_end(), "README block for {path} differs from the file: run scripts/sync-readme.py");
+            assert_eq!(
+                code.trim_end(),
+                source.trim_end(),
+                "README block for {path} differs from the file: run scripts/sync-readme.py"
+            );
         } else {
-            assert!(source.contains(&format!("{fence}\n{code}\n```")), "README block from {path} is not in that file: run scripts/sync-readme.py");
+            assert!(
+                source.contains(&format!("{fence}\n{code}\n```")),
+                "README block from {path} is not in that file: run scripts/sync-readme.py"
+            );
         }
         checked += 1;
     }
