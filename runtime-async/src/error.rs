@@ -12,16 +12,6 @@ pub enum Error {
     /// The node list or the engine settings are unusable (bad URL, no nodes, ...).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// An adapter setting is unusable. No longer produced: every setting of
-    /// [`ClientConfig`](crate::ClientConfig) is the core [`Config`](redlease_core::Config)'s
-    /// (connect timeout and reconnect delays included), checked as [`Error::Config`].
-    #[error("bad client setting {field}: {reason}")]
-    Setting {
-        /// The field.
-        field: &'static str,
-        /// What is wrong and how to fix it.
-        reason: &'static str,
-    },
     /// The call was refused before anything was sent (zero TTL, empty resource, ...).
     #[error(transparent)]
     Misuse(#[from] Misuse),
