@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use redlease_async::{Client, ClientConfig, Guard, ReleaseOutcome, Runtime};
+use redlease_async::{Client, Config, Guard, ReleaseOutcome, Runtime};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec, TokioExec};
 use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
@@ -120,8 +120,8 @@ impl AsyncTarget for AsyncStdAdapter {
     }
 }
 
-fn config(urls: &[String]) -> Result<ClientConfig, String> {
-    ClientConfig::from_urls(urls).map_err(|e| e.to_string())
+fn config(urls: &[String]) -> Result<Config, String> {
+    Config::from_urls(urls).map_err(|e| e.to_string())
 }
 
 /// One async client shared by every locker (each locker holds a clone).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 use redlease_mio::core::AcquireRequest;
-use redlease_mio::{ClientConfig, Driver, Event, LockId, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LockId, ReleaseOutcome, new_token};
 
 use crate::adapters::CONTENDED_WAIT;
 use crate::load::{LoadState, Window, keys};
@@ -183,7 +183,7 @@ struct Host {
 
 impl Host {
     fn connect(urls: &[String], ttl: Duration) -> Result<Host, String> {
-        let config = ClientConfig::from_urls(urls).map_err(|e| e.to_string())?;
+        let config = Config::from_urls(urls).map_err(|e| e.to_string())?;
         let mut driver = Driver::new(config, Token(0)).map_err(|e| e.to_string())?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         driver.register(poll.registry(), Instant::now()).map_err(|e| e.to_string())?;

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_core::{AcquireError, Config};
+use redlease_core::AcquireError;
 use redlease_tests::Cluster;
-use redlease_tokio::{Client, ClientConfig, Error};
+use redlease_tokio::{Client, Config, Error};
 
 use crate::Usage;
 use crate::duration::show;
@@ -47,9 +47,9 @@ pub(crate) async fn run(workers: usize) -> Result<u8, Usage> {
     for node in cluster.nodes() {
         say(&format!("  node {} at {}", node.index(), node.url()));
     }
-    let mut core = Config::from_urls(cluster.urls()).map_err(|e| Usage(e.to_string()))?;
-    core.node_timeout = Duration::from_millis(50);
-    let client = Client::with_config(ClientConfig::new(core)).await.map_err(|e| Usage(e.to_string()))?;
+    let mut config = Config::from_urls(cluster.urls()).map_err(|e| Usage(e.to_string()))?;
+    config.node_timeout = Duration::from_millis(50);
+    let client = Client::with_config(config).await.map_err(|e| Usage(e.to_string()))?;
 
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));

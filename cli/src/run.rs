@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use redlease_tokio::{Client, ClientConfig, Config, Error};
+use redlease_tokio::{Client, Config, Error};
 use tokio::process::{Child, Command};
 
 use crate::{EXIT_LOST, EXIT_NOT_ACQUIRED, Usage, duration::show, node_urls};
@@ -24,7 +24,7 @@ pub(crate) async fn run(
         return Err(Usage("--ttl is zero: give the lock a time to live, e.g. --ttl 10s".into()));
     }
     let nodes = node_urls(nodes)?;
-    let client = Client::with_config(ClientConfig::new(Config::new(nodes))).await.map_err(|e| match e {
+    let client = Client::with_config(Config::new(nodes)).await.map_err(|e| match e {
         Error::Config(e) => Usage(format!("--nodes: {e}")),
         e => Usage(e.to_string()),
     })?;

@@ -1,9 +1,8 @@
-//! The cloneable client, its settings and the lock builder.
+//! The cloneable client and the lock builder.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -14,64 +13,6 @@ use crate::driver::{Command, Driver, Request};
 use crate::error::Error;
 use crate::guard::{Guard, LostSignal};
 use crate::runtime::Runtime;
-
-/// Settings of a [`Client`]: the engine's [`Config`], which also holds the connection knobs
-/// (`connect_timeout`, `reconnect_min`, `reconnect_max`) — the engine applies them, the
-/// driver only opens the sockets it is told to.
-///
-/// Every field is the core config's: `config.core.node_timeout`, or directly through `Deref`:
-/// `config.reconnect_max = Duration::from_millis(500)`.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ClientConfig {
-    /// Nodes, node timeout, drift factor, retry schedule, jitter seed, client name, connect
-    /// timeout and reconnect backoff.
-    ///
-    /// The seed is replaced by one from the OS random source unless it was changed from
-    /// [`Config::new`]'s default.
-    pub core: Config,
-}
-
-impl ClientConfig {
-    /// Settings for this engine config.
-    pub fn new(core: Config) -> Self {
-        ClientConfig { core }
-    }
-
-    /// Settings for nodes given as `redis://[user:pass@]host:port[/db]` URLs, defaults otherwise.
-    pub fn from_urls<I, S>(urls: I) -> Result<Self, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Ok(ClientConfig::new(Config::from_urls(urls)?))
-    }
-
-    /// Check the settings ([`Config::validate`]).
-    pub fn validate(&self) -> Result<(), Error> {
-        Ok(self.core.validate()?)
-    }
-}
-
-impl From<Config> for ClientConfig {
-    fn from(core: Config) -> Self {
-        ClientConfig::new(core)
-    }
-}
-
-impl Deref for ClientConfig {
-    type Target = Config;
-
-    fn deref(&self) -> &Config {
-        &self.core
-    }
-}
-
-impl DerefMut for ClientConfig {
-    fn deref_mut(&mut self) -> &mut Config {
-        &mut self.core
-    }
-}
 
 /// A Redlock client for one set of nodes, generic over the async [`Runtime`] (each adapter
 /// crate names its own: `redlease_tokio::Client`, `redlease_smol::Client`).
@@ -107,11 +48,17 @@ impl<R: Runtime> Client<R> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Self::with_config(ClientConfig::from_urls(urls)?).await
+        Self::with_config(Config::from_urls(urls)?).await
     }
 
-    /// Like [`connect`](Self::connect), with explicit settings.
-    pub async fn with_config(config: ClientConfig) -> Result<Self, Error> {
+    /// Like [`connect`](Self::connect), with explicit settings: the core's [`Config`], which
+    /// also holds the connection knobs (`connect_timeout`, `reconnect_min`, `reconnect_max`) —
+    /// the engine applies them, the driver only opens the sockets it is told to.
+    ///
+    /// The config is checked first ([`Config::validate`]; a bad one fails as [`Error::Config`]).
+    /// Its jitter seed is replaced by one from the OS random source unless it was changed
+    /// from [`Config::new`]'s default, so that separate clients do not jitter in step.
+    pub async fn with_config(config: Config) -> Result<Self, Error> {
         let (client, driver) = Self::with_driver(config).await?;
         R::spawn(driver).map_err(|_| Error::Closed)?;
         Ok(client)
@@ -121,7 +68,7 @@ impl<R: Runtime> Client<R> {
     /// starting it: the client does nothing until the [`Driver`] future is polled (spawn it on
     /// your executor). It finishes once every client and guard is dropped and every release
     /// is done.
-    pub async fn with_driver(config: ClientConfig) -> Result<(Self, Driver<R>), Error> {
+    pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
         config.validate()?;
         let (tx, rx) = async_channel::unbounded();
         let driver = Driver::start(config, rx, tx.downgrade()).await?;
@@ -306,6 +253,11 @@ pub(crate) fn random_seed() -> Result<u64, Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+    use std::task::{Context, Poll};
+    use std::time::Instant;
+
+    use futures_lite::future::block_on;
     use redlease_core::ConfigError;
 
     use super::*;
@@ -320,21 +272,68 @@ mod tests {
         assert_eq!(hex(&[0x00, 0xff, 0x1a, 0x09]), "00ff1a09");
     }
 
+    /// A runtime the tests never reach: a config is checked before anything connects.
+    struct Unreached;
+
+    struct NoSocket;
+
+    impl crate::Socket for NoSocket {
+        fn poll_read(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {
+            unreachable!("no socket is opened for a bad config")
+        }
+
+        fn poll_write(&mut self, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
+            unreachable!("no socket is opened for a bad config")
+        }
+    }
+
+    struct NoTimer;
+
+    impl crate::Timer for NoTimer {
+        fn reset(&mut self, _: Instant) {}
+
+        fn poll_fire(&mut self, _: &mut Context<'_>) -> Poll<()> {
+            Poll::Pending
+        }
+    }
+
+    impl Runtime for Unreached {
+        type Socket = NoSocket;
+        type Timer = NoTimer;
+
+        fn connect(host: &str, port: u16) -> crate::BoxFuture<io::Result<NoSocket>> {
+            panic!("connect to {host}:{port} for a bad config")
+        }
+
+        fn timer(_: Instant) -> NoTimer {
+            NoTimer
+        }
+
+        fn spawn(_: Driver<Self>) -> io::Result<()> {
+            panic!("a driver started for a bad config")
+        }
+    }
+
+    fn setup_error(config: Config) -> Error {
+        block_on(Client::<Unreached>::with_config(config)).expect_err("a bad config is refused")
+    }
+
     #[test]
-    fn settings_are_the_core_config_checked_with_the_field_named() {
-        let mut config = ClientConfig::from_urls(["redis://127.0.0.1:7000"]).unwrap();
-        assert!(config.validate().is_ok());
+    fn a_bad_config_fails_as_a_config_error_naming_the_field_before_connecting() {
+        let mut config = Config::from_urls(["redis://127.0.0.1:7000"]).unwrap();
         config.connect_timeout = Duration::ZERO;
-        assert!(matches!(config.validate(), Err(Error::Config(ConfigError::ZeroConnectTimeout))));
-        assert!(config.validate().unwrap_err().to_string().contains("connect_timeout"));
+        let err = setup_error(config.clone());
+        assert!(matches!(err, Error::Config(ConfigError::ZeroConnectTimeout)), "{err}");
+        assert!(err.to_string().contains("connect_timeout"), "{err}");
         config.connect_timeout = Duration::from_secs(1);
         config.reconnect_min = Duration::from_secs(5);
-        let err = config.validate().unwrap_err();
+        let err = setup_error(config.clone());
         assert!(err.to_string().contains("reconnect_min") && err.to_string().contains("swap"), "{err}");
-        config.core.reconnect_min = Duration::ZERO;
-        assert!(matches!(config.validate(), Err(Error::Config(ConfigError::ZeroReconnectMin))));
-        let err = ClientConfig::from_urls(["http://127.0.0.1:7000"]).unwrap_err();
+        config.reconnect_min = Duration::ZERO;
+        assert!(matches!(setup_error(config), Error::Config(ConfigError::ZeroReconnectMin)));
+        let err = block_on(Client::<Unreached>::connect(["http://127.0.0.1:7000"])).unwrap_err();
         assert!(matches!(err, Error::Config(_)) && err.to_string().contains("redis://"), "{err}");
-        assert!(matches!(ClientConfig::from_urls(Vec::<String>::new()).unwrap().validate(), Err(Error::Config(_))));
+        let err = block_on(Client::<Unreached>::with_driver(Config::new(Vec::new()))).unwrap_err();
+        assert!(matches!(err, Error::Config(_)) && err.to_string().contains("no nodes"), "{err}");
     }
 }

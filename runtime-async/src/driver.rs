@@ -16,7 +16,7 @@ use redlease_core::{
     AcquireError, AcquireRequest, Config, Engine, Event, LinkError, LinkState, LockId, NodeId, ReleaseReport,
 };
 
-use crate::client::{ClientConfig, random_seed};
+use crate::client::random_seed;
 use crate::error::Error;
 use crate::guard::{Guard, LockShared};
 use crate::runtime::{BoxFuture, Runtime, Socket, Timer};
@@ -128,11 +128,11 @@ pub struct Driver<R: Runtime> {
 impl<R: Runtime> Driver<R> {
     /// Build the driver and run it until every node has connected or failed its first attempt.
     pub(crate) async fn start(
-        config: ClientConfig,
+        config: Config,
         commands: Receiver<Command>,
         weak: WeakSender<Command>,
     ) -> Result<Self, Error> {
-        let mut core = config.core;
+        let mut core = config;
         if core.seed == Config::new(Vec::new()).seed {
             core.seed = random_seed()?;
         }

@@ -1,8 +1,8 @@
 //! # redlease-async: the runtime-agnostic async Redlock client
 //!
-//! The part of the async adapters that does not depend on a runtime: [`Client`], [`Guard`],
-//! [`LockBuilder`], [`LostSignal`], [`Error`], [`ClientConfig`], and the [`Driver`] — the one
-//! future that owns the sockets and the [`redlease_core::Engine`] and loops "feed input →
+//! The part of the async adapters that does not depend on a runtime: [`Client`] (set up
+//! with the core's [`Config`], re-exported here), [`Guard`], [`LockBuilder`], [`LostSignal`],
+//! [`Error`], and the [`Driver`] — the one future that owns the sockets and the [`redlease_core::Engine`] and loops "feed input →
 //! flush transmits → re-arm the timer → deliver events". It is generic over a small
 //! [`Runtime`] trait (connect a TCP stream, make a timer, start the driver); the adapter
 //! crates `redlease-tokio` and `redlease-smol` implement it and re-export the rest.
@@ -43,7 +43,7 @@ mod error;
 mod guard;
 mod runtime;
 
-pub use client::{Client, ClientConfig, LockBuilder};
+pub use client::{Client, LockBuilder};
 pub use driver::Driver;
 pub use error::Error;
 pub use guard::{Guard, LostSignal};

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token};
 use redlease_mio::core::AcquireRequest;
-use redlease_mio::{ClientConfig, Driver, Event, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, ReleaseOutcome, new_token};
 
 const LISTENER: Token = Token(0);
 /// Echo connections use tokens from here on.
@@ -107,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
     println!("echo server on {}", listener.local_addr()?);
 
-    let mut driver = Driver::new(ClientConfig::from_urls(&args.urls)?, REDLEASE)?;
+    let mut driver = Driver::new(Config::from_urls(&args.urls)?, REDLEASE)?;
     driver.register(poll.registry(), Instant::now())?;
 
     let token = new_token()?;

@@ -7,11 +7,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token, Waker};
-use redlease_core::{AcquireError, AcquireRequest, Event, ExtendError, LockId, LostReason, NodeId, ReleaseReport};
+use redlease_core::{
+    AcquireError, AcquireRequest, Config, Event, ExtendError, LockId, LostReason, NodeId, ReleaseReport,
+};
 
 use crate::driver::{Driver, NodeStatus};
 use crate::guard::{Guard, LostSignal};
-use crate::{ClientConfig, Error, new_token};
+use crate::{Error, new_token};
 
 /// Token of the driver's first socket in the client's own poll.
 const NODES: Token = Token(0);
@@ -383,11 +385,12 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Client::with_config(ClientConfig::from_urls(urls)?)
+        Client::with_config(Config::from_urls(urls)?)
     }
 
-    /// Connect with explicit settings; see [`Client::connect`].
-    pub fn with_config(config: ClientConfig) -> Result<Client, Error> {
+    /// Connect with explicit settings, the core's [`Config`] (validated, seed from the OS
+    /// unless changed, as in [`Driver::new`](crate::Driver::new)); see [`Client::connect`].
+    pub fn with_config(config: Config) -> Result<Client, Error> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         let mut driver = Driver::new(config, NODES)?;

@@ -13,7 +13,7 @@ use redlease_core::LinkState as Link;
 use redlease_core::{AcquireRequest, Config, Engine, Event, LockId, LockInfo, Misuse, NodeId};
 
 use crate::Error;
-use crate::config::{ClientConfig, random_seed};
+use crate::random::random_seed;
 
 /// Size of the read buffer shared by all sockets.
 const READ_CHUNK: usize = 16 * 1024;
@@ -130,11 +130,15 @@ enum Conn {
 impl Driver {
     /// A driver for `config`'s nodes, whose sockets will use the tokens `base`, `base + 1`, ...
     ///
-    /// Validates the config. If `config.core.seed` is the core's default, it is replaced by a
-    /// random seed. No socket is opened until [`register`](Self::register).
-    pub fn new(config: ClientConfig, base: Token) -> Result<Self, Error> {
+    /// `config` is the core's [`Config`]: nodes, the algorithm's parameters (node timeout,
+    /// drift, retry, seed, ...) and the connect timeout and reconnect backoff, which the engine
+    /// applies. It is validated first (a bad one fails as [`Error::Config`]). If `config.seed`
+    /// is the core's default, it is replaced by a seed from the OS random source, so that
+    /// separate drivers do not jitter in step. No socket is opened until
+    /// [`register`](Self::register).
+    pub fn new(config: Config, base: Token) -> Result<Self, Error> {
         config.validate()?;
-        let mut core = config.core;
+        let mut core = config;
         if core.seed == Config::new(Vec::new()).seed {
             core.seed = random_seed()?;
         }

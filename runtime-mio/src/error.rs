@@ -17,7 +17,7 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// An argument of the adapter itself cannot work (the [`Driver`](crate::Driver)'s base
-    /// token); the settings of [`ClientConfig`](crate::ClientConfig) fail as [`Error::Config`].
+    /// token); a bad [`Config`](crate::Config) fails as [`Error::Config`].
     #[error("bad setting {field}: {reason}")]
     Setting {
         /// The field, e.g. `base token`.

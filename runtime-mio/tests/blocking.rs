@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use redlease_mio::core::{Misuse, Vote};
-use redlease_mio::{
-    AcquireError, Client, ClientConfig, Error, ExtendError, LinkState, LostReason, NodeId, ReleaseOutcome,
-};
+use redlease_mio::{AcquireError, Client, Config, Error, ExtendError, LinkState, LostReason, NodeId, ReleaseOutcome};
 use support::{Redis, cluster, eventually, urls};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -297,7 +295,7 @@ fn a_wrong_password_reaches_the_caller() {
 #[test]
 fn nothing_listening_means_unreachable_not_a_connect_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut cfg = ClientConfig::from_urls([format!("redis://127.0.0.1:{port}")]).unwrap();
+    let mut cfg = Config::from_urls([format!("redis://127.0.0.1:{port}")]).unwrap();
     cfg.connect_timeout = Duration::from_millis(500);
     let client = Client::with_config(cfg).unwrap();
     let err = client.try_lock("nobody", TTL).unwrap_err();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use redlease_mio::core::AcquireRequest;
-use redlease_mio::{AcquireError, ClientConfig, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
+use redlease_mio::{AcquireError, Config, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
 use support::{Redis, cluster, urls};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -29,8 +29,8 @@ impl Host {
         Host::with(urls, |_| {})
     }
 
-    fn with(urls: Vec<String>, tweak: impl FnOnce(&mut ClientConfig)) -> Host {
-        let mut cfg = ClientConfig::from_urls(urls).unwrap();
+    fn with(urls: Vec<String>, tweak: impl FnOnce(&mut Config)) -> Host {
+        let mut cfg = Config::from_urls(urls).unwrap();
         tweak(&mut cfg);
         cfg.reconnect_min = Duration::from_millis(10);
         cfg.reconnect_max = Duration::from_millis(200);
@@ -244,7 +244,7 @@ fn a_foreign_loop_serves_its_own_sockets_while_locking() {
 fn large_commands_go_out_in_partial_writes() {
     let nodes = cluster(3);
     // Moving 8 MiB through Lua takes a while (debug builds, 2 cores): a roomy node timeout.
-    let mut host = Host::with(urls(&nodes), |c| c.core.node_timeout = Duration::from_secs(5));
+    let mut host = Host::with(urls(&nodes), |c| c.node_timeout = Duration::from_secs(5));
     // An 8 MiB resource name: far more than a socket buffer takes in one write.
     let resource = vec![b'k'; 8 << 20];
     let lock = host.acquire(&resource);

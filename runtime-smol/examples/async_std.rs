@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures_lite::future;
-use redlease_smol::{Client, ClientConfig, Error};
+use redlease_smol::{Client, Config, Error};
 
 #[async_std::main]
 async fn main() -> Result<(), Error> {
@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
         urls = (7000..7003).map(|port| format!("redis://127.0.0.1:{port}")).collect();
     }
     // The driver runs on async-std's executor, next to our tasks.
-    let (client, driver) = Client::with_driver(ClientConfig::from_urls(&urls)?).await?;
+    let (client, driver) = Client::with_driver(Config::from_urls(&urls)?).await?;
     async_std::task::spawn(driver);
 
     let mut guard = client.lock("orders:42", Duration::from_secs(10)).await?;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures_lite::future;
-use redlease_smol::{Client, ClientConfig, Error};
+use redlease_smol::{Client, Config, Error};
 
 fn main() -> Result<(), Error> {
     let mut urls: Vec<String> = std::env::args().skip(1).collect();
@@ -16,7 +16,7 @@ fn main() -> Result<(), Error> {
     }
     smol::block_on(async {
         // The driver runs on smol's executor, next to our tasks.
-        let (client, driver) = Client::with_driver(ClientConfig::from_urls(&urls)?).await?;
+        let (client, driver) = Client::with_driver(Config::from_urls(&urls)?).await?;
         smol::spawn(driver).detach();
 
         let mut guard = client.lock("orders:42", Duration::from_secs(10)).await?;

@@ -10,8 +10,8 @@ use async_io::Async;
 use futures_lite::{AsyncWrite, Stream};
 
 pub use redlease_async::{
-    AcquireError, ClientConfig, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal,
-    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal, Misuse,
+    NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on `async-io`. See [`redlease_async::Client`] for its methods.

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
-use redlease_smol::{Client, ClientConfig, ReleaseOutcome};
+use redlease_smol::{Client, Config, ReleaseOutcome};
 use redlease_tests::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -16,7 +16,7 @@ const TTL: Duration = Duration::from_secs(10);
 fn driver_future_ends_after_the_last_handle() {
     let cluster = Cluster::start(3);
     smol::block_on(async {
-        let (client, driver) = Client::with_driver(ClientConfig::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
         let driver = smol::spawn(driver);
         let guard = client.lock("dropped", TTL).await.expect("lock");
         assert_eq!(cluster.lock_keys().len(), 3);
@@ -60,7 +60,7 @@ fn own_thread_driver_needs_no_executor_and_resolves_names() {
 fn many_tasks_share_one_client_on_async_std() {
     let cluster = Cluster::start(3);
     async_std::task::block_on(async {
-        let (client, driver) = Client::with_driver(ClientConfig::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
         async_std::task::spawn(driver);
         let started = Instant::now();
         let tasks: Vec<_> = (0..32)

@@ -9,8 +9,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use redlease_async::{
-    AcquireError, ClientConfig, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal,
-    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal, Misuse,
+    NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on tokio. See [`redlease_async::Client`] for its methods.

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use redlease_tests::Cluster;
-use redlease_tokio::{Client, ClientConfig, Error, ReleaseOutcome};
+use redlease_tokio::{Client, Config, Error, ReleaseOutcome};
 use tokio::runtime::{Builder, Runtime};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -57,7 +57,7 @@ fn many_tasks_share_one_client_on_both_flavours() {
 fn driver_ends_after_the_last_handle_and_finishes_releases() {
     let cluster = Cluster::start(3);
     runtime(true).block_on(async {
-        let (client, driver) = Client::with_driver(ClientConfig::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
         let driver = tokio::spawn(driver);
         let guard = client.lock("dropped", TTL).await.expect("lock");
         assert_eq!(cluster.lock_keys().len(), 3);
@@ -139,7 +139,7 @@ fn a_node_down_at_connect_time_joins_later() {
     let cluster = Cluster::start(3);
     cluster.node(2).kill();
     runtime(true).block_on(async {
-        let mut config = ClientConfig::from_urls(cluster.urls()).unwrap();
+        let mut config = Config::from_urls(cluster.urls()).unwrap();
         config.reconnect_max = Duration::from_millis(100);
         let started = Instant::now();
         let client = Client::with_config(config).await.expect("connect with a node down");

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlease_core::ReleaseReport;
-use redlease_mio::{Client, ClientConfig, Error, Guard, KeepAlive, LostSignal};
+use redlease_mio::{Client, Config, Error, Guard, KeepAlive, LostSignal};
 use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
 
 struct MioSubject;
@@ -26,7 +26,8 @@ struct MioClient {
     _keepalive: Arc<KeepAlive>,
 }
 
-fn failure(e: Error) -> Failure {
+fn failure(e: impl Into<Error>) -> Failure {
+    let e = e.into();
     let message = e.to_string();
     let kind = match e {
         Error::Config(c) => FailureKind::Config(c),
@@ -79,9 +80,9 @@ impl Subject for MioSubject {
 
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<MioClient, Failure>> {
         Box::pin(async move {
-            let mut config = ClientConfig::from_urls(urls).map_err(failure)?;
-            config.core.node_timeout = options.node_timeout;
-            config.core.retry = options.retry;
+            let mut config = Config::from_urls(urls).map_err(failure)?;
+            config.node_timeout = options.node_timeout;
+            config.retry = options.retry;
             config.connect_timeout = options.connect_timeout;
             config.reconnect_min = options.reconnect_min;
             config.reconnect_max = options.reconnect_max;

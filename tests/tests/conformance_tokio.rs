@@ -6,13 +6,14 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
-use redlease_tokio::{Client, ClientConfig, Error, Guard, LostSignal, ReleaseReport};
+use redlease_tokio::{Client, Config, Error, Guard, LostSignal, ReleaseReport};
 
 /// `redlease-tokio` seen through the suite's [`Subject`] trait; `MULTI` picks the runtime
 /// flavour: 2 worker threads, or everything (the driver included) on the test's own thread.
 struct TokioSubject<const MULTI: bool>;
 
-fn failure(e: Error) -> Failure {
+fn failure(e: impl Into<Error>) -> Failure {
+    let e = e.into();
     let message = e.to_string();
     let kind = match e {
         Error::Config(c) => FailureKind::Config(c),
@@ -62,9 +63,9 @@ impl<const MULTI: bool> Subject for TokioSubject<MULTI> {
 
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client, Failure>> {
         Box::pin(async move {
-            let mut config = ClientConfig::from_urls(&urls).map_err(failure)?;
-            config.core.node_timeout = options.node_timeout;
-            config.core.retry = options.retry;
+            let mut config = Config::from_urls(&urls).map_err(failure)?;
+            config.node_timeout = options.node_timeout;
+            config.retry = options.retry;
             config.connect_timeout = options.connect_timeout;
             config.reconnect_min = options.reconnect_min;
             config.reconnect_max = options.reconnect_max;

@@ -14,7 +14,7 @@ use redlease_mio::core::AcquireRequest;
 use redlease_mio::mio::event::Event as MioEvent;
 use redlease_mio::mio::net::{TcpListener, TcpStream};
 use redlease_mio::mio::{Events, Interest, Poll, Token};
-use redlease_mio::{ClientConfig, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
 use redlease_tests::Cluster;
 
 const LISTENER: Token = Token(0);
@@ -198,7 +198,7 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE).unwrap();
     let addr = listener.local_addr().unwrap();
 
-    let mut config = ClientConfig::from_urls(cluster.urls()).unwrap();
+    let mut config = Config::from_urls(cluster.urls()).unwrap();
     config.reconnect_min = Duration::from_millis(10);
     config.reconnect_max = Duration::from_millis(200);
     let mut driver = Driver::new(config, REDLEASE).unwrap();

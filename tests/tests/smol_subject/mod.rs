@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_smol::{Client, ClientConfig, Driver, Error, Guard, LostSignal, ReleaseReport};
+use redlease_smol::{Client, Config, Driver, Error, Guard, LostSignal, ReleaseReport};
 use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
 
 /// The executor hooks of one runtime.
@@ -31,7 +31,8 @@ pub(crate) trait Executor: 'static {
 pub(crate) struct SmolSubject<E>(PhantomData<E>);
 
 /// Map the adapter's error onto the suite's shape.
-pub(crate) fn failure(e: Error) -> Failure {
+pub(crate) fn failure(e: impl Into<Error>) -> Failure {
+    let e = e.into();
     let message = e.to_string();
     let kind = match e {
         Error::Config(c) => FailureKind::Config(c),
@@ -78,9 +79,9 @@ impl<E: Executor> Subject for SmolSubject<E> {
 
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client, Failure>> {
         Box::pin(async move {
-            let mut config = ClientConfig::from_urls(&urls).map_err(failure)?;
-            config.core.node_timeout = options.node_timeout;
-            config.core.retry = options.retry;
+            let mut config = Config::from_urls(&urls).map_err(failure)?;
+            config.node_timeout = options.node_timeout;
+            config.retry = options.retry;
             config.connect_timeout = options.connect_timeout;
             config.reconnect_min = options.reconnect_min;
             config.reconnect_max = options.reconnect_max;
