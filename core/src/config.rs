@@ -227,6 +227,10 @@ pub struct Config {
 }
 
 impl Config {
+    /// The seed [`Config::new`] puts in [`Config::seed`]. Adapters replace a config still
+    /// carrying it with a seed from the OS, so that two clients never jitter in step.
+    pub const DEFAULT_SEED: u64 = 0x5eed_0f4e_d10c;
+
     /// A config for these nodes with the defaults for everything else.
     pub fn new(nodes: Vec<NodeConfig>) -> Self {
         Config {
@@ -234,7 +238,7 @@ impl Config {
             node_timeout: Duration::from_millis(50),
             drift_factor: 0.01,
             retry: Retry::default(),
-            seed: 0x5eed_0f4e_d10c,
+            seed: Config::DEFAULT_SEED,
             client_name: Some("redlease".to_owned()),
             fence_prefix: "redlease:fence:".to_owned(),
             connect_timeout: Duration::from_secs(1),

@@ -177,7 +177,30 @@ pub fn script_digests() -> [&'static str; 4] {
     [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA]
 }
 
+/// Encode random bytes as a lock token: lowercase hex, two characters per byte.
+///
+/// The core takes no randomness; adapters draw the bytes (20 from the OS random source) and
+/// format them here, so every adapter's tokens look alike.
+pub fn token_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
 /// The Lua sources of the four scripts, in the order of [`script_digests`].
 pub fn script_sources() -> [&'static str; 4] {
     [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE]
+}
+
+#[cfg(test)]
+mod token_tests {
+    #[test]
+    fn token_hex_is_lowercase_two_chars_per_byte() {
+        assert_eq!(super::token_hex(&[0x00, 0xff, 0x1a, 0x09]), "00ff1a09");
+        assert_eq!(super::token_hex(&[]), "");
+    }
 }

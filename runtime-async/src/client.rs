@@ -232,18 +232,7 @@ impl Drop for Waiting<'_> {
 fn new_token() -> Result<String, Error> {
     let mut bytes = [0u8; 20];
     getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
-    Ok(hex(&bytes))
-}
-
-/// Lowercase hex of `bytes`, from a table (no formatting machinery per byte).
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
+    Ok(redlease_core::token_hex(&bytes))
 }
 
 /// A jitter seed from the OS random source.
@@ -269,7 +258,6 @@ mod tests {
         assert_eq!(a.len(), 40);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
         assert_ne!(a, b);
-        assert_eq!(hex(&[0x00, 0xff, 0x1a, 0x09]), "00ff1a09");
     }
 
     /// A runtime the tests never reach: a config is checked before anything connects.

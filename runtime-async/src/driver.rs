@@ -133,7 +133,7 @@ impl<R: Runtime> Driver<R> {
         weak: WeakSender<Command>,
     ) -> Result<Self, Error> {
         let mut core = config;
-        if core.seed == Config::new(Vec::new()).seed {
+        if core.seed == Config::DEFAULT_SEED {
             core.seed = random_seed()?;
         }
         let nodes = core

@@ -139,7 +139,7 @@ impl Driver {
     pub fn new(config: Config, base: Token) -> Result<Self, Error> {
         config.validate()?;
         let mut core = config;
-        if core.seed == Config::new(Vec::new()).seed {
+        if core.seed == Config::DEFAULT_SEED {
             core.seed = random_seed()?;
         }
         let n = core.nodes.len();

@@ -9,7 +9,7 @@ use crate::Error;
 pub fn new_token() -> Result<String, Error> {
     let mut bytes = [0u8; 20];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(format!("no random bytes for a lock token: {e}")))?;
-    Ok(hex(&bytes))
+    Ok(redlease_core::token_hex(&bytes))
 }
 
 /// A seed for the core's jitter generator from the OS random source.
@@ -17,16 +17,6 @@ pub(crate) fn random_seed() -> Result<u64, Error> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(format!("no random bytes for the seed: {e}")))?;
     Ok(u64::from_le_bytes(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 #[cfg(test)]
@@ -46,7 +36,6 @@ mod tests {
         assert_eq!(a.len(), 40);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
         assert_ne!(a, b);
-        assert_eq!(hex(&[0x00, 0xff, 0x1a]), "00ff1a");
     }
 
     #[test]
