@@ -231,15 +231,11 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mut mode: watch::Re
     let (mut cbuf, mut sbuf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     loop {
         let m = *mode.borrow_and_update();
-        let delay = match m {
-            Mode::Reset => {
-                reset(client);
-                reset(server);
-                return;
-            }
-            Mode::Delay(d) => d,
-            Mode::Pass | Mode::Blackhole => Duration::ZERO,
-        };
+        if m == Mode::Reset {
+            reset(client);
+            reset(server);
+            return;
+        }
         let flowing = m != Mode::Blackhole;
         if flowing {
             let now = Instant::now();
@@ -267,13 +263,23 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mut mode: watch::Re
             }
             r = client.read(&mut cbuf), if read_client => match r {
                 Ok(0) | Err(_) => return,
-                Ok(n) => to_server.push(Instant::now() + delay, &cbuf[..n]),
+                // The mode as of now, not as of the loop's top: a switch to Delay that
+                // raced with these bytes must still delay them.
+                Ok(n) => to_server.push(Instant::now() + current_delay(&mode), &cbuf[..n]),
             },
             r = server.read(&mut sbuf), if read_server => match r {
                 Ok(0) | Err(_) => return,
-                Ok(n) => to_client.push(Instant::now() + delay, &sbuf[..n]),
+                Ok(n) => to_client.push(Instant::now() + current_delay(&mode), &sbuf[..n]),
             },
             _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {}
         }
+    }
+}
+
+/// The delay of the mode in force right now (zero unless it is `Delay`).
+fn current_delay(mode: &watch::Receiver<Mode>) -> Duration {
+    match *mode.borrow() {
+        Mode::Delay(d) => d,
+        _ => Duration::ZERO,
     }
 }
