@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
