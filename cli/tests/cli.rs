@@ -130,6 +130,29 @@ fn lost_lock_terminates_the_command_and_exits_70() {
 }
 
 #[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let cluster = Cluster::start(3);
+    let started = Instant::now();
+    let child = redlease()
+        .args(["run", "--key", "stubborn", "--ttl", "1s", "--grace", "500ms", "--nodes", &nodes(&cluster), "--"])
+        // SIGTERM stays ignored across exec, so only the SIGKILL after --grace ends it.
+        .args(["sh", "-c", "trap '' TERM; exec sleep 30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("stubborn").unwrap().is_some());
+    for node in cluster.nodes() {
+        node.conn().unwrap().del("stubborn").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(70), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lock on \"stubborn\" lost"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20), "the command outlived its grace: {:?}", started.elapsed());
+}
+
+#[test]
 fn eight_processes_increment_a_shared_counter_to_200() {
     let cluster = Cluster::start(5);
     let urls = nodes(&cluster);
