@@ -220,10 +220,15 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// First delay before reconnecting a node whose connection or connect attempt failed
     /// (default 50 ms). It doubles with every failure, up to `reconnect_max`, and starts over
-    /// after a connection that stayed up for at least `reconnect_max`.
+    /// after a connection that stayed up for at least `reconnect_max`. Each delay is shortened
+    /// by a random part of up to `reconnect_jitter`.
     pub reconnect_min: Duration,
     /// Longest delay between connect attempts to one node (default 2 s).
     pub reconnect_max: Duration,
+    /// Fraction of each reconnect delay that is random (default 0.5: a delay `d` becomes one
+    /// drawn uniformly from `[d/2, d]`), so that the clients of a restarted node do not all
+    /// come back in the same instant. 0 makes the schedule exact.
+    pub reconnect_jitter: f64,
 }
 
 impl Config {
@@ -244,6 +249,7 @@ impl Config {
             connect_timeout: Duration::from_secs(1),
             reconnect_min: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
+            reconnect_jitter: 0.5,
         }
     }
 
@@ -285,6 +291,9 @@ impl Config {
         }
         if self.reconnect_min > self.reconnect_max {
             return Err(ConfigError::BadReconnectDelays { min: self.reconnect_min, max: self.reconnect_max });
+        }
+        if !(0.0..=1.0).contains(&self.reconnect_jitter) {
+            return Err(ConfigError::BadReconnectJitter(self.reconnect_jitter));
         }
         for (field, value) in [("connect_timeout", self.connect_timeout), ("reconnect_max", self.reconnect_max)] {
             if value > MAX_CONNECT_DELAY {
@@ -370,6 +379,8 @@ mod tests {
         check(|c| c.reconnect_min = Duration::from_secs(5), "reconnect_min", "swap them");
         check(|c| c.reconnect_max = Duration::from_secs(90_000), "reconnect_max", "at most a day");
         check(|c| c.connect_timeout = Duration::MAX, "connect_timeout", "at most a day");
+        check(|c| c.reconnect_jitter = 1.5, "reconnect_jitter", "[0, 1]");
+        check(|c| c.reconnect_jitter = f64::NAN, "reconnect_jitter", "0 turns jitter off");
         let mut c = ok.clone();
         c.reconnect_min = c.reconnect_max;
         assert_eq!(c.validate(), Ok(()), "a fixed delay is fine");

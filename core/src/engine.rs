@@ -1216,7 +1216,13 @@ impl Engine {
         if up_since.is_some_and(|since| now.saturating_duration_since(since) >= max) {
             link.backoff = min;
         }
-        link.state = LinkState::Down { retry_at: Some(now + link.backoff) };
+        let jitter = self.config.reconnect_jitter;
+        let delay = if jitter > 0.0 {
+            self.rng.between(link.backoff.mul_f64(1.0 - jitter), link.backoff)
+        } else {
+            link.backoff
+        };
+        link.state = LinkState::Down { retry_at: Some(now + delay) };
         link.backoff = link.backoff.saturating_mul(2).min(max);
     }
 

@@ -55,6 +55,9 @@ pub enum ConfigError {
         /// The configured maximum.
         max: Duration,
     },
+    /// `reconnect_jitter` is outside `[0, 1]` (or not a number).
+    #[error("reconnect_jitter {0} is out of range: use a fraction in [0, 1], typically 0.5 (0 turns jitter off)")]
+    BadReconnectJitter(f64),
     /// A connection delay (`connect_timeout`, `reconnect_max`) is longer than a day.
     #[error("{field} {value:?} is too long: use at most a day (typically connect_timeout 1s, reconnect_max 2s)")]
     DelayTooLong {

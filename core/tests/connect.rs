@@ -20,11 +20,13 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A rig over `n` unconnected nodes with reconnect delays 50 ms .. 400 ms.
+/// A rig over `n` unconnected nodes with reconnect delays 50 ms .. 400 ms, without jitter so
+/// that the schedule is exact (the jitter has its own test).
 fn rig(n: usize) -> Rig {
     Rig::unconnected(n, |c| {
         c.reconnect_min = MIN;
         c.reconnect_max = MAX;
+        c.reconnect_jitter = 0.0;
     })
 }
 
@@ -165,6 +167,7 @@ fn a_failed_handshake_keeps_doubling_the_backoff() {
     config.client_name = None;
     config.reconnect_min = MIN;
     config.reconnect_max = MAX;
+    config.reconnect_jitter = 0.0;
     let mut engine = Engine::new(config).unwrap();
     let mut now = Instant::now();
     assert_eq!(engine.poll_connect(now), Some(N0));
@@ -262,4 +265,33 @@ fn giving_up_a_connect_attempt_schedules_the_next_and_timers_combine() {
     assert_eq!(rig.engine.poll_timeout(), Some(t0 + ms(60)));
     assert_eq!(rig.engine.poll_connect(t0 + MIN), Some(NodeId(1)));
     assert_eq!(rig.engine.poll_timeout(), Some(t0 + ms(60)));
+}
+
+#[test]
+fn reconnect_delays_are_jittered_within_the_lower_half() {
+    // Default jitter 0.5: each delay is drawn from [backoff/2, backoff], and two engines with
+    // different seeds do not reconnect in step.
+    let delays = |seed: u64| {
+        let mut rig = Rig::unconnected(1, |c| {
+            c.reconnect_min = MIN;
+            c.reconnect_max = MAX;
+            c.seed = seed;
+        });
+        let mut now = rig.t0;
+        assert_eq!(rig.engine.poll_connect(now), Some(N0));
+        let mut out = Vec::new();
+        for _ in 0..6 {
+            rig.engine.handle_connect_failed(now, N0, "Connection refused");
+            out.push(retry_at(&rig.engine, N0) - now);
+            now = next_attempt(&mut rig.engine, N0);
+        }
+        out
+    };
+    let a = delays(1);
+    let backoff = [ms(50), ms(100), ms(200), ms(400), ms(400), ms(400)];
+    for (d, b) in a.iter().zip(backoff) {
+        assert!(*d >= b / 2 && *d <= b, "delay {d:?} outside [{:?}, {b:?}]", b / 2);
+    }
+    assert_eq!(a, delays(1), "deterministic for a seed");
+    assert_ne!(a, delays(2), "different seeds, different schedules");
 }
