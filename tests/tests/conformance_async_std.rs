@@ -1,19 +1,20 @@
 //! The conformance suite against `redlease-smol` under async-std's executor.
 
-mod smol_subject;
+mod async_subject;
 
 use std::future::Future;
 use std::time::Duration;
 
-use redlease_smol::Driver;
+use async_subject::{AsyncSubject, Executor, spawn_catching};
+use redlease_smol::{AsyncIo, Client, Config, Error};
 use redlease_tests::conformance::BoxFuture;
-use smol_subject::{Executor, SmolSubject, spawn_catching};
 
 /// async-std: `task::block_on`, `task::spawn`, `task::sleep`.
 struct AsyncStd;
 
 impl Executor for AsyncStd {
     const NAME: &'static str = "async-std";
+    type Runtime = AsyncIo;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
         async_std::task::block_on(fut)
@@ -27,10 +28,15 @@ impl Executor for AsyncStd {
         Box::pin(async_std::task::sleep(d))
     }
 
-    fn spawn_driver(driver: Driver) {
-        // A dropped JoinHandle detaches the task; it keeps running.
-        drop(async_std::task::spawn(driver));
+    /// The driver runs on async-std's executor, next to the tasks under test.
+    fn start(config: Config) -> BoxFuture<'static, Result<Client, Error>> {
+        Box::pin(async move {
+            let (client, driver) = Client::with_driver(config).await?;
+            // A dropped JoinHandle detaches the task; it keeps running.
+            drop(async_std::task::spawn(driver));
+            Ok(client)
+        })
     }
 }
 
-redlease_tests::conformance_tests!(SmolSubject<AsyncStd>);
+redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>);

@@ -1,19 +1,20 @@
 //! The conformance suite against `redlease-smol` under smol's executor.
 
-mod smol_subject;
+mod async_subject;
 
 use std::future::Future;
 use std::time::Duration;
 
-use redlease_smol::Driver;
+use async_subject::{AsyncSubject, Executor, spawn_catching};
+use redlease_smol::{AsyncIo, Client, Config, Error};
 use redlease_tests::conformance::BoxFuture;
-use smol_subject::{Executor, SmolSubject, spawn_catching};
 
 /// smol: `smol::block_on`, `smol::spawn` (global executor), `smol::Timer`.
 struct Smol;
 
 impl Executor for Smol {
     const NAME: &'static str = "smol";
+    type Runtime = AsyncIo;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
         smol::block_on(fut)
@@ -29,9 +30,14 @@ impl Executor for Smol {
         })
     }
 
-    fn spawn_driver(driver: Driver) {
-        smol::spawn(driver).detach();
+    /// The driver runs on smol's executor, next to the tasks under test.
+    fn start(config: Config) -> BoxFuture<'static, Result<Client, Error>> {
+        Box::pin(async move {
+            let (client, driver) = Client::with_driver(config).await?;
+            smol::spawn(driver).detach();
+            Ok(client)
+        })
     }
 }
 
-redlease_tests::conformance_tests!(SmolSubject<Smol>);
+redlease_tests::conformance_tests!(AsyncSubject<Smol>);

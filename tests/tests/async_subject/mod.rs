@@ -1,8 +1,9 @@
-//! The conformance [`Subject`] for `redlease-smol`, generic over the executor that runs it, so
-//! that the same wrapper serves `conformance_smol.rs` and `conformance_async_std.rs`.
+//! The conformance [`Subject`] for the async adapters (`redlease-tokio`, `redlease-smol`), which
+//! are both `redlease_async::Client<R>` for their runtime `R`: one wrapper, generic over the
+//! executor that runs it, serves `conformance_tokio.rs`, `conformance_smol.rs` and
+//! `conformance_async_std.rs`.
 //!
-//! The driver runs on the executor under test (`Client::with_driver` + that executor's
-//! spawn), not on the adapter's own thread, so both executors really drive the sockets.
+//! The driver runs on the executor under test, so every executor really drives the sockets.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -10,25 +11,27 @@ use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_smol::{Client, Config, Driver, Error, Guard, LostSignal, ReleaseReport};
+use redlease_async::{Client, Config, Error, Guard, LostSignal, ReleaseReport, Runtime};
 use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
 
 /// The executor hooks of one runtime.
 pub(crate) trait Executor: 'static {
     /// The runtime's name, for messages.
     const NAME: &'static str;
+    /// The adapter's runtime (`redlease_tokio::Tokio`, `redlease_smol::AsyncIo`).
+    type Runtime: Runtime;
     /// Run a future to completion on this thread.
     fn block_on<T>(fut: impl Future<Output = T>) -> T;
     /// Run a future as a task of its own; the handle yields its output.
     fn spawn<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> BoxFuture<'static, T>;
     /// Sleep on the runtime's timer.
     fn sleep(d: Duration) -> BoxFuture<'static, ()>;
-    /// Run the client's driver in the background.
-    fn spawn_driver(driver: Driver);
+    /// Make a client whose driver runs on this executor.
+    fn start(config: Config) -> BoxFuture<'static, Result<Client<Self::Runtime>, Error>>;
 }
 
-/// `redlease-smol` under the executor `E`.
-pub(crate) struct SmolSubject<E>(PhantomData<E>);
+/// An async adapter under the executor `E`.
+pub(crate) struct AsyncSubject<E>(PhantomData<E>);
 
 /// Map the adapter's error onto the suite's shape.
 pub(crate) fn failure(e: impl Into<Error>) -> Failure {
@@ -59,9 +62,9 @@ where
     Box::pin(async move { handle.await.unwrap_or_else(|panic| resume_unwind(panic)) })
 }
 
-impl<E: Executor> Subject for SmolSubject<E> {
+impl<E: Executor> Subject for AsyncSubject<E> {
     const NAME: &'static str = E::NAME;
-    type Client = Client;
+    type Client = Client<E::Runtime>;
     type Guard = Guard;
     type Lost = LostSignal;
 
@@ -77,7 +80,7 @@ impl<E: Executor> Subject for SmolSubject<E> {
         E::sleep(d)
     }
 
-    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client, Failure>> {
+    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client<E::Runtime>, Failure>> {
         Box::pin(async move {
             let mut config = Config::from_urls(&urls).map_err(failure)?;
             config.node_timeout = options.node_timeout;
@@ -85,13 +88,11 @@ impl<E: Executor> Subject for SmolSubject<E> {
             config.connect_timeout = options.connect_timeout;
             config.reconnect_min = options.reconnect_min;
             config.reconnect_max = options.reconnect_max;
-            let (client, driver) = Client::with_driver(config).await.map_err(failure)?;
-            E::spawn_driver(driver);
-            Ok(client)
+            E::start(config).await.map_err(failure)
         })
     }
 
-    fn lock(client: &Client, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
+    fn lock(client: &Client<E::Runtime>, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
         let mut builder = client.lock_with(&spec.resource, spec.ttl).fencing(spec.fencing);
         if let Some(n) = spec.attempts {
             builder = builder.attempts(n);
@@ -103,7 +104,7 @@ impl<E: Executor> Subject for SmolSubject<E> {
     }
 
     fn with_lock<T: Send + 'static>(
-        client: &Client,
+        client: &Client<E::Runtime>,
         resource: &str,
         ttl: Duration,
         work: Work<LostSignal, T>,
