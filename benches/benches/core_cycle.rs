@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
-use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId};
+use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId};
 
 /// Counts allocations (and reallocations, which allocate) and the bytes asked for.
 struct Counting;
@@ -68,7 +68,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 const NS: [usize; 5] = [1, 3, 5, 7, 9];
-const RESOURCE: &[&[u8]] = &[b"orders:42"];
+const RESOURCE: &str = "orders:42";
 /// A realistic token: 40 hex characters.
 const TOKEN: &[u8] = b"3f6c2a9e41b87d05c9e2f1a6b3d8047e5a1c9f20";
 
@@ -77,6 +77,8 @@ struct Cycle {
     engine: Engine,
     n: usize,
     now: Instant,
+    /// The lock's options, built once (as a caller that locks the same resource would).
+    options: LockOptions,
 }
 
 impl Cycle {
@@ -95,15 +97,14 @@ impl Cycle {
                 engine.handle_data(now, node, format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
             }
         }
-        Cycle { engine, n, now }
+        Cycle { engine, n, now, options: LockOptions::new(RESOURCE, Duration::from_secs(10)) }
     }
 
     /// One lock and one unlock, as a driver would run them.
     fn run(&mut self) {
         const STEP: Duration = Duration::from_micros(100);
         let e = &mut self.engine;
-        let req = AcquireRequest::new(RESOURCE, TOKEN, Duration::from_secs(10));
-        let lock = e.acquire(self.now, &req).expect("valid request");
+        let lock = e.acquire(self.now, &self.options, TOKEN).expect("valid request");
         for i in 0..self.n {
             flush(e, NodeId(i as u16));
         }

@@ -6,15 +6,12 @@
 
 use std::time::Duration;
 
-use redlease_async::{Client, Config, Guard, ReleaseOutcome, Runtime};
+use redlease_async::{Client, Config, Guard, LockOptions, ReleaseOutcome, Runtime};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec, TokioExec};
 use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
-use crate::plan::Scenario;
+use crate::plan::{CONTENDED_WAIT, Scenario};
 use crate::subject::{Role, Subject};
-
-/// How long a contender keeps retrying before its call gives up (far longer than a window).
-pub const CONTENDED_WAIT: Duration = Duration::from_secs(60);
 
 /// Every scenario.
 const ALL: &[Scenario] = &Scenario::ALL;
@@ -154,7 +151,7 @@ impl<R: Runtime + Send + Sync + 'static> AsyncLocker for Locker<R> {
     }
 
     async fn acquire_wait(&mut self, key: &str) -> Result<Guard, String> {
-        self.client.lock_with(key, self.ttl).wait(CONTENDED_WAIT).await.map_err(|e| e.to_string())
+        self.client.lock_with(LockOptions::new(key, self.ttl).wait(CONTENDED_WAIT)).await.map_err(|e| e.to_string())
     }
 
     async fn release(&mut self, held: Guard) -> Result<(), String> {
@@ -207,7 +204,7 @@ impl BlockingLocker for MioShared {
     }
 
     fn acquire_wait(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
-        self.client.lock_with(key, self.ttl).wait(CONTENDED_WAIT).acquire().map_err(|e| e.to_string())
+        self.client.lock_with(LockOptions::new(key, self.ttl).wait(CONTENDED_WAIT)).map_err(|e| e.to_string())
     }
 
     fn release(&mut self, held: redlease_mio::Guard) -> Result<(), String> {

@@ -7,12 +7,10 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
-use redlease_mio::core::AcquireRequest;
-use redlease_mio::{Config, Driver, Event, LockId, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
 
-use crate::adapters::CONTENDED_WAIT;
 use crate::load::{LoadState, Window, keys};
-use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::plan::{CONTENDED_WAIT, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
 
@@ -201,6 +199,7 @@ impl Host {
     /// events and the timeout to the driver. Returns the time after the wake-up.
     fn turn(&mut self, until: Option<Instant>) -> Result<Instant, String> {
         let now = Instant::now();
+        self.driver.flush(now);
         let next = self.driver.poll_timeout().into_iter().chain(until).min();
         let timeout = next.map(|t| t.saturating_duration_since(now));
         match self.poll.poll(&mut self.events, timeout) {
@@ -218,11 +217,11 @@ impl Host {
 
     fn start(&mut self, key: &str, wait: Option<Duration>) -> Result<Slot, String> {
         let token = new_token().map_err(|e| e.to_string())?;
-        let resources = [key.as_bytes()];
-        let mut req = AcquireRequest::new(&resources, token.as_bytes(), self.ttl);
-        req.wait = wait;
+        let mut options = LockOptions::new(key, self.ttl);
+        options.wait = wait;
         let started = Instant::now();
-        let lock = self.driver.acquire(started, &req).map_err(|e| format!("acquire refused: {e}"))?;
+        let lock =
+            self.driver.acquire(started, &options, token.as_bytes()).map_err(|e| format!("acquire refused: {e}"))?;
         Ok(Slot { lock, started, acquired: None })
     }
 

@@ -1,7 +1,7 @@
 //! # redlease-benches: latency and throughput across runtimes, against peers and the floor
 //!
 //! The library behind the `runtimes` bench target (`benches/runtimes.rs`). One run measures,
-//! always against real `redis-server` processes started by [`redlease_tests::Cluster`]:
+//! always against real `redis-server` processes started by [`redlease_cluster::Cluster`]:
 //!
 //! 1. **sequential** lock+unlock on one key (cycle, acquire alone, release alone);
 //! 2. **throughput** with 1, 16 and 256 concurrent lockers, each on its own key (cycles/s,
@@ -15,7 +15,7 @@
 //! subject implements [`Subject`]; most do so through the generic runners
 //! [`asyncrt::Async`] (any async runtime) and [`blocking::Blocking`] (OS threads), which
 //! run the same scenario code for every locker type. [`runner::run`] drives the scenarios
-//! with a progress display, [`report`] turns the results into tables, targets and the
+//! with a progress display and collects [`results`], [`report`] turns them into tables, targets and the
 //! `docs/benchmarks.md` page, and [`svg`] draws its charts.
 
 pub mod adapters;
@@ -29,12 +29,13 @@ pub mod machine;
 pub mod plan;
 pub mod report;
 pub mod resp;
+pub mod results;
 pub mod runner;
 pub mod stats;
 pub mod subject;
 pub mod svg;
 
 pub use plan::{Mode, Options, Plan, Scenario};
-pub use runner::Results;
+pub use results::Results;
 pub use stats::{Dist, Samples, Summary};
 pub use subject::{Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};

@@ -3,6 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
+/// How long a contender keeps retrying before its call gives up (far longer than a window).
+pub const CONTENDED_WAIT: Duration = Duration::from_secs(60);
+
 /// How much to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

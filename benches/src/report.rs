@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::machine::{Machine, utc};
 use crate::plan::{Mode, Scenario};
-use crate::runner::{Results, find};
+use crate::results::{Entry, Results, find};
 use crate::stats::{Dist, fmt_latency, fmt_rate};
 use crate::subject::{Role, Style};
 use crate::svg::{Axis, Series, fmt_count, fmt_us, line_chart};
@@ -133,7 +133,7 @@ fn seq_p50(r: &Results, subject: &str) -> Option<Duration> {
     find(&r.sequential, subject, 0).and_then(|s| s.cycle.p50())
 }
 
-fn failed_cell<T>(list: &[crate::runner::Entry<T>], subject: &str, point: usize) -> Option<String> {
+fn failed_cell<T>(list: &[Entry<T>], subject: &str, point: usize) -> Option<String> {
     list.iter()
         .find(|e| e.subject == subject && e.point == point)
         .and_then(|e| e.result.as_ref().err())

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use redlease_cluster::Cluster;
 use redlease_core::AcquireError;
-use redlease_tests::Cluster;
-use redlease_tokio::{Client, Config, Error};
+use redlease_tokio::{Client, Config, Error, LockOptions};
 
 use crate::Usage;
 use crate::duration::show;
@@ -91,7 +91,7 @@ pub(crate) async fn run(workers: usize) -> Result<u8, Usage> {
     cluster.node(4).pause();
     let started = Instant::now();
     let guard = loop {
-        match client.lock_with(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(2)).await {
+        match client.lock_with(LockOptions::new(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(2))).await {
             Ok(g) => break g,
             Err(e) if started.elapsed() < Duration::from_secs(20) => {
                 say(&format!("  not yet: {e}"));
@@ -138,7 +138,7 @@ async fn worker(id: usize, client: Client, tally: Arc<Tally>, stop: Arc<AtomicBo
     let say = |msg: &str| println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
     while !stop.load(Ordering::SeqCst) {
         let asked = Instant::now();
-        match client.lock_with(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(3)).await {
+        match client.lock_with(LockOptions::new(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(3))).await {
             Ok(guard) => {
                 if tally.holders.fetch_add(1, Ordering::SeqCst) != 0 {
                     tally.overlaps.fetch_add(1, Ordering::SeqCst);
@@ -160,7 +160,7 @@ async fn worker(id: usize, client: Client, tally: Arc<Tally>, stop: Arc<AtomicBo
                 }
                 tokio::time::sleep(Duration::from_millis(30)).await;
             }
-            Err(Error::WaitTimeout { .. }) | Err(Error::Acquire(AcquireError::Held { .. })) => {
+            Err(Error::Acquire(AcquireError::WaitTimeout { .. } | AcquireError::Held { .. })) => {
                 tally.failures.fetch_add(1, Ordering::SeqCst);
             }
             Err(e) => {

@@ -2,8 +2,8 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use redlease_cluster::{Cluster, RedisConn};
 use redlease_core::NodeConfig;
-use redlease_tests::{Cluster, RedisConn};
 
 use crate::{Usage, node_urls};
 

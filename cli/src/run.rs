@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use redlease_tokio::{Client, Config, Error};
+use redlease_tokio::{Client, Config, Error, LockOptions, LostReason};
 use tokio::process::{Child, Command};
 
 use crate::{EXIT_LOST, EXIT_NOT_ACQUIRED, Usage, duration::show, node_urls};
@@ -28,7 +28,7 @@ pub(crate) async fn run(
         Error::Config(e) => Usage(format!("--nodes: {e}")),
         e => Usage(e.to_string()),
     })?;
-    let guard = match client.lock_with(key, ttl).fencing(true).auto_extend(true).wait(wait).await {
+    let guard = match client.lock_with(LockOptions::new(key, ttl).fencing(true).auto_extend(true).wait(wait)).await {
         Ok(g) => g,
         Err(Error::Misuse(e)) => return Err(Usage(format!("--ttl: {e}"))),
         Err(e) => {
@@ -57,8 +57,8 @@ pub(crate) async fn run(
         status = child.wait() => status,
         _ = lost.wait() => {
             let why = match lost.reason() {
-                Some(Some(r)) => format!("{r:?}").to_lowercase(),
-                _ => "the client stopped".to_owned(),
+                Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
+                Some(r) => format!("{r:?}").to_lowercase(),
             };
             eprintln!("redlease: lock on {key:?} lost ({why}) while the command ran: stopping it");
             stop(&mut child, grace).await;

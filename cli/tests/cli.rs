@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use redlease_tests::{Cluster, RedisConn};
+use redlease_cluster::{Cluster, RedisConn};
 
 fn redlease() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_redlease"));
@@ -156,7 +156,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 fn eight_processes_increment_a_shared_counter_to_200() {
     let cluster = Cluster::start(5);
     let urls = nodes(&cluster);
-    let dir = redlease_tests::TempDir::new("redlease-cli-counter").unwrap();
+    let dir = redlease_cluster::TempDir::new("redlease-cli-counter").unwrap();
     let file = dir.path().join("counter");
     std::fs::write(&file, "0").unwrap();
     let script = format!("n=$(cat {f}); sleep 0.005; echo $((n + 1)) > {f}", f = file.display());

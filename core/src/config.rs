@@ -1,178 +1,19 @@
-//! Engine configuration, node addresses (`redis://` URLs) and validation.
+//! Engine configuration ([`Config`], [`Retry`]) and its validation.
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-
-/// Where one Redis node lives and how to log in to it.
-///
-/// Parsed from `redis://[user:pass@]host:port[/db]` by [`NodeConfig::from_url`]. The engine
-/// itself only uses the credentials and the database number (it emits `AUTH` and `SELECT`);
-/// `host` and `port` are for the adapter that opens the socket.
-#[derive(Clone, PartialEq, Eq)]
-pub struct NodeConfig {
-    /// Host name or IP address.
-    pub host: String,
-    /// TCP port (6379 when the URL gives none).
-    pub port: u16,
-    /// ACL user name for `AUTH user pass` (`None`: `AUTH pass`, the `default` user).
-    pub user: Option<String>,
-    /// Password; `None` sends no `AUTH` at all.
-    pub password: Option<String>,
-    /// Logical database selected with `SELECT` (0 sends nothing).
-    pub db: u32,
-}
-
-impl fmt::Debug for NodeConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never print the password.
-        f.debug_struct("NodeConfig")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("db", &self.db)
-            .finish()
-    }
-}
-
-impl fmt::Display for NodeConfig {
-    /// The node as a URL without its password, for messages.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "redis://")?;
-        if let Some(user) = &self.user {
-            write!(f, "{user}@")?;
-        }
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)?;
-        } else {
-            write!(f, "{}:{}", self.host, self.port)?;
-        }
-        if self.db != 0 {
-            write!(f, "/{}", self.db)?;
-        }
-        Ok(())
-    }
-}
-
-impl NodeConfig {
-    /// A node at `host:port` with no credentials and database 0.
-    pub fn new(host: impl Into<String>, port: u16) -> Self {
-        NodeConfig { host: host.into(), port, user: None, password: None, db: 0 }
-    }
-
-    /// Parse `redis://[user:pass@]host[:port][/db]`.
-    ///
-    /// `redis://:pass@host` gives a password without a user. User and password may be
-    /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
-    pub fn from_url(url: &str) -> Result<Self, ConfigError> {
-        let bad = |reason: &str| ConfigError::BadUrl { url: redact(url), reason: reason.to_owned() };
-        let rest = url
-            .strip_prefix("redis://")
-            .ok_or_else(|| bad("it must start with redis:// (TLS via rediss:// is not supported)"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => (rest, ""),
-        };
-        let (userinfo, hostport) = match authority.rfind('@') {
-            Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
-            None => (None, authority),
-        };
-        let (user, password) = match userinfo {
-            None => (None, None),
-            Some(info) => {
-                let (u, p) = match info.find(':') {
-                    Some(i) => (&info[..i], Some(&info[i + 1..])),
-                    None => (info, None),
-                };
-                let u = percent_decode(u).ok_or_else(|| bad("the user name has a bad %-escape"))?;
-                let p = match p {
-                    Some(p) => Some(percent_decode(p).ok_or_else(|| bad("the password has a bad %-escape"))?),
-                    None => None,
-                };
-                match p {
-                    // `redis://user@host`: a bare word is taken as the password (redis-rs does the same).
-                    None => (None, Some(u).filter(|s| !s.is_empty())),
-                    Some(p) => (Some(u).filter(|s| !s.is_empty()), Some(p)),
-                }
-            }
-        };
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(|| bad("an IPv6 host needs a closing ]"))?;
-            let host = &v6[..end];
-            let after = &v6[end + 1..];
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(bad("unexpected text after the IPv6 host")),
-            };
-            (host, port)
-        } else {
-            match hostport.rfind(':') {
-                Some(i) => (&hostport[..i], Some(&hostport[i + 1..])),
-                None => (hostport, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(bad("the host is missing (expected redis://host:port)"));
-        }
-        let port = match port {
-            None => 6379,
-            Some(p) => match p.parse::<u16>() {
-                Ok(0) | Err(_) => return Err(bad("the port must be a number from 1 to 65535")),
-                Ok(p) => p,
-            },
-        };
-        let path = path.split(['?', '#']).next().unwrap_or("");
-        let db = if path.is_empty() {
-            0
-        } else {
-            path.parse::<u32>().map_err(|_| bad("the database after / must be a number, e.g. redis://host:6379/0"))?
-        };
-        Ok(NodeConfig { host: host.to_owned(), port, user, password, db })
-    }
-}
-
-/// Hide the password of a URL for error messages.
-fn redact(url: &str) -> String {
-    let Some(rest) = url.strip_prefix("redis://") else {
-        return url.to_owned();
-    };
-    let end = rest.find('/').unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!("redis://{}:***{}", &rest[..colon], &rest[at..]),
-            None => format!("redis://***{}", &rest[at..]),
-        },
-        None => url.to_owned(),
-    }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = b.get(i + 1..i + 3)?;
-            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+use crate::node::NodeConfig;
 
 /// How a failed acquisition attempt is retried.
 ///
 /// Between attempts the engine waits a random delay drawn uniformly from
 /// `[min_delay, max_delay]` (from the seeded generator of [`Config::seed`]), so that
 /// contending clients fall out of step.
+///
+/// `#[non_exhaustive]`: build one with [`Retry::new`] or [`Retry::default`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retry {
     /// Attempts in all, including the first (at least 1).
     pub attempts: u32,
@@ -180,6 +21,13 @@ pub struct Retry {
     pub min_delay: Duration,
     /// Longest delay between attempts.
     pub max_delay: Duration,
+}
+
+impl Retry {
+    /// `attempts` in all (the first included), `min_delay` to `max_delay` apart.
+    pub fn new(attempts: u32, min_delay: Duration, max_delay: Duration) -> Self {
+        Retry { attempts, min_delay, max_delay }
+    }
 }
 
 impl Default for Retry {
@@ -194,9 +42,23 @@ const MAX_CONNECT_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
 /// Settings of one [`Engine`](crate::Engine): the nodes, the algorithm's parameters and the
 /// reconnect policy the engine applies to its links.
 ///
-/// Build one with [`Config::new`], adjust the public fields, and hand it to
-/// [`Engine::new`](crate::Engine::new), which validates it once.
+/// Build one with [`Config::new`] (or [`Config::from_urls`]), adjust it with the builder
+/// methods (named after the fields, which are public to read and adjust), and hand it to
+/// [`Engine::new`](crate::Engine::new) or a client, which validate it once.
+/// `#[non_exhaustive]`: a new setting is not a breaking change.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlease_core::{Config, Retry};
+///
+/// let config = Config::from_urls(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])?
+///     .node_timeout(Duration::from_millis(20))
+///     .retry(Retry::new(5, Duration::from_millis(10), Duration::from_millis(100)));
+/// assert_eq!(config.validate(), Ok(()));
+/// # Ok::<(), redlease_core::ConfigError>(())
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// The independent Redis masters; the quorum is `nodes.len() / 2 + 1`.
     pub nodes: Vec<NodeConfig>,
@@ -208,8 +70,11 @@ pub struct Config {
     pub drift_factor: f64,
     /// Retry schedule of [`Engine::acquire`](crate::Engine::acquire) (default 3 attempts).
     pub retry: Retry,
-    /// Seed of the jitter generator. Adapters seed it from the OS; tests fix it.
-    pub seed: u64,
+    /// Seed of the jitter generator (retry delays, reconnect jitter). `None` (the default):
+    /// the client layer draws one from the OS random source, so that two clients never
+    /// jitter in step; a bare [`Engine`](crate::Engine), which takes no OS randomness, then
+    /// uses a fixed seed. Tests fix it.
+    pub seed: Option<u64>,
     /// Name sent with `CLIENT SETNAME` on connect (`None`: not sent). A refusal is ignored.
     pub client_name: Option<String>,
     /// Prefix of the fencing counter keys: the counter of resource `R` is `{fence_prefix}R`.
@@ -232,10 +97,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// The seed [`Config::new`] puts in [`Config::seed`]. Adapters replace a config still
-    /// carrying it with a seed from the OS, so that two clients never jitter in step.
-    pub const DEFAULT_SEED: u64 = 0x5eed_0f4e_d10c;
-
     /// A config for these nodes with the defaults for everything else.
     pub fn new(nodes: Vec<NodeConfig>) -> Self {
         Config {
@@ -243,7 +104,7 @@ impl Config {
             node_timeout: Duration::from_millis(50),
             drift_factor: 0.01,
             retry: Retry::default(),
-            seed: Config::DEFAULT_SEED,
+            seed: None,
             client_name: Some("redlease".to_owned()),
             fence_prefix: "redlease:fence:".to_owned(),
             connect_timeout: Duration::from_secs(1),
@@ -261,6 +122,61 @@ impl Config {
     {
         let nodes = urls.into_iter().map(|u| NodeConfig::from_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
         Ok(Config::new(nodes))
+    }
+
+    /// Set `node_timeout`.
+    pub fn node_timeout(mut self, d: Duration) -> Self {
+        self.node_timeout = d;
+        self
+    }
+
+    /// Set `drift_factor`.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Set `retry`.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Set `seed`.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Set [`client_name`](Self::client_name) (`None`: send no `CLIENT SETNAME`).
+    pub fn client_name(mut self, name: Option<String>) -> Self {
+        self.client_name = name;
+        self
+    }
+
+    /// Set `fence_prefix`.
+    pub fn fence_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.fence_prefix = prefix.into();
+        self
+    }
+
+    /// Set `connect_timeout`.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// Set `reconnect_min` and `reconnect_max`.
+    pub fn reconnect(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_min = min;
+        self.reconnect_max = max;
+        self
+    }
+
+    /// Set `reconnect_jitter`.
+    pub fn reconnect_jitter(mut self, fraction: f64) -> Self {
+        self.reconnect_jitter = fraction;
+        self
     }
 
     /// Check the settings; [`Engine::new`](crate::Engine::new) calls this.
@@ -307,47 +223,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_full_url() {
-        let n = NodeConfig::from_url("redis://alice:s%40cret@127.0.0.1:7000/3").unwrap();
-        assert_eq!(n.host, "127.0.0.1");
-        assert_eq!(n.port, 7000);
-        assert_eq!(n.user.as_deref(), Some("alice"));
-        assert_eq!(n.password.as_deref(), Some("s@cret"));
-        assert_eq!(n.db, 3);
-        assert_eq!(n.to_string(), "redis://alice@127.0.0.1:7000/3");
-        assert!(!format!("{n:?}").contains("cret"));
-    }
-
-    #[test]
-    fn parses_short_forms() {
-        let n = NodeConfig::from_url("redis://localhost").unwrap();
-        assert_eq!((n.host.as_str(), n.port, n.db), ("localhost", 6379, 0));
-        let n = NodeConfig::from_url("redis://:pw@h:1").unwrap();
-        assert_eq!((n.user, n.password.as_deref()), (None, Some("pw")));
-        let n = NodeConfig::from_url("redis://[::1]:6380/").unwrap();
-        assert_eq!((n.host.as_str(), n.port), ("::1", 6380));
-    }
-
-    #[test]
-    fn rejects_bad_urls_with_reasons() {
-        for (url, needle) in [
-            ("http://h:1", "redis://"),
-            ("redis://:1", "host"),
-            ("redis://h:0", "port"),
-            ("redis://h:99999", "port"),
-            ("redis://h:x", "port"),
-            ("redis://h:1/db", "database"),
-            ("redis://[::1:1", "]"),
-            ("redis://u:%zz@h", "%-escape"),
-        ] {
-            let err = NodeConfig::from_url(url).unwrap_err().to_string();
-            assert!(err.contains(needle), "{url}: {err}");
-        }
-        let err = NodeConfig::from_url("redis://u:topsecret@h:x").unwrap_err().to_string();
-        assert!(!err.contains("topsecret"), "{err}");
-    }
 
     #[test]
     fn validates_config() {

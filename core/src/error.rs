@@ -113,8 +113,9 @@ pub enum Misuse {
 /// [`Event::LinkFailed`](crate::Event::LinkFailed).
 ///
 /// The engine has already taken the link down and scheduled the next connect attempt
-/// (see [`Engine::poll_connect`](crate::Engine::poll_connect)); the adapter MUST close the
-/// connection or abandon the attempt. The text names the node once, by index and address
+/// (see [`Engine::poll_connect`](crate::Engine::poll_connect)); where the driver still holds
+/// the connection or attempt, [`Engine::poll_close`](crate::Engine::poll_close) hands the node
+/// out for it to drop. The text names the node once, by index and address
 /// (never the password): `node #0 (redis://127.0.0.1:7000): AUTH failed: WRONGPASS ...`;
 /// [`reason`](Self::reason) is the same without the node, as that node's votes carry it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +284,17 @@ pub enum AcquireError {
         /// Attempts made.
         attempts: u32,
     },
+    /// The wait bound ([`LockOptions::wait`](crate::LockOptions::wait)) passed without the
+    /// lock, while attempts were left.
+    #[error("gave up after waiting {waited:?} for the lock (last attempt: {last})")]
+    WaitTimeout {
+        /// Time from the call to giving up.
+        waited: Duration,
+        /// Attempts made.
+        attempts: u32,
+        /// Why the last attempt failed.
+        last: Box<AcquireError>,
+    },
     /// The acquisition was cancelled by the caller.
     #[error("acquisition cancelled")]
     Cancelled,
@@ -374,4 +386,8 @@ pub enum LostReason {
     Expired,
     /// An extension was refused by a majority: the keys are gone or someone else holds them.
     Refused,
+    /// Nobody drives the engine any more (the client was closed, its runtime shut down or
+    /// its event loop failed), so nobody extends the lock. Reported by the clients; the
+    /// engine itself never emits it.
+    Stopped,
 }

@@ -1,7 +1,7 @@
 //! Handles, requests and the events the engine reports.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::error::{AcquireError, ExtendError, LinkError, LostReason, ReleaseReport};
 
@@ -41,45 +41,6 @@ impl LockId {
     /// A dense number for this lock (the slot), reused after the lock is gone; handy for tables.
     pub fn slot(self) -> usize {
         self.slot as usize
-    }
-}
-
-/// What to lock and how: the argument of [`Engine::acquire`](crate::Engine::acquire).
-#[derive(Clone, Debug)]
-pub struct AcquireRequest<'a> {
-    /// The keys to lock together (all-or-nothing on each node). At least one, none empty.
-    pub resources: &'a [&'a [u8]],
-    /// The caller's unique token for this acquisition (e.g. 20 random bytes, hex-encoded).
-    pub token: &'a [u8],
-    /// Time to live of the keys on the nodes, in whole milliseconds (a fraction is dropped,
-    /// and the validity is computed from what is sent).
-    pub ttl: Duration,
-    /// Also produce a fencing token (one extra round trip).
-    pub fencing: bool,
-    /// Attempts in all; `None`: [`Retry::attempts`](crate::Retry::attempts) of the config,
-    /// or unlimited within `wait` when a `wait` is given.
-    pub attempts: Option<u32>,
-    /// Give up once no retry can start within this time of the call.
-    pub wait: Option<Duration>,
-    /// Extend the lock automatically about every `ttl / 3` while it is held.
-    pub auto_extend: bool,
-    /// Never extend the lock past this long after it was acquired.
-    pub max_hold: Option<Duration>,
-}
-
-impl<'a> AcquireRequest<'a> {
-    /// A request for these resources with this token and TTL; defaults for the rest.
-    pub fn new(resources: &'a [&'a [u8]], token: &'a [u8], ttl: Duration) -> Self {
-        AcquireRequest {
-            resources,
-            token,
-            ttl,
-            fencing: false,
-            attempts: None,
-            wait: None,
-            auto_extend: false,
-            max_hold: None,
-        }
     }
 }
 
@@ -193,12 +154,26 @@ pub enum Event {
         report: ReleaseReport,
     },
     /// A node's connection (or connect attempt) is unusable: the engine has taken the link
-    /// down and scheduled the next attempt. The adapter MUST close what it holds for
-    /// [`error.node()`](LinkError::node) — unless it has since started a newer attempt that
-    /// [`poll_connect`](crate::Engine::poll_connect) handed out (then the link is no longer
-    /// [`LinkState::Down`]) — and connect again when `poll_connect` says so.
+    /// down and scheduled the next attempt. For logging and health: the socket to drop, if
+    /// any, comes from [`poll_close`](crate::Engine::poll_close), the next attempt from
+    /// [`poll_connect`](crate::Engine::poll_connect).
     LinkFailed {
         /// What went wrong, naming the node.
         error: LinkError,
     },
+}
+
+impl Event {
+    /// The lock the event is about (`None` for [`Event::LinkFailed`]).
+    pub fn lock(&self) -> Option<LockId> {
+        match self {
+            Event::Acquired { lock, .. }
+            | Event::AcquireFailed { lock, .. }
+            | Event::Extended { lock, .. }
+            | Event::ExtendFailed { lock, .. }
+            | Event::Lost { lock, .. }
+            | Event::Released { lock, .. } => Some(*lock),
+            Event::LinkFailed { .. } => None,
+        }
+    }
 }

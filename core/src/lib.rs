@@ -27,19 +27,27 @@
 //!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
 //! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
 //!   [`Engine::cancel`] — misuse is an error returned at once ([`Misuse`]);
-//! - outputs: [`Engine::poll_connect`], [`Engine::poll_transmit`] /
+//! - outputs: [`Engine::poll_close`], [`Engine::poll_connect`], [`Engine::poll_transmit`] /
 //!   [`Engine::advance_transmit`] per node, [`Engine::poll_timeout`], [`Engine::poll_event`]
 //!   — outcomes are [`Event`]s.
 //!
+//! Inside, the engine is an orchestrator over sub-states that own their data: the per-node
+//! links (buffers, pending FIFO, handshake, reconnect schedule), the lock slots (each a phase
+//! enum carrying that phase's data, and the tally of its round), the timer table, and the
+//! wire layer (script calls encoded from narrow arguments, replies classified against the
+//! request they answer).
+//!
 //! ## Run loop
 //!
-//! A driver loops: start the connects the engine asks for → feed input → flush transmits →
-//! re-arm the one timer → deliver events. It makes no protocol decisions of its own, and
-//! keeps no reconnect schedule: the engine owns it. In order:
+//! A driver loops: close and start the connections the engine asks for → feed input → flush
+//! transmits → re-arm the one timer → deliver events. It makes no protocol decisions of its
+//! own, and keeps no reconnect schedule: the engine owns it. In order:
 //!
-//! 1. **Connect.** While [`Engine::poll_connect`]`(now)` yields a node, start a non-blocking
-//!    connect to it, dropping whatever socket or attempt you still hold for that node. When
-//!    the attempt completes call [`Engine::handle_connected`]; when it fails,
+//! 1. **Links.** While [`Engine::poll_close`] yields a node, drop the connection or connect
+//!    attempt you hold for it (the engine failed it: garbage, a refused handshake, a connect
+//!    past its deadline). Then, while [`Engine::poll_connect`]`(now)` yields a node, start a
+//!    non-blocking connect to it, dropping whatever you still hold for that node. When the
+//!    attempt completes call [`Engine::handle_connected`]; when it fails,
 //!    [`Engine::handle_connect_failed`] with the reason (it shows in the node's votes).
 //! 2. **Input.** Bytes read: [`Engine::handle_data`]. End of stream or a socket error: close
 //!    the socket and call [`Engine::handle_disconnected`].
@@ -47,23 +55,20 @@
 //!    connected node, with non-blocking writes.
 //! 4. **Timer.** Arm one timer at [`Engine::poll_timeout`] (lock timers, connect deadlines
 //!    and reconnect times all count) and call [`Engine::handle_timeout`] once it has passed.
-//! 5. **Events.** Drain [`Engine::poll_event`]. On [`Event::LinkFailed`] close what you hold
-//!    for `error.node()` — a connection the engine failed (garbage, a refused handshake) or
-//!    a connect attempt past its deadline ([`LinkError::ConnectTimeout`]) — unless the node
-//!    is no longer [`LinkState::Down`] (you already started a newer attempt). Step 1 then
-//!    brings it back after the backoff.
+//! 5. **Events.** Drain [`Engine::poll_event`]: lock outcomes for the callers waiting on
+//!    them, and [`Event::LinkFailed`] to log. Inputs and timeouts may fail links, so step 1
+//!    comes again before the next wait.
 //!
 //! Here the "network" is a buffer, every connect succeeds at once and the replies come from
 //! memory:
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId, ReleaseOutcome};
+//! use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId, ReleaseOutcome};
 //!
 //! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
-//! let mut config = Config::new(nodes);
-//! config.client_name = None; // keep the handshake to the four SCRIPT LOADs
-//! let mut engine = Engine::new(config).unwrap();
+//! // No CLIENT SETNAME: keep the handshake to the four SCRIPT LOADs.
+//! let mut engine = Engine::new(Config::new(nodes).client_name(None)).unwrap();
 //! let now = Instant::now();
 //!
 //! // 1. Every node is due for a first connect. Here each connects at once; the engine
@@ -72,9 +77,8 @@
 //!     engine.handle_connected(now, node);
 //! }
 //! // 2. Commands are issued at any time; they are pipelined behind the handshake.
-//! let lock = engine
-//!     .acquire(now, &AcquireRequest::new(&[b"orders:42"], b"my-unique-token", Duration::from_secs(10)))
-//!     .unwrap();
+//! let options = LockOptions::new("orders:42", Duration::from_secs(10));
+//! let lock = engine.acquire(now, &options, b"my-unique-token").unwrap();
 //! // 3. Flush: write what the engine wants sent to each node.
 //! for i in 0..3 {
 //!     let node = NodeId(i);
@@ -135,7 +139,7 @@
 //! `appendfsync everysec` after a power loss) can grant a lock twice: run nodes with
 //! `appendfsync always`, or keep a crashed node down for longer than the largest TTL.
 //!
-//! Fencing tokens ([`AcquireRequest::fencing`]) strictly increase across successful
+//! Fencing tokens ([`LockOptions::fencing`]) strictly increase across successful
 //! acquisitions of a resource. Each node keeps a counter per resource (plain keys without
 //! TTL, prefix [`Config::fence_prefix`]; they must survive restarts). The acquire script
 //! reads the counters, and each granting node proposes one more than its largest; once a
@@ -159,17 +163,25 @@ mod engine;
 mod error;
 mod event;
 mod link;
+mod lock;
+mod locks;
+mod node;
+mod options;
 pub mod quorum;
 mod resp;
 mod rng;
 mod scripts;
+mod timer;
+mod wire;
 
-pub use config::{Config, NodeConfig, Retry};
+pub use config::{Config, Retry};
 pub use engine::Engine;
 pub use error::{
     AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
 };
-pub use event::{AcquireRequest, Event, LinkState, LockId, LockInfo, LockState, NodeId};
+pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId};
+pub use node::NodeConfig;
+pub use options::LockOptions;
 
 /// SHA-1 digests of the four scripts, in the order the handshake loads them
 /// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.

@@ -1,88 +1,44 @@
-//! One node's connection state: output buffer, FIFO of pending replies, input buffer, and
-//! where the connection stands (down with a reconnect time, connecting, up).
+//! The per-node links: where each connection stands, its buffers and FIFO of pending replies,
+//! its handshake, and the reconnect schedule (connect deadlines, backoff with jitter).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::event::LinkState;
+use crate::config::Config;
+use crate::error::{LinkError, Vote};
+use crate::event::{Event, LinkState, NodeId};
+use crate::resp::{self, MAX_REPLY};
+use crate::rng::Rng;
+use crate::scripts;
+use crate::wire::{self, Answer, Pending, Step, StepAnswer};
 
-/// What a pending reply answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Auth,
-    Select,
-    SetName,
-    ScriptLoad(&'static str),
-    Acquire,
-    Extend,
-    Release,
-    Fence,
-    /// Release after a failed attempt or a cancel: the answer is not waited for.
-    Cleanup,
-}
-
-impl Kind {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Auth => "AUTH",
-            Kind::Select => "SELECT",
-            Kind::SetName => "CLIENT SETNAME",
-            Kind::ScriptLoad(_) => "SCRIPT LOAD",
-            Kind::Acquire => "the acquire script",
-            Kind::Extend => "the extend script",
-            Kind::Release => "the release script",
-            Kind::Fence => "the fence write-back script",
-            Kind::Cleanup => "the cleanup release",
-        }
-    }
-}
-
-/// A request on the wire whose reply has not come back yet. Replies are matched by position.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Pending {
-    pub(crate) kind: Kind,
-    pub(crate) slot: u32,
-    pub(crate) generation: u32,
-    pub(crate) round: u32,
-}
-
+/// One node's connection.
 #[derive(Debug)]
-pub(crate) struct Link {
-    pub(crate) state: LinkState,
+struct Link {
+    state: LinkState,
     /// The delay before the next connect attempt after a failure; doubles per failure.
-    pub(crate) backoff: Duration,
+    backoff: Duration,
     /// Bytes to send; `out[out_pos..]` is still unsent.
-    pub(crate) out: Vec<u8>,
-    pub(crate) out_pos: usize,
-    pub(crate) pending: VecDeque<Pending>,
+    out: Vec<u8>,
+    out_pos: usize,
+    pending: VecDeque<Pending>,
     /// The start of a reply whose end has not arrived yet.
-    pub(crate) inbuf: Vec<u8>,
+    inbuf: Vec<u8>,
     /// Why the last connect attempt or connection failed (a link error), until a handshake
     /// completes again.
-    pub(crate) last_error: Option<String>,
+    last_error: Option<String>,
+    /// Connect attempts that have ended, by connecting or by failing.
+    attempts_ended: u64,
 }
 
 impl Link {
-    /// A link that is down and due for its first connect attempt at once.
-    pub(crate) fn new(backoff: Duration) -> Self {
-        Link {
-            state: LinkState::Down { retry_at: None },
-            backoff,
-            out: Vec::new(),
-            out_pos: 0,
-            pending: VecDeque::new(),
-            inbuf: Vec::new(),
-            last_error: None,
-        }
-    }
-
-    pub(crate) fn is_up(&self) -> bool {
+    fn is_up(&self) -> bool {
         matches!(self.state, LinkState::Up { .. })
     }
 
-    /// When the link needs [`handle_timeout`](crate::Engine::handle_timeout): its reconnect
-    /// time or its connect deadline.
-    pub(crate) fn wake(&self) -> Option<Instant> {
+    /// When the link needs `handle_timeout`: its reconnect time or its connect deadline.
+    fn wake(&self) -> Option<Instant> {
         match self.state {
             LinkState::Down { retry_at } => retry_at,
             LinkState::Connecting { deadline } => Some(deadline),
@@ -90,24 +46,386 @@ impl Link {
         }
     }
 
-    pub(crate) fn unsent(&self) -> &[u8] {
-        &self.out[self.out_pos..]
-    }
-
-    pub(crate) fn advance(&mut self, n: usize) {
-        self.out_pos = (self.out_pos + n).min(self.out.len());
-        if self.out_pos == self.out.len() {
-            self.out.clear();
-            self.out_pos = 0;
-        }
-    }
-
-    /// Forget the connection: buffers emptied, pending requests returned to the caller.
-    pub(crate) fn reset(&mut self, state: LinkState) -> VecDeque<Pending> {
+    /// Forget the connection: buffers emptied, pending requests returned.
+    fn reset(&mut self, state: LinkState) -> VecDeque<Pending> {
         self.state = state;
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();
         std::mem::take(&mut self.pending)
     }
+}
+
+/// The reconnect policy, from [`Config`].
+#[derive(Clone, Copy, Debug)]
+struct Policy {
+    connect_timeout: Duration,
+    min: Duration,
+    max: Duration,
+    jitter: f64,
+}
+
+/// What the front of a link's input holds.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Not a whole reply yet.
+    More,
+    /// A reply of `used` bytes the link dealt with itself (a handshake step, a cleanup).
+    Done(usize),
+    /// A reply of `used` bytes to a lock operation, for the engine.
+    Op { used: usize, answer: Answer },
+}
+
+/// Every node's link.
+#[derive(Debug)]
+pub(crate) struct Links {
+    links: Vec<Link>,
+    /// Each node's address without its password, for link errors.
+    addrs: Vec<Arc<str>>,
+    /// Each node's handshake (AUTH, SELECT, CLIENT SETNAME, SCRIPT LOAD), encoded once.
+    handshakes: Vec<(Vec<u8>, Vec<Step>)>,
+    policy: Policy,
+    /// The earliest reconnect time or connect deadline of any link.
+    wake: Option<Instant>,
+    /// Nodes whose connection or connect attempt the driver must drop.
+    closes: VecDeque<NodeId>,
+}
+
+impl Links {
+    /// Links for `config.nodes`, all down and due for a first connect at once.
+    pub(crate) fn new(config: &Config) -> Self {
+        let links = config
+            .nodes
+            .iter()
+            .map(|_| Link {
+                state: LinkState::Down { retry_at: None },
+                backoff: config.reconnect_min,
+                out: Vec::new(),
+                out_pos: 0,
+                pending: VecDeque::new(),
+                inbuf: Vec::new(),
+                last_error: None,
+                attempts_ended: 0,
+            })
+            .collect();
+        let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
+        let handshakes = config.nodes.iter().map(|node| handshake(config, node)).collect();
+        let policy = Policy {
+            connect_timeout: config.connect_timeout,
+            min: config.reconnect_min,
+            max: config.reconnect_max,
+            jitter: config.reconnect_jitter,
+        };
+        Links { links, addrs, handshakes, policy, wake: None, closes: VecDeque::new() }
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    pub(crate) fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub(crate) fn state(&self, node: NodeId) -> Option<LinkState> {
+        self.links.get(node.index()).map(|l| l.state)
+    }
+
+    pub(crate) fn is_up(&self, node: NodeId) -> bool {
+        self.links.get(node.index()).is_some_and(Link::is_up)
+    }
+
+    pub(crate) fn last_error(&self, node: NodeId) -> Option<&str> {
+        self.links.get(node.index())?.last_error.as_deref()
+    }
+
+    pub(crate) fn in_flight(&self, node: NodeId) -> usize {
+        self.links.get(node.index()).map_or(0, |l| l.pending.len())
+    }
+
+    pub(crate) fn attempts_ended(&self, node: NodeId) -> u64 {
+        self.links.get(node.index()).map_or(0, |l| l.attempts_ended)
+    }
+
+    pub(crate) fn addr(&self, node: NodeId) -> Arc<str> {
+        Arc::clone(&self.addrs[node.index()])
+    }
+
+    /// The earliest reconnect time or connect deadline.
+    pub(crate) fn wake(&self) -> Option<Instant> {
+        self.wake
+    }
+
+    // ----- connection lifecycle -------------------------------------------------------------
+
+    /// A connection to `node` is open: queue its handshake; later requests are pipelined
+    /// behind it. The caller has taken down an older connection first.
+    pub(crate) fn connected(&mut self, now: Instant, node: NodeId) {
+        let i = node.index();
+        let link = &mut self.links[i];
+        link.reset(LinkState::Up { since: now });
+        link.attempts_ended += 1;
+        let (bytes, steps) = &self.handshakes[i];
+        link.out.extend_from_slice(bytes);
+        link.pending.extend(steps.iter().map(|&s| Pending::Step(s)));
+        self.update_wake();
+    }
+
+    /// The connect attempt to `node` failed for `reason`; ignored unless it is connecting.
+    pub(crate) fn connect_failed(&mut self, now: Instant, node: NodeId, reason: &str, rng: &mut Rng) {
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if !matches!(link.state, LinkState::Connecting { .. }) {
+            return;
+        }
+        link.last_error = Some(format!("connect failed: {reason}"));
+        link.attempts_ended += 1;
+        self.schedule_reconnect(now, node.index(), None, rng);
+        self.update_wake();
+    }
+
+    /// The connection (or connect attempt) of `node` is gone: the link is down until the
+    /// backoff has passed. Returns the requests that were in flight on a connection that was
+    /// up; `None` if there was none.
+    pub(crate) fn take_down(&mut self, now: Instant, node: NodeId, rng: &mut Rng) -> Option<VecDeque<Pending>> {
+        let i = node.index();
+        let link = self.links.get_mut(i)?;
+        let since = match link.state {
+            LinkState::Up { since } => since,
+            LinkState::Connecting { .. } => {
+                link.attempts_ended += 1;
+                self.schedule_reconnect(now, i, None, rng);
+                self.update_wake();
+                return None;
+            }
+            LinkState::Down { .. } => return None,
+        };
+        // Down first, so that whatever the caller decides about the pending requests is not
+        // sent to this link.
+        let pending = link.reset(LinkState::Down { retry_at: None });
+        self.schedule_reconnect(now, i, Some(since), rng);
+        self.update_wake();
+        Some(pending)
+    }
+
+    /// The engine fails `error.node()`'s link: record why, and have the driver close it.
+    /// The caller takes the link down.
+    pub(crate) fn failed(&mut self, error: &LinkError) {
+        let node = error.node();
+        if let Some(link) = self.links.get_mut(node.index()) {
+            link.last_error = Some(error.reason());
+            self.closes.push_back(node);
+        }
+    }
+
+    /// Skip the backoff of a down link and start it over.
+    pub(crate) fn reconnect_now(&mut self, node: NodeId) {
+        let min = self.policy.min;
+        let Some(link) = self.links.get_mut(node.index()) else {
+            return;
+        };
+        if let LinkState::Down { .. } = link.state {
+            link.state = LinkState::Down { retry_at: None };
+            link.backoff = min;
+            self.update_wake();
+        }
+    }
+
+    /// Hand out a node whose connect attempt is due; it becomes connecting.
+    pub(crate) fn poll_connect(&mut self, now: Instant) -> Option<NodeId> {
+        let i = self.links.iter().position(|l| match l.state {
+            LinkState::Down { retry_at } => retry_at.is_none_or(|t| t <= now),
+            _ => false,
+        })?;
+        self.links[i].state = LinkState::Connecting { deadline: now + self.policy.connect_timeout };
+        let node = NodeId(i as u16);
+        // A new attempt replaces whatever was still held for the node.
+        self.closes.retain(|&n| n != node);
+        self.update_wake();
+        Some(node)
+    }
+
+    /// A node whose connection or connect attempt the driver must drop.
+    pub(crate) fn poll_close(&mut self) -> Option<NodeId> {
+        self.closes.pop_front()
+    }
+
+    /// Abandon connect attempts past their deadline (a [`LinkError::ConnectTimeout`] event
+    /// each); make due the links whose reconnect time has come.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, events: &mut VecDeque<Event>) {
+        let after = self.policy.connect_timeout;
+        for i in 0..self.links.len() {
+            match self.links[i].state {
+                LinkState::Down { retry_at: Some(t) } if t <= now => {
+                    self.links[i].state = LinkState::Down { retry_at: None };
+                }
+                LinkState::Connecting { deadline } if deadline <= now => {
+                    let node = NodeId(i as u16);
+                    let error = LinkError::ConnectTimeout { node, addr: self.addr(node), after };
+                    let link = &mut self.links[i];
+                    link.last_error = Some(error.reason());
+                    link.attempts_ended += 1;
+                    self.closes.push_back(node);
+                    self.schedule_reconnect(now, i, None, rng);
+                    events.push_back(Event::LinkFailed { error });
+                }
+                _ => {}
+            }
+        }
+        self.update_wake();
+    }
+
+    /// Link `i` just failed (or its connection, up since `up_since`, was lost): it is down
+    /// until `now` + the backoff. The backoff starts over after a connection that stayed up
+    /// for `max`; otherwise (refused connects, a handshake that fails at once) it doubles, up
+    /// to `max`. The caller updates the wake time.
+    fn schedule_reconnect(&mut self, now: Instant, i: usize, up_since: Option<Instant>, rng: &mut Rng) {
+        let Policy { min, max, jitter, .. } = self.policy;
+        let link = &mut self.links[i];
+        if up_since.is_some_and(|since| now.saturating_duration_since(since) >= max) {
+            link.backoff = min;
+        }
+        let delay =
+            if jitter > 0.0 { rng.between(link.backoff.mul_f64(1.0 - jitter), link.backoff) } else { link.backoff };
+        link.state = LinkState::Down { retry_at: Some(now + delay) };
+        link.backoff = link.backoff.saturating_mul(2).min(max);
+    }
+
+    fn update_wake(&mut self) {
+        self.wake = self.links.iter().filter_map(Link::wake).min();
+    }
+
+    // ----- bytes ---------------------------------------------------------------------------
+
+    /// Queue `cmd` on every link that is up, expecting the reply `pending`; `down` is told
+    /// the vote of every other node.
+    pub(crate) fn broadcast(&mut self, cmd: &[u8], pending: Pending, mut down: impl FnMut(usize, Vote)) {
+        for (i, link) in self.links.iter_mut().enumerate() {
+            if link.is_up() {
+                link.out.extend_from_slice(cmd);
+                link.pending.push_back(pending);
+            } else {
+                down(i, link.last_error.as_ref().map_or(Vote::Down, |e| Vote::Error(e.clone())));
+            }
+        }
+    }
+
+    /// Queue one request on `node`'s link: `encode` writes it to the output buffer.
+    pub(crate) fn send(&mut self, node: NodeId, pending: Pending, encode: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(link) = self.links.get_mut(node.index()).filter(|l| l.is_up()) {
+            encode(&mut link.out);
+            link.pending.push_back(pending);
+        }
+    }
+
+    pub(crate) fn unsent(&self, node: NodeId) -> Option<&[u8]> {
+        let link = self.links.get(node.index())?;
+        let b = &link.out[link.out_pos..];
+        (!b.is_empty()).then_some(b)
+    }
+
+    pub(crate) fn advance(&mut self, node: NodeId, n: usize) {
+        if let Some(link) = self.links.get_mut(node.index()) {
+            link.out_pos = (link.out_pos + n).min(link.out.len());
+            if link.out_pos == link.out.len() {
+                link.out.clear();
+                link.out_pos = 0;
+            }
+        }
+    }
+
+    /// The start of a reply kept from earlier input, taken out (empty if none).
+    pub(crate) fn take_partial(&mut self, node: NodeId) -> Vec<u8> {
+        std::mem::take(&mut self.links[node.index()].inbuf)
+    }
+
+    /// Put back the start of a reply taken out with [`take_partial`](Self::take_partial).
+    pub(crate) fn put_partial(&mut self, node: NodeId, buf: Vec<u8>) {
+        self.links[node.index()].inbuf = buf;
+    }
+
+    /// Keep `rest`, the start of a reply, for the next input.
+    pub(crate) fn extend_partial(&mut self, node: NodeId, rest: &[u8]) {
+        self.links[node.index()].inbuf.extend_from_slice(rest);
+    }
+
+    pub(crate) fn has_partial(&self, node: NodeId) -> bool {
+        !self.links[node.index()].inbuf.is_empty()
+    }
+
+    /// Decode the reply at the front of `buf` and match it to the oldest pending request.
+    /// Handshake replies and cleanups are dealt with here; `Err` is a reason to fail the link.
+    pub(crate) fn next_reply(&mut self, node: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+        let addr = || Arc::clone(&self.addrs[node.index()]);
+        let (reply, used) = match resp::decode(buf) {
+            Ok(Some(whole)) => whole,
+            Ok(None) if buf.len() > MAX_REPLY => {
+                let detail = format!("a reply longer than {MAX_REPLY} bytes without an end");
+                return Err(LinkError::Malformed { node, addr: addr(), detail });
+            }
+            Ok(None) => return Ok(Next::More),
+            Err(detail) => return Err(LinkError::Malformed { node, addr: addr(), detail }),
+        };
+        let link = &mut self.links[node.index()];
+        let Some(pending) = link.pending.pop_front() else {
+            return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
+        };
+        let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
+            node,
+            addr: addr(),
+            request,
+            reply: reply.render(),
+        })?;
+        let refused = |step: Step, message| LinkError::Handshake { node, addr: addr(), step: step.name(), message };
+        match answer {
+            Answer::Op { .. } => return Ok(Next::Op { used, answer }),
+            Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
+            Answer::Step(step, StepAnswer::Refused(message)) => return Err(refused(step, message)),
+            Answer::Step(step, StepAnswer::Digest { matches: false }) => {
+                let message = "the server's script digest differs from the expected one".to_owned();
+                return Err(refused(step, message));
+            }
+            Answer::Step(step, StepAnswer::Digest { matches: true }) => {
+                if let Step::ScriptLoad { last: true, .. } = step {
+                    // The end of the handshake: the link is healthy again.
+                    link.last_error = None;
+                }
+            }
+        }
+        Ok(Next::Done(used))
+    }
+}
+
+/// The handshake of one node: AUTH and SELECT as it needs them, then the shared CLIENT SETNAME
+/// and the four SCRIPT LOADs.
+fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
+    let mut out = Vec::new();
+    let mut steps = Vec::new();
+    if let Some(pass) = &node.password {
+        match &node.user {
+            Some(user) => resp::command(&mut out, &[b"AUTH", user.as_bytes(), pass.as_bytes()]),
+            None => resp::command(&mut out, &[b"AUTH", pass.as_bytes()]),
+        }
+        steps.push(Step::Auth);
+    }
+    if node.db != 0 {
+        resp::array(&mut out, 2);
+        resp::bulk(&mut out, b"SELECT");
+        resp::bulk_uint(&mut out, node.db.into());
+        steps.push(Step::Select);
+    }
+    if let Some(name) = &config.client_name {
+        resp::command(&mut out, &[b"CLIENT", b"SETNAME", name.as_bytes()]);
+        steps.push(Step::SetName);
+    }
+    let scripts = [
+        (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+        (scripts::EXTEND, scripts::EXTEND_SHA),
+        (scripts::RELEASE, scripts::RELEASE_SHA),
+        (scripts::FENCE, scripts::FENCE_SHA),
+    ];
+    for (i, (script, sha)) in scripts.into_iter().enumerate() {
+        resp::command(&mut out, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+        steps.push(Step::ScriptLoad { sha, last: i == scripts.len() - 1 });
+    }
+    (out, steps)
 }

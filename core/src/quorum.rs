@@ -24,6 +24,12 @@ pub fn validity_left(start: Instant, now: Instant, ttl: Duration, factor: f64) -
     valid_until(start, ttl, factor).filter(|&d| d > now)
 }
 
+/// The whole milliseconds of `d`: Redis expiries are in milliseconds, and the validity is
+/// computed from what is sent.
+pub(crate) fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64)
+}
+
 /// Whether `yes` votes out of `n` with `open` still unanswered can still reach the quorum.
 pub fn quorum_possible(n: usize, yes: usize, open: usize) -> bool {
     yes + open >= quorum(n)

@@ -6,9 +6,7 @@ mod rig;
 
 use std::time::{Duration, Instant};
 
-use redlease_core::{
-    AcquireError, AcquireRequest, Config, Engine, Event, LinkError, LinkState, NodeConfig, NodeId, Vote,
-};
+use redlease_core::{AcquireError, Config, Engine, Event, LinkError, LinkState, LockOptions, NodeConfig, NodeId, Vote};
 use rig::Rig;
 
 const MIN: Duration = Duration::from_millis(50);
@@ -64,9 +62,8 @@ fn refused_three_times(engine: &mut Engine, t0: Instant) -> Instant {
 }
 
 fn acquire_once(engine: &mut Engine, now: Instant) {
-    let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
-    req.attempts = Some(1);
-    engine.acquire(now, &req).unwrap();
+    let options = LockOptions::new("r", Duration::from_secs(10)).attempts(1);
+    engine.acquire(now, &options, b"tok").unwrap();
 }
 
 #[test]
@@ -275,7 +272,7 @@ fn reconnect_delays_are_jittered_within_the_lower_half() {
         let mut rig = Rig::unconnected(1, |c| {
             c.reconnect_min = MIN;
             c.reconnect_max = MAX;
-            c.seed = seed;
+            c.seed = Some(seed);
         });
         let mut now = rig.t0;
         assert_eq!(rig.engine.poll_connect(now), Some(N0));

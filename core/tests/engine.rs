@@ -7,22 +7,23 @@ use std::time::Duration;
 
 use redlease_core::quorum::drift;
 use redlease_core::{
-    AcquireError, AcquireRequest, Config, ConfigError, Engine, Event, ExtendError, LinkError, LockId, LockState,
+    AcquireError, Config, ConfigError, Engine, Event, ExtendError, LinkError, LockId, LockOptions, LockState,
     LostReason, Misuse, NodeConfig, NodeId, ReleaseOutcome, Retry, Vote,
 };
 use rig::Rig;
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn req<'a>(keys: &'a [&'a [u8]], token: &'a [u8]) -> AcquireRequest<'a> {
-    let mut r = AcquireRequest::new(keys, token, TTL);
-    r.attempts = Some(1);
+/// One attempt at `keys` for [`TTL`].
+fn req(keys: &[&str]) -> LockOptions {
+    let mut r = LockOptions::new("", TTL).attempts(1);
+    r.resources = keys.iter().map(|k| k.to_string()).collect();
     r
 }
 
 /// Acquire `r` at `t0` and grant it on every node.
 fn held(rig: &mut Rig) -> LockId {
-    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     for i in 0..rig.n {
         rig.reply(rig.t0, i, b":1\r\n");
@@ -57,9 +58,9 @@ fn ttl_is_counted_in_the_whole_milliseconds_sent() {
     // `PX` takes whole milliseconds; the validity must not count the fraction that was cut off.
     let mut rig = Rig::new(1);
     let ttl = Duration::from_micros(1_000_900);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.ttl = ttl;
-    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     let cmds = rig.sent_commands();
     assert_eq!(cmds[0][0][5], b"1000", "PX argument");
     rig.reply(rig.t0, 0, b":1\r\n");
@@ -91,7 +92,7 @@ fn quorum_decides_early_for_one_to_nine_nodes() {
     for n in 1..=9usize {
         let q = n / 2 + 1;
         let mut rig = Rig::new(n);
-        let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+        let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
         rig.sent_commands();
         for i in 0..n {
             rig.reply(rig.at(1), i, b":1\r\n");
@@ -112,7 +113,7 @@ fn quorum_decides_early_for_one_to_nine_nodes() {
         }
 
         let mut rig = Rig::new(n);
-        rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+        rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
         rig.sent_commands();
         let fatal = n - q + 1;
         for i in 0..n {
@@ -148,9 +149,9 @@ fn is_release(cmd: &[Vec<u8>]) -> bool {
 #[test]
 fn acquire_goes_to_every_node_at_once_with_the_same_token() {
     let mut rig = Rig::new(5);
-    let mut r = req(&[b"a", b"b"], b"the-token");
+    let mut r = req(&["a", "b"]);
     r.fencing = true;
-    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.engine.acquire(rig.t0, &r, b"the-token").unwrap();
     let cmds = rig.sent_commands();
     let first = &cmds[0][0];
     for c in &cmds {
@@ -170,9 +171,9 @@ fn acquire_goes_to_every_node_at_once_with_the_same_token() {
 fn a_grant_after_the_validity_is_too_slow_and_released_everywhere() {
     let mut rig = Rig::with(3, |c| c.node_timeout = Duration::from_secs(60));
     let ttl = Duration::from_millis(100);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.ttl = ttl;
-    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
     // The attempt's deadline is capped at its validity, however long the node timeout.
     let limit = rig.t0 + ttl - drift(ttl, 0.01);
@@ -193,7 +194,7 @@ fn a_grant_after_the_validity_is_too_slow_and_released_everywhere() {
 fn unreachable_nodes_are_reported_with_their_votes() {
     let mut rig = Rig::new(3);
     rig.engine.handle_disconnected(rig.t0, NodeId(1));
-    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b"-ERR out of memory\r\n");
     match rig.events().as_slice() {
@@ -208,7 +209,7 @@ fn unreachable_nodes_are_reported_with_their_votes() {
     }
     // Node timeouts count as failures too.
     let mut rig = Rig::new(3);
-    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.reply(rig.at(1), 0, b":1\r\n");
     rig.engine.handle_timeout(rig.at(49));
     assert!(rig.events().is_empty(), "the node timeout (50ms) has not passed");
@@ -229,7 +230,7 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     for i in 2..5 {
         rig.engine.handle_disconnected(rig.t0, NodeId(i));
     }
-    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     match rig.events().as_slice() {
         [Event::AcquireFailed { lock: l, error: AcquireError::Unreachable { votes, attempts: 1 } }] => {
             assert_eq!(*l, lock);
@@ -249,7 +250,7 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     for i in 3..5 {
         rig.engine.handle_disconnected(rig.t0, NodeId(i));
     }
-    rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     assert!(rig.events().is_empty());
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":1\r\n");
@@ -272,12 +273,12 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
 fn retries_wait_a_seeded_random_delay_and_release_in_between() {
     let delays = |seed: u64| {
         let mut rig = Rig::with(1, |c| {
-            c.seed = seed;
-            c.retry = Retry { attempts: 4, min_delay: Duration::from_millis(10), max_delay: Duration::from_millis(30) };
+            c.seed = Some(seed);
+            c.retry = Retry::new(4, Duration::from_millis(10), Duration::from_millis(30));
         });
-        let mut r = req(&[b"r"], b"tok");
+        let mut r = req(&["r"]);
         r.attempts = None;
-        rig.engine.acquire(rig.t0, &r).unwrap();
+        rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
         rig.sent_commands();
         let mut now = rig.t0;
         let mut out = Vec::new();
@@ -311,11 +312,11 @@ fn retries_wait_a_seeded_random_delay_and_release_in_between() {
 #[test]
 fn wait_bounds_the_retries() {
     let mut rig = Rig::with(1, |c| {
-        c.retry = Retry { attempts: 1, min_delay: Duration::from_millis(10), max_delay: Duration::from_millis(10) };
+        c.retry = Retry::new(1, Duration::from_millis(10), Duration::from_millis(10));
     });
-    let mut r = AcquireRequest::new(&[b"r"], b"tok", TTL);
+    let mut r = LockOptions::new("r", TTL);
     r.wait = Some(Duration::from_millis(35));
-    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     let mut now = rig.t0;
     let mut first = true;
     loop {
@@ -333,7 +334,9 @@ fn wait_bounds_the_retries() {
     }
     let events = rig.events();
     match events.as_slice() {
-        [Event::AcquireFailed { error: AcquireError::Held { attempts: 4, .. }, .. }] => {}
+        // The wait bound, not the attempts, ended it: a wait timeout carrying the last outcome.
+        [Event::AcquireFailed { error: AcquireError::WaitTimeout { waited, attempts: 4, last }, .. }]
+            if matches!(**last, AcquireError::Held { attempts: 4, .. }) && *waited == Duration::from_millis(30) => {}
         other => panic!("attempts at 0, 10, 20, 30 ms, then no retry fits in 35 ms: {other:?}"),
     }
 }
@@ -343,9 +346,9 @@ fn wait_bounds_the_retries() {
 #[test]
 fn fencing_token_is_the_quorum_max_written_back_before_success() {
     let mut rig = Rig::new(3);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.fencing = true;
-    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":5\r\n");
     rig.reply(rig.at(1), 1, b":9\r\n");
@@ -374,9 +377,9 @@ fn fencing_token_is_the_quorum_max_written_back_before_success() {
 #[test]
 fn fencing_proposes_again_above_a_counter_that_got_there_first() {
     let mut rig = Rig::new(3);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.fencing = true;
-    rig.engine.acquire(rig.t0, &r).unwrap();
+    rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":3\r\n");
     rig.reply(rig.at(1), 1, b":3\r\n");
@@ -461,9 +464,9 @@ fn extend_counts_from_its_own_start_and_never_deletes() {
 #[test]
 fn extend_is_capped_by_max_hold() {
     let mut rig = Rig::new(1);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.max_hold = Some(Duration::from_secs(15));
-    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.t0, 0, b":1\r\n");
     rig.events();
@@ -478,9 +481,9 @@ fn extend_is_capped_by_max_hold() {
 #[test]
 fn expiry_and_auto_extension_run_on_the_timer() {
     let mut rig = Rig::new(1);
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.auto_extend = true;
-    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.t0, 0, b":1\r\n");
     rig.events();
@@ -506,7 +509,7 @@ fn expiry_and_auto_extension_run_on_the_timer() {
 #[test]
 fn cancel_ends_an_acquisition_and_releases() {
     let mut rig = Rig::new(3);
-    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":1\r\n");
     rig.engine.cancel(rig.at(2), lock).unwrap();
@@ -522,29 +525,29 @@ fn cancel_ends_an_acquisition_and_releases() {
 #[test]
 fn misuse_is_refused_at_once_with_a_fix() {
     let mut rig = Rig::new(3);
-    let e = |r: &AcquireRequest<'_>, rig: &mut Rig| rig.engine.acquire(rig.t0, r).unwrap_err();
-    let mut r = req(&[b"r"], b"tok");
+    let e = |r: &LockOptions, token: &[u8], rig: &mut Rig| rig.engine.acquire(rig.t0, r, token).unwrap_err();
+    let mut r = req(&["r"]);
     r.ttl = Duration::ZERO;
-    assert_eq!(e(&r, &mut rig), Misuse::ZeroTtl);
+    assert_eq!(e(&r, b"tok", &mut rig), Misuse::ZeroTtl);
     // TTL near the drift margin (ttl × 0.01 + 2 ms): 2 ms is not above it, 3 ms is.
     r.ttl = Duration::from_millis(2);
-    let err = e(&r, &mut rig);
+    let err = e(&r, b"tok", &mut rig);
     assert!(matches!(err, Misuse::TtlTooShort { .. }) && err.to_string().contains("longer ttl"), "{err}");
     r.ttl = Duration::from_micros(2_999);
-    assert!(matches!(e(&r, &mut rig), Misuse::TtlTooShort { .. }), "2.999 ms is sent as 2 ms");
+    assert!(matches!(e(&r, b"tok", &mut rig), Misuse::TtlTooShort { .. }), "2.999 ms is sent as 2 ms");
     r.ttl = Duration::from_millis(3);
-    let lock = rig.engine.acquire(rig.t0, &r).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.engine.cancel(rig.t0, lock).unwrap();
     r.ttl = Duration::from_secs(u64::MAX / 4);
-    assert!(matches!(e(&r, &mut rig), Misuse::TtlTooLong(_)));
-    assert_eq!(e(&req(&[], b"tok"), &mut rig), Misuse::EmptyResource);
-    assert_eq!(e(&req(&[b"a", b""], b"tok"), &mut rig), Misuse::EmptyResource);
-    assert_eq!(e(&req(&[b"a"], b""), &mut rig), Misuse::EmptyToken);
+    assert!(matches!(e(&r, b"tok", &mut rig), Misuse::TtlTooLong(_)));
+    assert_eq!(e(&req(&[]), b"tok", &mut rig), Misuse::EmptyResource);
+    assert_eq!(e(&req(&["a", ""]), b"tok", &mut rig), Misuse::EmptyResource);
+    assert_eq!(e(&req(&["a"]), b"", &mut rig), Misuse::EmptyToken);
     for m in [Misuse::ZeroTtl, Misuse::EmptyResource, Misuse::EmptyToken] {
         assert!(m.to_string().contains(':'), "says how to fix it: {m}");
     }
     // Unknown ids, and commands in the wrong phase.
-    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     assert_eq!(rig.engine.release(rig.t0, lock), Err(Misuse::NotAcquired(lock)));
     assert_eq!(rig.engine.extend(rig.t0, lock, None), Err(Misuse::NotAcquired(lock)));
     let mut other = Rig::new(1);
@@ -584,9 +587,9 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
         }
         other => panic!("{other:?}"),
     }
-    let mut r = req(&[b"r"], b"tok");
+    let mut r = req(&["r"]);
     r.attempts = Some(1);
-    engine.acquire(t0, &r).unwrap();
+    engine.acquire(t0, &r, b"tok").unwrap();
     match engine.poll_event() {
         Some(Event::AcquireFailed { error: AcquireError::Unreachable { votes, .. }, .. }) => {
             assert!(matches!(&votes[0], Vote::Error(m) if m.contains("WRONGPASS")), "{votes:?}");
@@ -598,7 +601,7 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
 #[test]
 fn noscript_falls_back_to_eval() {
     let mut rig = Rig::new(1);
-    let lock = rig.engine.acquire(rig.t0, &req(&[b"r"], b"tok")).unwrap();
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
     let cmds = rig.sent_commands();
@@ -612,8 +615,8 @@ fn noscript_falls_back_to_eval() {
 fn a_dropped_connection_counts_as_down_and_replies_match_by_position() {
     let mut rig = Rig::new(3);
     // Two locks pipelined on the same links: replies come back in order.
-    let a = rig.engine.acquire(rig.t0, &req(&[b"a"], b"ta")).unwrap();
-    let b = rig.engine.acquire(rig.t0, &req(&[b"b"], b"tb")).unwrap();
+    let a = rig.engine.acquire(rig.t0, &req(&["a"]), b"ta").unwrap();
+    let b = rig.engine.acquire(rig.t0, &req(&["b"]), b"tb").unwrap();
     assert_eq!(rig.engine.in_flight(NodeId(0)), 2);
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":1\r\n:0\r\n");

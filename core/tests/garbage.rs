@@ -4,15 +4,14 @@ mod rig;
 
 use std::time::Duration;
 
-use redlease_core::{AcquireRequest, Event, LinkError, NodeId};
+use redlease_core::{Event, LinkError, LockOptions, NodeId};
 use rig::Rig;
 
 /// A rig with one acquire in flight on every node.
 fn pending_acquire(n: usize) -> Rig {
     let mut rig = Rig::new(n);
-    let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
-    req.attempts = Some(1);
-    rig.engine.acquire(rig.t0, &req).unwrap();
+    let options = LockOptions::new("r", Duration::from_secs(10)).attempts(1);
+    rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
     rig.sent_commands();
     rig
 }
@@ -61,9 +60,8 @@ fn an_array_is_never_split_into_grants() {
     // A retry is pending behind the cleanup of a failed attempt. An array answering the
     // cleanup must not be read as separate replies (its `:1` would look like a grant).
     let mut rig = Rig::new(1);
-    let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
-    req.attempts = Some(2);
-    let lock = rig.engine.acquire(rig.t0, &req).unwrap();
+    let options = LockOptions::new("r", Duration::from_secs(10)).attempts(2);
+    let lock = rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.t0, 0, b":0\r\n"); // refused: cleanup sent, retry scheduled
     let retry_at = rig.engine.poll_timeout().unwrap();

@@ -12,7 +12,7 @@ use node::{Auth, Clock, MS, Node};
 use proptest::prelude::*;
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
-use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId};
+use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId};
 use rig::Rig;
 
 // ----- garbage in --------------------------------------------------------------------------
@@ -76,10 +76,8 @@ proptest! {
         cuts in proptest::collection::vec(1usize..24, 1..16),
     ) {
         let mut rig = Rig::new(n);
-        let mut req = AcquireRequest::new(&[b"r"], b"tok", Duration::from_secs(10));
-        req.attempts = Some(1);
-        req.fencing = fencing;
-        let lock = rig.engine.acquire(rig.t0, &req).unwrap();
+        let options = LockOptions::new("r", Duration::from_secs(10)).attempts(1).fencing(fencing);
+        let lock = rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
         rig.sent_commands();
         // Feed every node's bytes in chunks, round robin, so nodes interleave.
         let mut pos = vec![0usize; n];
@@ -257,11 +255,10 @@ fn run(t0: Instant, p: &Plan, split: Split) -> Vec<Event> {
             pair.nodes[i].flush_scripts();
         }
     }
-    let keys: &[&[u8]] = if p.two_keys { &[b"r", b"s"] } else { &[b"r"] };
-    let mut req = AcquireRequest::new(keys, b"tok", Duration::from_secs(10));
-    req.fencing = p.fencing;
-    req.attempts = Some(1);
-    let lock = pair.engine.acquire(t0 + Duration::from_millis(1), &req).unwrap();
+    let keys: &[&str] = if p.two_keys { &["s"] } else { &[] };
+    let options =
+        LockOptions::new("r", Duration::from_secs(10)).resources(keys.iter().copied()).fencing(p.fencing).attempts(1);
+    let lock = pair.engine.acquire(t0 + Duration::from_millis(1), &options, b"tok").unwrap();
     pair.exchange(1);
     let mut events = pair.events();
     if events.iter().any(|e| matches!(e, Event::Acquired { .. })) {

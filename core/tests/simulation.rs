@@ -214,7 +214,7 @@ fn checker_counts_keys_in_the_right_database_only() {
 mod scripted {
     use std::time::{Duration, Instant};
 
-    use redlease_core::{AcquireRequest, Config, Engine, Event, NodeConfig, NodeId};
+    use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId};
 
     use super::sim::node::{Clock, MS, Node, Time};
 
@@ -238,7 +238,7 @@ mod scripted {
                     .map(|i| {
                         let mut c = Config::new((0..nodes).map(|n| NodeConfig::new("m", 7000 + n as u16)).collect());
                         c.client_name = None;
-                        c.seed = i as u64;
+                        c.seed = Some(i as u64);
                         Engine::new(c).unwrap()
                     })
                     .collect(),
@@ -308,11 +308,9 @@ mod scripted {
         }
 
         pub(super) fn acquire_fenced(&mut self, ms: u64, e: usize, token: &[u8]) -> redlease_core::LockId {
-            let mut req = AcquireRequest::new(&[b"r"], token, Duration::from_secs(10));
-            req.fencing = true;
-            req.attempts = Some(1);
+            let options = LockOptions::new("r", Duration::from_secs(10)).fencing(true).attempts(1);
             let now = self.at(ms);
-            self.engines[e].acquire(now, &req).unwrap()
+            self.engines[e].acquire(now, &options, token).unwrap()
         }
     }
 }

@@ -1,17 +1,17 @@
-//! The cloneable client and the lock builder.
+//! The cloneable client.
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::time::Duration;
 
-use async_channel::{Receiver, Sender};
-use redlease_core::Config;
+use async_channel::Sender;
+use redlease_client::{Error, Lease, new_token, oneshot, seeded};
+use redlease_core::{Config, LockOptions};
 
-use crate::driver::{Command, Driver, Request};
-use crate::error::Error;
-use crate::guard::{Guard, LostSignal};
+use crate::command::Command;
+use crate::driver::Driver;
+use crate::guard::Guard;
 use crate::runtime::Runtime;
 
 /// A Redlock client for one set of nodes, generic over the async [`Runtime`] (each adapter
@@ -20,7 +20,7 @@ use crate::runtime::Runtime;
 /// Cheap to clone; every clone talks to the same driver, so many tasks can have locks in
 /// flight at once over one connection per node.
 pub struct Client<R> {
-    pub(crate) tx: Sender<Command>,
+    tx: Sender<Command>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -55,23 +55,22 @@ impl<R: Runtime> Client<R> {
     /// also holds the connection knobs (`connect_timeout`, `reconnect_min`, `reconnect_max`) —
     /// the engine applies them, the driver only opens the sockets it is told to.
     ///
-    /// The config is checked first ([`Config::validate`]; a bad one fails as [`Error::Config`]).
-    /// Its jitter seed is replaced by one from the OS random source unless it was changed
-    /// from [`Config::new`]'s default, so that separate clients do not jitter in step.
+    /// The config is checked first (a bad one fails as [`Error::Config`]). Without a seed, it
+    /// gets one from the OS random source, so that separate clients do not jitter in step.
     pub async fn with_config(config: Config) -> Result<Self, Error> {
         let (client, driver) = Self::with_driver(config).await?;
-        R::spawn(driver).map_err(|_| Error::Closed)?;
+        R::spawn(driver)?;
         Ok(client)
     }
 
     /// Like [`with_config`](Self::with_config), but hand the driver to the caller instead of
     /// starting it: the client does nothing until the [`Driver`] future is polled (spawn it on
     /// your executor). It finishes once every client and guard is dropped and every release
-    /// is done.
+    /// is done, or once [`close`](Self::close) is done.
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
-        config.validate()?;
+        let config = seeded(config)?;
         let (tx, rx) = async_channel::unbounded();
-        let driver = Driver::start(config, rx, tx.downgrade()).await?;
+        let driver = Driver::start(config, rx).await?;
         Ok((Client { tx, _runtime: PhantomData }, driver))
     }
 }
@@ -79,165 +78,82 @@ impl<R: Runtime> Client<R> {
 impl<R> Client<R> {
     /// Acquire `resource` for `ttl`, retrying per the config's retry schedule.
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
-        self.lock_with(resource, ttl).acquire().await
+        self.lock_with(LockOptions::new(resource, ttl)).await
     }
 
     /// Acquire `resource` for `ttl` with a single attempt.
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
-        self.lock_with(resource, ttl).attempts(1).acquire().await
+        self.lock_with(LockOptions::new(resource, ttl).attempts(1)).await
     }
 
-    /// A builder for an acquisition with more options; `.await` it (or call
-    /// [`acquire`](LockBuilder::acquire)).
-    pub fn lock_with(&self, resource: &str, ttl: Duration) -> LockBuilder {
-        LockBuilder {
-            tx: self.tx.clone(),
-            resources: vec![resource.to_owned()],
-            ttl,
-            fencing: false,
-            attempts: None,
-            wait: None,
-            max_hold: None,
-            auto_extend: false,
-        }
-    }
-
-    /// Run `f` while holding `resource`: acquire (with retries), extend automatically about
-    /// every `ttl / 3` while `f` runs, release afterwards, and return what `f` returned.
+    /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
+    /// automatic extension ([`LockOptions`]).
     ///
-    /// `f` gets a [`LostSignal`] that fires if an extension is refused or the validity runs
-    /// out; select on it to stop work that is no longer protected. The release's own outcome
-    /// is not reported (a lost lock was already signalled).
-    pub async fn with_lock<F, Fut, T>(&self, resource: &str, ttl: Duration, f: F) -> Result<T, Error>
+    /// If this future is dropped before it finishes, the acquisition is cancelled, and a lock
+    /// it got meanwhile is released.
+    pub async fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
+        let token = new_token()?;
+        let (reply, rx) = oneshot::channel();
+        self.tx.try_send(Command::Acquire { options, token, reply }).map_err(|_| Error::Closed)?;
+        let mut waiting = Waiting { rx, tx: &self.tx, done: false };
+        let answer = waiting.rx.recv().await;
+        waiting.done = true;
+        let lease = answer.map_err(|_| Error::Closed)??;
+        Ok(Guard::new(lease, self.tx.clone()))
+    }
+
+    /// Run `f` while holding a lock: acquire with `options` (automatic extension turned on),
+    /// run `f`, release afterwards, and return what `f` returned.
+    ///
+    /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its deadline,
+    /// and the lost signal, which fires if an extension is refused or the validity runs out
+    /// (select on `lease.lost().wait()` to stop work that is no longer protected). The
+    /// release's own outcome is not reported (a lost lock was already signalled).
+    pub async fn with_lock<F, Fut, T>(&self, options: LockOptions, f: F) -> Result<T, Error>
     where
-        F: FnOnce(LostSignal) -> Fut,
+        F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.lock_with(resource, ttl).auto_extend(true).acquire().await?;
-        let out = f(guard.lost()).await;
+        let guard = self.lock_with(options.auto_extend(true)).await?;
+        let out = f(guard.lease().clone()).await;
         // The work is done; how the release went does not change its result.
         let _ = guard.release().await;
         Ok(out)
     }
-}
 
-/// Options of one acquisition; built by [`Client::lock_with`], run by `.await` or
-/// [`acquire`](Self::acquire).
-#[must_use = "a LockBuilder does nothing until awaited"]
-#[derive(Debug)]
-pub struct LockBuilder {
-    tx: Sender<Command>,
-    resources: Vec<String>,
-    ttl: Duration,
-    fencing: bool,
-    attempts: Option<u32>,
-    wait: Option<Duration>,
-    max_hold: Option<Duration>,
-    auto_extend: bool,
-}
-
-impl LockBuilder {
-    /// Also lock these resources, all together (all-or-nothing on each node).
-    pub fn resources(mut self, extra: &[&str]) -> Self {
-        self.resources.extend(extra.iter().map(|r| (*r).to_owned()));
-        self
-    }
-
-    /// Ask for a fencing token ([`Guard::fence`]); costs one extra round trip.
-    pub fn fencing(mut self, on: bool) -> Self {
-        self.fencing = on;
-        self
-    }
-
-    /// Attempts in all, the first included (0 counts as 1). Default: the config's
-    /// `retry.attempts`, or unlimited within [`wait`](Self::wait) when a wait bound is given.
-    pub fn attempts(mut self, n: u32) -> Self {
-        self.attempts = Some(n);
-        self
-    }
-
-    /// Keep retrying (with the config's random delays) until this much time has passed since
-    /// the call; then fail with [`Error::WaitTimeout`], which carries the last attempt's outcome.
-    /// If [`attempts`](Self::attempts) also bounds it and runs out first, the error is the
-    /// plain [`Error::Acquire`].
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self
-    }
-
-    /// Never extend the lock (manually or automatically) past this long after it was acquired.
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.max_hold = Some(max_hold);
-        self
-    }
-
-    /// Extend the lock automatically about every TTL/3 while the guard lives; a failure
-    /// fires [`Guard::lost`].
-    pub fn auto_extend(mut self, on: bool) -> Self {
-        self.auto_extend = on;
-        self
-    }
-
-    /// Acquire the lock.
-    pub async fn acquire(self) -> Result<Guard, Error> {
-        let token = new_token()?;
-        let (reply, rx) = async_channel::bounded(1);
-        let request = Request {
-            resources: self.resources,
-            token,
-            ttl: self.ttl,
-            fencing: self.fencing,
-            attempts: self.attempts,
-            wait: self.wait,
-            max_hold: self.max_hold,
-            auto_extend: self.auto_extend,
-        };
-        self.tx.try_send(Command::Acquire { request, reply }).map_err(|_| Error::Closed)?;
-        // If this future is dropped before the answer, the driver cancels the acquisition.
-        let mut waiting = Waiting { rx, tx: &self.tx, done: false };
-        let out = waiting.rx.recv().await.map_err(|_| Error::Closed);
-        waiting.done = true;
-        out?
+    /// Close the client, for every clone: refuse new calls ([`Error::Closed`]), cancel the
+    /// acquisitions in flight, release every lock still held (its guard's lost signal fires,
+    /// [`LostReason::Stopped`](redlease_core::LostReason::Stopped)), and return once those
+    /// releases are done (each bounded by the node timeout) and the connections closed.
+    pub async fn close(&self) {
+        let (done, rx) = oneshot::channel();
+        if self.tx.try_send(Command::Close { done }).is_ok() {
+            // Answered (or dropped) once the driver has finished.
+            let _ = rx.recv().await;
+        }
     }
 }
 
-impl IntoFuture for LockBuilder {
-    type Output = Result<Guard, Error>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.acquire())
-    }
-}
-
-/// The caller's side of an acquisition in flight. Dropped before the answer (the caller
-/// gave up), it closes the reply channel and asks the driver to cancel what nobody awaits.
+/// The caller's side of an acquisition in flight. Dropped before the answer was taken (the
+/// caller gave up), it stops the reply and tells the driver: the acquisition is cancelled,
+/// or the lock it got is released.
 struct Waiting<'a> {
-    rx: Receiver<Result<Guard, Error>>,
+    rx: oneshot::Receiver<Result<Lease, Error>>,
     tx: &'a Sender<Command>,
     done: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            // Close first, so that the driver sees this reply channel closed when it sweeps.
-            self.rx.close();
-            let _ = self.tx.try_send(Command::Sweep);
+        if self.done {
+            return;
         }
+        let command = match self.rx.close() {
+            Some(Ok(lease)) => Command::Release { lock: lease.id(), reply: None },
+            _ => Command::Sweep,
+        };
+        let _ = self.tx.try_send(command);
     }
-}
-
-/// 20 bytes from the OS random source, hex-encoded.
-fn new_token() -> Result<String, Error> {
-    let mut bytes = [0u8; 20];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
-    Ok(redlease_core::token_hex(&bytes))
-}
-
-/// A jitter seed from the OS random source.
-pub(crate) fn random_seed() -> Result<u64, Error> {
-    getrandom::u64().map_err(|e| Error::Random(e.to_string()))
 }
 
 #[cfg(test)]
@@ -251,15 +167,6 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn tokens_are_40_distinct_hex_chars() {
-        let a = new_token().unwrap();
-        let b = new_token().unwrap();
-        assert_eq!(a.len(), 40);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
-        assert_ne!(a, b);
-    }
-
     /// A runtime the tests never reach: a config is checked before anything connects.
     struct Unreached;
 
@@ -267,11 +174,11 @@ mod tests {
 
     impl crate::Socket for NoSocket {
         fn poll_read(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {
-            unreachable!("no socket is opened for a bad config")
+            Poll::Ready(Err(io::Error::other("no socket is opened for a bad config")))
         }
 
         fn poll_write(&mut self, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
-            unreachable!("no socket is opened for a bad config")
+            Poll::Ready(Err(io::Error::other("no socket is opened for a bad config")))
         }
     }
 
@@ -297,7 +204,7 @@ mod tests {
             NoTimer
         }
 
-        fn spawn(_: Driver<Self>) -> io::Result<()> {
+        fn spawn(_: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
             panic!("a driver started for a bad config")
         }
     }
@@ -308,17 +215,14 @@ mod tests {
 
     #[test]
     fn a_bad_config_fails_as_a_config_error_naming_the_field_before_connecting() {
-        let mut config = Config::from_urls(["redis://127.0.0.1:7000"]).unwrap();
-        config.connect_timeout = Duration::ZERO;
-        let err = setup_error(config.clone());
+        let config = Config::from_urls(["redis://127.0.0.1:7000"]).unwrap();
+        let err = setup_error(config.clone().connect_timeout(Duration::ZERO));
         assert!(matches!(err, Error::Config(ConfigError::ZeroConnectTimeout)), "{err}");
         assert!(err.to_string().contains("connect_timeout"), "{err}");
-        config.connect_timeout = Duration::from_secs(1);
-        config.reconnect_min = Duration::from_secs(5);
-        let err = setup_error(config.clone());
+        let err = setup_error(config.clone().reconnect(Duration::from_secs(5), Duration::from_secs(2)));
         assert!(err.to_string().contains("reconnect_min") && err.to_string().contains("swap"), "{err}");
-        config.reconnect_min = Duration::ZERO;
-        assert!(matches!(setup_error(config), Error::Config(ConfigError::ZeroReconnectMin)));
+        let err = setup_error(config.reconnect(Duration::ZERO, Duration::from_secs(2)));
+        assert!(matches!(err, Error::Config(ConfigError::ZeroReconnectMin)), "{err}");
         let err = block_on(Client::<Unreached>::connect(["http://127.0.0.1:7000"])).unwrap_err();
         assert!(matches!(err, Error::Config(_)) && err.to_string().contains("redis://"), "{err}");
         let err = block_on(Client::<Unreached>::with_driver(Config::new(Vec::new()))).unwrap_err();

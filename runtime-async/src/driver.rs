@@ -1,24 +1,19 @@
-//! The driver: one future that owns the sockets and the engine and runs the loop
-//! "feed input → flush transmits → re-arm the timer → deliver events".
+//! The driver: one future that owns the sockets, the engine and the router, and runs the
+//! loop "feed input → flush transmits → re-arm the timer → deliver events".
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use async_channel::{Receiver, Sender, WeakSender};
+use async_channel::Receiver;
 use futures_lite::Stream;
-use redlease_core::{
-    AcquireError, AcquireRequest, Config, Engine, Event, LinkError, LinkState, LockId, NodeId, ReleaseReport,
-};
+use redlease_client::{Error, Router, oneshot};
+use redlease_core::{Config, Engine, LinkError, LinkState, NodeId};
 
-use crate::client::random_seed;
-use crate::error::Error;
-use crate::guard::{Guard, LockShared};
+use crate::command::Command;
 use crate::runtime::{BoxFuture, Runtime, Socket, Timer};
 
 /// Bytes read from a socket per call.
@@ -30,64 +25,8 @@ const COMMANDS_PER_PASS: usize = 256;
 /// Passes per poll before yielding to the executor.
 const PASSES_PER_POLL: usize = 64;
 
-/// An acquisition as the client asks for it.
-#[derive(Debug)]
-pub(crate) struct Request {
-    pub(crate) resources: Vec<String>,
-    pub(crate) token: String,
-    pub(crate) ttl: Duration,
-    pub(crate) fencing: bool,
-    pub(crate) attempts: Option<u32>,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) auto_extend: bool,
-}
-
-/// What clients and guards ask of the driver.
-#[derive(Debug)]
-pub(crate) enum Command {
-    Acquire {
-        request: Request,
-        reply: Sender<Result<Guard, Error>>,
-    },
-    Extend {
-        lock: LockId,
-        ttl: Duration,
-        reply: Sender<Result<Instant, Error>>,
-    },
-    Release {
-        lock: LockId,
-        reply: Option<Sender<Result<ReleaseReport, Error>>>,
-    },
-    AutoExtend {
-        lock: LockId,
-        on: bool,
-    },
-    /// An acquire future was dropped: cancel the acquisitions nobody waits for.
-    Sweep,
-}
-
-/// The caller waiting for an acquisition.
-struct AcquireWaiter {
-    reply: Sender<Result<Guard, Error>>,
-    resources: Vec<String>,
-    token: String,
-    started: Instant,
-    wait: Option<Duration>,
-    attempts: Option<u32>,
-}
-
-/// The waiter table's row for one lock.
-#[derive(Default)]
-struct Entry {
-    acquire: Option<AcquireWaiter>,
-    shared: Option<Arc<LockShared>>,
-    extend: Option<Sender<Result<Instant, Error>>>,
-    release: Option<Sender<Result<ReleaseReport, Error>>>,
-}
-
-/// What the driver holds for one node. When to connect, and when to give an attempt up, is
-/// the engine's decision ([`Engine::poll_connect`], [`Event::LinkFailed`]).
+/// What the driver holds for one node. When to connect, and when to drop a connection, is
+/// the engine's decision ([`Engine::poll_connect`], [`Engine::poll_close`]).
 enum Link<S> {
     /// Nothing: waiting for the engine to hand out the next attempt.
     Down,
@@ -102,52 +41,46 @@ struct Node<S> {
     /// The node's URL without its password, for log messages.
     label: String,
     link: Link<S>,
-    /// The first connect attempt has finished (either way).
-    tried: bool,
 }
 
 /// The future that does all the I/O of one [`Client`](crate::Client) and its clones.
 ///
 /// Poll it to completion on any executor (the adapters' `Client::connect` starts it for you;
 /// [`Client::with_driver`](crate::Client::with_driver) hands it over instead). It finishes
-/// once every client and guard is dropped and every release they started is done.
+/// once every client and guard is dropped and every release they started is done, or once
+/// [`Client::close`](crate::Client::close) is done. Dropped earlier, it marks every lock still
+/// held lost ([`LostReason::Stopped`](redlease_core::LostReason::Stopped)).
 #[must_use = "the client does nothing unless the driver runs"]
 pub struct Driver<R: Runtime> {
     engine: Engine,
+    router: Router,
     nodes: Vec<Node<R::Socket>>,
     commands: Pin<Box<Receiver<Command>>>,
-    /// For the guards the driver hands out; weak, so that it does not keep the channel open.
-    weak: WeakSender<Command>,
-    closed: bool,
-    entries: HashMap<LockId, Entry>,
+    /// Every sender is gone, or `close` was asked for: finish once the engine is idle.
+    stopping: bool,
+    /// The callers of `close`, answered when the driver finishes.
+    closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
     buf: Box<[u8]>,
 }
 
 impl<R: Runtime> Driver<R> {
-    /// Build the driver and run it until every node has connected or failed its first attempt.
-    pub(crate) async fn start(
-        config: Config,
-        commands: Receiver<Command>,
-        weak: WeakSender<Command>,
-    ) -> Result<Self, Error> {
-        let mut core = config;
-        if core.seed == Config::DEFAULT_SEED {
-            core.seed = random_seed()?;
-        }
-        let nodes = core
+    /// Build the driver for a validated, seeded `config` and run it until every node has
+    /// connected or failed its first attempt.
+    pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
+        let nodes = config
             .nodes
             .iter()
-            .map(|n| Node { host: n.host.clone(), port: n.port, label: n.to_string(), link: Link::Down, tried: false })
+            .map(|n| Node { host: n.host.clone(), port: n.port, label: n.to_string(), link: Link::Down })
             .collect();
         let mut driver = Driver {
-            engine: Engine::new(core)?,
+            engine: Engine::new(config)?,
+            router: Router::new(),
             nodes,
             commands: Box::pin(commands),
-            weak,
-            closed: false,
-            entries: HashMap::new(),
+            stopping: false,
+            closers: Vec::new(),
             timer: None,
             timer_at: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
@@ -155,7 +88,8 @@ impl<R: Runtime> Driver<R> {
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
             let _ = driver.poll_loop(cx);
-            if driver.nodes.iter().all(|n| n.tried) { Poll::Ready(()) } else { Poll::Pending }
+            let tried = (0..driver.nodes.len()).all(|i| driver.engine.connect_attempts(node_id(i)) > 0);
+            if tried { Poll::Ready(()) } else { Poll::Pending }
         })
         .await;
         Ok(driver)
@@ -169,11 +103,12 @@ impl<R: Runtime> Driver<R> {
             if self.engine.poll_timeout().is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
-            progress |= self.start_connects(now);
+            progress |= self.sync_links(now);
             progress |= self.deliver_events(now);
             progress |= self.flush(cx, now);
             progress |= self.deliver_events(now);
-            if self.finished() {
+            if self.stopping && self.engine.active_locks() == 0 && self.all_sent() {
+                self.finish();
                 return Poll::Ready(());
             }
             progress |= self.poll_timer(cx, now);
@@ -185,26 +120,34 @@ impl<R: Runtime> Driver<R> {
         Poll::Pending
     }
 
-    /// Every sender is gone and nothing is left to finish.
-    fn finished(&self) -> bool {
-        self.closed
-            && self.entries.is_empty()
-            && self.engine.active_locks() == 0
-            && (0..self.nodes.len()).all(|i| self.engine.poll_transmit(node_id(i)).is_none())
+    fn all_sent(&self) -> bool {
+        (0..self.nodes.len()).all(|i| self.engine.poll_transmit(node_id(i)).is_none())
+    }
+
+    /// Done: refuse further commands, drop the sockets, answer the callers of `close`.
+    fn finish(&mut self) {
+        self.commands.close();
+        self.router.stop();
+        for node in &mut self.nodes {
+            node.link = Link::Down;
+        }
+        for done in self.closers.drain(..) {
+            let _ = done.send(());
+        }
     }
 
     fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut progress = false;
         for _ in 0..COMMANDS_PER_PASS {
-            if self.closed {
-                break;
-            }
             match self.commands.as_mut().poll_next(cx) {
                 Poll::Ready(Some(command)) => {
                     self.apply(now, command);
                     progress = true;
                 }
-                Poll::Ready(None) => self.closed = true,
+                Poll::Ready(None) => {
+                    self.stopping = true;
+                    break;
+                }
                 Poll::Pending => break,
             }
         }
@@ -212,75 +155,37 @@ impl<R: Runtime> Driver<R> {
     }
 
     fn apply(&mut self, now: Instant, command: Command) {
+        let (router, engine) = (&mut self.router, &mut self.engine);
         match command {
-            Command::Acquire { request: r, reply } => {
-                let keys: Vec<&[u8]> = r.resources.iter().map(|k| k.as_bytes()).collect();
-                let mut req = AcquireRequest::new(&keys, r.token.as_bytes(), r.ttl);
-                req.fencing = r.fencing;
-                req.attempts = r.attempts;
-                req.wait = r.wait;
-                req.max_hold = r.max_hold;
-                req.auto_extend = r.auto_extend;
-                match self.engine.acquire(now, &req) {
-                    Ok(lock) => {
-                        let waiter = AcquireWaiter {
-                            reply,
-                            resources: r.resources,
-                            token: r.token,
-                            started: now,
-                            wait: r.wait,
-                            attempts: r.attempts,
-                        };
-                        self.entries.insert(lock, Entry { acquire: Some(waiter), ..Entry::default() });
-                    }
-                    Err(misuse) => {
-                        let _ = reply.try_send(Err(misuse.into()));
-                    }
-                }
+            Command::Acquire { options, token, reply } => {
+                router.acquire(engine, now, options, token, reply);
             }
-            Command::Extend { lock, ttl, reply } => match self.engine.extend(now, lock, Some(ttl)) {
-                Ok(()) => self.entries.entry(lock).or_default().extend = Some(reply),
-                Err(misuse) => {
-                    let _ = reply.try_send(Err(misuse.into()));
-                }
-            },
-            Command::Release { lock, reply } => match self.engine.release(now, lock) {
-                Ok(()) => self.entries.entry(lock).or_default().release = reply,
-                Err(misuse) => {
-                    if let Some(reply) = reply {
-                        let _ = reply.try_send(Err(misuse.into()));
-                    }
-                }
-            },
-            Command::AutoExtend { lock, on } => {
-                // Cannot fail for a lock whose guard is alive.
-                let _ = self.engine.set_auto_extend(now, lock, on);
-            }
-            Command::Sweep => {
-                let abandoned: Vec<LockId> = self
-                    .entries
-                    .iter()
-                    .filter(|(_, e)| e.acquire.as_ref().is_some_and(|w| w.reply.is_closed()))
-                    .map(|(lock, _)| *lock)
-                    .collect();
-                for lock in abandoned {
-                    let _ = self.engine.cancel(now, lock);
-                }
+            Command::Extend { lock, ttl, reply } => router.extend(engine, now, lock, ttl, reply),
+            Command::Release { lock, reply } => router.release(engine, now, lock, reply),
+            Command::AutoExtend { lock, on } => router.set_auto_extend(engine, now, lock, on),
+            Command::Sweep => router.sweep(engine, now),
+            Command::Close { done } => {
+                router.close(engine, now);
+                self.stopping = true;
+                self.closers.push(done);
             }
         }
     }
 
-    /// Start the connect attempts the engine asks for. The new futures are polled in the
-    /// next pass.
-    fn start_connects(&mut self, now: Instant) -> bool {
-        let mut started = false;
-        while let Some(id) = self.engine.poll_connect(now) {
-            let node = &mut self.nodes[id.index()];
-            // Whatever was still held for the node is stale: the engine has it down.
-            node.link = Link::Connecting(R::connect(&node.host, node.port));
-            started = true;
+    /// Drop the connections the engine failed, then start the connect attempts it asks for
+    /// (the new futures are polled in the next pass).
+    fn sync_links(&mut self, now: Instant) -> bool {
+        let mut changed = false;
+        while let Some(node) = self.engine.poll_close() {
+            self.nodes[node.index()].link = Link::Down;
+            changed = true;
         }
-        started
+        while let Some(node) = self.engine.poll_connect(now) {
+            let node = &mut self.nodes[node.index()];
+            node.link = Link::Connecting(R::connect(&node.host, node.port));
+            changed = true;
+        }
+        changed
     }
 
     /// Finish connects, read what has arrived.
@@ -300,12 +205,12 @@ impl<R: Runtime> Driver<R> {
                 Ok(socket) => {
                     log::debug!("redlease: {}: connected", node.label);
                     node.link = Link::Up(socket);
-                    node.tried = true;
                     self.engine.handle_connected(now, node_id(i));
                 }
                 Err(e) => {
+                    node.link = Link::Down;
                     self.engine.handle_connect_failed(now, node_id(i), &e.to_string());
-                    self.link_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}"));
+                    self.log_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}"));
                 }
             }
         }
@@ -353,28 +258,26 @@ impl<R: Runtime> Driver<R> {
         progress
     }
 
-    /// Node `i`'s socket failed (`error`, logged after `context`) or ended (`ended`): tell the
-    /// engine, close it.
+    /// Node `i`'s socket failed (`error`, logged after `context`) or ended (`ended`): close
+    /// it, tell the engine.
     fn connection_lost(&mut self, i: usize, now: Instant, error: Option<io::Error>, context: &str, ended: &str) {
+        self.nodes[i].link = Link::Down;
         self.engine.handle_disconnected(now, node_id(i));
         match error {
-            Some(e) => self.link_down(i, now, log::Level::Warn, &format_args!("{context}: {e}")),
-            None => self.link_down(i, now, log::Level::Warn, &ended),
+            Some(e) => self.log_down(i, now, log::Level::Warn, &format_args!("{context}: {e}")),
+            None => self.log_down(i, now, log::Level::Warn, &ended),
         }
     }
 
-    /// Close node `i`'s connection (or attempt) and log why, with the delay until the engine
-    /// hands out the next attempt. The engine must already consider the link down.
-    fn link_down(&mut self, i: usize, now: Instant, level: log::Level, why: &dyn fmt::Display) {
-        let node = &mut self.nodes[i];
-        node.link = Link::Down;
-        node.tried = true;
+    /// Log why node `i` is down, with the delay until the engine's next attempt.
+    fn log_down(&self, i: usize, now: Instant, level: log::Level, why: &dyn fmt::Display) {
+        let label = &self.nodes[i].label;
         match self.engine.link_state(node_id(i)) {
             Some(LinkState::Down { retry_at: Some(t) }) => {
                 let delay = t.saturating_duration_since(now);
-                log::log!(level, "redlease: {}: {why}; reconnecting in {delay:?}", node.label);
+                log::log!(level, "redlease: {label}: {why}; reconnecting in {delay:?}");
             }
-            _ => log::log!(level, "redlease: {}: {why}; reconnecting", node.label),
+            _ => log::log!(level, "redlease: {label}: {why}; reconnecting"),
         }
     }
 
@@ -383,84 +286,22 @@ impl<R: Runtime> Driver<R> {
         let mut progress = false;
         while let Some(event) = self.engine.poll_event() {
             progress = true;
-            match event {
-                Event::Acquired { lock, valid_until, fence, .. } => self.acquired(now, lock, valid_until, fence),
-                Event::AcquireFailed { lock, error } => {
-                    let Some(waiter) = self.entries.remove(&lock).and_then(|e| e.acquire) else {
-                        continue;
-                    };
-                    let _ = waiter.reply.try_send(Err(acquire_error(&waiter, now, error)));
-                }
-                Event::Extended { lock, valid_until } => {
-                    if let Some(entry) = self.entries.get_mut(&lock) {
-                        if let Some(shared) = &entry.shared {
-                            shared.set_valid_until(valid_until);
-                        }
-                        if let Some(reply) = entry.extend.take() {
-                            let _ = reply.try_send(Ok(valid_until));
-                        }
-                    }
-                }
-                Event::ExtendFailed { lock, error } => {
-                    if let Some(reply) = self.entries.get_mut(&lock).and_then(|e| e.extend.take()) {
-                        let _ = reply.try_send(Err(error.into()));
-                    }
-                }
-                Event::Lost { lock, reason } => {
-                    if let Some(shared) = self.entries.get(&lock).and_then(|e| e.shared.as_ref()) {
-                        shared.mark_lost(Some(reason));
-                    }
-                }
-                Event::Released { lock, report } => {
-                    let entry = self.entries.remove(&lock);
-                    if let Some(reply) = entry.and_then(|e| e.release) {
-                        let _ = reply.try_send(Ok(report));
-                    }
-                }
-                Event::LinkFailed { error } => {
-                    // The engine took the link down (and recorded the reason for the votes);
-                    // close what we hold, unless a newer attempt has started since.
-                    let node = error.node();
-                    let down = matches!(self.engine.link_state(node), Some(LinkState::Down { .. }));
-                    if down && node.index() < self.nodes.len() {
-                        let level = match error {
-                            LinkError::ConnectTimeout { .. } => log::Level::Debug,
-                            _ => log::Level::Warn,
-                        };
-                        self.link_down(node.index(), now, level, &error.reason());
-                    }
-                }
-                _ => {}
+            if let Some(error) = self.router.route(&mut self.engine, now, event) {
+                // The engine took the link down and recorded the reason for the votes.
+                let level = match error {
+                    LinkError::ConnectTimeout { .. } => log::Level::Debug,
+                    _ => log::Level::Warn,
+                };
+                self.log_down(error.node().index(), now, level, &error.reason());
             }
         }
         progress
     }
 
-    fn acquired(&mut self, now: Instant, lock: LockId, valid_until: Instant, fence: Option<u64>) {
-        let shared = Arc::new(LockShared::new(valid_until));
-        let entry = self.entries.entry(lock).or_default();
-        entry.shared = Some(shared.clone());
-        let waiter = entry.acquire.take();
-        let tx = self.weak.upgrade();
-        match (waiter, tx) {
-            (Some(w), Some(tx)) if !w.reply.is_closed() => {
-                let guard = Guard { tx, lock, resources: w.resources, token: w.token, fence, shared, released: false };
-                // If the caller went away meanwhile, the returned guard is dropped here and
-                // its drop queues the release.
-                let _ = w.reply.try_send(Ok(guard));
-            }
-            _ => {
-                // Nobody wants it any more.
-                let _ = self.engine.release(now, lock);
-            }
-        }
-    }
-
     /// Arm the one timer at the engine's timeout (lock timers, connect deadlines, reconnect
     /// times); report whether it fired.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let next = self.engine.poll_timeout();
-        let Some(next) = next else {
+        let Some(next) = self.engine.poll_timeout() else {
             self.timer_at = None;
             return false;
         };
@@ -495,9 +336,7 @@ impl<R: Runtime> Future for Driver<R> {
 impl<R: Runtime> Drop for Driver<R> {
     fn drop(&mut self) {
         // Nobody will extend these locks any more: tell their holders.
-        for shared in self.entries.values().filter_map(|e| e.shared.as_ref()) {
-            shared.mark_lost(None);
-        }
+        self.router.stop();
     }
 }
 
@@ -508,7 +347,7 @@ impl<R: Runtime> fmt::Debug for Driver<R> {
             .field("nodes", &self.nodes.len())
             .field("connected", &up)
             .field("locks", &self.engine.active_locks())
-            .field("closed", &self.closed)
+            .field("stopping", &self.stopping)
             .finish_non_exhaustive()
     }
 }
@@ -516,61 +355,4 @@ impl<R: Runtime> fmt::Debug for Driver<R> {
 fn node_id(i: usize) -> NodeId {
     // The engine refuses configs with more than u16::MAX nodes.
     NodeId(i as u16)
-}
-
-/// The error for a failed acquisition: a wait bound that ran out becomes `WaitTimeout`.
-fn acquire_error(waiter: &AcquireWaiter, now: Instant, error: AcquireError) -> Error {
-    let attempts = match &error {
-        AcquireError::Held { attempts, .. }
-        | AcquireError::Unreachable { attempts, .. }
-        | AcquireError::TooSlow { attempts, .. } => *attempts,
-        _ => return error.into(),
-    };
-    let attempts_ran_out = waiter.attempts.is_some_and(|limit| attempts >= limit.max(1));
-    if waiter.wait.is_some() && !attempts_ran_out {
-        return Error::WaitTimeout { waited: now.saturating_duration_since(waiter.started), last: Some(error) };
-    }
-    error.into()
-}
-
-#[cfg(test)]
-mod tests {
-    use redlease_core::Vote;
-
-    use super::*;
-
-    fn waiter(wait: Option<Duration>, attempts: Option<u32>) -> AcquireWaiter {
-        let (reply, _rx) = async_channel::bounded(1);
-        let started = Instant::now();
-        AcquireWaiter { reply, resources: vec!["r".into()], token: "t".into(), started, wait, attempts }
-    }
-
-    fn held(attempts: u32) -> AcquireError {
-        AcquireError::Held { votes: vec![Vote::Refused; 3], attempts }
-    }
-
-    #[test]
-    fn a_wait_bound_that_runs_out_is_a_wait_timeout_carrying_the_last_error() {
-        let w = waiter(Some(Duration::from_millis(300)), None);
-        match acquire_error(&w, w.started + Duration::from_millis(310), held(7)) {
-            Error::WaitTimeout { waited, last } => {
-                assert_eq!(waited, Duration::from_millis(310));
-                assert_eq!(last, Some(held(7)));
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn attempts_running_out_first_or_no_wait_bound_keep_the_acquire_error() {
-        let w = waiter(Some(Duration::from_secs(10)), Some(2));
-        assert!(matches!(acquire_error(&w, w.started, held(2)), Error::Acquire(AcquireError::Held { .. })));
-        let w = waiter(None, None);
-        assert!(matches!(acquire_error(&w, w.started, held(3)), Error::Acquire(AcquireError::Held { .. })));
-        let w = waiter(Some(Duration::from_secs(1)), None);
-        assert!(matches!(
-            acquire_error(&w, w.started, AcquireError::Cancelled),
-            Error::Acquire(AcquireError::Cancelled)
-        ));
-    }
 }

@@ -6,14 +6,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use crate::driver::Driver;
-
 /// A boxed, sendable future, as returned by [`Runtime::connect`].
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// An async runtime, reduced to what the [`Driver`] needs: open a TCP connection, make a
-/// timer, and start the driver. Each adapter crate implements it in about a hundred lines
-/// (compare quinn's `runtime` module).
+/// An async runtime, reduced to what the [`Driver`](crate::Driver) needs: open a TCP
+/// connection, make a timer, and run a future in the background. Each adapter crate
+/// implements it in about a hundred lines (compare quinn's `runtime` module).
 pub trait Runtime: Send + Sync + Sized + 'static {
     /// A connected, non-blocking TCP stream.
     type Socket: Socket;
@@ -29,12 +27,11 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     /// A timer that fires at `deadline`.
     fn timer(deadline: Instant) -> Self::Timer;
 
-    /// Run the driver in the background until it finishes.
+    /// Run `future` (the driver) in the background until it finishes.
     ///
-    /// Called by [`Client::connect`](crate::Client::connect) and
-    /// [`Client::with_config`](crate::Client::with_config) (tokio: `tokio::spawn`; the smol
-    /// adapter: a thread of its own). An error means the driver could not be started.
-    fn spawn(driver: Driver<Self>) -> io::Result<()>;
+    /// Called by [`Client::with_config`](crate::Client::with_config) (tokio: `tokio::spawn`;
+    /// the smol adapter: a thread of its own). An error means it could not be started.
+    fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()>;
 }
 
 /// A connected TCP stream, driven by readiness: each call either makes progress or registers

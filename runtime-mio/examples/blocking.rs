@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlease_mio::{Client, Error};
+use redlease_mio::{Client, Error, LockOptions};
 
 fn main() -> Result<(), Error> {
     let urls: Vec<String> = std::env::args().skip(1).collect();
@@ -26,19 +26,21 @@ fn main() -> Result<(), Error> {
     println!("released: {report:?}");
 
     // A fenced lock with a wait bound.
-    let guard = client
-        .lock_with("redlease:example:blocking", Duration::from_secs(5))
+    let options = LockOptions::new("redlease:example:blocking", Duration::from_secs(5))
         .fencing(true)
-        .wait(Duration::from_secs(10))
-        .acquire()?;
+        .wait(Duration::from_secs(10));
+    let guard = client.lock_with(options)?;
     println!("fencing token {:?}", guard.fence());
     drop(guard); // released in the background
 
-    // Scoped: 2 s of work under a 1 s TTL, kept alive by a helper thread.
-    let steps = client.with_lock("redlease:example:blocking", Duration::from_secs(1), |lost| {
+    // Scoped, with the same options: 2 s of work under a 1 s TTL, kept alive by a helper
+    // thread; the work sees the fencing token for the store it writes to.
+    let options = LockOptions::new("redlease:example:blocking", Duration::from_secs(1)).fencing(true);
+    let steps = client.with_lock(options, |lease| {
+        println!("working with fencing token {:?}", lease.fence());
         let mut steps = 0;
         for _ in 0..20 {
-            if lost.is_lost() {
+            if lease.is_lost() {
                 println!("lost the lock: stopping");
                 break;
             }

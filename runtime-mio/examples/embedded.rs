@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token};
-use redlease_mio::core::AcquireRequest;
-use redlease_mio::{Config, Driver, Event, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LockOptions, ReleaseOutcome, new_token};
 
 const LISTENER: Token = Token(0);
 /// Echo connections use tokens from here on.
@@ -119,8 +118,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut releasing = false;
 
     loop {
-        // Wake for sockets, for the driver's next deadline, or for our own stop time.
+        // Write out what the driver queued, then wake for sockets, for the driver's next
+        // deadline, or for our own stop time.
         let now = Instant::now();
+        driver.flush(now);
         let wake = driver.poll_timeout().map_or(stop_at, |t| t.min(stop_at));
         if let Err(e) = poll.poll(&mut events, Some(wake.saturating_duration_since(now))) {
             if e.kind() == ErrorKind::Interrupted {
@@ -164,11 +165,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A node still connecting would count as a failed vote: acquire once every node has
         // connected or failed its first attempt.
         if lock.is_none() && driver.all_nodes_tried() {
-            let mut req =
-                AcquireRequest::new(&[b"redlease:example:embedded"], token.as_bytes(), Duration::from_secs(3));
-            req.auto_extend = true;
-            req.wait = Some(Duration::from_secs(30));
-            lock = Some(driver.acquire(now, &req)?);
+            let options = LockOptions::new("redlease:example:embedded", Duration::from_secs(3))
+                .auto_extend(true)
+                .wait(Duration::from_secs(30));
+            lock = Some(driver.acquire(now, &options, token.as_bytes())?);
         }
 
         if let Some(lock) = lock.filter(|_| now >= stop_at && !releasing) {

@@ -1,22 +1,21 @@
 #![doc = include_str!("../README.md")]
 
 mod client;
+mod conn;
 mod driver;
-mod error;
 mod guard;
-mod random;
+mod shared;
 
-pub use client::{Client, KeepAlive, LockBuilder};
+pub use client::{Client, KeepAlive};
 pub use driver::{Driver, LinkState, NodeStatus};
-pub use error::Error;
-pub use guard::{Guard, LostSignal};
-pub use random::new_token;
+pub use guard::Guard;
 
 /// The mio version this crate is built on, re-exported so that a host loop uses the same one.
 pub use mio;
-/// The core crate, re-exported for its types (`Config`, `Event`, `AcquireRequest`, ...).
+pub use redlease_client::{Error, Lease, LostSignal, new_token};
+/// The core crate, re-exported for its types (`Config`, `Event`, `LockOptions`, ...).
 pub use redlease_core as core;
 pub use redlease_core::{
-    AcquireError, Config, ConfigError, Event, ExtendError, LockId, LostReason, NodeConfig, NodeId, ReleaseOutcome,
-    ReleaseReport, Retry,
+    AcquireError, Config, ConfigError, Event, ExtendError, LockId, LockOptions, LostReason, Misuse, NodeConfig, NodeId,
+    ReleaseOutcome, ReleaseReport, Retry, Vote,
 };

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use redlease_mio::core::{Misuse, Vote};
-use redlease_mio::{AcquireError, Client, Config, Error, ExtendError, LinkState, LostReason, NodeId, ReleaseOutcome};
+use redlease_mio::{
+    AcquireError, Client, Config, Error, ExtendError, LinkState, LockOptions, LostReason, NodeId, ReleaseOutcome,
+};
 use support::{Redis, cluster, eventually, urls};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -55,8 +57,8 @@ fn contention_is_reported_as_held_and_wait_times_out() {
         }
         other => panic!("expected Held, got {other:?}"),
     }
-    match b.lock_with("busy", TTL).wait(Duration::from_millis(300)).acquire() {
-        Err(Error::WaitTimeout { last: Some(AcquireError::Held { .. }), .. }) => {}
+    match b.lock_with(LockOptions::new("busy", TTL).wait(Duration::from_millis(300))) {
+        Err(Error::Acquire(AcquireError::WaitTimeout { last, .. })) if matches!(*last, AcquireError::Held { .. }) => {}
         other => panic!("expected WaitTimeout, got {other:?}"),
     }
     // The holder's key is untouched by the failed attempts (cleanup only deletes our token).
@@ -72,7 +74,7 @@ fn a_wait_bound_outlasts_the_holder() {
     let b = Client::connect(urls(&nodes)).unwrap();
     let held = a.lock("handover", Duration::from_millis(400)).unwrap();
     // b waits; a's lock expires after 400ms (nobody extends it).
-    let got = b.lock_with("handover", TTL).wait(Duration::from_secs(10)).acquire().unwrap();
+    let got = b.lock_with(LockOptions::new("handover", TTL).wait(Duration::from_secs(10))).unwrap();
     assert_ne!(got.token(), held.token());
     // a's release finds the lock taken over and deletes nothing of b's.
     let report = held.release().unwrap();
@@ -102,7 +104,7 @@ fn fencing_tokens_increase() {
     let client = Client::connect(urls(&nodes)).unwrap();
     let mut last = 0;
     for _ in 0..5 {
-        let g = client.lock_with("fenced", TTL).fencing(true).acquire().unwrap();
+        let g = client.lock_with(LockOptions::new("fenced", TTL).fencing(true)).unwrap();
         let f = g.fence().expect("fencing asked for");
         assert!(f > last, "{f} after {last}");
         last = f;
@@ -114,7 +116,7 @@ fn fencing_tokens_increase() {
 fn several_resources_lock_together() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();
-    let g = client.lock_with("multi:a", TTL).resources(&["multi:b"]).acquire().unwrap();
+    let g = client.lock_with(LockOptions::new("multi:a", TTL).resources(["multi:b"])).unwrap();
     assert_eq!(g.resources(), ["multi:a", "multi:b"]);
     assert!(matches!(client.try_lock("multi:b", TTL), Err(Error::Acquire(AcquireError::Held { .. }))));
     g.release().unwrap();
@@ -138,7 +140,7 @@ fn auto_extension_without_threads_by_driving_the_loop() {
     let client = Client::connect(urls(&nodes)).unwrap();
     let other = Client::connect(urls(&nodes)).unwrap();
     let ttl = Duration::from_millis(600);
-    let guard = client.lock_with("auto", ttl).auto_extend(true).acquire().unwrap();
+    let guard = client.lock_with(LockOptions::new("auto", ttl).auto_extend(true)).unwrap();
     let first = guard.valid_until();
     // Drive for several TTLs on this thread.
     let until = Instant::now() + Duration::from_millis(2000);
@@ -157,7 +159,7 @@ fn keepalive_thread_extends_while_the_caller_sleeps() {
     let client = Client::connect(urls(&nodes)).unwrap();
     let keepalive = client.spawn_keepalive().unwrap();
     let ttl = Duration::from_millis(600);
-    let guard = client.lock_with("ka", ttl).auto_extend(true).acquire().unwrap();
+    let guard = client.lock_with(LockOptions::new("ka", ttl).auto_extend(true)).unwrap();
     let first = guard.valid_until();
     std::thread::sleep(Duration::from_millis(2000));
     assert!(!guard.is_lost());
@@ -175,10 +177,10 @@ fn with_lock_runs_the_work_under_auto_extension() {
     let client = Client::connect(urls(&nodes)).unwrap();
     let ttl = Duration::from_millis(600);
     let out = client
-        .with_lock("scoped", ttl, |lost| {
+        .with_lock(LockOptions::new("scoped", ttl), |lease| {
             let token = nodes[0].cmd(&["GET", "scoped"]);
             std::thread::sleep(Duration::from_millis(1800));
-            assert!(!lost.is_lost());
+            assert!(!lease.is_lost());
             // Still ours after three TTLs.
             (token.clone(), nodes[0].cmd(&["GET", "scoped"]))
         })
@@ -194,7 +196,7 @@ fn with_lock_runs_the_work_under_auto_extension() {
 fn a_refused_extension_fires_the_lost_signal() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();
-    let mut guard = client.lock_with("stolen", Duration::from_millis(900)).auto_extend(true).acquire().unwrap();
+    let mut guard = client.lock_with(LockOptions::new("stolen", Duration::from_millis(900)).auto_extend(true)).unwrap();
     let lost = guard.lost();
     for n in &nodes {
         n.cmd(&["SET", "stolen", "someone-else"]);
@@ -233,7 +235,7 @@ fn one_client_shared_by_many_threads() {
             let done = Arc::clone(&done);
             s.spawn(move || {
                 for _ in 0..5 {
-                    let g = client.lock_with("shared", TTL).wait(Duration::from_secs(30)).acquire().unwrap();
+                    let g = client.lock_with(LockOptions::new("shared", TTL).wait(Duration::from_secs(30))).unwrap();
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
                     std::thread::sleep(Duration::from_millis(2));
                     inside.fetch_sub(1, Ordering::SeqCst);

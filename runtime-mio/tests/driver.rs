@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use redlease_mio::core::AcquireRequest;
-use redlease_mio::{AcquireError, Config, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
+use redlease_mio::{
+    AcquireError, Config, Driver, Event, LinkState, LockId, LockOptions, NodeId, ReleaseOutcome, new_token,
+};
 use support::{Redis, cluster, urls};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -45,6 +46,7 @@ impl Host {
     /// One turn of the loop; foreign events go to `foreign`.
     fn turn(&mut self, max: Duration, foreign: &mut dyn FnMut(&Poll, &mio::event::Event)) {
         let now = Instant::now();
+        self.driver.flush(now);
         let timeout = self.driver.poll_timeout().map_or(max, |t| t.saturating_duration_since(now).min(max));
         self.poll.poll(&mut self.events, Some(timeout)).unwrap();
         let now = Instant::now();
@@ -88,11 +90,9 @@ impl Host {
         out.unwrap()
     }
 
-    fn acquire(&mut self, resource: &[u8]) -> LockId {
+    fn acquire(&mut self, resource: &str) -> LockId {
         let token = new_token().unwrap();
-        let keys = [resource];
-        let req = AcquireRequest::new(&keys, token.as_bytes(), TTL);
-        let lock = self.driver.acquire(Instant::now(), &req).unwrap();
+        let lock = self.driver.acquire(Instant::now(), &LockOptions::new(resource, TTL), token.as_bytes()).unwrap();
         match self.wait(lock) {
             Event::Acquired { .. } => lock,
             other => panic!("expected Acquired, got {other:?}"),
@@ -209,8 +209,8 @@ fn a_foreign_loop_serves_its_own_sockets_while_locking() {
         assert!(start.elapsed() < Duration::from_secs(30), "the loop stalled");
         // A lock cycle, with the echo server served on every turn in between.
         let token = new_token().unwrap();
-        let keys: [&[u8]; 1] = [b"embedded"];
-        let lock = host.driver.acquire(Instant::now(), &AcquireRequest::new(&keys, token.as_bytes(), TTL)).unwrap();
+        let options = LockOptions::new("embedded", TTL);
+        let lock = host.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
         let acquired = loop {
             if let Some(ev) = host.take(lock) {
                 break ev;
@@ -246,14 +246,14 @@ fn large_commands_go_out_in_partial_writes() {
     // Moving 8 MiB through Lua takes a while (debug builds, 2 cores): a roomy node timeout.
     let mut host = Host::with(urls(&nodes), |c| c.node_timeout = Duration::from_secs(5));
     // An 8 MiB resource name: far more than a socket buffer takes in one write.
-    let resource = vec![b'k'; 8 << 20];
+    let resource = "k".repeat(8 << 20);
     let lock = host.acquire(&resource);
     let info = host.driver.lock_info(lock).unwrap();
     assert!(info.valid_until.is_some());
     assert_eq!(nodes[0].cmd(&["DBSIZE"]), ":1");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
     // Small commands still flow afterwards (the WRITABLE interest was dropped cleanly).
-    let lock = host.acquire(b"small");
+    let lock = host.acquire("small");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
 }
 
@@ -261,7 +261,7 @@ fn large_commands_go_out_in_partial_writes() {
 fn eof_is_noticed_and_the_node_reconnected() {
     let mut nodes = cluster(3);
     let mut host = Host::new(urls(&nodes));
-    let lock = host.acquire(b"eof");
+    let lock = host.acquire("eof");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
 
     nodes[0].stop();
@@ -274,7 +274,7 @@ fn eof_is_noticed_and_the_node_reconnected() {
     let status = host.driver.node_status(node).unwrap();
     assert!(status.last_error.as_deref().is_some_and(|e| e.starts_with("connect failed: ")), "{status:?}");
     // Two of three still make a quorum.
-    let lock = host.acquire(b"eof");
+    let lock = host.acquire("eof");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
 
     nodes[0].restart();
@@ -287,14 +287,12 @@ fn eof_is_noticed_and_the_node_reconnected() {
     nodes[2].stop();
     // With 1 of 3 left nothing works; with node 1 back the restarted node 0 is needed.
     let token = new_token().unwrap();
-    let keys: [&[u8]; 1] = [b"eof"];
-    let mut req = AcquireRequest::new(&keys, token.as_bytes(), TTL);
-    req.attempts = Some(1);
-    let lock = host.driver.acquire(Instant::now(), &req).unwrap();
+    let options = LockOptions::new("eof", TTL).attempts(1);
+    let lock = host.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
     assert!(matches!(host.wait(lock), Event::AcquireFailed { error: AcquireError::Unreachable { .. }, .. }));
     nodes[1].restart();
     host.run_until(Duration::from_secs(10), |h| h.driver.engine().is_connected(NodeId(1)));
-    let lock = host.acquire(b"eof");
+    let lock = host.acquire("eof");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
 }
 
@@ -321,7 +319,7 @@ fn a_wrong_password_is_a_link_failure_and_reconnects_with_backoff() {
 fn deregister_closes_everything_and_register_starts_over() {
     let nodes = cluster(3);
     let mut host = Host::new(urls(&nodes));
-    let lock = host.acquire(b"dereg");
+    let lock = host.acquire("dereg");
     host.driver.deregister(Instant::now());
     for i in 0..3 {
         assert_eq!(host.driver.node_status(NodeId(i)).unwrap().state, LinkState::Idle);
@@ -337,12 +335,10 @@ fn deregister_closes_everything_and_register_starts_over() {
     host.run_until(Duration::from_secs(5), |h| h.driver.all_nodes_tried());
     // The old key is still there (unreachable release); a new token cannot take it.
     let token = new_token().unwrap();
-    let keys: [&[u8]; 1] = [b"dereg"];
-    let mut req = AcquireRequest::new(&keys, token.as_bytes(), TTL);
-    req.attempts = Some(1);
-    let l = host.driver.acquire(Instant::now(), &req).unwrap();
+    let options = LockOptions::new("dereg", TTL).attempts(1);
+    let l = host.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
     assert!(matches!(host.wait(l), Event::AcquireFailed { error: AcquireError::Held { .. }, .. }));
-    let lock = host.acquire(b"dereg-other");
+    let lock = host.acquire("dereg-other");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
     assert!(
         host.driver.node_of(Token(BASE.0 + 2)) == Some(NodeId(2)) && host.driver.node_of(Token(BASE.0 + 3)).is_none()

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures_lite::future;
-use redlease_smol::{Client, Config, Error};
+use redlease_smol::{Client, Config, Error, LockOptions};
 
 fn main() -> Result<(), Error> {
     let mut urls: Vec<String> = std::env::args().skip(1).collect();
@@ -29,8 +29,9 @@ fn main() -> Result<(), Error> {
             .map(|i| {
                 let client = client.clone();
                 smol::spawn(async move {
-                    let guard =
-                        client.lock_with("orders:42", Duration::from_secs(5)).wait(Duration::from_secs(5)).await?;
+                    let guard = client
+                        .lock_with(LockOptions::new("orders:42", Duration::from_secs(5)).wait(Duration::from_secs(5)))
+                        .await?;
                     println!("task {i} holds the lock");
                     smol::Timer::after(Duration::from_millis(20)).await;
                     guard.release().await.map(|_| ())
@@ -41,15 +42,17 @@ fn main() -> Result<(), Error> {
             task.await?;
         }
 
-        // The scoped form: auto-extension while the work runs, and a signal if the lock is lost.
+        // The scoped form takes the same options: auto-extension while the work runs, the
+        // fencing token and deadline for the work, and a signal if the lock is lost.
         let outcome = client
-            .with_lock("orders:42", Duration::from_secs(3), |lost| async move {
+            .with_lock(LockOptions::new("orders:42", Duration::from_secs(3)).fencing(true), |lease| async move {
+                println!("working with fencing token {:?}, valid for {:?}", lease.fence(), lease.remaining());
                 let work = async {
                     smol::Timer::after(Duration::from_secs(4)).await;
                     "work done under auto-extension"
                 };
                 future::or(work, async {
-                    lost.wait().await;
+                    lease.lost().wait().await;
                     "lost the lock: stopped"
                 })
                 .await

@@ -10,8 +10,8 @@ use async_io::Async;
 use futures_lite::{AsyncWrite, Stream};
 
 pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal, Misuse,
-    NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Guard, Lease, LockId, LockOptions, LostReason, LostSignal,
+    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on `async-io`. See [`redlease_async::Client`] for its methods.
@@ -50,8 +50,8 @@ impl redlease_async::Runtime for AsyncIo {
         Timer(async_io::Timer::at(deadline))
     }
 
-    fn spawn(driver: Driver) -> io::Result<()> {
-        std::thread::Builder::new().name("redlease-driver".into()).spawn(move || async_io::block_on(driver))?;
+    fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+        std::thread::Builder::new().name("redlease-driver".into()).spawn(move || async_io::block_on(future))?;
         Ok(())
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use redlease_tokio::{Client, Error};
+use redlease_tokio::{Client, Error, LockOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -25,17 +25,20 @@ async fn main() -> Result<(), Error> {
     println!("released: {report:?}");
 
     // Wait up to two seconds for a lock, with a fencing token for the storage it protects.
-    let guard =
-        client.lock_with("orders:42", Duration::from_secs(5)).fencing(true).wait(Duration::from_secs(2)).await?;
+    let options = LockOptions::new("orders:42", Duration::from_secs(5)).fencing(true).wait(Duration::from_secs(2));
+    let guard = client.lock_with(options).await?;
     println!("fencing token {:?}", guard.fence());
     drop(guard); // released in the background
 
-    // The scoped form: the lock is extended automatically while the work runs, and the work
-    // can stop as soon as the lock is lost.
+    // The scoped form takes the same options: the lock is extended automatically while the
+    // work runs, the work sees its fencing token and deadline, and it can stop as soon as the
+    // lock is lost.
+    let options = LockOptions::new("orders:42", Duration::from_secs(3)).fencing(true);
     let outcome = client
-        .with_lock("orders:42", Duration::from_secs(3), |lost| async move {
+        .with_lock(options, |lease| async move {
+            println!("working with fencing token {:?}, valid for {:?}", lease.fence(), lease.remaining());
             tokio::select! {
-                _ = lost.wait() => "lost the lock: stopped",
+                _ = lease.lost().wait() => "lost the lock: stopped",
                 _ = tokio::time::sleep(Duration::from_secs(5)) => "work done under auto-extension",
             }
         })

@@ -9,8 +9,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Guard, LockBuilder, LostReason, LostSignal, Misuse,
-    NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Guard, Lease, LockId, LockOptions, LostReason, LostSignal,
+    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on tokio. See [`redlease_async::Client`] for its methods.
@@ -41,9 +41,9 @@ impl redlease_async::Runtime for Tokio {
         Timer { sleep: Box::pin(tokio::time::sleep_until(deadline.into())), armed: true }
     }
 
-    fn spawn(driver: Driver) -> io::Result<()> {
+    fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
         let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-        handle.spawn(driver);
+        handle.spawn(future);
         Ok(())
     }
 }

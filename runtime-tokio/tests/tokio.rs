@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use redlease_tests::Cluster;
-use redlease_tokio::{Client, Config, Error, ReleaseOutcome};
+use redlease_tokio::{Client, Config, Error, LockOptions, LostReason, ReleaseOutcome};
 use tokio::runtime::{Builder, Runtime};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -90,7 +90,7 @@ fn dropped_acquisition_is_cancelled() {
         let holder = Client::connect(cluster.urls()).await.unwrap();
         let waiter = Client::connect(cluster.urls()).await.unwrap();
         let guard = holder.lock("contended", TTL).await.expect("lock");
-        let attempt = waiter.lock_with("contended", TTL).wait(Duration::from_secs(30));
+        let attempt = waiter.lock_with(LockOptions::new("contended", TTL).wait(Duration::from_secs(30)));
         assert!(tokio::time::timeout(Duration::from_millis(300), attempt).await.is_err(), "still waiting");
         tokio::time::sleep(Duration::from_millis(100)).await;
         // A waiter still retrying would run the acquire script every 20–200 ms.
@@ -116,14 +116,15 @@ fn runtime_shutdown_fires_lost_and_closes() {
     let rt = runtime(true);
     let (mut guard, lost) = rt.block_on(async {
         let client = Client::connect(cluster.urls()).await.unwrap();
-        let guard = client.lock_with("orphan", Duration::from_secs(2)).auto_extend(true).await.expect("lock");
+        let guard =
+            client.lock_with(LockOptions::new("orphan", Duration::from_secs(2)).auto_extend(true)).await.expect("lock");
         let lost = guard.lost();
         assert!(!lost.is_lost());
         (guard, lost)
     });
     drop(rt);
     assert!(lost.is_lost(), "the lost signal fires when the driver is dropped");
-    assert_eq!(lost.reason(), Some(None));
+    assert_eq!(lost.reason(), Some(LostReason::Stopped));
     runtime(false).block_on(async {
         assert!(matches!(guard.extend(TTL).await, Err(Error::Closed)));
         lost.wait().await; // returns at once

@@ -3,7 +3,7 @@
 //! Everything here runs against **real `redis-server` processes** on loopback ports; nothing is
 //! mocked.
 //!
-//! - [`Cluster`] starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
+//! - [`Cluster`] (from `redlease-cluster`, shared with the `redlease` command) starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
 //!   its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart (keeping or
 //!   dropping its files), flush scripts and configure an ACL user. Every process it started is
 //!   killed and reaped when the cluster is dropped, also while a test panics.
@@ -17,13 +17,8 @@
 //! If `redis-server` is not on `PATH`, [`Cluster::start`] panics with one line saying how to
 //! install it.
 
-mod cluster;
 pub mod conformance;
 mod proxy;
-mod resp;
-mod tempdir;
 
-pub use cluster::{Cluster, ClusterBuilder, Node};
 pub use proxy::{Mode, Proxy};
-pub use resp::{RedisConn, Reply};
-pub use tempdir::TempDir;
+pub use redlease_cluster::{Cluster, ClusterBuilder, Node, RedisConn, Reply, TempDir};

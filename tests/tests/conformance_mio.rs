@@ -14,8 +14,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlease_core::ReleaseReport;
-use redlease_mio::{Client, Config, Error, Guard, KeepAlive, LostSignal};
-use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+use redlease_mio::{Client, Guard, KeepAlive, LockOptions, LostSignal};
+use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
 
 struct MioSubject;
 
@@ -24,21 +24,6 @@ struct MioSubject;
 struct MioClient {
     client: Client,
     _keepalive: Arc<KeepAlive>,
-}
-
-fn failure(e: impl Into<Error>) -> Failure {
-    let e = e.into();
-    let message = e.to_string();
-    let kind = match e {
-        Error::Config(c) => FailureKind::Config(c),
-        Error::Misuse(m) => FailureKind::Misuse(m),
-        Error::Acquire(a) => FailureKind::Acquire(a),
-        Error::Extend(x) => FailureKind::Extend(x),
-        Error::WaitTimeout { waited, last } => FailureKind::WaitTimeout { waited, last },
-        Error::Closed => FailureKind::Closed,
-        other => FailureKind::Other(format!("{other:?}")),
-    };
-    Failure::new(kind, message)
 }
 
 /// Run a future whose steps are blocking calls: it is ready at its first poll unless it
@@ -80,13 +65,7 @@ impl Subject for MioSubject {
 
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<MioClient, Failure>> {
         Box::pin(async move {
-            let mut config = Config::from_urls(urls).map_err(failure)?;
-            config.node_timeout = options.node_timeout;
-            config.retry = options.retry;
-            config.connect_timeout = options.connect_timeout;
-            config.reconnect_min = options.reconnect_min;
-            config.reconnect_max = options.reconnect_max;
-            let client = Client::with_config(config).map_err(failure)?;
+            let client = Client::with_config(options.config(&urls)?).map_err(failure)?;
             let keepalive = client.spawn_keepalive().map_err(failure)?;
             Ok(MioClient { client, _keepalive: Arc::new(keepalive) })
         })
@@ -94,16 +73,7 @@ impl Subject for MioSubject {
 
     fn lock(client: &MioClient, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
         let client = client.client.clone();
-        Box::pin(async move {
-            let mut b = client.lock_with(&spec.resource, spec.ttl).fencing(spec.fencing);
-            if let Some(n) = spec.attempts {
-                b = b.attempts(n);
-            }
-            if let Some(w) = spec.wait {
-                b = b.wait(w);
-            }
-            b.acquire().map_err(failure)
-        })
+        Box::pin(async move { client.lock_with(spec.options()).map_err(failure) })
     }
 
     fn with_lock<T: Send + 'static>(
@@ -113,8 +83,8 @@ impl Subject for MioSubject {
         work: Work<LostSignal, T>,
     ) -> BoxFuture<'static, Result<T, Failure>> {
         let client = client.client.clone();
-        let resource = resource.to_owned();
-        Box::pin(async move { client.with_lock(&resource, ttl, |lost| run(work(lost))).map_err(failure) })
+        let options = LockOptions::new(resource, ttl);
+        Box::pin(async move { client.with_lock(options, |lease| run(work(lease.lost()))).map_err(failure) })
     }
 
     fn token(guard: &Guard) -> String {

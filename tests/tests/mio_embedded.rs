@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_mio::core::AcquireRequest;
 use redlease_mio::mio::event::Event as MioEvent;
 use redlease_mio::mio::net::{TcpListener, TcpStream};
 use redlease_mio::mio::{Events, Interest, Poll, Token};
-use redlease_mio::{Config, Driver, Event, LinkState, LockId, NodeId, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LinkState, LockId, LockOptions, NodeId, ReleaseOutcome, new_token};
 use redlease_tests::Cluster;
 
 const LISTENER: Token = Token(0);
@@ -106,6 +105,7 @@ impl Host {
     fn turn(&mut self) {
         let now = Instant::now();
         let max = Duration::from_millis(20);
+        self.driver.flush(now);
         let timeout = self.driver.poll_timeout().map_or(max, |t| t.saturating_duration_since(now).min(max));
         match self.poll.poll(&mut self.events, Some(timeout)) {
             Ok(()) => {}
@@ -152,11 +152,8 @@ impl Host {
 
     fn acquire(&mut self, resource: &str, ttl: Duration, auto_extend: bool) -> LockId {
         let token = new_token().unwrap();
-        let keys = [resource.as_bytes()];
-        let mut req = AcquireRequest::new(&keys, token.as_bytes(), ttl);
-        req.auto_extend = auto_extend;
-        req.wait = Some(Duration::from_secs(10));
-        let lock = self.driver.acquire(Instant::now(), &req).unwrap();
+        let options = LockOptions::new(resource, ttl).auto_extend(auto_extend).wait(Duration::from_secs(10));
+        let lock = self.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
         match self.outcome(lock) {
             Event::Acquired { .. } => lock,
             other => panic!("lock {resource}: {other:?}"),

@@ -97,11 +97,11 @@ impl Scenario {
         let delay = (20 * US, rng.range(200, 700) * US);
         let (slow_per_mille, slow) = if rng.chance(400) { (rng.range(5, 40), rng.range(2, 6) * MS) } else { (0, 0) };
         let drop_per_mille = if rng.chance(500) { 0 } else { rng.range(2, 15) };
-        let retry = Retry {
-            attempts: rng.range(1, 4) as u32,
-            min_delay: Duration::from_micros(200),
-            max_delay: Duration::from_micros(rng.range(1_000, 5_000)),
-        };
+        let retry = Retry::new(
+            rng.range(1, 4) as u32,
+            Duration::from_micros(200),
+            Duration::from_micros(rng.range(1_000, 5_000)),
+        );
         // Drawn in every profile so that sibling profiles share the rest of the plan.
         let fencing = rng.chance(600) && profile != Profile::DelayedRestart;
         let auto_extend = rng.chance(300);

@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redlease_core::{
-    AcquireError, AcquireRequest, Config, Engine, Event, ExtendError, LockId, Misuse, NodeConfig, NodeId,
-    ReleaseOutcome,
+    AcquireError, Config, Engine, Event, ExtendError, LockId, LockOptions, Misuse, NodeConfig, NodeId, ReleaseOutcome,
 };
 
 use super::checker::{self, Hold, Violation, ms};
@@ -644,7 +643,8 @@ impl World {
         let token = format!("c{c}-{}", self.clients[c].issued).into_bytes();
         let ttl = Duration::from_millis(self.rng.range(self.sc.ttl_ms.0, self.sc.ttl_ms.1));
         let keys: Vec<&[u8]> = resources.iter().map(|&r| NAMES[r]).collect();
-        let mut req = AcquireRequest::new(&keys, &token, ttl);
+        let mut req = LockOptions::new("", ttl);
+        req.resources = keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
         req.fencing = self.sc.fencing && self.rng.chance(700);
         req.auto_extend = self.sc.auto_extend && self.rng.chance(500);
         if req.auto_extend && self.rng.chance(300) {
@@ -657,7 +657,7 @@ impl World {
         }
         let fencing = req.fencing;
         trace!(self, "c{c} acquires {:?} token {} ttl {ttl:?} fencing {fencing}", show(&keys.concat()), show(&token));
-        match self.call(c, |e, now| e.acquire(now, &req)) {
+        match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
                 self.clients[c].work = Work::Acquiring { lock, resources, token, fencing };
                 if self.sc.cancels && self.rng.chance(100) {
@@ -729,7 +729,12 @@ impl World {
                 self.schedule_wake(c, extend.map_or(release_at, |e| e.0));
             }
             Event::AcquireFailed { lock, error } => {
-                match &error {
+                // A wait bound that ran out is counted by its last attempt's outcome.
+                let last = match &error {
+                    AcquireError::WaitTimeout { last, .. } => last.as_ref(),
+                    other => other,
+                };
+                match last {
                     AcquireError::Held { .. } => self.stats.held_by_others += 1,
                     AcquireError::Unreachable { .. } => self.stats.unreachable += 1,
                     AcquireError::TooSlow { .. } => self.stats.too_slow += 1,
@@ -872,7 +877,7 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     let mut cfg = Config::new(nodes);
     cfg.node_timeout = Duration::from_nanos(sc.node_timeout);
     cfg.retry = sc.retry;
-    cfg.seed = sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64);
+    cfg.seed = Some(sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64));
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
     Engine::new(cfg).expect("the simulation's configs are valid")
 }

@@ -104,11 +104,7 @@ fn has_failed_votes(f: &Failure) -> bool {
 /// A fast retry schedule for cases with heavy contention, and a node timeout so generous that
 /// a healthy node never misses it, even while many tests load the machine.
 fn contention_options() -> Options {
-    Options {
-        node_timeout: Duration::from_secs(1),
-        retry: Retry { attempts: 3, min_delay: ms(1), max_delay: ms(10) },
-        ..Options::default()
-    }
+    Options { node_timeout: Duration::from_secs(1), retry: Retry::new(3, ms(1), ms(10)), ..Options::default() }
 }
 
 /// Guard basics: the token, the validity deadline, the keys on the nodes, extend, release.

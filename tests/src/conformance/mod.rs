@@ -40,7 +40,7 @@ mod subject;
 
 pub use cases::*;
 pub use recorder::{Hold, HolderLog};
-pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work, failure};
 
 /// Generate one `#[test]` per conformance case for a [`Subject`] type.
 ///

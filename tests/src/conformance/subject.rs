@@ -5,7 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use redlease_core::{AcquireError, ConfigError, ExtendError, Misuse, ReleaseReport, Retry};
+use redlease_client::Error;
+use redlease_core::{AcquireError, Config, ConfigError, ExtendError, LockOptions, Misuse, ReleaseReport, Retry};
 
 /// A boxed, `Send` future: the currency of [`Subject`], so the trait works for tokio, smol,
 /// async-std and a blocking client wrapped in threads alike.
@@ -36,7 +37,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             node_timeout: Duration::from_millis(250),
-            retry: Retry { attempts: 3, min_delay: Duration::from_millis(5), max_delay: Duration::from_millis(50) },
+            retry: Retry::new(3, Duration::from_millis(5), Duration::from_millis(50)),
             connect_timeout: Duration::from_millis(500),
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_millis(200),
@@ -44,7 +45,19 @@ impl Default for Options {
     }
 }
 
-/// One lock request: maps onto the adapter's `lock_with(resource, ttl)` builder.
+impl Options {
+    /// The core `Config` for these node URLs with these settings (every adapter takes it).
+    pub fn config(&self, urls: &[String]) -> Result<Config, Failure> {
+        let config = Config::from_urls(urls).map_err(failure)?;
+        Ok(config
+            .node_timeout(self.node_timeout)
+            .retry(self.retry)
+            .connect_timeout(self.connect_timeout)
+            .reconnect(self.reconnect_min, self.reconnect_max))
+    }
+}
+
+/// One lock request: maps onto the adapters' `lock_with(LockOptions)`.
 #[derive(Clone, Debug)]
 pub struct LockSpec {
     /// The resource (key) to lock.
@@ -83,6 +96,36 @@ impl LockSpec {
         self.fencing = true;
         self
     }
+
+    /// The [`LockOptions`] every adapter's `lock_with` takes.
+    pub fn options(&self) -> LockOptions {
+        let mut options = LockOptions::new(self.resource.as_str(), self.ttl).fencing(self.fencing);
+        if let Some(n) = self.attempts {
+            options = options.attempts(n);
+        }
+        if let Some(wait) = self.wait {
+            options = options.wait(wait);
+        }
+        options
+    }
+}
+
+/// Map a client error (the same type in every adapter) onto the suite's shape.
+pub fn failure(e: impl Into<Error>) -> Failure {
+    let e = e.into();
+    let message = e.to_string();
+    let kind = match e {
+        Error::Config(c) => FailureKind::Config(c),
+        Error::Misuse(m) => FailureKind::Misuse(m),
+        Error::Acquire(AcquireError::WaitTimeout { waited, last, .. }) => {
+            FailureKind::WaitTimeout { waited, last: Some(*last) }
+        }
+        Error::Acquire(a) => FailureKind::Acquire(a),
+        Error::Extend(x) => FailureKind::Extend(x),
+        Error::Closed => FailureKind::Closed,
+        other => FailureKind::Other(format!("{other:?}")),
+    };
+    Failure::new(kind, message)
 }
 
 /// What went wrong, in the adapter-independent shape of the API's `Error` enum.
@@ -97,7 +140,7 @@ pub enum FailureKind {
     Acquire(AcquireError),
     /// `Error::Extend`: lost, unconfirmed, expired.
     Extend(ExtendError),
-    /// `Error::WaitTimeout`: the `.wait(d)` bound passed.
+    /// `Error::Acquire(AcquireError::WaitTimeout)`: the `.wait(d)` bound passed.
     WaitTimeout {
         /// How long it waited.
         waited: Duration,
@@ -165,9 +208,10 @@ pub trait Subject: 'static {
 
     /// `Client::with_config` for these URLs and options.
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Self::Client, Failure>>;
-    /// `client.lock_with(resource, ttl)` with the spec's settings, awaited.
+    /// `client.lock_with(spec.options())`, awaited.
     fn lock(client: &Self::Client, spec: LockSpec) -> BoxFuture<'static, Result<Self::Guard, Failure>>;
-    /// `client.with_lock(resource, ttl, work)`: acquire, auto-extend, run `work`, release.
+    /// `client.with_lock(LockOptions::new(resource, ttl), ..)`: acquire, auto-extend, run
+    /// `work` with the lease's lost signal, release.
     fn with_lock<T: Send + 'static>(
         client: &Self::Client,
         resource: &str,

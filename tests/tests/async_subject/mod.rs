@@ -11,8 +11,8 @@ use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_async::{Client, Config, Error, Guard, LostSignal, ReleaseReport, Runtime};
-use redlease_tests::conformance::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work};
+use redlease_async::{Client, Config, Error, Guard, LockOptions, LostSignal, ReleaseReport, Runtime};
+use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
 
 /// The executor hooks of one runtime.
 pub(crate) trait Executor: 'static {
@@ -32,22 +32,6 @@ pub(crate) trait Executor: 'static {
 
 /// An async adapter under the executor `E`.
 pub(crate) struct AsyncSubject<E>(PhantomData<E>);
-
-/// Map the adapter's error onto the suite's shape.
-pub(crate) fn failure(e: impl Into<Error>) -> Failure {
-    let e = e.into();
-    let message = e.to_string();
-    let kind = match e {
-        Error::Config(c) => FailureKind::Config(c),
-        Error::Misuse(m) => FailureKind::Misuse(m),
-        Error::Acquire(a) => FailureKind::Acquire(a),
-        Error::Extend(x) => FailureKind::Extend(x),
-        Error::WaitTimeout { waited, last } => FailureKind::WaitTimeout { waited, last },
-        Error::Closed => FailureKind::Closed,
-        other => FailureKind::Other(format!("{other:?}")),
-    };
-    Failure::new(kind, message)
-}
 
 /// Spawn with `spawn`, re-raising the task's panic in whoever awaits the handle.
 pub(crate) fn spawn_catching<T, H>(
@@ -81,26 +65,12 @@ impl<E: Executor> Subject for AsyncSubject<E> {
     }
 
     fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client<E::Runtime>, Failure>> {
-        Box::pin(async move {
-            let mut config = Config::from_urls(&urls).map_err(failure)?;
-            config.node_timeout = options.node_timeout;
-            config.retry = options.retry;
-            config.connect_timeout = options.connect_timeout;
-            config.reconnect_min = options.reconnect_min;
-            config.reconnect_max = options.reconnect_max;
-            E::start(config).await.map_err(failure)
-        })
+        Box::pin(async move { E::start(options.config(&urls)?).await.map_err(failure) })
     }
 
     fn lock(client: &Client<E::Runtime>, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
-        let mut builder = client.lock_with(&spec.resource, spec.ttl).fencing(spec.fencing);
-        if let Some(n) = spec.attempts {
-            builder = builder.attempts(n);
-        }
-        if let Some(wait) = spec.wait {
-            builder = builder.wait(wait);
-        }
-        Box::pin(async move { builder.await.map_err(failure) })
+        let client = client.clone();
+        Box::pin(async move { client.lock_with(spec.options()).await.map_err(failure) })
     }
 
     fn with_lock<T: Send + 'static>(
@@ -110,8 +80,8 @@ impl<E: Executor> Subject for AsyncSubject<E> {
         work: Work<LostSignal, T>,
     ) -> BoxFuture<'static, Result<T, Failure>> {
         let client = client.clone();
-        let resource = resource.to_owned();
-        Box::pin(async move { client.with_lock(&resource, ttl, work).await.map_err(failure) })
+        let options = LockOptions::new(resource, ttl);
+        Box::pin(async move { client.with_lock(options, |lease| work(lease.lost())).await.map_err(failure) })
     }
 
     fn token(guard: &Guard) -> String {

@@ -18,7 +18,7 @@ const NOT_FOUND: &str = "redis-server not found: install it with 'apt-get instal
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The prefix of fencing counter keys (the core's default); they are allowed to have no TTL.
-pub(crate) const FENCE_PREFIX: &str = "redlease:fence:";
+pub const FENCE_PREFIX: &str = "redlease:fence:";
 
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
@@ -100,7 +100,7 @@ fn installed() -> Result<(), String> {
 /// N independent `redis-server` processes (no replication between them), stopped on drop.
 ///
 /// ```no_run
-/// use redlease_tests::Cluster;
+/// use redlease_cluster::Cluster;
 ///
 /// let cluster = Cluster::builder().nodes(5).persist(true).start();
 /// let urls = cluster.urls(); // redis://127.0.0.1:PORT, one per node
@@ -161,7 +161,7 @@ impl Cluster {
         self.nodes.iter().map(Node::url).collect()
     }
 
-    /// A URL for `addr` (e.g. a [`Proxy`](crate::Proxy) in front of a node) with this
+    /// A URL for `addr` (e.g. the test harness's fault proxy in front of a node) with this
     /// cluster's credentials.
     pub fn url_of(&self, addr: SocketAddr) -> String {
         make_url(addr, self.credentials())

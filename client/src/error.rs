@@ -1,0 +1,46 @@
+//! The one error type of every client.
+
+use std::io;
+
+use redlease_core::{AcquireError, ConfigError, ExtendError, Misuse};
+
+/// Why a client call failed; the same in every adapter.
+///
+/// Outcomes of the protocol keep the core's typed errors ([`AcquireError`], with
+/// [`AcquireError::WaitTimeout`] when a wait bound ran out, and [`ExtendError`]); a release is
+/// not an error whatever its outcome: it returns a
+/// [`ReleaseReport`](redlease_core::ReleaseReport).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The node list or the settings cannot work (bad URL, no nodes, a zero timeout, ...).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The call was refused before anything was sent (zero TTL, empty resource, ...).
+    #[error(transparent)]
+    Misuse(#[from] Misuse),
+    /// The lock was not acquired: held by someone else, nodes unreachable, too slow, the wait
+    /// bound ran out, cancelled.
+    #[error(transparent)]
+    Acquire(#[from] AcquireError),
+    /// The extension failed: lost, not confirmed by a quorum, or already expired. Nothing was
+    /// deleted.
+    #[error(transparent)]
+    Extend(#[from] ExtendError),
+    /// An argument of an adapter itself cannot work (the mio driver's base token).
+    #[error("bad setting {field}: {reason}")]
+    Setting {
+        /// The argument, e.g. `base token`.
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// The operating system refused something: the random source (lock tokens, seeds), a
+    /// poller, a thread.
+    #[error("the operating system refused: {0}")]
+    Io(#[from] io::Error),
+    /// The client is closed: its `close()` was called, its driver stopped (the runtime shut
+    /// down, the driver future was dropped) or its event loop failed.
+    #[error("the redlease client is closed: close() was called, or its driver or event loop stopped")]
+    Closed,
+}

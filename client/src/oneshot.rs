@@ -1,0 +1,162 @@
+//! A one-shot reply: the driver answers once, the caller awaits it (async) or checks it
+//! (a blocking client's waiting thread). Either side may go away first.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use event_listener::Event;
+
+/// Make a one-shot reply: the [`Sender`] goes with the request, the [`Receiver`] stays with
+/// the caller.
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let inner =
+        Arc::new(Inner { state: Mutex::new(State { value: None, sender: true, receiver: true }), event: Event::new() });
+    (Sender { inner: Arc::clone(&inner) }, Receiver { inner })
+}
+
+struct Inner<T> {
+    state: Mutex<State<T>>,
+    event: Event,
+}
+
+struct State<T> {
+    value: Option<T>,
+    /// The sender is still there (it may still answer).
+    sender: bool,
+    /// The receiver still wants the answer.
+    receiver: bool,
+}
+
+impl<T> Inner<T> {
+    fn state(&self) -> MutexGuard<'_, State<T>> {
+        // Only plain field updates happen under the lock: a panic cannot leave it inconsistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The answering side of a one-shot reply.
+pub struct Sender<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Sender<T> {
+    /// Answer; gives the value back if the receiver is gone (nobody wants it).
+    pub fn send(self, value: T) -> Result<(), T> {
+        {
+            let mut st = self.inner.state();
+            if !st.receiver {
+                return Err(value);
+            }
+            st.value = Some(value);
+        }
+        self.inner.event.notify(usize::MAX);
+        Ok(())
+    }
+
+    /// Whether the receiver is gone (dropped or closed).
+    pub fn is_closed(&self) -> bool {
+        !self.inner.state().receiver
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.inner.state().sender = false;
+        self.inner.event.notify(usize::MAX);
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender").field("closed", &self.is_closed()).finish()
+    }
+}
+
+/// The sender went away without answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dropped;
+
+/// The waiting side of a one-shot reply.
+pub struct Receiver<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Receiver<T> {
+    /// The answer if it has come (`Some(Ok)`), `Some(Err(Dropped))` if it never will, `None`
+    /// while it may still come.
+    pub fn try_recv(&self) -> Option<Result<T, Dropped>> {
+        let mut st = self.inner.state();
+        match st.value.take() {
+            Some(v) => Some(Ok(v)),
+            None if !st.sender => Some(Err(Dropped)),
+            None => None,
+        }
+    }
+
+    /// Wait for the answer.
+    pub async fn recv(&self) -> Result<T, Dropped> {
+        loop {
+            if let Some(r) = self.try_recv() {
+                return r;
+            }
+            let listener = self.inner.event.listen();
+            // Re-check after registering, so that an answer in between is not missed.
+            if let Some(r) = self.try_recv() {
+                return r;
+            }
+            listener.await;
+        }
+    }
+
+    /// Stop wanting the answer; returns it if it has already come (the caller then owns it,
+    /// e.g. to release a lock nobody will use). A later `send` fails.
+    pub fn close(&self) -> Option<T> {
+        let mut st = self.inner.state();
+        st.receiver = false;
+        st.value.take()
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.inner.state();
+        f.debug_struct("Receiver").field("ready", &st.value.is_some()).field("sender", &st.sender).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread;
+
+    use super::*;
+
+    #[test]
+    fn an_answer_reaches_an_async_waiter_on_another_thread() {
+        let (tx, rx) = channel();
+        let t = thread::spawn(move || tx.send(7).unwrap());
+        assert_eq!(crate::block_on(rx.recv()), Ok(7));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn either_side_may_go_first() {
+        let (tx, rx) = channel::<u8>();
+        assert!(rx.try_recv().is_none());
+        drop(tx);
+        assert_eq!(rx.try_recv(), Some(Err(Dropped)));
+        let (tx, rx) = channel();
+        assert!(!tx.is_closed());
+        drop(rx);
+        assert!(tx.is_closed());
+        assert_eq!(tx.send(1), Err(1), "nobody wants it: the value comes back");
+        let (tx, rx) = channel();
+        tx.send(2).unwrap();
+        assert_eq!(rx.close(), Some(2), "an answer that came before close is handed over");
+    }
+}

@@ -1,0 +1,57 @@
+//! The OS randomness every client supplies to the core: lock tokens and the jitter seed.
+
+use std::io;
+
+use redlease_core::Config;
+
+use crate::Error;
+
+/// A lock token: 20 bytes from the OS random source, hex-encoded (40 characters).
+///
+/// The clients make one per acquisition; a user of the bare engine or of the embeddable mio
+/// driver passes it to [`Engine::acquire`](redlease_core::Engine::acquire).
+pub fn new_token() -> Result<String, Error> {
+    let mut bytes = [0u8; 20];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(format!("no random bytes for a lock token: {e}")))?;
+    Ok(redlease_core::token_hex(&bytes))
+}
+
+/// Validate `config` and give it a jitter seed from the OS random source unless it has one,
+/// so that two clients never retry or reconnect in step.
+pub fn seeded(mut config: Config) -> Result<Config, Error> {
+    config.validate()?;
+    if config.seed.is_none() {
+        let seed = getrandom::u64().map_err(|e| io::Error::other(format!("no random bytes for the seed: {e}")))?;
+        config.seed = Some(seed);
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use redlease_core::ConfigError;
+
+    use super::*;
+
+    #[test]
+    fn tokens_are_40_distinct_lowercase_hex_chars() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert_eq!(a.len(), 40);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn seeds_come_from_the_os_unless_given_and_bad_configs_fail_first() {
+        let config = Config::from_urls(["redis://127.0.0.1:7000"]).unwrap();
+        let (a, b) = (seeded(config.clone()).unwrap(), seeded(config.clone()).unwrap());
+        assert!(a.seed.is_some() && a.seed != b.seed);
+        assert_eq!(seeded(config.clone().seed(7)).unwrap().seed, Some(7));
+        let err = seeded(config.connect_timeout(Duration::ZERO)).unwrap_err();
+        assert!(matches!(err, Error::Config(ConfigError::ZeroConnectTimeout)), "{err}");
+        assert!(err.to_string().contains("connect_timeout"), "{err}");
+    }
+}

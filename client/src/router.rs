@@ -1,0 +1,415 @@
+//! The table that issues the callers' commands and routes the engine's events back to the
+//! callers waiting on them: one per client, whatever runs it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redlease_core::{Engine, Event, LinkError, LockId, LockOptions, LostReason, Misuse, ReleaseReport};
+
+use crate::Error;
+use crate::lease::{Lease, LockState};
+use crate::oneshot::Sender;
+
+/// Where the answer to an acquisition goes.
+pub type AcquireReply = Sender<Result<Lease, Error>>;
+/// Where the answer to an extension goes: the new deadline.
+pub type ExtendReply = Sender<Result<Instant, Error>>;
+/// Where the answer to a release goes.
+pub type ReleaseReply = Sender<Result<ReleaseReport, Error>>;
+
+/// The engine's commands, as the router issues them: implemented by the [`Engine`] itself and
+/// by drivers that own one (the mio driver), so the router serves both.
+pub trait Commands {
+    /// [`Engine::acquire`].
+    fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse>;
+    /// [`Engine::extend`].
+    fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse>;
+    /// [`Engine::release`].
+    fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse>;
+    /// [`Engine::cancel`].
+    fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse>;
+    /// [`Engine::set_auto_extend`].
+    fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse>;
+}
+
+impl Commands for Engine {
+    fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
+        Engine::acquire(self, now, options, token)
+    }
+
+    fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
+        Engine::extend(self, now, lock, ttl)
+    }
+
+    fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        Engine::release(self, now, lock)
+    }
+
+    fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        Engine::cancel(self, now, lock)
+    }
+
+    fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
+        Engine::set_auto_extend(self, now, lock, on)
+    }
+}
+
+/// An acquisition in flight and the caller waiting for it.
+struct Acquiring {
+    reply: AcquireReply,
+    resources: Vec<String>,
+    token: String,
+}
+
+/// Who waits for a lock's release.
+enum Release {
+    /// Not being released.
+    No,
+    /// The caller of `release`.
+    Waiting(ReleaseReply),
+    /// Nobody: the guard was dropped (or the lock unwanted); forget it once released.
+    Detached,
+}
+
+/// What the router knows of one lock.
+struct Entry {
+    acquire: Option<Acquiring>,
+    /// Shared with the holder's [`Lease`] once the lock is held.
+    state: Option<Arc<LockState>>,
+    extend: Option<ExtendReply>,
+    release: Release,
+}
+
+impl Entry {
+    fn new(acquire: Option<Acquiring>) -> Self {
+        Entry { acquire, state: None, extend: None, release: Release::No }
+    }
+}
+
+/// One client's table of locks: it issues the callers' commands and routes the engine's
+/// events to the callers waiting on them, keeps each held lock's shared state (deadline, lost
+/// signal) current, releases what nobody wants any more, and fails everything cleanly when
+/// the client stops. Both the async driver and the blocking mio client are thin shells over
+/// it; neither makes a decision of its own.
+#[derive(Default)]
+pub struct Router {
+    entries: HashMap<LockId, Entry>,
+    /// `close` was called: new commands fail with [`Error::Closed`].
+    closed: bool,
+}
+
+impl Router {
+    /// An empty table.
+    pub fn new() -> Self {
+        Router::default()
+    }
+
+    /// Whether no lock is tracked any more.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Start acquiring `options` with `token`; the outcome (a [`Lease`]) goes to `reply`.
+    /// Returns the lock's id, unless the command was refused at once (the refusal is already
+    /// in `reply`).
+    pub fn acquire(
+        &mut self,
+        engine: &mut impl Commands,
+        now: Instant,
+        options: LockOptions,
+        token: String,
+        reply: AcquireReply,
+    ) -> Option<LockId> {
+        if self.closed {
+            let _ = reply.send(Err(Error::Closed));
+            return None;
+        }
+        match engine.acquire(now, &options, token.as_bytes()) {
+            Ok(lock) => {
+                let waiting = Acquiring { reply, resources: options.resources, token };
+                self.entries.insert(lock, Entry::new(Some(waiting)));
+                Some(lock)
+            }
+            Err(misuse) => {
+                let _ = reply.send(Err(misuse.into()));
+                None
+            }
+        }
+    }
+
+    /// Extend `lock` to `ttl` from now; the new deadline goes to `reply`.
+    pub fn extend(
+        &mut self,
+        engine: &mut impl Commands,
+        now: Instant,
+        lock: LockId,
+        ttl: Duration,
+        reply: ExtendReply,
+    ) {
+        if self.closed {
+            let _ = reply.send(Err(Error::Closed));
+            return;
+        }
+        match (engine.extend(now, lock, Some(ttl)), self.entries.get_mut(&lock)) {
+            (Ok(()), Some(entry)) => entry.extend = Some(reply),
+            (Ok(()), None) => {
+                let _ = reply.send(Err(Misuse::UnknownLock(lock).into()));
+            }
+            (Err(misuse), _) => {
+                let _ = reply.send(Err(misuse.into()));
+            }
+        }
+    }
+
+    /// Release `lock`; the report goes to `reply`, or nowhere (`None`: the guard was dropped).
+    pub fn release(&mut self, engine: &mut impl Commands, now: Instant, lock: LockId, reply: Option<ReleaseReply>) {
+        if self.closed {
+            // `close` released it already.
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(Error::Closed));
+            }
+            return;
+        }
+        match engine.release(now, lock) {
+            Ok(()) => {
+                let release = reply.map_or(Release::Detached, Release::Waiting);
+                self.entries.entry(lock).or_insert_with(|| Entry::new(None)).release = release;
+            }
+            Err(misuse) => {
+                if matches!(misuse, Misuse::UnknownLock(_)) {
+                    self.entries.remove(&lock);
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(misuse.into()));
+                }
+            }
+        }
+    }
+
+    /// Turn automatic extension of `lock` on or off.
+    pub fn set_auto_extend(&mut self, engine: &mut impl Commands, now: Instant, lock: LockId, on: bool) {
+        // Only an unknown lock is refused, and then there is nothing to extend.
+        let _ = engine.set_auto_extend(now, lock, on);
+    }
+
+    /// Cancel the acquisitions whose caller went away (dropped its receiver).
+    pub fn sweep(&mut self, engine: &mut impl Commands, now: Instant) {
+        let abandoned: Vec<LockId> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.acquire.as_ref().is_some_and(|a| a.reply.is_closed()))
+            .map(|(lock, _)| *lock)
+            .collect();
+        for lock in abandoned {
+            let _ = engine.cancel(now, lock);
+        }
+    }
+
+    /// Route one engine event to whoever waits for it. Returns the link failures, which are
+    /// for the shell to report.
+    pub fn route(&mut self, engine: &mut impl Commands, now: Instant, event: Event) -> Option<LinkError> {
+        match event {
+            Event::Acquired { lock, valid_until, fence, .. } => {
+                let state = Arc::new(LockState::new(valid_until));
+                let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
+                entry.state = Some(Arc::clone(&state));
+                let unwanted = match entry.acquire.take() {
+                    Some(a) => a.reply.send(Ok(Lease::new(lock, a.resources, a.token, fence, state))).is_err(),
+                    None => true,
+                };
+                if unwanted {
+                    // The caller went away meanwhile: nobody will use or release it.
+                    match engine.release(now, lock) {
+                        Ok(()) => entry.release = Release::Detached,
+                        Err(_) => {
+                            self.entries.remove(&lock);
+                        }
+                    }
+                }
+            }
+            Event::AcquireFailed { lock, error } => {
+                if let Some(a) = self.entries.remove(&lock).and_then(|e| e.acquire) {
+                    let _ = a.reply.send(Err(error.into()));
+                }
+            }
+            Event::Extended { lock, valid_until } => {
+                if let Some(entry) = self.entries.get_mut(&lock) {
+                    if let Some(state) = &entry.state {
+                        state.set_valid_until(valid_until);
+                    }
+                    if let Some(reply) = entry.extend.take() {
+                        let _ = reply.send(Ok(valid_until));
+                    }
+                }
+            }
+            Event::ExtendFailed { lock, error } => {
+                if let Some(reply) = self.entries.get_mut(&lock).and_then(|e| e.extend.take()) {
+                    let _ = reply.send(Err(error.into()));
+                }
+            }
+            Event::Lost { lock, reason } => {
+                if let Some(state) = self.entries.get(&lock).and_then(|e| e.state.as_ref()) {
+                    state.mark_lost(reason);
+                }
+            }
+            Event::Released { lock, report } => {
+                if let Some(Entry { release: Release::Waiting(reply), .. }) = self.entries.remove(&lock) {
+                    let _ = reply.send(Ok(report));
+                }
+            }
+            Event::LinkFailed { error } => return Some(error),
+            _ => {}
+        }
+        None
+    }
+
+    /// Close the client: refuse new commands, cancel the acquisitions in flight, and release
+    /// every held lock (its holder sees it lost, [`LostReason::Stopped`]). The shell keeps
+    /// driving the engine until it has no active lock, then stops.
+    pub fn close(&mut self, engine: &mut impl Commands, now: Instant) {
+        self.closed = true;
+        for (lock, entry) in &mut self.entries {
+            if let Some(a) = entry.acquire.take() {
+                let _ = a.reply.send(Err(Error::Closed));
+                let _ = engine.cancel(now, *lock);
+                continue;
+            }
+            if let (Some(state), Release::No) = (&entry.state, &entry.release) {
+                state.mark_lost(LostReason::Stopped);
+                if engine.release(now, *lock).is_ok() {
+                    entry.release = Release::Detached;
+                }
+            }
+        }
+    }
+
+    /// The client stops for good: every lock still held is lost (nobody extends it any more)
+    /// and every caller still waiting sees the client closed.
+    pub fn stop(&mut self) {
+        self.closed = true;
+        for (_, entry) in self.entries.drain() {
+            if let Some(state) = entry.state {
+                state.mark_lost(LostReason::Stopped);
+            }
+            // Dropping the reply senders tells their receivers the answer will never come.
+        }
+    }
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router").field("locks", &self.entries.len()).field("closed", &self.closed).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redlease_core::{AcquireError, Config, NodeConfig, NodeId, ReleaseOutcome};
+
+    use super::*;
+    use crate::oneshot::{self, Dropped};
+
+    /// A one-node engine, connected and past its handshake.
+    fn engine(now: Instant) -> Engine {
+        let mut engine = Engine::new(Config::new(vec![NodeConfig::new("h", 1)]).client_name(None)).unwrap();
+        while let Some(node) = engine.poll_connect(now) {
+            engine.handle_connected(now, node);
+        }
+        for sha in redlease_core::script_digests() {
+            engine.handle_data(now, NodeId(0), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
+        }
+        engine
+    }
+
+    fn drain(router: &mut Router, engine: &mut Engine, now: Instant) {
+        while let Some(ev) = engine.poll_event() {
+            router.route(engine, now, ev);
+        }
+    }
+
+    fn options() -> LockOptions {
+        LockOptions::new("r", Duration::from_secs(10)).attempts(1)
+    }
+
+    #[test]
+    fn a_grant_becomes_a_lease_and_its_release_a_report() {
+        let now = Instant::now();
+        let (mut engine, mut router) = (engine(now), Router::new());
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options().resources(["s"]), "tok".into(), tx);
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        let lease = rx.try_recv().unwrap().unwrap().unwrap();
+        assert_eq!((lease.resources(), lease.token()), (&["r".to_owned(), "s".to_owned()][..], "tok"));
+        let (tx, rx) = oneshot::channel();
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx);
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        let extended = rx.try_recv().unwrap().unwrap().unwrap();
+        assert_eq!(lease.valid_until(), extended, "the holder sees the new deadline");
+        let (tx, rx) = oneshot::channel();
+        router.release(&mut engine, now, lease.id(), Some(tx));
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        assert_eq!(rx.try_recv().unwrap().unwrap().unwrap().outcome, ReleaseOutcome::Released);
+        assert!(router.is_empty() && !lease.is_lost());
+    }
+
+    #[test]
+    fn a_grant_nobody_waits_for_is_released() {
+        let now = Instant::now();
+        let (mut engine, mut router) = (engine(now), Router::new());
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        drop(rx);
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        assert_eq!(engine.active_locks(), 1, "being released");
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        assert_eq!(engine.active_locks(), 0);
+        assert!(router.is_empty());
+    }
+
+    #[test]
+    fn failures_and_misuse_reach_the_caller_and_close_fails_the_rest() {
+        let now = Instant::now();
+        let (mut engine, mut router) = (engine(now), Router::new());
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, LockOptions::new("", Duration::from_secs(1)), "tok".into(), tx);
+        assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Misuse(Misuse::EmptyResource))))));
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        engine.handle_data(now, NodeId(0), b":0\r\n");
+        drain(&mut router, &mut engine, now);
+        assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Acquire(AcquireError::Held { .. }))))));
+        // A held lock, then close: lost (Stopped) and released; new calls are refused.
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options(), "tok2".into(), tx);
+        engine.handle_data(now, NodeId(0), b":1\r\n:1\r\n"); // the cleanup's reply, then the grant
+        drain(&mut router, &mut engine, now);
+        let lease = rx.try_recv().unwrap().unwrap().unwrap();
+        router.close(&mut engine, now);
+        assert_eq!(lease.lost().reason(), Some(LostReason::Stopped));
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options(), "tok3".into(), tx);
+        assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Closed)))));
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        assert_eq!(engine.active_locks(), 0);
+        // Stop drops every waiting reply.
+        let (tx, rx) = oneshot::channel::<Result<Lease, Error>>();
+        let mut other = Router::new();
+        let mut e2 = self::engine(now);
+        other.acquire(&mut e2, now, options(), "t".into(), tx);
+        other.stop();
+        assert!(matches!(rx.try_recv(), Some(Err(Dropped))));
+    }
+}

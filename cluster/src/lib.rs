@@ -1,0 +1,22 @@
+//! # redlease-cluster: local `redis-server` nodes
+//!
+//! The one implementation of "start N independent `redis-server` processes and stop them",
+//! shared by the `redlease` command (`demo`, `cluster`, `status`, `scan`) and the test
+//! harness (`redlease-tests`):
+//!
+//! - [`Cluster`] starts N independent `redis-server` processes on free `127.0.0.1` ports, each
+//!   in its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart
+//!   (keeping or dropping its files), flush scripts and configure an ACL user. Every process
+//!   it started is killed and reaped when the cluster is dropped, also while a thread panics.
+//! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...).
+//!
+//! If `redis-server` is not on `PATH`, [`Cluster::start`] panics (and
+//! [`ClusterBuilder::try_start`] fails) with one line saying how to install it.
+
+mod cluster;
+mod resp;
+mod tempdir;
+
+pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Node};
+pub use resp::{RedisConn, Reply};
+pub use tempdir::TempDir;

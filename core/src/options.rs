@@ -1,0 +1,141 @@
+//! The options of one acquisition: [`LockOptions`], declared once for the engine and every
+//! client.
+
+use std::time::Duration;
+
+use crate::error::Misuse;
+use crate::quorum::{drift, whole_ms};
+
+/// Longest TTL accepted (about 34 years), far inside Redis' millisecond range.
+const MAX_TTL_MS: u128 = 1 << 40;
+
+/// What to lock and how: the argument of [`Engine::acquire`](crate::Engine::acquire), and of
+/// every client's `lock_with` and scoped `with_lock`.
+///
+/// Start from [`LockOptions::new`] and chain the builder methods; the fields are public to
+/// read. New options are added as new builder methods, so this is not a breaking change.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlease_core::LockOptions;
+///
+/// let options = LockOptions::new("orders:42", Duration::from_secs(10))
+///     .resources(["orders:43"])
+///     .fencing(true)
+///     .wait(Duration::from_secs(5));
+/// assert_eq!(options.resources, ["orders:42", "orders:43"]);
+/// assert_eq!(options.attempts, None); // unlimited within the wait bound
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    /// The keys to lock together, all or nothing on each node; the first is the one given to
+    /// [`new`](Self::new). None may be empty.
+    pub resources: Vec<String>,
+    /// Time to live of the keys on the nodes, in whole milliseconds (a fraction is dropped,
+    /// and the validity is computed from what is sent).
+    pub ttl: Duration,
+    /// Also produce a fencing token (one extra round trip).
+    pub fencing: bool,
+    /// Attempts in all, the first included; `None`: the config's
+    /// [`Retry::attempts`](crate::Retry::attempts), or unlimited within [`wait`](Self::wait)
+    /// when a wait bound is given.
+    pub attempts: Option<u32>,
+    /// Give up once no retry can start within this time of the call; the acquisition then
+    /// fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
+    pub wait: Option<Duration>,
+    /// Never extend the lock (by hand or automatically) past this long after it was acquired.
+    pub max_hold: Option<Duration>,
+    /// Extend the lock automatically about every `ttl / 3` while it is held.
+    pub auto_extend: bool,
+}
+
+impl LockOptions {
+    /// Lock `resource` for `ttl`, with the defaults for everything else: the config's retry
+    /// schedule, no fencing, no wait bound, no cap, no automatic extension.
+    pub fn new(resource: impl Into<String>, ttl: Duration) -> Self {
+        LockOptions {
+            resources: vec![resource.into()],
+            ttl,
+            fencing: false,
+            attempts: None,
+            wait: None,
+            max_hold: None,
+            auto_extend: false,
+        }
+    }
+
+    /// Also lock these resources, all together (all-or-nothing on each node).
+    pub fn resources<I, S>(mut self, more: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.resources.extend(more.into_iter().map(|s| s.as_ref().to_owned()));
+        self
+    }
+
+    /// Ask for a fencing token; costs one extra round trip.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// Attempts in all, the first included (0 counts as 1).
+    pub fn attempts(mut self, n: u32) -> Self {
+        self.attempts = Some(n);
+        self
+    }
+
+    /// Keep retrying (with the config's random delays) until this much time has passed since
+    /// the call; then fail with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout),
+    /// which carries the last attempt's outcome. If [`attempts`](Self::attempts) also bounds
+    /// it and runs out first, the error is the last attempt's own.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Never extend the lock past this long after it was acquired.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Extend the lock automatically about every `ttl / 3` while it is held; a refused or
+    /// late extension marks it lost.
+    pub fn auto_extend(mut self, on: bool) -> Self {
+        self.auto_extend = on;
+        self
+    }
+
+    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire); returns
+    /// the TTL that will be sent.
+    pub(crate) fn check(&self, token: &[u8], drift_factor: f64) -> Result<Duration, Misuse> {
+        let ttl = ttl_to_send(self.ttl, drift_factor)?;
+        if self.resources.is_empty() || self.resources.iter().any(|r| r.is_empty()) {
+            return Err(Misuse::EmptyResource);
+        }
+        if token.is_empty() {
+            return Err(Misuse::EmptyToken);
+        }
+        Ok(ttl)
+    }
+}
+
+/// Validate a TTL and return the whole milliseconds of it that Redis will be given
+/// (`PX`/`PEXPIRE` take milliseconds; the validity is computed from what is sent).
+pub(crate) fn ttl_to_send(ttl: Duration, drift_factor: f64) -> Result<Duration, Misuse> {
+    if ttl.is_zero() {
+        return Err(Misuse::ZeroTtl);
+    }
+    if ttl.as_millis() > MAX_TTL_MS {
+        return Err(Misuse::TtlTooLong(ttl));
+    }
+    let whole = whole_ms(ttl);
+    let d = drift(whole, drift_factor);
+    if whole <= d {
+        return Err(Misuse::TtlTooShort { ttl, drift: d });
+    }
+    Ok(whole)
+}

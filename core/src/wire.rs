@@ -1,0 +1,256 @@
+//! What goes on the wire and what comes back: the requests a link has in flight, the script
+//! calls of a lock encoded from narrow arguments, and replies classified against the request
+//! they answer.
+
+use crate::event::LockId;
+use crate::resp::{self, Reply};
+use crate::scripts;
+
+/// A step of the connection handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Auth,
+    Select,
+    SetName,
+    /// `SCRIPT LOAD` of the script with this digest; `last` marks the end of the handshake.
+    ScriptLoad {
+        sha: &'static str,
+        last: bool,
+    },
+}
+
+impl Step {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Step::Auth => "AUTH",
+            Step::Select => "SELECT",
+            Step::SetName => "CLIENT SETNAME",
+            Step::ScriptLoad { .. } => "SCRIPT LOAD",
+        }
+    }
+}
+
+/// An operation of a lock whose reply is counted as a vote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Acquire,
+    Extend,
+    Release,
+    Fence,
+}
+
+impl Op {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Acquire => "the acquire script",
+            Op::Extend => "the extend script",
+            Op::Release => "the release script",
+            Op::Fence => "the fence write-back script",
+        }
+    }
+}
+
+/// A request on the wire whose reply has not come back yet. Replies are matched by position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pending {
+    /// A handshake step.
+    Step(Step),
+    /// A round of a lock: the reply is a vote if the lock is still in that round.
+    Op { op: Op, lock: LockId, round: u32 },
+    /// A release after a failed attempt or a cancel: the reply is not waited for.
+    Cleanup,
+}
+
+impl Pending {
+    fn name(self) -> &'static str {
+        match self {
+            Pending::Step(step) => step.name(),
+            Pending::Op { op, .. } => op.name(),
+            Pending::Cleanup => "the cleanup release",
+        }
+    }
+}
+
+/// The arguments of one script call beyond the keys and the token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// Take the keys for `ttl_ms`; with `fencing`, also read the fence counters.
+    Acquire { ttl_ms: u64, fencing: bool },
+    /// Set the keys' TTL to `ttl_ms` if they are ours.
+    Extend { ttl_ms: u64 },
+    /// Delete the keys that are ours.
+    Release,
+    /// Raise the fence counters to `proposal`.
+    Fence { proposal: u64 },
+}
+
+/// Encode one script call on `keys` with `token`: `EVALSHA`, or `EVAL` with the source
+/// (after a `NOSCRIPT`, and for cleanups, whose reply is never looked at).
+pub(crate) fn encode<'k>(
+    out: &mut Vec<u8>,
+    call: Call,
+    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
+    token: &[u8],
+    fence_prefix: &[u8],
+    eval: bool,
+) {
+    let nkeys = keys.len();
+    let (script, sha) = match call {
+        Call::Acquire { .. } => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+        Call::Extend { .. } => (scripts::EXTEND, scripts::EXTEND_SHA),
+        Call::Release => (scripts::RELEASE, scripts::RELEASE_SHA),
+        Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
+    };
+    let (script_keys, extra) = match call {
+        Call::Acquire { fencing: true, .. } => (2 * nkeys, 3),
+        Call::Acquire { fencing: false, .. } => (nkeys, 3),
+        Call::Extend { .. } => (nkeys, 2),
+        Call::Release | Call::Fence { .. } => (nkeys, 1),
+    };
+    resp::array(out, 3 + script_keys + extra);
+    if eval {
+        resp::bulk(out, b"EVAL");
+        resp::bulk(out, script.as_bytes());
+    } else {
+        resp::bulk(out, b"EVALSHA");
+        resp::bulk(out, sha.as_bytes());
+    }
+    resp::bulk_uint(out, script_keys as u64);
+    if let Call::Fence { proposal } = call {
+        for k in keys {
+            resp::bulk2(out, fence_prefix, k);
+        }
+        resp::bulk_uint(out, proposal);
+        return;
+    }
+    for k in keys.clone() {
+        resp::bulk(out, k);
+    }
+    if let Call::Acquire { fencing: true, .. } = call {
+        for k in keys {
+            resp::bulk2(out, fence_prefix, k);
+        }
+    }
+    resp::bulk(out, token);
+    match call {
+        Call::Acquire { ttl_ms, .. } => {
+            resp::bulk_uint(out, ttl_ms);
+            resp::bulk_uint(out, nkeys as u64);
+        }
+        Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
+        Call::Release | Call::Fence { .. } => {}
+    }
+}
+
+/// What a reply to a handshake step means.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StepAnswer {
+    Ok,
+    /// The server refused the step (its error text).
+    Refused(String),
+    /// A `SCRIPT LOAD` digest, and whether it is the one expected.
+    Digest {
+        matches: bool,
+    },
+}
+
+/// What a reply to a lock operation means (owned, so the input buffer can be released before
+/// the engine acts on it).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum OpAnswer {
+    Int(i64),
+    /// The script cache was flushed: resend with the source.
+    NoScript,
+    /// A server error (its text).
+    Error(String),
+}
+
+/// A reply, classified against the request it answers.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Step(Step, StepAnswer),
+    Op {
+        op: Op,
+        lock: LockId,
+        round: u32,
+        answer: OpAnswer,
+    },
+    /// A cleanup's reply: nothing to do.
+    Ignored,
+}
+
+/// Interpret `reply` as the answer to `pending`; `Err` with the request's name when it cannot
+/// be one (the link cannot be trusted any more).
+pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'static str> {
+    let text = |e: &[u8]| String::from_utf8_lossy(e).into_owned();
+    match (pending, reply) {
+        // No request is answered by an array (and only its header was read).
+        (_, Reply::Array(_)) => Err(pending.name()),
+        (Pending::Cleanup | Pending::Step(Step::SetName), _) => Ok(Answer::Ignored),
+        (Pending::Step(step), Reply::Error(e)) => Ok(Answer::Step(step, StepAnswer::Refused(text(e)))),
+        (Pending::Step(step @ (Step::Auth | Step::Select)), Reply::Status(_)) => Ok(Answer::Step(step, StepAnswer::Ok)),
+        (Pending::Step(step @ Step::ScriptLoad { sha, .. }), Reply::Bulk(b)) => {
+            Ok(Answer::Step(step, StepAnswer::Digest { matches: b.eq_ignore_ascii_case(sha.as_bytes()) }))
+        }
+        (Pending::Op { op, lock, round }, Reply::Error(e)) => {
+            let answer = if e.starts_with(b"NOSCRIPT") { OpAnswer::NoScript } else { OpAnswer::Error(text(e)) };
+            Ok(Answer::Op { op, lock, round, answer })
+        }
+        (Pending::Op { op, lock, round }, Reply::Int(i)) => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
+        }
+        _ => Err(pending.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock() -> LockId {
+        LockId { slot: 0, generation: 1 }
+    }
+
+    #[test]
+    fn classifies_each_request_kind() {
+        let op = Pending::Op { op: Op::Acquire, lock: lock(), round: 3 };
+        assert_eq!(
+            classify(op, &Reply::Int(1)),
+            Ok(Answer::Op { op: Op::Acquire, lock: lock(), round: 3, answer: OpAnswer::Int(1) })
+        );
+        assert!(matches!(
+            classify(op, &Reply::Error(b"NOSCRIPT No matching script")),
+            Ok(Answer::Op { answer: OpAnswer::NoScript, .. })
+        ));
+        assert_eq!(classify(op, &Reply::Bulk(b"x")), Err("the acquire script"));
+        assert_eq!(classify(Pending::Cleanup, &Reply::Error(b"ERR x")), Ok(Answer::Ignored));
+        assert_eq!(classify(Pending::Cleanup, &Reply::Array(2)), Err("the cleanup release"));
+        assert_eq!(classify(Pending::Step(Step::SetName), &Reply::Error(b"ERR")), Ok(Answer::Ignored));
+        assert_eq!(
+            classify(Pending::Step(Step::Auth), &Reply::Error(b"WRONGPASS")),
+            Ok(Answer::Step(Step::Auth, StepAnswer::Refused("WRONGPASS".into())))
+        );
+        assert_eq!(classify(Pending::Step(Step::Select), &Reply::Int(1)), Err("SELECT"));
+        let load = Step::ScriptLoad { sha: "ab", last: false };
+        assert_eq!(
+            classify(Pending::Step(load), &Reply::Bulk(b"AB")),
+            Ok(Answer::Step(load, StepAnswer::Digest { matches: true }))
+        );
+    }
+
+    #[test]
+    fn encodes_calls_from_narrow_arguments() {
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let mut out = Vec::new();
+        encode(&mut out, Call::Fence { proposal: 7 }, keys.iter().copied(), b"tok", b"f:", false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("*6\r\n$7\r\nEVALSHA\r\n"), "{text}");
+        assert!(text.ends_with("$1\r\n2\r\n$3\r\nf:a\r\n$3\r\nf:b\r\n$1\r\n7\r\n"), "{text}");
+        let mut out = Vec::new();
+        encode(&mut out, Call::Acquire { ttl_ms: 10, fencing: true }, keys.iter().copied(), b"t", b"f:", true);
+        let text = String::from_utf8(out).unwrap();
+        // EVAL, source, 4 keys (2 locks + 2 fence counters), token, ttl, number of lock keys.
+        assert!(text.starts_with("*10\r\n$4\r\nEVAL\r\n"), "{text}");
+        assert!(text.ends_with("$1\r\nt\r\n$2\r\n10\r\n$1\r\n2\r\n"), "{text}");
+    }
+}
