@@ -179,8 +179,13 @@ impl Router {
         }
         match engine.release(now, lock) {
             Ok(()) => {
-                let release = reply.map_or(Release::Detached, Release::Waiting);
-                self.entries.entry(lock).or_insert_with(|| Entry::new(None)).release = release;
+                let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
+                entry.release = reply.map_or(Release::Detached, Release::Waiting);
+                // From now on the keys may be gone: a lease that outlives its guard (a clone
+                // handed to other work) must not look valid any more.
+                if let Some(state) = &entry.state {
+                    state.set_valid_until(now);
+                }
             }
             Err(misuse) => {
                 if matches!(misuse, Misuse::UnknownLock(_)) {
@@ -247,6 +252,11 @@ impl Router {
                     if let Some(reply) = entry.extend.take() {
                         let _ = reply.send(Ok(valid_until));
                     }
+                }
+            }
+            Event::Shortened { lock, valid_until } => {
+                if let Some(state) = self.entries.get(&lock).and_then(|e| e.state.as_ref()) {
+                    state.set_valid_until(valid_until);
                 }
             }
             Event::ExtendFailed { lock, error } => {
@@ -354,8 +364,16 @@ mod tests {
         drain(&mut router, &mut engine, now);
         let extended = rx.try_recv().unwrap().unwrap().unwrap();
         assert_eq!(lease.valid_until(), extended, "the holder sees the new deadline");
+        // An extension to a shorter TTL lowers the holder's deadline as soon as it is sent.
+        let (tx, _rx) = oneshot::channel();
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(2), tx);
+        drain(&mut router, &mut engine, now);
+        assert!(lease.valid_until() < extended && lease.valid_until() <= now + Duration::from_secs(2));
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
         let (tx, rx) = oneshot::channel();
         router.release(&mut engine, now, lease.id(), Some(tx));
+        assert_eq!(lease.remaining(), Duration::ZERO, "a lease being released is no longer valid");
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
         assert_eq!(rx.try_recv().unwrap().unwrap().unwrap().outcome, ReleaseOutcome::Released);

@@ -420,8 +420,10 @@ impl Engine {
         };
         // Any node may apply the new TTL, whatever the round's outcome: when it is shorter
         // than what is left, the shorter deadline holds from now on.
-        if let Some(shorter) = valid_until(now, ttl, self.config.drift_factor) {
-            hold.valid_until = hold.valid_until.min(shorter);
+        if let Some(shorter) = valid_until(now, ttl, self.config.drift_factor).filter(|&v| v < hold.valid_until) {
+            hold.valid_until = shorter;
+            let lock = self.locks.id(idx);
+            self.events.push_back(Event::Shortened { lock, valid_until: shorter });
         }
         hold.auto_at = None;
         let deadline = now + self.config.node_timeout;

@@ -131,6 +131,16 @@ pub enum Event {
         /// The new deadline.
         valid_until: Instant,
     },
+    /// The lock's validity moved earlier: an extension to a TTL shorter than the validity
+    /// left was sent, and any node may apply it whatever the round's outcome, so the lock is
+    /// valid until `valid_until` at most from now on (a later [`Event::Extended`] moves it
+    /// again). Holders MUST stop relying on the older, later deadline.
+    Shortened {
+        /// The lock.
+        lock: LockId,
+        /// The new, earlier deadline.
+        valid_until: Instant,
+    },
     /// An extension asked for with [`Engine::extend`](crate::Engine::extend) failed.
     /// Nothing was deleted.
     ExtendFailed {
@@ -170,6 +180,7 @@ impl Event {
             Event::Acquired { lock, .. }
             | Event::AcquireFailed { lock, .. }
             | Event::Extended { lock, .. }
+            | Event::Shortened { lock, .. }
             | Event::ExtendFailed { lock, .. }
             | Event::Lost { lock, .. }
             | Event::Released { lock, .. } => Some(*lock),

@@ -166,6 +166,8 @@ impl Links {
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| Pending::Step(s)));
+        // This connection replaces whatever was still held for the node.
+        self.closes.retain(|&n| n != node);
         self.update_wake();
     }
 

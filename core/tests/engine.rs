@@ -45,11 +45,16 @@ fn unconfirmed_shorter_extension_lowers_the_deadline() {
     rig.engine.extend(start, lock, Some(short)).unwrap();
     rig.sent_commands();
     rig.engine.handle_timeout(rig.at(1_050));
-    match rig.events().as_slice() {
-        [Event::ExtendFailed { error: ExtendError::Unconfirmed { extended: 0, .. }, .. }] => {}
+    // The holder is told of the shorter deadline as soon as the extension is sent.
+    let shortened = match rig.events().as_slice() {
+        [
+            Event::Shortened { lock: l, valid_until },
+            Event::ExtendFailed { error: ExtendError::Unconfirmed { extended: 0, .. }, .. },
+        ] if *l == lock => *valid_until,
         other => panic!("{other:?}"),
-    }
+    };
     let valid = rig.engine.lock_info(lock).unwrap().valid_until.unwrap();
+    assert_eq!(valid, shortened);
     assert!(valid <= start + short - drift(short, 0.01), "deadline {:?} after the shorter TTL", valid - rig.t0);
 }
 

@@ -126,7 +126,7 @@ impl<R: Runtime> Driver<R> {
 
     /// Done: refuse further commands, drop the sockets, answer the callers of `close`.
     fn finish(&mut self) {
-        self.commands.close();
+        self.refuse_commands();
         self.router.stop();
         for node in &mut self.nodes {
             node.link = Link::Down;
@@ -134,6 +134,13 @@ impl<R: Runtime> Driver<R> {
         for done in self.closers.drain(..) {
             let _ = done.send(());
         }
+    }
+
+    /// Close the channel and drop what is still queued in it: each command's reply is
+    /// dropped, so its caller sees the client closed instead of waiting forever.
+    fn refuse_commands(&mut self) {
+        self.commands.close();
+        while self.commands.try_recv().is_ok() {}
     }
 
     fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
@@ -335,7 +342,9 @@ impl<R: Runtime> Future for Driver<R> {
 
 impl<R: Runtime> Drop for Driver<R> {
     fn drop(&mut self) {
-        // Nobody will extend these locks any more: tell their holders.
+        // Nobody will extend these locks any more: tell their holders, and every caller still
+        // waiting.
+        self.refuse_commands();
         self.router.stop();
     }
 }

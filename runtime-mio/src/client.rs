@@ -167,6 +167,8 @@ impl Client {
         let deadline = now + Shared::release_bound(&st);
         let st = self.wait_idle(st, deadline);
         Self::shut(st);
+        // Whoever still waits or polls (a keep-alive, `run_until`) sees the client closed.
+        self.shared.wake_all();
     }
 
     /// Drive the loop until the engine has no active lock or `deadline` passes.

@@ -98,12 +98,17 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// After a command: route its immediate events, and interrupt a thread blocked in
-    /// `poll` (once per poll) so that it writes the command out and re-reads the driver's
-    /// timeout. With nobody polling, the command goes out when the caller drives the loop.
+    /// After a command: route its immediate events, and get it written. A thread blocked in
+    /// `poll` is interrupted (once per poll) so that it writes the command out and re-reads
+    /// the driver's timeout; with nobody polling, it is written at once (a non-blocking
+    /// write), so that e.g. the release of a dropped guard goes out even if nobody drives the
+    /// loop afterwards (its reply is read the next time somebody does).
     pub(crate) fn after_command(&self, st: &mut State, now: Instant) {
         st.dispatch(now);
-        if st.poller.is_none() && !st.woken {
+        if st.poller.is_some() {
+            st.driver.flush(now);
+            st.dispatch(now);
+        } else if !st.woken {
             // If the wake fails, the poller still wakes at its old timeout or next event.
             st.woken = self.waker.wake().is_ok();
         }

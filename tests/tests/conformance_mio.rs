@@ -87,6 +87,11 @@ impl Subject for MioSubject {
         Box::pin(async move { client.with_lock(options, |lease| run(work(lease.lost()))).map_err(failure) })
     }
 
+    fn close(client: &MioClient) -> BoxFuture<'static, ()> {
+        let client = client.client.clone();
+        Box::pin(async move { client.close() })
+    }
+
     fn token(guard: &Guard) -> String {
         guard.token().to_owned()
     }

@@ -235,6 +235,9 @@ impl World {
             Event::Extended { lock, valid_until } => {
                 format!("Extended {{ lock: {lock:?}, valid_until: {} }}", ms(self.time(*valid_until)))
             }
+            Event::Shortened { lock, valid_until } => {
+                format!("Shortened {{ lock: {lock:?}, valid_until: {} }}", ms(self.time(*valid_until)))
+            }
             other => format!("{other:?}"),
         }
     }
@@ -756,6 +759,8 @@ impl World {
                     self.problem(c, format!("Extended for {lock:?}, which it does not hold"));
                 }
             }
+            // The world reads the engine's deadline through `lock_info` (refresh_hold).
+            Event::Shortened { .. } => {}
             Event::ExtendFailed { error, .. } => {
                 if error != ExtendError::Cancelled {
                     self.stats.extend_failed += 1;

@@ -477,11 +477,30 @@ pub fn crash_recovery<S: Subject>() {
                     S::NAME
                 );
                 assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+                // `a` may still be in its reconnect backoff (it saw the same kills as `b`): let it
+                // reconnect first, or its release would count the restarted nodes as down.
+                wait_reconnected::<S>(&a, deadline).await;
                 let report = release::<S>(guard).await;
                 assert_eq!(report.outcome, ReleaseOutcome::NotHeld, "[{}] {report:?}", S::NAME);
             }
         });
         cluster.assert_no_leaks();
+    }
+}
+
+/// Wait until `client` is connected to every node again (a probe lock gets no failed vote),
+/// or `deadline` passes.
+async fn wait_reconnected<S: Subject>(client: &S::Client, deadline: Instant) {
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(2));
+    loop {
+        match S::lock(client, LockSpec::new("reconnect-probe", Duration::from_secs(5)).once()).await {
+            Ok(probe) => {
+                let _ = S::release(probe).await;
+                return;
+            }
+            Err(e) if has_failed_votes(&e) && Instant::now() < deadline => S::sleep(ms(50)).await,
+            Err(_) => return,
+        }
     }
 }
 
@@ -846,6 +865,35 @@ pub fn config_errors<S: Subject>() {
         // The guard is still usable after a refused command.
         ok::<S, _>(S::extend(&mut guard, Duration::from_secs(10)).await, "extend after a misuse");
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// `close()`: a guard dropped right before it and a guard still held are both released
+/// before it returns (not left for their 30 s TTL), the held guard's lost signal fires (nobody
+/// extends it any more), and every later call on any clone reports the client closed.
+pub fn close_releases<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let clone = client.clone();
+        let ttl = Duration::from_secs(30);
+        let held = lock::<S>(&client, LockSpec::new("close:held", ttl)).await;
+        let lost = S::lost(&held);
+        let dropped = lock::<S>(&client, LockSpec::new("close:dropped", ttl)).await;
+        drop(dropped);
+        S::close(&client).await;
+        assert!(S::wait_lost(&lost, Duration::from_secs(2)).await, "[{}] the held lock is not reported lost", S::NAME);
+        // The releases were sent before close returned; the nodes apply them at once.
+        eventually::<S>(Duration::from_secs(2), "both keys are deleted everywhere", || {
+            present(&cluster, "close:held") == 0 && present(&cluster, "close:dropped") == 0
+        })
+        .await;
+        match S::lock(&clone, LockSpec::new("close:after", ttl)).await {
+            Err(Failure { kind: FailureKind::Closed, .. }) => {}
+            other => panic!("[{}] a lock after close: {:?}", S::NAME, other.map(|_| "a guard")),
+        }
+        drop(held);
     });
     cluster.assert_no_leaks();
 }

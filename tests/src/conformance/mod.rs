@@ -33,6 +33,7 @@
 //! | [`acl_auth`] | ACL user + password from the URL works; a wrong or missing password gives a clear error naming the node |
 //! | [`config_errors`] | malformed URL, empty node list, zero TTL, empty resource: typed errors with clear messages |
 //! | [`drop_releases`] | dropping a guard (also inside a finished task) releases the lock |
+//! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
 mod recorder;
@@ -68,6 +69,7 @@ macro_rules! conformance_tests {
             acl_auth,
             config_errors,
             drop_releases,
+            close_releases,
         );
     };
     (@cases $subject:ty; $($case:ident),* $(,)?) => {

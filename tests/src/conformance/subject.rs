@@ -219,6 +219,9 @@ pub trait Subject: 'static {
         work: Work<Self::Lost, T>,
     ) -> BoxFuture<'static, Result<T, Failure>>;
 
+    /// `client.close()`: release what is held, stop the client for every clone.
+    fn close(client: &Self::Client) -> BoxFuture<'static, ()>;
+
     /// `guard.token()`.
     fn token(guard: &Self::Guard) -> String;
     /// `guard.valid_until()`.

@@ -84,6 +84,11 @@ impl<E: Executor> Subject for AsyncSubject<E> {
         Box::pin(async move { client.with_lock(options, |lease| work(lease.lost())).await.map_err(failure) })
     }
 
+    fn close(client: &Client<E::Runtime>) -> BoxFuture<'static, ()> {
+        let client = client.clone();
+        Box::pin(async move { client.close().await })
+    }
+
     fn token(guard: &Guard) -> String {
         guard.token().to_owned()
     }
