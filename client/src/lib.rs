@@ -12,7 +12,9 @@
 //! - one-shot replies ([`oneshot`]) that async and blocking callers both wait on;
 //! - the [`Error`] type every client returns;
 //! - the OS randomness the core takes none of: lock tokens ([`new_token`]) and jitter seeds
-//!   ([`seeded`]).
+//!   ([`seeded`]);
+//! - the socket options every adapter applies ([`sockets`]: keepalive, an abortive close for
+//!   connections the engine failed).
 //!
 //! It does no I/O and spawns nothing. Lock options ([`LockOptions`]) and the protocol's
 //! outcomes are the core's. Use an adapter crate, not this one, unless you are writing an
@@ -23,6 +25,7 @@ mod lease;
 pub mod oneshot;
 mod random;
 mod router;
+pub mod sockets;
 
 pub use error::Error;
 pub use lease::{Lease, LostSignal, Pump};

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlease_core::{Engine, Event, LinkError, LockId, LockOptions, LostReason, Misuse, ReleaseReport};
+use redlease_core::{Engine, Event, ExtendError, LinkError, LockId, LockOptions, LostReason, Misuse, ReleaseReport};
 
 use crate::Error;
 use crate::lease::{Lease, LockState};
@@ -79,12 +79,14 @@ struct Entry {
     /// Shared with the holder's [`Lease`] once the lock is held.
     state: Option<Arc<LockState>>,
     extend: Option<ExtendReply>,
+    /// An abandoned extension was cancelled: its `ExtendFailed(Cancelled)` is for nobody.
+    extend_cancelled: bool,
     release: Release,
 }
 
 impl Entry {
     fn new(acquire: Option<Acquiring>) -> Self {
-        Entry { acquire, state: None, extend: None, release: Release::No }
+        Entry { acquire, state: None, extend: None, extend_cancelled: false, release: Release::No }
     }
 }
 
@@ -156,6 +158,14 @@ impl Router {
         if self.closed {
             let _ = reply.send(Err(Error::Closed));
             return;
+        }
+        // An extension whose caller went away (its future was dropped) must not leave the lock
+        // busy: abandon it, and start the one asked for now.
+        if let Some(entry) = self.entries.get_mut(&lock)
+            && entry.extend.as_ref().is_some_and(|r| r.is_closed())
+        {
+            entry.extend = None;
+            entry.extend_cancelled = engine.cancel(now, lock).is_ok();
         }
         match (engine.extend(now, lock, Some(ttl)), self.entries.get_mut(&lock)) {
             (Ok(()), Some(entry)) => entry.extend = Some(reply),
@@ -260,8 +270,12 @@ impl Router {
                 }
             }
             Event::ExtendFailed { lock, error } => {
-                if let Some(reply) = self.entries.get_mut(&lock).and_then(|e| e.extend.take()) {
-                    let _ = reply.send(Err(error.into()));
+                if let Some(entry) = self.entries.get_mut(&lock) {
+                    if error == ExtendError::Cancelled && std::mem::take(&mut entry.extend_cancelled) {
+                        // The abandoned extension's end, not the answer to the one in flight.
+                    } else if let Some(reply) = entry.extend.take() {
+                        let _ = reply.send(Err(error.into()));
+                    }
                 }
             }
             Event::Lost { lock, reason } => {
@@ -378,6 +392,28 @@ mod tests {
         drain(&mut router, &mut engine, now);
         assert_eq!(rx.try_recv().unwrap().unwrap().unwrap().outcome, ReleaseOutcome::Released);
         assert!(router.is_empty() && !lease.is_lost());
+    }
+
+    #[test]
+    fn an_extension_whose_caller_went_away_does_not_leave_the_lock_busy() {
+        let now = Instant::now();
+        let (mut engine, mut router) = (engine(now), Router::new());
+        let (tx, rx) = oneshot::channel();
+        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        engine.handle_data(now, NodeId(0), b":1\r\n");
+        drain(&mut router, &mut engine, now);
+        let lease = rx.try_recv().unwrap().unwrap().unwrap();
+        // The first extension's caller gives up before the answer.
+        let (tx, rx) = oneshot::channel();
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx);
+        drop(rx);
+        // The next one is not refused as busy: it replaces the abandoned one.
+        let (tx, rx) = oneshot::channel();
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(30), tx);
+        assert!(rx.try_recv().is_none(), "in flight, not refused");
+        engine.handle_data(now, NodeId(0), b":1\r\n:1\r\n"); // the abandoned round's reply, then ours
+        drain(&mut router, &mut engine, now);
+        assert!(matches!(rx.try_recv(), Some(Ok(Ok(_)))));
     }
 
     #[test]

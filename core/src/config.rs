@@ -36,8 +36,11 @@ impl Default for Retry {
     }
 }
 
-/// Longest `connect_timeout` and `reconnect_max` accepted (so deadlines never overflow).
+/// Longest `connect_timeout`, `reconnect_max` and `liveness_timeout` accepted (so deadlines
+/// never overflow).
 const MAX_CONNECT_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+/// Longest `node_timeout` and retry delay accepted.
+const MAX_ROUND_DELAY: Duration = Duration::from_secs(60 * 60);
 
 /// Settings of one [`Engine`](crate::Engine): the nodes, the algorithm's parameters and the
 /// reconnect policy the engine applies to its links.
@@ -94,6 +97,11 @@ pub struct Config {
     /// drawn uniformly from `[d/2, d]`), so that the clients of a restarted node do not all
     /// come back in the same instant. 0 makes the schedule exact.
     pub reconnect_jitter: f64,
+    /// How long the oldest unanswered request on a connection may wait before the node counts
+    /// as silent (paused, behind a black hole, half-open) and its connection is failed and
+    /// reconnected with backoff. `None` (the default): 10 × `node_timeout`, at least 500 ms.
+    /// The handshake of a new connection gets `connect_timeout` instead.
+    pub liveness_timeout: Option<Duration>,
 }
 
 impl Config {
@@ -111,6 +119,7 @@ impl Config {
             reconnect_min: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
             reconnect_jitter: 0.5,
+            liveness_timeout: None,
         }
     }
 
@@ -179,6 +188,18 @@ impl Config {
         self
     }
 
+    /// Set `liveness_timeout`.
+    pub fn liveness_timeout(mut self, d: Duration) -> Self {
+        self.liveness_timeout = Some(d);
+        self
+    }
+
+    /// The liveness bound in force: `liveness_timeout`, or its default (10 × `node_timeout`,
+    /// at least 500 ms).
+    pub fn liveness(&self) -> Duration {
+        self.liveness_timeout.unwrap_or_else(|| self.node_timeout.saturating_mul(10).max(Duration::from_millis(500)))
+    }
+
     /// Check the settings; [`Engine::new`](crate::Engine::new) calls this.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.nodes.is_empty() {
@@ -211,10 +232,28 @@ impl Config {
         if !(0.0..=1.0).contains(&self.reconnect_jitter) {
             return Err(ConfigError::BadReconnectJitter(self.reconnect_jitter));
         }
-        for (field, value) in [("connect_timeout", self.connect_timeout), ("reconnect_max", self.reconnect_max)] {
-            if value > MAX_CONNECT_DELAY {
-                return Err(ConfigError::DelayTooLong { field, value });
+        // Every duration is bounded, so that no deadline computed from one can overflow.
+        let round = "an hour (typically node_timeout 50ms, retry delays 20-200ms)";
+        let link = "a day (typically connect_timeout 1s, reconnect_max 2s, liveness_timeout 500ms)";
+        for (field, value, max, limit) in [
+            ("node_timeout", self.node_timeout, MAX_ROUND_DELAY, round),
+            ("retry.max_delay", self.retry.max_delay, MAX_ROUND_DELAY, round),
+            ("connect_timeout", self.connect_timeout, MAX_CONNECT_DELAY, link),
+            ("reconnect_max", self.reconnect_max, MAX_CONNECT_DELAY, link),
+            ("liveness_timeout", self.liveness(), MAX_CONNECT_DELAY, link),
+        ] {
+            if value > max {
+                return Err(ConfigError::DelayTooLong { field, value, limit });
             }
+        }
+        if self.retry.max_delay.is_zero() {
+            return Err(ConfigError::ZeroRetryDelay);
+        }
+        if self.liveness() < self.node_timeout {
+            return Err(ConfigError::LivenessTooShort { liveness: self.liveness(), node_timeout: self.node_timeout });
+        }
+        if self.fence_prefix.is_empty() {
+            return Err(ConfigError::EmptyFencePrefix);
         }
         Ok(())
     }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, Vote};
+use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId};
 use crate::link::{Links, Next};
 use crate::lock::{Decision, Phase, min_opt};
@@ -84,7 +84,14 @@ impl Engine {
     /// Connection refused`, `AUTH failed: WRONGPASS ...`), as its votes report it while it is
     /// down; `None` once a connection has completed its handshake again.
     pub fn last_error(&self, node: NodeId) -> Option<&str> {
-        self.links.last_error(node)
+        self.links.last_error(node).map(|(_, text)| text)
+    }
+
+    /// What kind of failure [`last_error`](Self::last_error) is: the node is out of reach,
+    /// refuses us for a configuration reason (a wrong password, database or ACL), or spoke
+    /// garbage.
+    pub fn last_fault(&self, node: NodeId) -> Option<Fault> {
+        self.links.last_error(node).map(|(fault, _)| fault)
     }
 
     /// How many connect attempts to `node` have ended, by connecting or by failing (refused,
@@ -203,13 +210,29 @@ impl Engine {
     /// [`LinkError::ConnectTimeout`], [`poll_close`](Self::poll_close) hands the node out for
     /// the driver to drop the attempt, and the next one is scheduled. A node whose reconnect
     /// time has come is due for [`poll_connect`](Self::poll_connect).
+    ///
+    /// A connection whose oldest request has gone unanswered for
+    /// [`Config::liveness_timeout`] (its handshake: for `connect_timeout`) is failed like a
+    /// lost one ([`LinkError::Silent`]) and reconnected.
+    ///
+    /// One call does a bounded amount of work: each lock's timer runs about once; what comes
+    /// due again meanwhile (a retry with a zero delay) waits for the next call, which
+    /// [`poll_timeout`](Self::poll_timeout) then asks for at once.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.links.wake().is_some_and(|w| w <= now) {
             self.links.handle_timeout(now, &mut self.rng, &mut self.events);
+            for i in 0..self.links.len() {
+                if let Some(error) = self.links.silent(NodeId(i as u16), now) {
+                    self.fail_link(now, error);
+                }
+            }
         }
-        while let Some(idx) = self.timers.pop_due(now) {
+        let mut budget = self.locks.active() + 16;
+        while budget > 0 {
+            let Some(idx) = self.timers.pop_due(now) else { break };
             self.on_slot_timeout(now, idx);
             self.arm(idx);
+            budget -= 1;
         }
     }
 
@@ -222,7 +245,7 @@ impl Engine {
     /// The outcome arrives as [`Event::Acquired`] or [`Event::AcquireFailed`]. Nodes that are
     /// down count as failed at once.
     pub fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
-        let ttl = options.check(token, self.config.drift_factor)?;
+        let ttl = options.check(token, self.config.drift_factor, &self.config.fence_prefix)?;
         let idx = self.locks.take(now);
         let default_attempts = if options.wait.is_some() { u32::MAX } else { self.config.retry.attempts };
         let s = &mut self.locks[idx];
@@ -252,7 +275,11 @@ impl Engine {
                 return Ok(());
             }
             Phase::Extending { .. } | Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
-            Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } | Phase::Free => {
+            Phase::Acquiring { .. }
+            | Phase::Fencing { .. }
+            | Phase::RetryWait { .. }
+            | Phase::Free
+            | Phase::Draining { .. } => {
                 return Err(Misuse::NotAcquired(lock));
             }
         };
@@ -262,7 +289,7 @@ impl Engine {
             let error = if hold.valid_until <= now {
                 ExtendError::Expired
             } else {
-                ExtendError::Lost { refused: 0, nodes: self.links.len() }
+                ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
             };
             self.events.push_back(Event::ExtendFailed { lock, error });
             return Ok(());
@@ -288,7 +315,11 @@ impl Engine {
                 hold
             }
             Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
-            Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } | Phase::Free => {
+            Phase::Acquiring { .. }
+            | Phase::Fencing { .. }
+            | Phase::RetryWait { .. }
+            | Phase::Free
+            | Phase::Draining { .. } => {
                 return Err(Misuse::NotAcquired(lock));
             }
         };
@@ -307,7 +338,7 @@ impl Engine {
         let idx = lock.slot;
         match &s.phase {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
-                self.send_cleanup(idx);
+                self.send_cleanup(now, idx);
                 self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
             }
             Phase::Extending { manual, .. } => {
@@ -318,7 +349,9 @@ impl Engine {
                 }
                 self.arm(idx);
             }
-            Phase::Held(_) | Phase::Releasing { .. } | Phase::Free => return Err(Misuse::NothingToCancel(lock)),
+            Phase::Held(_) | Phase::Releasing { .. } | Phase::Free | Phase::Draining { .. } => {
+                return Err(Misuse::NothingToCancel(lock));
+            }
         }
         Ok(())
     }
@@ -445,7 +478,7 @@ impl Engine {
         let lock = LockId { slot: idx, generation: s.generation };
         let pending = Pending::Op { op, lock, round: s.round.id };
         let tally = &mut s.round.tally;
-        self.links.broadcast(&cmd, pending, |node, vote| {
+        self.links.broadcast(now, &cmd, pending, |node, vote| {
             tally.record(node, vote);
         });
         let failed = tally.failed;
@@ -456,12 +489,12 @@ impl Engine {
     }
 
     /// Release whatever the slot's attempt took, on every connected node, without waiting.
-    fn send_cleanup(&mut self, idx: u32) {
+    fn send_cleanup(&mut self, now: Instant, idx: u32) {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let s = &self.locks[idx];
         wire::encode(&mut cmd, wire::Call::Release, s.keys.iter(), &s.token, b"", true);
-        self.links.broadcast(&cmd, Pending::Cleanup, |_, _| {});
+        self.links.broadcast(now, &cmd, Pending::Cleanup, |_, _| {});
         self.scratch = cmd;
     }
 
@@ -480,13 +513,17 @@ impl Engine {
             Ok(Some(vote)) => vote,
             Ok(None) => {
                 // The script cache was flushed: resend with the script text (which reloads it).
-                if let Some(call) = s.call(op) {
-                    let prefix = self.config.fence_prefix.as_bytes();
-                    let (keys, token) = (s.keys.iter(), &s.token);
-                    let pending = Pending::Op { op, lock, round };
-                    self.links.send(node, pending, |out| wire::encode(out, call, keys, token, prefix, true));
+                let Some(call) = s.call(op) else { return Ok(()) };
+                let prefix = self.config.fence_prefix.as_bytes();
+                let (keys, token) = (s.keys.iter(), &s.token);
+                let pending = Pending::Op { op, lock, round };
+                let sent =
+                    self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, prefix, true));
+                if sent {
+                    return Ok(());
                 }
-                return Ok(());
+                // The node's backlog is full: it counts as failed for this round.
+                Vote::Error("backlog full: the script could not be resent".to_owned())
             }
             Err(v) => {
                 let (addr, request, reply) = (self.links.addr(node), op.name(), format!(":{v}"));
@@ -514,6 +551,10 @@ impl Engine {
             Decision::Grant { valid, fence } => self.granted(idx, valid, fence),
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
+            Decision::FenceExhausted(counter) => {
+                self.send_cleanup(now, idx);
+                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
+            }
             Decision::Extended(valid) => {
                 self.locks[idx].extended(valid);
                 self.events.push_back(Event::Extended { lock, valid_until: valid });
@@ -531,7 +572,28 @@ impl Engine {
                 }
             }
             Decision::ExtendUnconfirmed => self.extend_unconfirmed(now, idx),
-            Decision::Released(report) => self.finish(idx, Event::Released { lock, report }),
+            Decision::ExtendExpired => {
+                let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
+                let already = self.locks[idx].extension_too_late(now);
+                if !already {
+                    self.events.push_back(Event::Lost { lock, reason: LostReason::Expired });
+                }
+                if manual {
+                    self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Expired });
+                }
+            }
+            Decision::Released(report) => {
+                // The outcome is out; the nodes that have not answered yet are still waited
+                // for (until the round's deadline), so that a late NOSCRIPT can be resent.
+                let deadline = self.locks[idx].deadline().unwrap_or(now);
+                self.events.push_back(Event::Released { lock, report });
+                if report.pending > 0 {
+                    self.locks[idx].enter_draining(deadline);
+                } else {
+                    self.free(idx);
+                }
+            }
+            Decision::Drained => self.free(idx),
         }
     }
 
@@ -555,7 +617,7 @@ impl Engine {
 
     /// The attempt failed: release everywhere, then retry later or give up.
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
-        self.send_cleanup(idx);
+        self.send_cleanup(now, idx);
         let retry = self.config.retry;
         let delay = self.rng.between(retry.min_delay, retry.max_delay);
         let s = &mut self.locks[idx];
@@ -564,16 +626,21 @@ impl Engine {
             s.enter(Phase::RetryWait { at: now + delay });
             return;
         }
-        let error = s.give_up(now, self.links.len(), self.quorum, self.config.drift_factor);
+        let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
         self.finish(idx, Event::AcquireFailed { lock, error });
     }
 
     /// End the slot's life with its final event.
     fn finish(&mut self, idx: u32, event: Event) {
+        self.events.push_back(event);
+        self.free(idx);
+    }
+
+    /// The slot is done: reusable.
+    fn free(&mut self, idx: u32) {
         self.locks[idx].enter(Phase::Free);
         self.locks.put_back(idx);
-        self.events.push_back(event);
         self.arm(idx);
     }
 
@@ -621,7 +688,7 @@ impl Engine {
         let Some(pending) = self.links.take_down(now, node, &mut self.rng) else {
             return;
         };
-        for p in pending {
+        for (p, _) in pending {
             let Pending::Op { lock, round, .. } = p else { continue };
             if self.locks.in_round(lock, round) {
                 self.vote(now, lock.slot, node.index(), vote.clone());
@@ -631,9 +698,12 @@ impl Engine {
 
     fn fail_link(&mut self, now: Instant, error: LinkError) {
         let node = error.node();
-        let reason = error.reason();
+        let vote = match error.fault() {
+            Fault::Misconfigured => Vote::Misconfigured(error.reason()),
+            _ => Vote::Error(error.reason()),
+        };
         self.links.failed(&error);
         self.events.push_back(Event::LinkFailed { error });
-        self.take_down(now, node, Vote::Error(reason));
+        self.take_down(now, node, vote);
     }
 }

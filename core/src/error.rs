@@ -58,14 +58,33 @@ pub enum ConfigError {
     /// `reconnect_jitter` is outside `[0, 1]` (or not a number).
     #[error("reconnect_jitter {0} is out of range: use a fraction in [0, 1], typically 0.5 (0 turns jitter off)")]
     BadReconnectJitter(f64),
-    /// A connection delay (`connect_timeout`, `reconnect_max`) is longer than a day.
-    #[error("{field} {value:?} is too long: use at most a day (typically connect_timeout 1s, reconnect_max 2s)")]
+    /// A delay is longer than its field allows (so that no deadline can overflow).
+    #[error("{field} {value:?} is too long: use at most {limit}")]
     DelayTooLong {
         /// The field.
         field: &'static str,
         /// The configured value.
         value: Duration,
+        /// The longest accepted, and what is typical.
+        limit: &'static str,
     },
+    /// `retry.max_delay` is zero: retries would run in a busy loop.
+    #[error("retry.max_delay is zero, which would retry in a busy loop: use e.g. 200ms (and min_delay 20ms)")]
+    ZeroRetryDelay,
+    /// `liveness_timeout` is shorter than `node_timeout`.
+    #[error(
+        "liveness_timeout {liveness:?} is shorter than node_timeout {node_timeout:?}: a connection would be dropped \
+         while a round still waits for it; use at least the node timeout (default: 10 × node_timeout, at least 500ms)"
+    )]
+    LivenessTooShort {
+        /// The configured liveness timeout.
+        liveness: Duration,
+        /// The node timeout it must not undercut.
+        node_timeout: Duration,
+    },
+    /// `fence_prefix` is empty: a resource's fence counter would be the lock key itself.
+    #[error("fence_prefix is empty: fence counters would collide with lock keys; use e.g. \"redlease:fence:\"")]
+    EmptyFencePrefix,
 }
 
 /// A command that cannot be carried out as asked; returned at once, nothing was sent.
@@ -107,6 +126,15 @@ pub enum Misuse {
     /// An extension would go past the lock's `max_hold` cap.
     #[error("lock {0:?} reached its max_hold cap: it cannot be extended further")]
     CapReached(LockId),
+    /// A resource name starts with the config's `fence_prefix`: it would collide with the
+    /// fence counter of another resource.
+    #[error("resource {resource:?} starts with the fence counter prefix {prefix:?}: pick another name")]
+    ResourceInFenceSpace {
+        /// The resource.
+        resource: String,
+        /// The config's `fence_prefix`.
+        prefix: String,
+    },
 }
 
 /// A problem on one node's connection or connect attempt, carried by
@@ -161,6 +189,20 @@ pub enum LinkError {
         /// The server's error text.
         message: String,
     },
+    /// The connection is up but the node did not answer its oldest request in time (it is
+    /// paused, behind a black hole, or half-open): within
+    /// [`Config::liveness_timeout`](crate::Config::liveness_timeout), or within the connect
+    /// timeout for the handshake.
+    Silent {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// How long the oldest request had waited.
+        waited: Duration,
+        /// The unanswered request was part of the handshake.
+        handshake: bool,
+    },
     /// A connect attempt handed out by [`Engine::poll_connect`](crate::Engine::poll_connect)
     /// did not connect within [`Config::connect_timeout`](crate::Config::connect_timeout).
     ConnectTimeout {
@@ -181,6 +223,7 @@ impl LinkError {
             | LinkError::Unexpected { node, .. }
             | LinkError::Unsolicited { node, .. }
             | LinkError::Handshake { node, .. }
+            | LinkError::Silent { node, .. }
             | LinkError::ConnectTimeout { node, .. } => *node,
         }
     }
@@ -192,6 +235,7 @@ impl LinkError {
             | LinkError::Unexpected { addr, .. }
             | LinkError::Unsolicited { addr, .. }
             | LinkError::Handshake { addr, .. }
+            | LinkError::Silent { addr, .. }
             | LinkError::ConnectTimeout { addr, .. } => addr,
         }
     }
@@ -200,6 +244,47 @@ impl LinkError {
     /// [`Vote::Error`] while it stays down.
     pub fn reason(&self) -> String {
         Reason(self).to_string()
+    }
+
+    /// What kind of failure it is: the node refused us for a configuration reason (a wrong
+    /// password or user, a database it does not have, an ACL), it is out of reach, or it
+    /// spoke something other than what our requests can produce.
+    pub fn fault(&self) -> Fault {
+        match self {
+            LinkError::Handshake { step, message, .. } => {
+                if *step == "AUTH" || *step == "SELECT" || Fault::of_server_error(message) == Fault::Misconfigured {
+                    Fault::Misconfigured
+                } else {
+                    Fault::Protocol
+                }
+            }
+            LinkError::Malformed { .. } | LinkError::Unexpected { .. } | LinkError::Unsolicited { .. } => {
+                Fault::Protocol
+            }
+            LinkError::Silent { .. } | LinkError::ConnectTimeout { .. } => Fault::Unreachable,
+        }
+    }
+}
+
+/// What kind of trouble a node is in; see [`LinkError::fault`] and [`Vote::fault`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Out of reach: down, refusing connections, timed out, silent.
+    Unreachable,
+    /// Refused for a configuration reason: a wrong password or user (`WRONGPASS`, `NOAUTH`),
+    /// a database it does not have (`SELECT`), an ACL that forbids a command (`NOPERM`), a key
+    /// of another type (`WRONGTYPE`). Retrying does not help; an operator must.
+    Misconfigured,
+    /// It answered something our requests cannot produce (garbage, a wrong type, an error).
+    Protocol,
+}
+
+impl Fault {
+    /// The kind of a server error reply (`-WRONGPASS ...`, `-NOPERM ...`, `-ERR ...`).
+    pub fn of_server_error(text: &str) -> Fault {
+        const CONFIG: [&str; 5] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "ERR DB index"];
+        if CONFIG.iter().any(|p| text.starts_with(p)) { Fault::Misconfigured } else { Fault::Protocol }
     }
 }
 
@@ -213,6 +298,12 @@ impl fmt::Display for Reason<'_> {
             LinkError::Unexpected { request, reply, .. } => write!(f, "unexpected reply to {request}: {reply}"),
             LinkError::Unsolicited { reply, .. } => write!(f, "reply with no pending request: {reply}"),
             LinkError::Handshake { step, message, .. } => write!(f, "{step} failed: {message}"),
+            LinkError::Silent { waited, handshake: true, .. } => {
+                write!(f, "no answer to the connection handshake within {waited:?}")
+            }
+            LinkError::Silent { waited, handshake: false, .. } => {
+                write!(f, "silent: no answer to a request within {waited:?}")
+            }
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
         }
     }
@@ -243,12 +334,65 @@ pub enum Vote {
     /// The node answered with an error (text of the `-ERR` reply), or its link failed or is
     /// down after a failure ([`LinkError::reason`], e.g. `connect failed: Connection refused`).
     Error(String),
+    /// The node refused us for a configuration reason ([`Fault::Misconfigured`]): a wrong
+    /// password (`AUTH failed: WRONGPASS ...`), a database it does not have, an ACL
+    /// (`NOPERM ...`), a key of another type (`WRONGTYPE ...`).
+    Misconfigured(String),
 }
 
 impl Vote {
     /// Whether this vote counts against the operation for lack of an answer (not a refusal).
     pub fn is_failure(&self) -> bool {
-        matches!(self, Vote::Down | Vote::TimedOut | Vote::Error(_))
+        matches!(self, Vote::Down | Vote::TimedOut | Vote::Error(_) | Vote::Misconfigured(_))
+    }
+
+    /// What kind of failure the vote is, if it is one.
+    pub fn fault(&self) -> Option<Fault> {
+        match self {
+            Vote::Down | Vote::TimedOut => Some(Fault::Unreachable),
+            Vote::Error(_) => Some(Fault::Protocol),
+            Vote::Misconfigured(_) => Some(Fault::Misconfigured),
+            Vote::Pending | Vote::Granted | Vote::Refused => None,
+        }
+    }
+}
+
+/// The votes of one round, by node, with each node's address (never a password) for messages.
+///
+/// Dereferences to the slice of votes, indexed by [`NodeId`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Votes {
+    votes: Vec<Vote>,
+    addrs: Arc<[Arc<str>]>,
+}
+
+impl Votes {
+    pub(crate) fn new(votes: Vec<Vote>, addrs: Arc<[Arc<str>]>) -> Self {
+        Votes { votes, addrs }
+    }
+
+    /// The address of node `i`, `redis://[user@]host:port[/db]`.
+    pub fn addr(&self, i: usize) -> Option<&str> {
+        self.addrs.get(i).map(|a| &**a)
+    }
+
+    /// The votes, by node.
+    pub fn as_slice(&self) -> &[Vote] {
+        &self.votes
+    }
+}
+
+impl std::ops::Deref for Votes {
+    type Target = [Vote];
+
+    fn deref(&self) -> &[Vote] {
+        &self.votes
+    }
+}
+
+impl fmt::Debug for Votes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.votes).finish()
     }
 }
 
@@ -260,7 +404,7 @@ pub enum AcquireError {
     #[error("held by another client ({} of {} nodes refused) after {attempts} attempt(s)", count(votes, |v| *v == Vote::Refused), votes.len())]
     Held {
         /// Per-node votes of the last attempt, indexed by node.
-        votes: Vec<Vote>,
+        votes: Votes,
         /// Attempts made.
         attempts: u32,
     },
@@ -268,7 +412,16 @@ pub enum AcquireError {
     #[error("nodes unreachable ({} of {} failed: {}) after {attempts} attempt(s)", count(votes, Vote::is_failure), votes.len(), describe(votes))]
     Unreachable {
         /// Per-node votes of the last attempt, indexed by node.
-        votes: Vec<Vote>,
+        votes: Votes,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// No quorum, and nodes refused us for a configuration reason (a wrong password, a
+    /// database or an ACL, a key of another type): retrying does not help, an operator must.
+    #[error("nodes misconfigured ({} of {} failed: {}) after {attempts} attempt(s)", count(votes, Vote::is_failure), votes.len(), describe(votes))]
+    Misconfigured {
+        /// Per-node votes of the last attempt, indexed by node.
+        votes: Votes,
         /// Attempts made.
         attempts: u32,
     },
@@ -295,6 +448,13 @@ pub enum AcquireError {
         /// Why the last attempt failed.
         last: Box<AcquireError>,
     },
+    /// A node's fence counter has reached 2^53 − 1, above which Lua (whose numbers are
+    /// doubles) cannot count exactly: no larger fencing token can be handed out safely.
+    #[error("fence counter {counter} is at the 2^53 limit of exact Lua numbers: no larger fencing token can be issued")]
+    FenceExhausted {
+        /// The largest counter seen.
+        counter: u64,
+    },
     /// The acquisition was cancelled by the caller.
     #[error("acquisition cancelled")]
     Cancelled,
@@ -304,19 +464,27 @@ fn count(votes: &[Vote], f: impl Fn(&Vote) -> bool) -> usize {
     votes.iter().filter(|v| f(v)).count()
 }
 
-/// The failed votes, each node named once by its index: `node 1: down; node 2: AUTH failed: ...`.
-fn describe(votes: &[Vote]) -> String {
+/// The failed votes, each node named once by its index and address:
+/// `node #1 (redis://127.0.0.1:7001): down; node #2 (...): AUTH failed: ...`.
+fn describe(votes: &Votes) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     for (i, v) in votes.iter().enumerate() {
         let what = match v {
             Vote::Down => "down",
             Vote::TimedOut => "timed out",
-            Vote::Error(e) => e,
+            Vote::Error(e) | Vote::Misconfigured(e) => e,
             _ => continue,
         };
         let sep = if s.is_empty() { "" } else { "; " };
-        let _ = write!(s, "{sep}node {i}: {what}");
+        match votes.addr(i) {
+            Some(addr) => {
+                let _ = write!(s, "{sep}node #{i} ({addr}): {what}");
+            }
+            None => {
+                let _ = write!(s, "{sep}node #{i}: {what}");
+            }
+        }
     }
     s
 }
@@ -328,7 +496,7 @@ pub enum ExtendError {
     /// A majority of nodes say the lock is no longer ours (expired or taken): it is lost.
     #[error("lock lost: {refused} of {nodes} nodes no longer hold our token")]
     Lost {
-        /// Nodes that refused.
+        /// Nodes that refused (in the extension that found the lock lost).
         refused: usize,
         /// Nodes in all.
         nodes: usize,
@@ -364,8 +532,10 @@ pub enum ReleaseOutcome {
     Unreachable,
 }
 
-/// The typed report of a release: the outcome and the per-node counts behind it.
+/// The typed report of a release: the outcome and the per-node counts behind it (they add up
+/// to the number of nodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReleaseReport {
     /// The verdict.
     pub outcome: ReleaseOutcome,
@@ -373,9 +543,11 @@ pub struct ReleaseReport {
     pub deleted: usize,
     /// Nodes that answered but held none of our keys.
     pub absent: usize,
-    /// Nodes that were down, timed out, answered an error, or had not answered when the
-    /// outcome was decided.
+    /// Nodes that were down, timed out or answered an error.
     pub failed: usize,
+    /// Nodes that had not answered yet when the outcome was decided (their release is still
+    /// sent and applied; a late `NOSCRIPT` is resent).
+    pub pending: usize,
 }
 
 /// Why a held lock was lost.

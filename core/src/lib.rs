@@ -177,7 +177,8 @@ mod wire;
 pub use config::{Config, Retry};
 pub use engine::Engine;
 pub use error::{
-    AcquireError, ConfigError, ExtendError, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
+    AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
+    Votes,
 };
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId};
 pub use node::NodeConfig;

@@ -6,12 +6,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{LinkError, Vote};
+use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, LinkState, NodeId};
 use crate::resp::{self, MAX_REPLY};
 use crate::rng::Rng;
 use crate::scripts;
 use crate::wire::{self, Answer, Pending, Step, StepAnswer};
+
+/// Requests a link may have in flight; beyond it the node counts as failed for new rounds
+/// (a node this far behind is silent, and its backlog must not grow without bound).
+pub(crate) const MAX_PENDING: usize = 4096;
+/// Unsent bytes a link may hold before the node counts as failed for new rounds (one command
+/// of any size is always accepted on an empty buffer).
+pub(crate) const MAX_UNSENT: usize = 4 << 20;
 
 /// One node's connection.
 #[derive(Debug)]
@@ -22,12 +29,13 @@ struct Link {
     /// Bytes to send; `out[out_pos..]` is still unsent.
     out: Vec<u8>,
     out_pos: usize,
-    pending: VecDeque<Pending>,
+    /// Requests on the wire, oldest first, each with the time it was queued.
+    pending: VecDeque<(Pending, Instant)>,
     /// The start of a reply whose end has not arrived yet.
     inbuf: Vec<u8>,
-    /// Why the last connect attempt or connection failed (a link error), until a handshake
-    /// completes again.
-    last_error: Option<String>,
+    /// Why the last connect attempt or connection failed (a link error), and its kind, until a
+    /// handshake completes again.
+    last_error: Option<(Fault, String)>,
     /// Connect attempts that have ended, by connecting or by failing.
     attempts_ended: u64,
 }
@@ -37,17 +45,46 @@ impl Link {
         matches!(self.state, LinkState::Up { .. })
     }
 
-    /// When the link needs `handle_timeout`: its reconnect time or its connect deadline.
-    fn wake(&self) -> Option<Instant> {
+    /// Whether the link takes new requests: up, and not too far behind.
+    fn takes_requests(&self) -> bool {
+        self.is_up() && self.pending.len() < MAX_PENDING && self.out.len() - self.out_pos < MAX_UNSENT
+    }
+
+    /// The vote of a node whose link does not take requests.
+    fn down_vote(&self) -> Vote {
+        match &self.last_error {
+            _ if self.is_up() => Vote::Error(format!(
+                "backlog full: {} requests unanswered, {} bytes unsent",
+                self.pending.len(),
+                self.out.len() - self.out_pos
+            )),
+            Some((Fault::Misconfigured, e)) => Vote::Misconfigured(e.clone()),
+            Some((_, e)) => Vote::Error(e.clone()),
+            None => Vote::Down,
+        }
+    }
+
+    /// Until when the oldest unanswered request may wait: `liveness` after it was queued, or
+    /// `connect_timeout` for a handshake step.
+    fn silent_at(&self, policy: &Policy) -> Option<(Instant, bool)> {
+        let (pending, at) = self.pending.front()?;
+        let handshake = matches!(pending, Pending::Step(_));
+        let limit = if handshake { policy.connect_timeout } else { policy.liveness };
+        Some((*at + limit, handshake))
+    }
+
+    /// When the link needs `handle_timeout`: its reconnect time, its connect deadline, or
+    /// when its oldest request counts as unanswered.
+    fn wake(&self, policy: &Policy) -> Option<Instant> {
         match self.state {
             LinkState::Down { retry_at } => retry_at,
             LinkState::Connecting { deadline } => Some(deadline),
-            LinkState::Up { .. } => None,
+            LinkState::Up { .. } => self.silent_at(policy).map(|(at, _)| at),
         }
     }
 
     /// Forget the connection: buffers emptied, pending requests returned.
-    fn reset(&mut self, state: LinkState) -> VecDeque<Pending> {
+    fn reset(&mut self, state: LinkState) -> VecDeque<(Pending, Instant)> {
         self.state = state;
         self.out.clear();
         self.out_pos = 0;
@@ -56,13 +93,14 @@ impl Link {
     }
 }
 
-/// The reconnect policy, from [`Config`].
+/// The reconnect and liveness policy, from [`Config`].
 #[derive(Clone, Copy, Debug)]
 struct Policy {
     connect_timeout: Duration,
     min: Duration,
     max: Duration,
     jitter: f64,
+    liveness: Duration,
 }
 
 /// What the front of a link's input holds.
@@ -80,13 +118,11 @@ pub(crate) enum Next {
 #[derive(Debug)]
 pub(crate) struct Links {
     links: Vec<Link>,
-    /// Each node's address without its password, for link errors.
-    addrs: Vec<Arc<str>>,
+    /// Each node's address without its password, for link errors and votes.
+    addrs: Arc<[Arc<str>]>,
     /// Each node's handshake (AUTH, SELECT, CLIENT SETNAME, SCRIPT LOAD), encoded once.
     handshakes: Vec<(Vec<u8>, Vec<Step>)>,
     policy: Policy,
-    /// The earliest reconnect time or connect deadline of any link.
-    wake: Option<Instant>,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
 }
@@ -115,8 +151,9 @@ impl Links {
             min: config.reconnect_min,
             max: config.reconnect_max,
             jitter: config.reconnect_jitter,
+            liveness: config.liveness(),
         };
-        Links { links, addrs, handshakes, policy, wake: None, closes: VecDeque::new() }
+        Links { links, addrs, handshakes, policy, closes: VecDeque::new() }
     }
 
     // ----- getters -------------------------------------------------------------------------
@@ -133,8 +170,9 @@ impl Links {
         self.links.get(node.index()).is_some_and(Link::is_up)
     }
 
-    pub(crate) fn last_error(&self, node: NodeId) -> Option<&str> {
-        self.links.get(node.index())?.last_error.as_deref()
+    pub(crate) fn last_error(&self, node: NodeId) -> Option<(Fault, &str)> {
+        let (fault, text) = self.links.get(node.index())?.last_error.as_ref()?;
+        Some((*fault, text))
     }
 
     pub(crate) fn in_flight(&self, node: NodeId) -> usize {
@@ -149,9 +187,14 @@ impl Links {
         Arc::clone(&self.addrs[node.index()])
     }
 
-    /// The earliest reconnect time or connect deadline.
+    /// Every node's address, by node.
+    pub(crate) fn addrs(&self) -> Arc<[Arc<str>]> {
+        Arc::clone(&self.addrs)
+    }
+
+    /// The earliest reconnect time, connect deadline or liveness deadline of any link.
     pub(crate) fn wake(&self) -> Option<Instant> {
-        self.wake
+        self.links.iter().filter_map(|l| l.wake(&self.policy)).min()
     }
 
     // ----- connection lifecycle -------------------------------------------------------------
@@ -165,10 +208,9 @@ impl Links {
         link.attempts_ended += 1;
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
-        link.pending.extend(steps.iter().map(|&s| Pending::Step(s)));
+        link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
         // This connection replaces whatever was still held for the node.
         self.closes.retain(|&n| n != node);
-        self.update_wake();
     }
 
     /// The connect attempt to `node` failed for `reason`; ignored unless it is connecting.
@@ -179,16 +221,20 @@ impl Links {
         if !matches!(link.state, LinkState::Connecting { .. }) {
             return;
         }
-        link.last_error = Some(format!("connect failed: {reason}"));
+        link.last_error = Some((Fault::Unreachable, format!("connect failed: {reason}")));
         link.attempts_ended += 1;
         self.schedule_reconnect(now, node.index(), None, rng);
-        self.update_wake();
     }
 
     /// The connection (or connect attempt) of `node` is gone: the link is down until the
     /// backoff has passed. Returns the requests that were in flight on a connection that was
     /// up; `None` if there was none.
-    pub(crate) fn take_down(&mut self, now: Instant, node: NodeId, rng: &mut Rng) -> Option<VecDeque<Pending>> {
+    pub(crate) fn take_down(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        rng: &mut Rng,
+    ) -> Option<VecDeque<(Pending, Instant)>> {
         let i = node.index();
         let link = self.links.get_mut(i)?;
         let since = match link.state {
@@ -196,7 +242,6 @@ impl Links {
             LinkState::Connecting { .. } => {
                 link.attempts_ended += 1;
                 self.schedule_reconnect(now, i, None, rng);
-                self.update_wake();
                 return None;
             }
             LinkState::Down { .. } => return None,
@@ -205,7 +250,6 @@ impl Links {
         // sent to this link.
         let pending = link.reset(LinkState::Down { retry_at: None });
         self.schedule_reconnect(now, i, Some(since), rng);
-        self.update_wake();
         Some(pending)
     }
 
@@ -214,7 +258,7 @@ impl Links {
     pub(crate) fn failed(&mut self, error: &LinkError) {
         let node = error.node();
         if let Some(link) = self.links.get_mut(node.index()) {
-            link.last_error = Some(error.reason());
+            link.last_error = Some((error.fault(), error.reason()));
             self.closes.push_back(node);
         }
     }
@@ -228,7 +272,6 @@ impl Links {
         if let LinkState::Down { .. } = link.state {
             link.state = LinkState::Down { retry_at: None };
             link.backoff = min;
-            self.update_wake();
         }
     }
 
@@ -242,7 +285,6 @@ impl Links {
         let node = NodeId(i as u16);
         // A new attempt replaces whatever was still held for the node.
         self.closes.retain(|&n| n != node);
-        self.update_wake();
         Some(node)
     }
 
@@ -264,7 +306,7 @@ impl Links {
                     let node = NodeId(i as u16);
                     let error = LinkError::ConnectTimeout { node, addr: self.addr(node), after };
                     let link = &mut self.links[i];
-                    link.last_error = Some(error.reason());
+                    link.last_error = Some((error.fault(), error.reason()));
                     link.attempts_ended += 1;
                     self.closes.push_back(node);
                     self.schedule_reconnect(now, i, None, rng);
@@ -273,13 +315,22 @@ impl Links {
                 _ => {}
             }
         }
-        self.update_wake();
+    }
+
+    /// The link of `node`, if it is up and its oldest request has waited past its bound at
+    /// `now`: the error to fail it with.
+    pub(crate) fn silent(&self, node: NodeId, now: Instant) -> Option<LinkError> {
+        let link = self.links.get(node.index()).filter(|l| l.is_up())?;
+        let (at, handshake) = link.silent_at(&self.policy).filter(|(at, _)| *at <= now)?;
+        let queued = at - if handshake { self.policy.connect_timeout } else { self.policy.liveness };
+        let waited = now.saturating_duration_since(queued);
+        Some(LinkError::Silent { node, addr: self.addr(node), waited, handshake })
     }
 
     /// Link `i` just failed (or its connection, up since `up_since`, was lost): it is down
     /// until `now` + the backoff. The backoff starts over after a connection that stayed up
     /// for `max`; otherwise (refused connects, a handshake that fails at once) it doubles, up
-    /// to `max`. The caller updates the wake time.
+    /// to `max`.
     fn schedule_reconnect(&mut self, now: Instant, i: usize, up_since: Option<Instant>, rng: &mut Rng) {
         let Policy { min, max, jitter, .. } = self.policy;
         let link = &mut self.links[i];
@@ -292,30 +343,37 @@ impl Links {
         link.backoff = link.backoff.saturating_mul(2).min(max);
     }
 
-    fn update_wake(&mut self) {
-        self.wake = self.links.iter().filter_map(Link::wake).min();
-    }
-
     // ----- bytes ---------------------------------------------------------------------------
 
-    /// Queue `cmd` on every link that is up, expecting the reply `pending`; `down` is told
-    /// the vote of every other node.
-    pub(crate) fn broadcast(&mut self, cmd: &[u8], pending: Pending, mut down: impl FnMut(usize, Vote)) {
+    /// Queue `cmd` at `now` on every link that takes requests, expecting the reply `pending`;
+    /// `down` is told the vote of every other node (down, or too far behind).
+    pub(crate) fn broadcast(&mut self, now: Instant, cmd: &[u8], pending: Pending, mut down: impl FnMut(usize, Vote)) {
         for (i, link) in self.links.iter_mut().enumerate() {
-            if link.is_up() {
+            if link.takes_requests() {
                 link.out.extend_from_slice(cmd);
-                link.pending.push_back(pending);
+                link.pending.push_back((pending, now));
             } else {
-                down(i, link.last_error.as_ref().map_or(Vote::Down, |e| Vote::Error(e.clone())));
+                down(i, link.down_vote());
             }
         }
     }
 
-    /// Queue one request on `node`'s link: `encode` writes it to the output buffer.
-    pub(crate) fn send(&mut self, node: NodeId, pending: Pending, encode: impl FnOnce(&mut Vec<u8>)) {
-        if let Some(link) = self.links.get_mut(node.index()).filter(|l| l.is_up()) {
-            encode(&mut link.out);
-            link.pending.push_back(pending);
+    /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it
+    /// to the output buffer. Returns whether it was queued.
+    pub(crate) fn send(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        pending: Pending,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> bool {
+        match self.links.get_mut(node.index()).filter(|l| l.takes_requests()) {
+            Some(link) => {
+                encode(&mut link.out);
+                link.pending.push_back((pending, now));
+                true
+            }
+            None => false,
         }
     }
 
@@ -368,7 +426,7 @@ impl Links {
             Err(detail) => return Err(LinkError::Malformed { node, addr: addr(), detail }),
         };
         let link = &mut self.links[node.index()];
-        let Some(pending) = link.pending.pop_front() else {
+        let Some((pending, _)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
         };
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{AcquireError, ReleaseOutcome, ReleaseReport, Vote};
+use std::sync::Arc;
+
+use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
 use crate::quorum::{drift, valid_until, validity_left, whole_ms};
@@ -105,6 +107,9 @@ pub(crate) struct Tries {
     pub(crate) give_up_at: Option<Instant>,
 }
 
+/// The largest fencing token that Lua's doubles still count exactly: 2^53 − 1.
+pub(crate) const MAX_FENCE: u64 = (1 << 53) - 1;
+
 /// A held lock's state, kept through extensions and the release.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hold {
@@ -116,6 +121,8 @@ pub(crate) struct Hold {
     pub(crate) auto_at: Option<Instant>,
     /// Known lost: the validity ran out, or an extension was refused.
     pub(crate) lost: bool,
+    /// Nodes that refused the extension that found the lock lost (0 if it expired).
+    pub(crate) refused: usize,
 }
 
 /// Where a lock is, with the data that only that phase has.
@@ -151,6 +158,12 @@ pub(crate) enum Phase {
         hold: Hold,
         deadline: Instant,
     },
+    /// The release was decided (its event is out, the id is free), but nodes have not all
+    /// answered yet: the slot waits for them until `deadline`, so that a late `NOSCRIPT` can
+    /// still be resent with the keys and token it needs.
+    Draining {
+        deadline: Instant,
+    },
 }
 
 /// What a round's votes decide.
@@ -174,7 +187,13 @@ pub(crate) enum Decision {
     /// A majority refused the extension: the lock is lost.
     ExtendLost,
     ExtendUnconfirmed,
+    /// A quorum extended, but only after the current validity ran out: too late.
+    ExtendExpired,
     Released(ReleaseReport),
+    /// A node's fence counter is at the limit Lua counts exactly: no token can be issued.
+    FenceExhausted(u64),
+    /// Every node of a draining release answered (or timed out): the slot is free.
+    Drained,
 }
 
 /// One lock; slots are reused so steady-state cycles do not allocate.
@@ -230,7 +249,8 @@ impl Slot {
             made: 0,
             max: options.attempts.unwrap_or(default_attempts).max(1),
             called: now,
-            give_up_at: options.wait.map(|w| now + w),
+            // A wait too long to add (e.g. `Duration::MAX`) means no bound.
+            give_up_at: options.wait.and_then(|w| now.checked_add(w)),
         };
     }
 
@@ -240,6 +260,12 @@ impl Slot {
         self.round.start = start;
         self.round.tally.reset(n);
         self.phase = phase;
+    }
+
+    /// The release was decided with nodes still to answer: wait for them until `deadline`.
+    pub(crate) fn enter_draining(&mut self, deadline: Instant) {
+        // The round id is kept: the release's replies still belong to it.
+        self.phase = Phase::Draining { deadline };
     }
 
     /// Turn automatic extension on or off; a held lock's next one is a third of its TTL away.
@@ -288,9 +314,10 @@ impl Slot {
         let live = |h: &Hold| (!h.lost).then_some(h.valid_until);
         match &self.phase {
             Phase::Free => None,
-            Phase::Acquiring { deadline, .. } | Phase::Fencing { deadline, .. } | Phase::Releasing { deadline, .. } => {
-                Some(*deadline)
-            }
+            Phase::Acquiring { deadline, .. }
+            | Phase::Fencing { deadline, .. }
+            | Phase::Releasing { deadline, .. }
+            | Phase::Draining { deadline } => Some(*deadline),
             Phase::RetryWait { at } => Some(*at),
             Phase::Held(h) => min_opt(live(h), h.auto_at.filter(|_| !h.lost)),
             Phase::Extending { hold, deadline, .. } => min_opt(Some(*deadline), live(hold)),
@@ -303,7 +330,8 @@ impl Slot {
             Phase::Acquiring { deadline, .. }
             | Phase::Fencing { deadline, .. }
             | Phase::Extending { deadline, .. }
-            | Phase::Releasing { deadline, .. } => Some(*deadline),
+            | Phase::Releasing { deadline, .. }
+            | Phase::Draining { deadline } => Some(*deadline),
             _ => None,
         }
     }
@@ -311,7 +339,7 @@ impl Slot {
     /// A snapshot for [`Engine::lock_info`](crate::Engine::lock_info); `None` when free.
     pub(crate) fn info(&self) -> Option<LockInfo> {
         let state = match &self.phase {
-            Phase::Free => return None,
+            Phase::Free | Phase::Draining { .. } => return None,
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => LockState::Acquiring,
             Phase::Held(_) => LockState::Held,
             Phase::Extending { .. } => LockState::Extending,
@@ -336,6 +364,7 @@ impl Slot {
             Phase::Acquiring { proposal, .. } => {
                 if yes >= q {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
+                        Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
                         Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
                         Some(valid) => Decision::Grant { valid, fence: None },
                         None => Decision::AttemptFailed,
@@ -358,17 +387,21 @@ impl Slot {
                     // round of an earlier holder got there first): propose above it, while
                     // validity lasts.
                     match valid {
-                        Some(valid) if no > 0 && *seen < i64::MAX as u64 => {
-                            Decision::Fence { proposal: seen + 1, valid }
-                        }
+                        Some(_) if *seen >= MAX_FENCE => Decision::FenceExhausted(*seen),
+                        Some(valid) if no > 0 => Decision::Fence { proposal: seen + 1, valid },
                         _ => Decision::AttemptFailed,
                     }
                 } else {
                     Decision::Open
                 }
             }
-            Phase::Extending { ttl, .. } => {
+            Phase::Extending { hold, ttl, .. } => {
                 if yes >= q {
+                    // A quorum reached after the current validity ran out comes too late: the
+                    // lock may already have been someone else's in between.
+                    if hold.lost || hold.valid_until <= now {
+                        return Decision::ExtendExpired;
+                    }
                     match validity_left(self.round.start, now, *ttl, drift_factor) {
                         Some(valid) => Decision::Extended(valid),
                         None => Decision::ExtendUnconfirmed,
@@ -391,9 +424,10 @@ impl Slot {
                 } else {
                     return Decision::Open;
                 };
-                Decision::Released(ReleaseReport { outcome, deleted: yes, absent: no, failed: t.failed + open })
+                Decision::Released(ReleaseReport { outcome, deleted: yes, absent: no, failed: t.failed, pending: open })
             }
-            Phase::Free | Phase::Held(_) | Phase::RetryWait { .. } => Decision::Open,
+            Phase::Draining { .. } if open == 0 => Decision::Drained,
+            Phase::Free | Phase::Held(_) | Phase::RetryWait { .. } | Phase::Draining { .. } => Decision::Open,
         }
     }
 
@@ -403,6 +437,9 @@ impl Slot {
     pub(crate) fn answer(&mut self, op: Op, answer: OpAnswer) -> Result<Option<Vote>, i64> {
         let v = match answer {
             OpAnswer::NoScript => return Ok(None),
+            OpAnswer::Error(m) if Fault::of_server_error(&m) == Fault::Misconfigured => {
+                return Ok(Some(Vote::Misconfigured(m)));
+            }
             OpAnswer::Error(m) => return Ok(Some(Vote::Error(m))),
             OpAnswer::Int(v) => v,
         };
@@ -435,9 +472,11 @@ impl Slot {
         let hold = Hold {
             valid_until: valid,
             fence,
-            cap: self.max_hold.map(|h| start + h),
+            // A cap too long to add (e.g. `Duration::MAX`) means no cap.
+            cap: self.max_hold.and_then(|h| start.checked_add(h)),
             auto_at: self.auto_extend.then(|| start + self.ttl / 3),
             lost: false,
+            refused: 0,
         };
         self.enter(Phase::Held(hold));
         self.tries.made
@@ -468,8 +507,22 @@ impl Slot {
     /// A majority refused the extension: the lock is lost. Returns whether it already was.
     pub(crate) fn extension_refused(&mut self, now: Instant) -> bool {
         let already = self.hold().is_some_and(|h| h.lost);
+        let refused = self.round.tally.no;
         if let Some(hold) = self.hold_mut() {
             hold.lost = true;
+            hold.refused = refused;
+        }
+        self.back_to_held(now);
+        already
+    }
+
+    /// The extension's quorum came after the validity ran out: the lock is lost (it expired).
+    /// Returns whether it already was.
+    pub(crate) fn extension_too_late(&mut self, now: Instant) -> bool {
+        let already = self.hold().is_some_and(|h| h.lost);
+        if let Some(hold) = self.hold_mut() {
+            hold.lost = true;
+            hold.auto_at = None;
         }
         self.back_to_held(now);
         already
@@ -499,21 +552,27 @@ impl Slot {
         (room > drift(room, drift_factor)).then(|| ttl.min(room))
     }
 
-    /// The error of an acquisition that gives up at `now` over `n` nodes with quorum `q`:
-    /// the last attempt's outcome, wrapped in a wait timeout when attempts were left.
-    pub(crate) fn give_up(&self, now: Instant, n: usize, q: usize, drift_factor: f64) -> AcquireError {
+    /// The error of an acquisition that gives up at `now` with quorum `q` (`addrs`: the
+    /// nodes' addresses, for messages): the last attempt's outcome, wrapped in a wait timeout
+    /// when attempts were left.
+    pub(crate) fn give_up(&self, now: Instant, q: usize, addrs: Arc<[Arc<str>]>, drift_factor: f64) -> AcquireError {
         let tally = &self.round.tally;
         let attempts = self.tries.made;
         // Nodes that had not answered when the attempt was decided stay `Pending`: they
         // neither refused nor failed (a node timeout turns them into `TimedOut` first).
         // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
         let too_slow = tally.yes >= q || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
+        let n = tally.votes().len();
+        let votes = || Votes::new(tally.votes().to_vec(), addrs);
+        let misconfigured = tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured));
         let error = if too_slow {
             AcquireError::TooSlow { elapsed: now.saturating_duration_since(self.round.start), ttl: self.ttl, attempts }
+        } else if tally.failed > n - q && misconfigured {
+            AcquireError::Misconfigured { votes: votes(), attempts }
         } else if tally.failed > n - q {
-            AcquireError::Unreachable { votes: tally.votes().to_vec(), attempts }
+            AcquireError::Unreachable { votes: votes(), attempts }
         } else {
-            AcquireError::Held { votes: tally.votes().to_vec(), attempts }
+            AcquireError::Held { votes: votes(), attempts }
         };
         if self.tries.made < self.tries.max {
             // Attempts were left, so the wait bound is what ended it.

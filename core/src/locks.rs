@@ -40,7 +40,9 @@ impl Locks {
     /// The live slot of `lock`.
     pub(crate) fn get(&self, lock: LockId) -> Result<&Slot, Misuse> {
         match self.slots.get(lock.slot as usize) {
-            Some(s) if s.generation == lock.generation && !matches!(s.phase, Phase::Free) => Ok(s),
+            Some(s) if s.generation == lock.generation && !matches!(s.phase, Phase::Free | Phase::Draining { .. }) => {
+                Ok(s)
+            }
             _ => Err(Misuse::UnknownLock(lock)),
         }
     }
@@ -50,9 +52,12 @@ impl Locks {
         LockId { slot: idx, generation: self.slots[idx as usize].generation }
     }
 
-    /// Whether `lock` is still in round `round` (a reply of an older round is ignored).
+    /// Whether `lock` is still in round `round` (a reply of an older round is ignored). A
+    /// draining release still takes its round's replies, though its id is no longer live.
     pub(crate) fn in_round(&self, lock: LockId, round: u32) -> bool {
-        self.get(lock).is_ok_and(|s| s.round.id == round)
+        self.slots
+            .get(lock.slot as usize)
+            .is_some_and(|s| s.generation == lock.generation && s.round.id == round && !matches!(s.phase, Phase::Free))
     }
 }
 

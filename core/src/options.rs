@@ -109,12 +109,16 @@ impl LockOptions {
         self
     }
 
-    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire); returns
-    /// the TTL that will be sent.
-    pub(crate) fn check(&self, token: &[u8], drift_factor: f64) -> Result<Duration, Misuse> {
+    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) (a
+    /// resource may not live among the fence counters, under `fence_prefix`); returns the TTL
+    /// that will be sent.
+    pub(crate) fn check(&self, token: &[u8], drift_factor: f64, fence_prefix: &str) -> Result<Duration, Misuse> {
         let ttl = ttl_to_send(self.ttl, drift_factor)?;
         if self.resources.is_empty() || self.resources.iter().any(|r| r.is_empty()) {
             return Err(Misuse::EmptyResource);
+        }
+        if let Some(r) = self.resources.iter().find(|r| r.starts_with(fence_prefix)) {
+            return Err(Misuse::ResourceInFenceSpace { resource: r.clone(), prefix: fence_prefix.to_owned() });
         }
         if token.is_empty() {
             return Err(Misuse::EmptyToken);

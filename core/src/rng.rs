@@ -25,7 +25,12 @@ impl Rng {
         if span == 0 {
             return lo;
         }
-        lo + Duration::from_nanos(self.next_u64() % (span + 1))
+        // `span + 1` would overflow for the widest span: then every draw is in range.
+        let draw = match span.checked_add(1) {
+            Some(n) => self.next_u64() % n,
+            None => self.next_u64(),
+        };
+        lo.saturating_add(Duration::from_nanos(draw))
     }
 }
 
@@ -43,5 +48,12 @@ mod tests {
         assert!(distinct.len() > 900);
         assert_eq!(Rng::new(7).next_u64(), Rng::new(7).next_u64());
         assert_eq!(r.between(lo, lo), lo);
+        // The widest spans do not overflow.
+        for _ in 0..100 {
+            let d = r.between(Duration::ZERO, Duration::MAX);
+            assert!(d <= Duration::MAX);
+            assert!(r.between(Duration::MAX, Duration::MAX) == Duration::MAX);
+            assert!(r.between(Duration::from_secs(1), Duration::MAX) >= Duration::from_secs(1));
+        }
     }
 }

@@ -204,8 +204,11 @@ fn votes_carry_the_connect_failure_reason_naming_each_node_once() {
             assert_eq!(votes[1], Vote::Error("connect failed: Connection refused (os error 111)".into()));
             assert_eq!(votes[2], Vote::Down);
             let text = e.to_string();
-            assert!(text.contains("node 1: connect failed: Connection refused (os error 111); node 2: down"), "{text}");
-            assert_eq!(text.matches("node 1").count(), 1, "{text}");
+            // Each failed node named once, by index and address (never a password).
+            let expected = "node #1 (redis://127.0.0.1:7001): connect failed: Connection refused (os error 111); \
+                            node #2 (redis://127.0.0.1:7002): down";
+            assert!(text.contains(expected), "{text}");
+            assert_eq!(text.matches("node #1").count(), 1, "{text}");
         }
         other => panic!("{other:?}"),
     }
@@ -218,10 +221,15 @@ fn votes_carry_the_connect_failure_reason_naming_each_node_once() {
     assert!(matches!(engine.poll_event(), Some(Event::LinkFailed { .. })));
     acquire_once(&mut engine, t0);
     match engine.poll_event() {
-        Some(Event::AcquireFailed { error: e @ AcquireError::Unreachable { .. }, .. }) => {
+        // A refused password is a configuration problem, not an unreachable node.
+        Some(Event::AcquireFailed { error: e @ AcquireError::Misconfigured { .. }, .. }) => {
             let text = e.to_string();
-            assert!(text.contains("(1 of 1 failed: node 0: AUTH failed: WRONGPASS invalid"), "{text}");
-            assert!(!text.contains('#'), "{text}");
+            assert!(
+                text.contains("(1 of 1 failed: node #0 (redis://127.0.0.1:7000): AUTH failed: WRONGPASS invalid"),
+                "{text}"
+            );
+            assert_eq!(text.matches('#').count(), 1, "{text}");
+            assert!(!text.contains("wrong@") && !text.contains(":wrong"), "no password: {text}");
         }
         other => panic!("{other:?}"),
     }

@@ -208,7 +208,8 @@ fn unreachable_nodes_are_reported_with_their_votes() {
             assert_eq!(votes[1], Vote::Down);
             assert_eq!(votes[2], Vote::Pending, "decided before node 2 answered");
             let text = e.to_string();
-            assert!(text.contains("node 1: down") && text.contains("node 0: ERR out of memory"), "{text}");
+            assert!(text.contains("node #1 (redis://127.0.0.1:7001): down"), "{text}");
+            assert!(text.contains("node #0 (redis://127.0.0.1:7000): ERR out of memory"), "{text}");
         }
         other => panic!("{other:?}"),
     }
@@ -324,20 +325,20 @@ fn wait_bounds_the_retries() {
     rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     let mut now = rig.t0;
     let mut first = true;
-    loop {
+    let events = loop {
         rig.sent_commands();
         // After the first attempt, the cleanup of the previous one is answered first.
         rig.reply(now, 0, if first { b":0\r\n" } else { b":0\r\n:0\r\n" });
         first = false;
+        let events = rig.events();
         match rig.engine.poll_timeout() {
-            Some(t) if rig.events().is_empty() => {
+            Some(t) if events.is_empty() => {
                 now = t;
                 rig.engine.handle_timeout(now);
             }
-            _ => break,
+            _ => break events,
         }
-    }
-    let events = rig.events();
+    };
     match events.as_slice() {
         // The wait bound, not the attempts, ended it: a wait timeout carrying the last outcome.
         [Event::AcquireFailed { error: AcquireError::WaitTimeout { waited, attempts: 4, last }, .. }]
@@ -497,7 +498,8 @@ fn expiry_and_auto_extension_run_on_the_timer() {
     assert_eq!(rig.engine.poll_timeout(), Some(third));
     rig.engine.handle_timeout(third);
     assert_eq!(rig.sent_commands()[0].len(), 1);
-    // No answer: the automatic extension fails quietly, and the lock runs out.
+    // No answer: the automatic extension fails quietly (the silent node's connection is
+    // recycled once its oldest request has waited the liveness bound), and the lock runs out.
     let valid = rig.engine.lock_info(lock).unwrap().valid_until.unwrap();
     let mut now = third;
     while let Some(t) = rig.engine.poll_timeout().filter(|&t| t <= valid) {
@@ -506,7 +508,13 @@ fn expiry_and_auto_extension_run_on_the_timer() {
         rig.sent_commands();
     }
     assert_eq!(now, valid);
-    assert!(matches!(rig.events().as_slice(), [Event::Lost { reason: LostReason::Expired, .. }]));
+    assert!(matches!(
+        rig.events().as_slice(),
+        [
+            Event::LinkFailed { error: LinkError::Silent { handshake: false, .. } },
+            Event::Lost { reason: LostReason::Expired, .. }
+        ]
+    ));
 }
 
 // ----- cancel, misuse ----------------------------------------------------------------------
@@ -596,8 +604,9 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
     r.attempts = Some(1);
     engine.acquire(t0, &r, b"tok").unwrap();
     match engine.poll_event() {
-        Some(Event::AcquireFailed { error: AcquireError::Unreachable { votes, .. }, .. }) => {
-            assert!(matches!(&votes[0], Vote::Error(m) if m.contains("WRONGPASS")), "{votes:?}");
+        // A refused password is a configuration problem, not an unreachable node.
+        Some(Event::AcquireFailed { error: AcquireError::Misconfigured { votes, .. }, .. }) => {
+            assert!(matches!(&votes[0], Vote::Misconfigured(m) if m.contains("WRONGPASS")), "{votes:?}");
         }
         other => panic!("{other:?}"),
     }

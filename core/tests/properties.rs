@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use node::{Auth, Clock, MS, Node};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
 use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId};
@@ -314,4 +315,253 @@ fn the_split_property_covers_both_outcomes() {
     p.taken = vec![true, true, false];
     let events = run(t0, &p, Split::Bytes);
     assert!(matches!(events.as_slice(), [Event::AcquireFailed { .. }]), "{events:?}");
+}
+
+// ----- arbitrary configs, commands, inputs and time -------------------------------------------
+
+/// A duration from the whole range that matters: zero, tiny, typical, huge, `MAX`.
+fn any_duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::ZERO),
+        Just(Duration::MAX),
+        (0u64..5_000).prop_map(Duration::from_nanos),
+        (0u64..5_000).prop_map(Duration::from_millis),
+        any::<u64>().prop_map(Duration::from_nanos),
+        any::<u64>().prop_map(Duration::from_secs),
+    ]
+}
+
+/// A config duration: mostly a workable one, sometimes anything at all.
+fn config_duration(lo_ms: u64, hi_ms: u64) -> impl Strategy<Value = Duration> {
+    prop_oneof![19 => (lo_ms..=hi_ms).prop_map(Duration::from_millis), 1 => any_duration()]
+}
+
+fn any_config() -> impl Strategy<Value = Config> {
+    (
+        1usize..=5,
+        (config_duration(1, 100), config_duration(1, 2_000), config_duration(1, 50), config_duration(50, 3_000)),
+        (prop_oneof![9 => 1u32..4, 1 => Just(0u32)], config_duration(0, 20), config_duration(1, 200)),
+        (prop_oneof![12 => Just(0.01), 2 => Just(0.0), 2 => Just(0.49), 1 => any::<f64>()], 0.0f64..=1.0),
+        prop_oneof![18 => Just("redlease:fence:".to_owned()), 1 => Just(String::new()), 1 => "[a-z:]{0,4}"],
+        proptest::option::of(config_duration(100, 5_000)),
+    )
+        .prop_map(|(n, (nt, ct, rmin, rmax), (attempts, dmin, dmax), (drift, jitter), prefix, liveness)| {
+            let nodes = (0..n).map(|i| NodeConfig::new("127.0.0.1", 7000 + i as u16)).collect();
+            let mut c = Config::new(nodes).client_name(None);
+            c.node_timeout = nt;
+            c.connect_timeout = ct;
+            c.reconnect_min = rmin;
+            c.reconnect_max = rmax;
+            c.retry = redlease_core::Retry::new(attempts, dmin, dmax);
+            c.drift_factor = drift;
+            c.reconnect_jitter = jitter;
+            c.fence_prefix = prefix;
+            c.liveness_timeout = liveness;
+            c
+        })
+}
+
+/// One step of a driver, a caller or the clock.
+#[derive(Clone, Debug)]
+enum Step {
+    Acquire {
+        resource: u8,
+        ttl: Duration,
+        fencing: bool,
+        attempts: Option<u32>,
+        wait: Option<Duration>,
+        hold: Option<Duration>,
+        auto: bool,
+    },
+    Extend {
+        which: usize,
+        ttl: Option<Duration>,
+    },
+    Release {
+        which: usize,
+    },
+    Cancel {
+        which: usize,
+    },
+    AutoExtend {
+        which: usize,
+        on: bool,
+    },
+    Advance(Duration),
+    Connect {
+        node: usize,
+    },
+    ConnectFailed {
+        node: usize,
+    },
+    Disconnect {
+        node: usize,
+    },
+    /// Write out a node's queued bytes (or not: the socket may be full).
+    Flush {
+        node: usize,
+    },
+    /// Bytes from a node: valid replies mostly, garbage sometimes.
+    Reply {
+        node: usize,
+        bytes: Vec<u8>,
+    },
+}
+
+fn any_step() -> impl Strategy<Value = Step> {
+    let ttl = prop_oneof![3 => (3u64..30_000).prop_map(Duration::from_millis), 1 => any_duration()];
+    prop_oneof![
+        3 => (0u8..3, ttl, any::<bool>(), proptest::option::of(0u32..4), proptest::option::of(any_duration()),
+              proptest::option::of(any_duration()), any::<bool>())
+            .prop_map(|(resource, ttl, fencing, attempts, wait, hold, auto)| Step::Acquire { resource, ttl, fencing, attempts, wait, hold, auto }),
+        1 => (0usize..8, proptest::option::of(any_duration())).prop_map(|(which, ttl)| Step::Extend { which, ttl }),
+        2 => (0usize..8).prop_map(|which| Step::Release { which }),
+        1 => (0usize..8).prop_map(|which| Step::Cancel { which }),
+        1 => (0usize..8, any::<bool>()).prop_map(|(which, on)| Step::AutoExtend { which, on }),
+        3 => prop_oneof![(0u64..2_000).prop_map(Duration::from_millis), any_duration()].prop_map(Step::Advance),
+        1 => (0usize..5).prop_map(|node| Step::Connect { node }),
+        1 => (0usize..5).prop_map(|node| Step::ConnectFailed { node }),
+        1 => (0usize..5).prop_map(|node| Step::Disconnect { node }),
+        3 => (0usize..5).prop_map(|node| Step::Flush { node }),
+        4 => (0usize..5, server_output()).prop_map(|(node, bytes)| Step::Reply { node, bytes }),
+    ]
+}
+
+/// Feed `steps` to an engine built from `config` and check it stays bounded; then wind every
+/// lock down and check each ended with exactly one final event.
+/// Returns how many locks the run issued (`None`: the config was refused).
+fn drive(config: Config, steps: Vec<Step>) -> Result<Option<usize>, TestCaseError> {
+    let Ok(mut engine) = Engine::new(config) else { return Ok(None) };
+    let n = engine.node_count();
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut locks = Vec::new();
+    let mut finals: std::collections::HashMap<redlease_core::LockId, usize> = Default::default();
+    let drain = |engine: &mut Engine, finals: &mut std::collections::HashMap<_, usize>| {
+        while let Some(ev) = engine.poll_event() {
+            if let Event::AcquireFailed { lock, .. } | Event::Released { lock, .. } = ev {
+                *finals.entry(lock).or_insert(0) += 1;
+            } else if let Some(lock) = ev.lock() {
+                prop_assert_eq!(finals.get(&lock), None, "an event after the final one: {:?}", ev);
+            }
+        }
+        while engine.poll_close().is_some() {}
+        Ok(())
+    };
+    for step in steps {
+        match step {
+            Step::Acquire { resource, ttl, fencing, attempts, wait, hold, auto } => {
+                let mut o = LockOptions::new(format!("r{resource}"), ttl).fencing(fencing).auto_extend(auto);
+                o.attempts = attempts;
+                o.wait = wait;
+                o.max_hold = hold;
+                if let Ok(lock) = engine.acquire(now, &o, b"tok") {
+                    locks.push(lock);
+                }
+            }
+            Step::Extend { which, ttl } => {
+                if let Some(&l) = locks.get(which) {
+                    let _ = engine.extend(now, l, ttl);
+                }
+            }
+            Step::Release { which } => {
+                if let Some(&l) = locks.get(which) {
+                    let _ = engine.release(now, l);
+                }
+            }
+            Step::Cancel { which } => {
+                if let Some(&l) = locks.get(which) {
+                    let _ = engine.cancel(now, l);
+                }
+            }
+            Step::AutoExtend { which, on } => {
+                if let Some(&l) = locks.get(which) {
+                    let _ = engine.set_auto_extend(now, l, on);
+                }
+            }
+            Step::Advance(d) => {
+                if let Some(t) = now.checked_add(d) {
+                    now = t;
+                }
+                engine.handle_timeout(now);
+            }
+            Step::Connect { node } => {
+                while engine.poll_connect(now).is_some() {}
+                engine.handle_connected(now, NodeId((node % n) as u16));
+            }
+            Step::ConnectFailed { node } => engine.handle_connect_failed(now, NodeId((node % n) as u16), "refused"),
+            Step::Disconnect { node } => engine.handle_disconnected(now, NodeId((node % n) as u16)),
+            Step::Flush { node } => {
+                let id = NodeId((node % n) as u16);
+                while let Some(b) = engine.poll_transmit(id) {
+                    let len = b.len();
+                    engine.advance_transmit(id, len);
+                }
+            }
+            Step::Reply { node, bytes } => engine.handle_data(now, NodeId((node % n) as u16), &bytes),
+        }
+        drain(&mut engine, &mut finals)?;
+        for i in 0..n {
+            let id = NodeId(i as u16);
+            prop_assert!(engine.in_flight(id) <= 4096, "node {} has {} requests in flight", i, engine.in_flight(id));
+            let unsent = engine.poll_transmit(id).map_or(0, <[u8]>::len);
+            prop_assert!(unsent <= (4 << 20) + 4096, "node {} holds {} unsent bytes", i, unsent);
+        }
+    }
+    // Wind down: release what is held, cancel what is being acquired, let every timer run.
+    for &l in &locks {
+        let _ = engine.release(now, l);
+        let _ = engine.cancel(now, l);
+    }
+    for _ in 0..10_000 {
+        drain(&mut engine, &mut finals)?;
+        if engine.active_locks() == 0 {
+            break;
+        }
+        match engine.poll_timeout() {
+            Some(t) => now = now.max(t),
+            None => now += Duration::from_secs(1),
+        }
+        engine.handle_timeout(now);
+        for &l in &locks {
+            let _ = engine.release(now, l);
+            let _ = engine.cancel(now, l);
+        }
+    }
+    drain(&mut engine, &mut finals)?;
+    prop_assert_eq!(engine.active_locks(), 0, "some lock never ended");
+    for l in &locks {
+        prop_assert_eq!(finals.get(l).copied(), Some(1), "lock {:?} ended {:?} times", l, finals.get(l));
+    }
+    Ok(Some(locks.len()))
+}
+
+/// The property below really exercises the engine: most configs are valid, most runs lock.
+#[test]
+fn arbitrary_runs_exercise_the_engine() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (any_config(), proptest::collection::vec(any_step(), 0..80));
+    let (mut valid, mut locked) = (0, 0);
+    for _ in 0..200 {
+        let (config, steps) = strategy.new_tree(&mut runner).unwrap().current();
+        let issued = drive(config, steps).unwrap();
+        valid += usize::from(issued.is_some());
+        locked += usize::from(issued.is_some_and(|n| n > 0));
+    }
+    assert!(valid >= 60 && locked >= 40, "{valid} valid configs, {locked} runs with locks, of 200");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Arbitrary configs, and arbitrary sequences of commands, inputs and time steps: no
+    /// panic, no link holding more than its caps, and every lock ends in exactly one final
+    /// event.
+    #[test]
+    fn arbitrary_configs_and_steps_stay_bounded_and_every_lock_ends_once(
+        config in any_config(),
+        steps in proptest::collection::vec(any_step(), 0..80),
+    ) {
+        drive(config, steps)?;
+    }
 }

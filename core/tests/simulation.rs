@@ -125,6 +125,43 @@ fn delayed_restart_is_safe() {
     assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
 }
 
+/// A node that stalls while connected (SIGSTOP with the connection open, a black hole, a
+/// half-open TCP connection) for many times the liveness bound, while clients keep locking:
+/// the engines recycle its connections (`LinkError::Silent`) instead of queueing requests
+/// for it without end, and nothing else changes (no safety violation).
+#[test]
+fn a_node_that_stalls_while_connected_is_recycled_and_memory_stays_bounded() {
+    let (mut with, mut without) = (Stats::default(), Stats::default());
+    let mut runs = 0;
+    for seed in 0..200 {
+        let mut sc = Scenario::generate(seed, Profile::Safe);
+        if sc.nodes < 3 {
+            continue;
+        }
+        runs += 1;
+        // Node 0 stops answering from 2 ms until the calm phase, about ten liveness bounds.
+        sc.faults = vec![(2 * MS, sim::scenario::Fault::PauseNode { node: 0, dur: sc.calm_at - 3 * MS })];
+        sc.liveness = None;
+        let base = run(&sc, false);
+        assert!(base.violations.is_empty(), "seed {seed}: {}", base.violations[0]);
+        without.add(&base.stats);
+        sc.liveness = Some((sc.calm_at / 10).max(sc.node_timeout));
+        let out = run(&sc, false);
+        assert!(out.violations.is_empty(), "seed {seed}: {}", out.violations[0]);
+        with.add(&out.stats);
+    }
+    println!("stalled node, {runs} runs: with a liveness bound {with:?}; without {without:?}");
+    assert!(with.silent_links > runs, "the stalled node's connections were recycled: {with:?}");
+    assert_eq!(without.silent_links, 0, "the default bound (500 ms) is longer than these runs");
+    assert!(
+        with.max_in_flight < without.max_in_flight,
+        "recycling bounds the backlog: {} requests at most, {} without",
+        with.max_in_flight,
+        without.max_in_flight
+    );
+    assert!(with.acquired > 0 && with.released > 0, "locking went on meanwhile: {with:?}");
+}
+
 #[test]
 fn runs_are_reproducible() {
     for seed in [3, 77, 1001] {

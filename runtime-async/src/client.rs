@@ -40,9 +40,10 @@ impl<R: Runtime> Client<R> {
     /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with defaults
     /// for everything else, and start the driver in the background.
     ///
-    /// Returns once every node has connected or failed its first attempt: nodes that are
-    /// down do not make this fail; they keep reconnecting with backoff and count as failed
-    /// votes meanwhile.
+    /// Returns as soon as a quorum of nodes is connected (or every node has connected or
+    /// failed its first attempt): nodes that are down or silent do not make this fail or wait
+    /// for the connect timeout; they keep connecting in the background with backoff and count
+    /// as failed votes meanwhile.
     pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -170,7 +171,15 @@ mod tests {
     /// A runtime the tests never reach: a config is checked before anything connects.
     struct Unreached;
 
-    struct NoSocket;
+    /// Never made: a config is checked before anything connects.
+    struct NoSocket(std::fs::File);
+
+    #[cfg(unix)]
+    impl std::os::fd::AsFd for NoSocket {
+        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.0.as_fd()
+        }
+    }
 
     impl crate::Socket for NoSocket {
         fn poll_read(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {

@@ -58,6 +58,9 @@ pub struct Driver<R: Runtime> {
     commands: Pin<Box<Receiver<Command>>>,
     /// Every sender is gone, or `close` was asked for: finish once the engine is idle.
     stopping: bool,
+    /// When the engine was last seen idle while stopping: bytes still unsent to a silent node
+    /// are not waited for beyond the node timeout.
+    idle_since: Option<Instant>,
     /// The callers of `close`, answered when the driver finishes.
     closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
@@ -66,8 +69,9 @@ pub struct Driver<R: Runtime> {
 }
 
 impl<R: Runtime> Driver<R> {
-    /// Build the driver for a validated, seeded `config` and run it until every node has
-    /// connected or failed its first attempt.
+    /// Build the driver for a validated, seeded `config` and run it until a quorum of nodes is
+    /// connected, or every node has connected or failed its first attempt (the rest keep
+    /// connecting in the background and count as failed votes meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
         let nodes = config
             .nodes
@@ -80,6 +84,7 @@ impl<R: Runtime> Driver<R> {
             nodes,
             commands: Box::pin(commands),
             stopping: false,
+            idle_since: None,
             closers: Vec::new(),
             timer: None,
             timer_at: None,
@@ -88,8 +93,10 @@ impl<R: Runtime> Driver<R> {
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
             let _ = driver.poll_loop(cx);
-            let tried = (0..driver.nodes.len()).all(|i| driver.engine.connect_attempts(node_id(i)) > 0);
-            if tried { Poll::Ready(()) } else { Poll::Pending }
+            let n = driver.nodes.len();
+            let connected = (0..n).filter(|&i| driver.engine.is_connected(node_id(i))).count();
+            let tried = (0..n).all(|i| driver.engine.connect_attempts(node_id(i)) > 0);
+            if connected >= driver.engine.quorum() || tried { Poll::Ready(()) } else { Poll::Pending }
         })
         .await;
         Ok(driver)
@@ -107,9 +114,13 @@ impl<R: Runtime> Driver<R> {
             progress |= self.deliver_events(now);
             progress |= self.flush(cx, now);
             progress |= self.deliver_events(now);
-            if self.stopping && self.engine.active_locks() == 0 && self.all_sent() {
-                self.finish();
-                return Poll::Ready(());
+            if self.stopping && self.engine.active_locks() == 0 {
+                let idle_since = *self.idle_since.get_or_insert(now);
+                let waited = now.saturating_duration_since(idle_since);
+                if self.all_sent() || waited >= self.engine.config().node_timeout {
+                    self.finish();
+                    return Poll::Ready(());
+                }
             }
             progress |= self.poll_timer(cx, now);
             if !progress {
@@ -184,7 +195,11 @@ impl<R: Runtime> Driver<R> {
     fn sync_links(&mut self, now: Instant) -> bool {
         let mut changed = false;
         while let Some(node) = self.engine.poll_close() {
-            self.nodes[node.index()].link = Link::Down;
+            // A connection the engine failed is reset, so that nothing it still carries runs
+            // on the server after the next connection's commands.
+            if let Link::Up(socket) = std::mem::replace(&mut self.nodes[node.index()].link, Link::Down) {
+                redlease_client::sockets::reset_on_close(&socket);
+            }
             changed = true;
         }
         while let Some(node) = self.engine.poll_connect(now) {

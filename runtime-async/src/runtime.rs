@@ -18,7 +18,8 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     /// A resettable one-shot timer.
     type Timer: Timer;
 
-    /// Resolve `host` and connect to `host:port`, with `TCP_NODELAY` set on the stream.
+    /// Resolve `host` and connect to `host:port`, and tune the stream with
+    /// [`configure_tcp`](redlease_client::sockets::configure_tcp) (`TCP_NODELAY`, keepalive).
     ///
     /// The attempt is bounded by the engine's `connect_timeout`: the driver drops the future
     /// when the engine gives the attempt up, so the future need not time out on its own.
@@ -35,8 +36,10 @@ pub trait Runtime: Send + Sync + Sized + 'static {
 }
 
 /// A connected TCP stream, driven by readiness: each call either makes progress or registers
-/// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract).
-pub trait Socket: Send + Unpin + 'static {
+/// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract). Its
+/// options are reachable ([`AsSocket`](redlease_client::sockets::AsSocket)), so that the
+/// driver can close a connection the engine failed with a reset.
+pub trait Socket: Send + Unpin + 'static + redlease_client::sockets::AsSocket {
     /// Read into `buf`; `Ok(0)` means end of stream.
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
     /// Write some of `buf`; returns how many bytes were taken.

@@ -162,9 +162,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         driver.handle_timeout(now);
 
-        // A node still connecting would count as a failed vote: acquire once every node has
-        // connected or failed its first attempt.
-        if lock.is_none() && driver.all_nodes_tried() {
+        // A node still connecting would count as a failed vote: acquire once a quorum is
+        // connected (or every node has tried once).
+        if lock.is_none() && driver.ready() {
             let options = LockOptions::new("redlease:example:embedded", Duration::from_secs(3))
                 .auto_extend(true)
                 .wait(Duration::from_secs(30));

@@ -74,9 +74,11 @@ impl Client {
     /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with default
     /// settings.
     ///
-    /// Returns once every node has connected or failed its first attempt: nodes that are
-    /// down do not make it fail. They keep reconnecting with backoff, and count as failed
-    /// votes in operations meanwhile. Fails on a bad URL or when the OS refuses a poller.
+    /// Returns as soon as a quorum of nodes is connected (or every node has connected or
+    /// failed its first attempt): nodes that are down or silent do not make it fail or wait
+    /// for the connect timeout. They keep connecting in the background with backoff, and
+    /// count as failed votes in operations meanwhile. Fails on a bad URL or when the OS
+    /// refuses a poller.
     pub fn connect<I, S>(urls: I) -> Result<Client, Error>
     where
         I: IntoIterator<Item = S>,
@@ -95,7 +97,7 @@ impl Client {
         let poller = Poller { poll, events: Events::with_capacity(64) };
         let shared = Arc::new(Shared::new(State::new(poller, driver), waker));
         let st = shared.lock();
-        shared.wait_for(st, None, |st| st.driver.all_nodes_tried().then_some(()))?;
+        shared.wait_for(st, None, |st| st.driver.ready().then_some(()))?;
         Ok(Client { shared })
     }
 

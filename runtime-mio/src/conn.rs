@@ -118,8 +118,9 @@ impl Node {
                 Err(why) => Progress::Failed(why),
             };
         }
-        // A failure here only costs latency; the connection still works.
-        let _ = stream.set_nodelay(true);
+        // A failure here only costs latency (or a late notice of a vanished peer); the
+        // connection still works.
+        let _ = redlease_client::sockets::configure_tcp(&stream);
         // Registered for READABLE | WRITABLE while connecting; `flush` drops WRITABLE once
         // the handshake is out.
         self.conn = Conn::Up { stream, writable: true, write_interest: true };
@@ -190,11 +191,15 @@ impl Node {
         false
     }
 
-    /// Close and deregister whatever socket the node has.
-    pub(crate) fn drop_socket(&mut self, registry: Option<&Registry>) {
+    /// Close and deregister whatever socket the node has; with `reset`, the close resets the
+    /// connection (for one the engine failed: nothing it still carries runs on the server).
+    pub(crate) fn drop_socket(&mut self, registry: Option<&Registry>, reset: bool) {
         if let Conn::Connecting { mut stream, .. } | Conn::Up { mut stream, .. } =
             std::mem::replace(&mut self.conn, Conn::Idle)
         {
+            if reset {
+                redlease_client::sockets::reset_on_close(&stream);
+            }
             if let Some(reg) = registry {
                 // The socket is closed right after; a failure here changes nothing.
                 let _ = reg.deregister(&mut stream);

@@ -164,6 +164,14 @@ impl Driver {
         Some(NodeStatus { state, last_error: self.engine.last_error(node).map(str::to_owned) })
     }
 
+    /// Whether a quorum of nodes is connected, or every node has finished a connect attempt
+    /// since [`register`](Self::register): locking can start (a node still connecting would
+    /// count as a failed vote).
+    pub fn ready(&self) -> bool {
+        let connected = (0..self.nodes.len()).filter(|&i| self.engine.is_connected(node_id(i))).count();
+        self.registry.is_some() && (connected >= self.engine.quorum() || self.all_nodes_tried())
+    }
+
     /// Whether every node has finished a connect attempt since [`register`](Self::register),
     /// by connecting or by failing.
     pub fn all_nodes_tried(&self) -> bool {
@@ -194,7 +202,7 @@ impl Driver {
     /// count the nodes as down (their outcomes arrive from [`poll_event`](Self::poll_event)).
     pub fn deregister(&mut self, now: Instant) {
         for i in 0..self.nodes.len() {
-            self.nodes[i].drop_socket(self.registry.as_ref());
+            self.nodes[i].drop_socket(self.registry.as_ref(), false);
             self.engine.handle_disconnected(now, node_id(i));
             // Due at once but never handed out while unregistered: no timer, and `register`
             // starts over.
@@ -230,7 +238,7 @@ impl Driver {
                 }
                 let readable = event.is_readable() || event.is_read_closed() || event.is_error();
                 if readable && n.read(&mut self.buf, &mut self.engine, now, node) {
-                    n.drop_socket(Some(registry));
+                    n.drop_socket(Some(registry), false);
                     self.engine.handle_disconnected(now, node);
                 }
             }
@@ -290,7 +298,7 @@ impl Driver {
             for i in 0..self.nodes.len() {
                 let token = Token(self.base + i);
                 if self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
-                    self.nodes[i].drop_socket(Some(registry));
+                    self.nodes[i].drop_socket(Some(registry), false);
                     self.engine.handle_disconnected(now, node_id(i));
                 }
             }
@@ -319,7 +327,7 @@ impl Driver {
     /// Drop the connections the engine failed, then start the connects it asks for.
     fn sync_links(&mut self, now: Instant) {
         while let Some(node) = self.engine.poll_close() {
-            self.nodes[node.index()].drop_socket(self.registry.as_ref());
+            self.nodes[node.index()].drop_socket(self.registry.as_ref(), true);
         }
         let Some(registry) = &self.registry else {
             // Unregistered: attempts stay due until `register`.

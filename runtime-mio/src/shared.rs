@@ -166,6 +166,14 @@ impl Shared {
         if let Some(pos) = st.waiters.iter().position(|w| w.id == id) {
             st.waiters.swap_remove(pos);
         }
+        if st.poller.is_some() && !st.closed {
+            // What the engine queued in reaction to the last round (a new connection's
+            // handshake, an automatic extension) goes out now, not when someone next drives
+            // the loop: the node's liveness is measured from when it was queued.
+            let now = Instant::now();
+            st.driver.flush(now);
+            st.dispatch(now);
+        }
         // Nobody drives the loop now: hand it to one of the sleepers.
         if st.poller.is_some() {
             if let Some(w) = st.waiters.first() {

@@ -36,7 +36,7 @@ impl redlease_async::Runtime for AsyncIo {
             for addr in resolve(&host, port).await? {
                 match Async::<TcpStream>::connect(addr).await {
                     Ok(stream) => {
-                        stream.get_ref().set_nodelay(true)?;
+                        redlease_client::sockets::configure_tcp(stream.get_ref())?;
                         return Ok(Socket { stream, drained: false });
                     }
                     Err(e) => last = Some(e),
@@ -81,6 +81,13 @@ pub struct Socket {
     stream: Async<TcpStream>,
     /// The last read emptied the socket: wait for a readiness event before reading again.
     drained: bool,
+}
+
+#[cfg(unix)]
+impl std::os::fd::AsFd for Socket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.stream.get_ref().as_fd()
+    }
 }
 
 impl redlease_async::Socket for Socket {

@@ -32,7 +32,7 @@ impl redlease_async::Runtime for Tokio {
         let host = host.to_owned();
         Box::pin(async move {
             let stream = TcpStream::connect((host.as_str(), port)).await?;
-            stream.set_nodelay(true)?;
+            redlease_client::sockets::configure_tcp(&stream)?;
             Ok(Socket(stream))
         })
     }
@@ -51,6 +51,13 @@ impl redlease_async::Runtime for Tokio {
 /// A tokio TCP stream as the driver's [`Socket`](redlease_async::Socket).
 #[derive(Debug)]
 pub struct Socket(TcpStream);
+
+#[cfg(unix)]
+impl std::os::fd::AsFd for Socket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl redlease_async::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {

@@ -164,3 +164,24 @@ fn a_node_down_at_connect_time_joins_later() {
         }
     });
 }
+
+/// A cancelled `extend` future (its caller gave up, e.g. a timeout around it) leaves the guard
+/// usable: the next `extend` is not refused as busy with the abandoned one.
+#[test]
+fn a_cancelled_extend_leaves_the_guard_usable() {
+    let cluster = Cluster::start(3);
+    runtime(true).block_on(async {
+        let client = Client::connect(cluster.urls()).await.unwrap();
+        let mut guard = client.lock("cancel-extend", TTL).await.expect("lock");
+        // Poll an extension once (its command goes out), then drop it before its answer.
+        {
+            let mut abandoned = std::pin::pin!(guard.extend(Duration::from_secs(20)));
+            let first = std::future::poll_fn(|cx| std::task::Poll::Ready(abandoned.as_mut().poll(cx))).await;
+            assert!(first.is_pending(), "no answer can be there yet");
+        }
+        let asked = Instant::now();
+        let until = guard.extend(Duration::from_secs(30)).await.expect("the guard is not left busy");
+        assert!(until > asked + Duration::from_secs(25), "the new extension's TTL applies");
+        assert_eq!(guard.release().await.unwrap().outcome, ReleaseOutcome::Released);
+    });
+}

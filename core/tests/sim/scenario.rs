@@ -81,6 +81,9 @@ pub(crate) struct Scenario {
     pub(crate) faults: Vec<(Time, Fault)>,
     /// From here on: no faults, no broken connections; client 0 vanishes while holding.
     pub(crate) calm_at: Time,
+    /// The engines' liveness bound for connections (and connect timeout), when the run sets
+    /// one: a node stalled longer than this has its connections recycled.
+    pub(crate) liveness: Option<Time>,
 }
 
 impl Scenario {
@@ -222,6 +225,7 @@ impl Scenario {
             clocks,
             faults,
             calm_at,
+            liveness: None,
         }
     }
 

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redlease_core::{
-    AcquireError, Config, Engine, Event, ExtendError, LockId, LockOptions, Misuse, NodeConfig, NodeId, ReleaseOutcome,
+    AcquireError, Config, Engine, Event, ExtendError, LinkError, LockId, LockOptions, Misuse, NodeConfig, NodeId,
+    ReleaseOutcome,
 };
 
 use super::checker::{self, Hold, Violation, ms};
@@ -94,6 +95,10 @@ pub(crate) struct Stats {
     pub(crate) extend_failed: u64,
     pub(crate) lost: u64,
     pub(crate) broken_links: u64,
+    /// Connections the engines failed as silent (a stalled node) and recycled.
+    pub(crate) silent_links: u64,
+    /// The most requests any engine had in flight on one connection.
+    pub(crate) max_in_flight: usize,
     pub(crate) noscript: u64,
     pub(crate) events: u64,
     pub(crate) liveness_checked: bool,
@@ -114,6 +119,8 @@ impl Stats {
         self.extend_failed += o.extend_failed;
         self.lost += o.lost;
         self.broken_links += o.broken_links;
+        self.silent_links += o.silent_links;
+        self.max_in_flight = self.max_in_flight.max(o.max_in_flight);
         self.noscript += o.noscript;
         self.events += o.events;
     }
@@ -510,6 +517,10 @@ impl World {
         self.refresh_hold(c);
         self.flush(c);
         self.rearm(c);
+        if let Some(e) = self.clients[c].engine.as_ref() {
+            let most = (0..self.sc.nodes).map(|n| e.in_flight(NodeId(n as u16))).max().unwrap_or(0);
+            self.stats.max_in_flight = self.stats.max_in_flight.max(most);
+        }
     }
 
     fn flush(&mut self, c: usize) {
@@ -784,8 +795,13 @@ impl World {
                 }
             }
             Event::LinkFailed { error } => {
-                // The model never sends garbage: a link failure means the engine mismatched something.
-                self.problem(c, format!("link failed: {error}"));
+                // The model never sends garbage: a link failure means the engine mismatched
+                // something, unless the node went silent (stalled longer than the liveness
+                // bound), which the engine must recycle.
+                match error {
+                    LinkError::Silent { .. } => self.stats.silent_links += 1,
+                    _ => self.problem(c, format!("link failed: {error}")),
+                }
                 let n = error.node().index();
                 if let Some(conn) = self.clients[c].conn[n] {
                     self.break_conn(conn);
@@ -884,6 +900,10 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     cfg.retry = sc.retry;
     cfg.seed = Some(sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64));
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
+    if let Some(liveness) = sc.liveness {
+        cfg.liveness_timeout = Some(Duration::from_nanos(liveness));
+        cfg.connect_timeout = Duration::from_nanos(liveness);
+    }
     Engine::new(cfg).expect("the simulation's configs are valid")
 }
 

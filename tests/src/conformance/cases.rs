@@ -27,7 +27,25 @@ fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
     }
 }
 
+/// Connect to nodes that are all up, and wait until the client is connected to every one of
+/// them (`connect` itself is ready at a quorum; the cases check every node's keys).
 async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
+    let client = connect_partial::<S>(urls, options).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for i in 0.. {
+        // A probe whose release no node failed: every link was up.
+        let probe = lock::<S>(&client, LockSpec::new(&format!("connect-probe:{i}"), Duration::from_secs(5))).await;
+        if release::<S>(probe).await.failed == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "[{}] not connected to every node within 5 s", S::NAME);
+        S::sleep(ms(10)).await;
+    }
+    client
+}
+
+/// Connect to nodes some of which may be down or silent.
+async fn connect_partial<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
     let started = Instant::now();
     let client = ok::<S, _>(S::connect(urls, options).await, "connect");
     // Liveness only: connecting must not wait for TCP timeouts of nodes that are down.
@@ -94,9 +112,11 @@ fn is_held(f: &Failure) -> bool {
 /// An acquire error in which some node was down, timed out or answered an error.
 fn has_failed_votes(f: &Failure) -> bool {
     match &f.kind {
-        FailureKind::Acquire(AcquireError::Held { votes, .. } | AcquireError::Unreachable { votes, .. }) => {
-            votes.iter().any(Vote::is_failure)
-        }
+        FailureKind::Acquire(
+            AcquireError::Held { votes, .. }
+            | AcquireError::Unreachable { votes, .. }
+            | AcquireError::Misconfigured { votes, .. },
+        ) => votes.iter().any(Vote::is_failure),
         _ => false,
     }
 }
@@ -286,7 +306,7 @@ pub fn minority_down<S: Subject>() {
         cycles::<S>(&client, "minority", 5, "nodes 3 and 4 killed").await;
 
         // A client created while 2 nodes are down connects and works.
-        let late = connect::<S>(urls.clone(), Options::default()).await;
+        let late = connect_partial::<S>(urls.clone(), Options::default()).await;
         cycles::<S>(&late, "minority", 3, "new client, nodes 3 and 4 killed").await;
 
         cluster.node(3).restart(false);
@@ -380,7 +400,7 @@ pub fn paused_node<S: Subject>() {
 
         // A client connecting while the node is paused: its TCP connect succeeds, its handshake
         // is never answered. Neither connecting nor locking may wait for it.
-        let late = connect::<S>(cluster.urls(), Options::default()).await;
+        let late = connect_partial::<S>(cluster.urls(), Options::default()).await;
         let started = Instant::now();
         let guard = lock::<S>(&late, LockSpec::new("paused", Duration::from_secs(10))).await;
         assert!(started.elapsed() < Duration::from_secs(1), "[{}] took {:?}", S::NAME, started.elapsed());
@@ -932,6 +952,152 @@ pub fn drop_releases<S: Subject>() {
         .await;
         let next = lock::<S>(&b, LockSpec::new("dropped-in-task", ttl).once()).await;
         assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// A loopback address whose connects hang (the listener's accept queue is full, so the kernel
+/// drops further SYNs): a node behind a partition, without leaving the machine. Keep the
+/// returned listener and streams alive while the address should hang.
+fn hanging_addr() -> (socket2::Socket, Vec<std::net::TcpStream>, std::net::SocketAddr) {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+    listener.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into()).expect("bind");
+    listener.listen(0).expect("listen");
+    let addr = listener.local_addr().expect("addr").as_socket().expect("an IP address");
+    let mut filled = Vec::new();
+    while let Ok(s) = std::net::TcpStream::connect_timeout(&addr, ms(200)) {
+        filled.push(s);
+        assert!(filled.len() < 64, "the accept queue never filled");
+    }
+    (listener, filled, addr)
+}
+
+/// With two of five nodes unreachable (their connects hang), `connect` is ready as soon as the
+/// other three are connected — not after the 10 s connect timeout — locking works, and the
+/// client goes away without waiting for the hanging nodes either.
+pub fn ready_at_quorum<S: Subject>() {
+    let cluster = Cluster::start(3);
+    let (_l1, _f1, a1) = hanging_addr();
+    let (_l2, _f2, a2) = hanging_addr();
+    S::block_on(async {
+        let mut urls = cluster.urls();
+        urls.push(format!("redis://{a1}"));
+        urls.push(format!("redis://{a2}"));
+        let options = Options { connect_timeout: Duration::from_secs(10), ..Options::default() };
+        let started = Instant::now();
+        let client = ok::<S, _>(S::connect(urls, options).await, "connect with two nodes hanging");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "[{}] connect waited {:?} for the hanging nodes",
+            S::NAME,
+            started.elapsed()
+        );
+        let guard = lock::<S>(&client, LockSpec::new("quorum", Duration::from_secs(10))).await;
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        let started = Instant::now();
+        S::close(&client).await;
+        assert!(started.elapsed() < Duration::from_secs(3), "[{}] close waited {:?}", S::NAME, started.elapsed());
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Reports say what happened: a release decided at the quorum counts the nodes that had not
+/// answered yet as pending, not failed; an acquisition that fails names each failed node by
+/// address; refusals for a configuration reason are `Misconfigured`; a refused extension says
+/// how many nodes refused.
+pub fn honest_reports<S: Subject>() {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        for i in 0..10 {
+            let guard = lock::<S>(&client, LockSpec::new(&format!("honest:{i}"), Duration::from_secs(10))).await;
+            let r = release::<S>(guard).await;
+            assert_eq!(r.outcome, ReleaseOutcome::Released, "[{}] {r:?}", S::NAME);
+            assert_eq!(r.failed, 0, "[{}] a healthy node is not a failed one: {r:?}", S::NAME);
+            assert_eq!(r.deleted + r.absent + r.failed + r.pending, 3, "[{}] {r:?}", S::NAME);
+        }
+
+        // A refused extension: another client's token on two nodes.
+        let mut guard = lock::<S>(&client, LockSpec::new("honest:stolen", Duration::from_secs(10))).await;
+        for i in 0..2 {
+            cluster.node(i).conn().unwrap().set("honest:stolen", "someone-else").unwrap();
+        }
+        match S::extend(&mut guard, Duration::from_secs(10)).await {
+            Err(Failure { kind: FailureKind::Extend(ExtendError::Lost { refused, nodes: 3 }), .. }) => {
+                assert!(refused >= 2, "[{}] {refused} refusals reported", S::NAME);
+            }
+            other => panic!("[{}] extend of a stolen lock: {:?}", S::NAME, other.map(|_| "extended")),
+        }
+        drop(guard);
+        for i in 0..3 {
+            cluster.node(i).conn().unwrap().del("honest:stolen").unwrap();
+        }
+
+        // A wrong password on two of three nodes: misconfigured, each named by address.
+        let (user, pass) = cluster.credentials().unwrap();
+        let urls: Vec<String> = cluster
+            .addrs()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if i < 2 { format!("redis://{user}:wrong-password@{a}") } else { format!("redis://{user}:{pass}@{a}") }
+            })
+            .collect();
+        let bad = ok::<S, _>(S::connect(urls, Options::default()).await, "connect with wrong passwords");
+        let e = err::<S, _>(S::lock(&bad, LockSpec::new("honest:auth", Duration::from_secs(10)).once()).await, "lock");
+        assert!(matches!(e.kind, FailureKind::Acquire(AcquireError::Misconfigured { .. })), "[{}] {e}", S::NAME);
+        for a in &cluster.addrs()[..2] {
+            assert!(e.message.contains(&a.to_string()), "[{}] the message names {a}: {e}", S::NAME);
+        }
+        assert!(!e.message.contains("wrong-password"), "[{}] the message shows the password: {e}", S::NAME);
+
+        // Two nodes down: unreachable, each named by address.
+        cluster.node(1).kill();
+        cluster.node(2).kill();
+        let e =
+            err::<S, _>(S::lock(&client, LockSpec::new("honest:down", Duration::from_secs(10)).once()).await, "lock");
+        assert!(matches!(e.kind, FailureKind::Acquire(AcquireError::Unreachable { .. })), "[{}] {e}", S::NAME);
+        for a in &cluster.addrs()[1..] {
+            assert!(e.message.contains(&a.to_string()), "[{}] the message names {a}: {e}", S::NAME);
+        }
+    });
+}
+
+/// A connection the engine fails (here: the "server" answers the handshake with garbage) is
+/// closed with a reset, so that nothing it still carries runs on the server later.
+pub fn failed_links_are_reset<S: Subject>() {
+    use std::io::{ErrorKind, Read, Write};
+    let cluster = Cluster::start(2);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let garbage = listener.local_addr().expect("addr");
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("the client connects");
+        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf).expect("the handshake");
+        conn.write_all(b"?this is not RESP\r\n").expect("write");
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) => return "closed with a FIN".to_owned(),
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return "reset".to_owned(),
+                Err(e) => return format!("read failed: {e}"),
+            }
+        }
+    });
+    S::block_on(async {
+        let mut urls = cluster.urls();
+        urls.push(format!("redis://{garbage}"));
+        let client = connect_partial::<S>(urls, Options::default()).await;
+        // Two of three nodes are healthy: locking works meanwhile.
+        let guard = lock::<S>(&client, LockSpec::new("reset", Duration::from_secs(10))).await;
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        // The driver must keep running meanwhile (it does the reset): wait without blocking it.
+        eventually::<S>(Duration::from_secs(10), "the garbage server saw its connection end", || server.is_finished())
+            .await;
+        let seen = server.join().expect("the server thread");
+        assert_eq!(seen, "reset", "[{}] the failed connection was not reset", S::NAME);
     });
     cluster.assert_no_leaks();
 }

@@ -33,6 +33,9 @@
 //! | [`acl_auth`] | ACL user + password from the URL works; a wrong or missing password gives a clear error naming the node |
 //! | [`config_errors`] | malformed URL, empty node list, zero TTL, empty resource: typed errors with clear messages |
 //! | [`drop_releases`] | dropping a guard (also inside a finished task) releases the lock |
+//! | [`ready_at_quorum`] | with 2 of 5 nodes' connects hanging, `connect` is ready at the quorum (not after the connect timeout), locking works, closing does not wait for them |
+//! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords are `Misconfigured`, refused extensions count the refusals |
+//! | [`failed_links_are_reset`] | a connection the engine fails (garbage from the "server") is closed with a reset |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
@@ -70,6 +73,9 @@ macro_rules! conformance_tests {
             config_errors,
             drop_releases,
             close_releases,
+            ready_at_quorum,
+            honest_reports,
+            failed_links_are_reset,
         );
     };
     (@cases $subject:ty; $($case:ident),* $(,)?) => {
