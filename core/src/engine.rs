@@ -69,9 +69,16 @@ impl Engine {
         self.quorum
     }
 
-    /// Whether the engine considers `node` connected.
+    /// Whether the engine considers `node` connected (its handshake may still be running;
+    /// requests queue behind it).
     pub fn is_connected(&self, node: NodeId) -> bool {
         self.links.is_up(node)
+    }
+
+    /// Whether `node` is connected and has answered its whole handshake (AUTH, SELECT, the
+    /// script loads): its votes now depend only on the node.
+    pub fn is_ready(&self, node: NodeId) -> bool {
+        self.links.is_ready(node)
     }
 
     /// Where `node`'s connection stands (down until a time, connecting, up), or `None` for an
@@ -94,8 +101,8 @@ impl Engine {
         self.links.last_error(node).map(|(fault, _)| fault)
     }
 
-    /// How many connect attempts to `node` have ended, by connecting or by failing (refused,
-    /// timed out, abandoned). A client that waits for "every node tried once" compares it
+    /// How many connect attempts to `node` have ended: by completing the handshake, or by
+    /// failing (refused, timed out, abandoned, a handshake refused or cut short). A client that waits for "every node tried once" compares it
     /// with the count when it started.
     pub fn connect_attempts(&self, node: NodeId) -> u64 {
         self.links.attempts_ended(node)

@@ -36,13 +36,19 @@ struct Link {
     /// Why the last connect attempt or connection failed (a link error), and its kind, until a
     /// handshake completes again.
     last_error: Option<(Fault, String)>,
-    /// Connect attempts that have ended, by connecting or by failing.
+    /// Connect attempts that have ended: by completing the handshake, or by failing (to
+    /// connect, or before the handshake was answered).
     attempts_ended: u64,
 }
 
 impl Link {
     fn is_up(&self) -> bool {
         matches!(self.state, LinkState::Up { .. })
+    }
+
+    /// Up with its handshake still unanswered (the handshake is queued first).
+    fn is_handshaking(&self) -> bool {
+        self.is_up() && matches!(self.pending.front(), Some((Pending::Step(_), _)))
     }
 
     /// Whether the link takes new requests: up, and not too far behind.
@@ -170,6 +176,10 @@ impl Links {
         self.links.get(node.index()).is_some_and(Link::is_up)
     }
 
+    pub(crate) fn is_ready(&self, node: NodeId) -> bool {
+        self.links.get(node.index()).is_some_and(|l| l.is_up() && !l.is_handshaking())
+    }
+
     pub(crate) fn last_error(&self, node: NodeId) -> Option<(Fault, &str)> {
         let (fault, text) = self.links.get(node.index())?.last_error.as_ref()?;
         Some((*fault, text))
@@ -205,7 +215,6 @@ impl Links {
         let i = node.index();
         let link = &mut self.links[i];
         link.reset(LinkState::Up { since: now });
-        link.attempts_ended += 1;
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
@@ -246,6 +255,10 @@ impl Links {
             }
             LinkState::Down { .. } => return None,
         };
+        if link.is_handshaking() {
+            // The attempt ends here, before its handshake was answered.
+            link.attempts_ended += 1;
+        }
         // Down first, so that whatever the caller decides about the pending requests is not
         // sent to this link.
         let pending = link.reset(LinkState::Down { retry_at: None });
@@ -448,6 +461,7 @@ impl Links {
                 if let Step::ScriptLoad { last: true, .. } = step {
                     // The end of the handshake: the link is healthy again.
                     link.last_error = None;
+                    link.attempts_ended += 1;
                 }
             }
         }

@@ -300,3 +300,26 @@ fn reconnect_delays_are_jittered_within_the_lower_half() {
     assert_eq!(a, delays(1), "deterministic for a seed");
     assert_ne!(a, delays(2), "different seeds, different schedules");
 }
+
+/// A node is ready once its handshake is answered, not when its socket connects; a connect
+/// attempt ends at that point, or when it fails (here: the connection is lost mid-handshake).
+#[test]
+fn a_node_is_ready_and_its_attempt_ended_only_once_the_handshake_is_answered() {
+    let mut rig = rig(2);
+    let t0 = rig.t0;
+    assert_eq!(rig.engine.poll_connect(t0), Some(N0));
+    assert_eq!(rig.engine.poll_connect(t0), Some(NodeId(1)));
+    // Node 0: connected, handshake unanswered.
+    rig.engine.handle_connected(t0 + ms(1), N0);
+    assert!(rig.engine.is_connected(N0));
+    assert!(!rig.engine.is_ready(N0), "connected but not ready while the handshake runs");
+    assert_eq!(rig.engine.connect_attempts(N0), 0, "the attempt has not ended");
+    // Lost before the handshake was answered: the attempt ended, by failing.
+    rig.engine.handle_disconnected(t0 + ms(2), N0);
+    assert!(!rig.engine.is_ready(N0));
+    assert_eq!(rig.engine.connect_attempts(N0), 1);
+    // Node 1: connected and answered.
+    rig.connect_at(t0 + ms(3), 1);
+    assert!(rig.engine.is_ready(NodeId(1)));
+    assert_eq!(rig.engine.connect_attempts(NodeId(1)), 1);
+}

@@ -70,8 +70,9 @@ pub struct Driver<R: Runtime> {
 
 impl<R: Runtime> Driver<R> {
     /// Build the driver for a validated, seeded `config` and run it until a quorum of nodes is
-    /// connected, or every node has connected or failed its first attempt (the rest keep
-    /// connecting in the background and count as failed votes meanwhile).
+    /// ready (connected, handshake answered), or every node's first attempt has ended, ready
+    /// or failed (the rest keep connecting in the background and count as failed votes
+    /// meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
         let nodes = config
             .nodes
@@ -94,9 +95,9 @@ impl<R: Runtime> Driver<R> {
             // It cannot finish here: the caller still holds the channel's only sender.
             let _ = driver.poll_loop(cx);
             let n = driver.nodes.len();
-            let connected = (0..n).filter(|&i| driver.engine.is_connected(node_id(i))).count();
+            let ready = (0..n).filter(|&i| driver.engine.is_ready(node_id(i))).count();
             let tried = (0..n).all(|i| driver.engine.connect_attempts(node_id(i)) > 0);
-            if connected >= driver.engine.quorum() || tried { Poll::Ready(()) } else { Poll::Pending }
+            if ready >= driver.engine.quorum() || tried { Poll::Ready(()) } else { Poll::Pending }
         })
         .await;
         Ok(driver)

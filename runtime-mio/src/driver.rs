@@ -164,16 +164,16 @@ impl Driver {
         Some(NodeStatus { state, last_error: self.engine.last_error(node).map(str::to_owned) })
     }
 
-    /// Whether a quorum of nodes is connected, or every node has finished a connect attempt
-    /// since [`register`](Self::register): locking can start (a node still connecting would
-    /// count as a failed vote).
+    /// Whether a quorum of nodes is ready (connected, handshake answered), or every node has
+    /// finished a connect attempt since [`register`](Self::register), ready or failed: locking
+    /// can start (a node still connecting would count as a failed vote).
     pub fn ready(&self) -> bool {
-        let connected = (0..self.nodes.len()).filter(|&i| self.engine.is_connected(node_id(i))).count();
-        self.registry.is_some() && (connected >= self.engine.quorum() || self.all_nodes_tried())
+        let ready = (0..self.nodes.len()).filter(|&i| self.engine.is_ready(node_id(i))).count();
+        self.registry.is_some() && (ready >= self.engine.quorum() || self.all_nodes_tried())
     }
 
     /// Whether every node has finished a connect attempt since [`register`](Self::register),
-    /// by connecting or by failing.
+    /// by getting ready (handshake answered) or by failing.
     pub fn all_nodes_tried(&self) -> bool {
         self.registry.is_some()
             && (0..self.nodes.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
