@@ -91,6 +91,18 @@ fn published_crates_carry_full_metadata_a_readme_and_both_licenses() {
 }
 
 #[test]
+fn the_msrv_check_builds_every_published_crate() {
+    let script = std::fs::read_to_string(root().join("scripts/msrv.sh")).unwrap();
+    let line = script.lines().find(|l| l.starts_with("packages=(")).expect("a packages=(...) line in scripts/msrv.sh");
+    let listed: Vec<&str> = line.trim_start_matches("packages=(").trim_end_matches(')').split_whitespace().collect();
+    for (folder, name) in PUBLISHED {
+        assert!(listed.contains(name), "{folder}: {name} is not in scripts/msrv.sh");
+    }
+    let test_sh = std::fs::read_to_string(root().join("scripts/test.sh")).unwrap();
+    assert!(test_sh.contains("scripts/msrv.sh"), "scripts/test.sh does not run the MSRV check");
+}
+
+#[test]
 fn cargo_package_succeeds_for_every_published_crate() {
     // All in one command: cargo then resolves the crates' dependencies on each other against
     // the packages it has just made, as `cargo publish --workspace` would.
