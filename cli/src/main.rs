@@ -19,6 +19,8 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) const EXIT_USAGE: u8 = 64;
 /// Exit status when the lock could not be acquired within `--wait` (`EX_TEMPFAIL`).
 pub(crate) const EXIT_NOT_ACQUIRED: u8 = 75;
+/// Exit status of `status` and `scan` when nodes do not answer (`EX_UNAVAILABLE`).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// Exit status when the lock was lost while the command ran (`EX_SOFTWARE`).
 pub(crate) const EXIT_LOST: u8 = 70;
 
@@ -77,12 +79,18 @@ enum Cmd {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// Show, per node, whether it is reachable, who holds the key and its PTTL.
+    /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter.
     ///
-    /// Example: REDLEASE_NODES=redis://127.0.0.1:7000,redis://127.0.0.1:7001 redlease status --key backup
+    /// Example: REDLEASE_NODES=redis://127.0.0.1:7000,redis://127.0.0.1:7001 redlease status --key backup --json
+    ///
+    /// Exit 0 when a quorum of nodes answered, 69 when not (usable as a health check), 64 on
+    /// bad usage.
     Status {
         #[command(flatten)]
         lock: LockArgs,
+        /// One JSON object on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the cross-runtime benchmark (adapters, floors and peers against 5 local nodes).
     ///
@@ -95,16 +103,23 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
         args: Vec<String>,
     },
-    /// List keys with no TTL on any node (a lock leak check); exit 1 if there are any.
+    /// List keys with no TTL on any node (a lock leak check).
     ///
-    /// Example: redlease scan --nodes redis://127.0.0.1:7000 --pattern 'jobs:*'
+    /// Example: redlease scan --nodes redis://127.0.0.1:7000 --pattern 'jobs:*' --json
+    ///
+    /// Fencing counters (redlease:fence:*) live without a TTL by design and are never
+    /// reported. Exit 1 if a key without TTL was found, else 69 if a node did not answer,
+    /// else 0.
     Scan {
         /// Nodes as comma-separated redis:// URLs (default: $REDLEASE_NODES).
         #[arg(long, env = "REDLEASE_NODES", value_name = "URLS")]
         nodes: Option<String>,
-        /// Key pattern (Redis glob). Fencing counters (redlease:fence:*) are never reported.
+        /// Key pattern (Redis glob).
         #[arg(long, default_value = "*")]
         pattern: String,
+        /// One JSON object on stdout instead of the list.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -202,8 +217,8 @@ fn main() -> ExitCode {
             Cmd::Run { lock, ttl, wait, grace, command } => {
                 run::run(&lock.key, lock.nodes.as_deref(), ttl, wait, grace, &command).await
             }
-            Cmd::Status { lock } => inspect::status(&lock.key, lock.nodes.as_deref()),
-            Cmd::Scan { nodes, pattern } => inspect::scan(nodes.as_deref(), &pattern),
+            Cmd::Status { lock, json } => inspect::status(&lock.key, lock.nodes.as_deref(), json),
+            Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.as_deref(), &pattern, json),
             Cmd::Bench { args } => bench(&args),
         }
     });

@@ -1,5 +1,5 @@
 //! The `redlease` command against real redis-server processes: exit codes, the shared-counter
-//! run, status and scan output, the cluster command and the demo.
+//! run, status and scan output (text and JSON), the cluster command and the demo.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
@@ -213,6 +213,62 @@ fn status_and_scan_report_a_known_state() {
     assert!(stdout(&out).contains("node 1 ") && stdout(&out).contains("orphan has no TTL"), "{}", stdout(&out));
     let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "rep*"]));
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "orph*", "--json"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.starts_with("{\"pattern\":\"orph*\",\"keys_without_ttl\":1,\"unreachable\":0,\"nodes\":["), "{json}");
+    assert!(json.contains("{\"node\":1,\"url\":\"redis://127.0.0.1:"), "{json}");
+    assert!(json.contains("\"reachable\":true,\"keys_without_ttl\":[\"orphan\"]}"), "{json}");
+    assert_eq!(json.lines().count(), 1, "{json}");
+    // A node down: 69 when nothing leaked, and the JSON says which node.
+    cluster.node(1).conn().unwrap().del("orphan").unwrap();
+    cluster.node(0).kill();
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.contains("\"unreachable\":1") && json.contains("{\"node\":0,"), "{json}");
+    assert!(json.contains("\"reachable\":false,\"error\":\""), "{json}");
+}
+
+#[test]
+fn status_json_and_its_exit_code_follow_the_quorum() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let token = "0123456789abcdef0123456789abcdef01234567";
+    for node in &cluster.nodes()[..2] {
+        let mut conn = node.conn().unwrap();
+        conn.set_px("report", token, Duration::from_secs(60)).unwrap();
+        conn.set("redlease:fence:report", "12").unwrap();
+    }
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    assert_eq!(json.lines().count(), 1, "{json}");
+    assert!(
+        json.starts_with(&format!(
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+        )),
+        "{json}"
+    );
+    assert!(json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"pttl_ms\":")), "{json}");
+    assert!(json.contains("\"fence\":12}"), "{json}");
+    assert!(
+        json.contains("{\"node\":2,") && json.contains("\"holder\":null,\"pttl_ms\":null,\"fence\":null}"),
+        "{json}"
+    );
+    // The table shows the fencing counter too.
+    let text = stdout(&run(redlease().args(["status", "--key", "report", "--nodes", &urls])));
+    assert!(text.lines().next().unwrap().ends_with("fence 12"), "{text}");
+    // Two of three nodes down: no quorum is reachable, exit 69 (a health check).
+    cluster.node(0).kill();
+    cluster.node(1).kill();
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.contains("\"reachable\":1,\"held\":false,\"holder\":null"), "{json}");
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
+    assert_eq!(out.status.code(), Some(69));
+    assert!(stdout(&out).contains("no quorum (2) is reachable"), "{}", stdout(&out));
 }
 
 #[test]
