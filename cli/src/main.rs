@@ -9,6 +9,7 @@ mod demo;
 mod duration;
 mod inspect;
 mod run;
+mod secret;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -51,7 +52,8 @@ Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m and 1h are ac
 Environment:
   REDLEASE_NODES   the nodes, when --nodes is not given: comma-separated
                    redis://[user:pass@]host:port[/db] URLs, one per independent Redis
-                   master (3 or 5).
+                   master (3 or 5). Its value is never printed, and the command does not
+                   inherit it.
   REDLEASE_KEY     (set for the command) the key it runs under.
   REDLEASE_FENCE   (set for the command) the fencing token: a number that strictly increases
                    from one holder of KEY to the next. Give it to the store the lock protects,
@@ -225,11 +227,11 @@ struct RunCli {
     argv: Vec<String>,
 }
 
-/// The nodes, from `--nodes` or `REDLEASE_NODES`.
+/// The nodes, from `--nodes` or `REDLEASE_NODES`. The value is never shown in `--help`.
 #[derive(Args, Debug)]
 struct NodesArg {
     /// Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs.
-    #[arg(short = 'N', long, env = "REDLEASE_NODES", value_name = "URLS")]
+    #[arg(short = 'N', long, env = "REDLEASE_NODES", hide_env_values = true, value_name = "URLS")]
     nodes: Option<String>,
 }
 
@@ -237,9 +239,9 @@ struct NodesArg {
 #[derive(Debug)]
 pub(crate) struct Usage(pub String);
 
-/// Print `msg` on stderr with the `redlease:` prefix.
+/// Print `msg` on stderr with the `redlease:` prefix, any password in it hidden.
 pub(crate) fn warn(msg: &str) {
-    eprintln!("redlease: {msg}");
+    eprintln!("redlease: {}", secret::scrub(msg));
 }
 
 /// Parse `--nodes` / `REDLEASE_NODES` into URLs, checking each one.
@@ -301,7 +303,8 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let _ = e.print();
+            // clap quotes the arguments it rejects, which may be URLs with passwords.
+            eprint!("{}", secret::scrub(&e.render().to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };

@@ -97,6 +97,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
         .args(&argv[1..])
         .env("REDLEASE_KEY", &key)
         .env("REDLEASE_FENCE", fence.to_string())
+        // The node URLs may hold passwords; the command has no business with them.
+        .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
     die_with_parent(&mut command);

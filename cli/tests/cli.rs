@@ -136,6 +136,20 @@ fn run_takes_the_command_without_dashes_or_as_a_shell_line() {
 }
 
 #[test]
+fn the_command_does_not_inherit_the_node_urls() {
+    let cluster = Cluster::start(3);
+    let out = run(redlease().env("REDLEASE_NODES", nodes(&cluster)).args([
+        "run",
+        "-k",
+        "env",
+        "-c",
+        "echo \"nodes=${REDLEASE_NODES-unset} key=$REDLEASE_KEY\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "nodes=unset key=env");
+}
+
+#[test]
 fn held_by_someone_else_and_nodes_unreachable_have_distinct_exit_codes() {
     let cluster = Cluster::start(3);
     let urls = nodes(&cluster);
