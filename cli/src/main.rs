@@ -3,7 +3,8 @@
 //! - `redlease run -k KEY CMD…` — like `flock(1)`, across machines;
 //! - `redlease status -k KEY` / `redlease scan` — inspect the nodes (`--json` for scripts);
 //! - `redlease cluster` — start local nodes in the foreground;
-//! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute.
+//! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
+//! - `redlease completions SHELL` — shell completions.
 
 mod demo;
 mod duration;
@@ -14,7 +15,7 @@ mod secret;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Exit status for bad usage: no nodes, bad URL, bad duration or flag (BSD `EX_USAGE`).
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -175,6 +176,17 @@ enum Cmd {
         #[arg(long, default_value_t = 4)]
         workers: usize,
     },
+    /// Print a completion script for a shell.
+    ///
+    /// Example: redlease completions bash > ~/.local/share/bash-completion/completions/redlease
+    ///
+    /// zsh: redlease completions zsh > "${fpath[1]}/_redlease"; fish: redlease completions fish
+    /// > ~/.config/fish/completions/redlease.fish.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Run the cross-runtime benchmark (adapters, floors and peers against 5 local nodes).
     ///
     /// Example: redlease bench --quick
@@ -308,6 +320,10 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Cmd::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "redlease", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -340,6 +356,7 @@ fn main() -> ExitCode {
             Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), json),
             Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), &pattern, json),
             Cmd::Bench { args } => bench(&args),
+            Cmd::Completions { .. } => Ok(0),
         }
     });
     match result {

@@ -1,6 +1,6 @@
 //! The `redlease` command against real redis-server processes: flags and exit codes, the
-//! shared-counter run, status and scan output (text and JSON), the cluster command and the demo.
-//! Signals and secrets have their own files.
+//! shared-counter run, status and scan output (text and JSON), completions, the cluster command
+//! and the demo. Signals and secrets have their own files.
 
 mod common;
 
@@ -32,6 +32,8 @@ fn usage_errors_exit_64_naming_the_flag() {
         (&["status", "--key", "k"], "no nodes configured"),
         (&["status", "-N", "redis://127.0.0.1:1"], "--key"),
         (&["scan", "--nodes", "redis://h:x"], "--nodes"),
+        (&["completions", "tcsh"], "tcsh"),
+        (&["completions"], "SHELL"),
         (&["frobnicate"], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {
@@ -46,7 +48,7 @@ fn help_and_version() {
     let out = run(redlease().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).starts_with("redlease "));
-    for sub in ["demo", "cluster", "run", "status", "scan", "bench"] {
+    for sub in ["demo", "cluster", "run", "status", "scan", "bench", "completions"] {
         let out = run(redlease().args([sub, "--help"]));
         assert_eq!(out.status.code(), Some(0), "{sub}");
         let help = stdout(&out);
@@ -85,6 +87,16 @@ fn run_help_is_a_manual_that_explains_every_exit_code() {
     }
     for topic in ["Examples:", "Environment:", "REDLEASE_FENCE", "Signals:", "SIGKILL", "parent-death", "--grace"] {
         assert!(help.contains(topic), "run --help lacks {topic}");
+    }
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = run(redlease().args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.contains("redlease") && script.contains("nonblock"), "{shell}: {script}");
     }
 }
 

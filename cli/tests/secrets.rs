@@ -27,6 +27,7 @@ fn help_never_shows_the_value_of_redlease_nodes() {
         &["scan", "--help"],
         &["cluster", "--help"],
         &["demo", "--help"],
+        &["completions", "--help"],
         &["bench", "--help"],
     ];
     for args in helps {
@@ -36,6 +37,11 @@ fn help_never_shows_the_value_of_redlease_nodes() {
     }
     let out = run(redlease().env("REDLEASE_NODES", &env).args(["run", "--help"]));
     assert!(stdout(&out).contains("[env: REDLEASE_NODES]"), "the variable is still named: {}", stdout(&out));
+    // Completion scripts neither.
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(redlease().env("REDLEASE_NODES", &env).args(["completions", shell]));
+        assert_hidden(shell, &out);
+    }
 }
 
 #[test]
