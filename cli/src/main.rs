@@ -35,6 +35,15 @@ Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unre
 70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 126/127
 command not executable/not found, 128+N killed by signal N. `redlease run --help` explains each.";
 
+/// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
+const COMPLETIONS_HELP: &str = "\
+Print a completion script for a shell.
+
+Example: redlease completions bash > ~/.local/share/bash-completion/completions/redlease
+
+zsh: redlease completions zsh > \"${fpath[1]}/_redlease\"
+fish: redlease completions fish > ~/.config/fish/completions/redlease.fish";
+
 /// The exit codes, for `redlease run -h`.
 const RUN_EXIT_SUMMARY: &str = "\
 Exit status: the command's own; 64 bad usage; 69 nodes unreachable; 70 lock lost while the
@@ -177,11 +186,7 @@ enum Cmd {
         workers: usize,
     },
     /// Print a completion script for a shell.
-    ///
-    /// Example: redlease completions bash > ~/.local/share/bash-completion/completions/redlease
-    ///
-    /// zsh: redlease completions zsh > "${fpath[1]}/_redlease"; fish: redlease completions fish
-    /// > ~/.config/fish/completions/redlease.fish.
+    #[command(long_about = COMPLETIONS_HELP)]
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -242,8 +247,15 @@ struct RunCli {
 /// The nodes, from `--nodes` or `REDLEASE_NODES`. The value is never shown in `--help`.
 #[derive(Args, Debug)]
 struct NodesArg {
-    /// Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs.
-    #[arg(short = 'N', long, env = "REDLEASE_NODES", hide_env_values = true, value_name = "URLS")]
+    /// The nodes (see the help text).
+    #[arg(
+        short = 'N',
+        long,
+        env = "REDLEASE_NODES",
+        hide_env_values = true,
+        value_name = "URLS",
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs"
+    )]
     nodes: Option<String>,
 }
 
