@@ -1,26 +1,32 @@
-//! Durations on the command line: `500ms`, `10s`, `2m`, `1h`, and decimals such as `1.5s`.
+//! Durations on the command line: bare numbers are seconds, as in flock(1) (`5`, `0.5`), and
+//! `500ms`, `10s`, `2m`, `1h` (decimals too: `1.5s`) are accepted.
 
 use std::time::Duration;
 
-/// Parse a duration such as `500ms`, `10s`, `2m`, `1h` or `1.5s`.
+/// Longest duration accepted (about 31 years), so that no deadline computed from it overflows.
+const MAX_SECS: f64 = 1e9;
+
+/// Parse a duration: a number of seconds (`5`, `0.5`) or a number with a unit (`500ms`, `10s`,
+/// `2m`, `1h`, `1.5s`).
 pub(crate) fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     if num.is_empty() {
-        return Err(format!("{s:?} is not a duration: use a number with a unit, e.g. 500ms, 10s, 2m"));
+        return Err(format!("{s:?} is not a duration: use seconds (5, 0.5) or a unit (500ms, 10s, 2m)"));
     }
     let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration: bad number {num:?}"))?;
     let secs = match unit {
+        "" | "s" => value,
         "ms" => value / 1000.0,
-        "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        "" => return Err(format!("{s:?} has no unit: write e.g. {num}s or {num}ms")),
-        other => return Err(format!("{s:?} has an unknown unit {other:?}: use ms, s, m or h")),
+        other => {
+            return Err(format!("{s:?} has an unknown unit {other:?}: use ms, s, m or h (a bare number is seconds)"));
+        }
     };
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("{s:?} is too long"));
+    if !secs.is_finite() || secs > MAX_SECS {
+        return Err(format!("{s:?} is too long (at most {MAX_SECS:.0} seconds)"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -40,6 +46,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bare_numbers_are_seconds() {
+        assert_eq!(parse("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("0"), Ok(Duration::ZERO));
+        assert_eq!(parse(" 5 "), Ok(Duration::from_secs(5)));
+    }
+
+    #[test]
     fn parses_units() {
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
@@ -51,10 +65,11 @@ mod tests {
 
     #[test]
     fn rejects_bad_input_with_reasons() {
-        assert!(parse("10").unwrap_err().contains("no unit"));
         assert!(parse("10x").unwrap_err().contains("unknown unit"));
         assert!(parse("ms").unwrap_err().contains("not a duration"));
+        assert!(parse("-1").unwrap_err().contains("not a duration"));
         assert!(parse("1.2.3s").unwrap_err().contains("bad number"));
+        assert!(parse("99999999999").unwrap_err().contains("too long"));
         assert!(parse("").is_err());
     }
 

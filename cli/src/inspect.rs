@@ -2,13 +2,10 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use redlease_cluster::{Cluster, RedisConn};
+use redlease_cluster::{Cluster, FENCE_PREFIX, RedisConn};
 use redlease_core::NodeConfig;
 
-use crate::{Usage, node_urls};
-
-/// Keys under this prefix are fencing counters: they are meant to live without a TTL.
-const FENCE_PREFIX: &str = "redlease:fence:";
+use crate::{EXIT_UNAVAILABLE, Usage, node_urls};
 
 /// Start `n` local nodes in the foreground until Ctrl-C.
 pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool) -> Result<u8, Usage> {
@@ -72,50 +69,103 @@ fn open(node: &NodeConfig) -> Result<RedisConn, String> {
     Ok(conn)
 }
 
-/// Per node: reachable, holder token (shortened), PTTL.
-pub(crate) fn status(key: &str, nodes: Option<&str>) -> Result<u8, Usage> {
+/// What one node said about a key.
+struct NodeState {
+    holder: Option<String>,
+    pttl: i64,
+    fence: Option<String>,
+}
+
+fn node_state(node: &NodeConfig, key: &str) -> Result<NodeState, String> {
+    let mut c = open(node)?;
+    let holder = c.get(key).map_err(|e| e.to_string())?;
+    let pttl = c.pttl(key).map_err(|e| e.to_string())?;
+    let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
+    Ok(NodeState { holder, pttl, fence })
+}
+
+/// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict.
+/// Exit 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
+pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, Usage> {
     let nodes = node_urls(nodes)?;
-    let mut holders = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let line = match open(node).and_then(|mut c| {
-            let holder = c.get(key).map_err(|e| e.to_string())?;
-            let pttl = c.pttl(key).map_err(|e| e.to_string())?;
-            Ok((holder, pttl))
-        }) {
+    let states: Vec<Result<NodeState, String>> = nodes.iter().map(|n| node_state(n, key)).collect();
+    let quorum = nodes.len() / 2 + 1;
+    let reachable = states.iter().filter(|s| s.is_ok()).count();
+    let mut holders: Vec<&str> = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
+    holders.sort();
+    let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
+    let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
+    let code = if reachable >= quorum { 0 } else { EXIT_UNAVAILABLE };
+    if json {
+        let per_node: Vec<String> = nodes
+            .iter()
+            .zip(&states)
+            .enumerate()
+            .map(|(i, (node, state))| {
+                let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+                match state {
+                    Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                    Ok(s) => format!(
+                        "{{{head},\"reachable\":true,\"holder\":{},\"pttl_ms\":{},\"fence\":{}}}",
+                        json::opt_string(s.holder.as_deref()),
+                        if s.holder.is_some() { s.pttl.to_string() } else { "null".into() },
+                        s.fence.as_deref().and_then(|f| f.parse::<u64>().ok()).map_or("null".into(), |f| f.to_string()),
+                    ),
+                }
+            })
+            .collect();
+        println!(
+            "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+            json::string(key),
+            held_by.is_some(),
+            json::opt_string(held_by),
+            best.map_or(0, |(count, _)| count),
+            per_node.join(",")
+        );
+        return Ok(code);
+    }
+    for (i, (node, state)) in nodes.iter().zip(&states).enumerate() {
+        let line = match state {
             Err(e) => format!("unreachable  ({e})"),
-            Ok((None, _)) => "reachable    free".to_owned(),
-            Ok((Some(token), pttl)) => {
-                holders.push(token.clone());
-                let ttl = if pttl >= 0 { format!("pttl {pttl}ms") } else { "NO TTL (leak)".to_owned() };
-                format!("reachable    held by {}  {ttl}", short(&token))
+            Ok(NodeState { holder: None, .. }) => "reachable    free".to_owned(),
+            Ok(NodeState { holder: Some(token), pttl, .. }) => {
+                let ttl = if *pttl >= 0 { format!("pttl {pttl}ms") } else { "NO TTL (leak)".to_owned() };
+                format!("reachable    held by {}  {ttl}", short(token))
             }
         };
-        println!("node {i} {node}  {line}");
+        let fence = match state {
+            Ok(NodeState { fence: Some(f), .. }) => format!("  fence {f}"),
+            _ => String::new(),
+        };
+        println!("node {i} {node}  {line}{fence}");
     }
-    let quorum = nodes.len() / 2 + 1;
-    holders.sort();
-    let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), &c[0])).max();
-    match best {
-        Some((count, token)) if count >= quorum => {
+    match (best, held_by) {
+        (Some((count, _)), Some(token)) => {
             println!("{key}: held by {} on {count} of {} nodes (quorum {quorum})", short(token), nodes.len())
         }
-        Some((count, _)) => println!("{key}: no quorum holds it (at most {count} of {} nodes agree)", nodes.len()),
-        None => println!("{key}: free on every reachable node"),
+        (Some((count, _)), None) => {
+            println!("{key}: no quorum holds it (at most {count} of {} nodes agree)", nodes.len())
+        }
+        (None, _) => println!("{key}: free on every reachable node"),
     }
-    Ok(0)
+    if code != 0 {
+        println!("only {reachable} of {} nodes answered: no quorum ({quorum}) is reachable", nodes.len());
+    }
+    Ok(code)
 }
 
 fn short(token: &str) -> String {
     if token.len() > 12 { format!("{}…", &token[..12]) } else { token.to_owned() }
 }
 
-/// Keys without a TTL on any node; exit 1 if there are any.
-pub(crate) fn scan(nodes: Option<&str>, pattern: &str) -> Result<u8, Usage> {
+/// Keys without a TTL on any node: exit 1 if there are any, else [`EXIT_UNAVAILABLE`] if a
+/// node did not answer, else 0.
+pub(crate) fn scan(nodes: Option<&str>, pattern: &str, json: bool) -> Result<u8, Usage> {
     let nodes = node_urls(nodes)?;
-    let mut leaks = 0usize;
-    let mut unreachable = 0usize;
-    for (i, node) in nodes.iter().enumerate() {
-        let found = open(node).and_then(|mut c| {
+    let found: Vec<Result<Vec<String>, String>> = nodes
+        .iter()
+        .map(|node| {
+            let mut c = open(node)?;
             let keys = c.keys(pattern).map_err(|e| e.to_string())?;
             let mut no_ttl = Vec::new();
             for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {
@@ -124,28 +174,98 @@ pub(crate) fn scan(nodes: Option<&str>, pattern: &str) -> Result<u8, Usage> {
                 }
             }
             Ok(no_ttl)
-        });
+        })
+        .collect();
+    let leaks: usize = found.iter().filter_map(|f| f.as_ref().ok()).map(Vec::len).sum();
+    let unreachable = found.iter().filter(|f| f.is_err()).count();
+    let code = if leaks > 0 {
+        1
+    } else if unreachable > 0 {
+        EXIT_UNAVAILABLE
+    } else {
+        0
+    };
+    if json {
+        let per_node: Vec<String> = nodes
+            .iter()
+            .zip(&found)
+            .enumerate()
+            .map(|(i, (node, found))| {
+                let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+                match found {
+                    Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                    Ok(keys) => {
+                        let keys: Vec<String> = keys.iter().map(|k| json::string(k)).collect();
+                        format!("{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]}}", keys.join(","))
+                    }
+                }
+            })
+            .collect();
+        println!(
+            "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}]}}",
+            json::string(pattern),
+            per_node.join(",")
+        );
+        return Ok(code);
+    }
+    for (i, (node, found)) in nodes.iter().zip(&found).enumerate() {
         match found {
-            Err(e) => {
-                unreachable += 1;
-                println!("node {i} {node}: unreachable ({e})");
-            }
+            Err(e) => println!("node {i} {node}: unreachable ({e})"),
             Ok(keys) => {
-                for k in &keys {
+                for k in keys {
                     println!("node {i} {node}: {k} has no TTL");
                 }
-                leaks += keys.len();
             }
         }
     }
     if leaks > 0 {
         println!("{leaks} key(s) without a TTL matching {pattern:?}");
-        return Ok(1);
+    } else {
+        println!(
+            "no keys without a TTL matching {pattern:?} on {} reachable node(s){}",
+            nodes.len() - unreachable,
+            if unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }
+        );
     }
-    println!(
-        "no keys without a TTL matching {pattern:?} on {} reachable node(s){}",
-        nodes.len() - unreachable,
-        if unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }
-    );
-    Ok(if unreachable > 0 { 2 } else { 0 })
+    Ok(code)
+}
+
+/// Just enough JSON for `--json`: strings and their escapes.
+mod json {
+    use std::fmt::Write as _;
+
+    /// `s` as a JSON string literal.
+    pub(super) fn string(s: &str) -> String {
+        let mut out = String::with_capacity(s.len() + 2);
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// A JSON string, or `null`.
+    pub(super) fn opt_string(s: Option<&str>) -> String {
+        s.map_or_else(|| "null".to_owned(), string)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn escapes() {
+            assert_eq!(super::string("a\"b\\c\nd\u{1}é"), "\"a\\\"b\\\\c\\nd\\u0001é\"");
+            assert_eq!(super::opt_string(None), "null");
+        }
+    }
 }

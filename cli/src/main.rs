@@ -1,29 +1,118 @@
 //! `redlease`: a Redlock distributed lock on the command line.
 //!
-//! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
+//! - `redlease run -k KEY CMD…` — like `flock(1)`, across machines;
+//! - `redlease status -k KEY` / `redlease scan` — inspect the nodes (`--json` for scripts);
 //! - `redlease cluster` — start local nodes in the foreground;
-//! - `redlease run --key K -- CMD…` — like `flock(1)`, across machines;
-//! - `redlease status --key K` / `redlease scan` — inspect the nodes.
+//! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
+//! - `redlease completions SHELL` — shell completions.
 
 mod demo;
 mod duration;
 mod inspect;
 mod run;
+mod secret;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
-/// Exit status for bad usage: no nodes, bad URL, bad duration (BSD `EX_USAGE`).
+/// Exit status for bad usage: no nodes, bad URL, bad duration or flag (BSD `EX_USAGE`).
 pub(crate) const EXIT_USAGE: u8 = 64;
-/// Exit status when the lock could not be acquired within `--wait` (`EX_TEMPFAIL`).
-pub(crate) const EXIT_NOT_ACQUIRED: u8 = 75;
+/// Exit status when no quorum of nodes answered: down, timed out, refused our login
+/// (`EX_UNAVAILABLE`).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// Exit status when the lock was lost while the command ran (`EX_SOFTWARE`).
 pub(crate) const EXIT_LOST: u8 = 70;
+/// Exit status when the operating system refused something (`EX_OSERR`).
+pub(crate) const EXIT_OSERR: u8 = 71;
+/// Default exit status when the lock is held by someone else (`EX_TEMPFAIL`); `-E` changes it.
+pub(crate) const EXIT_CONFLICT: u8 = 75;
+
+/// The exit codes, for `redlease --help`.
+const EXIT_SUMMARY: &str = "\
+Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unreachable,
+70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 126/127
+command not executable/not found, 128+N killed by signal N. `redlease run --help` explains each.";
+
+/// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
+const COMPLETIONS_HELP: &str = "\
+Print a completion script for a shell.
+
+Example: redlease completions bash > ~/.local/share/bash-completion/completions/redlease
+
+zsh: redlease completions zsh > \"${fpath[1]}/_redlease\"
+fish: redlease completions fish > ~/.config/fish/completions/redlease.fish";
+
+/// The exit codes, for `redlease run -h`.
+const RUN_EXIT_SUMMARY: &str = "\
+Exit status: the command's own; 64 bad usage; 69 nodes unreachable; 70 lock lost while the
+command ran; 75 lock held by someone else (-E N changes it); 126/127 command not executable/not
+found; 128+N killed by signal N. `redlease run --help` shows the whole manual.";
+
+/// The man page of `redlease run`, shown by `redlease run --help`.
+const RUN_MANUAL: &str = "\
+Examples:
+  redlease run -k nightly-backup ./backup.sh --full    # wait up to 30 s for the lock
+  redlease run -k nightly-backup -n ./backup.sh        # skip the run if someone holds it
+  redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
+
+Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m and 1h are accepted too.
+
+Environment:
+  REDLEASE_NODES   the nodes, when --nodes is not given: comma-separated
+                   redis://[user:pass@]host:port[/db] URLs, one per independent Redis
+                   master (3 or 5). Its value is never printed, and the command does not
+                   inherit it.
+  REDLEASE_KEY     (set for the command) the key it runs under.
+  REDLEASE_FENCE   (set for the command) the fencing token: a number that strictly increases
+                   from one holder of KEY to the next. Give it to the store the lock protects,
+                   and have the store refuse writes carrying a smaller token than it has seen
+                   (docs/operations.md shows how), so a holder that was paused past its lock
+                   cannot overwrite a later holder's work.
+
+The lock:
+  KEY is taken on a quorum (N/2 + 1) of the nodes with a time to live of --ttl, extended about
+  every TTL/3 while the command runs, and released when it exits. If redlease cannot extend it
+  in time (a majority refused or did not answer), the lock is lost: the command gets SIGTERM,
+  then SIGKILL after --grace, and redlease exits 70.
+
+Signals:
+  SIGTERM, SIGINT and SIGHUP sent to redlease are passed on to the command (SIGINT only when it
+  did not come from the terminal, which sends Ctrl-C to the command itself). redlease keeps
+  extending the lock until the command exits, sends it SIGKILL if it is still running --grace
+  after the first signal, then releases the lock and exits with the command's status (143
+  after SIGTERM, 137 after SIGKILL, ...). A signal that arrives before the command started
+  ends redlease with 128 + the signal (129 SIGHUP, 130 SIGINT, 143 SIGTERM).
+  If redlease itself dies, even by SIGKILL, the command gets SIGKILL from the kernel at once
+  (Linux: the parent-death signal), so it never runs on after the lock expires. Other systems
+  have no parent-death signal: there a command whose redlease was SIGKILLed keeps running
+  without the lock. Processes the command starts in the background are its own to stop:
+  have it exec its last program, or stop its jobs when it gets SIGTERM.
+
+Exit status:
+  0-255  the command's own status, when it ran and exited
+  128+N  the command was killed by signal N; or redlease got signal N before the command
+         started (129 SIGHUP, 130 SIGINT, 143 SIGTERM)
+  64     bad usage: no nodes, a bad URL, duration or flag (the message names it)
+  69     nodes unreachable: no quorum of nodes answered in time (down, timed out, a wrong
+         password or another refusal), so nobody can hold the lock right now
+  70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
+  71     the operating system refused something (the random source, a thread)
+  75     the lock is held by someone else: at once with -n, or when --wait ran out; -E N
+         makes this N (flock(1) uses 1)
+  126    the command could not be executed
+  127    the command was not found
+As with flock(1), the command's own status can take any of these values; pick an -E value
+that your command does not use if you must tell them apart.";
 
 #[derive(Parser, Debug)]
-#[command(name = "redlease", version, about = "Redlock distributed locks over independent Redis nodes")]
+#[command(
+    name = "redlease",
+    version,
+    about = "Redlock distributed locks over independent Redis nodes: flock(1) across machines",
+    after_help = EXIT_SUMMARY
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -31,6 +120,63 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Run a command while holding a lock, like flock(1) across machines.
+    ///
+    /// Example: redlease run -k backup -t 10s -w 30 ./backup.sh
+    ///
+    /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
+    /// while it runs and released when it exits; redlease exits with the command's status.
+    /// Exit 75 (or -E N): held by someone else. Exit 69: nodes unreachable. Exit 70: lock lost
+    /// while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
+    #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
+    Run(RunCli),
+    /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter.
+    ///
+    /// Example: redlease status -k backup --json
+    ///
+    /// Exit 0 when a quorum of nodes answered, 69 when not (usable as a health check), 64 on
+    /// bad usage.
+    Status {
+        /// The lock key (resource name).
+        #[arg(short, long)]
+        key: String,
+        #[command(flatten)]
+        nodes: NodesArg,
+        /// One JSON object on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys with no TTL on any node (a lock leak check).
+    ///
+    /// Example: redlease scan -p 'jobs:*' --json
+    ///
+    /// Fencing counters (redlease:fence:*) live without a TTL by design and are never
+    /// reported. Exit 1 if a key without TTL was found, else 69 if a node did not answer,
+    /// else 0.
+    Scan {
+        #[command(flatten)]
+        nodes: NodesArg,
+        /// Key pattern (Redis glob).
+        #[arg(short, long, default_value = "*")]
+        pattern: String,
+        /// One JSON object on stdout instead of the list.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start local redis-server nodes in the foreground and print their URLs; Ctrl-C stops them.
+    ///
+    /// Example: redlease cluster --nodes 5 -p 7000
+    Cluster {
+        /// Number of nodes.
+        #[arg(long, default_value_t = 5)]
+        nodes: usize,
+        /// Port of the first node; the others follow it (default: free ports).
+        #[arg(short, long)]
+        port: Option<u16>,
+        /// Persist with appendonly yes + appendfsync always (safe restarts).
+        #[arg(long)]
+        persist: bool,
+    },
     /// Show locks at work on a local 5-node cluster, with node failures, then clean up.
     ///
     /// Example: redlease demo
@@ -39,87 +185,76 @@ enum Cmd {
         #[arg(long, default_value_t = 4)]
         workers: usize,
     },
-    /// Start local redis-server nodes in the foreground and print their URLs; Ctrl-C stops them.
-    ///
-    /// Example: redlease cluster --nodes 5 --port 7000
-    Cluster {
-        /// Number of nodes.
-        #[arg(long, default_value_t = 5)]
-        nodes: usize,
-        /// Port of the first node; the others follow it (default: free ports).
-        #[arg(long)]
-        port: Option<u16>,
-        /// Persist with appendonly yes + appendfsync always (safe restarts).
-        #[arg(long)]
-        persist: bool,
-    },
-    /// Run a command while holding a lock, like flock(1) across machines.
-    ///
-    /// Example: redlease run --key backup --ttl 10s --wait 30s -- ./backup.sh
-    ///
-    /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
-    /// while it runs and released when it exits; redlease exits with the command's status.
-    /// Exit 75: not acquired within --wait. Exit 70: lock lost while running (the command got
-    /// SIGTERM, then SIGKILL after --grace). Exit 64: bad usage.
-    Run {
-        #[command(flatten)]
-        lock: LockArgs,
-        /// Time to live of the lock on the nodes (extended while the command runs).
-        #[arg(long, default_value = "10s", value_parser = duration::parse)]
-        ttl: Duration,
-        /// Give up (exit 75) if the lock is not acquired within this time.
-        #[arg(long, default_value = "30s", value_parser = duration::parse)]
-        wait: Duration,
-        /// After a lost lock, time between SIGTERM and SIGKILL.
-        #[arg(long, default_value = "5s", value_parser = duration::parse)]
-        grace: Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
-    },
-    /// Show, per node, whether it is reachable, who holds the key and its PTTL.
-    ///
-    /// Example: REDLEASE_NODES=redis://127.0.0.1:7000,redis://127.0.0.1:7001 redlease status --key backup
-    Status {
-        #[command(flatten)]
-        lock: LockArgs,
+    /// Print a completion script for a shell.
+    #[command(long_about = COMPLETIONS_HELP)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Run the cross-runtime benchmark (adapters, floors and peers against 5 local nodes).
     ///
     /// Example: redlease bench --quick
     ///
-    /// It runs `cargo bench -p redlease-benches --bench runtimes` in this source tree, which
-    /// prints progress and the tables and (except with --quick) writes docs/benchmarks.md.
+    /// It runs `cargo bench -p redlease-benches --bench runtimes` in the redlease source tree,
+    /// which prints progress and the tables and (except with --quick) writes docs/benchmarks.md.
     Bench {
         /// Arguments for the benchmark runner, e.g. --quick.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
         args: Vec<String>,
     },
-    /// List keys with no TTL on any node (a lock leak check); exit 1 if there are any.
-    ///
-    /// Example: redlease scan --nodes redis://127.0.0.1:7000 --pattern 'jobs:*'
-    Scan {
-        /// Nodes as comma-separated redis:// URLs (default: $REDLEASE_NODES).
-        #[arg(long, env = "REDLEASE_NODES", value_name = "URLS")]
-        nodes: Option<String>,
-        /// Key pattern (Redis glob). Fencing counters (redlease:fence:*) are never reported.
-        #[arg(long, default_value = "*")]
-        pattern: String,
-    },
 }
 
-/// The lock key and the nodes.
+/// The options of `redlease run`.
 #[derive(Args, Debug)]
-struct LockArgs {
+struct RunCli {
     /// The lock key (resource name).
-    #[arg(long)]
+    #[arg(short, long)]
     key: String,
+    #[command(flatten)]
+    nodes: NodesArg,
+    /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
+    #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
+    ttl: Duration,
+    /// Wait up to this long for the lock (seconds, or 500ms, 2m, ...), then exit 75 (or -E N).
+    #[arg(
+        short,
+        long,
+        visible_alias = "timeout",
+        default_value = "30",
+        value_parser = duration::parse,
+        value_name = "SECONDS",
+        conflicts_with = "nonblock"
+    )]
+    wait: Duration,
+    /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
+    #[arg(short, long)]
+    nonblock: bool,
+    /// Exit status when the lock is held by someone else (flock(1) uses 1).
+    #[arg(short = 'E', long, default_value_t = EXIT_CONFLICT, value_name = "N")]
+    conflict_exit_code: u8,
+    /// After a signal passed on or a lost lock: how long the command has to exit before SIGKILL.
+    #[arg(short, long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
+    grace: Duration,
+    /// Run this command line with `sh -c` (as flock -c does), instead of CMD.
+    #[arg(short = 'c', long = "command", value_name = "STRING", conflicts_with = "argv")]
+    shell_command: Option<String>,
+    /// The command and its arguments (after `--` if the command starts with a dash).
+    #[arg(trailing_var_arg = true, value_name = "CMD", required_unless_present = "shell_command")]
+    argv: Vec<String>,
+}
+
+/// The nodes, from `--nodes` or `REDLEASE_NODES`. The value is never shown in `--help`.
+#[derive(Args, Debug)]
+struct NodesArg {
     /// The nodes (see the help text).
     #[arg(
+        short = 'N',
         long,
         env = "REDLEASE_NODES",
+        hide_env_values = true,
         value_name = "URLS",
-        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (default: $REDLEASE_NODES)"
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs"
     )]
     nodes: Option<String>,
 }
@@ -127,6 +262,11 @@ struct LockArgs {
 /// A usage error: printed with the `redlease:` prefix, exit 64.
 #[derive(Debug)]
 pub(crate) struct Usage(pub String);
+
+/// Print `msg` on stderr with the `redlease:` prefix, any password in it hidden.
+pub(crate) fn warn(msg: &str) {
+    eprintln!("redlease: {}", secret::scrub(msg));
+}
 
 /// Parse `--nodes` / `REDLEASE_NODES` into URLs, checking each one.
 pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeConfig>, Usage> {
@@ -161,7 +301,11 @@ async fn until_interrupted(work: impl std::future::Future<Output = Result<u8, Us
 fn bench(args: &[String]) -> Result<u8, Usage> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
     if !root.join("benches/benches/runtimes.rs").exists() {
-        return Err(Usage(format!("bench needs the redlease source tree at {}", root.display())));
+        return Err(Usage(format!(
+            "bench runs the benchmarks of the redlease source tree, and this redlease was not built in one \
+             (looked in {}): clone the repository and run `cargo run --release -p redlease -- bench`",
+            root.display()
+        )));
     }
     let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root)
@@ -178,39 +322,59 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            use clap::error::ErrorKind::{DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand, DisplayVersion};
-            let code = match e.kind() {
-                DisplayHelp | DisplayVersion => 0,
-                DisplayHelpOnMissingArgumentOrSubcommand => EXIT_USAGE,
-                _ => EXIT_USAGE,
-            };
-            let _ = e.print();
-            return ExitCode::from(code);
+            use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
+            if matches!(e.kind(), DisplayHelp | DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // clap quotes the arguments it rejects, which may be URLs with passwords.
+            eprint!("{}", secret::scrub(&e.render().to_string()));
+            return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Cmd::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "redlease", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("redlease: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            warn(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::from(EXIT_OSERR);
         }
     };
+    // `block_on` runs the future on this, the main thread. `run` spawns its command from it,
+    // and must: the parent-death signal fires when the spawning *thread* ends.
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers } => until_interrupted(demo::run(workers)).await,
             Cmd::Cluster { nodes, port, persist } => until_interrupted(inspect::cluster(nodes, port, persist)).await,
-            Cmd::Run { lock, ttl, wait, grace, command } => {
-                run::run(&lock.key, lock.nodes.as_deref(), ttl, wait, grace, &command).await
+            Cmd::Run(args) => {
+                let argv = match args.shell_command {
+                    Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line],
+                    None => args.argv,
+                };
+                run::run(run::RunArgs {
+                    key: args.key,
+                    nodes: args.nodes.nodes,
+                    ttl: args.ttl,
+                    wait: (!args.nonblock).then_some(args.wait),
+                    conflict_exit_code: args.conflict_exit_code,
+                    grace: args.grace,
+                    argv,
+                })
+                .await
             }
-            Cmd::Status { lock } => inspect::status(&lock.key, lock.nodes.as_deref()),
-            Cmd::Scan { nodes, pattern } => inspect::scan(nodes.as_deref(), &pattern),
+            Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), json),
+            Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), &pattern, json),
             Cmd::Bench { args } => bench(&args),
+            Cmd::Completions { .. } => Ok(0),
         }
     });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(Usage(msg)) => {
-            eprintln!("redlease: {msg}");
+            warn(&msg);
             ExitCode::from(EXIT_USAGE)
         }
     }

@@ -1,104 +1,298 @@
-//! `redlease run`: hold a lock while a command runs.
+//! `redlease run`: hold a lock while a command runs, and never let the command outlive it.
+//!
+//! - SIGTERM, SIGINT and SIGHUP sent to redlease are passed on to the command; the lock is
+//!   extended until the command exits (SIGKILL once `--grace` has passed), then released, and
+//!   redlease exits with the command's status.
+//! - A lost lock: the command gets SIGTERM, then SIGKILL after `--grace`; exit 70.
+//! - redlease itself dying, even by SIGKILL: on Linux the command gets SIGKILL from the kernel
+//!   (its parent-death signal, set between fork and exec).
 
-use std::process::Stdio;
+use std::io;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use redlease_tokio::{Client, Config, Error, LockOptions, LostReason};
+use redlease_tokio::{AcquireError, Client, Config, Error, LockOptions, LostReason};
 use tokio::process::{Child, Command};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::{EXIT_LOST, EXIT_NOT_ACQUIRED, Usage, duration::show, node_urls};
+use crate::duration::show;
+use crate::{EXIT_LOST, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, node_urls, warn};
 
-/// Acquire `key`, run `command` under it with auto-extension, release, and return the exit code.
-pub(crate) async fn run(
-    key: &str,
-    nodes: Option<&str>,
-    ttl: Duration,
-    wait: Duration,
-    grace: Duration,
-    command: &[String],
-) -> Result<u8, Usage> {
+/// What `redlease run` was asked to do.
+#[derive(Debug)]
+pub(crate) struct RunArgs {
+    pub(crate) key: String,
+    pub(crate) nodes: Option<String>,
+    pub(crate) ttl: Duration,
+    /// `None`: one attempt only (`--nonblock`).
+    pub(crate) wait: Option<Duration>,
+    pub(crate) conflict_exit_code: u8,
+    pub(crate) grace: Duration,
+    /// The program and its arguments.
+    pub(crate) argv: Vec<String>,
+}
+
+/// Acquire the key, run the command under it with auto-extension, release; the exit code.
+///
+/// Must run on the thread that stays alive until the process exits (`main`'s `block_on`): the
+/// kernel sends the parent-death signal when the *thread* that spawned the child ends.
+pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
+    let RunArgs { key, nodes, ttl, wait, conflict_exit_code, grace, argv } = args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()));
     }
     if ttl.is_zero() {
         return Err(Usage("--ttl is zero: give the lock a time to live, e.g. --ttl 10s".into()));
     }
-    let nodes = node_urls(nodes)?;
-    let client = Client::with_config(Config::new(nodes)).await.map_err(|e| match e {
-        Error::Config(e) => Usage(format!("--nodes: {e}")),
-        e => Usage(e.to_string()),
-    })?;
-    let guard = match client.lock_with(LockOptions::new(key, ttl).fencing(true).auto_extend(true).wait(wait)).await {
+    let nodes = node_urls(nodes.as_deref())?;
+    // Installed before anything else, so that a signal while connecting or waiting for the
+    // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
+    let mut signals = Signals::install()?;
+
+    let client = tokio::select! {
+        client = Client::with_config(Config::new(nodes)) => client,
+        sig = signals.recv() => {
+            warn(&format!("got {} while connecting: giving up", signal_name(sig)));
+            return Ok(128 + sig as u8);
+        }
+    };
+    let client = match client {
+        Ok(c) => c,
+        Err(Error::Config(e)) => return Err(Usage(format!("--nodes: {e}"))),
+        Err(e) => {
+            warn(&format!("cannot connect to the nodes: {e}"));
+            return Ok(exit_code_of(&e, conflict_exit_code));
+        }
+    };
+    let options = LockOptions::new(key.as_str(), ttl).fencing(true).auto_extend(true);
+    let options = match wait {
+        Some(wait) => options.wait(wait),
+        None => options.attempts(1),
+    };
+    let acquired = tokio::select! {
+        acquired = client.lock_with(options) => acquired,
+        sig = signals.recv() => {
+            warn(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
+            // Cancels the acquisition in flight and releases whatever it got.
+            client.close().await;
+            return Ok(128 + sig as u8);
+        }
+    };
+    let guard = match acquired {
         Ok(g) => g,
         Err(Error::Misuse(e)) => return Err(Usage(format!("--ttl: {e}"))),
         Err(e) => {
-            eprintln!("redlease: could not acquire {key:?} within {}: {e}", show(wait));
-            return Ok(EXIT_NOT_ACQUIRED);
+            let within = match wait {
+                Some(w) => format!("within {}", show(w)),
+                None => "at once (--nonblock)".to_owned(),
+            };
+            warn(&format!("could not acquire {key:?} {within}: {e}"));
+            return Ok(exit_code_of(&e, conflict_exit_code));
         }
     };
+
     let fence = guard.fence().unwrap_or_default();
-    let mut child = match Command::new(&command[0])
-        .args(&command[1..])
-        .env("REDLEASE_KEY", key)
+    let mut command = Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .env("REDLEASE_KEY", &key)
         .env("REDLEASE_FENCE", fence.to_string())
+        // The node URLs may hold passwords; the command has no business with them.
+        .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    die_with_parent(&mut command);
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("redlease: cannot run {:?}: {e}", command[0]);
+            warn(&format!("cannot run {:?}: {e}", argv[0]));
             let _ = guard.release().await;
-            return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+            return Ok(if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 });
         }
     };
+
     let lost = guard.lost();
-    let status = tokio::select! {
-        status = child.wait() => status,
-        _ = lost.wait() => {
-            let why = match lost.reason() {
-                Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
-                Some(r) => format!("{r:?}").to_lowercase(),
-            };
-            eprintln!("redlease: lock on {key:?} lost ({why}) while the command ran: stopping it");
-            stop(&mut child, grace).await;
-            let _ = guard.release().await;
-            return Ok(EXIT_LOST);
+    // Once a signal was passed on: when the command gets SIGKILL if it is still running
+    // (`None` again once it got it).
+    let mut stopping = false;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let status = loop {
+        let deadline = kill_at;
+        let kill_timer = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = lost.wait() => {
+                let why = match lost.reason() {
+                    Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
+                    Some(r) => format!("{r:?}").to_lowercase(),
+                };
+                warn(&format!("lock on {key:?} lost ({why}) while the command ran: stopping it"));
+                stop(&mut child, grace).await;
+                let _ = guard.release().await;
+                return Ok(EXIT_LOST);
+            }
+            sig = signals.recv() => {
+                if sig == libc::SIGINT && terminal_sent_sigint() {
+                    // Ctrl-C went to the whole foreground process group, the command
+                    // included: passing it on would deliver it twice.
+                } else {
+                    send(&child, sig);
+                }
+                if !stopping {
+                    stopping = true;
+                    warn(&format!(
+                        "got {}: passed it on to the command; the lock is held until it exits (SIGKILL in {})",
+                        signal_name(sig),
+                        show(grace)
+                    ));
+                    kill_at = Some(tokio::time::Instant::now() + grace);
+                }
+            }
+            () = kill_timer => {
+                warn(&format!("the command did not exit within --grace {}: SIGKILL", show(grace)));
+                let _ = child.start_kill();
+                kill_at = None;
+            }
         }
     };
     let report = guard.release().await;
     if let Err(e) = &report {
-        eprintln!("redlease: release of {key:?} failed: {e} (the keys expire with their TTL)");
+        warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)"));
     }
     match status {
-        Ok(s) => Ok(exit_code(s)),
+        Ok(s) => Ok(status_code(s)),
         Err(e) => {
-            eprintln!("redlease: waiting for the command failed: {e}");
+            warn(&format!("waiting for the command failed: {e}"));
             Ok(1)
         }
     }
 }
 
+/// The exit code for a failed connect or acquisition: the conflict code when someone else
+/// holds the lock, [`EXIT_UNAVAILABLE`] when no quorum of nodes answered.
+pub(crate) fn exit_code_of(e: &Error, conflict_exit_code: u8) -> u8 {
+    fn acquire(e: &AcquireError, conflict: u8) -> u8 {
+        match e {
+            AcquireError::Held { .. } => conflict,
+            AcquireError::WaitTimeout { last, .. } => acquire(last, conflict),
+            // Unreachable, refused logins, too slow for the TTL, and kinds added later.
+            _ => EXIT_UNAVAILABLE,
+        }
+    }
+    match e {
+        Error::Acquire(a) => acquire(a, conflict_exit_code),
+        Error::Io(_) => EXIT_OSERR,
+        _ => EXIT_UNAVAILABLE,
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP, as a stream of signal numbers.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, Usage> {
+        let install = |kind| signal(kind).map_err(|e| Usage(format!("cannot install the signal handlers: {e}")));
+        Ok(Signals {
+            term: install(SignalKind::terminate())?,
+            int: install(SignalKind::interrupt())?,
+            hup: install(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal received.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.hup.recv() => libc::SIGHUP,
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGKILL => "SIGKILL",
+        _ => "a signal",
+    }
+}
+
 /// SIGTERM, then SIGKILL after `grace`.
 async fn stop(child: &mut Child, grace: Duration) {
-    if let Some(pid) = child.id() {
-        terminate(pid);
-        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
-            return;
-        }
+    send(child, libc::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+        return;
     }
     let _ = child.kill().await;
 }
 
+/// Send `sig` to the command, unless it has been reaped already.
 #[allow(unsafe_code)]
-fn terminate(pid: u32) {
-    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+fn send(child: &Child, sig: i32) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet (only
+        // `child.wait()` reaps it, and it then has no id), so the pid cannot have been reused.
+        unsafe {
+            libc::kill(pid as libc::pid_t, sig);
+        }
     }
 }
 
-fn exit_code(status: std::process::ExitStatus) -> u8 {
+/// Whether our process group is the foreground group of our controlling terminal: then a
+/// SIGINT most likely came from Ctrl-C, which the terminal sends to the command too.
+#[allow(unsafe_code)]
+fn terminal_sent_sigint() -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(tty) = std::fs::File::open("/dev/tty") else {
+        return false; // no controlling terminal
+    };
+    // SAFETY: tcgetpgrp(3) on a descriptor we own and keep open for the call; getpgrp(2)
+    // cannot fail.
+    unsafe {
+        let foreground = libc::tcgetpgrp(tty.as_raw_fd());
+        foreground > 0 && foreground == libc::getpgrp()
+    }
+}
+
+/// Linux: the kernel sends the command SIGKILL if redlease dies (`PR_SET_PDEATHSIG`), so a
+/// redlease killed with SIGKILL, whose lock then expires, cannot leave the command running.
+/// Other systems have no such setting: there a SIGKILLed redlease leaves the command running.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec. It calls only prctl(2) and
+    // getppid(2), which are async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // redlease died between fork and prctl: the signal will never come.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// The shell's convention: the exit code, or 128 + the signal that killed the command.
+fn status_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,

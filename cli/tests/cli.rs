@@ -1,33 +1,15 @@
-//! The `redlease` command against real redis-server processes: exit codes, the shared-counter
-//! run, status and scan output, the cluster command and the demo.
+//! The `redlease` command against real redis-server processes: flags and exit codes, the
+//! shared-counter run, status and scan output (text and JSON), completions, the cluster command
+//! and the demo. Signals and secrets have their own files.
+
+mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::{nodes, redlease, run, signal, stderr, stdout, wait_until};
 use redlease_cluster::{Cluster, RedisConn};
-
-fn redlease() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_redlease"));
-    c.env_remove("REDLEASE_NODES");
-    c
-}
-
-fn nodes(cluster: &Cluster) -> String {
-    cluster.urls().join(",")
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.stdin(Stdio::null()).output().expect("run redlease")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn usage_errors_exit_64_naming_the_flag() {
@@ -37,10 +19,21 @@ fn usage_errors_exit_64_naming_the_flag() {
         (&["run", "--key", "k", "--nodes", "redis://h:0", "--", "true"], "port"),
         (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--ttl", "10x", "--", "true"], "--ttl"),
         (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--wait", "soon", "--", "true"], "--wait"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-w", "5x", "true"], "--wait"),
         (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1", "--ttl", "0s", "--", "true"], "--ttl"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-t", "0", "true"], "--ttl"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "--grace=-1", "true"], "--grace"),
         (&["run", "--key", "k", "--nodes", "redis://127.0.0.1:1"], "CMD"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-E", "256", "true"], "--conflict-exit-code"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-E", "x", "true"], "--conflict-exit-code"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-n", "-w", "5", "true"], "--nonblock"),
+        (&["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-c", "true", "--", "true"], "--command"),
+        (&["run", "-k", "", "-N", "redis://127.0.0.1:1", "true"], "--key"),
         (&["status", "--key", "k"], "no nodes configured"),
+        (&["status", "-N", "redis://127.0.0.1:1"], "--key"),
         (&["scan", "--nodes", "redis://h:x"], "--nodes"),
+        (&["completions", "tcsh"], "tcsh"),
+        (&["completions"], "SHELL"),
         (&["frobnicate"], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {
@@ -55,11 +48,55 @@ fn help_and_version() {
     let out = run(redlease().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).starts_with("redlease "));
-    for sub in ["demo", "cluster", "run", "status", "scan", "bench"] {
+    for sub in ["demo", "cluster", "run", "status", "scan", "bench", "completions"] {
         let out = run(redlease().args([sub, "--help"]));
         assert_eq!(out.status.code(), Some(0), "{sub}");
         let help = stdout(&out);
-        assert!(help.contains("Example:") && help.contains(&format!("redlease {sub}")), "{sub} --help: {help}");
+        assert!(help.contains("Example") && help.contains(&format!("redlease {sub}")), "{sub} --help: {help}");
+    }
+    // The short and long flags of run, as in flock(1).
+    let help = stdout(&run(redlease().args(["run", "--help"])));
+    for flag in [
+        "-k, --key",
+        "-N, --nodes",
+        "-t, --ttl",
+        "-w, --wait",
+        "--timeout",
+        "-n, --nonblock",
+        "-E, --conflict-exit-code",
+        "-g, --grace",
+        "-c, --command",
+    ] {
+        assert!(help.contains(flag), "run --help lacks {flag}: {help}");
+    }
+    // Top-level help points at the exit codes.
+    let top = stdout(&run(redlease().arg("--help")));
+    assert!(top.contains("69 nodes unreachable") && top.contains("75 lock held"), "{top}");
+    let short = stdout(&run(redlease().args(["run", "-h"])));
+    assert!(short.contains("Exit status:") && short.contains("69 nodes unreachable"), "{short}");
+}
+
+#[test]
+fn run_help_is_a_manual_that_explains_every_exit_code() {
+    let out = run(redlease().args(["run", "--help"]));
+    assert_eq!(out.status.code(), Some(0));
+    let help = stdout(&out);
+    let section = help.split("Exit status:").nth(1).unwrap_or_else(|| panic!("no exit status section: {help}"));
+    for code in ["0-255", "128+N", "64 ", "69 ", "70 ", "71 ", "75 ", "126 ", "127 "] {
+        assert!(section.contains(&format!("  {code}")), "run --help does not explain exit {code}: {section}");
+    }
+    for topic in ["Examples:", "Environment:", "REDLEASE_FENCE", "Signals:", "SIGKILL", "parent-death", "--grace"] {
+        assert!(help.contains(topic), "run --help lacks {topic}");
+    }
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = run(redlease().args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.contains("redlease") && script.contains("nonblock"), "{shell}: {script}");
     }
 }
 
@@ -84,7 +121,80 @@ fn run_passes_env_and_exit_status() {
     // A command that cannot be started: 127, and the lock is released.
     let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&cluster), "--", "/nonexistent/cmd"]));
     assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    // One that cannot be executed: 126.
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "/"]));
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     cluster.assert_no_leaks();
+}
+
+#[test]
+fn run_takes_the_command_without_dashes_or_as_a_shell_line() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    // As flock(1): the command follows the options, and its own flags are its own.
+    let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "sh", "-c", "echo \"$REDLEASE_KEY\"; exit 4"]));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "job");
+    // -c: one command line for sh -c.
+    let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-c", "echo \"$REDLEASE_FENCE\" && exit 6"]));
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(stdout(&out).trim().parse::<u64>().is_ok(), "{}", stdout(&out));
+    // Bare numbers are seconds, units still work, --timeout is --wait.
+    for wait in [["-w", "5"], ["-w", "0.5"], ["--timeout", "2s"], ["--wait", "1500ms"]] {
+        let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-t", "3"]).args(wait).args(["true"]));
+        assert_eq!(out.status.code(), Some(0), "{wait:?}: {}", stderr(&out));
+    }
+    cluster.assert_no_leaks();
+}
+
+#[test]
+fn the_command_does_not_inherit_the_node_urls() {
+    let cluster = Cluster::start(3);
+    let out = run(redlease().env("REDLEASE_NODES", nodes(&cluster)).args([
+        "run",
+        "-k",
+        "env",
+        "-c",
+        "echo \"nodes=${REDLEASE_NODES-unset} key=$REDLEASE_KEY\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "nodes=unset key=env");
+}
+
+#[test]
+fn held_by_someone_else_and_nodes_unreachable_have_distinct_exit_codes() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let mut holder =
+        redlease().args(["run", "-k", "busy", "-N", &urls, "--", "sleep", "5"]).stdin(Stdio::null()).spawn().unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("busy").unwrap().is_some());
+    // -n: one attempt, exit 75 at once.
+    let started = Instant::now();
+    let out = run(redlease().args(["run", "-k", "busy", "-N", &urls, "-n", "true"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("held by another client"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(4), "-n waited: {:?}", started.elapsed());
+    // -E N replaces 75, with -n and with a wait bound.
+    let out = run(redlease().args(["run", "-k", "busy", "-N", &urls, "-n", "-E", "9", "true"]));
+    assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
+    let out =
+        run(redlease().args(["run", "-k", "busy", "-N", &urls, "-w", "0.3", "--conflict-exit-code", "0", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("could not acquire \"busy\""), "{}", stderr(&out));
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+
+    // No quorum of nodes answers: 69, whatever -E says.
+    let down = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3";
+    let out = run(redlease().args(["run", "-k", "busy", "-N", down, "-n", "-E", "9", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nodes unreachable"), "{}", stderr(&out));
+    let out = run(redlease().args(["run", "-k", "busy", "-N", down, "-w", "0.5", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    // Two of three nodes down: no quorum either.
+    cluster.node(1).kill();
+    cluster.node(2).kill();
+    let out = run(redlease().args(["run", "-k", "busy", "-N", &urls, "-w", "0.5", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
 }
 
 #[test]
@@ -213,6 +323,62 @@ fn status_and_scan_report_a_known_state() {
     assert!(stdout(&out).contains("node 1 ") && stdout(&out).contains("orphan has no TTL"), "{}", stdout(&out));
     let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "rep*"]));
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "orph*", "--json"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.starts_with("{\"pattern\":\"orph*\",\"keys_without_ttl\":1,\"unreachable\":0,\"nodes\":["), "{json}");
+    assert!(json.contains("{\"node\":1,\"url\":\"redis://127.0.0.1:"), "{json}");
+    assert!(json.contains("\"reachable\":true,\"keys_without_ttl\":[\"orphan\"]}"), "{json}");
+    assert_eq!(json.lines().count(), 1, "{json}");
+    // A node down: 69 when nothing leaked, and the JSON says which node.
+    cluster.node(1).conn().unwrap().del("orphan").unwrap();
+    cluster.node(0).kill();
+    let out = run(redlease().args(["scan", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.contains("\"unreachable\":1") && json.contains("{\"node\":0,"), "{json}");
+    assert!(json.contains("\"reachable\":false,\"error\":\""), "{json}");
+}
+
+#[test]
+fn status_json_and_its_exit_code_follow_the_quorum() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let token = "0123456789abcdef0123456789abcdef01234567";
+    for node in &cluster.nodes()[..2] {
+        let mut conn = node.conn().unwrap();
+        conn.set_px("report", token, Duration::from_secs(60)).unwrap();
+        conn.set("redlease:fence:report", "12").unwrap();
+    }
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    assert_eq!(json.lines().count(), 1, "{json}");
+    assert!(
+        json.starts_with(&format!(
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+        )),
+        "{json}"
+    );
+    assert!(json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"pttl_ms\":")), "{json}");
+    assert!(json.contains("\"fence\":12}"), "{json}");
+    assert!(
+        json.contains("{\"node\":2,") && json.contains("\"holder\":null,\"pttl_ms\":null,\"fence\":null}"),
+        "{json}"
+    );
+    // The table shows the fencing counter too.
+    let text = stdout(&run(redlease().args(["status", "--key", "report", "--nodes", &urls])));
+    assert!(text.lines().next().unwrap().ends_with("fence 12"), "{text}");
+    // Two of three nodes down: no quorum is reachable, exit 69 (a health check).
+    cluster.node(0).kill();
+    cluster.node(1).kill();
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.contains("\"reachable\":1,\"held\":false,\"holder\":null"), "{json}");
+    let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
+    assert_eq!(out.status.code(), Some(69));
+    assert!(stdout(&out).contains("no quorum (2) is reachable"), "{}", stdout(&out));
 }
 
 #[test]
@@ -237,7 +403,7 @@ fn cluster_prints_urls_and_stops_on_ctrl_c() {
     for a in &addrs {
         assert!(RedisConn::connect(*a, None).unwrap().ping().unwrap());
     }
-    interrupt(child.id());
+    signal(child.id(), libc::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "Ctrl-C is handled (exit 130), not fatal");
     for a in &addrs {
@@ -257,20 +423,4 @@ fn demo_runs_to_completion() {
         assert!(text.contains(needle), "demo output lacks {needle:?}:\n{text}");
     }
     assert!(started.elapsed() < Duration::from_secs(60), "demo took {:?}", started.elapsed());
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "condition not met within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-#[allow(unsafe_code)]
-fn interrupt(pid: u32) {
-    // SAFETY: kill(2) on our own child process, not yet reaped.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGINT);
-    }
 }

@@ -156,18 +156,23 @@ impl NodeConfig {
     }
 }
 
-/// Hide the password of a URL for error messages.
+/// Hide the password of a URL for error messages, whatever its scheme (`rediss://`,
+/// `http://`, a typo such as `redis:/`, or none at all).
+///
+/// Everything between the scheme's `://` (or the start, without one) and the **last** `@`
+/// is user information; what follows its first `:` is the password and becomes `***` (without
+/// a `:`, the whole of it becomes `***`: `redis://pass@host` is a password). The last `@` is
+/// used, and the authority is not cut at `/` first, because a badly written password may hold
+/// either; hiding too much of a URL that has an `@` elsewhere is harmless.
 fn redact(url: &str) -> String {
-    let Some(rest) = url.strip_prefix("redis://") else {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let Some(at) = url[start..].rfind('@').map(|i| start + i) else {
         return url.to_owned();
     };
-    let end = rest.find('/').unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!("redis://{}:***{}", &rest[..colon], &rest[at..]),
-            None => format!("redis://***{}", &rest[at..]),
-        },
-        None => url.to_owned(),
+    let userinfo = &url[start..at];
+    match userinfo.find(':') {
+        Some(colon) => format!("{}:***{}", &url[..start + colon], &url[at..]),
+        None => format!("{}***{}", &url[..start], &url[at..]),
     }
 }
 
@@ -232,5 +237,33 @@ mod tests {
         }
         let err = NodeConfig::from_url("redis://u:topsecret@h:x").unwrap_err().to_string();
         assert!(!err.contains("topsecret"), "{err}");
+    }
+
+    #[test]
+    fn errors_never_show_a_password_whatever_the_scheme() {
+        for url in [
+            "rediss://u:topsecret@h:6379",
+            "http://u:topsecret@h:1",
+            "unix://:topsecret@/tmp/redis.sock",
+            "redis+unix://u:topsecret@/tmp/redis.sock",
+            "redis:/u:topsecret@h:1",
+            "u:topsecret@h:1",
+            "topsecret@h:1",
+            "rediss://topsecret@h",
+            "redis://u:top/secret@h:1",
+            "redis://u:top@secret@h:x",
+            "redis://u:topsecret@h:1/x",
+            "redis://u:topsecret@[::1:1",
+        ] {
+            let err = NodeConfig::from_url(url).unwrap_err();
+            for text in [err.to_string(), format!("{err:?}")] {
+                assert!(!text.contains("secret"), "{url}: {text}");
+                assert!(text.contains("***"), "{url}: the message should show where the password was: {text}");
+            }
+        }
+        // The user name and the host stay, so the message still says which node is meant.
+        assert_eq!(redact("rediss://alice:pw@h:6379/0"), "rediss://alice:***@h:6379/0");
+        assert_eq!(redact("pw@h:1"), "***@h:1");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
     }
 }

@@ -22,3 +22,17 @@ mod proxy;
 
 pub use proxy::{Mode, Proxy};
 pub use redlease_cluster::{Cluster, ClusterBuilder, Node, RedisConn, Reply, TempDir};
+
+/// The code in the READMEs of the crates that do not make their README their crate docs (it
+/// is doc-tested here, so a README cannot drift from the API).
+#[cfg(doctest)]
+mod readmes {
+    #[doc = include_str!("../../core/README.md")]
+    struct Core;
+    #[doc = include_str!("../../client/README.md")]
+    struct Client;
+    #[doc = include_str!("../../runtime-async/README.md")]
+    struct Async;
+    #[doc = include_str!("../../cluster/README.md")]
+    struct ClusterCrate;
+}

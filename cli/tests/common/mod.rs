@@ -1,0 +1,60 @@
+//! Helpers shared by the CLI test files.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use redlease_cluster::Cluster;
+
+/// The redlease binary, with no REDLEASE_NODES from the environment, in a process group of its
+/// own: a signal the test sends reaches it alone, and it never takes a Ctrl-C for the
+/// terminal's (which it would not pass on) when the tests run in a terminal.
+pub fn redlease() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_redlease"));
+    c.env_remove("REDLEASE_NODES").process_group(0);
+    c
+}
+
+pub fn nodes(cluster: &Cluster) -> String {
+    cluster.urls().join(",")
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("run redlease")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "condition not met within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process runs: a zombie (dead, not reaped yet) does not count.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Send `sig` to a process this test started.
+#[allow(unsafe_code)]
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a process this test started and has not reaped (or, for the
+    // grandchild pid read from a file, checked alive just before).
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}

@@ -1,0 +1,117 @@
+//! docs/operations.md recommends a `redis.conf` and an ACL user: a real redis-server accepts
+//! them, reports the settings back, and redlease locks (with fencing) as that user, who is
+//! refused everything else. So the guide cannot drift into settings that do not work.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redlease_tests::{RedisConn, Reply, TempDir};
+
+fn guide() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    std::fs::read_to_string(root.join("docs/operations.md")).expect("docs/operations.md")
+}
+
+/// The lines of the first code block after the line `heading`.
+fn block_after(text: &str, heading: &str) -> Vec<String> {
+    let rest = &text[text.find(heading).unwrap_or_else(|| panic!("no {heading:?} in the guide"))..];
+    let open = rest.find("\n```").expect("a code block");
+    let body = &rest[open + 4..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    body[..body.find("\n```").expect("a closing fence")].lines().map(str::to_owned).collect()
+}
+
+/// A redis-server with `lines` added to a config on a free loopback port; killed when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl Server {
+    fn start(lines: &[String]) -> Server {
+        let dir = TempDir::new("redlease-ops-doc").unwrap();
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+        let conf = dir.path().join("redis.conf");
+        let mut f = std::fs::File::create(&conf).unwrap();
+        writeln!(f, "bind 127.0.0.1\nport {port}\ndir {}", dir.path().display()).unwrap();
+        for line in lines {
+            writeln!(f, "{line}").unwrap();
+        }
+        drop(f);
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (scripts/ensure-redis.sh installs it)");
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let started = Instant::now();
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "redis-server did not start with {lines:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, addr, _dir: dir }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn text(reply: Reply) -> Vec<String> {
+    match reply {
+        Reply::Array(Some(items)) => items.iter().filter_map(Reply::as_text).collect(),
+        r => r.as_text().into_iter().collect(),
+    }
+}
+
+#[test]
+fn the_recommended_redis_conf_is_accepted_and_in_force() {
+    let lines = block_after(&guide(), "### `redis.conf`");
+    assert!(lines.iter().any(|l| l == "appendfsync always"), "{lines:?}");
+    let server = Server::start(&lines);
+    let mut conn = RedisConn::connect(server.addr, None).unwrap();
+    for (key, want) in [("appendonly", "yes"), ("appendfsync", "always"), ("maxmemory-policy", "noeviction")] {
+        assert_eq!(text(conn.checked(&["CONFIG", "GET", key]).unwrap()), [key, want]);
+    }
+    let persistence = conn.checked(&["INFO", "persistence"]).unwrap().as_text().unwrap();
+    assert!(persistence.contains("aof_enabled:1"), "{persistence}");
+    let replication = conn.checked(&["INFO", "replication"]).unwrap().as_text().unwrap();
+    assert!(replication.contains("role:master"), "{replication}");
+}
+
+#[test]
+fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
+    let guide = guide();
+    let acl = block_after(&guide, "**A user with only what redlease needs.**");
+    assert_eq!(acl.len(), 2, "expected the `user default off` and `user redlease ...` lines: {acl:?}");
+    let server = Server::start(&acl);
+    let url = format!("redis://redlease:change-me@{}", server.addr);
+
+    let client = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    let options = redlease_mio::LockOptions::new("ops:doc", Duration::from_secs(10)).fencing(true);
+    let mut guard = client.lock_with(options).unwrap();
+    assert_eq!(guard.fence(), Some(1));
+    guard.extend(Duration::from_secs(10)).unwrap();
+    let report = guard.release().unwrap();
+    assert_eq!(report.outcome, redlease_mio::ReleaseOutcome::Released);
+
+    let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
+    assert_eq!(conn.pttl("ops:doc").unwrap(), -2);
+    assert_eq!(conn.get("redlease:fence:ops:doc").unwrap().as_deref(), Some("1"));
+    assert!(conn.keys("*").is_ok(), "redlease scan needs SCAN");
+    for refused in [&["FLUSHALL"][..], &["CONFIG", "GET", "appendfsync"], &["KEYS", "*"]] {
+        match conn.cmd(refused).unwrap() {
+            Reply::Error(e) => assert!(e.starts_with("NOPERM"), "{refused:?}: {e}"),
+            r => panic!("{refused:?} was allowed: {r:?}"),
+        }
+    }
+    assert!(RedisConn::connect(server.addr, None).unwrap().ping().is_err(), "the default user is still on");
+}
