@@ -2,8 +2,8 @@
 //! the suite creates, under partitions, pauses, crashes, clock jumps and a paused holder,
 //! with a store that checks fencing tokens.
 //!
-//! - `netns`: the namespaces (one per node, a veth pair each) and `iptables` partitions.
-//! - `shim`: the `LD_PRELOAD` clock shim (`clockshift.c`, compiled with `gcc`) that makes a
+//! - [`netns`]: the namespaces (one per node, a veth pair each) and `iptables` partitions.
+//! - [`shim`]: the `LD_PRELOAD` clock shim (`clockshift.c`, compiled with `gcc`) that makes a
 //!   node's wall clock jump.
 //! - `worker`: the worker process (`redlease-fault-worker`): acquire with fencing,
 //!   read-modify-write two counters in the [`store`] (one fenced, one not), release; every
@@ -19,6 +19,9 @@
 pub mod check;
 pub mod clock;
 pub mod event;
+pub mod netns;
+pub mod shim;
 pub mod store;
+pub mod sys;
 
 pub use clock::{instant_ns, mono_ns};
