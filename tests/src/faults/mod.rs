@@ -5,7 +5,7 @@
 //! - [`netns`]: the namespaces (one per node, a veth pair each) and `iptables` partitions.
 //! - [`shim`]: the `LD_PRELOAD` clock shim (`clockshift.c`, compiled with `gcc`) that makes a
 //!   node's wall clock jump.
-//! - `worker`: the worker process (`redlease-fault-worker`): acquire with fencing,
+//! - [`worker`]: the worker process (`redlease-fault-worker`): acquire with fencing,
 //!   read-modify-write two counters in the [`store`] (one fenced, one not), release; every
 //!   step logged as an [`event`] with `CLOCK_MONOTONIC` times ([`clock`]).
 //! - [`check`]: the checker over the logs (overlaps, late writes, lost updates, fence order,
@@ -23,5 +23,6 @@ pub mod netns;
 pub mod shim;
 pub mod store;
 pub mod sys;
+pub mod worker;
 
 pub use clock::{instant_ns, mono_ns};
