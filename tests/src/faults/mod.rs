@@ -10,7 +10,7 @@
 //!   step logged as an [`event`] with `CLOCK_MONOTONIC` times ([`clock`]).
 //! - [`check`]: the checker over the logs (overlaps, late writes, lost updates, fence order,
 //!   availability).
-//! - `suite`: the phases and what each must show; `redlease-faults` (run by
+//! - [`suite`]: the phases and what each must show; `redlease-faults` (run by
 //!   `scripts/faults.sh`) runs them and prints the table.
 //!
 //! Everything it starts it stops: servers and workers by process id, namespaces by name, also
@@ -22,6 +22,7 @@ pub mod event;
 pub mod netns;
 pub mod shim;
 pub mod store;
+pub mod suite;
 pub mod sys;
 pub mod worker;
 
