@@ -254,7 +254,7 @@ mod tests {
                     expired: false,
                 },
             ),
-            rec(worker, Event::Released { t: t + 20 * MS, end: t + 21 * MS, outcome: "released".into() }),
+            rec(worker, Event::Released { t: t + 20 * MS, end: t + 21 * MS, outcome: "released".into(), lost: false }),
         ]
     }
 
@@ -296,7 +296,7 @@ mod tests {
                     expired: false,
                 },
             ),
-            rec(1, Event::Released { t: 410 * MS, end: 411 * MS, outcome: "released".into() }),
+            rec(1, Event::Released { t: 410 * MS, end: 411 * MS, outcome: "released".into(), lost: false }),
             rec(
                 0,
                 Event::Write {
@@ -309,7 +309,7 @@ mod tests {
                     expired: true,
                 },
             ),
-            rec(0, Event::Released { t: 1510 * MS, end: 1511 * MS, outcome: "not_held".into() }),
+            rec(0, Event::Released { t: 1510 * MS, end: 1511 * MS, outcome: "not_held".into(), lost: true }),
         ];
         log.push(rec(2, Event::AcquireFailed { start: 0, t: MS, kind: "closed".into() }));
         // The fenced counter took one write: 1. The plain one took two writes of 1: one
@@ -345,7 +345,7 @@ mod tests {
         let log = vec![
             rec(0, Event::Acquired { start: 0, t: 100 * MS, fence: 1, until: 1090 * MS }),
             rec(1, Event::Acquired { start: 0, t: 1100 * MS, fence: 2, until: 2090 * MS }),
-            rec(1, Event::Released { t: 1200 * MS, end: 1201 * MS, outcome: "released".into() }),
+            rec(1, Event::Released { t: 1200 * MS, end: 1201 * MS, outcome: "released".into(), lost: false }),
         ];
         assert_eq!(overlaps(&log), 0);
         let mut log = log;

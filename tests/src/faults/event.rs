@@ -108,6 +108,9 @@ pub enum Event {
         end: u64,
         /// `released`, `not_held`, `unreachable`, or `error`.
         outcome: String,
+        /// Whether the lease's lost signal had fired when `release` was called (after the
+        /// write: it tells whether the signal came, only too late).
+        lost: bool,
     },
     /// Stopped looping (stdin closed), about to exit.
     Stopped {
@@ -167,7 +170,9 @@ impl fmt::Display for Record {
                 b(*lost),
                 b(*expired)
             ),
-            Event::Released { t, end, outcome } => write!(f, "ev=released t={t} end={end} outcome={outcome}"),
+            Event::Released { t, end, outcome, lost } => {
+                write!(f, "ev=released t={t} end={end} outcome={outcome} lost={}", b(*lost))
+            }
             Event::Stopped { t } => write!(f, "ev=stopped t={t}"),
         }
     }
@@ -206,7 +211,12 @@ impl Record {
                 lost: flag("lost")?,
                 expired: flag("expired")?,
             },
-            "released" => Event::Released { t: num("t")?, end: num("end")?, outcome: text("outcome")?.to_owned() },
+            "released" => Event::Released {
+                t: num("t")?,
+                end: num("end")?,
+                outcome: text("outcome")?.to_owned(),
+                lost: flag("lost")?,
+            },
             "stopped" => Event::Stopped { t: num("t")? },
             other => return Err(format!("unknown event {other:?} in {line:?}")),
         };
@@ -226,7 +236,7 @@ mod tests {
             Event::Acquired { start: 1, t: 2, fence: 3, until: 4 },
             Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1 },
             Event::Write { t: 1, end: 2, fence: 3, fenced: Fenced::Skipped, plain: 7, lost: true, expired: false },
-            Event::Released { t: 1, end: 2, outcome: "not_held".into() },
+            Event::Released { t: 1, end: 2, outcome: "not_held".into(), lost: true },
             Event::Stopped { t: 9 },
         ];
         for event in events {

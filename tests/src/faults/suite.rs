@@ -950,12 +950,21 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
             Fenced::Rejected => "rejected",
             Fenced::Skipped => "skipped",
         };
+        let released =
+            p.wait_for(Duration::from_secs(10), |r| r.worker == w && matches!(r.event, Event::Released { .. }))?;
+        let lost_at_release = match released {
+            Some(Record { event: Event::Released { t: at, lost: true, .. }, .. }) => {
+                format!("had fired (release came {:.1} ms after the write)", (at as f64 - t as f64) / 1e6)
+            }
+            Some(_) => "had still not fired".to_owned(),
+            None => "unknown (no release logged)".to_owned(),
+        };
         p.note(format!(
-            "worker {w} ({client}) stopped for {:.1} s between its read and its write: the write went out {:.0} ms after its valid_until; the fenced store {fenced} it; when it wrote, the lost signal {} fired and valid_until {} passed (by the worker's own check)",
+            "worker {w} ({client}) stopped for {:.1} s between its read and its write, which went out {:.0} ms after its valid_until; the fenced store {fenced} it. When it wrote, valid_until {} passed (by the worker's own check) and the lost signal {} fired; when it called release, the lost signal {lost_at_release}",
             (2 * TTL).as_secs_f64(),
             (t as f64 - until as f64) / 1e6,
-            if lost { "had" } else { "had not" },
             if expired { "had" } else { "had not" },
+            if lost { "had" } else { "had not" },
         ));
         done += 1;
         if done >= rounds {

@@ -320,9 +320,9 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
         let written = store.write(fence, fenced, plain).map_err(|e| format!("store write: {e}"))?;
         emit(Event::Write { t, end: mono_ns(), fence, fenced: written, plain, lost, expired });
 
-        let t = mono_ns();
+        let (lost, t) = (lease.is_lost(), mono_ns());
         let report = held.release();
-        emit(Event::Released { t, end: mono_ns(), outcome: outcome(&report).into() });
+        emit(Event::Released { t, end: mono_ns(), outcome: outcome(&report).into(), lost });
 
         // Let the others in now and then: 0–20 ms before contending again.
         rng ^= rng << 13;
