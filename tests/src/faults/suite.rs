@@ -802,31 +802,40 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
             p.cluster.node(i).kill();
         }
         let cluster = &p.cluster;
-        let fence_key = p.fence_key();
-        let counters: Vec<Option<u64>> = std::thread::scope(|s| {
+        let (fence_key, lock_key) = (p.fence_key(), p.resource.clone());
+        // Per restarted node: its fence counter and whether it has the lock key, read right
+        // after it answers PING, before any client has reconnected.
+        let found: Vec<(Option<u64>, bool)> = std::thread::scope(|s| {
             let handles: Vec<_> = majority
                 .iter()
                 .map(|&i| {
-                    let key = fence_key.clone();
+                    let (fence_key, lock_key) = (&fence_key, &lock_key);
                     s.spawn(move || {
                         cluster.node(i).restart(true);
-                        // Read the counter before any client can write it.
-                        let value = cluster.node(i).conn().and_then(|mut c| c.get(&key)).ok().flatten();
-                        value.and_then(|v| v.parse::<u64>().ok())
+                        let mut conn = cluster.node(i).conn().ok();
+                        let counter = conn.as_mut().and_then(|c| c.get(fence_key).ok().flatten());
+                        let locked = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten()).is_some();
+                        (counter.and_then(|v| v.parse::<u64>().ok()), locked)
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a restart thread panicked")).collect()
         });
+        let counters: Vec<Option<u64>> = found.iter().map(|f| f.0).collect();
+        let locked = found.iter().filter(|f| f.1).count();
         p.note(format!(
-            "round {}: worker {holder} holds fence {fence}; nodes {majority:?} killed (SIGKILL) and restarted; their fence counters after the restart: {counters:?}",
+            "round {}: worker {holder} holds fence {fence}; nodes {majority:?} killed (SIGKILL) and restarted; after the restart {locked} of them had the lock key, and their fence counters were {counters:?}",
             round + 1
         ));
-        if persist && counters.iter().all(|c| c.unwrap_or(0) < fence) {
-            p.fail(format!("with appendfsync always no restarted node kept the fence counter {fence}: {counters:?}"));
+        if persist && (locked == 0 || counters.iter().all(|c| c.unwrap_or(0) < fence)) {
+            p.fail(format!(
+                "with appendfsync always the restarted nodes lost the lock ({locked} had its key) or the fence counter {fence} ({counters:?})"
+            ));
         }
-        if !persist && counters.iter().any(|c| c.unwrap_or(0) >= fence) {
-            p.fail(format!("without persistence a restarted node still had the fence counter: {counters:?}"));
+        if !persist && (locked > 0 || counters.iter().any(|c| c.unwrap_or(0) >= fence)) {
+            p.fail(format!(
+                "without persistence restarted nodes still had the lock key ({locked}) or the fence counter ({counters:?})"
+            ));
         }
         p.sleep(p.phase.work + Duration::from_secs(1))?;
         round += 1;
