@@ -206,11 +206,22 @@ pub fn preflight() -> Result<(), SuiteError> {
             )));
         }
     }
-    let probe = format!("rlf{}n99", std::process::id());
-    sys::run("ip", &["netns", "add", &probe])
+    // What the suite will do, once, in a throwaway namespace: create it, move one end of a
+    // veth pair into it, and add an iptables rule inside it.
+    let pid = std::process::id();
+    let (ns, host, peer) = (format!("rlf{pid}n99"), format!("rlf{pid}h99"), format!("rlf{pid}p99"));
+    sys::run("ip", &["netns", "add", &ns])
         .map_err(|e| SuiteError::Unsupported(format!("this machine does not allow network namespaces: {e}")))?;
-    let _ = sys::run("ip", &["netns", "del", &probe]);
-    Ok(())
+    let probe = sys::run("ip", &["link", "add", &host, "type", "veth", "peer", "name", &peer])
+        .and_then(|_| sys::run("ip", &["link", "set", &peer, "netns", &ns]))
+        .map_err(|e| format!("this machine does not allow veth pairs into a namespace: {e}"))
+        .and_then(|_| {
+            sys::run("ip", &["netns", "exec", &ns, "iptables", "-w", "-A", "INPUT", "-i", &peer, "-j", "DROP"])
+                .map_err(|e| format!("iptables does not work inside a network namespace here: {e}"))
+        });
+    let _ = sys::run("ip", &["netns", "del", &ns]);
+    let _ = sys::run("ip", &["link", "del", &host]);
+    probe.map(|_| ()).map_err(SuiteError::Unsupported)
 }
 
 /// Run the phases; the results, or why the suite could not run.
@@ -840,7 +851,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         p.sleep(p.phase.work + Duration::from_secs(1))?;
         round += 1;
     }
-    p.note(format!("{round} rounds; {} overlapping holder windows", p.overlaps()));
+    p.note(format!("{round} round(s); overlapping holder windows in the phase: {}", p.overlaps()));
     Ok(())
 }
 
@@ -873,7 +884,7 @@ fn clock_jump_one(p: &mut PhaseRun<'_>) -> Result<(), String> {
         p.sleep(p.phase.work + Duration::from_secs(1))?;
         let now = p.overlaps();
         p.note(format!(
-            "worker {holder} (fence {fence}) got nodes 0, 1, 2 while 3, 4 were cut off (iptables REJECT with tcp-reset); healed, node 2 jumped: {} new overlapping windows",
+            "worker {holder} (fence {fence}) got nodes 0, 1, 2 while 3, 4 were cut off (iptables REJECT with tcp-reset); healed, node 2 jumped: new overlapping holder windows: {}",
             now - before
         ));
         if now > before {
@@ -902,7 +913,7 @@ fn clock_jump_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         p.sleep(p.phase.work + Duration::from_secs(1))?;
         let now = p.overlaps();
         p.note(format!(
-            "worker {holder} (fence {fence}) held the lock; nodes {majority:?} jumped: {} new overlapping windows",
+            "worker {holder} (fence {fence}) held the lock; nodes {majority:?} jumped: new overlapping holder windows: {}",
             now - before
         ));
         if now > before {
