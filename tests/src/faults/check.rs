@@ -237,7 +237,7 @@ mod tests {
     fn cycle(worker: usize, at: u64, fence: u64, counter: i64) -> Vec<Record> {
         let t = at * MS;
         vec![
-            rec(worker, Event::Acquired { start: t - MS, t, fence, until: t + 990 * MS }),
+            rec(worker, Event::Acquired { start: t - MS, t, fence, until: t + 990 * MS, token: "t".into() }),
             rec(
                 worker,
                 Event::Read { t: t + MS, end: t + 2 * MS, fence, accepted: true, fenced: counter, plain: counter },
@@ -280,9 +280,9 @@ mod tests {
         // (1090 ms); worker 1 acquires at 300 ms while 0's window is open, with a smaller
         // fence (a restarted node forgot the counters).
         let mut log = vec![
-            rec(0, Event::Acquired { start: 99 * MS, t: 100 * MS, fence: 5, until: 1090 * MS }),
+            rec(0, Event::Acquired { start: 99 * MS, t: 100 * MS, fence: 5, until: 1090 * MS, token: "t".into() }),
             rec(0, Event::Read { t: 101 * MS, end: 102 * MS, fence: 5, accepted: true, fenced: 0, plain: 0 }),
-            rec(1, Event::Acquired { start: 299 * MS, t: 300 * MS, fence: 2, until: 1290 * MS }),
+            rec(1, Event::Acquired { start: 299 * MS, t: 300 * MS, fence: 2, until: 1290 * MS, token: "t".into() }),
             rec(1, Event::Read { t: 301 * MS, end: 302 * MS, fence: 2, accepted: false, fenced: 0, plain: 0 }),
             rec(
                 1,
@@ -343,13 +343,13 @@ mod tests {
         // Worker 0 never releases (its window ends at valid_until, 1090 ms); worker 1 takes
         // over at 1100 ms: no overlap. Worker 2 acquires at 1000 ms: overlap with 0.
         let log = vec![
-            rec(0, Event::Acquired { start: 0, t: 100 * MS, fence: 1, until: 1090 * MS }),
-            rec(1, Event::Acquired { start: 0, t: 1100 * MS, fence: 2, until: 2090 * MS }),
+            rec(0, Event::Acquired { start: 0, t: 100 * MS, fence: 1, until: 1090 * MS, token: "t".into() }),
+            rec(1, Event::Acquired { start: 0, t: 1100 * MS, fence: 2, until: 2090 * MS, token: "t".into() }),
             rec(1, Event::Released { t: 1200 * MS, end: 1201 * MS, outcome: "released".into(), lost: false }),
         ];
         assert_eq!(overlaps(&log), 0);
         let mut log = log;
-        log.push(rec(2, Event::Acquired { start: 0, t: 1000 * MS, fence: 3, until: 1990 * MS }));
+        log.push(rec(2, Event::Acquired { start: 0, t: 1000 * MS, fence: 3, until: 1990 * MS, token: "t".into() }));
         assert_eq!(overlaps(&log), 2, "2 overlaps 0 (until 1090) and 1 (until its release at 1200)");
         assert!(is_typed("wait:unreachable") && is_typed("held") && !is_typed("closed") && !is_typed("wait:other"));
     }

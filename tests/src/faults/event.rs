@@ -2,7 +2,7 @@
 //! nanoseconds ([`mono_ns`](super::mono_ns)).
 //!
 //! ```text
-//! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234
+//! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234 token=5f0e…
 //! ```
 
 use std::collections::HashMap;
@@ -67,6 +67,8 @@ pub enum Event {
         fence: u64,
         /// The guard's `valid_until`.
         until: u64,
+        /// The lock's token (the value of its keys on the nodes).
+        token: String,
     },
     /// The read half of the read-modify-write (fenced read and plain read, one script).
     Read {
@@ -155,8 +157,8 @@ impl fmt::Display for Record {
         match &self.event {
             Event::Started { t } => write!(f, "ev=started t={t}"),
             Event::AcquireFailed { start, t, kind } => write!(f, "ev=acquire_failed t={t} start={start} kind={kind}"),
-            Event::Acquired { start, t, fence, until } => {
-                write!(f, "ev=acquired t={t} start={start} fence={fence} until={until}")
+            Event::Acquired { start, t, fence, until, token } => {
+                write!(f, "ev=acquired t={t} start={start} fence={fence} until={until} token={token}")
             }
             Event::Read { t, end, fence, accepted, fenced, plain } => write!(
                 f,
@@ -191,9 +193,13 @@ impl Record {
             "acquire_failed" => {
                 Event::AcquireFailed { start: num("start")?, t: num("t")?, kind: text("kind")?.to_owned() }
             }
-            "acquired" => {
-                Event::Acquired { start: num("start")?, t: num("t")?, fence: num("fence")?, until: num("until")? }
-            }
+            "acquired" => Event::Acquired {
+                start: num("start")?,
+                t: num("t")?,
+                fence: num("fence")?,
+                until: num("until")?,
+                token: text("token")?.to_owned(),
+            },
             "read" => Event::Read {
                 t: num("t")?,
                 end: num("end")?,
@@ -233,7 +239,7 @@ mod tests {
         let events = [
             Event::Started { t: 1 },
             Event::AcquireFailed { start: 1, t: 2, kind: "wait:unreachable".into() },
-            Event::Acquired { start: 1, t: 2, fence: 3, until: 4 },
+            Event::Acquired { start: 1, t: 2, fence: 3, until: 4, token: "ab12".into() },
             Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1 },
             Event::Write { t: 1, end: 2, fence: 3, fenced: Fenced::Skipped, plain: 7, lost: true, expired: false },
             Event::Released { t: 1, end: 2, outcome: "not_held".into(), lost: true },

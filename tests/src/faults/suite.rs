@@ -465,13 +465,13 @@ impl PhaseRun<'_> {
 
     /// Wait for a fresh acquisition with a fence of at least `min_fence`, started after
     /// `after` (mono ns).
-    fn wait_acquired(&mut self, min_fence: u64, after: u64) -> Result<(usize, u64), String> {
+    fn wait_acquired(&mut self, min_fence: u64, after: u64) -> Result<(usize, u64, String), String> {
         let found = self.wait_for(
             Duration::from_secs(15),
             |r| matches!(r.event, Event::Acquired { start, fence, .. } if fence >= min_fence && start > after),
         )?;
         match found {
-            Some(Record { worker, event: Event::Acquired { fence, .. }, .. }) => Ok((worker, fence)),
+            Some(Record { worker, event: Event::Acquired { fence, token, .. }, .. }) => Ok((worker, fence, token)),
             _ => Err("no acquisition within 15 s".into()),
         }
     }
@@ -807,45 +807,47 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         if persist { (p.ctx.rounds(2, 6), p.ctx.rounds(2, 6)) } else { (p.ctx.rounds(1, 6), 6) };
     let mut round = 0;
     while round < max_rounds && (round < min_rounds || (!persist && p.overlaps() == 0)) {
-        let (holder, fence) = p.wait_acquired(3, mono_ns())?;
+        let (holder, fence, token) = p.wait_acquired(3, mono_ns())?;
         let majority = [round % NODES, (round + 1) % NODES, (round + 2) % NODES];
         for &i in &majority {
             p.cluster.node(i).kill();
         }
         let cluster = &p.cluster;
         let (fence_key, lock_key) = (p.fence_key(), p.resource.clone());
-        // Per restarted node: its fence counter and whether it has the lock key, read right
-        // after it answers PING, before any client has reconnected.
+        // Per restarted node, read as soon as it answers PING: its fence counter and whether
+        // its lock key holds the holder's token. (Another worker may already have taken the
+        // lock on a node that came back empty: its token differs, and its fence, drawn from
+        // the emptied counters, is below the holder's.)
         let found: Vec<(Option<u64>, bool)> = std::thread::scope(|s| {
             let handles: Vec<_> = majority
                 .iter()
                 .map(|&i| {
-                    let (fence_key, lock_key) = (&fence_key, &lock_key);
+                    let (fence_key, lock_key, token) = (&fence_key, &lock_key, &token);
                     s.spawn(move || {
                         cluster.node(i).restart(true);
                         let mut conn = cluster.node(i).conn().ok();
                         let counter = conn.as_mut().and_then(|c| c.get(fence_key).ok().flatten());
-                        let locked = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten()).is_some();
-                        (counter.and_then(|v| v.parse::<u64>().ok()), locked)
+                        let value = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten());
+                        (counter.and_then(|v| v.parse::<u64>().ok()), value.as_ref() == Some(token))
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a restart thread panicked")).collect()
         });
         let counters: Vec<Option<u64>> = found.iter().map(|f| f.0).collect();
-        let locked = found.iter().filter(|f| f.1).count();
+        let kept = found.iter().filter(|f| f.1).count();
         p.note(format!(
-            "round {}: worker {holder} holds fence {fence}; nodes {majority:?} killed (SIGKILL) and restarted; after the restart {locked} of them had the lock key, and their fence counters were {counters:?}",
+            "round {}: worker {holder} holds fence {fence}; nodes {majority:?} killed (SIGKILL) and restarted; after the restart {kept} of them still had its lock, and their fence counters were {counters:?}",
             round + 1
         ));
-        if persist && (locked == 0 || counters.iter().all(|c| c.unwrap_or(0) < fence)) {
+        if persist && (kept == 0 || counters.iter().all(|c| c.unwrap_or(0) < fence)) {
             p.fail(format!(
-                "with appendfsync always the restarted nodes lost the lock ({locked} had its key) or the fence counter {fence} ({counters:?})"
+                "with appendfsync always the restarted nodes lost the holder's lock ({kept} kept it) or its fence counter {fence} ({counters:?})"
             ));
         }
-        if !persist && (locked > 0 || counters.iter().any(|c| c.unwrap_or(0) >= fence)) {
+        if !persist && (kept > 0 || counters.iter().any(|c| c.unwrap_or(0) >= fence)) {
             p.fail(format!(
-                "without persistence restarted nodes still had the lock key ({locked}) or the fence counter ({counters:?})"
+                "without persistence restarted nodes still had the holder's lock ({kept}) or its fence counter ({counters:?})"
             ));
         }
         p.sleep(p.phase.work + Duration::from_secs(1))?;
@@ -877,7 +879,7 @@ fn clock_jump_one(p: &mut PhaseRun<'_>) -> Result<(), String> {
         let t_part = mono_ns();
         p.partition(&[3, 4], Cut::Reset)?;
         p.sleep(TTL + Duration::from_millis(300))?;
-        let (holder, fence) = p.wait_acquired(1, t_part + 100_000_000)?;
+        let (holder, fence, _) = p.wait_acquired(1, t_part + 100_000_000)?;
         p.heal_all()?;
         p.jump(2, by)?;
         let before = p.overlaps();
@@ -904,7 +906,7 @@ fn clock_jump_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
     let rounds = p.ctx.rounds(1, 3);
     let mut done = 0;
     for k in 0..6 {
-        let (holder, fence) = p.wait_acquired(1, mono_ns())?;
+        let (holder, fence, _) = p.wait_acquired(1, mono_ns())?;
         let majority = [k % NODES, (k + 1) % NODES, (k + 2) % NODES];
         for &i in &majority {
             p.jump(i, by)?;

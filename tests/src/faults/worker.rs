@@ -305,7 +305,7 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
         let lease = held.lease().clone();
         let fence = lease.fence().ok_or("a fenced lock came without a fencing token")?;
         let until = instant_ns(lease.valid_until());
-        emit(Event::Acquired { start, t: mono_ns(), fence, until });
+        emit(Event::Acquired { start, t: mono_ns(), fence, until, token: lease.token().to_owned() });
 
         let t = mono_ns();
         let read = store.read(fence).map_err(|e| format!("store read: {e}"))?;
