@@ -1,8 +1,9 @@
 //! N real `redis-server` processes on free loopback ports, each in its own temp dir.
 
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -20,6 +21,45 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The prefix of fencing counter keys (the core's default); they are allowed to have no TTL.
 pub const FENCE_PREFIX: &str = "redlease:fence:";
 
+/// Where and how one node runs, for [`ClusterBuilder::placements`]: the address it binds,
+/// and optionally a command it is started through (e.g. `ip netns exec NAME`, which execs
+/// `redis-server` in a network namespace, so the process id is still the server's) and extra
+/// environment variables (e.g. `LD_PRELOAD`).
+///
+/// The default placement, used when none is given, is `127.0.0.1` on a free port, started
+/// directly.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    ip: IpAddr,
+    port: u16,
+    prefix: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Placement {
+    /// Bind `ip:port` (the address must exist where the server runs).
+    pub fn new(ip: IpAddr, port: u16) -> Placement {
+        Placement { ip, port, prefix: Vec::new(), env: Vec::new() }
+    }
+
+    /// Start the server as `PREFIX... redis-server redis.conf`; the prefix must exec the
+    /// server (not fork it), so that pausing and killing reach the server itself.
+    pub fn command_prefix<I, S>(mut self, prefix: I) -> Placement
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.prefix = prefix.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Set an environment variable for the server (and the prefix command).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Placement {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
@@ -27,6 +67,7 @@ pub struct ClusterBuilder {
     persist: bool,
     acl: Option<(String, String)>,
     base_port: Option<u16>,
+    placements: Option<Vec<Placement>>,
 }
 
 impl ClusterBuilder {
@@ -39,6 +80,15 @@ impl ClusterBuilder {
     /// Number of independent nodes (default 3).
     pub fn nodes(mut self, n: usize) -> Self {
         self.nodes = n;
+        self
+    }
+
+    /// One node per placement, each on its own address and started its own way (e.g. each
+    /// in a network namespace); replaces [`nodes`](Self::nodes) and
+    /// [`base_port`](Self::base_port).
+    pub fn placements(mut self, placements: Vec<Placement>) -> Self {
+        self.nodes = placements.len();
+        self.placements = Some(placements);
         self
     }
 
@@ -80,9 +130,14 @@ impl ClusterBuilder {
         installed()?;
         let mut nodes = Vec::with_capacity(self.nodes);
         for index in 0..self.nodes {
-            let port = self.base_port.map(|b| b.checked_add(index as u16).ok_or("port past 65535".to_owned()));
-            let port = port.transpose()?;
-            nodes.push(Node::start(index, port, self.persist, self.acl.clone())?);
+            let placement = match &self.placements {
+                Some(p) => Some(p[index].clone()),
+                None => {
+                    let port = self.base_port.map(|b| b.checked_add(index as u16).ok_or("port past 65535".to_owned()));
+                    port.transpose()?.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port))
+                }
+            };
+            nodes.push(Node::start(index, placement, self.persist, self.acl.clone())?);
         }
         Ok(Cluster { nodes, acl: self.acl })
     }
@@ -123,7 +178,7 @@ impl Cluster {
 
     /// A builder with the defaults: 3 nodes, no persistence, no ACL user.
     pub fn builder() -> ClusterBuilder {
-        ClusterBuilder { nodes: 3, persist: false, acl: None, base_port: None }
+        ClusterBuilder { nodes: 3, persist: false, acl: None, base_port: None, placements: None }
     }
 
     /// The nodes.
@@ -230,7 +285,10 @@ fn make_url(addr: SocketAddr, auth: Option<(&str, &str)>) -> String {
 #[derive(Debug)]
 pub struct Node {
     index: usize,
+    ip: IpAddr,
     port: u16,
+    prefix: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
     persist: bool,
     acl: Option<(String, String)>,
     /// Holds `redis.conf`, `redis.log` and the `data/` directory.
@@ -245,16 +303,30 @@ struct Proc {
 }
 
 impl Node {
-    fn start(index: usize, port: Option<u16>, persist: bool, acl: Option<(String, String)>) -> Result<Node, String> {
+    fn start(
+        index: usize,
+        placement: Option<Placement>,
+        persist: bool,
+        acl: Option<(String, String)>,
+    ) -> Result<Node, String> {
         let dir = TempDir::new("redlease-node").map_err(|e| format!("node {index}: cannot create a temp dir: {e}"))?;
         std::fs::create_dir(dir.path().join("data")).map_err(|e| format!("node {index}: mkdir data: {e}"))?;
-        let mut node =
-            Node { index, port: 0, persist, acl, dir, state: Mutex::new(Proc { child: None, paused: false }) };
-        if let Some(port) = port {
-            node.port = port;
+        let mut node = Node {
+            index,
+            ip: Ipv4Addr::LOCALHOST.into(),
+            port: 0,
+            prefix: Vec::new(),
+            env: Vec::new(),
+            persist,
+            acl,
+            dir,
+            state: Mutex::new(Proc { child: None, paused: false }),
+        };
+        if let Some(Placement { ip, port, prefix, env }) = placement {
+            (node.ip, node.port, node.prefix, node.env) = (ip, port, prefix, env);
             return match node.spawn_and_wait() {
                 Ok(()) => Ok(node),
-                Err(e) => Err(format!("node {index} on port {port}: redis-server did not start: {e}")),
+                Err(e) => Err(format!("node {index} on {}: redis-server did not start: {e}", node.addr())),
             };
         }
         // A port the OS called free may be taken by someone else before redis binds it: retry.
@@ -275,17 +347,17 @@ impl Node {
         self.index
     }
 
-    /// TCP port on 127.0.0.1 (the same across restarts).
+    /// TCP port (the same across restarts).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT`, or the address of the node's [`Placement`].
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+        SocketAddr::from((self.ip, self.port))
     }
 
-    /// `redis://[user:pass@]127.0.0.1:PORT`.
+    /// `redis://[user:pass@]HOST:PORT`.
     pub fn url(&self) -> String {
         make_url(self.addr(), self.credentials())
     }
@@ -414,7 +486,12 @@ impl Node {
         let mut conf = String::new();
         let dir = self.dir.path();
         let _ = writeln!(conf, "port {}", self.port);
-        let _ = writeln!(conf, "bind 127.0.0.1");
+        let _ = writeln!(conf, "bind {}", self.ip);
+        if !self.ip.is_loopback() {
+            // Protected mode refuses clients from other addresses when no password is set; a
+            // placement elsewhere (a private namespace) is meant to be reached that way.
+            let _ = writeln!(conf, "protected-mode no");
+        }
         let _ = writeln!(conf, "daemonize no");
         let _ = writeln!(conf, "dir {}", dir.join("data").display());
         let _ = writeln!(conf, "logfile {}", self.log_path().display());
@@ -438,13 +515,26 @@ impl Node {
     /// the error carries the tail of its log.
     fn spawn_and_wait(&self) -> Result<(), String> {
         let conf = self.write_config().map_err(|e| format!("cannot write redis.conf: {e}"))?;
-        let child = Command::new("redis-server")
+        let mut command = match self.prefix.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg("redis-server");
+                c
+            }
+            None => Command::new("redis-server"),
+        };
+        let child = command
             .arg(&conf)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| if e.kind() == io::ErrorKind::NotFound { NOT_FOUND.to_owned() } else { e.to_string() })?;
+            .map_err(|e| match (e.kind(), self.prefix.first()) {
+                (io::ErrorKind::NotFound, None) => NOT_FOUND.to_owned(),
+                (_, Some(program)) => format!("cannot run {}: {e}", program.to_string_lossy()),
+                _ => e.to_string(),
+            })?;
         {
             let mut p = self.proc();
             p.child = Some(child);

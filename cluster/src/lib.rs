@@ -8,6 +8,8 @@
 //!   in its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart
 //!   (keeping or dropping its files), flush scripts and configure an ACL user. Every process
 //!   it started is killed and reaped when the cluster is dropped, also while a thread panics.
+//!   A node can also be placed elsewhere ([`Placement`]: another address, started through a
+//!   command such as `ip netns exec NAME`, with extra environment), as the fault suite does.
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...).
 //!
 //! If `redis-server` is not on `PATH`, [`Cluster::start`] panics (and
@@ -17,6 +19,6 @@ mod cluster;
 mod resp;
 mod tempdir;
 
-pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Node};
+pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Node, Placement};
 pub use resp::{RedisConn, Reply};
 pub use tempdir::TempDir;

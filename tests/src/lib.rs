@@ -11,6 +11,8 @@
 //! - [`Proxy`] is an in-process TCP fault proxy for one node (pass, delay, blackhole, reset),
 //!   switchable at run time; it runs its own tokio runtime on a background thread, so it works
 //!   under any runtime the suite drives.
+//! - [`faults`] is the real-fault suite (network namespaces, `iptables` partitions, clock
+//!   jumps, paused holders, a store that checks fencing tokens), run by `scripts/faults.sh`.
 //! - [`conformance`] is the suite written once and run against every adapter through the
 //!   [`conformance::Subject`] trait; [`conformance_tests!`] generates one `#[test]` per case.
 //!
@@ -18,6 +20,7 @@
 //! install it.
 
 pub mod conformance;
+pub mod faults;
 mod proxy;
 
 pub use proxy::{Mode, Proxy};

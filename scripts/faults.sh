@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The real-fault suite: Redlock on five redis-server nodes, each in a network namespace it
+# creates, through partitions (iptables), node pauses, kill -9 and restarts, clock jumps and a
+# paused lock holder, with a store that checks fencing tokens. Prints a table of every phase and
+# exits non-zero when a phase did not show what it must (exit 77: this machine cannot run it;
+# the message says why). Needs root. `--short`: a few seconds per phase (scripts/test.sh runs
+# that); `--phase ID` (repeatable): only those phases; `--keep-logs`: keep the workers' logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "scripts/faults.sh needs root: it creates network namespaces and iptables rules. Run it as root (sudo scripts/faults.sh)." >&2
+  exit 77
+fi
+scripts/ensure-redis.sh
+scripts/ensure-faults.sh || exit 77
+export PATH="$PATH:/usr/sbin:/sbin"
+cargo build --quiet -p redlease-tests --bins
+exec cargo run --quiet -p redlease-tests --bin redlease-faults -- "$@"

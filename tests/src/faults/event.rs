@@ -1,0 +1,255 @@
+//! What a worker logs: one line per event, `key=value` words, times on `CLOCK_MONOTONIC` in
+//! nanoseconds ([`mono_ns`](super::mono_ns)).
+//!
+//! ```text
+//! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234 token=5f0e…
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// What the fenced store did with a fenced write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fenced {
+    /// The fence was at least the last accepted one: written.
+    Accepted,
+    /// A higher fence had been seen: refused.
+    Rejected,
+    /// Not attempted: the fenced read had already been refused.
+    Skipped,
+}
+
+impl Fenced {
+    fn as_str(self) -> &'static str {
+        match self {
+            Fenced::Accepted => "accepted",
+            Fenced::Rejected => "rejected",
+            Fenced::Skipped => "skipped",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Fenced> {
+        Some(match s {
+            "accepted" => Fenced::Accepted,
+            "rejected" => Fenced::Rejected,
+            "skipped" => Fenced::Skipped,
+            _ => return None,
+        })
+    }
+}
+
+/// One event of a worker. Every `t` is when the step began (before the first byte was sent),
+/// every `end` when its answer was in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Connected; about to loop.
+    Started {
+        /// Time.
+        t: u64,
+    },
+    /// `lock_with` failed.
+    AcquireFailed {
+        /// When `lock_with` was called.
+        start: u64,
+        /// When it returned.
+        t: u64,
+        /// The error's kind: `held`, `unreachable`, `too_slow`, `wait:<kind of the last
+        /// attempt>` (typed outcomes of the algorithm), or `closed`, `cancelled`, `other`.
+        kind: String,
+    },
+    /// `lock_with` returned a guard.
+    Acquired {
+        /// When `lock_with` was called.
+        start: u64,
+        /// When it returned: the holder's window starts here.
+        t: u64,
+        /// The fencing token.
+        fence: u64,
+        /// The guard's `valid_until`.
+        until: u64,
+        /// The lock's token (the value of its keys on the nodes).
+        token: String,
+    },
+    /// The read half of the read-modify-write (fenced read and plain read, one script).
+    Read {
+        /// Sent.
+        t: u64,
+        /// Answered.
+        end: u64,
+        /// The fence presented.
+        fence: u64,
+        /// Whether the fenced read was accepted (no higher fence seen yet).
+        accepted: bool,
+        /// The fenced counter (0 if refused).
+        fenced: i64,
+        /// The plain counter.
+        plain: i64,
+    },
+    /// The write half: the fenced counter (checked) and the plain counter (unchecked).
+    Write {
+        /// Sent.
+        t: u64,
+        /// Answered.
+        end: u64,
+        /// The fence presented.
+        fence: u64,
+        /// What the fenced store did.
+        fenced: Fenced,
+        /// The value written to the plain counter.
+        plain: i64,
+        /// Whether the lease's lost signal had fired when the write was sent.
+        lost: bool,
+        /// Whether `valid_until` had passed when the write was sent (by the worker's check).
+        expired: bool,
+    },
+    /// `release` returned.
+    Released {
+        /// Called: the holder's window ends here at the latest.
+        t: u64,
+        /// Returned.
+        end: u64,
+        /// `released`, `not_held`, `unreachable`, or `error`.
+        outcome: String,
+        /// Whether the lease's lost signal had fired when `release` was called (after the
+        /// write: it tells whether the signal came, only too late).
+        lost: bool,
+    },
+    /// Stopped looping (stdin closed), about to exit.
+    Stopped {
+        /// Time.
+        t: u64,
+    },
+}
+
+impl Event {
+    /// The event's main time (`t`).
+    pub fn t(&self) -> u64 {
+        match self {
+            Event::Started { t }
+            | Event::AcquireFailed { t, .. }
+            | Event::Acquired { t, .. }
+            | Event::Read { t, .. }
+            | Event::Write { t, .. }
+            | Event::Released { t, .. }
+            | Event::Stopped { t } => *t,
+        }
+    }
+}
+
+/// An event and the worker that logged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The worker's number in its phase.
+    pub worker: usize,
+    /// The client the worker drives (`tokio` or `mio`).
+    pub client: String,
+    /// What happened.
+    pub event: Event,
+}
+
+fn b(v: bool) -> u8 {
+    u8::from(v)
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "w={} c={} ", self.worker, self.client)?;
+        match &self.event {
+            Event::Started { t } => write!(f, "ev=started t={t}"),
+            Event::AcquireFailed { start, t, kind } => write!(f, "ev=acquire_failed t={t} start={start} kind={kind}"),
+            Event::Acquired { start, t, fence, until, token } => {
+                write!(f, "ev=acquired t={t} start={start} fence={fence} until={until} token={token}")
+            }
+            Event::Read { t, end, fence, accepted, fenced, plain } => write!(
+                f,
+                "ev=read t={t} end={end} fence={fence} accepted={} fenced={fenced} plain={plain}",
+                b(*accepted)
+            ),
+            Event::Write { t, end, fence, fenced, plain, lost, expired } => write!(
+                f,
+                "ev=write t={t} end={end} fence={fence} fenced={} plain={plain} lost={} expired={}",
+                fenced.as_str(),
+                b(*lost),
+                b(*expired)
+            ),
+            Event::Released { t, end, outcome, lost } => {
+                write!(f, "ev=released t={t} end={end} outcome={outcome} lost={}", b(*lost))
+            }
+            Event::Stopped { t } => write!(f, "ev=stopped t={t}"),
+        }
+    }
+}
+
+impl Record {
+    /// Parse a line written by `Display`.
+    pub fn parse(line: &str) -> Result<Record, String> {
+        let fields: HashMap<&str, &str> = line.split_whitespace().filter_map(|w| w.split_once('=')).collect();
+        let text = |k: &str| fields.get(k).copied().ok_or_else(|| format!("no {k}= in {line:?}"));
+        let num = |k: &str| text(k)?.parse::<u64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
+        let int = |k: &str| text(k)?.parse::<i64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
+        let flag = |k: &str| Ok::<bool, String>(text(k)? == "1");
+        let event = match text("ev")? {
+            "started" => Event::Started { t: num("t")? },
+            "acquire_failed" => {
+                Event::AcquireFailed { start: num("start")?, t: num("t")?, kind: text("kind")?.to_owned() }
+            }
+            "acquired" => Event::Acquired {
+                start: num("start")?,
+                t: num("t")?,
+                fence: num("fence")?,
+                until: num("until")?,
+                token: text("token")?.to_owned(),
+            },
+            "read" => Event::Read {
+                t: num("t")?,
+                end: num("end")?,
+                fence: num("fence")?,
+                accepted: flag("accepted")?,
+                fenced: int("fenced")?,
+                plain: int("plain")?,
+            },
+            "write" => Event::Write {
+                t: num("t")?,
+                end: num("end")?,
+                fence: num("fence")?,
+                fenced: Fenced::parse(text("fenced")?).ok_or_else(|| format!("bad fenced= in {line:?}"))?,
+                plain: int("plain")?,
+                lost: flag("lost")?,
+                expired: flag("expired")?,
+            },
+            "released" => Event::Released {
+                t: num("t")?,
+                end: num("end")?,
+                outcome: text("outcome")?.to_owned(),
+                lost: flag("lost")?,
+            },
+            "stopped" => Event::Stopped { t: num("t")? },
+            other => return Err(format!("unknown event {other:?} in {line:?}")),
+        };
+        Ok(Record { worker: num("w")? as usize, client: text("c")?.to_owned(), event })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_survives_a_round_trip_through_its_line() {
+        let events = [
+            Event::Started { t: 1 },
+            Event::AcquireFailed { start: 1, t: 2, kind: "wait:unreachable".into() },
+            Event::Acquired { start: 1, t: 2, fence: 3, until: 4, token: "ab12".into() },
+            Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1 },
+            Event::Write { t: 1, end: 2, fence: 3, fenced: Fenced::Skipped, plain: 7, lost: true, expired: false },
+            Event::Released { t: 1, end: 2, outcome: "not_held".into(), lost: true },
+            Event::Stopped { t: 9 },
+        ];
+        for event in events {
+            let record = Record { worker: 3, client: "mio".into(), event };
+            assert_eq!(Record::parse(&record.to_string()), Ok(record.clone()));
+        }
+        assert!(Record::parse("w=1 c=x ev=nothing t=1").is_err());
+        assert!(Record::parse("w=1 c=x ev=acquired t=1").is_err());
+    }
+}
