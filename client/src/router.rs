@@ -161,9 +161,7 @@ impl Router {
         }
         // An extension whose caller went away (its future was dropped) must not leave the lock
         // busy: abandon it, and start the one asked for now.
-        if let Some(entry) = self.entries.get_mut(&lock)
-            && entry.extend.as_ref().is_some_and(|r| r.is_closed())
-        {
+        if let Some(entry) = self.entries.get_mut(&lock).filter(|e| e.extend.as_ref().is_some_and(|r| r.is_closed())) {
             entry.extend = None;
             entry.extend_cancelled = engine.cancel(now, lock).is_ok();
         }
