@@ -324,7 +324,7 @@ impl Monitor {
             for n in &health.nodes {
                 let node = n.addr.to_string();
                 metrics::gauge!("redlease_node_up", "node" => node.clone()).set(if n.is_ready() { 1.0 } else { 0.0 });
-                if let Some(rtt) = n.stats.rtt {
+                if let Some(rtt) = n.stats.rtt() {
                     metrics::gauge!("redlease_node_rtt_seconds", "node" => node).set(rtt.as_secs_f64());
                 }
             }

@@ -119,7 +119,7 @@ impl fmt::Display for Health {
                 NodeState::Connecting => "connecting",
                 NodeState::Down { .. } => "down",
             };
-            let rtt = match (n.stats.rtt, n.stats.rtt_max) {
+            let rtt = match (n.stats.rtt(), n.stats.rtt_max()) {
                 (Some(r), Some(m)) => format!("rtt {} (max {})", ms(r), ms(m)),
                 _ => "rtt -".to_owned(),
             };

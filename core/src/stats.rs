@@ -14,12 +14,6 @@ const RTT_WINDOW: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NodeStats {
-    /// Smoothed round trip of its replies: an exponentially weighted average, each sample
-    /// counting 1/8 (as TCP's smoothed RTT). Measured from when a request was queued, which
-    /// a driver that writes promptly makes the send time.
-    pub rtt: Option<Duration>,
-    /// The longest round trip of the last 10 to 20 seconds.
-    pub rtt_max: Option<Duration>,
     /// Replies received.
     pub replies: u64,
     /// Votes that timed out: no answer within the node timeout.
@@ -35,12 +29,28 @@ pub struct NodeStats {
     pub connects: u64,
     /// Connections that were up and then lost or failed.
     pub disconnects: u64,
-    window_start: Option<Instant>,
-    window_max: Duration,
-    previous_max: Duration,
+    /// Smoothed round trip in nanoseconds, 0 before the first reply.
+    srtt_ns: u64,
+    /// When the current window of the recent maximum ends.
+    window_end: Option<Instant>,
+    window_max_ns: u64,
+    previous_max_ns: u64,
 }
 
 impl NodeStats {
+    /// The smoothed round trip of the node's replies: an exponentially weighted average, each
+    /// sample counting 1/8 (as TCP's smoothed RTT). Measured from when a request was queued,
+    /// which a driver that writes promptly makes the send time. `None` before the first reply.
+    pub fn rtt(&self) -> Option<Duration> {
+        (self.replies > 0).then(|| Duration::from_nanos(self.srtt_ns))
+    }
+
+    /// The longest round trip of the last 10 to 20 seconds (of the replies seen; `None`
+    /// before the first).
+    pub fn rtt_max(&self) -> Option<Duration> {
+        (self.replies > 0).then(|| Duration::from_nanos(self.window_max_ns.max(self.previous_max_ns)))
+    }
+
     /// Reconnections: connections after the first.
     pub fn reconnects(&self) -> u64 {
         self.connects.saturating_sub(1)
@@ -51,20 +61,24 @@ impl NodeStats {
         self.unreachable + self.misconfigured + self.protocol
     }
 
+    /// A reply arrived at `now`, `rtt` after its request was queued. Integer arithmetic and
+    /// one instant comparison: this runs for every reply.
     pub(crate) fn reply(&mut self, now: Instant, rtt: Duration) {
+        let ns = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
+        self.srtt_ns = if self.replies == 0 { ns } else { self.srtt_ns - self.srtt_ns / 8 + ns / 8 };
         self.replies += 1;
-        self.rtt = Some(match self.rtt {
-            None => rtt,
-            Some(s) => (s * 7 + rtt) / 8,
-        });
-        let start = *self.window_start.get_or_insert(now);
-        if now.saturating_duration_since(start) >= RTT_WINDOW {
-            self.previous_max = self.window_max;
-            self.window_max = Duration::ZERO;
-            self.window_start = Some(now);
+        match self.window_end {
+            Some(end) if now < end => {}
+            Some(end) => {
+                // A new window; the old one's peak still counts for one more window, unless
+                // more than a whole window passed without a reply.
+                self.previous_max_ns = if now < end + RTT_WINDOW { self.window_max_ns } else { 0 };
+                self.window_max_ns = 0;
+                self.window_end = Some(now + RTT_WINDOW);
+            }
+            None => self.window_end = Some(now + RTT_WINDOW),
         }
-        self.window_max = self.window_max.max(rtt);
-        self.rtt_max = Some(self.window_max.max(self.previous_max));
+        self.window_max_ns = self.window_max_ns.max(ns);
     }
 
     pub(crate) fn fault(&mut self, fault: Fault) {
@@ -85,17 +99,21 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let mut s = NodeStats::default();
+        assert_eq!((s.rtt(), s.rtt_max()), (None, None));
         s.reply(t0, ms(8));
-        assert_eq!((s.rtt, s.rtt_max), (Some(ms(8)), Some(ms(8))));
+        assert_eq!((s.rtt(), s.rtt_max()), (Some(ms(8)), Some(ms(8))));
         s.reply(t0, ms(16));
-        assert_eq!(s.rtt, Some(ms(9)));
-        assert_eq!(s.rtt_max, Some(ms(16)));
+        assert_eq!(s.rtt(), Some(ms(9)));
+        assert_eq!(s.rtt_max(), Some(ms(16)));
         // A window later the old peak still counts; two windows later it is gone.
         s.reply(t0 + RTT_WINDOW, ms(1));
-        assert_eq!(s.rtt_max, Some(ms(16)));
+        assert_eq!(s.rtt_max(), Some(ms(16)));
         s.reply(t0 + 2 * RTT_WINDOW, ms(2));
-        assert_eq!(s.rtt_max, Some(ms(2)));
-        assert_eq!(s.replies, 4);
+        assert_eq!(s.rtt_max(), Some(ms(2)));
+        // After a silence of more than a window, only the new samples count.
+        s.reply(t0 + 5 * RTT_WINDOW, ms(3));
+        assert_eq!(s.rtt_max(), Some(ms(3)));
+        assert_eq!(s.replies, 5);
         s.fault(Fault::Misconfigured);
         s.fault(Fault::Unreachable);
         assert_eq!((s.misconfigured, s.unreachable, s.failures()), (1, 1, 2));

@@ -177,7 +177,7 @@ fn round_trip_figures_match_the_simulated_delays() {
         let out = run(&sc, false);
         let (lo, hi) = (Duration::from_nanos(2 * sc.delay.0), Duration::from_nanos(2 * sc.delay.1));
         for stats in out.node_stats.iter().flatten().flatten() {
-            let (Some(rtt), Some(max)) = (stats.rtt, stats.rtt_max) else { continue };
+            let (Some(rtt), Some(max)) = (stats.rtt(), stats.rtt_max()) else { continue };
             assert!(lo <= rtt && rtt <= hi, "seed {seed}: smoothed rtt {rtt:?} outside [{lo:?}, {hi:?}]");
             assert!(rtt <= max && max <= hi, "seed {seed}: max {max:?} (smoothed {rtt:?}, bound {hi:?})");
             assert!(stats.replies > 0);

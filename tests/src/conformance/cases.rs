@@ -1188,7 +1188,7 @@ pub fn health_view<S: Subject>() {
         release::<S>(guard).await;
         let h = ok::<S, _>(S::health(&client).await, "health");
         for n in &h.nodes[2..] {
-            assert!(n.stats.rtt.is_some() && n.stats.rtt_max >= n.stats.rtt, "[{}] {n:?}", S::NAME);
+            assert!(n.stats.rtt().is_some() && n.stats.rtt_max() >= n.stats.rtt(), "[{}] {n:?}", S::NAME);
             assert!(n.stats.replies > 0 && n.state == NodeState::Ready, "[{}] {n:?}", S::NAME);
         }
 
