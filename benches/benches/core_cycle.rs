@@ -98,6 +98,8 @@ impl Cycle {
                 engine.handle_data(now, node, format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
             }
         }
+        // Each node's `LinkUp`.
+        while engine.poll_event().is_some() {}
         Cycle { engine, n, now, options: LockOptions::new(RESOURCE, Duration::from_secs(10)) }
     }
 

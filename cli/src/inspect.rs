@@ -1,6 +1,7 @@
 //! `redlease cluster`, `redlease status` and `redlease scan`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 use redlease_cluster::{Cluster, FENCE_PREFIX, RedisConn};
 use redlease_core::NodeConfig;
@@ -74,14 +75,31 @@ struct NodeState {
     holder: Option<String>,
     pttl: i64,
     fence: Option<String>,
+    /// The round trip of a `PING` on the open connection.
+    rtt: Duration,
 }
 
 fn node_state(node: &NodeConfig, key: &str) -> Result<NodeState, String> {
     let mut c = open(node)?;
+    let started = Instant::now();
+    c.cmd(&["PING"]).map_err(|e| e.to_string())?;
+    let rtt = started.elapsed();
     let holder = c.get(key).map_err(|e| e.to_string())?;
     let pttl = c.pttl(key).map_err(|e| e.to_string())?;
     let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
-    Ok(NodeState { holder, pttl, fence })
+    Ok(NodeState { holder, pttl, fence, rtt })
+}
+
+/// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
+/// password, user or database: an operator must act) or out of reach.
+fn fault_of(error: &str) -> &'static str {
+    let e = error.to_ascii_uppercase();
+    let config = ["WRONGPASS", "NOAUTH", "NOPERM", "INVALID PASSWORD", "INVALID DB", "DB INDEX", "AUTH"];
+    if config.iter().any(|c| e.contains(c)) { "misconfigured" } else { "unreachable" }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
 }
 
 /// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict.
@@ -96,6 +114,8 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, U
     let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
     let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
     let code = if reachable >= quorum { 0 } else { EXIT_UNAVAILABLE };
+    // How many more nodes may fail before no quorum is left.
+    let tolerance = reachable.saturating_sub(quorum);
     if json {
         let per_node: Vec<String> = nodes
             .iter()
@@ -104,18 +124,23 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, U
             .map(|(i, (node, state))| {
                 let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
                 match state {
-                    Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                    Err(e) => format!(
+                        "{{{head},\"reachable\":false,\"fault\":\"{}\",\"error\":{}}}",
+                        fault_of(e),
+                        json::string(e)
+                    ),
                     Ok(s) => format!(
-                        "{{{head},\"reachable\":true,\"holder\":{},\"pttl_ms\":{},\"fence\":{}}}",
+                        "{{{head},\"reachable\":true,\"holder\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
                         json::opt_string(s.holder.as_deref()),
                         if s.holder.is_some() { s.pttl.to_string() } else { "null".into() },
                         s.fence.as_deref().and_then(|f| f.parse::<u64>().ok()).map_or("null".into(), |f| f.to_string()),
+                        ms(s.rtt),
                     ),
                 }
             })
             .collect();
         println!(
-            "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+            "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
             json::string(key),
             held_by.is_some(),
             json::opt_string(held_by),
@@ -126,11 +151,12 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, U
     }
     for (i, (node, state)) in nodes.iter().zip(&states).enumerate() {
         let line = match state {
+            Err(e) if fault_of(e) == "misconfigured" => format!("MISCONFIGURED  ({e})"),
             Err(e) => format!("unreachable  ({e})"),
-            Ok(NodeState { holder: None, .. }) => "reachable    free".to_owned(),
-            Ok(NodeState { holder: Some(token), pttl, .. }) => {
+            Ok(NodeState { holder: None, rtt, .. }) => format!("reachable    rtt {} ms  free", ms(*rtt)),
+            Ok(NodeState { holder: Some(token), pttl, rtt, .. }) => {
                 let ttl = if *pttl >= 0 { format!("pttl {pttl}ms") } else { "NO TTL (leak)".to_owned() };
-                format!("reachable    held by {}  {ttl}", short(token))
+                format!("reachable    rtt {} ms  held by {}  {ttl}", ms(*rtt), short(token))
             }
         };
         let fence = match state {
@@ -150,6 +176,11 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, U
     }
     if code != 0 {
         println!("only {reachable} of {} nodes answered: no quorum ({quorum}) is reachable", nodes.len());
+    } else {
+        println!(
+            "{reachable} of {} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops",
+            nodes.len()
+        );
     }
     Ok(code)
 }

@@ -303,13 +303,15 @@ fn status_and_scan_report_a_known_state() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
     assert!(
         lines[0].starts_with("node 0 ") && lines[0].contains("held by 0123456789ab…") && lines[0].contains("pttl ")
     );
     assert!(lines[1].contains("held by 0123456789ab…"), "{text}");
     assert!(lines[2].starts_with("node 2 ") && lines[2].contains("unreachable"), "{text}");
     assert!(lines[3].contains("held by 0123456789ab… on 2 of 3 nodes (quorum 2)"), "{text}");
+    assert!(lines[0].contains(" rtt ") && lines[1].contains(" rtt "), "{text}");
+    assert_eq!(lines[4], "2 of 3 nodes reachable, quorum 2: 0 more may fail before locking stops", "{text}");
     cluster.node(2).restart(false);
 
     // scan: clean (TTL keys and fence counters only) → 0; a key without TTL → 1 naming it.
@@ -356,26 +358,28 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(
         json.starts_with(&format!(
-            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
         )),
         "{json}"
     );
     assert!(json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"pttl_ms\":")), "{json}");
-    assert!(json.contains("\"fence\":12}"), "{json}");
+    assert!(json.contains("\"fence\":12,\"rtt_ms\":"), "{json}");
     assert!(
-        json.contains("{\"node\":2,") && json.contains("\"holder\":null,\"pttl_ms\":null,\"fence\":null}"),
+        json.contains("{\"node\":2,") && json.contains("\"holder\":null,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"),
         "{json}"
     );
     // The table shows the fencing counter too.
     let text = stdout(&run(redlease().args(["status", "--key", "report", "--nodes", &urls])));
     assert!(text.lines().next().unwrap().ends_with("fence 12"), "{text}");
+    assert!(text.lines().last().unwrap().ends_with("1 more may fail before locking stops"), "{text}");
     // Two of three nodes down: no quorum is reachable, exit 69 (a health check).
     cluster.node(0).kill();
     cluster.node(1).kill();
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
     assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
     let json = stdout(&out);
-    assert!(json.contains("\"reachable\":1,\"held\":false,\"holder\":null"), "{json}");
+    assert!(json.contains("\"reachable\":1,\"fault_tolerance\":0,\"held\":false,\"holder\":null"), "{json}");
+    assert!(json.contains("\"reachable\":false,\"fault\":\"unreachable\",\"error\":"), "{json}");
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
     assert_eq!(out.status.code(), Some(69));
     assert!(stdout(&out).contains("no quorum (2) is reachable"), "{}", stdout(&out));
@@ -423,4 +427,28 @@ fn demo_runs_to_completion() {
         assert!(text.contains(needle), "demo output lacks {needle:?}:\n{text}");
     }
     assert!(started.elapsed() < Duration::from_secs(60), "demo took {:?}", started.elapsed());
+}
+
+#[test]
+fn status_tells_a_refused_password_from_a_down_node() {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let (user, pass) = cluster.credentials().unwrap();
+    let addrs = cluster.addrs();
+    let urls = format!(
+        "redis://{user}:wrong-one@{},redis://{user}:{pass}@{},redis://{user}:{pass}@{}",
+        addrs[0], addrs[1], addrs[2]
+    );
+    let out = run(redlease().args(["status", "--key", "k", "--nodes", &urls]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.lines().next().unwrap().contains("MISCONFIGURED"), "{text}");
+    assert!(text.contains("2 of 3 nodes reachable, quorum 2: 0 more may fail"), "{text}");
+    assert!(!text.contains("wrong-one") && !text.contains(pass), "{text}");
+    cluster.node(2).kill();
+    let out = run(redlease().args(["status", "--key", "k", "--nodes", &urls, "--json"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let json = stdout(&out);
+    assert!(json.contains("{\"node\":0,") && json.contains("\"fault\":\"misconfigured\""), "{json}");
+    assert!(json.contains("{\"node\":2,") && json.contains("\"fault\":\"unreachable\""), "{json}");
+    assert!(!json.contains("wrong-one") && !json.contains(pass), "{json}");
 }

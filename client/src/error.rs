@@ -2,7 +2,7 @@
 
 use std::io;
 
-use redlease_core::{AcquireError, ConfigError, ExtendError, Misuse};
+use redlease_core::{AcquireError, ConfigError, ExtendError, Health, Misuse, NodeState};
 
 /// Why a client call failed; the same in every adapter.
 ///
@@ -39,8 +39,31 @@ pub enum Error {
     /// poller, a thread.
     #[error("the operating system refused: {0}")]
     Io(#[from] io::Error),
+    /// [`Config::require_all`](redlease_core::Config::require_all) is set and not every node
+    /// became ready while connecting: the health view says which and why.
+    #[error("not every node is ready, and the config requires all (require_all): {}", unready(.0))]
+    Unhealthy(Box<Health>),
     /// The client is closed: its `close()` was called, its driver stopped (the runtime shut
     /// down, the driver future was dropped) or its event loop failed.
     #[error("the redlease client is closed: close() was called, or its driver or event loop stopped")]
     Closed,
+}
+
+/// The nodes that are not ready, with their state and last error: `node #0
+/// (redis://alice@10.0.0.1:6379): down: AUTH failed: WRONGPASS ...`.
+fn unready(health: &Health) -> String {
+    let mut parts = Vec::new();
+    for n in health.nodes.iter().filter(|n| !n.is_ready()) {
+        let state = match n.state {
+            NodeState::Handshaking => "handshaking",
+            NodeState::Connecting => "connecting",
+            _ if n.is_misconfigured() => "misconfigured",
+            _ => "down",
+        };
+        match &n.last_error {
+            Some(e) => parts.push(format!("{} ({}): {state}: {e}", n.node, n.addr)),
+            None => parts.push(format!("{} ({}): {state}", n.node, n.addr)),
+        }
+    }
+    format!("{} of {} ready; {}", health.usable(), health.nodes.len(), parts.join("; "))
 }

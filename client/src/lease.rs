@@ -75,6 +75,11 @@ impl Lease {
         Lease { held: Arc::new(Held { lock, resources, token, fence, state }), pump: None }
     }
 
+    /// The state shared with the router.
+    pub(crate) fn state(&self) -> &LockState {
+        &self.held.state
+    }
+
     /// The same lease, whose [`LostSignal`] drives `pump` while it waits (for a blocking
     /// client, whose loop nobody else may be driving).
     pub fn with_pump(mut self, pump: Arc<dyn Pump>) -> Self {

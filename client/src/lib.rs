@@ -20,13 +20,16 @@
 //! outcomes are the core's. Use an adapter crate, not this one, unless you are writing an
 //! adapter.
 
+mod connect;
 mod error;
 mod lease;
+pub mod monitor;
 pub mod oneshot;
 mod random;
 mod router;
 pub mod sockets;
 
+pub use connect::{connect_settled, require_all};
 pub use error::Error;
 pub use lease::{Lease, LostSignal, Pump};
 pub use random::{new_token, seeded};

@@ -10,6 +10,7 @@ use redlease_core::{Engine, Event, ExtendError, LinkError, LockId, LockOptions, 
 
 use crate::Error;
 use crate::lease::{Lease, LockState};
+use crate::monitor::{Monitor, Op};
 use crate::oneshot::Sender;
 
 /// Where the answer to an acquisition goes.
@@ -19,9 +20,12 @@ pub type ExtendReply = Sender<Result<Instant, Error>>;
 /// Where the answer to a release goes.
 pub type ReleaseReply = Sender<Result<ReleaseReport, Error>>;
 
-/// The engine's commands, as the router issues them: implemented by the [`Engine`] itself and
-/// by drivers that own one (the mio driver), so the router serves both.
+/// The engine, as the router drives it: its commands, and its getters for the reports (the
+/// votes of a round, the health view). Implemented by the [`Engine`] itself and by drivers that
+/// own one (the mio driver), so the router serves both.
 pub trait Commands {
+    /// The engine, for its getters.
+    fn engine(&self) -> &Engine;
     /// [`Engine::acquire`].
     fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse>;
     /// [`Engine::extend`].
@@ -35,6 +39,10 @@ pub trait Commands {
 }
 
 impl Commands for Engine {
+    fn engine(&self) -> &Engine {
+        self
+    }
+
     fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
         Engine::acquire(self, now, options, token)
     }
@@ -61,6 +69,7 @@ struct Acquiring {
     reply: AcquireReply,
     resources: Vec<String>,
     token: String,
+    op: Op,
 }
 
 /// Who waits for a lock's release.
@@ -76,30 +85,52 @@ enum Release {
 /// What the router knows of one lock.
 struct Entry {
     acquire: Option<Acquiring>,
-    /// Shared with the holder's [`Lease`] once the lock is held.
-    state: Option<Arc<LockState>>,
-    extend: Option<ExtendReply>,
+    /// A clone of the holder's [`Lease`] (its shared state: deadline, lost signal) once held.
+    lease: Option<Lease>,
+    /// When it was granted.
+    held_since: Option<Instant>,
+    extend: Option<(ExtendReply, Op)>,
     /// An abandoned extension was cancelled: its `ExtendFailed(Cancelled)` is for nobody.
     extend_cancelled: bool,
     release: Release,
+    release_op: Option<Op>,
 }
 
 impl Entry {
     fn new(acquire: Option<Acquiring>) -> Self {
-        Entry { acquire, state: None, extend: None, extend_cancelled: false, release: Release::No }
+        Entry {
+            acquire,
+            lease: None,
+            held_since: None,
+            extend: None,
+            extend_cancelled: false,
+            release: Release::No,
+            release_op: None,
+        }
+    }
+
+    fn state(&self) -> Option<&LockState> {
+        self.lease.as_ref().map(Lease::state)
+    }
+
+    fn resource(&self) -> &str {
+        self.lease.as_ref().map_or("", Lease::resource)
     }
 }
 
 /// One client's table of locks: it issues the callers' commands and routes the engine's
 /// events to the callers waiting on them, keeps each held lock's shared state (deadline, lost
-/// signal) current, releases what nobody wants any more, and fails everything cleanly when
-/// the client stops. Both the async driver and the blocking mio client are thin shells over
-/// it; neither makes a decision of its own.
+/// signal) current, releases what nobody wants any more, fails everything cleanly when the
+/// client stops, and reports what happens (`tracing` spans and events, and metrics with the
+/// `metrics` feature; see the [`monitor`](crate::monitor) module for names and levels). Both
+/// the async driver and the blocking mio client are thin shells over it; neither makes a
+/// decision of its own.
 #[derive(Default)]
 pub struct Router {
     entries: HashMap<LockId, Entry>,
     /// `close` was called: new commands fail with [`Error::Closed`].
     closed: bool,
+    monitor: Monitor,
 }
 
 impl Router {
@@ -135,7 +166,9 @@ impl Router {
         }
         match engine.acquire(now, &options, token.as_bytes()) {
             Ok(lock) => {
-                let waiting = Acquiring { reply, resources: options.resources, token };
+                let first = options.resources.first().map_or("", String::as_str);
+                let op = Monitor::acquire_span(first, options.resources.len() - 1, options.fencing, now);
+                let waiting = Acquiring { reply, resources: options.resources, token, op };
                 self.entries.insert(lock, Entry::new(Some(waiting)));
                 Some(lock)
             }
@@ -161,12 +194,17 @@ impl Router {
         }
         // An extension whose caller went away (its future was dropped) must not leave the lock
         // busy: abandon it, and start the one asked for now.
-        if let Some(entry) = self.entries.get_mut(&lock).filter(|e| e.extend.as_ref().is_some_and(|r| r.is_closed())) {
+        if let Some(entry) =
+            self.entries.get_mut(&lock).filter(|e| e.extend.as_ref().is_some_and(|(r, _)| r.is_closed()))
+        {
             entry.extend = None;
             entry.extend_cancelled = engine.cancel(now, lock).is_ok();
         }
         match (engine.extend(now, lock, Some(ttl)), self.entries.get_mut(&lock)) {
-            (Ok(()), Some(entry)) => entry.extend = Some(reply),
+            (Ok(()), Some(entry)) => {
+                let op = Monitor::op_span("extend", entry.resource(), now);
+                entry.extend = Some((reply, op));
+            }
             (Ok(()), None) => {
                 let _ = reply.send(Err(Misuse::UnknownLock(lock).into()));
             }
@@ -189,9 +227,10 @@ impl Router {
             Ok(()) => {
                 let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
                 entry.release = reply.map_or(Release::Detached, Release::Waiting);
+                entry.release_op = Some(Monitor::op_span("release", entry.resource(), now));
                 // From now on the keys may be gone: a lease that outlives its guard (a clone
                 // handed to other work) must not look valid any more.
-                if let Some(state) = &entry.state {
+                if let Some(state) = entry.state() {
                     state.set_valid_until(now);
                 }
             }
@@ -225,16 +264,21 @@ impl Router {
         }
     }
 
-    /// Route one engine event to whoever waits for it. Returns the link failures, which are
-    /// for the shell to report.
+    /// Route one engine event to whoever waits for it, and report it. Returns the link
+    /// failures, for a shell that wants them too (the router has logged them already).
     pub fn route(&mut self, engine: &mut impl Commands, now: Instant, event: Event) -> Option<LinkError> {
         match event {
-            Event::Acquired { lock, valid_until, fence, .. } => {
+            Event::Acquired { lock, valid_until, fence, attempts } => {
                 let state = Arc::new(LockState::new(valid_until));
                 let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
-                entry.state = Some(Arc::clone(&state));
+                entry.held_since = Some(now);
                 let unwanted = match entry.acquire.take() {
-                    Some(a) => a.reply.send(Ok(Lease::new(lock, a.resources, a.token, fence, state))).is_err(),
+                    Some(a) => {
+                        self.monitor.acquired(engine.engine(), lock, a.op, now, attempts);
+                        let lease = Lease::new(lock, a.resources, a.token, fence, state);
+                        entry.lease = Some(lease.clone());
+                        a.reply.send(Ok(lease)).is_err()
+                    }
                     None => true,
                 };
                 if unwanted {
@@ -249,21 +293,24 @@ impl Router {
             }
             Event::AcquireFailed { lock, error } => {
                 if let Some(a) = self.entries.remove(&lock).and_then(|e| e.acquire) {
+                    self.monitor.acquire_failed(engine.engine(), lock, a.op, now, &error);
                     let _ = a.reply.send(Err(error.into()));
                 }
             }
             Event::Extended { lock, valid_until } => {
                 if let Some(entry) = self.entries.get_mut(&lock) {
-                    if let Some(state) = &entry.state {
+                    if let Some(state) = entry.state() {
                         state.set_valid_until(valid_until);
                     }
-                    if let Some(reply) = entry.extend.take() {
+                    let (reply, op) = entry.extend.take().unzip();
+                    self.monitor.extended(engine.engine(), lock, entry.resource(), op, now, None);
+                    if let Some(reply) = reply {
                         let _ = reply.send(Ok(valid_until));
                     }
                 }
             }
             Event::Shortened { lock, valid_until } => {
-                if let Some(state) = self.entries.get(&lock).and_then(|e| e.state.as_ref()) {
+                if let Some(state) = self.entries.get(&lock).and_then(Entry::state) {
                     state.set_valid_until(valid_until);
                 }
             }
@@ -271,24 +318,43 @@ impl Router {
                 if let Some(entry) = self.entries.get_mut(&lock) {
                     if error == ExtendError::Cancelled && std::mem::take(&mut entry.extend_cancelled) {
                         // The abandoned extension's end, not the answer to the one in flight.
-                    } else if let Some(reply) = entry.extend.take() {
+                    } else if let Some((reply, op)) = entry.extend.take() {
+                        self.monitor.extended(engine.engine(), lock, entry.resource(), Some(op), now, Some(&error));
                         let _ = reply.send(Err(error.into()));
                     }
                 }
             }
             Event::Lost { lock, reason } => {
-                if let Some(state) = self.entries.get(&lock).and_then(|e| e.state.as_ref()) {
-                    state.mark_lost(reason);
+                if let Some(entry) = self.entries.get(&lock) {
+                    if let Some(state) = entry.state() {
+                        self.monitor.lost(entry.resource(), &reason);
+                        state.mark_lost(reason);
+                    }
                 }
             }
             Event::Released { lock, report } => {
-                if let Some(Entry { release: Release::Waiting(reply), .. }) = self.entries.remove(&lock) {
-                    let _ = reply.send(Ok(report));
+                if let Some(entry) = self.entries.remove(&lock) {
+                    self.monitor.released(
+                        engine.engine(),
+                        lock,
+                        entry.release_op,
+                        now,
+                        report.outcome,
+                        entry.held_since,
+                    );
+                    if let Release::Waiting(reply) = entry.release {
+                        let _ = reply.send(Ok(report));
+                    }
                 }
             }
-            Event::LinkFailed { error } => return Some(error),
+            Event::LinkUp { node } => self.monitor.link_up(engine.engine(), node, now),
+            Event::LinkFailed { error } => {
+                self.monitor.link_failed(engine.engine(), &error, now);
+                return Some(error);
+            }
             _ => {}
         }
+        self.monitor.gauges(engine.engine(), now, false);
         None
     }
 
@@ -303,8 +369,9 @@ impl Router {
                 let _ = engine.cancel(now, *lock);
                 continue;
             }
-            if let (Some(state), Release::No) = (&entry.state, &entry.release) {
+            if let (Some(state), Release::No) = (entry.state(), &entry.release) {
                 state.mark_lost(LostReason::Stopped);
+                state.set_valid_until(now);
                 if engine.release(now, *lock).is_ok() {
                     entry.release = Release::Detached;
                 }
@@ -317,7 +384,7 @@ impl Router {
     pub fn stop(&mut self) {
         self.closed = true;
         for (_, entry) in self.entries.drain() {
-            if let Some(state) = entry.state {
+            if let Some(state) = entry.state() {
                 state.mark_lost(LostReason::Stopped);
             }
             // Dropping the reply senders tells their receivers the answer will never come.

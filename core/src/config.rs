@@ -102,6 +102,11 @@ pub struct Config {
     /// reconnected with backoff. `None` (the default): 10 × `node_timeout`, at least 500 ms.
     /// The handshake of a new connection gets `connect_timeout` instead.
     pub liveness_timeout: Option<Duration>,
+    /// Whether a client's connect must see every node ready (default `false`: a quorum is
+    /// enough, and the rest join as they come). With `true`, connect waits for every node's
+    /// first attempt to end and fails with the health view if any node is down or refuses us.
+    /// Read by the clients; the engine does not use it.
+    pub require_all: bool,
 }
 
 impl Config {
@@ -120,6 +125,7 @@ impl Config {
             reconnect_max: Duration::from_secs(2),
             reconnect_jitter: 0.5,
             liveness_timeout: None,
+            require_all: false,
         }
     }
 
@@ -148,6 +154,12 @@ impl Config {
     /// Set `retry`.
     pub fn retry(mut self, retry: Retry) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Set [`require_all`](Self::require_all).
+    pub fn require_all(mut self, on: bool) -> Self {
+        self.require_all = on;
         self
     }
 

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId};
+use crate::health::Health;
 use crate::link::{Links, Next};
 use crate::lock::{Decision, Phase, min_opt};
 use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
 use crate::quorum::{quorum, valid_until};
 use crate::rng::Rng;
+use crate::stats::NodeStats;
 use crate::timer::TimerTable;
 use crate::wire::{self, Answer, Op, Pending};
 
@@ -108,6 +110,19 @@ impl Engine {
         self.links.attempts_ended(node)
     }
 
+    /// What the engine has seen of `node`: round trips, replies, timeouts, failures by kind,
+    /// connections; `None` for an unknown node. Kept up to date on every input, without
+    /// allocating.
+    pub fn node_stats(&self, node: NodeId) -> Option<&NodeStats> {
+        self.links.stats(node)
+    }
+
+    /// The health view: every node's state, round trips and last error, and how many more
+    /// nodes may fail before locking stops ([`Health::fault_tolerance`]).
+    pub fn health(&self) -> Health {
+        Health { nodes: self.links.health(), quorum: self.quorum }
+    }
+
     /// Number of locks the engine is tracking (acquiring, held or releasing).
     pub fn active_locks(&self) -> usize {
         self.locks.active()
@@ -123,6 +138,19 @@ impl Engine {
         self.locks.get(lock).ok()?.info()
     }
 
+    /// The votes of `lock`'s current round (or its last one, after its final event, until the
+    /// id is reused: read them right after the event), by node, and when that round started.
+    /// For logs and traces; no allocation.
+    pub fn round(&self, lock: LockId) -> Option<(Instant, &[Vote])> {
+        let s = self.locks.last(lock)?;
+        Some((s.round.start, s.round.tally.votes()))
+    }
+
+    /// `node`'s address, `redis://[user@]host:port[/db]` (never the password).
+    pub fn node_addr(&self, node: NodeId) -> Option<&str> {
+        self.links.addr_of(node)
+    }
+
     // ----- inputs --------------------------------------------------------------------------
 
     /// A connection to `node` is open (normally the attempt [`poll_connect`](Self::poll_connect)
@@ -135,7 +163,7 @@ impl Engine {
             return;
         }
         if self.links.is_up(node) {
-            self.handle_disconnected(now, node);
+            self.handle_disconnected(now, node, "replaced by a new connection");
         }
         self.links.connected(now, node);
     }
@@ -145,7 +173,9 @@ impl Engine {
     /// node's votes (`connect failed: {reason}`), and the next attempt is scheduled after the
     /// reconnect backoff. Ignored unless the node is [`LinkState::Connecting`].
     pub fn handle_connect_failed(&mut self, now: Instant, node: NodeId, reason: &str) {
-        self.links.connect_failed(now, node, reason, &mut self.rng);
+        if let Some(error) = self.links.connect_failed(now, node, reason, &mut self.rng) {
+            self.events.push_back(Event::LinkFailed { error });
+        }
     }
 
     /// Bytes arrived from `node`, split anywhere. Complete replies are matched to requests
@@ -174,9 +204,13 @@ impl Engine {
     fn consume(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Option<usize> {
         let mut pos = 0;
         loop {
-            match self.links.next_reply(node, &buf[pos..]) {
+            match self.links.next_reply(now, node, &buf[pos..]) {
                 Ok(Next::More) => return Some(pos),
                 Ok(Next::Done(used)) => pos += used,
+                Ok(Next::Ready(used)) => {
+                    pos += used;
+                    self.events.push_back(Event::LinkUp { node });
+                }
                 Ok(Next::Op { used, answer }) => {
                     pos += used;
                     if let Err(e) = self.on_answer(now, node, answer) {
@@ -195,11 +229,21 @@ impl Engine {
         }
     }
 
-    /// The connection to `node` is closed (or, while connecting, the attempt was given up).
-    /// Requests in flight count as failed on that node, and the next connect attempt is
-    /// scheduled after the reconnect backoff.
-    pub fn handle_disconnected(&mut self, now: Instant, node: NodeId) {
-        self.take_down(now, node, Vote::Down);
+    /// The connection to `node` is closed, for `reason` (end of stream, a socket error; or,
+    /// while connecting, the attempt was given up). Requests in flight count as failed on that
+    /// node ([`Event::LinkFailed`] with [`LinkError::Lost`] tells why), and the next connect
+    /// attempt is scheduled after the reconnect backoff.
+    pub fn handle_disconnected(&mut self, now: Instant, node: NodeId, reason: &str) {
+        match self.links.state(node) {
+            Some(LinkState::Up { .. }) => {
+                let Some(error) = self.links.lost(node, reason) else { return };
+                let vote = Vote::Error(error.reason());
+                self.events.push_back(Event::LinkFailed { error });
+                self.take_down(now, node, vote);
+            }
+            Some(LinkState::Connecting { .. }) => self.handle_connect_failed(now, node, reason),
+            _ => {}
+        }
     }
 
     /// Skip the backoff: make `node`'s next connect attempt due at once, and start its backoff
@@ -517,7 +561,12 @@ impl Engine {
         }
         let s = &mut self.locks[idx];
         let vote = match s.answer(op, answer) {
-            Ok(Some(vote)) => vote,
+            Ok(Some(vote)) => {
+                if let Some(fault) = vote.fault() {
+                    self.links.count_fault(node, fault);
+                }
+                vote
+            }
             Ok(None) => {
                 // The script cache was flushed: resend with the script text (which reloads it).
                 let Some(call) = s.call(op) else { return Ok(()) };
@@ -665,7 +714,8 @@ impl Engine {
         self.expire_if_due(now, idx);
         let s = &mut self.locks[idx];
         if s.deadline().is_some_and(|d| d <= now) {
-            s.round.tally.time_out();
+            let links = &mut self.links;
+            s.round.tally.time_out(|node| links.timed_out(node));
             // With every vote in, the round is decided: the slot moves on.
             self.evaluate(now, idx);
             return;

@@ -203,6 +203,27 @@ pub enum LinkError {
         /// The unanswered request was part of the handshake.
         handshake: bool,
     },
+    /// The driver reported a connect attempt failed
+    /// ([`Engine::handle_connect_failed`](crate::Engine::handle_connect_failed)).
+    ConnectFailed {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// Why, as the driver said (e.g. `Connection refused (os error 111)`).
+        reason: String,
+    },
+    /// The driver reported the connection lost
+    /// ([`Engine::handle_disconnected`](crate::Engine::handle_disconnected)): end of stream, a
+    /// socket error.
+    Lost {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// Why, as the driver said.
+        reason: String,
+    },
     /// A connect attempt handed out by [`Engine::poll_connect`](crate::Engine::poll_connect)
     /// did not connect within [`Config::connect_timeout`](crate::Config::connect_timeout).
     ConnectTimeout {
@@ -224,6 +245,8 @@ impl LinkError {
             | LinkError::Unsolicited { node, .. }
             | LinkError::Handshake { node, .. }
             | LinkError::Silent { node, .. }
+            | LinkError::ConnectFailed { node, .. }
+            | LinkError::Lost { node, .. }
             | LinkError::ConnectTimeout { node, .. } => *node,
         }
     }
@@ -236,6 +259,8 @@ impl LinkError {
             | LinkError::Unsolicited { addr, .. }
             | LinkError::Handshake { addr, .. }
             | LinkError::Silent { addr, .. }
+            | LinkError::ConnectFailed { addr, .. }
+            | LinkError::Lost { addr, .. }
             | LinkError::ConnectTimeout { addr, .. } => addr,
         }
     }
@@ -261,7 +286,10 @@ impl LinkError {
             LinkError::Malformed { .. } | LinkError::Unexpected { .. } | LinkError::Unsolicited { .. } => {
                 Fault::Protocol
             }
-            LinkError::Silent { .. } | LinkError::ConnectTimeout { .. } => Fault::Unreachable,
+            LinkError::Silent { .. }
+            | LinkError::ConnectFailed { .. }
+            | LinkError::Lost { .. }
+            | LinkError::ConnectTimeout { .. } => Fault::Unreachable,
         }
     }
 }
@@ -304,6 +332,8 @@ impl fmt::Display for Reason<'_> {
             LinkError::Silent { waited, handshake: false, .. } => {
                 write!(f, "silent: no answer to a request within {waited:?}")
             }
+            LinkError::ConnectFailed { reason, .. } => write!(f, "connect failed: {reason}"),
+            LinkError::Lost { reason, .. } => write!(f, "connection lost: {reason}"),
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
         }
     }

@@ -163,8 +163,14 @@ pub enum Event {
         /// What the nodes said.
         report: ReleaseReport,
     },
+    /// A node's connection completed its handshake: the node takes part in rounds again.
+    LinkUp {
+        /// The node.
+        node: NodeId,
+    },
     /// A node's connection (or connect attempt) is unusable: the engine has taken the link
-    /// down and scheduled the next attempt. For logging and health: the socket to drop, if
+    /// down and scheduled the next attempt (whether the engine found the failure or the
+    /// driver reported it). For logging and health: the socket to drop, if
     /// any, comes from [`poll_close`](crate::Engine::poll_close), the next attempt from
     /// [`poll_connect`](crate::Engine::poll_connect).
     LinkFailed {
@@ -174,7 +180,7 @@ pub enum Event {
 }
 
 impl Event {
-    /// The lock the event is about (`None` for [`Event::LinkFailed`]).
+    /// The lock the event is about (`None` for [`Event::LinkUp`] and [`Event::LinkFailed`]).
     pub fn lock(&self) -> Option<LockId> {
         match self {
             Event::Acquired { lock, .. }
@@ -184,7 +190,7 @@ impl Event {
             | Event::ExtendFailed { lock, .. }
             | Event::Lost { lock, .. }
             | Event::Released { lock, .. } => Some(*lock),
-            Event::LinkFailed { .. } => None,
+            Event::LinkFailed { .. } | Event::LinkUp { .. } => None,
         }
     }
 }

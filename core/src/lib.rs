@@ -22,7 +22,8 @@
 //! named by a [`LockId`]. Its methods come in four groups:
 //!
 //! - getters: [`Engine::lock_info`], [`Engine::is_connected`], [`Engine::link_state`],
-//!   [`Engine::last_error`], [`Engine::quorum`], ...
+//!   [`Engine::last_error`], [`Engine::node_stats`] (round trips, replies, timeouts, failures
+//!   by kind), [`Engine::health`] (every node, and the fault tolerance left), ...
 //! - inputs: [`Engine::handle_connected`], [`Engine::handle_connect_failed`],
 //!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
 //! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
@@ -96,10 +97,14 @@
 //!     }
 //!     engine.handle_data(now, NodeId(i), b"+OK\r\n");
 //! }
-//! // 5. Events: the quorum (2 of 3) was reached at once.
-//! let valid_until = match engine.poll_event() {
-//!     Some(Event::Acquired { lock: l, valid_until, .. }) if l == lock => valid_until,
-//!     other => panic!("{other:?}"),
+//! // 5. Events: the quorum (2 of 3) was reached at once. `LinkUp` says a node finished its
+//! //    handshake (for health views and logs).
+//! let valid_until = loop {
+//!     match engine.poll_event() {
+//!         Some(Event::LinkUp { .. }) => {}
+//!         Some(Event::Acquired { lock: l, valid_until, .. }) if l == lock => break valid_until,
+//!         other => panic!("{other:?}"),
+//!     }
 //! };
 //! assert!(valid_until < now + Duration::from_secs(10)); // ttl minus the drift margin
 //! // 6. The timer: arm one at `poll_timeout`, call `handle_timeout` when it fires.
@@ -109,9 +114,12 @@
 //! for i in 0..3 {
 //!     engine.handle_data(now, NodeId(i), b":1\r\n");
 //! }
-//! match engine.poll_event() {
-//!     Some(Event::Released { report, .. }) => assert_eq!(report.outcome, ReleaseOutcome::Released),
-//!     other => panic!("{other:?}"),
+//! loop {
+//!     match engine.poll_event() {
+//!         Some(Event::LinkUp { .. }) => {}
+//!         Some(Event::Released { report, .. }) => break assert_eq!(report.outcome, ReleaseOutcome::Released),
+//!         other => panic!("{other:?}"),
+//!     }
 //! }
 //! ```
 //!
@@ -163,6 +171,7 @@ mod config;
 mod engine;
 mod error;
 mod event;
+mod health;
 mod link;
 mod lock;
 mod locks;
@@ -172,6 +181,7 @@ pub mod quorum;
 mod resp;
 mod rng;
 mod scripts;
+mod stats;
 mod timer;
 mod wire;
 
@@ -182,8 +192,10 @@ pub use error::{
     Votes,
 };
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId};
+pub use health::{Health, NodeHealth, NodeState};
 pub use node::NodeConfig;
 pub use options::LockOptions;
+pub use stats::NodeStats;
 
 /// SHA-1 digests of the four scripts, in the order the handshake loads them
 /// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.

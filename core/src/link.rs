@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, LinkState, NodeId};
+use crate::health::{NodeHealth, NodeState};
 use crate::resp::{self, MAX_REPLY};
 use crate::rng::Rng;
 use crate::scripts;
+use crate::stats::NodeStats;
 use crate::wire::{self, Answer, Pending, Step, StepAnswer};
 
 /// Requests a link may have in flight; beyond it the node counts as failed for new rounds
@@ -39,6 +41,8 @@ struct Link {
     /// Connect attempts that have ended: by completing the handshake, or by failing (to
     /// connect, or before the handshake was answered).
     attempts_ended: u64,
+    /// What has been seen of the node.
+    stats: NodeStats,
 }
 
 impl Link {
@@ -116,6 +120,8 @@ pub(crate) enum Next {
     More,
     /// A reply of `used` bytes the link dealt with itself (a handshake step, a cleanup).
     Done(usize),
+    /// The reply of `used` bytes completed the handshake: the node is ready.
+    Ready(usize),
     /// A reply of `used` bytes to a lock operation, for the engine.
     Op { used: usize, answer: Answer },
 }
@@ -148,6 +154,7 @@ impl Links {
                 inbuf: Vec::new(),
                 last_error: None,
                 attempts_ended: 0,
+                stats: NodeStats::default(),
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
@@ -193,8 +200,56 @@ impl Links {
         self.links.get(node.index()).map_or(0, |l| l.attempts_ended)
     }
 
+    pub(crate) fn stats(&self, node: NodeId) -> Option<&NodeStats> {
+        self.links.get(node.index()).map(|l| &l.stats)
+    }
+
+    /// Count a failure of `kind` on `node` (an error reply, a timed-out vote's absence is
+    /// counted by [`timed_out`](Self::timed_out)).
+    pub(crate) fn count_fault(&mut self, node: NodeId, kind: Fault) {
+        if let Some(l) = self.links.get_mut(node.index()) {
+            l.stats.fault(kind);
+        }
+    }
+
+    /// `node` did not answer a round within the node timeout.
+    pub(crate) fn timed_out(&mut self, node: usize) {
+        if let Some(l) = self.links.get_mut(node) {
+            l.stats.timeouts += 1;
+        }
+    }
+
+    /// Every node's health.
+    pub(crate) fn health(&self) -> Vec<NodeHealth> {
+        self.links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let handshaking = l.is_handshaking();
+                let state = match l.state {
+                    LinkState::Up { .. } if handshaking => NodeState::Handshaking,
+                    LinkState::Up { .. } => NodeState::Ready,
+                    LinkState::Connecting { .. } => NodeState::Connecting,
+                    LinkState::Down { retry_at } => NodeState::Down { retry_at },
+                };
+                NodeHealth {
+                    node: NodeId(i as u16),
+                    addr: Arc::clone(&self.addrs[i]),
+                    state,
+                    last_error: l.last_error.as_ref().map(|(_, e)| e.clone()),
+                    fault: l.last_error.as_ref().map(|(f, _)| *f),
+                    stats: l.stats.clone(),
+                }
+            })
+            .collect()
+    }
+
     pub(crate) fn addr(&self, node: NodeId) -> Arc<str> {
         Arc::clone(&self.addrs[node.index()])
+    }
+
+    pub(crate) fn addr_of(&self, node: NodeId) -> Option<&str> {
+        self.addrs.get(node.index()).map(|a| &**a)
     }
 
     /// Every node's address, by node.
@@ -222,17 +277,40 @@ impl Links {
         self.closes.retain(|&n| n != node);
     }
 
-    /// The connect attempt to `node` failed for `reason`; ignored unless it is connecting.
-    pub(crate) fn connect_failed(&mut self, now: Instant, node: NodeId, reason: &str, rng: &mut Rng) {
-        let Some(link) = self.links.get_mut(node.index()) else {
-            return;
-        };
+    /// The connect attempt to `node` failed for `reason`; ignored (`None`) unless it is
+    /// connecting. Returns the error to report.
+    pub(crate) fn connect_failed(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        reason: &str,
+        rng: &mut Rng,
+    ) -> Option<LinkError> {
+        let addr = Arc::clone(self.addrs.get(node.index())?);
+        let link = &mut self.links[node.index()];
         if !matches!(link.state, LinkState::Connecting { .. }) {
-            return;
+            return None;
         }
-        link.last_error = Some((Fault::Unreachable, format!("connect failed: {reason}")));
+        let error = LinkError::ConnectFailed { node, addr, reason: reason.to_owned() };
+        link.last_error = Some((Fault::Unreachable, error.reason()));
+        link.stats.fault(Fault::Unreachable);
         link.attempts_ended += 1;
         self.schedule_reconnect(now, node.index(), None, rng);
+        Some(error)
+    }
+
+    /// The driver lost `node`'s connection for `reason` (end of stream, a socket error):
+    /// record it. The caller takes the link down.
+    pub(crate) fn lost(&mut self, node: NodeId, reason: &str) -> Option<LinkError> {
+        let addr = Arc::clone(self.addrs.get(node.index())?);
+        let link = &mut self.links[node.index()];
+        if !link.is_up() {
+            return None;
+        }
+        let error = LinkError::Lost { node, addr, reason: reason.to_owned() };
+        link.last_error = Some((Fault::Unreachable, error.reason()));
+        link.stats.fault(Fault::Unreachable);
+        Some(error)
     }
 
     /// The connection (or connect attempt) of `node` is gone: the link is down until the
@@ -262,6 +340,7 @@ impl Links {
         // Down first, so that whatever the caller decides about the pending requests is not
         // sent to this link.
         let pending = link.reset(LinkState::Down { retry_at: None });
+        link.stats.disconnects += 1;
         self.schedule_reconnect(now, i, Some(since), rng);
         Some(pending)
     }
@@ -272,6 +351,7 @@ impl Links {
         let node = error.node();
         if let Some(link) = self.links.get_mut(node.index()) {
             link.last_error = Some((error.fault(), error.reason()));
+            link.stats.fault(error.fault());
             self.closes.push_back(node);
         }
     }
@@ -320,6 +400,7 @@ impl Links {
                     let error = LinkError::ConnectTimeout { node, addr: self.addr(node), after };
                     let link = &mut self.links[i];
                     link.last_error = Some((error.fault(), error.reason()));
+                    link.stats.fault(error.fault());
                     link.attempts_ended += 1;
                     self.closes.push_back(node);
                     self.schedule_reconnect(now, i, None, rng);
@@ -427,7 +508,7 @@ impl Links {
 
     /// Decode the reply at the front of `buf` and match it to the oldest pending request.
     /// Handshake replies and cleanups are dealt with here; `Err` is a reason to fail the link.
-    pub(crate) fn next_reply(&mut self, node: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+    pub(crate) fn next_reply(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let addr = || Arc::clone(&self.addrs[node.index()]);
         let (reply, used) = match resp::decode(buf) {
             Ok(Some(whole)) => whole,
@@ -439,9 +520,10 @@ impl Links {
             Err(detail) => return Err(LinkError::Malformed { node, addr: addr(), detail }),
         };
         let link = &mut self.links[node.index()];
-        let Some((pending, _)) = link.pending.pop_front() else {
+        let Some((pending, queued)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
         };
+        link.stats.reply(now, now.saturating_duration_since(queued));
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
             node,
             addr: addr(),
@@ -462,6 +544,8 @@ impl Links {
                     // The end of the handshake: the link is healthy again.
                     link.last_error = None;
                     link.attempts_ended += 1;
+                    link.stats.connects += 1;
+                    return Ok(Next::Ready(used));
                 }
             }
         }

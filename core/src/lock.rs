@@ -75,11 +75,13 @@ impl Tally {
         true
     }
 
-    /// The node timeout passed: every node that has not answered timed out.
-    pub(crate) fn time_out(&mut self) {
-        for v in self.votes.iter_mut().filter(|v| **v == Vote::Pending) {
+    /// The node timeout passed: every node that has not answered timed out (`each` is told
+    /// which).
+    pub(crate) fn time_out(&mut self, mut each: impl FnMut(usize)) {
+        for (i, v) in self.votes.iter_mut().enumerate().filter(|(_, v)| **v == Vote::Pending) {
             *v = Vote::TimedOut;
             self.failed += 1;
+            each(i);
         }
     }
 

@@ -47,6 +47,12 @@ impl Locks {
         }
     }
 
+    /// The slot of `lock`, in any phase, as long as it was not reused (its last round's votes
+    /// stay readable after its final event).
+    pub(crate) fn last(&self, lock: LockId) -> Option<&Slot> {
+        self.slots.get(lock.slot as usize).filter(|s| s.generation == lock.generation)
+    }
+
     /// The id of the lock in slot `idx`.
     pub(crate) fn id(&self, idx: u32) -> LockId {
         LockId { slot: idx, generation: self.slots[idx as usize].generation }

@@ -100,27 +100,33 @@ fn failed_connects_back_off_doubling_up_to_the_cap() {
     }
     assert_eq!(delays, [ms(50), ms(100), ms(200), ms(400), ms(400), ms(400)]);
     assert_eq!(rig.engine.last_error(N0), Some("connect failed: Connection refused"));
-    assert!(rig.events().is_empty(), "a failure the driver reported is not echoed back as an event");
+    // Each failure is an event too, so that one place can log and count them.
+    let events = rig.events();
+    assert_eq!(events.len(), 6);
+    assert!(events.iter().all(|e| matches!(e, Event::LinkFailed { error: LinkError::ConnectFailed { node: N0, .. } })));
 }
 
 #[test]
 fn the_backoff_starts_over_after_a_connection_that_stayed_up_long_enough() {
     let mut rig = rig(1);
     let mut now = refused_three_times(&mut rig.engine, rig.t0);
+    rig.events();
     // Three failures: the next delay would be 400 ms. A connection that lasts less than
     // reconnect_max does not reset it...
     rig.connect_at(now, 0);
     assert_eq!(rig.engine.last_error(N0), None, "the handshake completed");
     now += MAX - ms(1);
-    rig.engine.handle_disconnected(now, N0);
+    rig.engine.handle_disconnected(now, N0, "closed");
+    rig.events();
     assert_eq!(retry_at(&rig.engine, N0) - now, ms(400));
     now = next_attempt(&mut rig.engine, N0);
     // ...one that stays up for reconnect_max does.
     rig.connect_at(now, 0);
     now += MAX;
-    rig.engine.handle_disconnected(now, N0);
+    rig.engine.handle_disconnected(now, N0, "closed");
     assert_eq!(retry_at(&rig.engine, N0) - now, MIN);
-    assert_eq!(rig.engine.last_error(N0), None, "a plain disconnect leaves no reason");
+    assert_eq!(rig.engine.last_error(N0), Some("connection lost: closed"), "the driver's reason is kept");
+    assert!(matches!(rig.events().as_slice(), [Event::LinkFailed { error: LinkError::Lost { node: N0, .. } }]));
     now = next_attempt(&mut rig.engine, N0);
     rig.engine.handle_connect_failed(now, N0, "Connection refused");
     assert_eq!(retry_at(&rig.engine, N0) - now, ms(100), "and doubles again from there");
@@ -199,7 +205,10 @@ fn votes_carry_the_connect_failure_reason_naming_each_node_once() {
     // two of three nodes down no quorum is possible: the attempt fails as it is sent.
     acquire_once(&mut rig.engine, t0);
     match rig.events().as_slice() {
-        [Event::AcquireFailed { error: e @ AcquireError::Unreachable { votes, .. }, .. }] => {
+        [
+            Event::LinkFailed { error: LinkError::ConnectFailed { node: NodeId(1), .. } },
+            Event::AcquireFailed { error: e @ AcquireError::Unreachable { votes, .. }, .. },
+        ] => {
             assert_eq!(votes[0], Vote::Pending);
             assert_eq!(votes[1], Vote::Error("connect failed: Connection refused (os error 111)".into()));
             assert_eq!(votes[2], Vote::Down);
@@ -258,10 +267,11 @@ fn giving_up_a_connect_attempt_schedules_the_next_and_timers_combine() {
     while rig.engine.poll_connect(t0).is_some() {}
     rig.connect_at(t0, 0);
     rig.connect_at(t0, 2);
-    // The driver drops node 1's attempt by itself: like a failure without a reason.
-    rig.engine.handle_disconnected(t0, NodeId(1));
+    // The driver drops node 1's attempt by itself: a failed attempt, with its reason.
+    rig.engine.handle_disconnected(t0, NodeId(1), "given up");
     assert_eq!(retry_at(&rig.engine, NodeId(1)), t0 + MIN);
-    assert_eq!(rig.engine.last_error(NodeId(1)), None);
+    assert_eq!(rig.engine.last_error(NodeId(1)), Some("connect failed: given up"));
+    rig.events();
     // A lock's node timeout (50 ms from t0 + 10 ms) and the reconnect time (t0 + 50 ms):
     // poll_timeout gives the earlier.
     acquire_once(&mut rig.engine, t0 + ms(10));
@@ -315,9 +325,11 @@ fn a_node_is_ready_and_its_attempt_ended_only_once_the_handshake_is_answered() {
     assert!(!rig.engine.is_ready(N0), "connected but not ready while the handshake runs");
     assert_eq!(rig.engine.connect_attempts(N0), 0, "the attempt has not ended");
     // Lost before the handshake was answered: the attempt ended, by failing.
-    rig.engine.handle_disconnected(t0 + ms(2), N0);
+    rig.engine.handle_disconnected(t0 + ms(2), N0, "connection reset by peer");
     assert!(!rig.engine.is_ready(N0));
     assert_eq!(rig.engine.connect_attempts(N0), 1);
+    let events = rig.events();
+    assert!(matches!(events.as_slice(), [Event::LinkFailed { error: LinkError::Lost { .. } }]), "{events:?}");
     // Node 1: connected and answered.
     rig.connect_at(t0 + ms(3), 1);
     assert!(rig.engine.is_ready(NodeId(1)));

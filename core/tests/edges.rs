@@ -197,8 +197,8 @@ fn one_timeout_call_does_bounded_work_even_with_near_zero_retry_delays() {
     // A majority down, a 1 ns retry delay and an unbounded wait: every attempt fails as it is
     // sent and the next is due at once. One call must still return, having done little.
     let mut rig = Rig::with(3, |c| c.retry = Retry::new(3, Duration::ZERO, Duration::from_nanos(1)));
-    rig.engine.handle_disconnected(rig.t0, NodeId(1));
-    rig.engine.handle_disconnected(rig.t0, NodeId(2));
+    rig.engine.handle_disconnected(rig.t0, NodeId(1), "closed");
+    rig.engine.handle_disconnected(rig.t0, NodeId(2), "closed");
     let options = LockOptions::new("r", TTL).wait(Duration::from_secs(3600));
     rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
     let mut now = rig.t0;

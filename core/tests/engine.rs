@@ -198,17 +198,18 @@ fn a_grant_after_the_validity_is_too_slow_and_released_everywhere() {
 #[test]
 fn unreachable_nodes_are_reported_with_their_votes() {
     let mut rig = Rig::new(3);
-    rig.engine.handle_disconnected(rig.t0, NodeId(1));
+    rig.engine.handle_disconnected(rig.t0, NodeId(1), "Connection reset by peer");
+    assert!(matches!(rig.events().as_slice(), [Event::LinkFailed { error: LinkError::Lost { node: NodeId(1), .. } }]));
     rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b"-ERR out of memory\r\n");
     match rig.events().as_slice() {
         [Event::AcquireFailed { error: e @ AcquireError::Unreachable { votes, attempts: 1 }, .. }] => {
             assert_eq!(votes[0], Vote::Error("ERR out of memory".into()));
-            assert_eq!(votes[1], Vote::Down);
+            assert_eq!(votes[1], Vote::Error("connection lost: Connection reset by peer".into()));
             assert_eq!(votes[2], Vote::Pending, "decided before node 2 answered");
             let text = e.to_string();
-            assert!(text.contains("node #1 (redis://127.0.0.1:7001): down"), "{text}");
+            assert!(text.contains("node #1 (redis://127.0.0.1:7001): connection lost: Connection reset"), "{text}");
             assert!(text.contains("node #0 (redis://127.0.0.1:7000): ERR out of memory"), "{text}");
         }
         other => panic!("{other:?}"),
@@ -234,13 +235,15 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     // waiting for the two live nodes; what they may grant is released right behind it.
     let mut rig = Rig::new(5);
     for i in 2..5 {
-        rig.engine.handle_disconnected(rig.t0, NodeId(i));
+        rig.engine.handle_disconnected(rig.t0, NodeId(i), "closed");
     }
+    assert_eq!(rig.events().len(), 3, "a link failure each");
     let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     match rig.events().as_slice() {
         [Event::AcquireFailed { lock: l, error: AcquireError::Unreachable { votes, attempts: 1 } }] => {
             assert_eq!(*l, lock);
-            assert_eq!(votes.as_slice(), &[Vote::Pending, Vote::Pending, Vote::Down, Vote::Down, Vote::Down]);
+            let lost = Vote::Error("connection lost: closed".into());
+            assert_eq!(votes.as_slice(), &[Vote::Pending, Vote::Pending, lost.clone(), lost.clone(), lost]);
         }
         other => panic!("{other:?}"),
     }
@@ -254,8 +257,9 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     // 2 of 5 down: a quorum is still possible, so the round waits for the live nodes.
     let mut rig = Rig::new(5);
     for i in 3..5 {
-        rig.engine.handle_disconnected(rig.t0, NodeId(i));
+        rig.engine.handle_disconnected(rig.t0, NodeId(i), "closed");
     }
+    assert_eq!(rig.events().len(), 2, "a link failure each");
     rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     assert!(rig.events().is_empty());
     rig.sent_commands();
@@ -266,11 +270,15 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     // A release with a majority down is unreachable at once.
     let mut rig = Rig::new(3);
     let lock = held(&mut rig);
-    rig.engine.handle_disconnected(rig.at(1), NodeId(1));
-    rig.engine.handle_disconnected(rig.at(1), NodeId(2));
+    rig.engine.handle_disconnected(rig.at(1), NodeId(1), "closed");
+    rig.engine.handle_disconnected(rig.at(1), NodeId(2), "closed");
+    rig.events();
     rig.engine.release(rig.at(2), lock).unwrap();
     match rig.events().as_slice() {
-        [Event::Released { report, .. }] => assert_eq!(report.outcome, ReleaseOutcome::Unreachable),
+        [Event::Released { report, .. }] => {
+            assert_eq!(report.outcome, ReleaseOutcome::Unreachable);
+            assert_eq!((report.failed, report.pending), (2, 1), "{report:?}");
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -635,14 +643,14 @@ fn a_dropped_connection_counts_as_down_and_replies_match_by_position() {
     assert_eq!(rig.engine.in_flight(NodeId(0)), 2);
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b":1\r\n:0\r\n");
-    rig.engine.handle_disconnected(rig.at(1), NodeId(1));
+    rig.engine.handle_disconnected(rig.at(1), NodeId(1), "closed");
     rig.reply(rig.at(1), 2, b":1\r");
     rig.reply(rig.at(1), 2, b"\n:0\r\n");
     let events = rig.events();
     assert!(events.iter().any(|e| matches!(e, Event::Acquired { lock, .. } if *lock == a)), "{events:?}");
     assert!(
         events.iter().any(|e| matches!(e,
-            Event::AcquireFailed { lock, error: AcquireError::Held { votes, .. } } if *lock == b && votes[1] == Vote::Down)),
+            Event::AcquireFailed { lock, error: AcquireError::Held { votes, .. } } if *lock == b && votes[1] == Vote::Error("connection lost: closed".into()))),
         "{events:?}"
     );
     assert!(!rig.engine.is_connected(NodeId(1)));

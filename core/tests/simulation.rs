@@ -162,6 +162,31 @@ fn a_node_that_stalls_while_connected_is_recycled_and_memory_stays_bounded() {
     assert!(with.acquired > 0 && with.released > 0, "locking went on meanwhile: {with:?}");
 }
 
+/// The engine's round-trip figures match the simulated network: every sample lies between
+/// twice the smallest and twice the largest one-way delay (the model nodes answer at once),
+/// so the smoothed value and the recent maximum do too.
+#[test]
+fn round_trip_figures_match_the_simulated_delays() {
+    let mut checked = 0;
+    for seed in 0..100 {
+        let mut sc = Scenario::generate(seed, Profile::Safe);
+        if sc.slow_per_mille > 0 {
+            continue;
+        }
+        sc.faults.clear();
+        let out = run(&sc, false);
+        let (lo, hi) = (Duration::from_nanos(2 * sc.delay.0), Duration::from_nanos(2 * sc.delay.1));
+        for stats in out.node_stats.iter().flatten().flatten() {
+            let (Some(rtt), Some(max)) = (stats.rtt, stats.rtt_max) else { continue };
+            assert!(lo <= rtt && rtt <= hi, "seed {seed}: smoothed rtt {rtt:?} outside [{lo:?}, {hi:?}]");
+            assert!(rtt <= max && max <= hi, "seed {seed}: max {max:?} (smoothed {rtt:?}, bound {hi:?})");
+            assert!(stats.replies > 0);
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "{checked} (client, node) figures checked");
+}
+
 #[test]
 fn runs_are_reproducible() {
     for seed in [3, 77, 1001] {
@@ -310,7 +335,7 @@ mod scripted {
             self.take(e, n);
             self.nodes[n].close(self.conn[e][n]);
             let now = self.at(ms);
-            self.engines[e].handle_disconnected(now, NodeId(n as u16));
+            self.engines[e].handle_disconnected(now, NodeId(n as u16), "closed");
         }
 
         /// What engine `e` wants to send to node `n`, taken off its buffer.
@@ -340,8 +365,9 @@ mod scripted {
             }
         }
 
+        /// The locks' events (link events are not what this replay is about).
         pub(super) fn events(&mut self, e: usize) -> Vec<Event> {
-            std::iter::from_fn(|| self.engines[e].poll_event()).collect()
+            std::iter::from_fn(|| self.engines[e].poll_event()).filter(|ev| ev.lock().is_some()).collect()
         }
 
         pub(super) fn acquire_fenced(&mut self, ms: u64, e: usize, token: &[u8]) -> redlease_core::LockId {

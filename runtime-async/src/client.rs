@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_channel::Sender;
 use redlease_client::{Error, Lease, new_token, oneshot, seeded};
-use redlease_core::{Config, LockOptions};
+use redlease_core::{Config, Health, LockOptions};
 
 use crate::command::Command;
 use crate::driver::Driver;
@@ -120,6 +120,19 @@ impl<R> Client<R> {
         // The work is done; how the release went does not change its result.
         let _ = guard.release().await;
         Ok(out)
+    }
+
+    /// The nodes' health as the driver sees it now: each node's state (ready, handshaking,
+    /// connecting, down until when), its last error and kind, round trips (smoothed and
+    /// recent maximum), replies, timeouts, failures by kind and reconnects; and how many more
+    /// nodes may fail before locking stops ([`Health::fault_tolerance`]). Its `Display` is a
+    /// table, one line per node.
+    ///
+    /// [`Error::Closed`] once the client is closed or its driver has stopped.
+    pub async fn health(&self) -> Result<Health, Error> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.try_send(Command::Health { reply }).map_err(|_| Error::Closed)?;
+        rx.recv().await.map_err(|_| Error::Closed)
     }
 
     /// Close the client, for every clone: refuse new calls ([`Error::Closed`]), cancel the

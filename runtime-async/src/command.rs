@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redlease_client::{AcquireReply, ExtendReply, ReleaseReply};
-use redlease_core::{LockId, LockOptions};
+use redlease_core::{Health, LockId, LockOptions};
 
 /// One request to the driver; each answer goes back on the one-shot reply it carries.
 #[derive(Debug)]
@@ -29,6 +29,10 @@ pub(crate) enum Command {
     },
     /// An acquire future was dropped: cancel the acquisitions nobody waits for.
     Sweep,
+    /// The health view of the nodes, as the engine sees them now.
+    Health {
+        reply: redlease_client::oneshot::Sender<Health>,
+    },
     /// Close the client; `done` is answered once the driver has finished.
     Close {
         done: redlease_client::oneshot::Sender<()>,

@@ -11,7 +11,7 @@ use std::time::Instant;
 use async_channel::Receiver;
 use futures_lite::Stream;
 use redlease_client::{Error, Router, oneshot};
-use redlease_core::{Config, Engine, LinkError, LinkState, NodeId};
+use redlease_core::{Config, Engine, NodeId};
 
 use crate::command::Command;
 use crate::runtime::{BoxFuture, Runtime, Socket, Timer};
@@ -38,8 +38,6 @@ enum Link<S> {
 struct Node<S> {
     host: String,
     port: u16,
-    /// The node's URL without its password, for log messages.
-    label: String,
     link: Link<S>,
 }
 
@@ -74,11 +72,8 @@ impl<R: Runtime> Driver<R> {
     /// or failed (the rest keep connecting in the background and count as failed votes
     /// meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
-        let nodes = config
-            .nodes
-            .iter()
-            .map(|n| Node { host: n.host.clone(), port: n.port, label: n.to_string(), link: Link::Down })
-            .collect();
+        let nodes =
+            config.nodes.iter().map(|n| Node { host: n.host.clone(), port: n.port, link: Link::Down }).collect();
         let mut driver = Driver {
             engine: Engine::new(config)?,
             router: Router::new(),
@@ -94,12 +89,10 @@ impl<R: Runtime> Driver<R> {
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
             let _ = driver.poll_loop(cx);
-            let n = driver.nodes.len();
-            let ready = (0..n).filter(|&i| driver.engine.is_ready(node_id(i))).count();
-            let tried = (0..n).all(|i| driver.engine.connect_attempts(node_id(i)) > 0);
-            if ready >= driver.engine.quorum() || tried { Poll::Ready(()) } else { Poll::Pending }
+            if redlease_client::connect_settled(&driver.engine, &[]) { Poll::Ready(()) } else { Poll::Pending }
         })
         .await;
+        redlease_client::require_all(&driver.engine)?;
         Ok(driver)
     }
 
@@ -183,6 +176,9 @@ impl<R: Runtime> Driver<R> {
             Command::Release { lock, reply } => router.release(engine, now, lock, reply),
             Command::AutoExtend { lock, on } => router.set_auto_extend(engine, now, lock, on),
             Command::Sweep => router.sweep(engine, now),
+            Command::Health { reply } => {
+                let _ = reply.send(engine.health());
+            }
             Command::Close { done } => {
                 router.close(engine, now);
                 self.stopping = true;
@@ -226,14 +222,12 @@ impl<R: Runtime> Driver<R> {
             progress = true;
             match result {
                 Ok(socket) => {
-                    log::debug!("redlease: {}: connected", node.label);
                     node.link = Link::Up(socket);
                     self.engine.handle_connected(now, node_id(i));
                 }
                 Err(e) => {
                     node.link = Link::Down;
                     self.engine.handle_connect_failed(now, node_id(i), &e.to_string());
-                    self.log_down(i, now, log::Level::Debug, &format_args!("connect failed: {e}"));
                 }
             }
         }
@@ -281,42 +275,23 @@ impl<R: Runtime> Driver<R> {
         progress
     }
 
-    /// Node `i`'s socket failed (`error`, logged after `context`) or ended (`ended`): close
-    /// it, tell the engine.
+    /// Node `i`'s socket failed (`error`, after `context`) or ended (`ended`): close it, tell
+    /// the engine why (the router reports it).
     fn connection_lost(&mut self, i: usize, now: Instant, error: Option<io::Error>, context: &str, ended: &str) {
         self.nodes[i].link = Link::Down;
-        self.engine.handle_disconnected(now, node_id(i));
-        match error {
-            Some(e) => self.log_down(i, now, log::Level::Warn, &format_args!("{context}: {e}")),
-            None => self.log_down(i, now, log::Level::Warn, &ended),
-        }
+        let reason = match error {
+            Some(e) => format!("{context}: {e}"),
+            None => ended.to_owned(),
+        };
+        self.engine.handle_disconnected(now, node_id(i), &reason);
     }
 
-    /// Log why node `i` is down, with the delay until the engine's next attempt.
-    fn log_down(&self, i: usize, now: Instant, level: log::Level, why: &dyn fmt::Display) {
-        let label = &self.nodes[i].label;
-        match self.engine.link_state(node_id(i)) {
-            Some(LinkState::Down { retry_at: Some(t) }) => {
-                let delay = t.saturating_duration_since(now);
-                log::log!(level, "redlease: {label}: {why}; reconnecting in {delay:?}");
-            }
-            _ => log::log!(level, "redlease: {label}: {why}; reconnecting"),
-        }
-    }
-
-    /// Hand the engine's events to whoever waits for them.
+    /// Hand the engine's events to whoever waits for them (the router also traces them).
     fn deliver_events(&mut self, now: Instant) -> bool {
         let mut progress = false;
         while let Some(event) = self.engine.poll_event() {
             progress = true;
-            if let Some(error) = self.router.route(&mut self.engine, now, event) {
-                // The engine took the link down and recorded the reason for the votes.
-                let level = match error {
-                    LinkError::ConnectTimeout { .. } => log::Level::Debug,
-                    _ => log::Level::Warn,
-                };
-                self.log_down(error.node().index(), now, level, &error.reason());
-            }
+            self.router.route(&mut self.engine, now, event);
         }
         progress
     }

@@ -54,6 +54,6 @@ pub use runtime::{BoxFuture, Runtime, Socket, Timer};
 
 pub use redlease_client::{Error, Lease, LostSignal};
 pub use redlease_core::{
-    AcquireError, Config, ConfigError, ExtendError, LockId, LockOptions, LostReason, Misuse, NodeConfig, NodeId,
-    ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse, NodeConfig,
+    NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };

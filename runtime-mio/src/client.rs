@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token, Waker};
 use redlease_client::{Error, Lease, Pump, new_token, oneshot};
-use redlease_core::{Config, LockOptions, NodeId};
+use redlease_core::{Config, Health, LockOptions};
 
-use crate::driver::{Driver, NodeStatus};
+use crate::driver::Driver;
 use crate::guard::Guard;
 use crate::shared::{Poller, Shared, State};
 
@@ -98,6 +98,7 @@ impl Client {
         let shared = Arc::new(Shared::new(State::new(poller, driver), waker));
         let st = shared.lock();
         shared.wait_for(st, None, |st| st.driver.ready().then_some(()))?;
+        shared.lock().driver.require_all()?;
         Ok(Client { shared })
     }
 
@@ -221,10 +222,11 @@ impl Client {
         self.shared.lock().driver.node_count()
     }
 
-    /// The state of `node`'s connection and its last error (e.g. a refused password), or
-    /// `None` for an unknown node.
-    pub fn node_status(&self, node: NodeId) -> Option<NodeStatus> {
-        self.shared.lock().driver.node_status(node)
+    /// The nodes' health ([`Driver::health`]): each node's state, last error and kind, round
+    /// trips and failures, and how many more nodes may fail before locking stops. Its
+    /// `Display` is a table, one line per node.
+    pub fn health(&self) -> Health {
+        self.shared.lock().driver.health()
     }
 }
 

@@ -127,25 +127,25 @@ impl Node {
         Progress::Connected
     }
 
-    /// Read until `WouldBlock`, feeding the engine. Returns whether the connection is lost
-    /// (end of stream or an error); the caller then drops it.
-    pub(crate) fn read(&mut self, buf: &mut [u8], engine: &mut Engine, now: Instant, node: NodeId) -> bool {
+    /// Read until `WouldBlock`, feeding the engine. Returns why the connection is lost (end
+    /// of stream or an error), if it is; the caller then drops it.
+    pub(crate) fn read(&mut self, buf: &mut [u8], engine: &mut Engine, now: Instant, node: NodeId) -> Option<String> {
         loop {
             let Conn::Up { stream, .. } = &mut self.conn else {
-                return false;
+                return None;
             };
             match stream.read(buf) {
-                Ok(0) => return true,
+                Ok(0) => return Some("connection closed by the server".to_owned()),
                 Ok(n) => {
                     engine.handle_data(now, node, &buf[..n]);
                     if !engine.is_connected(node) {
                         // The engine failed the link; `poll_close` hands it out to be dropped.
-                        return false;
+                        return None;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
+                Err(e) => return Some(format!("connection lost: {e}")),
             }
         }
     }
@@ -157,38 +157,47 @@ impl Node {
         }
     }
 
-    /// Write what the engine has for this node until done or `WouldBlock`. Returns whether
-    /// the connection is unusable: the socket takes no bytes, fails, or cannot be
+    /// Write what the engine has for this node until done or `WouldBlock`. Returns why the
+    /// connection is unusable, if it is: the socket takes no bytes, fails, or cannot be
     /// re-registered (without a writable event the rest would never go out).
-    pub(crate) fn flush(&mut self, registry: &Registry, token: Token, engine: &mut Engine, node: NodeId) -> bool {
+    pub(crate) fn flush(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        engine: &mut Engine,
+        node: NodeId,
+    ) -> Option<String> {
         let Conn::Up { stream, writable, write_interest } = &mut self.conn else {
-            return false;
+            return None;
         };
         if !*writable {
-            return false;
+            return None;
         }
+        let reregister = |stream: &mut TcpStream, interest| {
+            registry.reregister(stream, token, interest).err().map(|e| format!("cannot re-register the socket: {e}"))
+        };
         while let Some(bytes) = engine.poll_transmit(node) {
             match stream.write(bytes) {
-                Ok(0) => return true,
+                Ok(0) => return Some("the socket takes no more bytes".to_owned()),
                 Ok(n) => engine.advance_transmit(node, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *writable = false;
                     if *write_interest {
-                        return false;
+                        return None;
                     }
                     *write_interest = true;
-                    return registry.reregister(stream, token, Interest::READABLE | Interest::WRITABLE).is_err();
+                    return reregister(stream, Interest::READABLE | Interest::WRITABLE);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
+                Err(e) => return Some(format!("write failed: {e}")),
             }
         }
         if *write_interest {
             // Everything went out: stop watching for writability.
             *write_interest = false;
-            return registry.reregister(stream, token, Interest::READABLE).is_err();
+            return reregister(stream, Interest::READABLE);
         }
-        false
+        None
     }
 
     /// Close and deregister whatever socket the node has; with `reset`, the close resets the

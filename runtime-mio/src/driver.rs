@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token};
 use redlease_client::{Commands, Error, seeded};
-use redlease_core::LinkState as Link;
-use redlease_core::{Config, Engine, Event, LockId, LockInfo, LockOptions, Misuse, NodeId};
+use redlease_core::{Config, Engine, Event, Health, LockId, LockInfo, LockOptions, Misuse, NodeId};
 
 use crate::conn::{Conn, Node, Progress};
 
@@ -66,37 +65,6 @@ pub struct Driver {
     attempts_at_register: Vec<u64>,
 }
 
-/// Where a node's connection stands; see [`Driver::node_status`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LinkState {
-    /// Not registered with a poll (before [`Driver::register`] or after
-    /// [`Driver::deregister`]), or no attempt scheduled.
-    Idle,
-    /// Waiting to reconnect at this instant.
-    Waiting {
-        /// When the next connect attempt starts.
-        retry_at: Instant,
-    },
-    /// A non-blocking connect is in progress.
-    Connecting,
-    /// Connected (the engine's handshake may still be in flight).
-    Connected,
-}
-
-/// A snapshot of one node's connection; see [`Driver::node_status`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeStatus {
-    /// The connection's state.
-    pub state: LinkState,
-    /// Why the last connect attempt or connection failed, as the node's votes report it
-    /// ([`Engine::last_error`]: a refused or timed-out connect, a refused handshake such as a
-    /// wrong password); cleared once a connection completes its handshake. A connection that
-    /// is simply lost (end of stream) leaves no reason.
-    pub last_error: Option<String>,
-}
-
 impl Driver {
     /// A driver for `config`'s nodes, whose sockets will use the tokens `base`, `base + 1`, ...
     ///
@@ -151,25 +119,28 @@ impl Driver {
         (i < self.nodes.len()).then_some(NodeId(i as u16))
     }
 
-    /// A snapshot of `node`'s connection, or `None` for an unknown node.
-    pub fn node_status(&self, node: NodeId) -> Option<NodeStatus> {
-        let n = self.nodes.get(node.index())?;
-        let state = match (&n.conn, self.engine.link_state(node)) {
-            _ if self.registry.is_none() => LinkState::Idle,
-            (Conn::Connecting { .. }, _) => LinkState::Connecting,
-            (Conn::Up { .. }, _) => LinkState::Connected,
-            (Conn::Idle, Some(Link::Down { retry_at: Some(at) })) => LinkState::Waiting { retry_at: at },
-            (Conn::Idle, _) => LinkState::Idle,
-        };
-        Some(NodeStatus { state, last_error: self.engine.last_error(node).map(str::to_owned) })
+    /// The nodes' health: each node's state (ready, handshaking, connecting, down until
+    /// when), its last error and kind, round trips, replies, timeouts, failures by kind and
+    /// reconnects; and how many more nodes may fail before locking stops
+    /// ([`Health::fault_tolerance`]). Its `Display` is a table, one line per node. While the
+    /// driver is not registered, every node is down.
+    pub fn health(&self) -> Health {
+        self.engine.health()
+    }
+
+    /// Whether the driver is registered with a poll (between [`register`](Self::register)
+    /// and [`deregister`](Self::deregister)).
+    pub fn is_registered(&self) -> bool {
+        self.registry.is_some()
     }
 
     /// Whether a quorum of nodes is ready (connected, handshake answered), or every node has
     /// finished a connect attempt since [`register`](Self::register), ready or failed: locking
-    /// can start (a node still connecting would count as a failed vote).
+    /// can start (a node still connecting would count as a failed vote). With
+    /// [`Config::require_all`], only the latter; then [`require_all`](Self::require_all) says
+    /// whether every node made it.
     pub fn ready(&self) -> bool {
-        let ready = (0..self.nodes.len()).filter(|&i| self.engine.is_ready(node_id(i))).count();
-        self.registry.is_some() && (ready >= self.engine.quorum() || self.all_nodes_tried())
+        self.registry.is_some() && redlease_client::connect_settled(&self.engine, &self.attempts_at_register)
     }
 
     /// Whether every node has finished a connect attempt since [`register`](Self::register),
@@ -177,6 +148,12 @@ impl Driver {
     pub fn all_nodes_tried(&self) -> bool {
         self.registry.is_some()
             && (0..self.nodes.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
+    }
+
+    /// With [`Config::require_all`], once [`ready`](Self::ready): every node must be ready,
+    /// else [`Error::Unhealthy`] with the health view. `Ok` without it.
+    pub fn require_all(&self) -> Result<(), Error> {
+        redlease_client::require_all(&self.engine)
     }
 
     // ----- lifecycle -----------------------------------------------------------------------
@@ -203,7 +180,7 @@ impl Driver {
     pub fn deregister(&mut self, now: Instant) {
         for i in 0..self.nodes.len() {
             self.nodes[i].drop_socket(self.registry.as_ref(), false);
-            self.engine.handle_disconnected(now, node_id(i));
+            self.engine.handle_disconnected(now, node_id(i), "deregistered");
             // Due at once but never handed out while unregistered: no timer, and `register`
             // starts over.
             self.engine.reconnect_now(node_id(i));
@@ -237,9 +214,9 @@ impl Driver {
                     n.writable();
                 }
                 let readable = event.is_readable() || event.is_read_closed() || event.is_error();
-                if readable && n.read(&mut self.buf, &mut self.engine, now, node) {
+                if let Some(why) = readable.then(|| n.read(&mut self.buf, &mut self.engine, now, node)).flatten() {
                     n.drop_socket(Some(registry), false);
-                    self.engine.handle_disconnected(now, node);
+                    self.engine.handle_disconnected(now, node, &why);
                 }
             }
             // A late event for a socket already closed.
@@ -297,9 +274,9 @@ impl Driver {
         if let Some(registry) = &self.registry {
             for i in 0..self.nodes.len() {
                 let token = Token(self.base + i);
-                if self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
+                if let Some(why) = self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
                     self.nodes[i].drop_socket(Some(registry), false);
-                    self.engine.handle_disconnected(now, node_id(i));
+                    self.engine.handle_disconnected(now, node_id(i), &why);
                 }
             }
         }
@@ -343,6 +320,10 @@ impl Driver {
 }
 
 impl Commands for Driver {
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
         Driver::acquire(self, now, options, token)
     }
@@ -366,13 +347,8 @@ impl Commands for Driver {
 
 impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<_> = (0..self.nodes.len())
-            .map(|i| {
-                let n = &self.nodes[i];
-                let status = self.node_status(node_id(i)).map(|s| s.state);
-                (format!("{}:{}", n.host, n.port), status)
-            })
-            .collect();
+        let health = self.engine.health();
+        let nodes: Vec<_> = health.nodes.iter().map(|n| (&n.addr, n.state)).collect();
         f.debug_struct("Driver")
             .field("base_token", &self.base)
             .field("nodes", &nodes)

@@ -7,7 +7,7 @@ mod guard;
 mod shared;
 
 pub use client::{Client, KeepAlive};
-pub use driver::{Driver, LinkState, NodeStatus};
+pub use driver::Driver;
 pub use guard::Guard;
 
 /// The mio version this crate is built on, re-exported so that a host loop uses the same one.
@@ -16,6 +16,6 @@ pub use redlease_client::{Error, Lease, LostSignal, new_token};
 /// The core crate, re-exported for its types (`Config`, `Event`, `LockOptions`, ...).
 pub use redlease_core as core;
 pub use redlease_core::{
-    AcquireError, Config, ConfigError, Event, ExtendError, LockId, LockOptions, LostReason, Misuse, NodeConfig, NodeId,
-    ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Event, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse,
+    NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome, ReleaseReport, Retry, Vote,
 };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redlease_mio::core::{Misuse, Vote};
 use redlease_mio::{
-    AcquireError, Client, Config, Error, ExtendError, LinkState, LockOptions, LostReason, NodeId, ReleaseOutcome,
+    AcquireError, Client, Config, Error, ExtendError, LockOptions, LostReason, NodeState, ReleaseOutcome,
 };
 use support::{Redis, cluster, eventually, urls};
 
@@ -257,10 +257,12 @@ fn a_down_minority_does_not_stop_locking_and_a_majority_does() {
     // `connect` is ready at the quorum; the refused node's attempt ends soon after.
     let waiting = eventually(Duration::from_secs(5), || {
         client.run_for(Duration::from_millis(10)).unwrap();
-        matches!(client.node_status(NodeId(2)).unwrap().state, LinkState::Waiting { .. })
+        matches!(client.health().nodes[2].state, NodeState::Down { .. })
     });
-    assert!(waiting, "{:?}", client.node_status(NodeId(2)));
-    assert!(client.node_status(NodeId(2)).unwrap().last_error.is_some());
+    let health = client.health();
+    assert!(waiting, "{health}");
+    assert!(health.nodes[2].last_error.is_some(), "{health}");
+    assert_eq!((health.usable(), health.fault_tolerance()), (2, 0), "{health}");
     let g = client.lock("minority", TTL).unwrap();
     assert_eq!(g.release().unwrap().deleted, 2);
     nodes[1].stop();
@@ -283,8 +285,10 @@ fn a_restarted_node_is_reconnected() {
         client.run_for(Duration::from_millis(20)).unwrap();
         client.try_lock("re", TTL).is_ok_and(|g| g.release().is_ok())
     });
-    assert!(ok, "no lock after the restart: {:?}", client.node_status(NodeId(0)));
-    assert_eq!(client.node_status(NodeId(0)).unwrap().state, LinkState::Connected);
+    assert!(ok, "no lock after the restart: {}", client.health());
+    let health = client.health();
+    assert_eq!(health.nodes[0].state, NodeState::Ready, "{health}");
+    assert!(health.nodes[0].stats.reconnects() >= 1, "{health}");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use redlease_mio::{
-    AcquireError, Config, Driver, Event, LinkState, LockId, LockOptions, NodeId, ReleaseOutcome, new_token,
+    AcquireError, Config, Driver, Event, LockId, LockOptions, NodeId, NodeState, ReleaseOutcome, new_token,
 };
 use support::{Redis, cluster, urls};
 
@@ -267,12 +267,14 @@ fn eof_is_noticed_and_the_node_reconnected() {
     nodes[0].stop();
     let node = NodeId(0);
     host.run_until(Duration::from_secs(10), |h| !h.driver.engine().is_connected(node));
-    let status = host.driver.node_status(node).unwrap();
-    assert!(matches!(status.state, LinkState::Waiting { .. } | LinkState::Connecting), "{status:?}");
+    let status = host.driver.health().nodes[0].clone();
+    assert!(matches!(status.state, NodeState::Down { .. } | NodeState::Connecting), "{status:?}");
+    assert!(status.last_error.is_some(), "a lost connection says why: {status:?}");
     // The reconnect attempts are refused, and say so.
-    host.run_until(Duration::from_secs(10), |h| h.driver.node_status(node).unwrap().last_error.is_some());
-    let status = host.driver.node_status(node).unwrap();
-    assert!(status.last_error.as_deref().is_some_and(|e| e.starts_with("connect failed: ")), "{status:?}");
+    let refused = |h: &mut Host| {
+        h.driver.health().nodes[0].last_error.as_deref().is_some_and(|e| e.starts_with("connect failed: "))
+    };
+    host.run_until(Duration::from_secs(10), refused);
     // Two of three still make a quorum.
     let lock = host.acquire("eof");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
@@ -280,8 +282,8 @@ fn eof_is_noticed_and_the_node_reconnected() {
     nodes[0].restart();
     // Connected, and the reason is gone once the handshake is through.
     host.run_until(Duration::from_secs(10), |h| {
-        let status = h.driver.node_status(node).unwrap();
-        status.state == LinkState::Connected && status.last_error.is_none()
+        let status = &h.driver.health().nodes[0];
+        status.state == NodeState::Ready && status.last_error.is_none()
     });
     nodes[1].stop();
     nodes[2].stop();
@@ -307,8 +309,9 @@ fn a_wrong_password_is_a_link_failure_and_reconnects_with_backoff() {
     });
     let text = text.unwrap();
     assert!(text.contains("AUTH") && text.contains("#0"), "{text}");
-    let status = host.driver.node_status(NodeId(0)).unwrap();
-    assert!(status.last_error.as_deref().is_some_and(|e| e.contains("AUTH")), "{status:?}");
+    let health = host.driver.health();
+    assert!(health.nodes[0].last_error.as_deref().is_some_and(|e| e.contains("AUTH")), "{health}");
+    assert!(health.misconfigured() && !health.can_lock(), "{health}");
     // It keeps trying (with backoff), and keeps failing the same way.
     host.run_until(Duration::from_secs(10), |h| {
         h.seen.iter().filter(|e| matches!(e, Event::LinkFailed { .. })).count() >= 3
@@ -322,8 +325,9 @@ fn deregister_closes_everything_and_register_starts_over() {
     let lock = host.acquire("dereg");
     host.driver.deregister(Instant::now());
     for i in 0..3 {
-        assert_eq!(host.driver.node_status(NodeId(i)).unwrap().state, LinkState::Idle);
+        assert!(matches!(host.driver.health().nodes[i].state, NodeState::Down { retry_at: None }));
     }
+    assert!(!host.driver.is_registered());
     assert_eq!(host.driver.poll_timeout().filter(|_| host.driver.engine().active_locks() == 0), None);
     // The release cannot reach anybody.
     host.driver.release(Instant::now(), lock).unwrap();

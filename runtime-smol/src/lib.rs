@@ -10,8 +10,9 @@ use async_io::Async;
 use futures_lite::{AsyncWrite, Stream};
 
 pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Guard, Lease, LockId, LockOptions, LostReason, LostSignal,
-    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Fault, Guard, Health, Lease, LockId, LockOptions,
+    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome,
+    ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on `async-io`. See [`redlease_async::Client`] for its methods.

@@ -9,8 +9,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Guard, Lease, LockId, LockOptions, LostReason, LostSignal,
-    Misuse, NodeConfig, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    AcquireError, Config, ConfigError, Error, ExtendError, Fault, Guard, Health, Lease, LockId, LockOptions,
+    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome,
+    ReleaseReport, Retry, Vote,
 };
 
 /// The Redlock client on tokio. See [`redlease_async::Client`] for its methods.

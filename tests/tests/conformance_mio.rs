@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use redlease_core::ReleaseReport;
+use redlease_core::{Health, ReleaseReport};
 use redlease_mio::{Client, Guard, KeepAlive, LockOptions, LostSignal};
 use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
 
@@ -85,6 +85,11 @@ impl Subject for MioSubject {
         let client = client.client.clone();
         let options = LockOptions::new(resource, ttl);
         Box::pin(async move { client.with_lock(options, |lease| run(work(lease.lost()))).map_err(failure) })
+    }
+
+    fn health(client: &MioClient) -> BoxFuture<'static, Result<Health, Failure>> {
+        let client = client.client.clone();
+        Box::pin(async move { Ok(client.health()) })
     }
 
     fn close(client: &MioClient) -> BoxFuture<'static, ()> {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redlease_mio::mio::event::Event as MioEvent;
 use redlease_mio::mio::net::{TcpListener, TcpStream};
 use redlease_mio::mio::{Events, Interest, Poll, Token};
-use redlease_mio::{Config, Driver, Event, LinkState, LockId, LockOptions, NodeId, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
 use redlease_tests::Cluster;
 
 const LISTENER: Token = Token(0);
@@ -246,7 +246,7 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     cluster.node(1).kill();
     host.phase("node 1 killed", &echoes);
     cluster.node(1).restart(false);
-    host.run_until("node 1 reconnected", |h| h.driver.node_status(NodeId(1)).unwrap().state == LinkState::Connected);
+    host.run_until("node 1 reconnected", |h| h.driver.health().nodes[1].is_ready());
 
     // The leader lock survived all of it, extended all along.
     let info = host.driver.lock_info(leader).unwrap();
@@ -260,7 +260,7 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     // Now a quorum needs the restarted node 1: the driver reconnected to it by itself.
     host.phase("node 1 restarted, node 2 killed", &echoes);
     cluster.node(2).restart(false);
-    host.run_until("node 2 reconnected", |h| h.driver.node_status(NodeId(2)).unwrap().state == LinkState::Connected);
+    host.run_until("node 2 reconnected", |h| h.driver.health().nodes[2].is_ready());
     host.phase("all nodes back", &echoes);
 
     stop.store(true, Ordering::SeqCst);

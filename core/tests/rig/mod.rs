@@ -69,6 +69,11 @@ impl Rig {
             }
         }
         self.engine.handle_data(now, NodeId(node as u16), &reply);
+        // The handshake's end is an event of its own; a connected rig starts without it.
+        match self.engine.poll_event() {
+            Some(Event::LinkUp { node: n }) if n == NodeId(node as u16) => {}
+            other => panic!("expected LinkUp after the handshake, got {other:?}"),
+        }
     }
 
     /// Everything the engine wants to send to `node`, drained.

@@ -132,6 +132,8 @@ pub(crate) struct Outcome {
     pub(crate) stats: Stats,
     pub(crate) holds: Vec<Hold>,
     pub(crate) trace: Vec<String>,
+    /// Each client engine's figures of each node at the end (`None` for a vanished client).
+    pub(crate) node_stats: Vec<Option<Vec<redlease_core::NodeStats>>>,
 }
 
 /// Run `sc` to its end and check it. With `trace`, keep a line per step for debugging.
@@ -352,7 +354,7 @@ impl World {
                 if self.clients[c].conn[n] == Some(conn) {
                     trace!(self, "c{c} lost n{n} #{conn}");
                     self.clients[c].conn[n] = None;
-                    self.step(c, |e, now| e.handle_disconnected(now, NodeId(n as u16)));
+                    self.step(c, |e, now| e.handle_disconnected(now, NodeId(n as u16), "closed"));
                     self.reconnect_later(c, n);
                 }
             }
@@ -772,6 +774,7 @@ impl World {
             }
             // The world reads the engine's deadline through `lock_info` (refresh_hold).
             Event::Shortened { .. } => {}
+            Event::LinkUp { .. } => {}
             Event::ExtendFailed { error, .. } => {
                 if error != ExtendError::Cancelled {
                     self.stats.extend_failed += 1;
@@ -800,6 +803,8 @@ impl World {
                 // bound), which the engine must recycle.
                 match error {
                     LinkError::Silent { .. } => self.stats.silent_links += 1,
+                    // The world broke the connection itself (crash, partition, drop).
+                    LinkError::Lost { .. } | LinkError::ConnectFailed { .. } => {}
                     _ => self.problem(c, format!("link failed: {error}")),
                 }
                 let n = error.node().index();
@@ -879,7 +884,15 @@ impl World {
                 });
             }
         }
-        Outcome { violations, stats: self.stats, holds: self.holds, trace: self.trace.unwrap_or_default() }
+        let node_stats = self
+            .clients
+            .iter()
+            .map(|c| {
+                let e = c.engine.as_ref()?;
+                Some((0..self.sc.nodes).filter_map(|n| e.node_stats(NodeId(n as u16)).cloned()).collect())
+            })
+            .collect();
+        Outcome { violations, stats: self.stats, holds: self.holds, trace: self.trace.unwrap_or_default(), node_stats }
     }
 }
 

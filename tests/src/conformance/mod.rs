@@ -36,6 +36,7 @@
 //! | [`ready_at_quorum`] | with 2 of 5 nodes' connects hanging, `connect` is ready at the quorum (not after the connect timeout), locking works, closing does not wait for them |
 //! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords are `Misconfigured`, refused extensions count the refusals |
 //! | [`failed_links_are_reset`] | a connection the engine fails (garbage from the "server") is closed with a reset |
+//! | [`health_view`] | of five nodes one refuses the password and one is killed: the health view names both with their kind, 3 usable, no fault tolerance left, RTTs for the rest, no password anywhere; after the fix every node is ready and 2 may fail |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
@@ -76,6 +77,7 @@ macro_rules! conformance_tests {
             ready_at_quorum,
             honest_reports,
             failed_links_are_reset,
+            health_view,
         );
     };
     (@cases $subject:ty; $($case:ident),* $(,)?) => {

@@ -6,7 +6,9 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use redlease_client::Error;
-use redlease_core::{AcquireError, Config, ConfigError, ExtendError, LockOptions, Misuse, ReleaseReport, Retry};
+use redlease_core::{
+    AcquireError, Config, ConfigError, ExtendError, Health, LockOptions, Misuse, ReleaseReport, Retry,
+};
 
 /// A boxed, `Send` future: the currency of [`Subject`], so the trait works for tokio, smol,
 /// async-std and a blocking client wrapped in threads alike.
@@ -28,6 +30,8 @@ pub struct Options {
     pub reconnect_min: Duration,
     /// Reconnect backoff cap.
     pub reconnect_max: Duration,
+    /// Connect fails unless every node is ready (core `Config::require_all`).
+    pub require_all: bool,
 }
 
 impl Default for Options {
@@ -41,6 +45,7 @@ impl Default for Options {
             connect_timeout: Duration::from_millis(500),
             reconnect_min: Duration::from_millis(10),
             reconnect_max: Duration::from_millis(200),
+            require_all: false,
         }
     }
 }
@@ -53,7 +58,8 @@ impl Options {
             .node_timeout(self.node_timeout)
             .retry(self.retry)
             .connect_timeout(self.connect_timeout)
-            .reconnect(self.reconnect_min, self.reconnect_max))
+            .reconnect(self.reconnect_min, self.reconnect_max)
+            .require_all(self.require_all))
     }
 }
 
@@ -123,6 +129,7 @@ pub fn failure(e: impl Into<Error>) -> Failure {
         Error::Acquire(a) => FailureKind::Acquire(a),
         Error::Extend(x) => FailureKind::Extend(x),
         Error::Closed => FailureKind::Closed,
+        Error::Unhealthy(health) => FailureKind::Unhealthy(*health),
         other => FailureKind::Other(format!("{other:?}")),
     };
     Failure::new(kind, message)
@@ -149,6 +156,8 @@ pub enum FailureKind {
     },
     /// `Error::Closed`: the driver is gone.
     Closed,
+    /// `Error::Unhealthy`: `require_all` is set and some node was not ready.
+    Unhealthy(Health),
     /// Anything else the adapter reports (its `Debug`).
     Other(String),
 }
@@ -218,6 +227,9 @@ pub trait Subject: 'static {
         ttl: Duration,
         work: Work<Self::Lost, T>,
     ) -> BoxFuture<'static, Result<T, Failure>>;
+
+    /// `client.health()`: the health view as the client sees it now.
+    fn health(client: &Self::Client) -> BoxFuture<'static, Result<Health, Failure>>;
 
     /// `client.close()`: release what is held, stop the client for every clone.
     fn close(client: &Self::Client) -> BoxFuture<'static, ()>;

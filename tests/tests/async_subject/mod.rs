@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_async::{Client, Config, Error, Guard, LockOptions, LostSignal, ReleaseReport, Runtime};
+use redlease_async::{Client, Config, Error, Guard, Health, LockOptions, LostSignal, ReleaseReport, Runtime};
 use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
 
 /// The executor hooks of one runtime.
@@ -82,6 +82,11 @@ impl<E: Executor> Subject for AsyncSubject<E> {
         let client = client.clone();
         let options = LockOptions::new(resource, ttl);
         Box::pin(async move { client.with_lock(options, |lease| work(lease.lost())).await.map_err(failure) })
+    }
+
+    fn health(client: &Client<E::Runtime>) -> BoxFuture<'static, Result<Health, Failure>> {
+        let client = client.clone();
+        Box::pin(async move { client.health().await.map_err(failure) })
     }
 
     fn close(client: &Client<E::Runtime>) -> BoxFuture<'static, ()> {

@@ -1,0 +1,354 @@
+//! What a client tells the world, written once for every adapter: `tracing` spans and events
+//! for locks and links, and (with the `metrics` feature) counters, histograms and gauges
+//! through the `metrics` facade.
+//!
+//! Levels: nothing at INFO or above on the hot path of a healthy cluster. Lock spans and
+//! routine link events are DEBUG. A node that starts failing is reported once per change of
+//! its state — WARN when it is out of reach or speaks garbage, ERROR when it refuses us for a
+//! configuration reason (which no retry fixes) — and its recovery at INFO; the same failure
+//! again (every reconnect attempt) is DEBUG. A lost lock is WARN.
+//!
+//! Metric names (all prefixed `redlease_`):
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `redlease_acquire_seconds` | histogram | `outcome` | from the call to its outcome |
+//! | `redlease_wait_seconds` | histogram | | the same, for acquisitions that needed more than one attempt (time spent waiting for the lock) |
+//! | `redlease_acquisitions_total` | counter | `outcome` | `acquired`, `held`, `unreachable`, `misconfigured`, `too_slow`, `wait_timeout`, `fence_exhausted`, `cancelled` |
+//! | `redlease_extensions_total` | counter | `outcome`, `auto` | `extended`, `lost`, `unconfirmed`, `expired`, `cancelled` |
+//! | `redlease_releases_total` | counter | `outcome` | `released`, `not_held`, `unreachable` |
+//! | `redlease_hold_seconds` | histogram | | from the grant to the release |
+//! | `redlease_lost_total` | counter | `reason` | `expired`, `refused`, `stopped` |
+//! | `redlease_node_failures_total` | counter | `node`, `kind` | `unreachable`, `misconfigured`, `protocol` |
+//! | `redlease_node_up` | gauge | `node` | 1 while the node takes part in rounds |
+//! | `redlease_node_rtt_seconds` | gauge | `node` | the node's smoothed round trip |
+//! | `redlease_fault_tolerance` | gauge | | how many more nodes may fail before locking stops |
+//!
+//! `node` is the node's address without its password.
+
+use std::fmt::Write as _;
+#[cfg(feature = "metrics")]
+use std::time::Duration;
+use std::time::Instant;
+
+use redlease_core::{
+    AcquireError, Engine, ExtendError, Fault, LinkError, LockId, LostReason, NodeId, ReleaseOutcome, Vote,
+};
+use tracing::Span;
+
+/// How often the per-node gauges are refreshed at most, between link events.
+#[cfg(feature = "metrics")]
+const GAUGE_PERIOD: Duration = Duration::from_secs(1);
+
+/// What was last reported of a node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum Reported {
+    /// Nothing yet (it has not connected).
+    #[default]
+    Unknown,
+    Up,
+    /// Failing with this kind and reason.
+    Failing(Fault, String),
+}
+
+/// A lock operation in flight, for its span.
+#[derive(Debug)]
+pub(crate) struct Op {
+    pub(crate) span: Span,
+    pub(crate) started: Instant,
+}
+
+/// The reporting state of one client.
+#[derive(Debug, Default)]
+pub(crate) struct Monitor {
+    nodes: Vec<Reported>,
+    #[cfg(feature = "metrics")]
+    gauges_at: Option<Instant>,
+}
+
+/// The votes, compactly: `#0 granted, #1 refused, #2 timed out`.
+fn votes_text(votes: &[Vote]) -> String {
+    let mut s = String::new();
+    for (i, v) in votes.iter().enumerate() {
+        let what = match v {
+            Vote::Pending => "pending",
+            Vote::Granted => "granted",
+            Vote::Refused => "refused",
+            Vote::Down => "down",
+            Vote::TimedOut => "timed out",
+            Vote::Error(_) => "error",
+            Vote::Misconfigured(_) => "misconfigured",
+            _ => "other",
+        };
+        let sep = if s.is_empty() { "" } else { ", " };
+        let _ = write!(s, "{sep}#{i} {what}");
+    }
+    s
+}
+
+/// Record the outcome, votes and duration on `op`'s span (only formatted when someone listens).
+fn close(op: Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, attempts: Option<u32>) {
+    if op.span.is_disabled() {
+        return;
+    }
+    op.span.record("outcome", outcome);
+    op.span.record("duration_ms", now.saturating_duration_since(op.started).as_secs_f64() * 1e3);
+    if let Some(a) = attempts {
+        op.span.record("attempts", a);
+    }
+    if let Some((_, votes)) = engine.round(lock) {
+        op.span.record("votes", votes_text(votes).as_str());
+    }
+}
+
+pub(crate) fn acquire_outcome(error: &AcquireError) -> &'static str {
+    match error {
+        AcquireError::Held { .. } => "held",
+        AcquireError::Unreachable { .. } => "unreachable",
+        AcquireError::Misconfigured { .. } => "misconfigured",
+        AcquireError::TooSlow { .. } => "too_slow",
+        AcquireError::WaitTimeout { .. } => "wait_timeout",
+        AcquireError::FenceExhausted { .. } => "fence_exhausted",
+        AcquireError::Cancelled => "cancelled",
+        _ => "other",
+    }
+}
+
+fn extend_outcome(error: &ExtendError) -> &'static str {
+    match error {
+        ExtendError::Lost { .. } => "lost",
+        ExtendError::Unconfirmed { .. } => "unconfirmed",
+        ExtendError::Expired => "expired",
+        ExtendError::Cancelled => "cancelled",
+        _ => "other",
+    }
+}
+
+fn release_outcome(outcome: ReleaseOutcome) -> &'static str {
+    match outcome {
+        ReleaseOutcome::Released => "released",
+        ReleaseOutcome::NotHeld => "not_held",
+        ReleaseOutcome::Unreachable => "unreachable",
+        _ => "other",
+    }
+}
+
+fn lost_reason(reason: &LostReason) -> &'static str {
+    match reason {
+        LostReason::Expired => "expired",
+        LostReason::Refused => "refused",
+        LostReason::Stopped => "stopped",
+        _ => "other",
+    }
+}
+
+impl Monitor {
+    /// A span for an acquisition of `resource` (and `more` others).
+    pub(crate) fn acquire_span(resource: &str, more: usize, fencing: bool, now: Instant) -> Op {
+        let span = tracing::debug_span!(
+            "redlease.acquire",
+            resource,
+            more_resources = more,
+            fencing,
+            attempts = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            votes = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        Op { span, started: now }
+    }
+
+    /// A span for an extension or a release of the lock on `resource`.
+    pub(crate) fn op_span(name: &'static str, resource: &str, now: Instant) -> Op {
+        let span = match name {
+            "extend" => tracing::debug_span!(
+                "redlease.extend",
+                resource,
+                outcome = tracing::field::Empty,
+                votes = tracing::field::Empty,
+                duration_ms = tracing::field::Empty,
+            ),
+            _ => tracing::debug_span!(
+                "redlease.release",
+                resource,
+                outcome = tracing::field::Empty,
+                votes = tracing::field::Empty,
+                duration_ms = tracing::field::Empty,
+            ),
+        };
+        Op { span, started: now }
+    }
+
+    pub(crate) fn acquired(&mut self, engine: &Engine, lock: LockId, op: Op, now: Instant, attempts: u32) {
+        #[cfg(feature = "metrics")]
+        {
+            let secs = now.saturating_duration_since(op.started).as_secs_f64();
+            metrics::histogram!("redlease_acquire_seconds", "outcome" => "acquired").record(secs);
+            metrics::counter!("redlease_acquisitions_total", "outcome" => "acquired").increment(1);
+            if attempts > 1 {
+                metrics::histogram!("redlease_wait_seconds").record(secs);
+            }
+        }
+        close(op, engine, lock, now, "acquired", Some(attempts));
+    }
+
+    pub(crate) fn acquire_failed(&mut self, engine: &Engine, lock: LockId, op: Op, now: Instant, error: &AcquireError) {
+        let outcome = acquire_outcome(error);
+        #[cfg(feature = "metrics")]
+        {
+            let secs = now.saturating_duration_since(op.started).as_secs_f64();
+            metrics::histogram!("redlease_acquire_seconds", "outcome" => outcome).record(secs);
+            metrics::counter!("redlease_acquisitions_total", "outcome" => outcome).increment(1);
+            if attempts_of(error) > 1 {
+                metrics::histogram!("redlease_wait_seconds").record(secs);
+            }
+        }
+        close(op, engine, lock, now, outcome, Some(attempts_of(error)));
+    }
+
+    /// An extension ended; `op` is `None` for an automatic one.
+    pub(crate) fn extended(
+        &mut self,
+        engine: &Engine,
+        lock: LockId,
+        resource: &str,
+        op: Option<Op>,
+        now: Instant,
+        error: Option<&ExtendError>,
+    ) {
+        let outcome = error.map_or("extended", extend_outcome);
+        #[cfg(feature = "metrics")]
+        {
+            let auto = if op.is_none() { "true" } else { "false" };
+            metrics::counter!("redlease_extensions_total", "outcome" => outcome, "auto" => auto).increment(1);
+        }
+        match op {
+            Some(op) => close(op, engine, lock, now, outcome, None),
+            None => {
+                // An automatic extension has no caller, so no span was open: one is made at
+                // its end, with how long its round took.
+                let span = tracing::debug_span!(
+                    "redlease.auto_extend",
+                    resource,
+                    outcome = tracing::field::Empty,
+                    votes = tracing::field::Empty,
+                    duration_ms = tracing::field::Empty,
+                );
+                let started = engine.round(lock).map_or(now, |(start, _)| start);
+                close(Op { span, started }, engine, lock, now, outcome, None);
+            }
+        }
+    }
+
+    pub(crate) fn released(
+        &mut self,
+        engine: &Engine,
+        lock: LockId,
+        op: Option<Op>,
+        now: Instant,
+        outcome: ReleaseOutcome,
+        held_since: Option<Instant>,
+    ) {
+        let outcome = release_outcome(outcome);
+        #[cfg(feature = "metrics")]
+        {
+            metrics::counter!("redlease_releases_total", "outcome" => outcome).increment(1);
+            if let Some(since) = held_since {
+                metrics::histogram!("redlease_hold_seconds").record(now.saturating_duration_since(since).as_secs_f64());
+            }
+        }
+        let _ = held_since;
+        if let Some(op) = op {
+            close(op, engine, lock, now, outcome, None);
+        }
+    }
+
+    pub(crate) fn lost(&mut self, resource: &str, reason: &LostReason) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("redlease_lost_total", "reason" => lost_reason(reason)).increment(1);
+        tracing::warn!(target: "redlease", resource, reason = lost_reason(reason), "lock lost: stop relying on it");
+    }
+
+    /// `node` completed a handshake.
+    pub(crate) fn link_up(&mut self, engine: &Engine, node: NodeId, now: Instant) {
+        let addr = engine.node_addr(node).unwrap_or("?");
+        match self.swap(node, Reported::Up) {
+            Reported::Failing(..) => tracing::info!(target: "redlease", node = %node, addr, "node recovered"),
+            _ => tracing::debug!(target: "redlease", node = %node, addr, "node connected"),
+        }
+        self.gauges(engine, now, true);
+    }
+
+    /// `node`'s link failed; reported loudly only when its state changes.
+    pub(crate) fn link_failed(&mut self, engine: &Engine, error: &LinkError, now: Instant) {
+        let fault = error.fault();
+        let reason = error.reason();
+        let node = error.node();
+        #[cfg(feature = "metrics")]
+        {
+            let kind = match fault {
+                Fault::Unreachable => "unreachable",
+                Fault::Misconfigured => "misconfigured",
+                _ => "protocol",
+            };
+            metrics::counter!("redlease_node_failures_total", "node" => error.addr().to_owned(), "kind" => kind)
+                .increment(1);
+        }
+        let was = self.swap(node, Reported::Failing(fault, reason));
+        let repeated = matches!(&was, Reported::Failing(f, r) if *f == fault && *r == error.reason());
+        let tolerance = engine.health().fault_tolerance();
+        if repeated {
+            tracing::debug!(target: "redlease", node = %node, "{error} (again)");
+        } else if fault == Fault::Misconfigured {
+            tracing::error!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}: the node refuses us for a configuration reason; fix it (retrying does not help)");
+        } else if was == Reported::Unknown
+            && matches!(error, LinkError::ConnectFailed { .. } | LinkError::ConnectTimeout { .. })
+        {
+            // A node that never came up: say so once, loudly enough to see a typo in a URL.
+            tracing::warn!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}");
+        } else {
+            tracing::warn!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}; reconnecting");
+        }
+        self.gauges(engine, now, true);
+    }
+
+    /// Refresh the per-node gauges, at most once per second unless `force`.
+    pub(crate) fn gauges(&mut self, engine: &Engine, now: Instant, force: bool) {
+        #[cfg(feature = "metrics")]
+        {
+            if !force && self.gauges_at.is_some_and(|t| now.saturating_duration_since(t) < GAUGE_PERIOD) {
+                return;
+            }
+            self.gauges_at = Some(now);
+            let health = engine.health();
+            for n in &health.nodes {
+                let node = n.addr.to_string();
+                metrics::gauge!("redlease_node_up", "node" => node.clone()).set(if n.is_ready() { 1.0 } else { 0.0 });
+                if let Some(rtt) = n.stats.rtt {
+                    metrics::gauge!("redlease_node_rtt_seconds", "node" => node).set(rtt.as_secs_f64());
+                }
+            }
+            metrics::gauge!("redlease_fault_tolerance").set(health.fault_tolerance() as f64);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (engine, now, force);
+    }
+
+    fn swap(&mut self, node: NodeId, state: Reported) -> Reported {
+        if self.nodes.len() <= node.index() {
+            self.nodes.resize(node.index() + 1, Reported::Unknown);
+        }
+        std::mem::replace(&mut self.nodes[node.index()], state)
+    }
+}
+
+fn attempts_of(error: &AcquireError) -> u32 {
+    match error {
+        AcquireError::Held { attempts, .. }
+        | AcquireError::Unreachable { attempts, .. }
+        | AcquireError::Misconfigured { attempts, .. }
+        | AcquireError::TooSlow { attempts, .. }
+        | AcquireError::WaitTimeout { attempts, .. } => *attempts,
+        _ => 1,
+    }
+}

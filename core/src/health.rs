@@ -1,0 +1,185 @@
+//! The health view: where every node stands, and how many more nodes may fail before locking
+//! stops. Computed from the engine's links and figures ([`Engine::health`](crate::Engine::health)),
+//! so every client shows the same.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::Fault;
+use crate::event::NodeId;
+use crate::stats::NodeStats;
+
+/// Where one node's connection stands, as the health view sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeState {
+    /// Connected and past its handshake: it takes part in every round.
+    Ready,
+    /// Connected, its handshake still in flight.
+    Handshaking,
+    /// A connect attempt is in flight.
+    Connecting,
+    /// Not connected; the next connect attempt is due at `retry_at` (`None`: now).
+    Down {
+        /// When the next attempt starts.
+        retry_at: Option<Instant>,
+    },
+}
+
+/// One node in the health view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeHealth {
+    /// The node.
+    pub node: NodeId,
+    /// Its address, `redis://[user@]host:port[/db]` (never the password).
+    pub addr: Arc<str>,
+    /// Where its connection stands.
+    pub state: NodeState,
+    /// Why its last connect attempt or connection failed, until a handshake completes again.
+    pub last_error: Option<String>,
+    /// The kind of that failure.
+    pub fault: Option<Fault>,
+    /// Its figures: round trips, replies, timeouts, failures by kind, connections.
+    pub stats: NodeStats,
+}
+
+impl NodeHealth {
+    /// Whether the node takes part in rounds now.
+    pub fn is_ready(&self) -> bool {
+        self.state == NodeState::Ready
+    }
+
+    /// Whether the node refuses us for a configuration reason (a wrong password, database or
+    /// ACL): it will not come back by itself.
+    pub fn is_misconfigured(&self) -> bool {
+        !self.is_ready() && self.fault == Some(Fault::Misconfigured)
+    }
+}
+
+/// The cluster as a client sees it; see [`Engine::health`](crate::Engine::health).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Health {
+    /// Every node, by index.
+    pub nodes: Vec<NodeHealth>,
+    /// Nodes that must agree: N / 2 + 1.
+    pub quorum: usize,
+}
+
+impl Health {
+    /// Nodes that take part in rounds now.
+    pub fn usable(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_ready()).count()
+    }
+
+    /// Whether locking works now: at least a quorum of nodes is usable.
+    pub fn can_lock(&self) -> bool {
+        self.usable() >= self.quorum
+    }
+
+    /// How many more nodes may fail before locking stops (0 when one more failure would stop
+    /// it, or it already has: see [`can_lock`](Self::can_lock)).
+    pub fn fault_tolerance(&self) -> usize {
+        self.usable().saturating_sub(self.quorum)
+    }
+
+    /// How many nodes may fail at most when all are usable: N − quorum.
+    pub fn design_tolerance(&self) -> usize {
+        self.nodes.len() - self.quorum
+    }
+
+    /// Whether some node refuses us for a configuration reason rather than being out of
+    /// reach: an operator must act.
+    pub fn misconfigured(&self) -> bool {
+        self.nodes.iter().any(NodeHealth::is_misconfigured)
+    }
+
+    /// Whether every node is usable.
+    pub fn all_ready(&self) -> bool {
+        self.nodes.iter().all(NodeHealth::is_ready)
+    }
+}
+
+/// Milliseconds with one decimal, for the table.
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+impl fmt::Display for Health {
+    /// A table: one line per node (state, round trip, last error), then the cluster's line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for n in &self.nodes {
+            // A node that refuses us says so whatever its reconnect attempt is doing.
+            let state = match n.state {
+                _ if n.is_misconfigured() => "MISCONFIGURED",
+                NodeState::Ready => "ready",
+                NodeState::Handshaking => "handshaking",
+                NodeState::Connecting => "connecting",
+                NodeState::Down { .. } => "down",
+            };
+            let rtt = match (n.stats.rtt, n.stats.rtt_max) {
+                (Some(r), Some(m)) => format!("rtt {} (max {})", ms(r), ms(m)),
+                _ => "rtt -".to_owned(),
+            };
+            write!(f, "{} {}  {state:<13} {rtt}", n.node, n.addr)?;
+            if let Some(e) = &n.last_error {
+                write!(f, "  last error: {e}")?;
+            }
+            writeln!(f)?;
+        }
+        write!(
+            f,
+            "{} of {} nodes usable, quorum {}: {}",
+            self.usable(),
+            self.nodes.len(),
+            self.quorum,
+            if self.can_lock() {
+                format!("locking works, {} more may fail", self.fault_tolerance())
+            } else {
+                "LOCKING STOPS: no quorum".to_owned()
+            }
+        )?;
+        if self.misconfigured() {
+            write!(f, " (a node refuses us for a configuration reason: fix it)")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: u16, state: NodeState, fault: Option<Fault>) -> NodeHealth {
+        NodeHealth {
+            node: NodeId(i),
+            addr: format!("redis://alice@10.0.0.{i}:6379").into(),
+            state,
+            last_error: fault.map(|_| "AUTH failed: WRONGPASS".to_owned()),
+            fault,
+            stats: NodeStats::default(),
+        }
+    }
+
+    #[test]
+    fn tolerance_counts_usable_nodes_against_the_quorum() {
+        let down = NodeState::Down { retry_at: None };
+        let mut h = Health { nodes: (0..5).map(|i| node(i, NodeState::Ready, None)).collect(), quorum: 3 };
+        assert_eq!((h.usable(), h.fault_tolerance(), h.design_tolerance()), (5, 2, 2));
+        assert!(h.all_ready() && h.can_lock() && !h.misconfigured());
+        h.nodes[0] = node(0, NodeState::Handshaking, Some(Fault::Misconfigured));
+        h.nodes[1] = node(1, down, Some(Fault::Unreachable));
+        assert_eq!((h.usable(), h.fault_tolerance()), (3, 0));
+        assert!(h.can_lock() && h.misconfigured() && !h.all_ready());
+        // A node that refuses us is shown as such while it tries again; one out of reach is down.
+        let table = h.to_string();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("MISCONFIGURED") && lines[1].contains("down"), "{table}");
+        assert!(lines[5].starts_with("3 of 5 nodes usable, quorum 3: locking works, 0 more may fail"), "{table}");
+        h.nodes[2] = node(2, NodeState::Connecting, None);
+        assert_eq!(h.fault_tolerance(), 0);
+        assert!(!h.can_lock() && h.to_string().contains("LOCKING STOPS"));
+    }
+}

@@ -1,0 +1,269 @@
+//! What the clients tell the world, captured: a `tracing` subscriber sees acquire spans with
+//! per-node votes and one loud line per change of a node's state; a `metrics` recorder sees
+//! the documented metrics move. Real `redis-server` nodes; the tokio client and the blocking
+//! mio client.
+//!
+//! One subscriber and one recorder are installed for the whole binary (the drivers run on
+//! threads of their own); each test tells its records apart by resource and by node address.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use redlease_core::{Config, LockOptions};
+use redlease_tests::Cluster;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, Registry};
+
+/// A closed span: its name and fields.
+#[derive(Clone, Debug)]
+struct SpanRecord {
+    name: &'static str,
+    fields: HashMap<String, String>,
+}
+
+/// An event: its level, message and fields.
+#[derive(Clone, Debug)]
+struct EventRecord {
+    level: Level,
+    fields: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct Captured {
+    spans: Vec<SpanRecord>,
+    events: Vec<EventRecord>,
+}
+
+/// Fields as text.
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+/// A layer that keeps every closed span and every event.
+struct Capture(Arc<Mutex<Captured>>);
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = HashMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(SpanRecord { name: attrs.metadata().name(), fields });
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            if let Some(record) = span.extensions_mut().get_mut::<SpanRecord>() {
+                values.record(&mut Fields(&mut record.fields));
+            }
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if let Some(record) = ctx.span(&id).and_then(|s| s.extensions().get::<SpanRecord>().cloned()) {
+            self.0.lock().unwrap().spans.push(record);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut fields = HashMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().events.push(EventRecord { level: *event.metadata().level(), fields });
+    }
+}
+
+/// The binary's subscriber and recorder, installed once.
+fn capture() -> &'static (Arc<Mutex<Captured>>, Snapshotter) {
+    static CAPTURE: OnceLock<(Arc<Mutex<Captured>>, Snapshotter)> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let captured = Arc::new(Mutex::new(Captured::default()));
+        let subscriber = Registry::default().with(Capture(Arc::clone(&captured)));
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only recorder");
+        (captured, snapshotter)
+    })
+}
+
+fn spans(name: &str, resource: &str) -> Vec<SpanRecord> {
+    let captured = capture().0.lock().unwrap();
+    captured
+        .spans
+        .iter()
+        .filter(|s| s.name == name && s.fields.get("resource").is_some_and(|r| r == resource))
+        .cloned()
+        .collect()
+}
+
+/// Events at `level` whose message contains `text`.
+fn events(level: Level, text: &str) -> Vec<EventRecord> {
+    let captured = capture().0.lock().unwrap();
+    captured
+        .events
+        .iter()
+        .filter(|e| e.level == level && e.fields.get("message").is_some_and(|m| m.contains(text)))
+        .cloned()
+        .collect()
+}
+
+/// Every series seen so far, by name and labels. A snapshot of the debugging recorder
+/// drains it (counters and gauges read 0 afterwards, histograms lose their samples), so the
+/// snapshots are added up here: counters and histogram sample counts are summed; a gauge keeps
+/// its first value and then its last non-zero one (a 0 after a snapshot may only be the drain).
+fn series() -> Vec<(SeriesId, f64)> {
+    static SEEN: OnceLock<Mutex<HashMap<SeriesId, f64>>> = OnceLock::new();
+    let mut seen = SEEN.get_or_init(Default::default).lock().unwrap();
+    for (key, _, _, value) in capture().1.snapshot().into_vec() {
+        let key = key.key();
+        let labels = key.labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
+        let id = (key.name().to_owned(), labels);
+        match value {
+            DebugValue::Counter(c) => *seen.entry(id).or_insert(0.0) += c as f64,
+            DebugValue::Histogram(h) => *seen.entry(id).or_insert(0.0) += h.len() as f64,
+            DebugValue::Gauge(g) => {
+                let g = g.into_inner();
+                match seen.get_mut(&id) {
+                    Some(v) if g != 0.0 => *v = g,
+                    Some(_) => {}
+                    None => {
+                        seen.insert(id, g);
+                    }
+                }
+            }
+        }
+    }
+    seen.iter().map(|(id, v)| (id.clone(), *v)).collect()
+}
+
+/// A metric's name and its labels.
+type SeriesId = (String, Vec<(String, String)>);
+
+/// The value of metric `name` whose labels contain every `(key, value)` of `labels` (a node
+/// label is its address with the scheme and user: a substring matches), summed over the
+/// matching series; `None` if there is none.
+fn metric(name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for ((n, ls), v) in series() {
+        if n == name && labels.iter().all(|(k, want)| ls.iter().any(|(lk, lv)| lk == k && lv.contains(want))) {
+            *found.get_or_insert(0.0) += v;
+        }
+    }
+    found
+}
+
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// A 3-node ACL cluster whose node 0 gets a wrong password: it refuses us, the others serve.
+fn one_misconfigured() -> (Cluster, Config, String) {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let (user, pass) = cluster.credentials().unwrap();
+    let urls: Vec<String> = cluster
+        .addrs()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| if i == 0 { format!("redis://{user}:wrong@{a}") } else { format!("redis://{user}:{pass}@{a}") })
+        .collect();
+    let config = Config::from_urls(&urls).unwrap().reconnect(Duration::from_millis(10), Duration::from_millis(50));
+    let bad = cluster.addrs()[0].to_string();
+    (cluster, config, bad)
+}
+
+/// What every client must show, whatever its runtime: `lock` runs `n` lock+release cycles of
+/// `resource` on a cluster whose node 0 refuses the password.
+fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl FnOnce(usize)) {
+    capture();
+    cycles(n);
+    // The acquire spans: one per lock, with the outcome, the attempts and each node's vote.
+    let acquires = spans("redlease.acquire", resource);
+    assert_eq!(acquires.len(), n, "{acquires:?}");
+    for s in &acquires {
+        assert_eq!(s.fields.get("outcome").map(String::as_str), Some("acquired"), "{s:?}");
+        let votes = s.fields.get("votes").expect("votes recorded");
+        assert!(votes.contains("#0 misconfigured") || votes.contains("#0 pending"), "{votes}");
+        assert!(votes.contains("#1 granted") || votes.contains("#2 granted"), "{votes}");
+        assert!(s.fields.contains_key("duration_ms") && s.fields.contains_key("attempts"), "{s:?}");
+    }
+    assert_eq!(spans("redlease.release", resource).len(), n);
+
+    // The misconfigured node: one ERROR for the change of state, however many reconnect
+    // attempts and locks there were; every attempt counted.
+    let failures =
+        || metric("redlease_node_failures_total", &[("node", bad), ("kind", "misconfigured")]).unwrap_or(0.0);
+    assert!(eventually(Duration::from_secs(10), || failures() >= 3.0), "failures counted: {}", failures());
+    let errors: Vec<_> = events(Level::ERROR, bad)
+        .into_iter()
+        .filter(|e| e.fields.get("message").is_some_and(|m| m.contains("AUTH")))
+        .collect();
+    assert_eq!(errors.len(), 1, "one ERROR per change of state, not per attempt or lock: {errors:?}");
+    assert_eq!(errors[0].fields.get("fault_tolerance").map(String::as_str), Some("0"), "{errors:?}");
+    assert!(!errors[0].fields.values().any(|v| v.contains("wrong") || v.contains("s3cret")), "{errors:?}");
+
+    // The documented metrics moved.
+    let acquired = metric("redlease_acquisitions_total", &[("outcome", "acquired")]).unwrap_or(0.0);
+    assert!(acquired >= n as f64, "{acquired}");
+    assert!(metric("redlease_acquire_seconds", &[("outcome", "acquired")]).unwrap_or(0.0) >= n as f64);
+    assert!(metric("redlease_releases_total", &[("outcome", "released")]).unwrap_or(0.0) >= n as f64);
+    assert!(metric("redlease_hold_seconds", &[]).unwrap_or(0.0) >= n as f64);
+    let good = cluster.addrs()[1].to_string();
+    assert_eq!(metric("redlease_node_up", &[("node", good.as_str())]), Some(1.0));
+    assert_eq!(metric("redlease_node_up", &[("node", bad)]), Some(0.0));
+    assert!(metric("redlease_node_rtt_seconds", &[("node", good.as_str())]).is_some_and(|s| s > 0.0));
+    assert!(metric("redlease_fault_tolerance", &[]).is_some());
+}
+
+#[test]
+fn tokio_client_traces_and_counts() {
+    let (cluster, config, bad) = one_misconfigured();
+    check("obs:tokio", &cluster, &bad, 5, |n| {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let client = redlease_tokio::Client::with_config(config).await.unwrap();
+            for _ in 0..n {
+                let guard = client.lock_with(LockOptions::new("obs:tokio", Duration::from_secs(10))).await.unwrap();
+                guard.release().await.unwrap();
+            }
+            // Let the reconnect attempts to the misconfigured node go on for a while.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            client.close().await;
+        });
+    });
+}
+
+#[test]
+fn blocking_mio_client_traces_and_counts() {
+    let (cluster, config, bad) = one_misconfigured();
+    check("obs:mio", &cluster, &bad, 5, |n| {
+        let client = redlease_mio::Client::with_config(config).unwrap();
+        for _ in 0..n {
+            let guard = client.lock_with(LockOptions::new("obs:mio", Duration::from_secs(10))).unwrap();
+            guard.release().unwrap();
+        }
+        client.run_for(Duration::from_millis(300)).unwrap();
+        client.close();
+    });
+}
