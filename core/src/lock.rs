@@ -312,6 +312,7 @@ impl Slot {
             (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
             }
+            (Op::SetNx, _) => Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::Acquire, _) => Some(Call::Acquire { ttl_ms: self.ttl.as_millis() as u64, fencing: self.fencing }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
             (Op::Release, _) => Some(Call::Release),
@@ -466,12 +467,12 @@ impl Slot {
                 }
             }
             // The node's fencing proposal: one more than its largest counter.
-            (Op::Acquire, Phase::Acquiring { proposal, .. }) if v > 0 => {
+            (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
                 *proposal = (*proposal).max(v as u64);
                 Vote::Granted
             }
             (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,
-            (Op::Acquire | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
+            (Op::Acquire | Op::SetNx | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
             _ => return Err(v),
         };
         Ok(Some(vote))

@@ -34,6 +34,8 @@ impl Step {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Acquire,
+    /// The acquire's cheap command, `SET key token NX PX ttl` (see [`Call::SetNx`]).
+    SetNx,
     Extend,
     Release,
     Fence,
@@ -43,6 +45,7 @@ impl Op {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Acquire => "the acquire script",
+            Op::SetNx => "the acquire's SET NX PX",
             Op::Extend => "the extend script",
             Op::Release => "the release script",
             Op::Fence => "the fence write-back script",
@@ -212,16 +215,18 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             let answer = if e.starts_with(b"NOSCRIPT") { OpAnswer::NoScript } else { OpAnswer::Error(text(e)) };
             Ok(Answer::Op { op, lock, round, answer })
         }
-        (Pending::Op { op, lock, round }, Reply::Int(i)) => {
-            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
-        }
-        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil found it taken. The
-        // script never answers either, so they only come from `SET`.
-        (Pending::Op { op: op @ Op::Acquire, lock, round }, Reply::Status(s)) if *s == b"OK" => {
+        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil found it taken. An
+        // integer is read as the script's answer would be (1 granted, 0 refused, anything
+        // else a link error), so that both acquire commands take the same integer replies;
+        // no other reply is an answer to it.
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Status(s)) if *s == b"OK" => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(1) })
         }
-        (Pending::Op { op: op @ Op::Acquire, lock, round }, Reply::Nil) => {
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Nil) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
+        }
+        (Pending::Op { op, lock, round }, Reply::Int(i)) => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
         }
         _ => Err(pending.name()),
     }
@@ -283,11 +288,20 @@ mod tests {
 
     #[test]
     fn the_cheap_acquire_answers_ok_or_nil_and_nothing_else_does() {
+        let set = Pending::Op { op: Op::SetNx, lock: lock(), round: 1 };
+        let int = |i| Ok(Answer::Op { op: Op::SetNx, lock: lock(), round: 1, answer: OpAnswer::Int(i) });
+        assert_eq!(classify(set, &Reply::Status(b"OK")), int(1));
+        assert_eq!(classify(set, &Reply::Nil), int(0));
+        // Any other status, a bulk string: no answer to SET NX PX, no grant.
+        for garbage in [Reply::Status(b"QUEUED"), Reply::Bulk(b"OK")] {
+            assert_eq!(classify(set, &garbage), Err("the acquire's SET NX PX"), "{garbage:?}");
+        }
+        // A server error (an ACL refusal, OOM, ...) is that node's vote.
+        assert!(matches!(classify(set, &Reply::Error(b"NOPERM x")), Ok(Answer::Op { answer: OpAnswer::Error(_), .. })));
+        // And the script's answers are integers, never +OK or nil.
         let acquire = Pending::Op { op: Op::Acquire, lock: lock(), round: 1 };
-        let int = |i| Ok(Answer::Op { op: Op::Acquire, lock: lock(), round: 1, answer: OpAnswer::Int(i) });
-        assert_eq!(classify(acquire, &Reply::Status(b"OK")), int(1));
-        assert_eq!(classify(acquire, &Reply::Nil), int(0));
-        assert_eq!(classify(acquire, &Reply::Status(b"QUEUED")), Err("the acquire script"));
+        assert_eq!(classify(acquire, &Reply::Status(b"OK")), Err("the acquire script"));
+        assert_eq!(classify(acquire, &Reply::Nil), Err("the acquire script"));
         let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
         assert_eq!(classify(release, &Reply::Status(b"OK")), Err("the release script"));
         assert_eq!(classify(release, &Reply::Nil), Err("the release script"));
