@@ -3,9 +3,10 @@
 //!
 //! A cycle is what a driver does for one `lock` and one `unlock`: `acquire`, flush every
 //! node (`poll_transmit`/`advance_transmit`), re-arm the timer (`poll_timeout`), feed each
-//! node's `:1` reply (`handle_data`), take the `Acquired` event; then the same for
-//! `release` and `Released`. No sockets and no clock reads: simulated time advances 100 µs
-//! per step, as it would between a request and its reply.
+//! node's reply (`handle_data`: `+OK` to the acquire's `SET NX PX`, `:1` to the release
+//! script), take the `Acquired` event; then the same for `release` and `Released`. No
+//! sockets and no clock reads: simulated time advances 100 µs per step, as it would between a
+//! request and its reply.
 //!
 //! Before criterion's timing runs, a separate pass counts heap allocations per cycle with a
 //! counting global allocator and prints a table (ns/cycle from a plain timed loop, allocations
@@ -113,7 +114,7 @@ impl Cycle {
         black_box(e.poll_timeout());
         self.now += STEP;
         for i in 0..self.n {
-            e.handle_data(self.now, NodeId(i as u16), b":1\r\n");
+            e.handle_data(self.now, NodeId(i as u16), b"+OK\r\n");
         }
         match e.poll_event() {
             Some(Event::Acquired { lock: l, .. }) if l == lock => {}

@@ -245,6 +245,7 @@ impl<T: AsyncTarget> Subject for Async<T> {
                 cycles: closed.per_locker.iter().sum(),
                 elapsed: closed.elapsed,
                 cpu: closed.cpu,
+                server_cpu: closed.server_cpu,
                 latency: latency.into_dist(),
                 errors: closed.errors,
                 first_error,
@@ -328,7 +329,11 @@ impl<T: AsyncTarget> Subject for Async<T> {
 async fn sequential<L: AsyncLocker>(locker: &mut L, plan: SeqPlan) -> Result<Sequential, String> {
     let (mut cycle, mut acquire, mut release) =
         (Samples::with_capacity(plan.cycles), Samples::with_capacity(plan.cycles), Samples::with_capacity(plan.cycles));
+    let mut mark = crate::server::Mark::now();
     for i in 0..plan.warmup + plan.cycles {
+        if i == plan.warmup {
+            mark = crate::server::Mark::now();
+        }
         let t0 = Instant::now();
         let held = locker.acquire(keys::SEQUENTIAL).await.map_err(|e| format!("cycle {i}: acquire: {e}"))?;
         let t1 = Instant::now();
@@ -340,7 +345,13 @@ async fn sequential<L: AsyncLocker>(locker: &mut L, plan: SeqPlan) -> Result<Seq
             release.push(t2 - t1);
         }
     }
-    Ok(Sequential { cycle: cycle.into_dist(), acquire: acquire.into_dist(), release: release.into_dist() })
+    Ok(Sequential {
+        cycle: cycle.into_dist(),
+        acquire: acquire.into_dist(),
+        release: release.into_dist(),
+        server_cpu: mark.since(),
+        cycles: plan.cycles as u64,
+    })
 }
 
 async fn own_key_loop<L: AsyncLocker>(locker: &mut L, i: usize, state: &LoadState) -> (Samples, Option<String>) {

@@ -92,7 +92,11 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
             Samples::with_capacity(plan.cycles),
             Samples::with_capacity(plan.cycles),
         );
+        let mut mark = crate::server::Mark::now();
         for i in 0..plan.warmup + plan.cycles {
+            if i == plan.warmup {
+                mark = crate::server::Mark::now();
+            }
             let t0 = Instant::now();
             let held = locker.acquire(keys::SEQUENTIAL).map_err(|e| format!("cycle {i}: acquire: {e}"))?;
             let t1 = Instant::now();
@@ -104,7 +108,13 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
                 release.push(t2 - t1);
             }
         }
-        Ok(Sequential { cycle: cycle.into_dist(), acquire: acquire.into_dist(), release: release.into_dist() })
+        Ok(Sequential {
+            cycle: cycle.into_dist(),
+            acquire: acquire.into_dist(),
+            release: release.into_dist(),
+            server_cpu: mark.since(),
+            cycles: plan.cycles as u64,
+        })
     }
 
     fn throughput(
@@ -151,6 +161,7 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
                 cycles: closed.per_locker.iter().sum(),
                 elapsed: closed.elapsed,
                 cpu: closed.cpu,
+                server_cpu: closed.server_cpu,
                 latency: latency.into_dist(),
                 errors: closed.errors,
                 first_error,

@@ -52,6 +52,7 @@ impl Subject for Embedded {
             acquire: Samples::with_capacity(plan.cycles),
             release: Samples::with_capacity(plan.cycles),
             error: None,
+            mark: crate::server::Mark::now(),
         };
         host.run(1, None, false, &mut ctl)?;
         if let Some(e) = ctl.error {
@@ -61,6 +62,8 @@ impl Subject for Embedded {
             cycle: ctl.cycle.into_dist(),
             acquire: ctl.acquire.into_dist(),
             release: ctl.release.into_dist(),
+            server_cpu: ctl.mark.since(),
+            cycles: plan.cycles as u64,
         })
     }
 
@@ -80,6 +83,7 @@ impl Subject for Embedded {
             cycles: closed.per_locker.iter().sum(),
             elapsed: closed.elapsed,
             cpu: closed.cpu,
+            server_cpu: closed.server_cpu,
             latency: ctl.latency.into_dist(),
             errors: closed.errors,
             first_error: ctl.first_error,
@@ -102,6 +106,7 @@ impl Subject for Embedded {
             acquire: Samples::default(),
             release: Samples::default(),
             error: None,
+            mark: crate::server::Mark::now(),
         };
         if plan.warmup > 0 {
             host.run(1, None, false, &mut warm)?;
@@ -313,6 +318,8 @@ struct Seq {
     acquire: Samples,
     release: Samples,
     error: Option<String>,
+    /// Server CPU when the first recorded cycle started (taken as the warm-up ends).
+    mark: crate::server::Mark,
 }
 
 impl Control for Seq {
@@ -328,6 +335,9 @@ impl Control for Seq {
             self.release.push(release);
         }
         self.finished += 1;
+        if self.finished == self.warmup {
+            self.mark = crate::server::Mark::now();
+        }
     }
 
     fn failed(&mut self, _: usize, error: String) {

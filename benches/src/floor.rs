@@ -1,17 +1,23 @@
 //! The floors: small hand-written clients with no library in between.
 //!
 //! - **floor-tokio** (async style): per locker, N tokio `TcpStream`s; `SET key token NX PX
-//!   ttl` is written to every node at once, then every node's reply is read; the release is
-//!   `EVALSHA` of a compare-and-delete script (loaded beforehand) to every node, and every
-//!   reply is read. The quorum logic is counting.
+//!   ttl` is written to every node at once, and the round is decided at the first `N/2 + 1`
+//!   replies, as the adapters decide (success at a quorum of yes, failure as soon as a quorum
+//!   of yes is out of reach); the release is `EVALSHA` of a compare-and-delete script (loaded
+//!   beforehand) to every node, decided the same way. Late replies are not waited for: each
+//!   node's socket skips as many replies as it still owes before the next round's are counted
+//!   (they have usually arrived by then). This is the fair floor of a library that decides
+//!   early.
 //! - **floor-mio** (blocking style): the same over N non-blocking mio sockets with a `Poll`
 //!   of their own, one OS thread per locker.
+//! - **floor-tokio-all**, **floor-mio-all**: the same clients reading every reply of every
+//!   round (an extra row: slower than the quorum floors by the wait for the slowest node).
 //! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
 //!   writes every locker's command in one write per node and reads every reply (lockstep).
 //!
 //! Tokens come from a userspace generator (no system call), and a failed attempt is
 //! released on every node and retried after 20–200 ms of jitter, as the adapters do.
-//! A floor reads every reply, so a paused node blocks it: floors sit out the stalled scenario.
+//! The floors sit out the stalled scenario (the all-replies ones would block on a paused node).
 
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -45,20 +51,36 @@ const READ_CHUNK: usize = 16 * 1024;
 /// The floor subjects, in table order.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     const PER_LOCKER: &[Scenario] = &[Scenario::Sequential, Scenario::Scaling, Scenario::Contention];
+    // The quorum floors come first: the report compares each adapter with the first floor
+    // of its style.
     vec![
         Box::new(Async::new(
             "floor-tokio",
             Role::Floor,
-            "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, read all N replies; EVALSHA release likewise",
+            "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, decide at the first N/2+1 replies (late ones skipped before the next round); EVALSHA release likewise",
             PER_LOCKER,
-            TokioFloor,
+            TokioFloor { early: true },
         )),
         Box::new(Blocking::new(
             "floor-mio",
             Role::Floor,
-            "N non-blocking mio sockets per locker with a Poll of their own (one OS thread per locker), same commands",
+            "N non-blocking mio sockets per locker with a Poll of their own (one OS thread per locker), same commands, decides at the quorum like floor-tokio",
             PER_LOCKER,
-            MioFloor,
+            MioFloor { early: true },
+        )),
+        Box::new(Async::new(
+            "floor-tokio-all",
+            Role::Floor,
+            "floor-tokio reading all N replies of every round before deciding",
+            PER_LOCKER,
+            TokioFloor { early: false },
+        )),
+        Box::new(Blocking::new(
+            "floor-mio-all",
+            Role::Floor,
+            "floor-mio reading all N replies of every round before deciding",
+            PER_LOCKER,
+            MioFloor { early: false },
         )),
         Box::new(Pipelined),
     ]
@@ -131,6 +153,8 @@ struct Inbox {
     pos: usize,
     yes: Vec<bool>,
     error: Option<String>,
+    /// Late replies of earlier rounds still owed by the node: skipped, not counted.
+    skip: usize,
 }
 
 impl Inbox {
@@ -147,6 +171,10 @@ impl Inbox {
         self.buf.extend_from_slice(data);
         while let Some((reply, used)) = resp::parse(&self.buf[self.pos..])? {
             self.pos += used;
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
             if let Reply::Error(e) = &reply {
                 self.error.get_or_insert_with(|| e.clone());
             }
@@ -216,17 +244,47 @@ fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// Whether a round of one command per node is decided: with `early`, as soon as a quorum
+/// said yes or can no longer say yes; otherwise once every node answered.
+fn decided(inbox: &[Inbox], early: bool) -> bool {
+    let n = inbox.len();
+    if !early {
+        return inbox.iter().all(|ib| ib.count() >= 1);
+    }
+    let yes = inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count();
+    let no = inbox.iter().filter(|ib| ib.yes.first() == Some(&false)).count();
+    yes >= quorum(n) || no > n - quorum(n)
+}
+
+/// After a decided round: every node that has not answered yet owes one reply, skipped at
+/// the next round.
+fn owe_late(inbox: &mut [Inbox]) {
+    for ib in inbox {
+        if ib.count() == 0 {
+            ib.skip += 1;
+        }
+    }
+}
+
+fn yes_votes(inbox: &[Inbox]) -> usize {
+    inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count()
+}
+
 // ----- floor-tokio -------------------------------------------------------------------------
 
-/// The async floor on a current-thread tokio runtime.
+/// The async floor on a current-thread tokio runtime; `early`: decide at the quorum.
 #[derive(Debug)]
-pub struct TokioFloor;
+pub struct TokioFloor {
+    /// Decide at the quorum (else read every reply).
+    pub early: bool,
+}
 
 /// The URLs; every locker connects its own sockets.
 #[derive(Debug)]
 pub struct FloorUrls {
     urls: Vec<String>,
     ttl: Duration,
+    early: bool,
 }
 
 impl AsyncTarget for TokioFloor {
@@ -238,7 +296,7 @@ impl AsyncTarget for TokioFloor {
     }
 
     async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
-        Ok(FloorUrls { urls: urls.to_vec(), ttl })
+        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early })
     }
 }
 
@@ -260,6 +318,7 @@ impl LockerFactory for FloorUrls {
             tokens: Tokens::new(n as u64),
             out: Vec::with_capacity(256),
             scratch: vec![0; READ_CHUNK],
+            early: self.early,
         })
     }
 }
@@ -273,6 +332,7 @@ pub struct TokioFloorLocker {
     tokens: Tokens,
     out: Vec<u8>,
     scratch: Vec<u8>,
+    early: bool,
 }
 
 impl TokioFloorLocker {
@@ -284,16 +344,13 @@ impl TokioFloorLocker {
         for ib in &mut self.inbox {
             ib.reset();
         }
-        let (socks, inbox, scratch) = (&self.socks, &mut self.inbox, &mut self.scratch);
+        let (socks, inbox, scratch, early) = (&self.socks, &mut self.inbox, &mut self.scratch, self.early);
         let read_all = poll_fn(|cx| {
-            let mut pending = false;
-            for (s, ib) in socks.iter().zip(inbox.iter_mut()) {
+            for i in 0..socks.len() {
+                let (s, ib) = (&socks[i], &mut inbox[i]);
                 while ib.count() < 1 {
                     match s.poll_read_ready(cx) {
-                        TaskPoll::Pending => {
-                            pending = true;
-                            break;
-                        }
+                        TaskPoll::Pending => break,
                         TaskPoll::Ready(Err(e)) => return TaskPoll::Ready(Err(e.to_string())),
                         TaskPoll::Ready(Ok(())) => match s.try_read(scratch) {
                             Ok(0) => return TaskPoll::Ready(Err("a node closed the connection".to_owned())),
@@ -307,11 +364,15 @@ impl TokioFloorLocker {
                         },
                     }
                 }
+                if decided(inbox, early) {
+                    return TaskPoll::Ready(Ok(()));
+                }
             }
-            if pending { TaskPoll::Pending } else { TaskPoll::Ready(Ok(())) }
+            TaskPoll::Pending
         });
         tokio::time::timeout(ROUND_TIMEOUT, read_all).await.map_err(|_| "no reply within 10 s".to_owned())??;
-        Ok(self.inbox.iter().filter(|ib| ib.yes[0]).count())
+        owe_late(&mut self.inbox);
+        Ok(yes_votes(&self.inbox))
     }
 
     /// One attempt: `None` if no quorum (then released everywhere).
@@ -367,7 +428,7 @@ impl TokioFloorLocker {
 }
 
 fn votes(inbox: &[Inbox]) -> String {
-    let yes = inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count();
+    let yes = yes_votes(inbox);
     let error = inbox.iter().find_map(|ib| ib.error.as_deref());
     match error {
         Some(e) => format!("{yes} of {} nodes said yes; an error: {e}", inbox.len()),
@@ -388,11 +449,13 @@ pub struct MioNodes {
     write_interest: Vec<bool>,
     scratch: Vec<u8>,
     cmds: Cmds,
+    /// One command per node per round: decide at the quorum (see [`decided`]).
+    early: bool,
 }
 
 impl MioNodes {
     /// Connect to `urls` and load the release script.
-    fn connect(urls: &[String], ttl: Duration) -> Result<MioNodes, String> {
+    fn connect(urls: &[String], ttl: Duration, early: bool) -> Result<MioNodes, String> {
         let (streams, cmds) = connect_all(urls, ttl)?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         let mut socks = Vec::with_capacity(streams.len());
@@ -412,6 +475,7 @@ impl MioNodes {
             write_interest: vec![false; n],
             scratch: vec![0; READ_CHUNK],
             cmds,
+            early,
         })
     }
 
@@ -428,8 +492,16 @@ impl MioNodes {
         }
         let deadline = Instant::now() + ROUND_TIMEOUT;
         loop {
-            let done = (0..self.socks.len()).all(|i| self.written[i] == out.len() && self.inbox[i].count() >= want);
+            let written = (0..self.socks.len()).all(|i| self.written[i] == out.len());
+            let done = if self.early {
+                written && decided(&self.inbox, true)
+            } else {
+                written && self.inbox.iter().all(|ib| ib.count() >= want)
+            };
             if done {
+                if self.early {
+                    owe_late(&mut self.inbox);
+                }
                 return Ok(());
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -494,15 +566,18 @@ impl MioNodes {
 
 // ----- floor-mio ---------------------------------------------------------------------------
 
-/// The blocking-style floor: mio sockets per locker.
+/// The blocking-style floor: mio sockets per locker; `early`: decide at the quorum.
 #[derive(Debug)]
-pub struct MioFloor;
+pub struct MioFloor {
+    /// Decide at the quorum (else read every reply).
+    pub early: bool,
+}
 
 impl BlockingTarget for MioFloor {
     type Factory = FloorUrls;
 
     fn connect(&self, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
-        Ok(FloorUrls { urls: urls.to_vec(), ttl })
+        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early })
     }
 }
 
@@ -510,7 +585,7 @@ impl BlockingFactory for FloorUrls {
     type Locker = MioFloorLocker;
 
     fn locker(&self) -> Result<MioFloorLocker, String> {
-        let nodes = MioNodes::connect(&self.urls, self.ttl)?;
+        let nodes = MioNodes::connect(&self.urls, self.ttl, self.early)?;
         Ok(MioFloorLocker { tokens: Tokens::new(nodes.len() as u64 + 7), nodes, out: Vec::with_capacity(256) })
     }
 }
@@ -525,7 +600,7 @@ pub struct MioFloorLocker {
 
 impl MioFloorLocker {
     fn yes(&self) -> usize {
-        self.nodes.inbox.iter().filter(|ib| ib.yes[0]).count()
+        yes_votes(&self.nodes.inbox)
     }
 
     fn attempt(&mut self, key: &str) -> Result<Option<FloorHeld>, String> {
@@ -615,7 +690,7 @@ impl Subject for Pipelined {
         plan: LoadPlan,
         lockers: usize,
     ) -> Result<Throughput, String> {
-        let mut nodes = MioNodes::connect(urls, common.ttl)?;
+        let mut nodes = MioNodes::connect(urls, common.ttl, false)?;
         let q = quorum(nodes.len());
         let keys: Vec<Vec<u8>> = (0..lockers).map(|i| keys::own(i).into_bytes()).collect();
         let mut tokens = Tokens::new(lockers as u64);
@@ -675,6 +750,7 @@ impl Subject for Pipelined {
             elapsed: closed.elapsed,
             cpu: closed.cpu,
             latency: latency.into_dist(),
+            server_cpu: closed.server_cpu,
             errors: closed.errors,
             first_error,
         })

@@ -5,7 +5,8 @@
 //!
 //! 1. **sequential** lock+unlock on one key (cycle, acquire alone, release alone);
 //! 2. **throughput** with 1, 16 and 256 concurrent lockers, each on its own key (cycles/s,
-//!    latency under load, client CPU time per cycle from `getrusage`);
+//!    latency under load, client CPU time per cycle from `getrusage`, server CPU time per
+//!    cycle from `/proc/<pid>/task/*/schedstat` of the `redis-server` processes);
 //! 3. **scaling** of the sequential p50 in the number of nodes N;
 //! 4. **stalled** minority: acquire latency with 1 and then 2 of 5 nodes paused (SIGSTOP);
 //! 5. **contention**: 16 lockers on one key (acquisitions/s and the spread per locker).
@@ -31,6 +32,7 @@ pub mod report;
 pub mod resp;
 pub mod results;
 pub mod runner;
+pub mod server;
 pub mod stats;
 pub mod subject;
 pub mod svg;

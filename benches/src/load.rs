@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cpu::process_cpu_time;
+use crate::server;
 
 /// Flags and per-locker counters of one timed measurement.
 #[derive(Debug)]
@@ -54,7 +55,8 @@ impl LoadState {
 
     /// Open the window: take the counters, the clock and the CPU time, start recording.
     pub(crate) fn open(&self) -> Window {
-        let window = Window { counts: self.counts(), cpu: process_cpu_time(), at: Instant::now() };
+        let window =
+            Window { counts: self.counts(), cpu: process_cpu_time(), server: server::Mark::now(), at: Instant::now() };
         self.recording.store(true, Ordering::Relaxed);
         window
     }
@@ -63,6 +65,7 @@ impl LoadState {
     pub(crate) fn close(&self, window: Window) -> Closed {
         let at = Instant::now();
         let cpu = process_cpu_time();
+        let server_cpu = window.server.since();
         let counts = self.counts();
         self.recording.store(false, Ordering::Relaxed);
         self.stop.store(true, Ordering::Relaxed);
@@ -70,6 +73,7 @@ impl LoadState {
             per_locker: counts.iter().zip(&window.counts).map(|(b, a)| b - a).collect(),
             elapsed: at - window.at,
             cpu: cpu.saturating_sub(window.cpu),
+            server_cpu,
             errors: self.errors.load(Ordering::Relaxed),
         }
     }
@@ -80,6 +84,7 @@ impl LoadState {
 pub(crate) struct Window {
     counts: Vec<u64>,
     cpu: Duration,
+    server: server::Mark,
     at: Instant,
 }
 
@@ -89,6 +94,7 @@ pub(crate) struct Closed {
     pub(crate) per_locker: Vec<u64>,
     pub(crate) elapsed: Duration,
     pub(crate) cpu: Duration,
+    pub(crate) server_cpu: Option<Duration>,
     pub(crate) errors: u64,
 }
 

@@ -197,8 +197,10 @@ impl Progress {
         let result = match catch_unwind(|| Cluster::builder().nodes(nodes).start()) {
             Err(p) => Err(format!("cluster of {nodes} did not start: {}", panic_text(p.as_ref()))),
             Ok(cluster) => {
+                crate::server::set_pids(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
                 let r = catch_unwind(AssertUnwindSafe(|| measure(&cluster)))
                     .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(p.as_ref()))));
+                crate::server::set_pids(Vec::new());
                 drop(cluster);
                 r
             }

@@ -80,6 +80,18 @@ pub struct Sequential {
     pub acquire: Dist,
     /// Releases alone.
     pub release: Dist,
+    /// The `redis-server` processes' CPU time over the recorded cycles, if readable.
+    pub server_cpu: Option<Duration>,
+    /// Recorded cycles.
+    pub cycles: u64,
+}
+
+impl Sequential {
+    /// Server CPU time per recorded cycle, summed over the nodes.
+    pub fn server_cpu_per_cycle(&self) -> Option<Duration> {
+        let cpu = self.server_cpu?;
+        (self.cycles > 0).then(|| cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
 }
 
 /// The outcome of [`Subject::throughput`].
@@ -93,6 +105,8 @@ pub struct Throughput {
     pub elapsed: Duration,
     /// Process CPU time (user + system) in the window.
     pub cpu: Duration,
+    /// The `redis-server` processes' CPU time in the window, if readable.
+    pub server_cpu: Option<Duration>,
     /// Cycle latency of the cycles that ended in the window.
     pub latency: Dist,
     /// Failed cycles in the window (a lock not acquired, an error).
@@ -110,6 +124,12 @@ impl Throughput {
     /// Client CPU time per cycle, if any cycle completed.
     pub fn cpu_per_cycle(&self) -> Option<Duration> {
         (self.cycles > 0).then(|| self.cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
+
+    /// Server CPU time per cycle (all nodes together), if measured and any cycle completed.
+    pub fn server_cpu_per_cycle(&self) -> Option<Duration> {
+        let cpu = self.server_cpu?;
+        (self.cycles > 0).then(|| cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
     }
 }
 

@@ -527,6 +527,8 @@ impl Engine {
         cmd.clear();
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, self.config.fence_prefix.as_bytes(), false);
         let lock = LockId { slot: idx, generation: s.generation };
+        // Replies are classified against the command actually sent.
+        let op = if matches!(call, wire::Call::SetNx { .. }) { Op::SetNx } else { op };
         let pending = Pending::Op { op, lock, round: s.round.id };
         let tally = &mut s.round.tally;
         self.links.broadcast(now, &cmd, pending, |node, vote| {

@@ -88,13 +88,14 @@
 //!         engine.advance_transmit(node, n);
 //!     }
 //! }
-//! // 4. Replies arrive, in order per node: four SCRIPT LOAD digests, then the acquire's `:1`.
+//! // 4. Replies arrive, in order per node: four SCRIPT LOAD digests, then the acquire's `+OK`
+//! //    (one resource without fencing: the first attempt is `SET key token NX PX ttl`).
 //! let digests = redlease_core::script_digests();
 //! for i in 0..3 {
 //!     for sha in digests {
 //!         engine.handle_data(now, NodeId(i), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
 //!     }
-//!     engine.handle_data(now, NodeId(i), b":1\r\n");
+//!     engine.handle_data(now, NodeId(i), b"+OK\r\n");
 //! }
 //! // 5. Events: the quorum (2 of 3) was reached at once. `LinkUp` says a node finished its
 //! //    handshake (for health views and logs).

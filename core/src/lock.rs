@@ -30,6 +30,10 @@ impl Keys {
         }
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone + '_ {
         (0..self.ends.len()).map(move |i| {
             let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
@@ -303,6 +307,12 @@ impl Slot {
     /// The script call of `op` in the current phase (`None` if the phase has no such call).
     pub(crate) fn call(&self, op: Op) -> Option<Call> {
         match (op, &self.phase) {
+            // The common case (one key, no fencing, first attempt) takes the cheap command: a
+            // fresh token has no leftover to re-enter. Retries re-enter by script.
+            (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
+                Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
+            }
+            (Op::SetNx, _) => Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::Acquire, _) => Some(Call::Acquire { ttl_ms: self.ttl.as_millis() as u64, fencing: self.fencing }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
             (Op::Release, _) => Some(Call::Release),
@@ -457,12 +467,12 @@ impl Slot {
                 }
             }
             // The node's fencing proposal: one more than its largest counter.
-            (Op::Acquire, Phase::Acquiring { proposal, .. }) if v > 0 => {
+            (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
                 *proposal = (*proposal).max(v as u64);
                 Vote::Granted
             }
             (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,
-            (Op::Acquire | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
+            (Op::Acquire | Op::SetNx | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
             _ => return Err(v),
         };
         Ok(Some(vote))

@@ -34,6 +34,8 @@ impl Step {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Acquire,
+    /// The acquire's cheap command, `SET key token NX PX ttl` (see [`Call::SetNx`]).
+    SetNx,
     Extend,
     Release,
     Fence,
@@ -43,6 +45,7 @@ impl Op {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Acquire => "the acquire script",
+            Op::SetNx => "the acquire's SET NX PX",
             Op::Extend => "the extend script",
             Op::Release => "the release script",
             Op::Fence => "the fence write-back script",
@@ -76,6 +79,11 @@ impl Pending {
 pub(crate) enum Call {
     /// Take the keys for `ttl_ms`; with `fencing`, also read the fence counters.
     Acquire { ttl_ms: u64, fencing: bool },
+    /// The cheap acquire of one key without fencing: `SET key token NX PX ttl_ms`, no script.
+    /// It cannot re-enter a key that already holds our token, so the engine uses it only on a
+    /// lock's first attempt (a fresh token has no leftover yet); the cleanup release after a
+    /// failed attempt deletes whatever the attempt left, and retries use the script.
+    SetNx { ttl_ms: u64 },
     /// Set the keys' TTL to `ttl_ms` if they are ours.
     Extend { ttl_ms: u64 },
     /// Delete the keys that are ours.
@@ -84,26 +92,37 @@ pub(crate) enum Call {
     Fence { proposal: u64 },
 }
 
-/// Encode one script call on `keys` with `token`: `EVALSHA`, or `EVAL` with the source
-/// (after a `NOSCRIPT`, and for cleanups, whose reply is never looked at).
+/// Encode one call on `keys` with `token`: `SET .. NX PX` for [`Call::SetNx`], else a script
+/// by `EVALSHA`, or `EVAL` with the source (after a `NOSCRIPT`, and for cleanups, whose reply
+/// is never looked at).
 pub(crate) fn encode<'k>(
     out: &mut Vec<u8>,
     call: Call,
-    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
+    mut keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
     token: &[u8],
     fence_prefix: &[u8],
     eval: bool,
 ) {
     let nkeys = keys.len();
+    if let Call::SetNx { ttl_ms } = call {
+        resp::array(out, 6);
+        resp::bulk(out, b"SET");
+        resp::bulk(out, keys.next().unwrap_or_default());
+        resp::bulk(out, token);
+        resp::bulk(out, b"NX");
+        resp::bulk(out, b"PX");
+        resp::bulk_uint(out, ttl_ms);
+        return;
+    }
     let (script, sha) = match call {
-        Call::Acquire { .. } => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+        Call::Acquire { .. } | Call::SetNx { .. } => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
         Call::Extend { .. } => (scripts::EXTEND, scripts::EXTEND_SHA),
         Call::Release => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
     };
     let (script_keys, extra) = match call {
         Call::Acquire { fencing: true, .. } => (2 * nkeys, 3),
-        Call::Acquire { fencing: false, .. } => (nkeys, 3),
+        Call::Acquire { fencing: false, .. } | Call::SetNx { .. } => (nkeys, 3),
         Call::Extend { .. } => (nkeys, 2),
         Call::Release | Call::Fence { .. } => (nkeys, 1),
     };
@@ -138,7 +157,7 @@ pub(crate) fn encode<'k>(
             resp::bulk_uint(out, nkeys as u64);
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
-        Call::Release | Call::Fence { .. } => {}
+        Call::Release | Call::Fence { .. } | Call::SetNx { .. } => {}
     }
 }
 
@@ -196,6 +215,16 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             let answer = if e.starts_with(b"NOSCRIPT") { OpAnswer::NoScript } else { OpAnswer::Error(text(e)) };
             Ok(Answer::Op { op, lock, round, answer })
         }
+        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil found it taken. An
+        // integer is read as the script's answer would be (1 granted, 0 refused, anything
+        // else a link error), so that both acquire commands take the same integer replies;
+        // no other reply is an answer to it.
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Status(s)) if *s == b"OK" => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(1) })
+        }
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Nil) => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
+        }
         (Pending::Op { op, lock, round }, Reply::Int(i)) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
         }
@@ -252,5 +281,29 @@ mod tests {
         // EVAL, source, 4 keys (2 locks + 2 fence counters), token, ttl, number of lock keys.
         assert!(text.starts_with("*10\r\n$4\r\nEVAL\r\n"), "{text}");
         assert!(text.ends_with("$1\r\nt\r\n$2\r\n10\r\n$1\r\n2\r\n"), "{text}");
+        let mut out = Vec::new();
+        encode(&mut out, Call::SetNx { ttl_ms: 10 }, keys[..1].iter().copied(), b"t", b"f:", false);
+        assert_eq!(out, b"*6\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n10\r\n");
+    }
+
+    #[test]
+    fn the_cheap_acquire_answers_ok_or_nil_and_nothing_else_does() {
+        let set = Pending::Op { op: Op::SetNx, lock: lock(), round: 1 };
+        let int = |i| Ok(Answer::Op { op: Op::SetNx, lock: lock(), round: 1, answer: OpAnswer::Int(i) });
+        assert_eq!(classify(set, &Reply::Status(b"OK")), int(1));
+        assert_eq!(classify(set, &Reply::Nil), int(0));
+        // Any other status, a bulk string: no answer to SET NX PX, no grant.
+        for garbage in [Reply::Status(b"QUEUED"), Reply::Bulk(b"OK")] {
+            assert_eq!(classify(set, &garbage), Err("the acquire's SET NX PX"), "{garbage:?}");
+        }
+        // A server error (an ACL refusal, OOM, ...) is that node's vote.
+        assert!(matches!(classify(set, &Reply::Error(b"NOPERM x")), Ok(Answer::Op { answer: OpAnswer::Error(_), .. })));
+        // And the script's answers are integers, never +OK or nil.
+        let acquire = Pending::Op { op: Op::Acquire, lock: lock(), round: 1 };
+        assert_eq!(classify(acquire, &Reply::Status(b"OK")), Err("the acquire script"));
+        assert_eq!(classify(acquire, &Reply::Nil), Err("the acquire script"));
+        let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
+        assert_eq!(classify(release, &Reply::Status(b"OK")), Err("the release script"));
+        assert_eq!(classify(release, &Reply::Nil), Err("the release script"));
     }
 }

@@ -14,6 +14,9 @@ use rig::{Rig, commands};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// The grant of a one-key acquire without fencing (its first attempt is `SET NX PX`).
+const GRANT: &[u8] = b"+OK\r\n";
+
 fn once(resource: &str) -> LockOptions {
     LockOptions::new(resource, TTL).attempts(1)
 }
@@ -23,7 +26,7 @@ fn held(rig: &mut Rig, options: &LockOptions) -> redlease_core::LockId {
     let lock = rig.engine.acquire(rig.t0, options, b"tok").unwrap();
     rig.sent_commands();
     for i in 0..rig.n {
-        rig.reply(rig.t0, i, b":1\r\n");
+        rig.reply(rig.t0, i, GRANT);
     }
     match rig.events().as_slice() {
         [Event::Acquired { lock: l, .. }] if *l == lock => lock,

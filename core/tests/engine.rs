@@ -14,6 +14,9 @@ use rig::Rig;
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// The grant of a one-key acquire without fencing (its first attempt is `SET NX PX`).
+const GRANT: &[u8] = b"+OK\r\n";
+
 /// One attempt at `keys` for [`TTL`].
 fn req(keys: &[&str]) -> LockOptions {
     let mut r = LockOptions::new("", TTL).attempts(1);
@@ -26,7 +29,7 @@ fn held(rig: &mut Rig) -> LockId {
     let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
     for i in 0..rig.n {
-        rig.reply(rig.t0, i, b":1\r\n");
+        rig.reply(rig.t0, i, GRANT);
     }
     match rig.events().as_slice() {
         [Event::Acquired { lock: l, .. }] if *l == lock => lock,
@@ -623,7 +626,8 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
 #[test]
 fn noscript_falls_back_to_eval() {
     let mut rig = Rig::new(1);
-    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
+    // Two keys: the acquire is a script (one key would take the cheap `SET NX PX`).
+    let lock = rig.engine.acquire(rig.t0, &req(&["r", "s"]), b"tok").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(1), 0, b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
     let cmds = rig.sent_commands();
@@ -654,4 +658,77 @@ fn a_dropped_connection_counts_as_down_and_replies_match_by_position() {
     );
     assert!(!rig.engine.is_connected(NodeId(1)));
     assert_eq!(rig.engine.active_locks(), 1);
+}
+
+fn is_acquire_script(cmd: &[Vec<u8>]) -> bool {
+    let sha = redlease_core::script_digests()[0].as_bytes();
+    let src = redlease_core::script_sources()[0].as_bytes();
+    (cmd[0] == b"EVALSHA" && cmd[1] == sha) || (cmd[0] == b"EVAL" && cmd[1] == src)
+}
+
+#[test]
+fn one_key_without_fencing_takes_the_cheap_set_nx_px_on_its_first_attempt() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
+    let cmds = rig.sent_commands();
+    for c in &cmds {
+        let args: Vec<&[u8]> = c[0].iter().map(Vec::as_slice).collect();
+        assert_eq!(args, [b"SET" as &[u8], b"r", b"tok", b"NX", b"PX", b"10000"]);
+    }
+    // +OK sets the key, nil finds it taken: a quorum of +OK grants, with the full validity.
+    rig.reply(rig.at(1), 0, b"+OK\r\n");
+    rig.reply(rig.at(1), 1, b"$-1\r\n");
+    rig.reply(rig.at(2), 2, b"+OK\r\n");
+    match rig.events().as_slice() {
+        [Event::Acquired { lock: l, valid_until, attempts: 1, fence: None }] if *l == lock => {
+            assert_eq!(*valid_until, rig.t0 + TTL - drift(TTL, 0.01));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Several keys, or fencing, take the script.
+    for (keys, fencing) in [(&["a", "b"][..], false), (&["a"][..], true)] {
+        let mut r = req(keys);
+        r.fencing = fencing;
+        rig.engine.acquire(rig.at(3), &r, b"t2").unwrap();
+        let cmds = rig.sent_commands();
+        assert!(is_acquire_script(&cmds[0][0]), "{keys:?} fencing {fencing}: {:?}", cmds[0][0]);
+    }
+}
+
+#[test]
+fn a_leftover_of_our_own_token_never_blocks_the_retry() {
+    // The cheap path cannot see that a taken key holds our own token (a leftover of an
+    // earlier attempt with the same token): the attempt fails, the cleanup release deletes
+    // the leftover (compare-and-delete on our token), and the retry re-enters by script.
+    let mut rig = Rig::with(3, |c| {
+        c.retry = Retry::new(3, Duration::from_millis(10), Duration::from_millis(10));
+    });
+    let mut r = req(&["r"]);
+    r.attempts = None;
+    let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.at(1), i, b"$-1\r\n");
+    }
+    let cmds = rig.sent_commands();
+    for c in &cmds {
+        assert!(is_release(&c[0]), "cleanup after the failed attempt: {:?}", c[0]);
+        assert_eq!(c[0].last().unwrap(), b"tok", "the cleanup deletes only our token's keys");
+    }
+    let next = rig.engine.poll_timeout().unwrap();
+    rig.engine.handle_timeout(next);
+    let cmds = rig.sent_commands();
+    for c in &cmds {
+        assert!(is_acquire_script(&c[0]), "the retry re-enters by script: {:?}", c[0]);
+    }
+    for i in 0..3 {
+        // The cleanup's reply, then the script's grant (a re-entry sets the full TTL again).
+        rig.reply(next, i, b":1\r\n:1\r\n");
+    }
+    match rig.events().as_slice() {
+        [Event::Acquired { lock: l, valid_until, attempts: 2, .. }] if *l == lock => {
+            assert_eq!(*valid_until, next + TTL - drift(TTL, 0.01), "validity from the retry's start");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -12,7 +12,7 @@ mod sim;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use redlease_core::Event;
+use redlease_core::{Event, LockOptions};
 
 use sim::checker::{self, Hold, Violation};
 use sim::node::{MS, Segment};
@@ -424,5 +424,39 @@ fn fence_tokens_increase_when_a_write_back_misses_a_node() {
             assert!(*f2 > f1, "H2 holds after H1 but got fencing token {f2} <= H1's {f1}");
         }
         other => panic!("H2 should hold the lock: {other:?}"),
+    }
+}
+
+/// The cheap first attempt (`SET NX PX`) cannot re-enter our own leftover: the attempt fails,
+/// the cleanup release deletes the leftover where it arrives, and the retry re-enters by
+/// script where the cleanup was lost with a broken connection. Re-entry never blocks a retry.
+#[test]
+fn a_leftover_of_our_own_token_does_not_block_the_retry() {
+    let mut w = scripted::Wires::new(1, 3);
+    w.nodes[0].put(0, 0, b"r", b"tok");
+    w.nodes[1].put(0, 0, b"r", b"tok");
+    let options = LockOptions::new("r", Duration::from_secs(10)).attempts(3);
+    let now = w.at(1);
+    let lock = w.engines[0].acquire(now, &options, b"tok").unwrap();
+    // Nodes 0 and 1 answer nil (taken), node 2 +OK: no quorum, the attempt fails.
+    w.flush(1, 0, &[0, 1, 2]);
+    // The cleanup to node 0 is lost with its connection; nodes 1 and 2 delete our keys.
+    w.break_link(2, 0, 0);
+    w.flush(2, 0, &[1, 2]);
+    w.connect(3, 0, 0);
+    let mut acquired = None;
+    for _ in 0..20 {
+        let Some(next) = w.engines[0].poll_timeout() else { break };
+        let ms = (next - w.t0).as_millis() as u64;
+        w.engines[0].handle_timeout(next);
+        w.flush(ms, 0, &[0, 1, 2]);
+        if let Some(e) = w.events(0).into_iter().find(|e| !matches!(e, Event::LinkFailed { .. })) {
+            acquired = Some(e);
+            break;
+        }
+    }
+    match acquired {
+        Some(Event::Acquired { lock: l, attempts: 2, .. }) if l == lock => {}
+        other => panic!("the retry should hold the lock on all three nodes: {other:?}"),
     }
 }

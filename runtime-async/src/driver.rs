@@ -64,6 +64,8 @@ pub struct Driver<R: Runtime> {
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
     buf: Box<[u8]>,
+    /// The driver yielded once since new commands arrived, before writing them.
+    yielded: bool,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -85,6 +87,7 @@ impl<R: Runtime> Driver<R> {
             timer: None,
             timer_at: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
+            yielded: false,
         };
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
@@ -99,13 +102,24 @@ impl<R: Runtime> Driver<R> {
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..PASSES_PER_POLL {
             let now = Instant::now();
-            let mut progress = self.poll_commands(cx, now);
+            let commands = self.poll_commands(cx, now);
+            let mut progress = commands;
             progress |= self.poll_nodes(cx, now);
             if self.engine.poll_timeout().is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
             progress |= self.sync_links(now);
             progress |= self.deliver_events(now);
+            if commands && !self.yielded {
+                // Let the callers that are runnable now queue their commands too, so that one
+                // write per node carries them all: yield once before writing new commands.
+                // On a multi-thread executor the caller that woke the driver is often the only
+                // one that ran, and writing at once costs every server a read per command.
+                self.yielded = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.yielded = false;
             progress |= self.flush(cx, now);
             progress |= self.deliver_events(now);
             if self.stopping && self.engine.active_locks() == 0 {

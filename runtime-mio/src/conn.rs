@@ -1,5 +1,6 @@
-//! One node's socket under mio: non-blocking connect over the host's addresses, reads and
-//! writes until `WouldBlock`, and the write interest kept only while output is pending.
+//! One node's socket under mio: non-blocking connect over the host's addresses, reads until
+//! a short read or `WouldBlock`, writes until `WouldBlock`, and the write interest kept only
+//! while output is pending.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -127,8 +128,11 @@ impl Node {
         Progress::Connected
     }
 
-    /// Read until `WouldBlock`, feeding the engine. Returns why the connection is lost (end
-    /// of stream or an error), if it is; the caller then drops it.
+    /// Read until the socket is drained, feeding the engine: until `WouldBlock`, or a read
+    /// that did not fill `buf` (a stream socket returns less only when its receive queue is
+    /// empty; with edge-triggered readiness any later byte raises a new event, so the read
+    /// that would only say `WouldBlock` is saved — tokio does the same). Returns why the
+    /// connection is lost (end of stream or an error), if it is; the caller then drops it.
     pub(crate) fn read(&mut self, buf: &mut [u8], engine: &mut Engine, now: Instant, node: NodeId) -> Option<String> {
         loop {
             let Conn::Up { stream, .. } = &mut self.conn else {
@@ -138,8 +142,9 @@ impl Node {
                 Ok(0) => return Some("connection closed by the server".to_owned()),
                 Ok(n) => {
                     engine.handle_data(now, node, &buf[..n]);
-                    if !engine.is_connected(node) {
-                        // The engine failed the link; `poll_close` hands it out to be dropped.
+                    if !engine.is_connected(node) || n < buf.len() {
+                        // The engine failed the link (`poll_close` hands it out to be
+                        // dropped), or the socket is drained.
                         return None;
                     }
                 }

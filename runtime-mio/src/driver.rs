@@ -43,8 +43,9 @@ const READ_CHUNK: usize = 16 * 1024;
 /// write per node in all (until the socket says `WouldBlock`; the rest goes out when it
 /// turns writable and the host flushes again).
 ///
-/// Sockets: edge-triggered readiness is honoured (reads and writes run until `WouldBlock`),
-/// spurious events are harmless, a read of 0 bytes is EOF. A lost node is reported to the
+/// Sockets: edge-triggered readiness is honoured (writes run until `WouldBlock`, reads until
+/// `WouldBlock` or a read that does not fill the buffer, i.e. a drained socket), spurious
+/// events are harmless, a read of 0 bytes is EOF. A lost node is reported to the
 /// engine (its operations count it as failed at once). When to connect and when to drop a
 /// connection are the engine's decisions: the driver starts a non-blocking connect whenever
 /// [`Engine::poll_connect`] hands out a node (all of them at [`register`](Self::register),

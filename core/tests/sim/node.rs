@@ -1,5 +1,5 @@
 //! An in-memory model of one Redis node: the commands the engine sends (AUTH, SELECT,
-//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL), the four scripts executed natively, key
+//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL, `SET key token NX PX ttl`), the four scripts executed natively, key
 //! expiry on the node's own clock, crashes with or without the data, pauses and script-cache
 //! flushes.
 //!
@@ -430,6 +430,24 @@ impl Node {
                     None => {
                         self.problems.push("SCRIPT LOAD of a script the model does not know".into());
                         out.extend_from_slice(b"-ERR unknown script (simulation)\r\n");
+                    }
+                }
+            }
+            // The cheap acquire: SET key token NX PX ttl.
+            (b"SET", 6) if args[3].eq_ignore_ascii_case(b"NX") && args[4].eq_ignore_ascii_case(b"PX") => {
+                match parse_int(&args[5]).filter(|&t| t > 0) {
+                    None => {
+                        self.problems.push("SET NX PX with a bad TTL".into());
+                        out.extend_from_slice(b"-ERR invalid expire time in 'set' command\r\n");
+                    }
+                    Some(_) if !self.is_lock_key(&args[1]) => {
+                        self.problems.push("SET NX PX on a key that is not a lock key".into());
+                        out.extend_from_slice(b"-ERR not a lock key (simulation)\r\n");
+                    }
+                    Some(_) if self.get(session.db, &args[1]).is_some() => out.extend_from_slice(b"$-1\r\n"),
+                    Some(ttl) => {
+                        self.set(now, session.db, &args[1], &args[2], Some(ttl));
+                        out.extend_from_slice(b"+OK\r\n");
                     }
                 }
             }
