@@ -131,9 +131,18 @@ impl Node {
     /// Read until the socket is drained, feeding the engine: until `WouldBlock`, or a read
     /// that did not fill `buf` (a stream socket returns less only when its receive queue is
     /// empty; with edge-triggered readiness any later byte raises a new event, so the read
-    /// that would only say `WouldBlock` is saved — tokio does the same). Returns why the
-    /// connection is lost (end of stream or an error), if it is; the caller then drops it.
-    pub(crate) fn read(&mut self, buf: &mut [u8], engine: &mut Engine, now: Instant, node: NodeId) -> Option<String> {
+    /// that would only say `WouldBlock` is saved — tokio does the same). With `to_end` (the
+    /// event already reported the peer's FIN or an error) it reads on to the end of stream:
+    /// a FIN that came with the last bytes raises no new event. Returns why the connection
+    /// is lost (end of stream or an error), if it is; the caller then drops it.
+    pub(crate) fn read(
+        &mut self,
+        buf: &mut [u8],
+        engine: &mut Engine,
+        now: Instant,
+        node: NodeId,
+        to_end: bool,
+    ) -> Option<String> {
         loop {
             let Conn::Up { stream, .. } = &mut self.conn else {
                 return None;
@@ -142,7 +151,7 @@ impl Node {
                 Ok(0) => return Some("connection closed by the server".to_owned()),
                 Ok(n) => {
                     engine.handle_data(now, node, &buf[..n]);
-                    if !engine.is_connected(node) || n < buf.len() {
+                    if !engine.is_connected(node) || (n < buf.len() && !to_end) {
                         // The engine failed the link (`poll_close` hands it out to be
                         // dropped), or the socket is drained.
                         return None;

@@ -214,8 +214,11 @@ impl Driver {
                 if event.is_writable() {
                     n.writable();
                 }
-                let readable = event.is_readable() || event.is_read_closed() || event.is_error();
-                if let Some(why) = readable.then(|| n.read(&mut self.buf, &mut self.engine, now, node)).flatten() {
+                let to_end = event.is_read_closed() || event.is_error();
+                let readable = event.is_readable() || to_end;
+                if let Some(why) =
+                    readable.then(|| n.read(&mut self.buf, &mut self.engine, now, node, to_end)).flatten()
+                {
                     n.drop_socket(Some(registry), false);
                     self.engine.handle_disconnected(now, node, &why);
                 }
