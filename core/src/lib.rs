@@ -172,6 +172,7 @@ mod resp;
 mod rng;
 mod scripts;
 mod timer;
+mod wake;
 mod wire;
 
 pub use config::{Config, Retry};
@@ -180,7 +181,7 @@ pub use error::{
     AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
     Votes,
 };
-pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId};
+pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
 pub use node::NodeConfig;
 pub use options::LockOptions;
 
