@@ -36,6 +36,7 @@
 //! | [`ready_at_quorum`] | with 2 of 5 nodes' connects hanging, `connect` is ready at the quorum (not after the connect timeout), locking works, closing does not wait for them |
 //! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords are `Misconfigured`, refused extensions count the refusals |
 //! | [`failed_links_are_reset`] | a connection the engine fails (garbage from the "server") is closed with a reset |
+//! | [`wake_on_release`] | with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it); keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
@@ -76,6 +77,7 @@ macro_rules! conformance_tests {
             ready_at_quorum,
             honest_reports,
             failed_links_are_reset,
+            wake_on_release,
         );
     };
     (@cases $subject:ty; $($case:ident),* $(,)?) => {
