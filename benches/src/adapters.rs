@@ -23,15 +23,22 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             "tokio-mt",
             Role::Adapter,
             "redlease-tokio on a multi-thread tokio runtime (one worker per core); lockers are tasks",
-            ALL,
-            TokioAdapter { multi_thread: true },
+            Scenario::WITH_HANDOFF,
+            TokioAdapter { multi_thread: true, wake: true },
+        )),
+        Box::new(Async::new(
+            "tokio-mt-poll",
+            Role::Adapter,
+            "tokio-mt with wake-on-release off (Config::wake(false)): waiters retry on their jitter alone",
+            &[Scenario::Handoff],
+            TokioAdapter { multi_thread: true, wake: false },
         )),
         Box::new(Async::new(
             "tokio-ct",
             Role::Adapter,
             "redlease-tokio on a current-thread tokio runtime: driver and lockers share one thread",
             ALL,
-            TokioAdapter { multi_thread: false },
+            TokioAdapter { multi_thread: false, wake: true },
         )),
         Box::new(Async::new(
             "smol",
@@ -63,6 +70,8 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
 pub struct TokioAdapter {
     /// Multi-thread (one worker per core) rather than current-thread.
     pub multi_thread: bool,
+    /// Wake waiters on release ([`Config::wake`]).
+    pub wake: bool,
 }
 
 impl AsyncTarget for TokioAdapter {
@@ -74,7 +83,8 @@ impl AsyncTarget for TokioAdapter {
     }
 
     async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<Self::Factory, String> {
-        let client = redlease_tokio::Client::with_config(config(urls)?).await.map_err(|e| e.to_string())?;
+        let config = config(urls)?.wake(self.wake);
+        let client = redlease_tokio::Client::with_config(config).await.map_err(|e| e.to_string())?;
         Ok(Shared { client, ttl })
     }
 }

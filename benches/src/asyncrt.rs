@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::load::{LoadState, keys};
-use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
-use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
 
 /// A boxed `Send` future.
 pub type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -291,6 +291,16 @@ impl<T: AsyncTarget> Subject for Async<T> {
         })
     }
 
+    fn handoff(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: &HandoffPlan,
+        contenders: usize,
+    ) -> Result<Handoff, String> {
+        self.run_handoff(urls, common, plan, contenders)
+    }
+
     fn contention(
         &self,
         urls: &[String],
@@ -322,6 +332,103 @@ impl<T: AsyncTarget> Subject for Async<T> {
                 errors: closed.errors,
                 first_error,
             })
+        })
+    }
+}
+
+/// One acquisition of the handoff scenario: when it was asked for, granted, and released.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    called: Instant,
+    granted: Instant,
+    released: Instant,
+}
+
+/// What the handoff contenders share: their turns, failures, and the stop flag.
+#[derive(Debug, Default)]
+struct Turns {
+    stop: std::sync::atomic::AtomicBool,
+    turns: std::sync::Mutex<Vec<Turn>>,
+    failed: std::sync::Mutex<Vec<(Instant, String)>>,
+}
+
+async fn handoff_loop<L: AsyncLocker, E: Exec>(locker: &mut L, exec: E, hold: Duration, turns: &Turns) {
+    use std::sync::atomic::Ordering;
+    while !turns.stop.load(Ordering::Relaxed) {
+        let called = Instant::now();
+        match locker.acquire_wait(keys::CONTENDED).await {
+            Ok(held) => {
+                let granted = Instant::now();
+                exec.sleep(hold).await;
+                let released = Instant::now();
+                let outcome = locker.release(held).await;
+                turns.turns.lock().expect("not poisoned").push(Turn { called, granted, released });
+                if let Err(e) = outcome {
+                    turns.failed.lock().expect("not poisoned").push((Instant::now(), e));
+                }
+            }
+            Err(e) => turns.failed.lock().expect("not poisoned").push((Instant::now(), e)),
+        }
+    }
+}
+
+impl<T: AsyncTarget> Async<T> {
+    /// The handoff scenario: `contenders` clients of their own (a connect each), one task each.
+    pub fn run_handoff(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: &HandoffPlan,
+        contenders: usize,
+    ) -> Result<Handoff, String> {
+        let exec = self.target.exec()?;
+        let turns = Arc::new(Turns::default());
+        let hold = plan.hold;
+        let (from, to) = exec.block_on(async {
+            let mut tasks = Vec::with_capacity(contenders);
+            let mut factories = Vec::with_capacity(contenders);
+            for _ in 0..contenders {
+                let factory = self.target.connect(&exec, urls, common.ttl).await?;
+                let mut locker = factory.locker().await?;
+                factories.push(factory);
+                let (turns, e) = (Arc::clone(&turns), exec.clone());
+                tasks.push(exec.spawn(async move { handoff_loop(&mut locker, e, hold, &turns).await }));
+            }
+            exec.sleep(plan.load.warmup).await;
+            let from = Instant::now();
+            exec.sleep(plan.load.window).await;
+            let to = Instant::now();
+            turns.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for task in tasks {
+                task.await;
+            }
+            drop(factories);
+            Ok::<_, String>((from, to))
+        })?;
+        let mut list: Vec<Turn> = turns.turns.lock().expect("not poisoned").clone();
+        list.sort_by_key(|t| t.granted);
+        let (mut handoff, mut wait) = (Samples::default(), Samples::default());
+        let mut acquisitions = 0;
+        for (i, t) in list.iter().enumerate() {
+            if t.granted < from || t.granted >= to {
+                continue;
+            }
+            acquisitions += 1;
+            wait.push(t.granted - t.called);
+            if let Some(prev) = i.checked_sub(1).map(|p| list[p]) {
+                handoff.push(t.granted.saturating_duration_since(prev.released));
+            }
+        }
+        let failed = turns.failed.lock().expect("not poisoned");
+        let in_window: Vec<&(Instant, String)> = failed.iter().filter(|(at, _)| *at >= from && *at < to).collect();
+        Ok(Handoff {
+            contenders,
+            handoff: handoff.into_dist(),
+            wait: wait.into_dist(),
+            acquisitions,
+            elapsed: to - from,
+            gave_up: in_window.len() as u64,
+            first_error: in_window.first().map(|(_, e)| e.clone()),
         })
     }
 }

@@ -38,8 +38,8 @@ impl Subject for Embedded {
         Style::Blocking
     }
 
-    fn supports(&self, _: Scenario) -> bool {
-        true
+    fn supports(&self, scenario: Scenario) -> bool {
+        scenario != Scenario::Handoff
     }
 
     fn sequential(&self, urls: &[String], common: Common, plan: SeqPlan) -> Result<Sequential, String> {

@@ -40,4 +40,4 @@ pub mod svg;
 pub use plan::{Mode, Options, Plan, Scenario};
 pub use results::Results;
 pub use stats::{Dist, Samples, Summary};
-pub use subject::{Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+pub use subject::{Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};

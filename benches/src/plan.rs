@@ -28,12 +28,27 @@ pub enum Scenario {
     Stalled,
     /// Many lockers on one key.
     Contention,
+    /// Lock handoff: contenders on one key, each holding it briefly.
+    Handoff,
 }
 
 impl Scenario {
-    /// Every scenario, in the order they run.
+    /// The scenarios every subject takes part in unless it says otherwise.
     pub const ALL: [Scenario; 5] =
         [Scenario::Sequential, Scenario::Throughput, Scenario::Scaling, Scenario::Stalled, Scenario::Contention];
+
+    /// Every scenario, in the order they run (handoff only for the subjects that list it).
+    pub const RUN: [Scenario; 6] = [
+        Scenario::Sequential,
+        Scenario::Throughput,
+        Scenario::Scaling,
+        Scenario::Stalled,
+        Scenario::Contention,
+        Scenario::Handoff,
+    ];
+
+    /// [`ALL`](Self::ALL) and the handoff scenario.
+    pub const WITH_HANDOFF: &'static [Scenario] = &Scenario::RUN;
 
     /// The name used on the command line and in the progress display.
     pub fn name(self) -> &'static str {
@@ -43,6 +58,7 @@ impl Scenario {
             Scenario::Scaling => "scaling",
             Scenario::Stalled => "stalled",
             Scenario::Contention => "contention",
+            Scenario::Handoff => "handoff",
         }
     }
 }
@@ -80,7 +96,7 @@ usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   (full run
 options:
   --quick            a few seconds with tiny counts; prints the tables, writes nothing
   --only WORDS       comma-separated: scenario names (sequential, throughput, scaling,
-                     stalled, contention) and/or parts of subject names (tokio, floor, mio,
+                     stalled, contention, handoff) and/or parts of subject names (tokio, floor, mio,
                      rslock, ...); a filtered run writes nothing
   --no-write         print the tables only, do not write docs/benchmarks.md and the charts
   -h, --help         this text";
@@ -144,7 +160,7 @@ fn split_words(s: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 fn is_scenario(word: &str) -> bool {
-    Scenario::ALL.iter().any(|s| s.name() == word)
+    Scenario::RUN.iter().any(|s| s.name() == word)
 }
 
 /// Counts for sequential lock+unlock cycles.
@@ -206,6 +222,19 @@ pub struct Plan {
     pub contenders: usize,
     /// Contention timing.
     pub contention: LoadPlan,
+    /// The handoff scenario.
+    pub handoff: HandoffPlan,
+}
+
+/// Contenders on one key, each holding it for `hold` per acquisition.
+#[derive(Clone, Debug)]
+pub struct HandoffPlan {
+    /// Contender counts, each measured on a fresh cluster.
+    pub contenders: Vec<usize>,
+    /// How long each holder keeps the lock.
+    pub hold: Duration,
+    /// Warm-up and measured window per count.
+    pub load: LoadPlan,
 }
 
 impl Plan {
@@ -230,6 +259,11 @@ impl Plan {
                 },
                 contenders: 16,
                 contention: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(5) },
+                handoff: HandoffPlan {
+                    contenders: vec![2, 16, 64],
+                    hold: Duration::from_millis(5),
+                    load: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(4) },
+                },
             },
             Mode::Quick => Plan {
                 mode,
@@ -249,6 +283,11 @@ impl Plan {
                 },
                 contenders: 16,
                 contention: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(100) },
+                handoff: HandoffPlan {
+                    contenders: vec![2, 4],
+                    hold: Duration::from_millis(2),
+                    load: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(150) },
+                },
             },
         }
     }

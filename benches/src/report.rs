@@ -162,6 +162,7 @@ pub fn scenario_section(r: &Results, scenario: Scenario) -> String {
         Scenario::Scaling => scaling_section(r),
         Scenario::Stalled => stalled_section(r),
         Scenario::Contention => contention_section(r),
+        Scenario::Handoff => handoff_section(r),
     }
 }
 
@@ -430,6 +431,57 @@ fn contention_section(r: &Results) -> String {
             sp.map_or("—".into(), |s| format!("{:.2}", s.cv)),
             c.errors.to_string(),
         ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+fn handoff_section(r: &Results) -> String {
+    let p = &r.plan.handoff;
+    let mut out = format!(
+        "## 6. Handoff\n\nK contenders on one key, each a client of its own, acquiring it (waiting as long as it \
+         takes), holding it {} ms, releasing it, and again; {} s warm-up, {} s window per K. Handoff: from a \
+         holder's release call to the next holder's grant. Wait: from a lock call to its grant; fairness = \
+         longest wait ÷ median wait; \"÷ K×h\": the longest wait over K × the hold time (no starvation: a small \
+         multiple).\n\n",
+        p.hold.as_millis(),
+        p.load.warmup.as_secs_f64(),
+        p.load.window.as_secs_f64()
+    );
+    let mut t = Table::new([
+        "subject",
+        "K",
+        "handoff p50",
+        "handoff p99",
+        "acquisitions/s",
+        "wait p50",
+        "wait max",
+        "fairness",
+        "max ÷ K×h",
+        "gave up",
+    ]);
+    for s in r.subjects.iter().filter(|s| s.scenarios.contains(&Scenario::Handoff)) {
+        for &k in &p.contenders {
+            let Some(h) = find(&r.handoff, &s.name, k) else {
+                let why = failed_cell(&r.handoff, &s.name, k).unwrap_or_else(|| "not run".into());
+                t.row(vec![s.name.clone(), k.to_string(), why]);
+                continue;
+            };
+            let q = |d: &crate::stats::Dist, q: f64| d.quantile(q).map_or("—".into(), fmt_latency);
+            let kh = p.hold.as_secs_f64() * k as f64;
+            t.row(vec![
+                s.name.clone(),
+                k.to_string(),
+                q(&h.handoff, 0.5),
+                q(&h.handoff, 0.99),
+                fmt_rate(h.rate()),
+                q(&h.wait, 0.5),
+                q(&h.wait, 1.0),
+                h.fairness().map_or("—".into(), |f| format!("{f:.1}")),
+                h.wait.quantile(1.0).map_or("—".into(), |m| format!("{:.1}", m.as_secs_f64() / kh)),
+                h.gave_up.to_string(),
+            ]);
+        }
     }
     out.push_str(&t.render());
     out

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::plan::{Plan, Scenario};
-use crate::subject::{Contention, Role, Sequential, StallLevel, Style, Throughput};
+use crate::subject::{Contention, Handoff, Role, Sequential, StallLevel, Style, Throughput};
 
 /// One measurement's outcome.
 #[derive(Clone, Debug)]
@@ -51,6 +51,8 @@ pub struct Results {
     pub stalled: Vec<Entry<Vec<StallLevel>>>,
     /// One key, many lockers.
     pub contention: Vec<Entry<Contention>>,
+    /// Lock handoff per contender count.
+    pub handoff: Vec<Entry<Handoff>>,
     /// When the run started.
     pub started: SystemTime,
     /// How long it took.
@@ -73,6 +75,7 @@ impl Results {
         collect(&mut out, "scaling", &self.scaling);
         collect(&mut out, "stalled", &self.stalled);
         collect(&mut out, "contention", &self.contention);
+        collect(&mut out, "handoff", &self.handoff);
         out
     }
 

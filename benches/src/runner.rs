@@ -20,7 +20,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
     let plan = Plan::new(opts.mode);
     let chosen: Vec<&dyn Subject> =
         subjects.iter().map(|s| s.as_ref()).filter(|s| opts.wants_subject(s.name())).collect();
-    let scenarios: Vec<Scenario> = Scenario::ALL.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
+    let scenarios: Vec<Scenario> = Scenario::RUN.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
     if chosen.is_empty() {
         return Err("--only selects no subject".into());
     }
@@ -34,7 +34,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                 about: s.about(),
                 role: s.role(),
                 style: s.style(),
-                scenarios: Scenario::ALL.into_iter().filter(|&sc| s.supports(sc)).collect(),
+                scenarios: Scenario::RUN.into_iter().filter(|&sc| s.supports(sc)).collect(),
             })
             .collect(),
         scenarios: scenarios.clone(),
@@ -43,6 +43,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
         scaling: Vec::new(),
         stalled: Vec::new(),
         contention: Vec::new(),
+        handoff: Vec::new(),
         started: SystemTime::now(),
         elapsed: Duration::ZERO,
     };
@@ -52,6 +53,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
             let points = match sc {
                 Scenario::Throughput => plan.lockers.len(),
                 Scenario::Scaling => plan.scaling_nodes.len(),
+                Scenario::Handoff => plan.handoff.contenders.len(),
                 _ => 1,
             };
             chosen.iter().filter(|s| s.supports(sc)).count() * points
@@ -142,6 +144,19 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                         |r| format!("{} acquisitions/s", fmt_rate(r.rate())),
                     );
                     results.contention.push(Entry { subject: name.clone(), point: 0, result });
+                }
+                Scenario::Handoff => {
+                    for &k in &plan.handoff.contenders {
+                        let what = format!("handoff, {k} contenders holding {:?}", plan.handoff.hold);
+                        let result = progress.item(
+                            &name,
+                            &what,
+                            plan.nodes,
+                            |c| s.handoff(&c.urls(), common, &plan.handoff, k),
+                            |r| format!("handoff p50 {}, {} acquisitions/s", p50(&r.handoff), fmt_rate(r.rate())),
+                        );
+                        results.handoff.push(Entry { subject: name.clone(), point: k, result });
+                    }
                 }
             }
         }

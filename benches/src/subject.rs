@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::{Dist, Spread};
 
 /// What a subject is, for the tables and the ratios.
@@ -69,6 +69,52 @@ pub trait Subject {
     /// `lockers` lockers on one key, each retrying until it gets it, then releasing it.
     fn contention(&self, urls: &[String], common: Common, plan: LoadPlan, lockers: usize)
     -> Result<Contention, String>;
+
+    /// `contenders` clients of their own on one key, each acquiring it (waiting as long as it
+    /// takes), holding it for `plan.hold`, releasing it, and again. Only the subjects that
+    /// list [`Scenario::Handoff`] are asked.
+    fn handoff(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: &HandoffPlan,
+        contenders: usize,
+    ) -> Result<Handoff, String> {
+        let _ = (urls, common, plan, contenders);
+        Err(format!("{} does not take part in the handoff scenario", self.name()))
+    }
+}
+
+/// The outcome of [`Subject::handoff`].
+#[derive(Clone, Debug, Default)]
+pub struct Handoff {
+    /// Contenders.
+    pub contenders: usize,
+    /// From a holder's release call to the next holder's grant.
+    pub handoff: Dist,
+    /// From a contender's lock call to its grant, every acquisition in the window.
+    pub wait: Dist,
+    /// Acquisitions granted in the window.
+    pub acquisitions: u64,
+    /// The window's actual length.
+    pub elapsed: Duration,
+    /// Lock calls that gave up (or failed otherwise) in the window.
+    pub gave_up: u64,
+    /// The first failure, if any.
+    pub first_error: Option<String>,
+}
+
+impl Handoff {
+    /// Acquisitions per second.
+    pub fn rate(&self) -> f64 {
+        self.acquisitions as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The longest wait over the median wait: how unevenly waiting is shared out.
+    pub fn fairness(&self) -> Option<f64> {
+        let (max, p50) = (self.wait.quantile(1.0)?, self.wait.p50()?);
+        Some(max.as_secs_f64() / p50.as_secs_f64().max(1e-9))
+    }
 }
 
 /// The outcome of [`Subject::sequential`].

@@ -107,6 +107,18 @@ pub struct Config {
     /// first attempt to end and fails with the health view if any node is down or refuses us.
     /// Read by the clients; the engine does not use it.
     pub require_all: bool,
+    /// Wake waiters when a lock is released (default on). A waiter subscribes to the
+    /// resource's wake channel on every node (RESP3 push messages on the one connection per
+    /// node, `HELLO 3`, Redis 6 or later) before the attempt it then waits behind; the
+    /// release script publishes on it, and a waiter that heard a quorum of nodes retries at
+    /// once instead of after its jittered delay, which stays as the fallback. Nodes that
+    /// refuse `HELLO 3` or the channel are polled ([`Engine::wake_state`](crate::Engine::wake_state)).
+    pub wake: bool,
+    /// Longest random delay before a woken waiter retries (default 1 ms), halved for every
+    /// wake-up it has already lost to another client: waiters of different clients do not
+    /// all retry in the same instant, and one that has waited longest retries soonest.
+    /// Within one engine only the waiter that has waited longest is woken.
+    pub wake_stagger: Duration,
 }
 
 impl Config {
@@ -126,6 +138,8 @@ impl Config {
             reconnect_jitter: 0.5,
             liveness_timeout: None,
             require_all: false,
+            wake: true,
+            wake_stagger: Duration::from_millis(1),
         }
     }
 
@@ -206,6 +220,18 @@ impl Config {
         self
     }
 
+    /// Set `wake`.
+    pub fn wake(mut self, on: bool) -> Self {
+        self.wake = on;
+        self
+    }
+
+    /// Set `wake_stagger`.
+    pub fn wake_stagger(mut self, d: Duration) -> Self {
+        self.wake_stagger = d;
+        self
+    }
+
     /// The liveness bound in force: `liveness_timeout`, or its default (10 × `node_timeout`,
     /// at least 500 ms).
     pub fn liveness(&self) -> Duration {
@@ -249,6 +275,7 @@ impl Config {
         let link = "a day (typically connect_timeout 1s, reconnect_max 2s, liveness_timeout 500ms)";
         for (field, value, max, limit) in [
             ("node_timeout", self.node_timeout, MAX_ROUND_DELAY, round),
+            ("wake_stagger", self.wake_stagger, MAX_ROUND_DELAY, round),
             ("retry.max_delay", self.retry.max_delay, MAX_ROUND_DELAY, round),
             ("connect_timeout", self.connect_timeout, MAX_CONNECT_DELAY, link),
             ("reconnect_max", self.reconnect_max, MAX_CONNECT_DELAY, link),

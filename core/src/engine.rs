@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, Vote};
-use crate::event::{Event, LinkState, LockId, LockInfo, NodeId};
+use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
 use crate::link::{Links, Next};
 use crate::lock::{Decision, Phase, min_opt};
@@ -15,6 +15,7 @@ use crate::quorum::{quorum, valid_until};
 use crate::rng::Rng;
 use crate::stats::NodeStats;
 use crate::timer::TimerTable;
+use crate::wake::{self, Waiters};
 use crate::wire::{self, Answer, Op, Pending};
 
 /// The jitter seed of a config without one (the engine takes no OS randomness; the client
@@ -33,6 +34,8 @@ pub struct Engine {
     rng: Rng,
     /// Reused buffer for a round's command, encoded once and copied to every link.
     scratch: Vec<u8>,
+    /// Acquisitions waiting for a release, by wake channel.
+    waiters: Waiters,
 }
 
 impl Engine {
@@ -50,6 +53,7 @@ impl Engine {
             events: VecDeque::new(),
             rng: Rng::new(config.seed.unwrap_or(FIXED_SEED)),
             scratch: Vec::new(),
+            waiters: Waiters::default(),
             config,
         })
     }
@@ -121,6 +125,12 @@ impl Engine {
     /// nodes may fail before locking stops ([`Health::fault_tolerance`]).
     pub fn health(&self) -> Health {
         Health { nodes: self.links.health(), quorum: self.quorum }
+    }
+
+    /// Whether `node` wakes waiters on release (RESP3 push messages on its connection), or is
+    /// polled, and why; `None` for an unknown node. See [`Config::wake`].
+    pub fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
+        self.links.wake_state(node)
     }
 
     /// Number of locks the engine is tracking (acquiring, held or releasing).
@@ -210,6 +220,10 @@ impl Engine {
                 Ok(Next::Ready(used)) => {
                     pos += used;
                     self.events.push_back(Event::LinkUp { node });
+                }
+                Ok(Next::Message { used, channel, data }) => {
+                    pos += used;
+                    self.on_message(now, node, &channel, &data);
                 }
                 Ok(Next::Op { used, answer }) => {
                     pos += used;
@@ -390,7 +404,7 @@ impl Engine {
         match &s.phase {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
                 self.send_cleanup(now, idx);
-                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
+                self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
             }
             Phase::Extending { manual, .. } => {
                 let manual = *manual;
@@ -481,8 +495,12 @@ impl Engine {
     }
 
     fn start_attempt(&mut self, now: Instant, idx: u32) {
+        let n = self.links.len();
         let s = &mut self.locks[idx];
         s.tries.made += 1;
+        s.heard.clear();
+        s.heard.resize(n, false);
+        s.heard_count = 0;
         let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
         let deadline = (now + self.config.node_timeout).min(limit);
         self.begin_round(now, idx, Phase::Acquiring { deadline, proposal: 0 });
@@ -606,12 +624,12 @@ impl Engine {
         let lock = self.locks.id(idx);
         match s.decide(now, n, q, self.config.drift_factor) {
             Decision::Open => {}
-            Decision::Grant { valid, fence } => self.granted(idx, valid, fence),
+            Decision::Grant { valid, fence } => self.granted(now, idx, valid, fence),
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
             Decision::FenceExhausted(counter) => {
                 self.send_cleanup(now, idx);
-                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
+                self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
             }
             Decision::Extended(valid) => {
                 self.locks[idx].extended(valid);
@@ -648,10 +666,10 @@ impl Engine {
                 if report.pending > 0 {
                     self.locks[idx].enter_draining(deadline);
                 } else {
-                    self.free(idx);
+                    self.free(now, idx);
                 }
             }
-            Decision::Drained => self.free(idx),
+            Decision::Drained => self.free(now, idx),
         }
     }
 
@@ -667,36 +685,158 @@ impl Engine {
         }
     }
 
-    fn granted(&mut self, idx: u32, valid: Instant, fence: Option<u64>) {
+    fn granted(&mut self, now: Instant, idx: u32, valid: Instant, fence: Option<u64>) {
+        self.unregister(now, idx);
         let lock = self.locks.id(idx);
         let attempts = self.locks[idx].grant(valid, fence);
         self.events.push_back(Event::Acquired { lock, valid_until: valid, fence, attempts });
     }
 
     /// The attempt failed: release everywhere, then retry later or give up.
+    ///
+    /// The first failure of an acquisition that may retry registers it as a waiter (the links
+    /// subscribe to its wake channels) and sends the next attempt at once, behind the
+    /// subscriptions on each connection: a release is then either seen by that attempt or
+    /// announced to us afterwards, with no window in between. A later failure waits for its
+    /// jittered delay, cut short when release messages of a quorum were heard (see
+    /// [`on_message`](Self::on_message)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
         self.send_cleanup(now, idx);
         let retry = self.config.retry;
-        let delay = self.rng.between(retry.min_delay, retry.max_delay);
+        let mut delay = self.rng.between(retry.min_delay, retry.max_delay);
+        let tries = self.locks[idx].tries;
+        let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
+        if may_retry && !self.locks[idx].waiting && self.register(now, idx) {
+            self.start_attempt(now, idx);
+            return;
+        }
+        if self.locks[idx].waiting && self.woken(idx) {
+            delay = delay.min(self.stagger(idx));
+        }
         let s = &mut self.locks[idx];
-        let tries = s.tries;
         if tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g) {
             s.enter(Phase::RetryWait { at: now + delay });
             return;
         }
         let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
-        self.finish(idx, Event::AcquireFailed { lock, error });
+        self.finish(now, idx, Event::AcquireFailed { lock, error });
     }
 
     /// End the slot's life with its final event.
-    fn finish(&mut self, idx: u32, event: Event) {
+    fn finish(&mut self, now: Instant, idx: u32, event: Event) {
         self.events.push_back(event);
-        self.free(idx);
+        self.free(now, idx);
+    }
+
+    // ----- wake-on-release -----------------------------------------------------------------
+
+    /// Register slot `idx` as a waiter on its resources' wake channels (subscribing the links
+    /// to new ones). `false`: wake-ups are off, or no node delivers them now.
+    fn register(&mut self, now: Instant, idx: u32) -> bool {
+        if !self.config.wake || self.links.waking() == 0 {
+            return false;
+        }
+        let mut ch = Vec::new();
+        let mut any = false;
+        for key in self.locks[idx].keys.iter() {
+            wake::channel(&mut ch, key);
+            if self.waiters.add(&ch, idx) && !self.links.subscribe(now, &ch) {
+                // Too many channels: waiters on this resource poll.
+                self.waiters.remove(&ch, idx);
+                continue;
+            }
+            any = true;
+        }
+        self.locks[idx].waiting = any;
+        any
+    }
+
+    /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
+    fn unregister(&mut self, now: Instant, idx: u32) {
+        if !std::mem::take(&mut self.locks[idx].waiting) {
+            return;
+        }
+        let mut ch = Vec::new();
+        for i in 0..self.locks[idx].keys.iter().len() {
+            let key = self.locks[idx].keys.iter().nth(i).unwrap_or_default();
+            wake::channel(&mut ch, key);
+            if self.waiters.remove(&ch, idx) {
+                self.links.unsubscribe(now, &ch);
+            }
+        }
+    }
+
+    /// How many nodes' release messages wake a waiter: a quorum, or every node that delivers
+    /// them if fewer do.
+    fn wake_threshold(&self) -> usize {
+        self.quorum.min(self.links.waking()).max(1)
+    }
+
+    /// Whether waiter `idx` heard enough to retry now, and has waited longest among this
+    /// engine's waiters on its resources (the others keep their fallback delay, so one
+    /// release does not set off a herd, and waiters here are served in order of arrival).
+    fn woken(&self, idx: u32) -> bool {
+        let s = &self.locks[idx];
+        if s.heard_count < self.wake_threshold() {
+            return false;
+        }
+        let mine = (s.tries.called, idx);
+        let mut ch = Vec::new();
+        s.keys.iter().all(|key| {
+            wake::channel(&mut ch, key);
+            self.waiters.on(&ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine)
+        })
+    }
+
+    /// The delay before a woken waiter retries: random up to `wake_stagger`, halved for every
+    /// wake-up it has lost, so the longest waiter across clients tends to go first.
+    fn stagger(&mut self, idx: u32) -> Duration {
+        let lost = self.locks[idx].wakes.min(20);
+        self.locks[idx].wakes += 1;
+        self.rng.between(Duration::ZERO, self.config.wake_stagger) / (1u32 << lost)
+    }
+
+    /// A release message from `node` on `channel`, published by the holder of token `data`.
+    ///
+    /// It counts for a waiter whose current attempt was already answered by `node` (messages
+    /// and replies share the connection, so a message before the reply announced a release
+    /// the attempt itself saw) and is not its own cleanup. The longest waiter that heard a
+    /// quorum retries after its stagger.
+    fn on_message(&mut self, now: Instant, node: NodeId, channel: &[u8], data: &[u8]) {
+        let slots = self.waiters.on(channel).to_vec();
+        let n = node.index();
+        for &idx in &slots {
+            let s = &mut self.locks[idx];
+            if s.token == data || n >= s.heard.len() || s.heard[n] {
+                continue;
+            }
+            let counts = match &s.phase {
+                Phase::Acquiring { .. } => s.round.tally.votes().get(n).is_some_and(|v| *v != Vote::Pending),
+                Phase::RetryWait { .. } => true,
+                _ => false,
+            };
+            if counts {
+                s.heard[n] = true;
+                s.heard_count += 1;
+            }
+        }
+        for &idx in &slots {
+            let Phase::RetryWait { at } = self.locks[idx].phase else { continue };
+            if self.woken(idx) {
+                let soon = now + self.stagger(idx);
+                if soon < at {
+                    self.locks[idx].phase = Phase::RetryWait { at: soon };
+                    self.arm(idx);
+                }
+                break;
+            }
+        }
     }
 
     /// The slot is done: reusable.
-    fn free(&mut self, idx: u32) {
+    fn free(&mut self, now: Instant, idx: u32) {
+        self.unregister(now, idx);
         self.locks[idx].enter(Phase::Free);
         self.locks.put_back(idx);
         self.arm(idx);

@@ -87,6 +87,28 @@ pub enum LinkState {
     },
 }
 
+/// Whether a node wakes waiters when a lock is released; see
+/// [`Engine::wake_state`](crate::Engine::wake_state).
+///
+/// Waiters subscribe to a resource's wake channel on every node whose connection speaks RESP3
+/// (`HELLO 3`, Redis 6 or later); the release script publishes on it. A node that refuses
+/// (an older Redis, an ACL without `HELLO` or the channel) is polled: its waiters retry on
+/// their jittered delay, as without wake-ups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WakeState {
+    /// Not known yet: the connection is down or its handshake has not answered `HELLO`.
+    Unknown,
+    /// Release messages arrive on the node's connection.
+    On,
+    /// Wake-ups are off: [`Config::wake`](crate::Config::wake) is off, or the node refused
+    /// (`reason`, e.g. `HELLO refused: ERR unknown command 'HELLO'`).
+    Polling {
+        /// Why.
+        reason: String,
+    },
+}
+
 /// A snapshot of one lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockInfo {

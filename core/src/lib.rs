@@ -183,6 +183,7 @@ mod rng;
 mod scripts;
 mod stats;
 mod timer;
+mod wake;
 mod wire;
 
 pub use config::{Config, Retry};
@@ -191,7 +192,8 @@ pub use error::{
     AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
     Votes,
 };
-pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId};
+
+pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
 pub use health::{Health, NodeHealth, NodeState};
 pub use node::NodeConfig;
 pub use options::LockOptions;

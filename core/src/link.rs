@@ -1,13 +1,13 @@
 //! The per-node links: where each connection stands, its buffers and FIFO of pending replies,
 //! its handshake, and the reconnect schedule (connect deadlines, backoff with jitter).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::error::{Fault, LinkError, Vote};
-use crate::event::{Event, LinkState, NodeId};
+use crate::event::{Event, LinkState, NodeId, WakeState};
 use crate::health::{NodeHealth, NodeState};
 use crate::resp::{self, MAX_REPLY};
 use crate::rng::Rng;
@@ -21,6 +21,9 @@ pub(crate) const MAX_PENDING: usize = 4096;
 /// Unsent bytes a link may hold before the node counts as failed for new rounds (one command
 /// of any size is always accepted on an empty buffer).
 pub(crate) const MAX_UNSENT: usize = 4 << 20;
+/// Wake channels subscribed at once (one per resource with a waiter); waiters on more
+/// resources than this poll.
+pub(crate) const MAX_CHANNELS: usize = 1024;
 
 /// One node's connection.
 #[derive(Debug)]
@@ -43,6 +46,8 @@ struct Link {
     attempts_ended: u64,
     /// What has been seen of the node.
     stats: NodeStats,
+    /// Whether this connection carries release messages (after `HELLO 3`).
+    wake: WakeState,
 }
 
 impl Link {
@@ -99,6 +104,9 @@ impl Link {
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();
+        if self.wake == WakeState::On {
+            self.wake = WakeState::Unknown;
+        }
         std::mem::take(&mut self.pending)
     }
 }
@@ -124,6 +132,8 @@ pub(crate) enum Next {
     Ready(usize),
     /// A reply of `used` bytes to a lock operation, for the engine.
     Op { used: usize, answer: Answer },
+    /// A release message of `used` bytes on `channel` (the releaser's token in `data`).
+    Message { used: usize, channel: Vec<u8>, data: Vec<u8> },
 }
 
 /// Every node's link.
@@ -137,6 +147,8 @@ pub(crate) struct Links {
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
+    /// The wake channels waiters need, subscribed on every link whose wake state is on.
+    channels: BTreeSet<Vec<u8>>,
 }
 
 impl Links {
@@ -155,6 +167,11 @@ impl Links {
                 last_error: None,
                 attempts_ended: 0,
                 stats: NodeStats::default(),
+                wake: if config.wake {
+                    WakeState::Unknown
+                } else {
+                    WakeState::Polling { reason: "wake-ups are off in the config".to_owned() }
+                },
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
@@ -166,7 +183,7 @@ impl Links {
             jitter: config.reconnect_jitter,
             liveness: config.liveness(),
         };
-        Links { links, addrs, handshakes, policy, closes: VecDeque::new() }
+        Links { links, addrs, handshakes, policy, closes: VecDeque::new(), channels: BTreeSet::new() }
     }
 
     // ----- getters -------------------------------------------------------------------------
@@ -250,6 +267,43 @@ impl Links {
 
     pub(crate) fn addr_of(&self, node: NodeId) -> Option<&str> {
         self.addrs.get(node.index()).map(|a| &**a)
+    }
+
+    pub(crate) fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
+        self.links.get(node.index()).map(|l| &l.wake)
+    }
+
+    /// Links whose release messages arrive now.
+    pub(crate) fn waking(&self) -> usize {
+        self.links.iter().filter(|l| l.wake == WakeState::On && l.is_up()).count()
+    }
+
+    /// Subscribe every link that carries release messages to `channel`; `false` if the cap
+    /// of channels is reached (the waiters on it poll).
+    pub(crate) fn subscribe(&mut self, now: Instant, channel: &[u8]) -> bool {
+        if self.channels.contains(channel) {
+            return true;
+        }
+        if self.channels.len() >= MAX_CHANNELS {
+            return false;
+        }
+        self.channels.insert(channel.to_vec());
+        for link in self.links.iter_mut().filter(|l| l.wake == WakeState::On && l.takes_requests()) {
+            resp::command(&mut link.out, &[b"SUBSCRIBE", channel]);
+            link.pending.push_back((Pending::Subscribe, now));
+        }
+        true
+    }
+
+    /// No waiter needs `channel` any more: unsubscribe.
+    pub(crate) fn unsubscribe(&mut self, now: Instant, channel: &[u8]) {
+        if !self.channels.remove(channel) {
+            return;
+        }
+        for link in self.links.iter_mut().filter(|l| l.wake == WakeState::On && l.takes_requests()) {
+            resp::command(&mut link.out, &[b"UNSUBSCRIBE", channel]);
+            link.pending.push_back((Pending::Unsubscribe, now));
+        }
     }
 
     /// Every node's address, by node.
@@ -519,6 +573,11 @@ impl Links {
             Ok(None) => return Ok(Next::More),
             Err(detail) => return Err(LinkError::Malformed { node, addr: addr(), detail }),
         };
+        if let resp::Reply::Push { kind, channel, data } = reply {
+            if kind.eq_ignore_ascii_case(b"message") {
+                return Ok(Next::Message { used, channel: channel.to_vec(), data: data.to_vec() });
+            }
+        }
         let link = &mut self.links[node.index()];
         let Some((pending, queued)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
@@ -533,6 +592,20 @@ impl Links {
         let refused = |step: Step, message| LinkError::Handshake { node, addr: addr(), step: step.name(), message };
         match answer {
             Answer::Op { .. } => return Ok(Next::Op { used, answer }),
+            Answer::Step(Step::Hello, StepAnswer::Ok) => {
+                // RESP3 from here on: subscribe to what the waiters need, behind the handshake.
+                link.wake = WakeState::On;
+                for channel in &self.channels {
+                    resp::command(&mut link.out, &[b"SUBSCRIBE", channel]);
+                    link.pending.push_back((Pending::Subscribe, now));
+                }
+            }
+            Answer::Step(Step::Hello, StepAnswer::Refused(message)) => {
+                link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
+            }
+            Answer::SubscribeRefused(message) => {
+                link.wake = WakeState::Polling { reason: format!("SUBSCRIBE refused: {message}") };
+            }
             Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
             Answer::Step(step, StepAnswer::Refused(message)) => return Err(refused(step, message)),
             Answer::Step(step, StepAnswer::Digest { matches: false }) => {
@@ -570,6 +643,10 @@ fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) 
         resp::bulk(&mut out, b"SELECT");
         resp::bulk_uint(&mut out, node.db.into());
         steps.push(Step::Select);
+    }
+    if config.wake {
+        resp::command(&mut out, &[b"HELLO", b"3"]);
+        steps.push(Step::Hello);
     }
     if let Some(name) = &config.client_name {
         resp::command(&mut out, &[b"CLIENT", b"SETNAME", name.as_bytes()]);

@@ -215,6 +215,14 @@ pub(crate) struct Slot {
     pub(crate) tries: Tries,
     pub(crate) round: Round,
     pub(crate) phase: Phase,
+    /// Registered as a waiter on its resources' wake channels.
+    pub(crate) waiting: bool,
+    /// The nodes whose release message was heard since the current attempt was sent (after
+    /// its reply on that node), and how many.
+    pub(crate) heard: Vec<bool>,
+    pub(crate) heard_count: usize,
+    /// Wake-ups this acquisition has had without winning.
+    pub(crate) wakes: u32,
 }
 
 impl Slot {
@@ -230,6 +238,10 @@ impl Slot {
             tries: Tries { made: 0, max: 1, called: now, give_up_at: None },
             round: Round { id: 0, start: now, tally: Tally::default() },
             phase: Phase::Free,
+            waiting: false,
+            heard: Vec::new(),
+            heard_count: 0,
+            wakes: 0,
         }
     }
 
@@ -251,6 +263,7 @@ impl Slot {
         self.fencing = options.fencing;
         self.auto_extend = options.auto_extend;
         self.max_hold = options.max_hold;
+        self.wakes = 0;
         self.tries = Tries {
             made: 0,
             max: options.attempts.unwrap_or(default_attempts).max(1),

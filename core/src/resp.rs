@@ -1,5 +1,6 @@
-//! RESP2: the command encoder (written straight into a link's output buffer, no allocation)
-//! and the reply decoder (`redis-protocol`'s zero-copy range decoder).
+//! RESP: the command encoder (written straight into a link's output buffer, no allocation)
+//! and the reply decoder (`redis-protocol`'s zero-copy range decoder for RESP2 frames, plus the
+//! few RESP3 frames a connection after `HELLO 3` receives: push messages, `HELLO`'s map, null).
 
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
@@ -78,6 +79,12 @@ pub(crate) enum Reply<'a> {
     Nil,
     /// An array (never a valid answer to our requests); its length.
     Array(usize),
+    /// A RESP3 map, set or other aggregate that was skipped whole (`HELLO 3`'s answer); its
+    /// length.
+    Map(usize),
+    /// A RESP3 push frame: its kind (`message`, `subscribe`, `unsubscribe`, ...) and its next
+    /// two elements when they are strings (the channel and the payload or count; empty else).
+    Push { kind: &'a [u8], channel: &'a [u8], data: &'a [u8] },
 }
 
 impl Reply<'_> {
@@ -94,6 +101,8 @@ impl Reply<'_> {
             Reply::Bulk(b) => format!("bulk {:?}", text(b)),
             Reply::Nil => "nil".to_owned(),
             Reply::Array(n) => format!("array of {n}"),
+            Reply::Map(n) => format!("aggregate of {n}"),
+            Reply::Push { kind, channel, .. } => format!("push {} {}", text(kind), text(channel)),
         }
     }
 }
@@ -125,6 +134,23 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
             None => Err("invalid array length".to_owned()),
         };
     }
+    match buf[0] {
+        b'>' => return decode_push(buf),
+        b'%' | b'~' | b'|' => {
+            return match skip(buf, 0, &mut MAX_SKIPPED.clone())? {
+                None => Ok(None),
+                Some(used) => Ok(Some((Reply::Map(header(buf)?.map_or(0, |(n, _)| n.max(0) as usize)), used))),
+            };
+        }
+        b'_' if buf.len() < 3 => return Ok(None),
+        b'_' if &buf[1..3] == b"\r\n" => return Ok(Some((Reply::Nil, 3))),
+        b'#' | b',' | b'(' => {
+            // A boolean, a double, a big number: no answer of ours, but well-formed.
+            let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+            return Ok(Some((Reply::Status(&buf[..end]), end + 2)));
+        }
+        _ => {}
+    }
     if buf[0] == b':' {
         if let Some(int) = plain_int(buf) {
             return Ok(Some(int));
@@ -146,6 +172,86 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
         }
         Err(e) => Err(e.details().to_owned()),
     }
+}
+
+/// Elements [`skip`] walks through at most in one frame, and how deep.
+const MAX_SKIPPED: usize = 1024;
+const MAX_DEPTH: usize = 4;
+
+/// The length given in the header line at the front of `buf` (`*3`, `%7`, `$5`...), and the
+/// header's size; `None` until the line is whole.
+fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, String> {
+    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    match std::str::from_utf8(&buf[1..end]).ok().and_then(|s| s.parse::<i64>().ok()) {
+        Some(n) => Ok(Some((n, end + 2))),
+        None => Err(format!("invalid length after {:?}", buf[0] as char)),
+    }
+}
+
+/// The size of the whole frame at the front of `buf` (any RESP2 or RESP3 type), walking at
+/// most `budget` elements `MAX_DEPTH` deep: a hostile frame cannot exhaust the stack or
+/// memory. `None`: more bytes are needed.
+fn skip(buf: &[u8], depth: usize, budget: &mut usize) -> Result<Option<usize>, String> {
+    let Some(&kind) = buf.first() else { return Ok(None) };
+    if *budget == 0 || depth > MAX_DEPTH {
+        return Err("a reply nested too deep or too long".to_owned());
+    }
+    *budget -= 1;
+    match kind {
+        b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => {
+            Ok(buf.windows(2).position(|w| w == b"\r\n").map(|end| end + 2))
+        }
+        b'$' | b'!' | b'=' => match header(buf)? {
+            None => Ok(None),
+            Some((n, head)) if n < 0 => Ok(Some(head)),
+            Some((n, head)) => {
+                let end = head + n as usize + 2;
+                if buf.len() < end {
+                    Ok(None)
+                } else if &buf[end - 2..end] != b"\r\n" {
+                    Err("a string without its end".to_owned())
+                } else {
+                    Ok(Some(end))
+                }
+            }
+        },
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let Some((n, mut pos)) = header(buf)? else { return Ok(None) };
+            let items = if matches!(kind, b'%' | b'|') { n.max(0) as usize * 2 } else { n.max(0) as usize };
+            if items > *budget {
+                return Err("a reply nested too deep or too long".to_owned());
+            }
+            for _ in 0..items {
+                match skip(&buf[pos..], depth + 1, budget)? {
+                    None => return Ok(None),
+                    Some(used) => pos += used,
+                }
+            }
+            Ok(Some(pos))
+        }
+        other => Err(format!("unknown frame type {:?}", other as char)),
+    }
+}
+
+/// A push frame (`>`): its kind and the two elements after it when they are strings.
+fn decode_push(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
+    let Some(used) = skip(buf, 0, &mut MAX_SKIPPED.clone())? else {
+        return Ok(None);
+    };
+    let Some((n, mut pos)) = header(buf)? else { return Ok(None) };
+    let mut parts: [&[u8]; 3] = [b"", b"", b""];
+    for part in parts.iter_mut().take(n.max(0) as usize) {
+        let len = skip(&buf[pos..], 1, &mut MAX_SKIPPED.clone())?.unwrap_or(0);
+        if buf[pos] == b'$' {
+            if let Some((_, head)) = header(&buf[pos..])? {
+                *part = &buf[pos + head..pos + len - 2];
+            }
+        }
+        pos += len;
+    }
+    Ok(Some((Reply::Push { kind: parts[0], channel: parts[1], data: parts[2] }, used)))
 }
 
 /// The common integer reply (`:1\r\n`, at most 18 digits) without the general parser.
@@ -198,6 +304,35 @@ mod tests {
         assert_eq!(decode(b"$2\r\na"), Ok(None));
         assert_eq!(decode(b""), Ok(None));
         assert!(decode(b"?what\r\n").is_err());
+    }
+
+    #[test]
+    fn decodes_the_resp3_frames_of_a_push_connection() {
+        let hello = b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nmodules\r\n*0\r\n+OK\r\n";
+        assert_eq!(decode(hello), Ok(Some((Reply::Map(2), hello.len() - 5))));
+        for cut in 0..hello.len() - 5 {
+            assert_eq!(decode(&hello[..cut]), Ok(None), "{cut}");
+        }
+        let msg = b">3\r\n$7\r\nmessage\r\n$4\r\nch:a\r\n$3\r\ntok\r\n";
+        assert_eq!(
+            decode(msg),
+            Ok(Some((Reply::Push { kind: b"message", channel: b"ch:a", data: b"tok" }, msg.len())))
+        );
+        let sub = b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n";
+        assert_eq!(decode(sub), Ok(Some((Reply::Push { kind: b"subscribe", channel: b"c", data: b"" }, sub.len()))));
+        for cut in 0..msg.len() {
+            assert_eq!(decode(&msg[..cut]), Ok(None), "{cut}");
+        }
+        assert_eq!(decode(b"_\r\n"), Ok(Some((Reply::Nil, 3))));
+        assert_eq!(decode(b"#t\r\n"), Ok(Some((Reply::Status(b"#t"), 4))));
+        // Hostile nesting and lengths are refused, not followed.
+        let mut deep = Vec::new();
+        for _ in 0..100 {
+            deep.extend_from_slice(b">1\r\n");
+        }
+        assert!(decode(&deep).is_err());
+        assert!(decode(b">99999999\r\n").is_err());
+        assert!(decode(b">1\r\n$3\r\nabcde\r\n").is_err());
     }
 
     #[test]

@@ -38,17 +38,25 @@ return 1
 /// SHA-1 of [`EXTEND`].
 pub(crate) const EXTEND_SHA: &str = "9d0f048c74a7982b8f76c183975ef78cf8e24bf8";
 
-/// Delete each lock key that holds our token. Returns how many keys were deleted.
+/// Delete each lock key that holds our token, and announce each deletion on the key's wake
+/// channel ([`WAKE_PREFIX`] + key) with the token as the message, so that waiters retry at
+/// once. Returns how many keys were deleted.
+///
+/// The publish is a `pcall`: a server whose ACL forbids it still releases (its waiters poll).
 pub(crate) const RELEASE: &str = r"local d = 0
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     d = d + redis.call('DEL', KEYS[i])
+    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1])
   end
 end
 return d
 ";
+
+/// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
+pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "ed97c228ea3aa4645319993e620398479f2664bb";
+pub(crate) const RELEASE_SHA: &str = "a2c33588837daefd410957e0af4a53e5b5f822e5";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

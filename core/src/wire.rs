@@ -10,6 +10,8 @@ use crate::scripts;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
     Auth,
+    /// `HELLO 3`: push messages on this connection (refused: the node is polled).
+    Hello,
     Select,
     SetName,
     /// `SCRIPT LOAD` of the script with this digest; `last` marks the end of the handshake.
@@ -23,6 +25,7 @@ impl Step {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Step::Auth => "AUTH",
+            Step::Hello => "HELLO",
             Step::Select => "SELECT",
             Step::SetName => "CLIENT SETNAME",
             Step::ScriptLoad { .. } => "SCRIPT LOAD",
@@ -62,6 +65,10 @@ pub(crate) enum Pending {
     Op { op: Op, lock: LockId, round: u32 },
     /// A release after a failed attempt or a cancel: the reply is not waited for.
     Cleanup,
+    /// `SUBSCRIBE` to one wake channel (answered by a `subscribe` push, or an error).
+    Subscribe,
+    /// `UNSUBSCRIBE` from one wake channel.
+    Unsubscribe,
 }
 
 impl Pending {
@@ -70,6 +77,8 @@ impl Pending {
             Pending::Step(step) => step.name(),
             Pending::Op { op, .. } => op.name(),
             Pending::Cleanup => "the cleanup release",
+            Pending::Subscribe => "SUBSCRIBE",
+            Pending::Unsubscribe => "UNSUBSCRIBE",
         }
     }
 }
@@ -196,6 +205,8 @@ pub(crate) enum Answer {
     },
     /// A cleanup's reply: nothing to do.
     Ignored,
+    /// The server refused to `SUBSCRIBE` (its error text): the node is polled.
+    SubscribeRefused(String),
 }
 
 /// Interpret `reply` as the answer to `pending`; `Err` with the request's name when it cannot
@@ -205,6 +216,15 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
     match (pending, reply) {
         // No request is answered by an array (and only its header was read).
         (_, Reply::Array(_)) => Err(pending.name()),
+        (Pending::Step(Step::Hello), Reply::Map(_)) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
+        (Pending::Subscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"subscribe") => {
+            Ok(Answer::Ignored)
+        }
+        (Pending::Unsubscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"unsubscribe") => {
+            Ok(Answer::Ignored)
+        }
+        (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
+        (_, Reply::Map(_) | Reply::Push { .. }) => Err(pending.name()),
         (Pending::Cleanup | Pending::Step(Step::SetName), _) => Ok(Answer::Ignored),
         (Pending::Step(step), Reply::Error(e)) => Ok(Answer::Step(step, StepAnswer::Refused(text(e)))),
         (Pending::Step(step @ (Step::Auth | Step::Select)), Reply::Status(_)) => Ok(Answer::Step(step, StepAnswer::Ok)),

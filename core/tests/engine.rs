@@ -596,12 +596,14 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
     let sent = rig::commands(engine.poll_transmit(NodeId(0)).unwrap());
     let names: Vec<String> =
         sent.iter().map(|c| String::from_utf8_lossy(&c.concat()[..c[0].len()]).into_owned()).collect();
-    assert_eq!(names, ["AUTH", "SELECT", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
+    assert_eq!(names, ["AUTH", "SELECT", "HELLO", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
     assert_eq!(sent[0], [b"AUTH".to_vec(), b"alice".to_vec(), b"secret".to_vec()]);
     assert_eq!(sent[1], [b"SELECT".to_vec(), b"4".to_vec()]);
-    assert_eq!(sent[2], [b"CLIENT".to_vec(), b"SETNAME".to_vec(), b"worker-7".to_vec()]);
+    // After AUTH: a server that requires a password refuses HELLO before it.
+    assert_eq!(sent[2], [b"HELLO".to_vec(), b"3".to_vec()]);
+    assert_eq!(sent[3], [b"CLIENT".to_vec(), b"SETNAME".to_vec(), b"worker-7".to_vec()]);
     for (i, src) in redlease_core::script_sources().iter().enumerate() {
-        assert_eq!(sent[3 + i][2], src.as_bytes());
+        assert_eq!(sent[4 + i][2], src.as_bytes());
     }
     // A wrong password: a typed error naming the node, and later votes carry it.
     engine.handle_data(t0, NodeId(0), b"-WRONGPASS invalid username-password pair\r\n");

@@ -149,7 +149,7 @@ impl Pair {
         let mut p = Pair {
             t0,
             engine: Engine::new(cfg).unwrap(),
-            nodes: (0..n).map(|_| Node::new(Clock::new(0, 0), creds.clone(), prefix.as_bytes())).collect(),
+            nodes: (0..n).map(|_| Node::new(Clock::new(0, 0), creds.clone(), prefix.as_bytes(), false)).collect(),
             split,
             k: 0,
         };

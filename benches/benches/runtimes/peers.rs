@@ -14,7 +14,7 @@ pub(crate) fn subjects() -> Vec<Box<dyn Subject>> {
             "rslock",
             Role::Peer,
             "rslock 0.10 (redis-rs 1.x multiplexed connections, one per node) on a multi-thread tokio runtime; lockers are tasks",
-            &Scenario::ALL,
+            Scenario::WITH_HANDOFF,
             Rslock,
         )),
         Box::new(Blocking::new(

@@ -36,6 +36,8 @@ impl Rig {
         let nodes = (0..n).map(|i| NodeConfig::new("127.0.0.1", 7000 + i as u16)).collect();
         let mut config = Config::new(nodes);
         config.client_name = None;
+        // Wake-ups change when attempts are sent; the tests that want them turn them on.
+        config.wake = false;
         tweak(&mut config);
         Rig { engine: Engine::new(config).expect("valid config"), t0: Instant::now(), n }
     }
@@ -65,6 +67,7 @@ impl Rig {
                     let sha = redlease_core::script_digests()[i];
                     reply.extend_from_slice(format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
                 }
+                b"HELLO" => reply.extend_from_slice(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
                 _ => reply.extend_from_slice(b"+OK\r\n"),
             }
         }

@@ -6,7 +6,7 @@
 //! Besides serving requests the model keeps the ground truth the checker needs: for every
 //! lock key, the spans of global time during which it held a given token (`history`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
@@ -110,6 +110,10 @@ struct Session {
     closed: bool,
     /// A protocol error: the server stops reading this connection.
     broken: bool,
+    /// `HELLO 3` was accepted: push messages may be sent.
+    resp3: bool,
+    /// Subscribed channels.
+    channels: BTreeSet<Vec<u8>>,
 }
 
 /// Credentials a node requires.
@@ -148,6 +152,12 @@ pub(crate) struct Node {
     /// Things the engine did that a real server would reject or that break a rule.
     pub(crate) problems: Vec<String>,
     pub(crate) stats: NodeStats,
+    /// Refuses `HELLO 3` (a Redis older than 6).
+    resp2: bool,
+    /// Release messages of the command being executed: `(channel, message)`.
+    published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Push messages for connections other than the one whose input is being processed.
+    pub(crate) outbox: Vec<(usize, Vec<u8>)>,
 }
 
 enum Script {
@@ -158,7 +168,7 @@ enum Script {
 }
 
 impl Node {
-    pub(crate) fn new(clock: Clock, auth: Option<Auth>, fence_prefix: &[u8]) -> Self {
+    pub(crate) fn new(clock: Clock, auth: Option<Auth>, fence_prefix: &[u8], resp2: bool) -> Self {
         Node {
             clock,
             auth,
@@ -173,6 +183,9 @@ impl Node {
             history: Vec::new(),
             problems: Vec::new(),
             stats: NodeStats::default(),
+            resp2,
+            published: Vec::new(),
+            outbox: Vec::new(),
         }
     }
 
@@ -236,7 +249,10 @@ impl Node {
                 Ok(Some((frame, used))) => {
                     pos += used;
                     match command_args(frame) {
-                        Some(args) => self.execute(now, &mut session, &args, &mut out),
+                        Some(args) => {
+                            self.execute(now, &mut session, &args, &mut out);
+                            self.publish(conn, &session, &mut out);
+                        }
                         None => {
                             self.problems.push("the engine sent a request that is not an array of bulk strings".into());
                             out.extend_from_slice(b"-ERR Protocol error\r\n");
@@ -421,6 +437,27 @@ impl Node {
                 _ => out.extend_from_slice(b"-ERR DB index is out of range\r\n"),
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
+            (b"HELLO", 2) if self.resp2 => out.extend_from_slice(b"-ERR unknown command 'HELLO'\r\n"),
+            (b"HELLO", 2) if args[1] == b"3" => {
+                session.resp3 = true;
+                out.extend_from_slice(b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n");
+            }
+            (b"SUBSCRIBE" | b"UNSUBSCRIBE", 2) => {
+                if !session.resp3 {
+                    self.problems.push("SUBSCRIBE on a RESP2 connection (it would stop answering commands)".into());
+                }
+                let sub = name == b"SUBSCRIBE";
+                if sub {
+                    session.channels.insert(args[1].clone());
+                } else {
+                    session.channels.remove(&args[1]);
+                }
+                let kind: &[u8] = if sub { b"subscribe" } else { b"unsubscribe" };
+                out.extend_from_slice(b">3\r\n");
+                bulk(out, kind);
+                bulk(out, &args[1]);
+                out.extend_from_slice(format!(":{}\r\n", session.channels.len()).as_bytes());
+            }
             (b"SCRIPT", 3) if args[1].eq_ignore_ascii_case(b"LOAD") => {
                 match redlease_core::script_sources().iter().position(|s| s.as_bytes() == args[2].as_slice()) {
                     Some(i) => {
@@ -477,6 +514,25 @@ impl Node {
             _ => {
                 self.problems.push(format!("unexpected command {:?}", String::from_utf8_lossy(&args[0])));
                 out.extend_from_slice(b"-ERR unknown command\r\n");
+            }
+        }
+    }
+
+    /// Deliver what the last command published: to `session` itself (after its reply), and
+    /// to the other subscribed connections through the outbox.
+    fn publish(&mut self, conn: usize, session: &Session, out: &mut Vec<u8>) {
+        for (channel, message) in std::mem::take(&mut self.published) {
+            let mut push = b">3\r\n".to_vec();
+            bulk(&mut push, b"message");
+            bulk(&mut push, &channel);
+            bulk(&mut push, &message);
+            if session.resp3 && session.channels.contains(&channel) {
+                out.extend_from_slice(&push);
+            }
+            for (&c, s) in &self.sessions {
+                if c != conn && s.resp3 && !s.closed && s.channels.contains(&channel) {
+                    self.outbox.push((c, push.clone()));
+                }
             }
         }
     }
@@ -555,6 +611,8 @@ impl Node {
         for k in keys {
             if self.get(db, k) == Some(token.as_slice()) && self.del(now, db, k) {
                 d += 1;
+                let channel = [b"redlease:wake:".as_slice(), k].concat();
+                self.published.push((channel, token.clone()));
             }
         }
         Ok(d)

@@ -84,6 +84,13 @@ pub(crate) struct Scenario {
     /// The engines' liveness bound for connections (and connect timeout), when the run sets
     /// one: a node stalled longer than this has its connections recycled.
     pub(crate) liveness: Option<Time>,
+    /// The engines wake waiters on release (RESP3 pub/sub).
+    pub(crate) wake: bool,
+    /// Nodes that refuse `HELLO 3` (an old Redis): their waiters poll.
+    pub(crate) resp2: Vec<bool>,
+    /// Per-message chance (‰) that a node drops a release message without breaking the
+    /// connection (the fallback retry must still hand the lock over).
+    pub(crate) publish_loss_per_mille: u64,
 }
 
 impl Scenario {
@@ -200,6 +207,10 @@ impl Scenario {
             }
         }
         faults.sort_by_key(|f| f.0);
+        // Drawn last, so that the rest of each seed's plan is what it was before wake-ups.
+        let wake = !rng.chance(200);
+        let resp2 = (0..nodes).map(|_| rng.chance(150)).collect();
+        let publish_loss_per_mille = if rng.chance(500) { 0 } else { rng.range(50, 500) };
         Scenario {
             seed,
             profile,
@@ -226,6 +237,9 @@ impl Scenario {
             faults,
             calm_at,
             liveness: None,
+            wake,
+            resp2,
+            publish_loss_per_mille,
         }
     }
 

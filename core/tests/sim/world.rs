@@ -101,6 +101,9 @@ pub(crate) struct Stats {
     pub(crate) max_in_flight: usize,
     pub(crate) noscript: u64,
     pub(crate) events: u64,
+    /// Release messages sent to subscribers, and dropped on purpose.
+    pub(crate) published: u64,
+    pub(crate) publish_dropped: u64,
     pub(crate) liveness_checked: bool,
 }
 
@@ -123,6 +126,8 @@ impl Stats {
         self.max_in_flight = self.max_in_flight.max(o.max_in_flight);
         self.noscript += o.noscript;
         self.events += o.events;
+        self.published += o.published;
+        self.publish_dropped += o.publish_dropped;
     }
 }
 
@@ -182,7 +187,8 @@ impl World {
         let nodes = sc
             .clocks
             .iter()
-            .map(|c| Node::new(c.clone(), sc.auth.clone(), fence_prefix.as_bytes()))
+            .zip(&sc.resp2)
+            .map(|(c, &resp2)| Node::new(c.clone(), sc.auth.clone(), fence_prefix.as_bytes(), resp2))
             .collect::<Vec<_>>();
         let clients = (0..sc.clients)
             .map(|c| Client {
@@ -312,6 +318,7 @@ impl World {
                 }
                 let reply = self.nodes[n].receive(self.now, conn, &bytes);
                 self.reply(conn, reply);
+                self.deliver_published(n);
             }
             Ev::ToClient { conn, bytes } => {
                 let Conn { node: n, client: c, alive, .. } = self.conns[conn];
@@ -369,6 +376,7 @@ impl World {
                 for (conn, reply) in self.nodes[node].resume(self.now) {
                     self.reply(conn, reply);
                 }
+                self.deliver_published(node);
             }
             Ev::RestartNode { node } => {
                 trace!(self, "n{node} restarts");
@@ -466,6 +474,20 @@ impl World {
 
     fn reply(&mut self, conn: usize, bytes: Vec<u8>) {
         self.send(conn, 1, bytes);
+    }
+
+    /// Send the release messages node `n` published to its subscribers: like any other bytes
+    /// (delayed, split, a lost piece breaks the connection), and some are dropped outright.
+    fn deliver_published(&mut self, n: usize) {
+        for (conn, bytes) in std::mem::take(&mut self.nodes[n].outbox) {
+            if self.sc.publish_loss_per_mille > 0 && self.rng.chance(self.sc.publish_loss_per_mille) {
+                trace!(self, "n{n} -> #{conn}: release message dropped");
+                self.stats.publish_dropped += 1;
+                continue;
+            }
+            self.stats.published += 1;
+            self.send(conn, 1, bytes);
+        }
     }
 
     fn break_conn(&mut self, conn: usize) {
@@ -913,6 +935,8 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     cfg.retry = sc.retry;
     cfg.seed = Some(sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64));
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
+    cfg.wake = sc.wake;
+    cfg.wake_stagger = Duration::from_micros(200);
     if let Some(liveness) = sc.liveness {
         cfg.liveness_timeout = Some(Duration::from_nanos(liveness));
         cfg.connect_timeout = Duration::from_nanos(liveness);

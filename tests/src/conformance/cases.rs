@@ -11,7 +11,7 @@ use redlease_core::{
 };
 
 use super::{Failure, FailureKind, HolderLog, LockSpec, Options, Subject};
-use crate::{Cluster, Mode, Proxy};
+use crate::{Cluster, Mode, Proxy, Reply};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -270,6 +270,89 @@ pub fn contention<S: Subject>() {
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
         let second = ok::<S, _>(waiter.await, "waiter after the release");
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
+fn subscribers(cluster: &Cluster, channel: &str) -> i64 {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mut c = n.conn().unwrap_or_else(|e| panic!("node {}: connect: {e}", n.index()));
+            match c.cmd(&["PUBSUB", "NUMSUB", channel]) {
+                Ok(Reply::Array(Some(items))) => match items.get(1) {
+                    Some(Reply::Int(n)) => *n,
+                    other => panic!("PUBSUB NUMSUB: {other:?}"),
+                },
+                other => panic!("PUBSUB NUMSUB: {other:?}"),
+            }
+        })
+        .sum()
+}
+
+/// Wake-on-release. With a retry delay of 5 s, a waiter gets a released lock well within a
+/// second: only the release message can explain that (without wake-ups it takes the 5 s). A
+/// lock freed without a message (its keys deleted by hand, as when a crashed holder's keys
+/// expire) still goes to the waiter, through the fallback retry. Subscriptions end with the
+/// last waiter.
+pub fn wake_on_release<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let b = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let ttl = Duration::from_secs(30);
+        let channel = "redlease:wake:handoff";
+        let spec = LockSpec::new("handoff", ttl).wait(Duration::from_secs(20));
+        for round in 0..3 {
+            let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
+            let waiter = {
+                let (b, spec) = (b.clone(), spec.clone());
+                S::spawn(async move { S::lock(&b, spec).await })
+            };
+            eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
+                subscribers(&cluster, channel) == 3
+            })
+            .await;
+            // Its attempt behind the subscription is refused meanwhile; it now sleeps 5 s.
+            S::sleep(ms(100)).await;
+            let released = Instant::now();
+            assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+            let second = ok::<S, _>(waiter.await, "waiter after the release");
+            let took = released.elapsed();
+            assert!(
+                took < Duration::from_secs(2),
+                "[{}] round {round}: the handoff took {took:?}; the retry delay is 5 s, so no wake-up came",
+                S::NAME
+            );
+            assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+        }
+        eventually::<S>(Duration::from_secs(3), "no subscription left without a waiter", || {
+            subscribers(&cluster, channel) == 0
+        })
+        .await;
+
+        // Freed without a message: the fallback retry still hands it over.
+        let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
+        let waiter = {
+            let (b, spec) = (b.clone(), spec.clone());
+            S::spawn(async move { S::lock(&b, spec).await })
+        };
+        eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
+            subscribers(&cluster, channel) == 3
+        })
+        .await;
+        S::sleep(ms(100)).await;
+        let freed = Instant::now();
+        for n in cluster.nodes() {
+            n.conn().and_then(|mut c| c.del("handoff")).unwrap_or_else(|e| panic!("node {}: DEL: {e}", n.index()));
+        }
+        let second = ok::<S, _>(waiter.await, "waiter after the keys were deleted");
+        assert!(freed.elapsed() < Duration::from_secs(12), "[{}] fallback took {:?}", S::NAME, freed.elapsed());
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
+        assert_ne!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "a's keys were deleted");
     });
     cluster.assert_no_leaks();
 }

@@ -1,0 +1,133 @@
+//! Wake-on-release in the engine, on a manual clock: the subscription goes out before the
+//! attempt it waits behind, a quorum of release messages cuts the retry delay short, and what
+//! must not wake a waiter does not.
+
+mod rig;
+
+use std::time::Duration;
+
+use redlease_core::{Event, LockOptions, NodeId, Retry, WakeState};
+use rig::Rig;
+
+const SLOW: Duration = Duration::from_secs(5);
+
+/// Three nodes with wake-ups on and a retry delay of 5 s: only a wake-up retries sooner.
+fn rig() -> Rig {
+    Rig::with(3, |c| {
+        c.wake = true;
+        c.retry = Retry::new(100, SLOW, SLOW);
+    })
+}
+
+fn names(cmds: &[Vec<Vec<u8>>]) -> Vec<String> {
+    cmds.iter().map(|c| String::from_utf8_lossy(&c[0]).into_owned()).collect()
+}
+
+fn message(channel: &str, token: &str) -> Vec<u8> {
+    format!(">3\r\n$7\r\nmessage\r\n${}\r\n{channel}\r\n${}\r\n{token}\r\n", channel.len(), token.len()).into_bytes()
+}
+
+/// Acquire `r` and have every node refuse twice: the waiter is subscribed and waiting.
+fn waiting(rig: &mut Rig) {
+    rig.engine.acquire(rig.t0, &LockOptions::new("r", Duration::from_secs(10)), b"me").unwrap();
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        // The first attempt is the cheap `SET NX PX` (one unfenced resource).
+        assert_eq!(names(cmds), ["SET"], "node {i}: the first attempt alone");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"$-1\r\n");
+    }
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        // The cleanup release, then subscribed before the attempt it waits behind, on the
+        // same connection.
+        assert_eq!(names(cmds), ["EVAL", "SUBSCRIBE", "EVALSHA"], "node {i}");
+        assert_eq!(cmds[1][1], b"redlease:wake:r");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":0\r\n>3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n:0\r\n");
+    }
+    for cmds in rig.sent_commands() {
+        assert_eq!(names(&cmds), ["EVAL"], "the second cleanup");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":0\r\n");
+    }
+    assert!(rig.events().is_empty());
+    assert!(rig.engine.poll_timeout().unwrap() >= rig.t0 + SLOW, "only the fallback is armed");
+}
+
+#[test]
+fn a_quorum_of_release_messages_retries_at_once_and_the_grant_unsubscribes() {
+    let mut rig = rig();
+    for i in 0..3 {
+        assert_eq!(rig.engine.wake_state(NodeId(i)), Some(&WakeState::On));
+    }
+    waiting(&mut rig);
+    let t = rig.at(100);
+    rig.reply(t, 0, &message("redlease:wake:r", "other"));
+    assert!(rig.engine.poll_timeout().unwrap() >= rig.t0 + SLOW, "one node of three is no quorum");
+    rig.reply(t, 2, &message("redlease:wake:r", "other"));
+    let due = rig.engine.poll_timeout().unwrap();
+    assert!(due <= t + Duration::from_millis(1), "woken: retries within the stagger, not after 5 s");
+    rig.engine.handle_timeout(due);
+    for cmds in rig.sent_commands() {
+        assert_eq!(names(&cmds), ["EVALSHA"]);
+    }
+    for i in 0..3 {
+        rig.reply(due, i, b":1\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { attempts: 3, .. }]));
+    for cmds in rig.sent_commands() {
+        assert_eq!(names(&cmds), ["UNSUBSCRIBE"], "no waiter left on r");
+    }
+}
+
+#[test]
+fn own_cleanups_other_channels_and_messages_before_the_reply_do_not_wake() {
+    let mut rig = rig();
+    waiting(&mut rig);
+    let t = rig.at(100);
+    // Our own cleanup release, and a release of another resource.
+    for i in 0..3 {
+        rig.reply(t, i, &message("redlease:wake:r", "me"));
+        rig.reply(t, i, &message("redlease:wake:q", "other"));
+    }
+    assert!(rig.engine.poll_timeout().unwrap() >= rig.t0 + SLOW);
+    // The fallback attempt: a release message that arrives before a node's reply announced a
+    // release the attempt itself saw; it does not count.
+    rig.engine.handle_timeout(rig.t0 + SLOW);
+    rig.sent_commands();
+    let t = rig.t0 + SLOW;
+    for i in 0..3 {
+        rig.reply(t, i, &message("redlease:wake:r", "other"));
+        rig.reply(t, i, b":0\r\n");
+    }
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(t, i, b":0\r\n"); // the cleanups
+    }
+    assert!(rig.engine.poll_timeout().unwrap() >= t + SLOW, "the messages predate the refusals");
+}
+
+#[test]
+fn a_node_that_refuses_hello_is_polled_and_says_why() {
+    let mut rig = Rig::unconnected(1, |c| c.wake = true);
+    rig.engine.handle_connected(rig.t0, NodeId(0));
+    rig.sent(0);
+    rig.reply(rig.t0, 0, b"-ERR unknown command 'HELLO'\r\n");
+    match rig.engine.wake_state(NodeId(0)) {
+        Some(WakeState::Polling { reason }) => assert!(reason.contains("unknown command"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // The rest of the handshake goes on: the node is usable, and waiters poll it.
+    let sha = redlease_core::script_digests();
+    for d in sha {
+        rig.reply(rig.t0, 0, format!("${}\r\n{d}\r\n", d.len()).as_bytes());
+    }
+    assert!(rig.engine.is_ready(NodeId(0)));
+    rig.engine.acquire(rig.t0, &LockOptions::new("r", Duration::from_secs(10)).attempts(3), b"me").unwrap();
+    rig.sent(0);
+    rig.reply(rig.t0, 0, b"$-1\r\n"); // SET NX refused
+    let cmds = rig::commands(&rig.sent(0));
+    assert_eq!(names(&cmds), ["EVAL"], "the cleanup alone: no SUBSCRIBE on a RESP2 connection, no immediate retry");
+}
