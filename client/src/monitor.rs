@@ -32,7 +32,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use redlease_core::{
-    AcquireError, Engine, ExtendError, Fault, LinkError, LockId, LostReason, NodeId, ReleaseOutcome, Vote,
+    AcquireError, Engine, ExtendError, Fault, LinkError, LockId, LostReason, NodeId, ReleaseOutcome, Vote, WakeState,
 };
 use tracing::Span;
 
@@ -62,6 +62,8 @@ pub(crate) struct Op {
 #[derive(Debug, Default)]
 pub(crate) struct Monitor {
     nodes: Vec<Reported>,
+    /// Why waiters poll each node, as last reported (`None`: woken, or not known).
+    polled: Vec<Option<String>>,
     #[cfg(feature = "metrics")]
     gauges_at: Option<Instant>,
 }
@@ -276,7 +278,29 @@ impl Monitor {
             Reported::Failing(..) => tracing::info!(target: "redlease", node = %node, addr, "node recovered"),
             _ => tracing::debug!(target: "redlease", node = %node, addr, "node connected"),
         }
+        self.wake_changed(engine, node);
         self.gauges(engine, now, true);
+    }
+
+    /// Whether waiters poll `node` changed, maybe: one line per change, not one per lock.
+    pub(crate) fn wake_changed(&mut self, engine: &Engine, node: NodeId) {
+        let addr = engine.node_addr(node).unwrap_or("?");
+        // (Not when the config turned wake-ups off: that is the user's choice, not news.)
+        let polled = engine.wake_state(node).and_then(|w| match w {
+            WakeState::Polling { reason } if engine.config().wake => Some(reason.as_str()),
+            _ => None,
+        });
+        if self.polled.len() <= node.index() {
+            self.polled.resize(node.index() + 1, None);
+        }
+        if self.polled[node.index()].as_deref() != polled {
+            if let Some(reason) = polled {
+                tracing::info!(target: "redlease", node = %node, addr, reason, "waiters poll this node: it does not announce releases");
+            } else if self.polled[node.index()].is_some() {
+                tracing::info!(target: "redlease", node = %node, addr, "waiters are woken by this node's releases again");
+            }
+            self.polled[node.index()] = polled.map(str::to_owned);
+        }
     }
 
     /// `node`'s link failed; reported loudly only when its state changes.

@@ -348,6 +348,7 @@ impl Router {
                 }
             }
             Event::LinkUp { node } => self.monitor.link_up(engine.engine(), node, now),
+            Event::WakeOff { node } => self.monitor.wake_changed(engine.engine(), node),
             Event::LinkFailed { error } => {
                 self.monitor.link_failed(engine.engine(), &error, now);
                 return Some(error);

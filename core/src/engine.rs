@@ -221,6 +221,10 @@ impl Engine {
                     pos += used;
                     self.events.push_back(Event::LinkUp { node });
                 }
+                Ok(Next::WakeOff(used)) => {
+                    pos += used;
+                    self.events.push_back(Event::WakeOff { node });
+                }
                 Ok(Next::Message { used, channel, data }) => {
                     pos += used;
                     self.on_message(now, node, &channel, &data);

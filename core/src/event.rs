@@ -190,6 +190,13 @@ pub enum Event {
         /// The node.
         node: NodeId,
     },
+    /// A node that carried release messages refused to subscribe a waiter (an ACL without
+    /// the channel, say): its waiters poll it from now on, until it reconnects. For logging
+    /// and health; the reason is in [`wake_state`](crate::Engine::wake_state).
+    WakeOff {
+        /// The node.
+        node: NodeId,
+    },
     /// A node's connection (or connect attempt) is unusable: the engine has taken the link
     /// down and scheduled the next attempt (whether the engine found the failure or the
     /// driver reported it). For logging and health: the socket to drop, if
@@ -202,7 +209,7 @@ pub enum Event {
 }
 
 impl Event {
-    /// The lock the event is about (`None` for [`Event::LinkUp`] and [`Event::LinkFailed`]).
+    /// The lock the event is about (`None` for [`Event::LinkUp`], [`Event::LinkFailed`] and [`Event::WakeOff`]).
     pub fn lock(&self) -> Option<LockId> {
         match self {
             Event::Acquired { lock, .. }
@@ -212,7 +219,7 @@ impl Event {
             | Event::ExtendFailed { lock, .. }
             | Event::Lost { lock, .. }
             | Event::Released { lock, .. } => Some(*lock),
-            Event::LinkFailed { .. } | Event::LinkUp { .. } => None,
+            Event::LinkFailed { .. } | Event::LinkUp { .. } | Event::WakeOff { .. } => None,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Fault;
-use crate::event::NodeId;
+use crate::event::{NodeId, WakeState};
 use crate::stats::NodeStats;
 
 /// Where one node's connection stands, as the health view sees it.
@@ -43,6 +43,9 @@ pub struct NodeHealth {
     pub fault: Option<Fault>,
     /// Its figures: round trips, replies, timeouts, failures by kind, connections.
     pub stats: NodeStats,
+    /// Whether its connection wakes waiters on release, or they poll it (and why): see
+    /// [`Config::wake`](crate::Config::wake).
+    pub wake: WakeState,
 }
 
 impl NodeHealth {
@@ -55,6 +58,15 @@ impl NodeHealth {
     /// ACL): it will not come back by itself.
     pub fn is_misconfigured(&self) -> bool {
         !self.is_ready() && self.fault == Some(Fault::Misconfigured)
+    }
+
+    /// Why waiters poll this ready node instead of being woken on release (it refused
+    /// `HELLO 3` or `SUBSCRIBE`, or wake-ups are off); `None` if it wakes them or is not ready.
+    pub fn polled_because(&self) -> Option<&str> {
+        match &self.wake {
+            WakeState::Polling { reason } if self.is_ready() => Some(reason),
+            _ => None,
+        }
     }
 }
 
@@ -124,6 +136,9 @@ impl fmt::Display for Health {
                 _ => "rtt -".to_owned(),
             };
             write!(f, "{} {}  {state:<13} {rtt}", n.node, n.addr)?;
+            if let Some(reason) = n.polled_because() {
+                write!(f, "  waiters poll: {reason}")?;
+            }
             if let Some(e) = &n.last_error {
                 write!(f, "  last error: {e}")?;
             }
@@ -160,6 +175,7 @@ mod tests {
             last_error: fault.map(|_| "AUTH failed: WRONGPASS".to_owned()),
             fault,
             stats: NodeStats::default(),
+            wake: WakeState::On,
         }
     }
 
@@ -181,5 +197,14 @@ mod tests {
         h.nodes[2] = node(2, NodeState::Connecting, None);
         assert_eq!(h.fault_tolerance(), 0);
         assert!(!h.can_lock() && h.to_string().contains("LOCKING STOPS"));
+        // A ready node that refused wake-ups says so, and why; one that is down does not.
+        h.nodes[3].wake = WakeState::Polling { reason: "HELLO 3 refused: ERR unknown command".to_owned() };
+        h.nodes[1].wake = WakeState::Polling { reason: "never shown".to_owned() };
+        let table = h.to_string();
+        assert!(
+            table.lines().nth(3).unwrap().ends_with("waiters poll: HELLO 3 refused: ERR unknown command"),
+            "{table}"
+        );
+        assert!(!table.contains("never shown"), "{table}");
     }
 }

@@ -130,6 +130,8 @@ pub(crate) enum Next {
     Done(usize),
     /// The reply of `used` bytes completed the handshake: the node is ready.
     Ready(usize),
+    /// The reply of `used` bytes refused a subscription: the node's waiters poll it now.
+    WakeOff(usize),
     /// A reply of `used` bytes to a lock operation, for the engine.
     Op { used: usize, answer: Answer },
     /// A release message of `used` bytes on `channel` (the releaser's token in `data`).
@@ -256,6 +258,7 @@ impl Links {
                     last_error: l.last_error.as_ref().map(|(_, e)| e.clone()),
                     fault: l.last_error.as_ref().map(|(f, _)| *f),
                     stats: l.stats.clone(),
+                    wake: l.wake.clone(),
                 }
             })
             .collect()
@@ -604,7 +607,11 @@ impl Links {
                 link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
             }
             Answer::SubscribeRefused(message) => {
+                let was_on = link.wake == WakeState::On;
                 link.wake = WakeState::Polling { reason: format!("SUBSCRIBE refused: {message}") };
+                if was_on {
+                    return Ok(Next::WakeOff(used));
+                }
             }
             Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
             Answer::Step(step, StepAnswer::Refused(message)) => return Err(refused(step, message)),

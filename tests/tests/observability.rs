@@ -267,3 +267,59 @@ fn blocking_mio_client_traces_and_counts() {
         client.close();
     });
 }
+
+/// A node whose ACL allows no pub/sub channel (Redis 7's default for a new ACL user) cannot
+/// announce releases: its waiters poll it. The health view says so with the server's reason,
+/// one INFO line says so once, releases still work there (the script's `PUBLISH` is a
+/// `pcall`), and a waiter still gets the lock.
+#[test]
+fn a_node_refusing_wake_ups_is_polled_and_says_why() {
+    capture();
+    let cluster = Cluster::start(3);
+    let mut admin = cluster.node(0).conn().unwrap();
+    admin.ok(&["ACL", "SETUSER", "nopush", "on", ">pw", "~*", "resetchannels", "+@all"]).unwrap();
+    let urls: Vec<String> = cluster
+        .addrs()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| if i == 0 { format!("redis://nopush:pw@{a}") } else { format!("redis://{a}") })
+        .collect();
+    let polled = cluster.addrs()[0].to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let config = Config::from_urls(&urls).unwrap().require_all(true);
+        let client = redlease_tokio::Client::with_config(config).await.unwrap();
+        let opts = || LockOptions::new("obs:polled", Duration::from_secs(10));
+        let held = client.lock_with(opts()).await.unwrap();
+        // A waiter subscribes to the lock's channel on every node; node 0 refuses.
+        let waiter = {
+            let client = client.clone();
+            tokio::spawn(async move { client.lock_with(opts().wait(Duration::from_secs(10))).await })
+        };
+        let mut health = client.health().await.unwrap();
+        for _ in 0..100 {
+            if health.nodes[0].polled_because().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            health = client.health().await.unwrap();
+        }
+        let reason = health.nodes[0].polled_because().unwrap_or_else(|| panic!("node 0 is polled: {health}"));
+        assert!(reason.contains("SUBSCRIBE") && reason.contains("NOPERM"), "{reason}");
+        assert!(health.nodes[1].polled_because().is_none() && health.nodes[2].polled_because().is_none());
+        assert!(health.to_string().lines().next().unwrap().contains("waiters poll: SUBSCRIBE refused"), "{health}");
+        assert!(health.all_ready() && health.fault_tolerance() == 1, "{health}");
+
+        let report = held.release().await.unwrap();
+        assert!(report.deleted >= 2 && report.failed == 0, "{report:?}");
+        let got = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("the waiter is not stuck");
+        got.unwrap().unwrap().release().await.unwrap();
+        client.close().await;
+    });
+    // Node 0 deleted the keys although its `PUBLISH` was refused.
+    assert!(eventually(Duration::from_secs(2), || cluster.lock_keys().is_empty()), "{:?}", cluster.lock_keys());
+    let lines = events(Level::INFO, "waiters poll this node");
+    let ours: Vec<_> = lines.iter().filter(|e| e.fields.get("addr").is_some_and(|a| a.contains(&polled))).collect();
+    assert_eq!(ours.len(), 1, "one line for the change, not one per lock: {lines:?}");
+    assert!(ours[0].fields.get("reason").is_some_and(|r| r.contains("NOPERM")), "{ours:?}");
+}

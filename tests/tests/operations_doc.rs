@@ -100,8 +100,21 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
     let mut guard = client.lock_with(options).unwrap();
     assert_eq!(guard.fence(), Some(1));
     guard.extend(Duration::from_secs(10)).unwrap();
+    // A second client waits behind the first: its subscription to the wake channel is
+    // allowed, so it is woken rather than polling.
+    let waiter = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    let waiting = std::thread::spawn(move || {
+        let options = redlease_mio::LockOptions::new("ops:doc", Duration::from_secs(10)).wait(Duration::from_secs(10));
+        let got = waiter.lock_with(options).map(|g| g.release().is_ok());
+        let polled = waiter.health().nodes[0].polled_because().map(str::to_owned);
+        (got, polled)
+    });
+    std::thread::sleep(Duration::from_millis(200));
     let report = guard.release().unwrap();
     assert_eq!(report.outcome, redlease_mio::ReleaseOutcome::Released);
+    let (got, polled) = waiting.join().unwrap();
+    assert!(matches!(got, Ok(true)), "the waiter got the lock");
+    assert_eq!(polled, None, "the guide's user may subscribe to the wake channels");
 
     let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
     assert_eq!(conn.pttl("ops:doc").unwrap(), -2);
