@@ -467,7 +467,7 @@ mod tests {
         let (mut engine, mut router) = (engine(now), Router::new());
         let (tx, rx) = oneshot::channel();
         router.acquire(&mut engine, now, options(), "tok".into(), tx);
-        engine.handle_data(now, NodeId(0), b":1\r\n");
+        engine.handle_data(now, NodeId(0), b"+OK\r\n"); // one resource: the first attempt is SET NX PX
         drain(&mut router, &mut engine, now);
         let lease = rx.try_recv().unwrap().unwrap().unwrap();
         // The first extension's caller gives up before the answer.
@@ -490,7 +490,7 @@ mod tests {
         let (tx, rx) = oneshot::channel();
         router.acquire(&mut engine, now, options(), "tok".into(), tx);
         drop(rx);
-        engine.handle_data(now, NodeId(0), b":1\r\n");
+        engine.handle_data(now, NodeId(0), b"+OK\r\n");
         drain(&mut router, &mut engine, now);
         assert_eq!(engine.active_locks(), 1, "being released");
         engine.handle_data(now, NodeId(0), b":1\r\n");
@@ -508,13 +508,13 @@ mod tests {
         assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Misuse(Misuse::EmptyResource))))));
         let (tx, rx) = oneshot::channel();
         router.acquire(&mut engine, now, options(), "tok".into(), tx);
-        engine.handle_data(now, NodeId(0), b":0\r\n");
+        engine.handle_data(now, NodeId(0), b"$-1\r\n");
         drain(&mut router, &mut engine, now);
         assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Acquire(AcquireError::Held { .. }))))));
         // A held lock, then close: lost (Stopped) and released; new calls are refused.
         let (tx, rx) = oneshot::channel();
         router.acquire(&mut engine, now, options(), "tok2".into(), tx);
-        engine.handle_data(now, NodeId(0), b":1\r\n:1\r\n"); // the cleanup's reply, then the grant
+        engine.handle_data(now, NodeId(0), b":1\r\n+OK\r\n"); // the cleanup's reply, then the grant
         drain(&mut router, &mut engine, now);
         let lease = rx.try_recv().unwrap().unwrap().unwrap();
         router.close(&mut engine, now);

@@ -68,7 +68,8 @@
 //! use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId, ReleaseOutcome};
 //!
 //! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
-//! // No CLIENT SETNAME: keep the handshake to the four SCRIPT LOADs.
+//! // No CLIENT SETNAME: keep the handshake to HELLO 3 (for wake-ups on release) and the
+//! // four SCRIPT LOADs.
 //! let mut engine = Engine::new(Config::new(nodes).client_name(None)).unwrap();
 //! let now = Instant::now();
 //!
@@ -88,10 +89,12 @@
 //!         engine.advance_transmit(node, n);
 //!     }
 //! }
-//! // 4. Replies arrive, in order per node: four SCRIPT LOAD digests, then the acquire's `+OK`
-//! //    (one resource without fencing: the first attempt is `SET key token NX PX ttl`).
+//! // 4. Replies arrive, in order per node: HELLO's map, four SCRIPT LOAD digests, then the
+//! //    acquire's `+OK` (one resource without fencing: the first attempt is
+//! //    `SET key token NX PX ttl`).
 //! let digests = redlease_core::script_digests();
 //! for i in 0..3 {
+//!     engine.handle_data(now, NodeId(i), b"%1\r\n$5\r\nproto\r\n:3\r\n");
 //!     for sha in digests {
 //!         engine.handle_data(now, NodeId(i), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
 //!     }

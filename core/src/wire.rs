@@ -235,16 +235,16 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             let answer = if e.starts_with(b"NOSCRIPT") { OpAnswer::NoScript } else { OpAnswer::Error(text(e)) };
             Ok(Answer::Op { op, lock, round, answer })
         }
-        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil found it taken. An
-        // integer is read as the script's answer would be (1 granted, 0 refused, anything
-        // else a link error), so that both acquire commands take the same integer replies;
-        // no other reply is an answer to it.
+        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil (RESP2 `$-1`, RESP3 `_`)
+        // found it taken. Nothing else is an answer to it, an integer included: a server that
+        // answers `SET` with `:1` is not one we understand, and must not count as a grant.
         (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Status(s)) if *s == b"OK" => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(1) })
         }
         (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Nil) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
         }
+        (Pending::Op { op: Op::SetNx, .. }, _) => Err(pending.name()),
         (Pending::Op { op, lock, round }, Reply::Int(i)) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
         }
@@ -312,8 +312,8 @@ mod tests {
         let int = |i| Ok(Answer::Op { op: Op::SetNx, lock: lock(), round: 1, answer: OpAnswer::Int(i) });
         assert_eq!(classify(set, &Reply::Status(b"OK")), int(1));
         assert_eq!(classify(set, &Reply::Nil), int(0));
-        // Any other status, a bulk string: no answer to SET NX PX, no grant.
-        for garbage in [Reply::Status(b"QUEUED"), Reply::Bulk(b"OK")] {
+        // Any other status, a bulk string, an integer: no answer to SET NX PX, no grant.
+        for garbage in [Reply::Status(b"QUEUED"), Reply::Bulk(b"OK"), Reply::Int(1), Reply::Int(0)] {
             assert_eq!(classify(set, &garbage), Err("the acquire's SET NX PX"), "{garbage:?}");
         }
         // A server error (an ACL refusal, OOM, ...) is that node's vote.

@@ -43,8 +43,8 @@ fn a_connected_node_that_stops_answering_is_failed_after_the_liveness_bound() {
     rig.engine.acquire(rig.t0, &once("r"), b"tok").unwrap();
     rig.sent_commands();
     // Nodes 0 and 1 answer, node 2 never does.
-    rig.reply(rig.at(1), 0, b":1\r\n");
-    rig.reply(rig.at(1), 1, b":1\r\n");
+    rig.reply(rig.at(1), 0, GRANT);
+    rig.reply(rig.at(1), 1, GRANT);
     assert!(matches!(rig.events().as_slice(), [Event::Acquired { .. }]));
     assert_eq!(rig.engine.in_flight(NodeId(2)), 1);
     // Its oldest request is due for an answer `liveness` after it was queued, not before.
@@ -92,8 +92,8 @@ fn a_silent_nodes_backlog_is_capped_and_it_counts_as_failed_beyond() {
         let now = rig.at(i);
         let lock = rig.engine.acquire(now, &once("r"), b"tok").unwrap();
         rig.sent_commands();
-        rig.reply(now, 0, b":1\r\n");
-        rig.reply(now, 1, b":1\r\n");
+        rig.reply(now, 0, GRANT);
+        rig.reply(now, 1, GRANT);
         for ev in rig.events() {
             if let Event::Acquired { .. } = ev {
                 rig.engine.release(now, lock).unwrap();
@@ -117,8 +117,8 @@ fn a_silent_nodes_backlog_is_capped_and_it_counts_as_failed_beyond() {
     rig.engine.acquire(rig.at(10_000), &once("s"), b"tok").unwrap();
     let sent = rig.sent_commands();
     assert!(sent[2].is_empty(), "nothing more is queued for node 2");
-    rig.reply(rig.at(10_000), 0, b":0\r\n");
-    rig.reply(rig.at(10_000), 1, b":0\r\n");
+    rig.reply(rig.at(10_000), 0, b"$-1\r\n");
+    rig.reply(rig.at(10_000), 1, b"$-1\r\n");
     match rig.events().as_slice() {
         [Event::AcquireFailed { error: AcquireError::Held { votes, .. }, .. }] => {
             assert!(matches!(&votes[2], Vote::Error(e) if e.contains("backlog full")), "{votes:?}");
@@ -137,15 +137,15 @@ fn unsent_bytes_are_capped_too_but_one_large_command_always_goes_out() {
     // Nodes 0 and 1 take their bytes and answer; node 2's socket takes nothing.
     rig.sent(0);
     rig.sent(1);
-    rig.reply(rig.t0, 0, b":1\r\n");
-    rig.reply(rig.t0, 1, b":1\r\n");
+    rig.reply(rig.t0, 0, GRANT);
+    rig.reply(rig.t0, 1, GRANT);
     assert!(matches!(rig.events().as_slice(), [Event::Acquired { .. }]));
     // The next command finds node 2's buffer over the cap: the node counts as failed.
     rig.engine.acquire(rig.t0, &once("small"), b"tok2").unwrap();
     rig.sent(0);
     rig.sent(1);
-    rig.reply(rig.t0, 0, b":0\r\n");
-    rig.reply(rig.t0, 1, b":0\r\n");
+    rig.reply(rig.t0, 0, b"$-1\r\n");
+    rig.reply(rig.t0, 1, b"$-1\r\n");
     match rig.events().as_slice() {
         [Event::AcquireFailed { error: AcquireError::Held { votes, .. }, .. }] => {
             assert!(matches!(&votes[2], Vote::Error(e) if e.contains("bytes unsent")), "{votes:?}");

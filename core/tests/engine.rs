@@ -17,6 +17,9 @@ const TTL: Duration = Duration::from_secs(10);
 /// The grant of a one-key acquire without fencing (its first attempt is `SET NX PX`).
 const GRANT: &[u8] = b"+OK\r\n";
 
+/// Its refusal: the key is taken (nil).
+const REFUSE: &[u8] = b"$-1\r\n";
+
 /// One attempt at `keys` for [`TTL`].
 fn req(keys: &[&str]) -> LockOptions {
     let mut r = LockOptions::new("", TTL).attempts(1);
@@ -71,7 +74,7 @@ fn ttl_is_counted_in_the_whole_milliseconds_sent() {
     let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     let cmds = rig.sent_commands();
     assert_eq!(cmds[0][0][5], b"1000", "PX argument");
-    rig.reply(rig.t0, 0, b":1\r\n");
+    rig.reply(rig.t0, 0, GRANT);
     let sent_ttl = Duration::from_millis(1000);
     match rig.events().as_slice() {
         [Event::Acquired { lock: l, valid_until, .. }] if *l == lock => {
@@ -103,7 +106,7 @@ fn quorum_decides_early_for_one_to_nine_nodes() {
         let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
         rig.sent_commands();
         for i in 0..n {
-            rig.reply(rig.at(1), i, b":1\r\n");
+            rig.reply(rig.at(1), i, GRANT);
             let events = rig.events();
             if i + 1 < q {
                 assert!(events.is_empty(), "n={n}: decided after {} grants: {events:?}", i + 1);
@@ -125,7 +128,7 @@ fn quorum_decides_early_for_one_to_nine_nodes() {
         rig.sent_commands();
         let fatal = n - q + 1;
         for i in 0..n {
-            rig.reply(rig.at(1), i, b":0\r\n");
+            rig.reply(rig.at(1), i, REFUSE);
             let events = rig.events();
             if i + 1 < fatal {
                 assert!(events.is_empty(), "n={n}: decided after {} refusals", i + 1);
@@ -186,9 +189,9 @@ fn a_grant_after_the_validity_is_too_slow_and_released_everywhere() {
     // The attempt's deadline is capped at its validity, however long the node timeout.
     let limit = rig.t0 + ttl - drift(ttl, 0.01);
     assert_eq!(rig.engine.poll_timeout(), Some(limit));
-    rig.reply(rig.at(50), 0, b":1\r\n");
+    rig.reply(rig.at(50), 0, GRANT);
     // The quorum arrives exactly at the validity deadline: nothing is left.
-    rig.reply(limit, 1, b":1\r\n");
+    rig.reply(limit, 1, GRANT);
     match rig.events().as_slice() {
         [Event::AcquireFailed { error: AcquireError::TooSlow { elapsed, ttl: t, attempts: 1 }, .. }] => {
             assert_eq!((*elapsed, *t), (limit - rig.t0, ttl));
@@ -220,7 +223,7 @@ fn unreachable_nodes_are_reported_with_their_votes() {
     // Node timeouts count as failures too.
     let mut rig = Rig::new(3);
     rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
-    rig.reply(rig.at(1), 0, b":1\r\n");
+    rig.reply(rig.at(1), 0, GRANT);
     rig.engine.handle_timeout(rig.at(49));
     assert!(rig.events().is_empty(), "the node timeout (50ms) has not passed");
     rig.engine.handle_timeout(rig.at(50));
@@ -266,8 +269,8 @@ fn down_nodes_that_rule_out_a_quorum_decide_at_once() {
     rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     assert!(rig.events().is_empty());
     rig.sent_commands();
-    rig.reply(rig.at(1), 0, b":1\r\n");
-    rig.reply(rig.at(1), 1, b":0\r\n");
+    rig.reply(rig.at(1), 0, GRANT);
+    rig.reply(rig.at(1), 1, REFUSE);
     assert!(matches!(rig.events().as_slice(), [Event::AcquireFailed { error: AcquireError::Held { .. }, .. }]));
 
     // A release with a majority down is unreachable at once.
@@ -301,7 +304,7 @@ fn retries_wait_a_seeded_random_delay_and_release_in_between() {
         let mut out = Vec::new();
         for attempt in 1..=4 {
             // The previous attempt's cleanup is answered first (nothing to delete).
-            let reply: &[u8] = if attempt == 1 { b":0\r\n" } else { b":0\r\n:0\r\n" };
+            let reply: &[u8] = if attempt == 1 { REFUSE } else { b":0\r\n:0\r\n" };
             rig.reply(now, 0, reply);
             let cmds = rig.sent_commands();
             assert!(is_release(&cmds[0][0]), "attempt {attempt}: partial state released first");
@@ -339,7 +342,7 @@ fn wait_bounds_the_retries() {
     let events = loop {
         rig.sent_commands();
         // After the first attempt, the cleanup of the previous one is answered first.
-        rig.reply(now, 0, if first { b":0\r\n" } else { b":0\r\n:0\r\n" });
+        rig.reply(now, 0, if first { REFUSE } else { b":0\r\n:0\r\n" });
         first = false;
         let events = rig.events();
         match rig.engine.poll_timeout() {
@@ -485,7 +488,7 @@ fn extend_is_capped_by_max_hold() {
     r.max_hold = Some(Duration::from_secs(15));
     let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
-    rig.reply(rig.t0, 0, b":1\r\n");
+    rig.reply(rig.t0, 0, GRANT);
     rig.events();
     // At 8 s only 7 s are left under the cap: the extension asks for 7 s, not 10.
     rig.engine.extend(rig.at(8_000), lock, None).unwrap();
@@ -502,7 +505,7 @@ fn expiry_and_auto_extension_run_on_the_timer() {
     r.auto_extend = true;
     let lock = rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     rig.sent_commands();
-    rig.reply(rig.t0, 0, b":1\r\n");
+    rig.reply(rig.t0, 0, GRANT);
     rig.events();
     // About a third of the TTL in, the engine extends by itself.
     let third = rig.t0 + TTL / 3;
@@ -535,13 +538,13 @@ fn cancel_ends_an_acquisition_and_releases() {
     let mut rig = Rig::new(3);
     let lock = rig.engine.acquire(rig.t0, &req(&["r"]), b"tok").unwrap();
     rig.sent_commands();
-    rig.reply(rig.at(1), 0, b":1\r\n");
+    rig.reply(rig.at(1), 0, GRANT);
     rig.engine.cancel(rig.at(2), lock).unwrap();
     assert!(matches!(rig.events().as_slice(), [Event::AcquireFailed { error: AcquireError::Cancelled, .. }]));
     assert!(rig.sent_commands().iter().all(|c| is_release(&c[0])));
     // Late replies of the cancelled attempt change nothing.
-    rig.reply(rig.at(3), 1, b":1\r\n");
-    rig.reply(rig.at(3), 2, b":1\r\n");
+    rig.reply(rig.at(3), 1, GRANT);
+    rig.reply(rig.at(3), 2, GRANT);
     assert!(rig.events().is_empty());
     assert_eq!(rig.engine.cancel(rig.at(4), lock), Err(Misuse::UnknownLock(lock)));
 }
@@ -647,10 +650,10 @@ fn a_dropped_connection_counts_as_down_and_replies_match_by_position() {
     let b = rig.engine.acquire(rig.t0, &req(&["b"]), b"tb").unwrap();
     assert_eq!(rig.engine.in_flight(NodeId(0)), 2);
     rig.sent_commands();
-    rig.reply(rig.at(1), 0, b":1\r\n:0\r\n");
+    rig.reply(rig.at(1), 0, b"+OK\r\n$-1\r\n");
     rig.engine.handle_disconnected(rig.at(1), NodeId(1), "closed");
-    rig.reply(rig.at(1), 2, b":1\r");
-    rig.reply(rig.at(1), 2, b"\n:0\r\n");
+    rig.reply(rig.at(1), 2, b"+OK\r");
+    rig.reply(rig.at(1), 2, b"\n$-1\r\n");
     let events = rig.events();
     assert!(events.iter().any(|e| matches!(e, Event::Acquired { lock, .. } if *lock == a)), "{events:?}");
     assert!(

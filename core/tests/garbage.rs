@@ -63,7 +63,7 @@ fn an_array_is_never_split_into_grants() {
     let options = LockOptions::new("r", Duration::from_secs(10)).attempts(2);
     let lock = rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
     rig.sent_commands();
-    rig.reply(rig.t0, 0, b":0\r\n"); // refused: cleanup sent, retry scheduled
+    rig.reply(rig.t0, 0, b"$-1\r\n"); // SET NX refused: cleanup sent, retry scheduled
     let retry_at = rig.engine.poll_timeout().unwrap();
     rig.engine.handle_timeout(retry_at);
     let cmds = rig.sent_commands();
