@@ -19,7 +19,7 @@ pub const RSLOCK: &str = "rslock";
 pub const TARGET_LOCKERS: usize = 16;
 
 /// The charts, by file name (next to `benchmarks.md`).
-pub const CHARTS: [&str; 3] = ["bench-latency.svg", "bench-throughput.svg", "bench-scaling.svg"];
+pub const CHARTS: [&str; 4] = ["bench-latency.svg", "bench-throughput.svg", "bench-scaling.svg", "bench-handoff.svg"];
 
 const NOTES_START: &str = "<!-- notes:start -->";
 const NOTES_END: &str = "<!-- notes:end -->";
@@ -615,7 +615,7 @@ pub fn targets_section(r: &Results) -> String {
 
 // ----- charts ------------------------------------------------------------------------------
 
-/// The three charts as `(file name, SVG)`.
+/// The charts as `(file name, SVG)`.
 pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     // Latency by percentile: x = -log10(1 - q), so 90 %, 99 %, 99.9 % are evenly spaced.
@@ -703,6 +703,37 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
             &scaling,
         ),
     ));
+    // Handoff p50 against K: one line per subject that takes part.
+    let handoff: Vec<Series> = r
+        .subjects
+        .iter()
+        .filter(|s| s.scenarios.contains(&Scenario::Handoff))
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: r
+                .plan
+                .handoff
+                .contenders
+                .iter()
+                .filter_map(|&k| {
+                    let p50 = find(&r.handoff, &s.name, k)?.handoff.p50()?;
+                    Some((k as f64, p50.as_secs_f64() * 1e6))
+                })
+                .collect(),
+            markers: true,
+            dash: dash(r, &s.name),
+        })
+        .collect();
+    let k_ticks = r.plan.handoff.contenders.iter().map(|&k| (k as f64, k.to_string())).collect();
+    out.push((
+        CHARTS[3],
+        line_chart(
+            &format!("Handoff p50 (release to the next holder's grant) vs contenders K, hold {} ms", r.plan.handoff.hold.as_millis()),
+            &Axis::new("contenders (K)", true, fmt_count).with_ticks(k_ticks),
+            &Axis::new("handoff p50", true, fmt_us),
+            &handoff,
+        ),
+    ));
     out
 }
 
@@ -774,6 +805,7 @@ pub fn page(r: &Results, machine: &Machine, earlier: Option<&str>) -> String {
             Scenario::Sequential => Some(CHARTS[0]),
             Scenario::Throughput => Some(CHARTS[1]),
             Scenario::Scaling => Some(CHARTS[2]),
+            Scenario::Handoff => Some(CHARTS[3]),
             _ => None,
         };
         if let Some(file) = chart {
