@@ -64,7 +64,8 @@ impl NodeStats {
     /// A reply arrived at `now`, `rtt` after its request was queued. Integer arithmetic and
     /// one instant comparison: this runs for every reply.
     pub(crate) fn reply(&mut self, now: Instant, rtt: Duration) {
-        let ns = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
+        // u64 arithmetic (no u128 `as_nanos`): saturates after 584 years.
+        let ns = rtt.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(rtt.subsec_nanos()));
         self.srtt_ns = if self.replies == 0 { ns } else { self.srtt_ns - self.srtt_ns / 8 + ns / 8 };
         self.replies += 1;
         match self.window_end {
