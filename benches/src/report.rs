@@ -728,7 +728,10 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
     out.push((
         CHARTS[3],
         line_chart(
-            &format!("Handoff p50 (release to the next holder's grant) vs contenders K, hold {} ms", r.plan.handoff.hold.as_millis()),
+            &format!(
+                "Handoff p50 (release to the next holder's grant) vs contenders K, hold {} ms",
+                r.plan.handoff.hold.as_millis()
+            ),
             &Axis::new("contenders (K)", true, fmt_count).with_ticks(k_ticks),
             &Axis::new("handoff p50", true, fmt_us),
             &handoff,

@@ -14,7 +14,9 @@
 //! - the OS randomness the core takes none of: lock tokens ([`new_token`]) and jitter seeds
 //!   ([`seeded`]);
 //! - the socket options every adapter applies ([`sockets`]: keepalive, an abortive close for
-//!   connections the engine failed).
+//!   connections the engine failed);
+//! - the byte layer between a socket and the engine ([`transport`]): plain, or TLS with
+//!   rustls (feature `tls`), written once for every adapter.
 //!
 //! It does no I/O and spawns nothing. Lock options ([`LockOptions`]) and the protocol's
 //! outcomes are the core's. Use an adapter crate, not this one, unless you are writing an
@@ -28,6 +30,9 @@ pub mod oneshot;
 mod random;
 mod router;
 pub mod sockets;
+#[cfg(feature = "tls")]
+pub mod tls;
+pub mod transport;
 
 pub use connect::{connect_settled, require_all};
 pub use error::Error;

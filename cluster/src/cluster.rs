@@ -60,6 +60,47 @@ impl Placement {
     }
 }
 
+/// How clients reach the nodes of a [`Cluster`] (what [`Cluster::urls`] gives). Every node
+/// also keeps a plain TCP port for inspection ([`Node::conn`], [`Node::plain_url`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Listen {
+    /// Plain TCP: `redis://127.0.0.1:PORT`.
+    #[default]
+    Tcp,
+    /// TLS on a port of its own (`rediss://127.0.0.1:PORT`), with a generated CA
+    /// ([`Cluster::tls`]); a client certificate is optional. Needs the `tls` feature.
+    Tls,
+    /// Like [`Tls`](Self::Tls), but the nodes require a client certificate (mutual TLS).
+    TlsClientAuth,
+    /// A Unix socket in the node's directory: `redis+unix:///…/redis.sock`.
+    Unix,
+}
+
+impl Listen {
+    fn is_tls(self) -> bool {
+        matches!(self, Listen::Tls | Listen::TlsClientAuth)
+    }
+}
+
+thread_local! {
+    static DEFAULT_LISTEN: std::cell::Cell<Listen> = const { std::cell::Cell::new(Listen::Tcp) };
+}
+
+/// Run `f` with `listen` as the default of the clusters built on this thread
+/// ([`Cluster::builder`], [`Cluster::start`]): how a test suite written against TCP runs
+/// over TLS or Unix sockets unchanged.
+pub fn with_listen<T>(listen: Listen, f: impl FnOnce() -> T) -> T {
+    struct Restore(Listen);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEFAULT_LISTEN.with(|l| l.set(self.0));
+        }
+    }
+    let _restore = Restore(DEFAULT_LISTEN.with(|l| l.replace(listen)));
+    f()
+}
+
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
@@ -68,9 +109,16 @@ pub struct ClusterBuilder {
     acl: Option<(String, String)>,
     base_port: Option<u16>,
     placements: Option<Vec<Placement>>,
+    listen: Listen,
 }
 
 impl ClusterBuilder {
+    /// How clients reach the nodes (default: TCP, or what [`with_listen`] set).
+    pub fn listen(mut self, listen: Listen) -> Self {
+        self.listen = listen;
+        self
+    }
+
     /// Put node `i` on port `base + i` instead of free ports chosen by the OS.
     pub fn base_port(mut self, base: u16) -> Self {
         self.base_port = Some(base);
@@ -128,6 +176,13 @@ impl ClusterBuilder {
             return Err("a cluster needs at least one node".to_owned());
         }
         installed()?;
+        let tls = match self.listen.is_tls() {
+            #[cfg(feature = "tls")]
+            true => Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?)),
+            #[cfg(not(feature = "tls"))]
+            true => return Err("TLS nodes need the `tls` feature of redlease-cluster".to_owned()),
+            false => None,
+        };
         let mut nodes = Vec::with_capacity(self.nodes);
         for index in 0..self.nodes {
             let placement = match &self.placements {
@@ -137,9 +192,9 @@ impl ClusterBuilder {
                     port.transpose()?.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port))
                 }
             };
-            nodes.push(Node::start(index, placement, self.persist, self.acl.clone())?);
+            nodes.push(Node::start(index, placement, self.persist, self.acl.clone(), self.listen, tls.clone())?);
         }
-        Ok(Cluster { nodes, acl: self.acl })
+        Ok(Cluster { nodes, acl: self.acl, tls })
     }
 }
 
@@ -168,7 +223,26 @@ fn installed() -> Result<(), String> {
 pub struct Cluster {
     nodes: Vec<Node>,
     acl: Option<(String, String)>,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Option<TlsHandle>,
 }
+
+#[cfg(feature = "tls")]
+type TlsHandle = std::sync::Arc<crate::tls::TlsFiles>;
+
+/// The TLS ports of the running TLS nodes of this process, with their certificates.
+#[cfg(feature = "tls")]
+static TLS_NODES: Mutex<Vec<(u16, TlsHandle)>> = Mutex::new(Vec::new());
+
+/// The certificates of the TLS node of this process listening on `port`, if there is one: how
+/// a test suite that only sees URLs finds the CA to trust.
+#[cfg(feature = "tls")]
+pub fn tls_files_for(port: u16) -> Option<TlsHandle> {
+    let nodes = TLS_NODES.lock().unwrap_or_else(|e| e.into_inner());
+    nodes.iter().find(|(p, _)| *p == port).map(|(_, t)| std::sync::Arc::clone(t))
+}
+#[cfg(not(feature = "tls"))]
+type TlsHandle = std::convert::Infallible;
 
 impl Cluster {
     /// Start `n` nodes without persistence and without ACL users.
@@ -178,7 +252,14 @@ impl Cluster {
 
     /// A builder with the defaults: 3 nodes, no persistence, no ACL user.
     pub fn builder() -> ClusterBuilder {
-        ClusterBuilder { nodes: 3, persist: false, acl: None, base_port: None, placements: None }
+        let listen = DEFAULT_LISTEN.with(|l| l.get());
+        ClusterBuilder { nodes: 3, persist: false, acl: None, base_port: None, placements: None, listen }
+    }
+
+    /// The CA and certificates of a TLS cluster ([`Listen::Tls`]).
+    #[cfg(feature = "tls")]
+    pub fn tls(&self) -> Option<&crate::tls::TlsFiles> {
+        self.tls.as_deref()
     }
 
     /// The nodes.
@@ -211,7 +292,8 @@ impl Cluster {
         self.nodes.iter().map(Node::addr).collect()
     }
 
-    /// One `redis://[user:pass@]127.0.0.1:PORT` URL per node (with the ACL user if any).
+    /// One URL per node (with the ACL user if any), as the cluster listens:
+    /// `redis://[user:pass@]127.0.0.1:PORT`, `rediss://…` or `redis+unix://[user:pass@]/…`.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(Node::url).collect()
     }
@@ -291,7 +373,12 @@ pub struct Node {
     env: Vec<(OsString, OsString)>,
     persist: bool,
     acl: Option<(String, String)>,
-    /// Holds `redis.conf`, `redis.log` and the `data/` directory.
+    listen: Listen,
+    /// The TLS port, for TLS nodes.
+    tls_port: u16,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Option<TlsHandle>,
+    /// Holds `redis.conf`, `redis.log`, the `data/` directory and the Unix socket.
     dir: TempDir,
     state: Mutex<Proc>,
 }
@@ -308,6 +395,8 @@ impl Node {
         placement: Option<Placement>,
         persist: bool,
         acl: Option<(String, String)>,
+        listen: Listen,
+        tls: Option<TlsHandle>,
     ) -> Result<Node, String> {
         let dir = TempDir::new("redlease-node").map_err(|e| format!("node {index}: cannot create a temp dir: {e}"))?;
         std::fs::create_dir(dir.path().join("data")).map_err(|e| format!("node {index}: mkdir data: {e}"))?;
@@ -319,6 +408,9 @@ impl Node {
             env: Vec::new(),
             persist,
             acl,
+            listen,
+            tls_port: 0,
+            tls,
             dir,
             state: Mutex::new(Proc { child: None, paused: false }),
         };
@@ -333,8 +425,20 @@ impl Node {
         let mut last = String::new();
         for _ in 0..10 {
             node.port = free_port();
+            if listen.is_tls() {
+                node.tls_port = free_port();
+            }
             match node.spawn_and_wait() {
-                Ok(()) => return Ok(node),
+                Ok(()) => {
+                    #[cfg(feature = "tls")]
+                    if let Some(tls) = &node.tls {
+                        TLS_NODES
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((node.tls_port, std::sync::Arc::clone(tls)));
+                    }
+                    return Ok(node);
+                }
                 Err(e) if e.contains("Address already in use") => last = e,
                 Err(e) => return Err(format!("node {index}: redis-server did not start: {e}")),
             }
@@ -357,9 +461,40 @@ impl Node {
         SocketAddr::from((self.ip, self.port))
     }
 
-    /// `redis://[user:pass@]HOST:PORT`.
+    /// The node's URL as its cluster listens ([`Listen`]): `redis://[user:pass@]HOST:PORT`,
+    /// `rediss://[user:pass@]127.0.0.1:TLS_PORT` or `redis+unix://[user:pass@]/…/redis.sock`.
     pub fn url(&self) -> String {
+        match self.listen {
+            Listen::Tcp => self.plain_url(),
+            Listen::Tls | Listen::TlsClientAuth => self.tls_url(),
+            Listen::Unix => self.unix_url(),
+        }
+    }
+
+    /// `redis://[user:pass@]HOST:PORT`: the plain TCP port every node has.
+    pub fn plain_url(&self) -> String {
         make_url(self.addr(), self.credentials())
+    }
+
+    /// `rediss://[user:pass@]127.0.0.1:TLS_PORT` (meaningful for TLS nodes only).
+    pub fn tls_url(&self) -> String {
+        format!("rediss{}", &make_url(self.tls_addr(), self.credentials())["redis".len()..])
+    }
+
+    /// The TLS port's address (TLS nodes only).
+    pub fn tls_addr(&self) -> SocketAddr {
+        SocketAddr::from((self.ip, self.tls_port))
+    }
+
+    /// The Unix socket's path (every node has one).
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// `redis+unix://[user:pass@]/…/redis.sock`.
+    pub fn unix_url(&self) -> String {
+        let creds = self.credentials().map(|(u, p)| format!("{u}:{p}@")).unwrap_or_default();
+        format!("redis+unix://{creds}{}", self.socket_path().display())
     }
 
     fn credentials(&self) -> Option<(&str, &str)> {
@@ -502,6 +637,17 @@ impl Node {
         } else {
             let _ = writeln!(conf, "appendonly no");
         }
+        let _ = writeln!(conf, "unixsocket {}", self.socket_path().display());
+        let _ = writeln!(conf, "unixsocketperm 700");
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let _ = writeln!(conf, "tls-port {}", self.tls_port);
+            let _ = writeln!(conf, "tls-cert-file {}", tls.server_cert.display());
+            let _ = writeln!(conf, "tls-key-file {}", tls.server_key.display());
+            let _ = writeln!(conf, "tls-ca-cert-file {}", tls.ca.display());
+            let auth = if self.listen == Listen::TlsClientAuth { "yes" } else { "optional" };
+            let _ = writeln!(conf, "tls-auth-clients {auth}");
+        }
         if let Some((user, pass)) = &self.acl {
             let _ = writeln!(conf, "user default off");
             let _ = writeln!(conf, "user {user} on >{pass} ~* &* +@all");
@@ -561,6 +707,10 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        #[cfg(feature = "tls")]
+        if self.tls.is_some() {
+            TLS_NODES.lock().unwrap_or_else(|e| e.into_inner()).retain(|(p, _)| *p != self.tls_port);
+        }
         // SIGKILL also ends a stopped process; then reap it so no zombie is left.
         self.kill();
     }

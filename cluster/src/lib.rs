@@ -18,7 +18,13 @@
 mod cluster;
 mod resp;
 mod tempdir;
+#[cfg(feature = "tls")]
+mod tls;
 
-pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Node, Placement};
+#[cfg(feature = "tls")]
+pub use cluster::tls_files_for;
+pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Listen, Node, Placement, with_listen};
 pub use resp::{RedisConn, Reply};
 pub use tempdir::TempDir;
+#[cfg(feature = "tls")]
+pub use tls::TlsFiles;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::node::NodeConfig;
+use crate::tls::TlsSettings;
 
 /// How a failed acquisition attempt is retried.
 ///
@@ -119,6 +120,10 @@ pub struct Config {
     /// all retry in the same instant, and one that has waited longest retries soonest.
     /// Within one engine only the waiter that has waited longest is woken.
     pub wake_stagger: Duration,
+    /// TLS settings of the `rediss://` nodes that have none of their own
+    /// ([`NodeConfig::tls`](crate::NodeConfig::tls)). Default: verify against the Web PKI
+    /// roots and the URL's host.
+    pub tls: TlsSettings,
 }
 
 impl Config {
@@ -140,6 +145,7 @@ impl Config {
             require_all: false,
             wake: true,
             wake_stagger: Duration::from_millis(1),
+            tls: TlsSettings::default(),
         }
     }
 
@@ -169,6 +175,17 @@ impl Config {
     pub fn retry(mut self, retry: Retry) -> Self {
         self.retry = retry;
         self
+    }
+
+    /// TLS settings for the `rediss://` nodes without their own.
+    pub fn tls(mut self, settings: TlsSettings) -> Self {
+        self.tls = settings;
+        self
+    }
+
+    /// The TLS settings that apply to node `i`: its own, else the config's.
+    pub fn tls_of(&self, i: usize) -> &TlsSettings {
+        self.nodes.get(i).and_then(|n| n.tls.as_ref()).unwrap_or(&self.tls)
     }
 
     /// Set [`require_all`](Self::require_all).

@@ -24,6 +24,21 @@ pub enum ConfigError {
         /// What is wrong and how to write it.
         reason: String,
     },
+    /// A node's TLS settings cannot be used (a file that cannot be read, no certificate in
+    /// it, a bad key), or it is a `rediss://` node and the client was built without TLS.
+    #[error("TLS for node {node}: {reason}")]
+    Tls {
+        /// The node, as a URL without its password.
+        node: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// A Unix-socket node on a platform without Unix sockets.
+    #[error("node {node}: Unix sockets are not available on this platform")]
+    UnixUnsupported {
+        /// The node.
+        node: String,
+    },
     /// `node_timeout` is zero.
     #[error("node_timeout is zero: set it to a small fraction of the TTL, e.g. 50ms for a 10s TTL")]
     ZeroNodeTimeout,

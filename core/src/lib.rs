@@ -186,6 +186,7 @@ mod rng;
 mod scripts;
 mod stats;
 mod timer;
+mod tls;
 mod wake;
 mod wire;
 
@@ -198,9 +199,10 @@ pub use error::{
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
 pub use health::{Health, NodeHealth, NodeState};
-pub use node::NodeConfig;
+pub use node::{NodeConfig, Transport};
 pub use options::LockOptions;
 pub use stats::NodeStats;
+pub use tls::{Pem, TlsSettings};
 
 /// SHA-1 digests of the four scripts, in the order the handshake loads them
 /// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.

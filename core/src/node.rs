@@ -1,15 +1,32 @@
-//! One node's address and credentials ([`NodeConfig`]), and the `redis://` URLs they are
-//! written as.
+//! One node's address, transport and credentials ([`NodeConfig`]), and the `redis://`,
+//! `rediss://` and `redis+unix://` URLs they are written as.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use crate::error::ConfigError;
+use crate::tls::TlsSettings;
+
+/// How the client reaches a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transport {
+    /// Plain TCP to `host:port` (`redis://`).
+    Tcp,
+    /// TLS over TCP to `host:port` (`rediss://`), verified as the node's or the config's
+    /// [`TlsSettings`] say. Needs the `tls` feature of the client crate.
+    Tls,
+    /// A Unix domain socket at this path (`redis+unix:///path`, `unix:///path`); `host` and
+    /// `port` are not used.
+    Unix(PathBuf),
+}
 
 /// Where one Redis node lives and how to log in to it.
 ///
-/// Parsed from `redis://[user:pass@]host:port[/db]` by [`NodeConfig::from_url`]. The engine
-/// itself only uses the credentials and the database number (it emits `AUTH` and `SELECT`);
-/// `host` and `port` are for the adapter that opens the socket.
+/// Parsed from `redis://[user:pass@]host:port[/db]`, `rediss://…` (TLS) or
+/// `redis+unix:///path[?db=N]` by [`NodeConfig::from_url`]. The engine itself only uses the
+/// credentials and the database number (it emits `AUTH` and `SELECT`); `host`, `port`,
+/// `transport` and `tls` are for the adapter that opens the connection.
 ///
 /// `#[non_exhaustive]`: build one with [`NodeConfig::new`] or [`NodeConfig::from_url`] and the
 /// builder methods; the fields are public to read and adjust.
@@ -26,6 +43,10 @@ pub struct NodeConfig {
     pub password: Option<String>,
     /// Logical database selected with `SELECT` (0 sends nothing).
     pub db: u32,
+    /// TCP, TLS or a Unix socket.
+    pub transport: Transport,
+    /// TLS settings of this node (`None`: the config's [`Config::tls`](crate::Config::tls)).
+    pub tls: Option<TlsSettings>,
 }
 
 impl fmt::Debug for NodeConfig {
@@ -37,6 +58,8 @@ impl fmt::Debug for NodeConfig {
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("db", &self.db)
+            .field("transport", &self.transport)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -44,7 +67,18 @@ impl fmt::Debug for NodeConfig {
 impl fmt::Display for NodeConfig {
     /// The node as a URL without its password, for messages.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "redis://")?;
+        if let Transport::Unix(path) = &self.transport {
+            write!(f, "redis+unix://")?;
+            if let Some(user) = &self.user {
+                write!(f, "{user}@")?;
+            }
+            write!(f, "{}", path.display())?;
+            if self.db != 0 {
+                write!(f, "?db={}", self.db)?;
+            }
+            return Ok(());
+        }
+        write!(f, "{}", if self.transport == Transport::Tls { "rediss://" } else { "redis://" })?;
         if let Some(user) = &self.user {
             write!(f, "{user}@")?;
         }
@@ -63,7 +97,26 @@ impl fmt::Display for NodeConfig {
 impl NodeConfig {
     /// A node at `host:port` with no credentials and database 0.
     pub fn new(host: impl Into<String>, port: u16) -> Self {
-        NodeConfig { host: host.into(), port, user: None, password: None, db: 0 }
+        NodeConfig { host: host.into(), port, user: None, password: None, db: 0, transport: Transport::Tcp, tls: None }
+    }
+
+    /// A node listening on the Unix socket at `path`, no credentials, database 0.
+    pub fn unix(path: impl Into<PathBuf>) -> Self {
+        NodeConfig { transport: Transport::Unix(path.into()), ..NodeConfig::new("localhost", 0) }
+    }
+
+    /// Connect over TLS (`true`) or plain TCP (`false`); a Unix socket stays one.
+    pub fn use_tls(mut self, on: bool) -> Self {
+        if !matches!(self.transport, Transport::Unix(_)) {
+            self.transport = if on { Transport::Tls } else { Transport::Tcp };
+        }
+        self
+    }
+
+    /// TLS settings for this node alone (else the config's).
+    pub fn tls(mut self, settings: TlsSettings) -> Self {
+        self.tls = Some(settings);
+        self
     }
 
     /// Log in as the ACL user `user` (give its password too).
@@ -84,15 +137,27 @@ impl NodeConfig {
         self
     }
 
-    /// Parse `redis://[user:pass@]host[:port][/db]`.
+    /// Parse a node URL, as redis-rs writes them:
+    ///
+    /// - `redis://[user:pass@]host[:port][/db]`: plain TCP;
+    /// - `rediss://[user:pass@]host[:port][/db]`: TLS (verified as [`TlsSettings`] say);
+    /// - `redis+unix:///path/to/redis.sock[?db=N&user=U&pass=P]` (or `unix://…`): a Unix
+    ///   socket; credentials may also come as `redis+unix://user:pass@/path`.
     ///
     /// `redis://:pass@host` gives a password without a user. User and password may be
     /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
     pub fn from_url(url: &str) -> Result<Self, ConfigError> {
         let bad = |reason: &str| ConfigError::BadUrl { url: redact(url), reason: reason.to_owned() };
-        let rest = url
-            .strip_prefix("redis://")
-            .ok_or_else(|| bad("it must start with redis:// (TLS via rediss:// is not supported)"))?;
+        if let Some(rest) = url.strip_prefix("redis+unix://").or_else(|| url.strip_prefix("unix://")) {
+            return parse_unix(rest).map_err(|reason| bad(&reason));
+        }
+        let (rest, transport) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
+            (Some(rest), _) => (rest, Transport::Tcp),
+            (_, Some(rest)) => (rest, Transport::Tls),
+            _ => {
+                return Err(bad("it must start with redis:// (TCP), rediss:// (TLS) or redis+unix:// (a Unix socket)"));
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
@@ -101,25 +166,7 @@ impl NodeConfig {
             Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
             None => (None, authority),
         };
-        let (user, password) = match userinfo {
-            None => (None, None),
-            Some(info) => {
-                let (u, p) = match info.find(':') {
-                    Some(i) => (&info[..i], Some(&info[i + 1..])),
-                    None => (info, None),
-                };
-                let u = percent_decode(u).ok_or_else(|| bad("the user name has a bad %-escape"))?;
-                let p = match p {
-                    Some(p) => Some(percent_decode(p).ok_or_else(|| bad("the password has a bad %-escape"))?),
-                    None => None,
-                };
-                match p {
-                    // `redis://user@host`: a bare word is taken as the password (redis-rs does the same).
-                    None => (None, Some(u).filter(|s| !s.is_empty())),
-                    Some(p) => (Some(u).filter(|s| !s.is_empty()), Some(p)),
-                }
-            }
-        };
+        let (user, password) = credentials(userinfo).map_err(|reason| bad(&reason))?;
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
             let end = v6.find(']').ok_or_else(|| bad("an IPv6 host needs a closing ]"))?;
             let host = &v6[..end];
@@ -152,8 +199,60 @@ impl NodeConfig {
         } else {
             path.parse::<u32>().map_err(|_| bad("the database after / must be a number, e.g. redis://host:6379/0"))?
         };
-        Ok(NodeConfig { host: host.to_owned(), port, user, password, db })
+        Ok(NodeConfig { host: host.to_owned(), port, user, password, db, transport, tls: None })
     }
+}
+
+/// `user:pass` (percent-encoded) as user and password; a bare word is the password
+/// (`redis://pass@host`, as redis-rs reads it).
+fn credentials(userinfo: Option<&str>) -> Result<(Option<String>, Option<String>), String> {
+    let Some(info) = userinfo else {
+        return Ok((None, None));
+    };
+    let (u, p) = match info.find(':') {
+        Some(i) => (&info[..i], Some(&info[i + 1..])),
+        None => (info, None),
+    };
+    let u = percent_decode(u).ok_or("the user name has a bad %-escape")?;
+    let p = match p {
+        Some(p) => Some(percent_decode(p).ok_or("the password has a bad %-escape")?),
+        None => None,
+    };
+    Ok(match p {
+        None => (None, Some(u).filter(|s| !s.is_empty())),
+        Some(p) => (Some(u).filter(|s| !s.is_empty()), Some(p)),
+    })
+}
+
+/// What follows `redis+unix://`: `[user:pass@]/path[?db=N&user=U&pass=P]`.
+fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
+    let (before, query) = match rest.find('?') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    let (userinfo, path) = match before.find('/') {
+        Some(i) if before[..i].ends_with('@') => (Some(&before[..i - 1]), &before[i..]),
+        Some(0) => (None, before),
+        _ => return Err("the socket path must be absolute: redis+unix:///path/to/redis.sock".to_owned()),
+    };
+    let path = percent_decode(path).ok_or("the path has a bad %-escape")?;
+    if path.len() < 2 {
+        return Err("the socket path is missing: redis+unix:///path/to/redis.sock".to_owned());
+    }
+    let (mut user, mut password) = credentials(userinfo)?;
+    let mut db = 0;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_decode(value).ok_or_else(|| format!("the value of {key} has a bad %-escape"))?;
+        match key {
+            "db" => db = value.parse().map_err(|_| "db must be a number, e.g. ?db=0".to_owned())?,
+            "user" | "username" => user = Some(value).filter(|s| !s.is_empty()),
+            "pass" | "password" => password = Some(value),
+            // Redis-rs accepts protocol=resp3 and the like; nothing else changes a lock.
+            _ => {}
+        }
+    }
+    Ok(NodeConfig { user, password, db, ..NodeConfig::unix(path) })
 }
 
 /// Hide the password of a URL for error messages, whatever its scheme (`rediss://`,
@@ -165,6 +264,7 @@ impl NodeConfig {
 /// used, and the authority is not cut at `/` first, because a badly written password may hold
 /// either; hiding too much of a URL that has an `@` elsewhere is harmless.
 fn redact(url: &str) -> String {
+    let url = &redact_query(url);
     let start = url.find("://").map_or(0, |i| i + 3);
     let Some(at) = url[start..].rfind('@').map(|i| start + i) else {
         return url.to_owned();
@@ -174,6 +274,21 @@ fn redact(url: &str) -> String {
         Some(colon) => format!("{}:***{}", &url[..start + colon], &url[at..]),
         None => format!("{}***{}", &url[..start], &url[at..]),
     }
+}
+
+/// Hide the value of `pass=` / `password=` in a URL's query (the Unix-socket form).
+fn redact_query(url: &str) -> String {
+    let Some(q) = url.find('?') else {
+        return url.to_owned();
+    };
+    let pairs: Vec<String> = url[q + 1..]
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{}?{}", &url[..q], pairs.join("&"))
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -221,6 +336,37 @@ mod tests {
     }
 
     #[test]
+    fn parses_tls_and_unix_urls() {
+        let n = NodeConfig::from_url("rediss://alice:pw@cache.example.com:6380/2").unwrap();
+        assert_eq!(
+            (n.transport.clone(), n.host.as_str(), n.port, n.db),
+            (Transport::Tls, "cache.example.com", 6380, 2)
+        );
+        assert_eq!(n.to_string(), "rediss://alice@cache.example.com:6380/2");
+        for url in [
+            "redis+unix:///run/redis/redis.sock?db=3&pass=s%40cret&user=bob",
+            "unix://bob:s%40cret@/run/redis/redis.sock?db=3",
+        ] {
+            let n = NodeConfig::from_url(url).unwrap();
+            assert_eq!(n.transport, Transport::Unix("/run/redis/redis.sock".into()), "{url}");
+            assert_eq!((n.user.as_deref(), n.password.as_deref(), n.db), (Some("bob"), Some("s@cret"), 3), "{url}");
+            assert_eq!(n.to_string(), "redis+unix://bob@/run/redis/redis.sock?db=3");
+            assert!(!format!("{n:?}").contains("cret"));
+        }
+        let n = NodeConfig::from_url("redis+unix:///tmp/r.sock").unwrap();
+        assert_eq!((n.user, n.password, n.db), (None, None, 0));
+        for (url, needle) in [
+            ("redis+unix://tmp/r.sock", "absolute"),
+            ("unix://", "absolute"),
+            ("redis+unix:///", "missing"),
+            ("redis+unix:///r?db=x", "db"),
+        ] {
+            let err = NodeConfig::from_url(url).unwrap_err().to_string();
+            assert!(err.contains(needle), "{url}: {err}");
+        }
+    }
+
+    #[test]
     fn rejects_bad_urls_with_reasons() {
         for (url, needle) in [
             ("http://h:1", "redis://"),
@@ -242,14 +388,15 @@ mod tests {
     #[test]
     fn errors_never_show_a_password_whatever_the_scheme() {
         for url in [
-            "rediss://u:topsecret@h:6379",
+            "rediss://u:topsecret@h:x",
             "http://u:topsecret@h:1",
-            "unix://:topsecret@/tmp/redis.sock",
-            "redis+unix://u:topsecret@/tmp/redis.sock",
+            "unix://:topsecret@tmp/redis.sock",
+            "redis+unix://u:topsecret@/",
+            "redis+unix:///tmp/redis.sock?db=x&pass=topsecret",
             "redis:/u:topsecret@h:1",
             "u:topsecret@h:1",
             "topsecret@h:1",
-            "rediss://topsecret@h",
+            "rediss://topsecret@h:0",
             "redis://u:top/secret@h:1",
             "redis://u:top@secret@h:x",
             "redis://u:topsecret@h:1/x",
@@ -265,5 +412,6 @@ mod tests {
         assert_eq!(redact("rediss://alice:pw@h:6379/0"), "rediss://alice:***@h:6379/0");
         assert_eq!(redact("pw@h:1"), "***@h:1");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact("unix:///s?db=1&pass=pw"), "unix:///s?db=1&pass=***");
     }
 }

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use async_channel::Receiver;
 use futures_lite::Stream;
+use redlease_client::transport::{self, Layer, NodeTransport, Target};
 use redlease_client::{Error, Router, oneshot};
 use redlease_core::{Config, Engine, NodeId};
 
@@ -32,12 +33,15 @@ enum Link<S> {
     Down,
     /// A connect attempt.
     Connecting(BoxFuture<io::Result<S>>),
-    Up(S),
+    /// Connected, in the TLS handshake: the engine still counts it as connecting (its connect
+    /// timeout bounds the handshake).
+    Handshaking(S, Layer),
+    /// Connected (and past the TLS handshake): the engine's link.
+    Up(S, Layer),
 }
 
 struct Node<S> {
-    host: String,
-    port: u16,
+    transport: NodeTransport,
     link: Link<S>,
 }
 
@@ -64,6 +68,8 @@ pub struct Driver<R: Runtime> {
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
     buf: Box<[u8]>,
+    /// Plaintext out of a TLS session, on its way to the engine.
+    plain: Vec<u8>,
     /// The driver yielded once since new commands arrived, before writing them.
     yielded: bool,
 }
@@ -74,8 +80,7 @@ impl<R: Runtime> Driver<R> {
     /// or failed (the rest keep connecting in the background and count as failed votes
     /// meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
-        let nodes =
-            config.nodes.iter().map(|n| Node { host: n.host.clone(), port: n.port, link: Link::Down }).collect();
+        let nodes = transport::prepare(&config)?.into_iter().map(|t| Node { transport: t, link: Link::Down }).collect();
         let mut driver = Driver {
             engine: Engine::new(config)?,
             router: Router::new(),
@@ -87,6 +92,7 @@ impl<R: Runtime> Driver<R> {
             timer: None,
             timer_at: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
+            plain: Vec::new(),
             yielded: false,
         };
         poll_fn(|cx| {
@@ -140,7 +146,13 @@ impl<R: Runtime> Driver<R> {
     }
 
     fn all_sent(&self) -> bool {
-        (0..self.nodes.len()).all(|i| self.engine.poll_transmit(node_id(i)).is_none())
+        (0..self.nodes.len()).all(|i| {
+            let layer_done = match &self.nodes[i].link {
+                Link::Up(_, layer) => layer.ciphertext().is_empty(),
+                _ => true,
+            };
+            layer_done && self.engine.poll_transmit(node_id(i)).is_none()
+        })
     }
 
     /// Done: refuse further commands, drop the sockets, answer the callers of `close`.
@@ -208,53 +220,127 @@ impl<R: Runtime> Driver<R> {
         while let Some(node) = self.engine.poll_close() {
             // A connection the engine failed is reset, so that nothing it still carries runs
             // on the server after the next connection's commands.
-            if let Link::Up(socket) = std::mem::replace(&mut self.nodes[node.index()].link, Link::Down) {
+            if let Link::Up(socket, _) | Link::Handshaking(socket, _) =
+                std::mem::replace(&mut self.nodes[node.index()].link, Link::Down)
+            {
                 redlease_client::sockets::reset_on_close(&socket);
             }
             changed = true;
         }
         while let Some(node) = self.engine.poll_connect(now) {
             let node = &mut self.nodes[node.index()];
-            node.link = Link::Connecting(R::connect(&node.host, node.port));
+            node.link = Link::Connecting(match &node.transport.target {
+                Target::Tcp { host, port } => R::connect(host, *port),
+                Target::Unix(path) => R::connect_unix(path),
+            });
             changed = true;
         }
         changed
     }
 
-    /// Finish connects, read what has arrived.
+    /// Finish connects and TLS handshakes, read what has arrived.
     fn poll_nodes(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut progress = false;
         for i in 0..self.nodes.len() {
-            let node = &mut self.nodes[i];
-            let Link::Connecting(attempt) = &mut node.link else {
-                progress |= self.read(cx, now, i);
-                continue;
-            };
-            let Poll::Ready(result) = attempt.as_mut().poll(cx) else {
-                continue;
-            };
-            progress = true;
-            match result {
-                Ok(socket) => {
-                    node.link = Link::Up(socket);
-                    self.engine.handle_connected(now, node_id(i));
-                }
-                Err(e) => {
-                    node.link = Link::Down;
-                    self.engine.handle_connect_failed(now, node_id(i), &e.to_string());
+            match &mut self.nodes[i].link {
+                Link::Down => {}
+                Link::Up(..) => progress |= self.read(cx, now, i),
+                Link::Handshaking(..) => progress |= self.handshake(cx, now, i),
+                Link::Connecting(attempt) => {
+                    let Poll::Ready(result) = attempt.as_mut().poll(cx) else {
+                        continue;
+                    };
+                    progress = true;
+                    let node = &mut self.nodes[i];
+                    match result.map_err(|e| e.to_string()).and_then(|s| Ok((s, node.transport.layer()?))) {
+                        Ok((socket, layer)) if layer.is_handshaking() => {
+                            node.link = Link::Handshaking(socket, layer);
+                            self.handshake(cx, now, i);
+                        }
+                        Ok((socket, layer)) => {
+                            node.link = Link::Up(socket, layer);
+                            self.engine.handle_connected(now, node_id(i));
+                        }
+                        Err(e) => {
+                            node.link = Link::Down;
+                            self.engine.handle_connect_failed(now, node_id(i), &e);
+                        }
+                    }
                 }
             }
         }
         progress
     }
 
+    /// Move node `i`'s TLS handshake on: write its records, read the server's. Once it is
+    /// done the engine hears of the connection; if it fails, of a failed connect attempt.
+    fn handshake(&mut self, cx: &mut Context<'_>, now: Instant, i: usize) -> bool {
+        let Link::Handshaking(socket, layer) = &mut self.nodes[i].link else {
+            return false;
+        };
+        let mut progress = false;
+        let failed = loop {
+            let out = layer.ciphertext();
+            if !out.is_empty() {
+                match socket.poll_write(cx, out) {
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        layer.advance(n);
+                        progress = true;
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Poll::Ready(Ok(_)) => break Some("the socket takes no bytes".to_owned()),
+                    Poll::Ready(Err(e)) => break Some(format!("write failed: {e}")),
+                    Poll::Pending => {}
+                }
+            }
+            if !layer.is_handshaking() {
+                break None;
+            }
+            match socket.poll_read(cx, &mut self.buf) {
+                Poll::Ready(Ok(0)) => {
+                    break Some("the server closed the connection during the TLS handshake".to_owned());
+                }
+                Poll::Ready(Ok(n)) => {
+                    progress = true;
+                    // Nothing comes for the engine before the handshake is done: the server
+                    // speaks only when spoken to.
+                    if let Err(e) = layer.input(&self.buf[..n], &mut self.plain, |_| {}) {
+                        break Some(e);
+                    }
+                }
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => break Some(format!("connection lost during the TLS handshake: {e}")),
+                Poll::Pending => return progress,
+            }
+        };
+        let Link::Handshaking(socket, layer) = std::mem::replace(&mut self.nodes[i].link, Link::Down) else {
+            return true;
+        };
+        match failed {
+            None => {
+                self.nodes[i].link = Link::Up(socket, layer);
+                self.engine.handle_connected(now, node_id(i));
+            }
+            Some(why) => self.engine.handle_connect_failed(now, node_id(i), &why),
+        }
+        true
+    }
+
     fn read(&mut self, cx: &mut Context<'_>, now: Instant, i: usize) -> bool {
-        let Link::Up(socket) = &mut self.nodes[i].link else {
+        let Link::Up(socket, layer) = &mut self.nodes[i].link else {
             return false;
         };
         for _ in 0..READS_PER_PASS {
             match socket.poll_read(cx, &mut self.buf) {
-                Poll::Ready(Ok(n)) if n > 0 => self.engine.handle_data(now, node_id(i), &self.buf[..n]),
+                Poll::Ready(Ok(n)) if n > 0 => {
+                    let engine = &mut self.engine;
+                    let fed = layer.input(&self.buf[..n], &mut self.plain, |p| engine.handle_data(now, node_id(i), p));
+                    if let Err(why) = fed {
+                        self.connection_lost(i, now, None, "", &why);
+                        return true;
+                    }
+                }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(result) => {
                     self.connection_lost(i, now, result.err(), "connection lost", "connection closed by the server");
@@ -270,11 +356,30 @@ impl<R: Runtime> Driver<R> {
     fn flush(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let mut progress = false;
         for i in 0..self.nodes.len() {
-            let Link::Up(socket) = &mut self.nodes[i].link else {
+            let Link::Up(socket, layer) = &mut self.nodes[i].link else {
                 continue;
             };
-            while let Some(bytes) = self.engine.poll_transmit(node_id(i)) {
+            loop {
+                // The layer's own records (TLS) go first; then the engine's bytes, encrypted
+                // into the layer or written as they are.
+                let pending = layer.ciphertext();
+                let (bytes, own) = if !pending.is_empty() {
+                    (pending, true)
+                } else {
+                    let Some(bytes) = self.engine.poll_transmit(node_id(i)) else {
+                        break;
+                    };
+                    match layer.encrypt(bytes) {
+                        Some(0) => break,
+                        Some(n) => {
+                            self.engine.advance_transmit(node_id(i), n);
+                            continue;
+                        }
+                        None => (bytes, false),
+                    }
+                };
                 match socket.poll_write(cx, bytes) {
+                    Poll::Ready(Ok(n)) if n > 0 && own => layer.advance(n),
                     Poll::Ready(Ok(n)) if n > 0 => self.engine.advance_transmit(node_id(i), n),
                     Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                     Poll::Ready(result) => {

@@ -25,6 +25,15 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     /// when the engine gives the attempt up, so the future need not time out on its own.
     fn connect(host: &str, port: u16) -> BoxFuture<io::Result<Self::Socket>>;
 
+    /// Connect to the Unix domain socket at `path` (`redis+unix://` nodes). The default says
+    /// the runtime cannot; the tokio and smol adapters can, on Unix.
+    fn connect_unix(path: &std::path::Path) -> BoxFuture<io::Result<Self::Socket>> {
+        let path = path.display().to_string();
+        Box::pin(async move {
+            Err(io::Error::new(io::ErrorKind::Unsupported, format!("{path}: this runtime has no Unix sockets")))
+        })
+    }
+
     /// A timer that fires at `deadline`.
     fn timer(deadline: Instant) -> Self::Timer;
 
@@ -35,7 +44,7 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()>;
 }
 
-/// A connected TCP stream, driven by readiness: each call either makes progress or registers
+/// A connected stream (TCP or Unix), driven by readiness: each call either makes progress or registers
 /// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract). Its
 /// options are reachable ([`AsSocket`](redlease_client::sockets::AsSocket)), so that the
 /// driver can close a connection the engine failed with a reset.

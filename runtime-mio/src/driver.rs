@@ -9,7 +9,7 @@ use mio::{Registry, Token};
 use redlease_client::{Commands, Error, seeded};
 use redlease_core::{Config, Engine, Event, Health, LockId, LockInfo, LockOptions, Misuse, NodeId};
 
-use crate::conn::{Conn, Node, Progress};
+use crate::conn::{Closed, Conn, Node, Progress};
 
 /// Size of the read buffer shared by all sockets.
 const READ_CHUNK: usize = 16 * 1024;
@@ -81,7 +81,7 @@ impl Driver {
             let reason = format!("token {} leaves no room for {n} node tokens: use a smaller base", base.0);
             return Err(Error::Setting { field: "base token", reason });
         }
-        let nodes = config.nodes.iter().map(|c| Node::new(c.host.clone(), c.port)).collect();
+        let nodes = redlease_client::transport::prepare(&config)?.into_iter().map(Node::new).collect();
         Ok(Driver {
             engine: Engine::new(config)?,
             base: base.0,
@@ -206,7 +206,7 @@ impl Driver {
         let n = &mut self.nodes[node.index()];
         match n.conn {
             Conn::Connecting { .. } => match n.connect_progress(registry, token, event) {
-                Progress::Pending => {}
+                Progress::Pending | Progress::Handshaking => {}
                 Progress::Connected => self.engine.handle_connected(now, node),
                 Progress::Failed(why) => self.engine.handle_connect_failed(now, node, &why),
             },
@@ -216,11 +216,11 @@ impl Driver {
                 }
                 let to_end = event.is_read_closed() || event.is_error();
                 let readable = event.is_readable() || to_end;
-                if let Some(why) =
+                if let Some(closed) =
                     readable.then(|| n.read(&mut self.buf, &mut self.engine, now, node, to_end)).flatten()
                 {
                     n.drop_socket(Some(registry), false);
-                    self.engine.handle_disconnected(now, node, &why);
+                    closed_for(&mut self.engine, now, node, closed);
                 }
             }
             // A late event for a socket already closed.
@@ -278,9 +278,9 @@ impl Driver {
         if let Some(registry) = &self.registry {
             for i in 0..self.nodes.len() {
                 let token = Token(self.base + i);
-                if let Some(why) = self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
+                if let Some(closed) = self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
                     self.nodes[i].drop_socket(Some(registry), false);
-                    self.engine.handle_disconnected(now, node_id(i), &why);
+                    closed_for(&mut self.engine, now, node_id(i), closed);
                 }
             }
         }
@@ -365,4 +365,13 @@ impl fmt::Debug for Driver {
 fn node_id(i: usize) -> NodeId {
     // The engine refuses configs with more than u16::MAX nodes.
     NodeId(i as u16)
+}
+
+/// Tell the engine how a node's connection ended: lost once established, a failed connect
+/// attempt while in the TLS handshake.
+fn closed_for(engine: &mut Engine, now: Instant, node: NodeId, closed: Closed) {
+    match closed {
+        Closed::Lost(why) => engine.handle_disconnected(now, node, &why),
+        Closed::ConnectFailed(why) => engine.handle_connect_failed(now, node, &why),
+    }
 }

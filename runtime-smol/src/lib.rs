@@ -38,12 +38,21 @@ impl redlease_async::Runtime for AsyncIo {
                 match Async::<TcpStream>::connect(addr).await {
                     Ok(stream) => {
                         redlease_client::sockets::configure_tcp(stream.get_ref())?;
-                        return Ok(Socket { stream, drained: false });
+                        return Ok(Socket { stream: Conn::Tcp(stream), drained: false });
                     }
                     Err(e) => last = Some(e),
                 }
             }
             Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"))))
+        })
+    }
+
+    #[cfg(unix)]
+    fn connect_unix(path: &std::path::Path) -> redlease_async::BoxFuture<io::Result<Socket>> {
+        let path = path.to_owned();
+        Box::pin(async move {
+            let stream = Async::<std::os::unix::net::UnixStream>::connect(path).await?;
+            Ok(Socket { stream: Conn::Unix(stream), drained: false })
         })
     }
 
@@ -71,7 +80,8 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     rx.recv().await.map_err(|_| io::Error::other(format!("resolving {host} failed")))?
 }
 
-/// An `Async<TcpStream>` as the driver's [`Socket`](redlease_async::Socket).
+/// An `Async<TcpStream>` (or `Async<UnixStream>`) as the driver's
+/// [`Socket`](redlease_async::Socket).
 ///
 /// A read that returns less than the buffer has emptied the socket: the next read waits for
 /// readiness first instead of asking the kernel (which would only say `WouldBlock`), saving
@@ -79,15 +89,25 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 /// reactor, which re-arms its interest when the waker is registered.
 #[derive(Debug)]
 pub struct Socket {
-    stream: Async<TcpStream>,
+    stream: Conn,
     /// The last read emptied the socket: wait for a readiness event before reading again.
     drained: bool,
+}
+
+#[derive(Debug)]
+enum Conn {
+    Tcp(Async<TcpStream>),
+    #[cfg(unix)]
+    Unix(Async<std::os::unix::net::UnixStream>),
 }
 
 #[cfg(unix)]
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.stream.get_ref().as_fd()
+        match &self.stream {
+            Conn::Tcp(s) => s.get_ref().as_fd(),
+            Conn::Unix(s) => s.get_ref().as_fd(),
+        }
     }
 }
 
@@ -95,13 +115,23 @@ impl redlease_async::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         loop {
             if self.drained {
-                match self.stream.poll_readable(cx) {
+                let ready = match &self.stream {
+                    Conn::Tcp(s) => s.poll_readable(cx),
+                    #[cfg(unix)]
+                    Conn::Unix(s) => s.poll_readable(cx),
+                };
+                match ready {
                     Poll::Ready(Ok(())) => self.drained = false,
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                     Poll::Pending => return Poll::Pending,
                 }
             }
-            match io::Read::read(&mut self.stream.get_ref(), buf) {
+            let read = match &self.stream {
+                Conn::Tcp(s) => io::Read::read(&mut s.get_ref(), buf),
+                #[cfg(unix)]
+                Conn::Unix(s) => io::Read::read(&mut s.get_ref(), buf),
+            };
+            match read {
                 Ok(n) => {
                     self.drained = n < buf.len();
                     return Poll::Ready(Ok(n));
@@ -113,7 +143,11 @@ impl redlease_async::Socket for Socket {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        match &mut self.stream {
+            Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(unix)]
+            Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
     }
 }
 

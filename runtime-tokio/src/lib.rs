@@ -34,8 +34,14 @@ impl redlease_async::Runtime for Tokio {
         Box::pin(async move {
             let stream = TcpStream::connect((host.as_str(), port)).await?;
             redlease_client::sockets::configure_tcp(&stream)?;
-            Ok(Socket(stream))
+            Ok(Socket(Stream::Tcp(stream)))
         })
+    }
+
+    #[cfg(unix)]
+    fn connect_unix(path: &std::path::Path) -> redlease_async::BoxFuture<io::Result<Socket>> {
+        let path = path.to_owned();
+        Box::pin(async move { Ok(Socket(Stream::Unix(tokio::net::UnixStream::connect(path).await?))) })
     }
 
     fn timer(deadline: Instant) -> Timer {
@@ -49,21 +55,36 @@ impl redlease_async::Runtime for Tokio {
     }
 }
 
-/// A tokio TCP stream as the driver's [`Socket`](redlease_async::Socket).
+/// A tokio TCP or Unix stream as the driver's [`Socket`](redlease_async::Socket).
 #[derive(Debug)]
-pub struct Socket(TcpStream);
+pub struct Socket(Stream);
+
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(tokio::net::UnixStream),
+}
 
 #[cfg(unix)]
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.0.as_fd()
+        match &self.0 {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
     }
 }
 
 impl redlease_async::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut buf = ReadBuf::new(buf);
-        match Pin::new(&mut self.0).poll_read(cx, &mut buf) {
+        let polled = match &mut self.0 {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, &mut buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, &mut buf),
+        };
+        match polled {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => Poll::Pending,
@@ -71,7 +92,11 @@ impl redlease_async::Socket for Socket {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        match &mut self.0 {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
     }
 }
 

@@ -40,3 +40,10 @@ impl Executor for AsyncStd {
 }
 
 redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>);
+
+/// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
+mod tls {
+    use super::*;
+
+    redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>, listen = redlease_tests::Listen::Tls);
+}

@@ -136,3 +136,17 @@ impl Subject for MioSubject {
 }
 
 redlease_tests::conformance_tests!(MioSubject);
+
+/// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
+mod tls {
+    use super::*;
+
+    redlease_tests::conformance_tests!(MioSubject, listen = redlease_tests::Listen::Tls);
+}
+
+/// The whole suite with every node reached over its Unix socket (`redis+unix://`).
+mod unix {
+    use super::*;
+
+    redlease_tests::conformance_tests!(MioSubject, listen = redlease_tests::Listen::Unix);
+}

@@ -41,3 +41,10 @@ impl Executor for Smol {
 }
 
 redlease_tests::conformance_tests!(AsyncSubject<Smol>);
+
+/// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
+mod tls {
+    use super::*;
+
+    redlease_tests::conformance_tests!(AsyncSubject<Smol>, listen = redlease_tests::Listen::Tls);
+}

@@ -56,3 +56,17 @@ mod current_thread {
 
     redlease_tests::conformance_tests!(AsyncSubject<TokioRt<false>>);
 }
+
+/// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
+mod tls {
+    use super::*;
+
+    redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, listen = redlease_tests::Listen::Tls);
+}
+
+/// The whole suite with every node reached over its Unix socket (`redis+unix://`).
+mod unix {
+    use super::*;
+
+    redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, listen = redlease_tests::Listen::Unix);
+}

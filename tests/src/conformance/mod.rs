@@ -82,6 +82,43 @@ macro_rules! conformance_tests {
             wake_on_release,
         );
     };
+    // Every case over another transport: every cluster a case starts listens that way
+    // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
+    ($subject:ty, listen = $listen:expr) => {
+        $crate::conformance_tests!(@listen $subject, $listen;
+            basics,
+            mutual_exclusion,
+            contention,
+            minority_down,
+            majority_down,
+            paused_node,
+            kill_restart,
+            crash_recovery,
+            release_after_expiry,
+            extend_after_loss,
+            auto_extension,
+            lost_signal,
+            fencing_monotonic,
+            script_flush,
+            acl_auth,
+            config_errors,
+            drop_releases,
+            close_releases,
+            ready_at_quorum,
+            honest_reports,
+            failed_links_are_reset,
+            health_view,
+            wake_on_release,
+                );
+    };
+    (@listen $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::with_listen($listen, || $crate::conformance::$case::<$subject>());
+            }
+        )*
+    };
     (@cases $subject:ty; $($case:ident),* $(,)?) => {
         $(
             #[test]

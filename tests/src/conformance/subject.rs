@@ -53,7 +53,15 @@ impl Default for Options {
 impl Options {
     /// The core `Config` for these node URLs with these settings (every adapter takes it).
     pub fn config(&self, urls: &[String]) -> Result<Config, Failure> {
-        let config = Config::from_urls(urls).map_err(failure)?;
+        let mut config = Config::from_urls(urls).map_err(failure)?;
+        // TLS nodes of the harness: trust the CA that signed their certificates.
+        for node in &mut config.nodes {
+            if node.transport == redlease_core::Transport::Tls {
+                if let Some(files) = redlease_cluster::tls_files_for(node.port) {
+                    node.tls = Some(redlease_core::TlsSettings::new().ca_file(&files.ca));
+                }
+            }
+        }
         Ok(config
             .node_timeout(self.node_timeout)
             .retry(self.retry)
