@@ -26,15 +26,19 @@ struct Tally {
 }
 
 /// Run the demo; returns the exit code.
-pub(crate) async fn run(workers: usize) -> Result<u8, Usage> {
+pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
     if workers == 0 {
         return Err(Usage("--workers 0: the demo needs at least one worker".into()));
     }
     let t0 = Instant::now();
     let say = move |msg: &str| println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
 
-    say("starting 5 redis-server nodes on free loopback ports (temporary dirs, no persistence)...");
-    let cluster = tokio::task::spawn_blocking(|| Cluster::builder().nodes(5).try_start())
+    say(&format!(
+        "starting 5 redis-server nodes on free loopback ports (temporary dirs, no persistence{})...",
+        if tls { ", TLS with a generated CA" } else { "" }
+    ));
+    let listen = if tls { redlease_cluster::Listen::Tls } else { redlease_cluster::Listen::Tcp };
+    let cluster = tokio::task::spawn_blocking(move || Cluster::builder().nodes(5).listen(listen).try_start())
         .await
         .map_err(|e| Usage(e.to_string()))?;
     let cluster = match cluster {
@@ -49,6 +53,10 @@ pub(crate) async fn run(workers: usize) -> Result<u8, Usage> {
     }
     let mut config = Config::from_urls(cluster.urls()).map_err(|e| Usage(e.to_string()))?;
     config.node_timeout = Duration::from_millis(50);
+    #[cfg(feature = "tls")]
+    if let Some(files) = cluster.tls() {
+        config = config.tls(redlease_core::TlsSettings::new().ca_file(&files.ca));
+    }
     let client = Client::with_config(config).await.map_err(|e| Usage(e.to_string()))?;
 
     let tally = Arc::new(Tally::default());

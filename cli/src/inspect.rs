@@ -9,7 +9,7 @@ use redlease_core::NodeConfig;
 use crate::{EXIT_UNAVAILABLE, Usage, node_urls};
 
 /// Start `n` local nodes in the foreground until Ctrl-C.
-pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool) -> Result<u8, Usage> {
+pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: bool) -> Result<u8, Usage> {
     if n == 0 {
         return Err(Usage("--nodes 0: a cluster needs at least one node (Redlock wants 3 or 5)".into()));
     }
@@ -19,6 +19,9 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool) -> Resul
         }
     }
     let mut builder = Cluster::builder().nodes(n).persist(persist);
+    if tls {
+        builder = builder.listen(redlease_cluster::Listen::Tls);
+    }
     if let Some(p) = port {
         builder = builder.base_port(p);
     }
@@ -30,6 +33,15 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool) -> Resul
         println!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
     }
     println!("export REDLEASE_NODES={}", cluster.urls().join(","));
+    #[cfg(feature = "tls")]
+    if let Some(files) = cluster.tls() {
+        println!("export REDLEASE_TLS_CA={}", files.ca.display());
+        println!(
+            "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
+            files.client_cert.display(),
+            files.client_key.display()
+        );
+    }
     println!(
         "{} node(s) running{}; press Ctrl-C to stop them.",
         n,
@@ -90,6 +102,17 @@ fn node_state(node: &NodeConfig, key: &str) -> Result<NodeState, String> {
     Ok(NodeState { holder, pttl, fence, rtt })
 }
 
+/// `status` and `scan` inspect nodes with a small plain-TCP client: refuse TLS and Unix-socket
+/// nodes clearly instead of sending plaintext to a TLS port.
+fn plain_nodes(nodes: Vec<NodeConfig>, what: &str) -> Result<Vec<NodeConfig>, Usage> {
+    match nodes.iter().find(|n| n.transport != redlease_core::Transport::Tcp) {
+        Some(n) => Err(Usage(format!(
+            "--nodes: {n}: `redlease {what}` inspects nodes over plain TCP only (rediss:// and Unix sockets work with `redlease run`)"
+        ))),
+        None => Ok(nodes),
+    }
+}
+
 /// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
 /// password, user or database: an operator must act) or out of reach.
 fn fault_of(error: &str) -> &'static str {
@@ -105,7 +128,7 @@ fn ms(d: Duration) -> String {
 /// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict.
 /// Exit 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
 pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, Usage> {
-    let nodes = node_urls(nodes)?;
+    let nodes = plain_nodes(node_urls(nodes)?, "status")?;
     let states: Vec<Result<NodeState, String>> = nodes.iter().map(|n| node_state(n, key)).collect();
     let quorum = nodes.len() / 2 + 1;
     let reachable = states.iter().filter(|s| s.is_ok()).count();
@@ -192,7 +215,7 @@ fn short(token: &str) -> String {
 /// Keys without a TTL on any node: exit 1 if there are any, else [`EXIT_UNAVAILABLE`] if a
 /// node did not answer, else 0.
 pub(crate) fn scan(nodes: Option<&str>, pattern: &str, json: bool) -> Result<u8, Usage> {
-    let nodes = node_urls(nodes)?;
+    let nodes = plain_nodes(node_urls(nodes)?, "scan")?;
     let found: Vec<Result<Vec<String>, String>> = nodes
         .iter()
         .map(|node| {

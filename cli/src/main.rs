@@ -173,6 +173,9 @@ enum Cmd {
         /// Port of the first node; the others follow it (default: free ports).
         #[arg(short, long)]
         port: Option<u16>,
+        /// Listen with TLS too (a generated CA; its files are printed), and print rediss:// URLs.
+        #[arg(long)]
+        tls: bool,
         /// Persist with appendonly yes + appendfsync always (safe restarts).
         #[arg(long)]
         persist: bool,
@@ -184,6 +187,9 @@ enum Cmd {
         /// Workers contending for the lock.
         #[arg(long, default_value_t = 4)]
         workers: usize,
+        /// Run the nodes with TLS (a generated CA) and lock over rediss://.
+        #[arg(long)]
+        tls: bool,
     },
     /// Print a completion script for a shell.
     #[command(long_about = COMPLETIONS_HELP)]
@@ -254,9 +260,32 @@ struct NodesArg {
         env = "REDLEASE_NODES",
         hide_env_values = true,
         value_name = "URLS",
-        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs"
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (rediss:// for TLS, redis+unix:///path for a Unix socket)"
     )]
     nodes: Option<String>,
+    /// CA certificates (PEM) to trust for rediss:// nodes, instead of the Web PKI roots.
+    #[arg(long, env = "REDLEASE_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) for rediss:// nodes that require one (with --tls-key).
+    #[arg(long, env = "REDLEASE_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM) (with --tls-cert).
+    #[arg(long, env = "REDLEASE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+}
+
+impl NodesArg {
+    /// The TLS settings of the flags.
+    fn tls(&self) -> redlease_core::TlsSettings {
+        let mut tls = redlease_core::TlsSettings::new();
+        if let Some(ca) = &self.tls_ca {
+            tls = tls.ca_file(ca);
+        }
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            tls = tls.client_cert_file(cert, key);
+        }
+        tls
+    }
 }
 
 /// A usage error: printed with the `redlease:` prefix, exit 64.
@@ -347,8 +376,10 @@ fn main() -> ExitCode {
     // and must: the parent-death signal fires when the spawning *thread* ends.
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Demo { workers } => until_interrupted(demo::run(workers)).await,
-            Cmd::Cluster { nodes, port, persist } => until_interrupted(inspect::cluster(nodes, port, persist)).await,
+            Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
+            Cmd::Cluster { nodes, port, persist, tls } => {
+                until_interrupted(inspect::cluster(nodes, port, persist, tls)).await
+            }
             Cmd::Run(args) => {
                 let argv = match args.shell_command {
                     Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line],
@@ -356,6 +387,7 @@ fn main() -> ExitCode {
                 };
                 run::run(run::RunArgs {
                     key: args.key,
+                    tls: args.nodes.tls(),
                     nodes: args.nodes.nodes,
                     ttl: args.ttl,
                     wait: (!args.nonblock).then_some(args.wait),

@@ -23,6 +23,8 @@ use crate::{EXIT_LOST, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, node_urls, warn};
 pub(crate) struct RunArgs {
     pub(crate) key: String,
     pub(crate) nodes: Option<String>,
+    /// For rediss:// nodes.
+    pub(crate) tls: redlease_core::TlsSettings,
     pub(crate) ttl: Duration,
     /// `None`: one attempt only (`--nonblock`).
     pub(crate) wait: Option<Duration>,
@@ -37,7 +39,7 @@ pub(crate) struct RunArgs {
 /// Must run on the thread that stays alive until the process exits (`main`'s `block_on`): the
 /// kernel sends the parent-death signal when the *thread* that spawned the child ends.
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
-    let RunArgs { key, nodes, ttl, wait, conflict_exit_code, grace, argv } = args;
+    let RunArgs { key, nodes, tls, ttl, wait, conflict_exit_code, grace, argv } = args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()));
     }
@@ -50,7 +52,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
     let mut signals = Signals::install()?;
 
     let client = tokio::select! {
-        client = Client::with_config(Config::new(nodes)) => client,
+        client = Client::with_config(Config::new(nodes).tls(tls)) => client,
         sig = signals.recv() => {
             warn(&format!("got {} while connecting: giving up", signal_name(sig)));
             return Ok(128 + sig as u8);

@@ -510,3 +510,24 @@ fn status_tells_a_refused_password_from_a_down_node() {
     assert!(json.contains("{\"node\":2,") && json.contains("\"fault\":\"unreachable\""), "{json}");
     assert!(!json.contains("wrong-one") && !json.contains(pass), "{json}");
 }
+
+/// `run` over TLS: with `--tls-ca` (or `REDLEASE_TLS_CA`) it locks; without, the nodes'
+/// certificates do not verify and it exits 69 naming the reason. `status` refuses TLS nodes
+/// clearly (it inspects over plain TCP).
+#[test]
+fn run_over_tls_with_the_ca_given_by_flag_or_env() {
+    let cluster = Cluster::builder().nodes(3).listen(redlease_cluster::Listen::Tls).start();
+    let urls = cluster.urls().join(",");
+    let ca = cluster.tls().unwrap().ca.display().to_string();
+    let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "--tls-ca", &ca, "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "true"]).env("REDLEASE_TLS_CA", &ca));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "-w", "1", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("UnknownIssuer"), "{}", stderr(&out));
+    let out = run(redlease().args(["status", "-k", "tls", "-N", &urls]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains("plain TCP only"), "{}", stderr(&out));
+    cluster.assert_no_leaks();
+}
