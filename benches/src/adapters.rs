@@ -62,7 +62,95 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             MioBlocking,
         )),
         Box::new(crate::embedded::Embedded),
+        Box::new(OverTls::new(
+            "tokio-mt-tls",
+            "tokio-mt over TLS (rediss://, rustls with ring, TLS 1.3) to the same nodes",
+            Box::new(Async::new(
+                "tokio-mt",
+                Role::Adapter,
+                "",
+                &TLS_SCENARIOS,
+                TokioAdapter { multi_thread: true, wake: true },
+            )),
+        )),
+        Box::new(OverTls::new(
+            "mio-embedded-tls",
+            "mio-embedded over TLS (rediss://, rustls with ring, TLS 1.3) to the same nodes",
+            Box::new(crate::embedded::Embedded),
+        )),
     ]
+}
+
+/// What the TLS subjects run: the two figures compared with TCP.
+const TLS_SCENARIOS: [Scenario; 2] = [Scenario::Sequential, Scenario::Throughput];
+
+/// A subject run against nodes that listen with TLS: the same client, `rediss://` URLs.
+struct OverTls {
+    name: &'static str,
+    about: &'static str,
+    inner: Box<dyn Subject>,
+}
+
+impl OverTls {
+    fn new(name: &'static str, about: &'static str, inner: Box<dyn Subject>) -> Self {
+        OverTls { name, about, inner }
+    }
+}
+
+impl Subject for OverTls {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn about(&self) -> String {
+        self.about.to_owned()
+    }
+    fn role(&self) -> Role {
+        self.inner.role()
+    }
+    fn style(&self) -> crate::subject::Style {
+        self.inner.style()
+    }
+    fn listen(&self) -> redlease_cluster::Listen {
+        redlease_cluster::Listen::Tls
+    }
+    fn supports(&self, scenario: Scenario) -> bool {
+        TLS_SCENARIOS.contains(&scenario) && self.inner.supports(scenario)
+    }
+    fn sequential(
+        &self,
+        urls: &[String],
+        common: crate::subject::Common,
+        plan: crate::plan::SeqPlan,
+    ) -> Result<crate::Sequential, String> {
+        self.inner.sequential(urls, common, plan)
+    }
+    fn throughput(
+        &self,
+        urls: &[String],
+        common: crate::subject::Common,
+        plan: crate::plan::LoadPlan,
+        lockers: usize,
+    ) -> Result<crate::Throughput, String> {
+        self.inner.throughput(urls, common, plan, lockers)
+    }
+    fn stalled(
+        &self,
+        _: &[String],
+        _: crate::subject::Common,
+        _: &crate::plan::StallPlan,
+        _: &mut dyn FnMut(usize),
+    ) -> Result<Vec<crate::StallLevel>, String> {
+        Err("not measured over TLS".into())
+    }
+    fn contention(
+        &self,
+        _: &[String],
+        _: crate::subject::Common,
+        _: crate::plan::LoadPlan,
+        _: usize,
+    ) -> Result<crate::Contention, String> {
+        Err("not measured over TLS".into())
+    }
 }
 
 /// redlease-tokio, on a multi-thread or a current-thread runtime.
@@ -127,8 +215,17 @@ impl AsyncTarget for AsyncStdAdapter {
     }
 }
 
-fn config(urls: &[String]) -> Result<Config, String> {
-    Config::from_urls(urls).map_err(|e| e.to_string())
+pub(crate) fn config(urls: &[String]) -> Result<Config, String> {
+    let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?;
+    // TLS nodes of the benchmark's clusters: trust the CA that signed them.
+    for node in &mut config.nodes {
+        if node.transport == redlease_core::Transport::Tls {
+            if let Some(files) = redlease_cluster::tls_files_for(node.port) {
+                node.tls = Some(redlease_core::TlsSettings::new().ca_file(&files.ca));
+            }
+        }
+    }
+    Ok(config)
 }
 
 /// One async client shared by every locker (each locker holds a clone).

@@ -7,7 +7,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
-use redlease_mio::{Config, Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
+use redlease_mio::{Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
 
 use crate::load::{LoadState, Window, keys};
 use crate::plan::{CONTENDED_WAIT, LoadPlan, Scenario, SeqPlan, StallPlan};
@@ -186,7 +186,7 @@ struct Host {
 
 impl Host {
     fn connect(urls: &[String], ttl: Duration) -> Result<Host, String> {
-        let config = Config::from_urls(urls).map_err(|e| e.to_string())?;
+        let config = crate::adapters::config(urls)?;
         let mut driver = Driver::new(config, Token(0)).map_err(|e| e.to_string())?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         driver.register(poll.registry(), Instant::now()).map_err(|e| e.to_string())?;

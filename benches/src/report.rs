@@ -158,7 +158,7 @@ fn role_name(role: Role) -> &'static str {
 pub fn scenario_section(r: &Results, scenario: Scenario) -> String {
     match scenario {
         Scenario::Sequential => sequential_section(r),
-        Scenario::Throughput => throughput_section(r),
+        Scenario::Throughput => throughput_section(r) + &tls_section(r),
         Scenario::Scaling => scaling_section(r),
         Scenario::Stalled => stalled_section(r),
         Scenario::Contention => contention_section(r),
@@ -301,6 +301,34 @@ fn throughput_section(r: &Results) -> String {
         out.push_str(&errors.join("\n"));
         out.push('\n');
     }
+    out
+}
+
+/// TLS subjects (`NAME-tls`) against the same client over TCP (`NAME`), in this run.
+fn tls_section(r: &Results) -> String {
+    let pairs: Vec<(&str, &str)> =
+        r.subjects.iter().filter_map(|s| Some((s.name.as_str(), s.name.strip_suffix("-tls")?))).collect();
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n### TLS ÷ TCP\n\nThe same client against the same kind of nodes, over TLS (`rediss://`, rustls with the \
+         ring provider, TLS 1.3, the nodes' `tls-port`) and over plain TCP, in this run.\n\n",
+    );
+    let mut t = Table::new(["subject", "sequential p50", "÷ TCP", "16 lockers cycles/s", "÷ TCP"]);
+    for (tls, tcp) in pairs {
+        let (a, b) = (seq_p50(r, tls), seq_p50(r, tcp));
+        let rate = |s: &str| find(&r.throughput, s, 16).map(|t| t.rate());
+        let (x, y) = (rate(tls), rate(tcp));
+        t.row(vec![
+            tls.to_owned(),
+            lat(a),
+            ratio(div(a, b)),
+            x.map_or("—".into(), fmt_rate),
+            ratio(x.zip(y).map(|(x, y)| x / y.max(1e-9))),
+        ]);
+    }
+    out.push_str(&t.render());
     out
 }
 

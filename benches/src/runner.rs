@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant, SystemTime};
 
-use redlease_cluster::Cluster;
+use redlease_cluster::{Cluster, Listen};
 
 use crate::plan::{Options, Plan, Scenario};
 use crate::report;
@@ -59,11 +59,12 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
             chosen.iter().filter(|s| s.supports(sc)).count() * points
         })
         .sum();
-    let mut progress = Progress { step: 0, total, started: Instant::now() };
+    let mut progress = Progress { step: 0, total, started: Instant::now(), listen: Listen::Tcp };
     let common = Common { ttl: plan.ttl };
     for &scenario in &scenarios {
         for s in chosen.iter().filter(|s| s.supports(scenario)) {
             let name = s.name().to_owned();
+            progress.listen = s.listen();
             match scenario {
                 Scenario::Sequential => {
                     let result = progress.item(
@@ -194,6 +195,8 @@ struct Progress {
     step: usize,
     total: usize,
     started: Instant,
+    /// How the clusters of the current subject listen.
+    listen: Listen,
 }
 
 impl Progress {
@@ -209,7 +212,8 @@ impl Progress {
         eprint!("[{:>2}/{}] {subject:<16} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
-        let result = match catch_unwind(|| Cluster::builder().nodes(nodes).start()) {
+        let listen = self.listen;
+        let result = match catch_unwind(|| Cluster::builder().nodes(nodes).listen(listen).start()) {
             Err(p) => Err(format!("cluster of {nodes} did not start: {}", panic_text(p.as_ref()))),
             Ok(cluster) => {
                 crate::server::set_pids(cluster.nodes().iter().filter_map(|n| n.pid()).collect());

@@ -47,6 +47,11 @@ pub trait Subject {
     fn role(&self) -> Role;
     /// Async or blocking.
     fn style(&self) -> Style;
+    /// How the nodes of its clusters listen (default: plain TCP): a TLS subject gets
+    /// `rediss://` URLs.
+    fn listen(&self) -> redlease_cluster::Listen {
+        redlease_cluster::Listen::Tcp
+    }
     /// Whether it takes part in `scenario` (a floor that reads every reply cannot take a
     /// stalled node, for instance).
     fn supports(&self, scenario: Scenario) -> bool;

@@ -55,5 +55,5 @@ pub use runtime::{BoxFuture, Runtime, Socket, Timer};
 pub use redlease_client::{Error, Lease, LostSignal};
 pub use redlease_core::{
     AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse, NodeConfig,
-    NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome, ReleaseReport, Retry, TlsSettings, Transport, Vote,
 };

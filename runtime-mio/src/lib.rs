@@ -17,5 +17,6 @@ pub use redlease_client::{Error, Lease, LostSignal, new_token};
 pub use redlease_core as core;
 pub use redlease_core::{
     AcquireError, Config, ConfigError, Event, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse,
-    NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome, ReleaseReport, Retry, Vote,
+    NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome, ReleaseReport, Retry, TlsSettings,
+    Transport, Vote,
 };

@@ -11,8 +11,8 @@ use futures_lite::{AsyncWrite, Stream};
 
 pub use redlease_async::{
     AcquireError, Config, ConfigError, Error, ExtendError, Fault, Guard, Health, Lease, LockId, LockOptions,
-    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, ReleaseOutcome,
-    ReleaseReport, Retry, Vote,
+    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
+    ReleaseReport, Retry, TlsSettings, Transport, Vote,
 };
 
 /// The Redlock client on `async-io`. See [`redlease_async::Client`] for its methods.
