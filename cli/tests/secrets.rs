@@ -47,9 +47,11 @@ fn help_never_shows_the_value_of_redlease_nodes() {
 #[test]
 fn usage_errors_never_show_a_password_from_a_flag_the_environment_or_any_url() {
     let urls = [
-        format!("rediss://alice:{SECRET}@127.0.0.1:7000"),
+        // rediss:// and redis+unix:// are valid schemes: a bad port, a relative socket path.
+        format!("rediss://alice:{SECRET}@127.0.0.1:x"),
         format!("http://alice:{SECRET}@127.0.0.1:7000"),
-        format!("redis+unix://:{SECRET}@/tmp/redis.sock"),
+        format!("redis+unix://:{SECRET}@tmp/redis.sock"),
+        format!("redis+unix:///tmp/redis.sock?db=x&pass={SECRET}"),
         format!("alice:{SECRET}@127.0.0.1:7000"),
         format!("{SECRET}@127.0.0.1:7000"),
         format!("redis:/alice:{SECRET}@127.0.0.1:7000"),
