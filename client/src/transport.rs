@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use redlease_core::{Config, ConfigError, Transport};
+use redlease_core::{Config, ConfigError, Engine, NodeId, Transport};
 
 #[cfg(feature = "tls")]
 use crate::tls::{TlsClient, TlsStream};
@@ -33,14 +33,6 @@ pub struct NodeTransport {
 }
 
 impl NodeTransport {
-    /// Whether connections to this node are TLS sessions.
-    pub fn is_tls(&self) -> bool {
-        #[cfg(feature = "tls")]
-        return self.tls.is_some();
-        #[cfg(not(feature = "tls"))]
-        false
-    }
-
     /// The byte layer of a new connection (a fresh TLS session, whose client hello is then
     /// in [`Layer::ciphertext`]).
     pub fn layer(&self) -> Result<Layer, String> {
@@ -149,37 +141,68 @@ impl Layer {
         }
     }
 
-    /// Bytes the layer itself must write before anything else (TLS records); empty for a
-    /// plain connection.
-    pub fn ciphertext(&self) -> &[u8] {
+    /// The next bytes to write to the socket, and whose they are: for a plain connection the
+    /// engine's (`engine.poll_transmit`); for TLS, records — the engine's bytes encrypted into
+    /// them first, unless `handshaking` (then only the handshake's own records). `None`:
+    /// nothing to write. Report what the socket took with [`wrote`](Self::wrote). Both
+    /// drivers write through this one loop.
+    pub fn next_write<'a>(
+        &'a mut self,
+        engine: &'a mut Engine,
+        node: NodeId,
+        handshaking: bool,
+    ) -> Option<(&'a [u8], Origin)> {
         match self {
-            Layer::Plain => &[],
+            Layer::Plain => {
+                let _ = handshaking;
+                engine.poll_transmit(node).map(|bytes| (bytes, Origin::Engine))
+            }
             #[cfg(feature = "tls")]
-            Layer::Tls(t) => t.ciphertext(),
+            Layer::Tls(t) => {
+                if !handshaking {
+                    while let Some(bytes) = engine.poll_transmit(node) {
+                        let n = t.send(bytes);
+                        if n == 0 {
+                            break;
+                        }
+                        engine.advance_transmit(node, n);
+                    }
+                }
+                let records = t.ciphertext();
+                (!records.is_empty()).then_some((records, Origin::Layer))
+            }
         }
     }
 
-    /// The socket took `n` bytes of [`ciphertext`](Self::ciphertext).
-    pub fn advance(&mut self, n: usize) {
-        match self {
-            Layer::Plain => {
-                let _ = n;
+    /// The socket took `n` bytes of what [`next_write`](Self::next_write) gave.
+    pub fn wrote(&mut self, engine: &mut Engine, node: NodeId, from: Origin, n: usize) {
+        match from {
+            Origin::Engine => engine.advance_transmit(node, n),
+            Origin::Layer =>
+            {
+                #[cfg(feature = "tls")]
+                if let Layer::Tls(t) = self {
+                    t.advance(n);
+                }
             }
-            #[cfg(feature = "tls")]
-            Layer::Tls(t) => t.advance(n),
         }
     }
 
-    /// For TLS: encrypt engine bytes into [`ciphertext`](Self::ciphertext), returning how many
-    /// were taken. `None` for a plain connection: write them to the socket yourself.
-    pub fn encrypt(&mut self, plain: &[u8]) -> Option<usize> {
+    /// Whether the layer holds bytes of its own not yet written (TLS records).
+    pub fn has_pending(&self) -> bool {
         match self {
-            Layer::Plain => {
-                let _ = plain;
-                None
-            }
+            Layer::Plain => false,
             #[cfg(feature = "tls")]
-            Layer::Tls(t) => Some(t.send(plain)),
+            Layer::Tls(t) => !t.ciphertext().is_empty(),
         }
     }
+}
+
+/// Whose bytes [`Layer::next_write`] handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The engine's, as they are.
+    Engine,
+    /// The layer's own (TLS records).
+    Layer,
 }

@@ -148,7 +148,7 @@ impl<R: Runtime> Driver<R> {
     fn all_sent(&self) -> bool {
         (0..self.nodes.len()).all(|i| {
             let layer_done = match &self.nodes[i].link {
-                Link::Up(_, layer) => layer.ciphertext().is_empty(),
+                Link::Up(_, layer) => !layer.has_pending(),
                 _ => true,
             };
             layer_done && self.engine.poll_transmit(node_id(i)).is_none()
@@ -280,11 +280,10 @@ impl<R: Runtime> Driver<R> {
         };
         let mut progress = false;
         let failed = loop {
-            let out = layer.ciphertext();
-            if !out.is_empty() {
+            if let Some((out, from)) = layer.next_write(&mut self.engine, node_id(i), true) {
                 match socket.poll_write(cx, out) {
                     Poll::Ready(Ok(n)) if n > 0 => {
-                        layer.advance(n);
+                        layer.wrote(&mut self.engine, node_id(i), from, n);
                         progress = true;
                         continue;
                     }
@@ -359,28 +358,9 @@ impl<R: Runtime> Driver<R> {
             let Link::Up(socket, layer) = &mut self.nodes[i].link else {
                 continue;
             };
-            loop {
-                // The layer's own records (TLS) go first; then the engine's bytes, encrypted
-                // into the layer or written as they are.
-                let pending = layer.ciphertext();
-                let (bytes, own) = if !pending.is_empty() {
-                    (pending, true)
-                } else {
-                    let Some(bytes) = self.engine.poll_transmit(node_id(i)) else {
-                        break;
-                    };
-                    match layer.encrypt(bytes) {
-                        Some(0) => break,
-                        Some(n) => {
-                            self.engine.advance_transmit(node_id(i), n);
-                            continue;
-                        }
-                        None => (bytes, false),
-                    }
-                };
+            while let Some((bytes, from)) = layer.next_write(&mut self.engine, node_id(i), false) {
                 match socket.poll_write(cx, bytes) {
-                    Poll::Ready(Ok(n)) if n > 0 && own => layer.advance(n),
-                    Poll::Ready(Ok(n)) if n > 0 => self.engine.advance_transmit(node_id(i), n),
+                    Poll::Ready(Ok(n)) if n > 0 => layer.wrote(&mut self.engine, node_id(i), from, n),
                     Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                     Poll::Ready(result) => {
                         self.connection_lost(i, now, result.err(), "write failed", "the socket takes no more bytes");

@@ -339,31 +339,10 @@ impl Node {
         let reregister = |stream: &mut Stream, interest| {
             registry.reregister(stream, token, interest).err().map(|e| format!("cannot re-register the socket: {e}"))
         };
-        loop {
-            // The layer's own records (TLS) first; then the engine's bytes (not before the TLS
-            // handshake is done), encrypted into the layer or written as they are.
-            let pending = layer.ciphertext();
-            let (bytes, own) = if !pending.is_empty() {
-                (pending, true)
-            } else if *handshaking {
-                break;
-            } else {
-                let Some(bytes) = engine.poll_transmit(node) else {
-                    break;
-                };
-                match layer.encrypt(bytes) {
-                    Some(0) => break,
-                    Some(n) => {
-                        engine.advance_transmit(node, n);
-                        continue;
-                    }
-                    None => (bytes, false),
-                }
-            };
+        while let Some((bytes, from)) = layer.next_write(engine, node, *handshaking) {
             match stream.write(bytes) {
                 Ok(0) => return Some(lost("the socket takes no more bytes".to_owned())),
-                Ok(n) if own => layer.advance(n),
-                Ok(n) => engine.advance_transmit(node, n),
+                Ok(n) => layer.wrote(engine, node, from, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *writable = false;
                     if *write_interest {
