@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use redlease_async::{Client, Config, Guard, LockOptions, ReleaseOutcome, Runtime};
+use redlease_async::{Client, Guard, LockOptions, ReleaseOutcome, Runtime};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec, TokioExec};
 use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
+use crate::nodes::config;
 use crate::plan::{CONTENDED_WAIT, Scenario};
 use crate::subject::{Role, Subject};
 
@@ -158,7 +159,7 @@ impl Subject for OverTls {
 pub struct TokioAdapter {
     /// Multi-thread (one worker per core) rather than current-thread.
     pub multi_thread: bool,
-    /// Wake waiters on release ([`Config::wake`]).
+    /// Wake waiters on release ([`Config::wake`](redlease_async::Config::wake)).
     pub wake: bool,
 }
 
@@ -213,19 +214,6 @@ impl AsyncTarget for AsyncStdAdapter {
         async_std::task::spawn(driver);
         Ok(Shared { client, ttl })
     }
-}
-
-pub(crate) fn config(urls: &[String]) -> Result<Config, String> {
-    let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?;
-    // TLS nodes of the benchmark's clusters: trust the CA that signed them.
-    for node in &mut config.nodes {
-        if node.transport == redlease_core::Transport::Tls {
-            if let Some(files) = redlease_cluster::tls_files_for(node.port) {
-                node.tls = Some(redlease_core::TlsSettings::new().ca_file(&files.ca));
-            }
-        }
-    }
-    Ok(config)
 }
 
 /// One async client shared by every locker (each locker holds a clone).

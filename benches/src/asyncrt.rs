@@ -298,7 +298,56 @@ impl<T: AsyncTarget> Subject for Async<T> {
         plan: &HandoffPlan,
         contenders: usize,
     ) -> Result<Handoff, String> {
-        self.run_handoff(urls, common, plan, contenders)
+        // `contenders` clients of their own (a connect each), one task each.
+        let exec = self.target.exec()?;
+        let turns = Arc::new(Turns::default());
+        let hold = plan.hold;
+        let (from, to) = exec.block_on(async {
+            let mut tasks = Vec::with_capacity(contenders);
+            let mut factories = Vec::with_capacity(contenders);
+            for _ in 0..contenders {
+                let factory = self.target.connect(&exec, urls, common.ttl).await?;
+                let mut locker = factory.locker().await?;
+                factories.push(factory);
+                let (turns, e) = (Arc::clone(&turns), exec.clone());
+                tasks.push(exec.spawn(async move { handoff_loop(&mut locker, e, hold, &turns).await }));
+            }
+            exec.sleep(plan.load.warmup).await;
+            let from = Instant::now();
+            exec.sleep(plan.load.window).await;
+            let to = Instant::now();
+            turns.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for task in tasks {
+                task.await;
+            }
+            drop(factories);
+            Ok::<_, String>((from, to))
+        })?;
+        let mut list: Vec<Turn> = turns.turns.lock().expect("not poisoned").clone();
+        list.sort_by_key(|t| t.granted);
+        let (mut handoff, mut wait) = (Samples::default(), Samples::default());
+        let mut acquisitions = 0;
+        for (i, t) in list.iter().enumerate() {
+            if t.granted < from || t.granted >= to {
+                continue;
+            }
+            acquisitions += 1;
+            wait.push(t.granted - t.called);
+            if let Some(prev) = i.checked_sub(1).map(|p| list[p]) {
+                handoff.push(t.granted.saturating_duration_since(prev.released));
+            }
+        }
+        let failed = turns.failed.lock().expect("not poisoned");
+        let in_window: Vec<&(Instant, String)> = failed.iter().filter(|(at, _)| *at >= from && *at < to).collect();
+        Ok(Handoff {
+            contenders,
+            handoff: handoff.into_dist(),
+            wait: wait.into_dist(),
+            acquisitions,
+            elapsed: to - from,
+            gave_up: in_window.len() as u64,
+            first_error: in_window.first().map(|(_, e)| e.clone()),
+        })
     }
 
     fn contention(
@@ -369,67 +418,6 @@ async fn handoff_loop<L: AsyncLocker, E: Exec>(locker: &mut L, exec: E, hold: Du
             }
             Err(e) => turns.failed.lock().expect("not poisoned").push((Instant::now(), e)),
         }
-    }
-}
-
-impl<T: AsyncTarget> Async<T> {
-    /// The handoff scenario: `contenders` clients of their own (a connect each), one task each.
-    pub fn run_handoff(
-        &self,
-        urls: &[String],
-        common: Common,
-        plan: &HandoffPlan,
-        contenders: usize,
-    ) -> Result<Handoff, String> {
-        let exec = self.target.exec()?;
-        let turns = Arc::new(Turns::default());
-        let hold = plan.hold;
-        let (from, to) = exec.block_on(async {
-            let mut tasks = Vec::with_capacity(contenders);
-            let mut factories = Vec::with_capacity(contenders);
-            for _ in 0..contenders {
-                let factory = self.target.connect(&exec, urls, common.ttl).await?;
-                let mut locker = factory.locker().await?;
-                factories.push(factory);
-                let (turns, e) = (Arc::clone(&turns), exec.clone());
-                tasks.push(exec.spawn(async move { handoff_loop(&mut locker, e, hold, &turns).await }));
-            }
-            exec.sleep(plan.load.warmup).await;
-            let from = Instant::now();
-            exec.sleep(plan.load.window).await;
-            let to = Instant::now();
-            turns.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            for task in tasks {
-                task.await;
-            }
-            drop(factories);
-            Ok::<_, String>((from, to))
-        })?;
-        let mut list: Vec<Turn> = turns.turns.lock().expect("not poisoned").clone();
-        list.sort_by_key(|t| t.granted);
-        let (mut handoff, mut wait) = (Samples::default(), Samples::default());
-        let mut acquisitions = 0;
-        for (i, t) in list.iter().enumerate() {
-            if t.granted < from || t.granted >= to {
-                continue;
-            }
-            acquisitions += 1;
-            wait.push(t.granted - t.called);
-            if let Some(prev) = i.checked_sub(1).map(|p| list[p]) {
-                handoff.push(t.granted.saturating_duration_since(prev.released));
-            }
-        }
-        let failed = turns.failed.lock().expect("not poisoned");
-        let in_window: Vec<&(Instant, String)> = failed.iter().filter(|(at, _)| *at >= from && *at < to).collect();
-        Ok(Handoff {
-            contenders,
-            handoff: handoff.into_dist(),
-            wait: wait.into_dist(),
-            acquisitions,
-            elapsed: to - from,
-            gave_up: in_window.len() as u64,
-            first_error: in_window.first().map(|(_, e)| e.clone()),
-        })
     }
 }
 

@@ -186,7 +186,7 @@ struct Host {
 
 impl Host {
     fn connect(urls: &[String], ttl: Duration) -> Result<Host, String> {
-        let config = crate::adapters::config(urls)?;
+        let config = crate::nodes::config(urls)?;
         let mut driver = Driver::new(config, Token(0)).map_err(|e| e.to_string())?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         driver.register(poll.registry(), Instant::now()).map_err(|e| e.to_string())?;

@@ -27,6 +27,7 @@ pub mod embedded;
 pub mod floor;
 mod load;
 pub mod machine;
+mod nodes;
 pub mod plan;
 pub mod report;
 pub mod resp;
