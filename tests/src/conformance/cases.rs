@@ -275,6 +275,29 @@ pub fn contention<S: Subject>() {
 }
 
 /// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
+/// `a` takes `spec`'s resource; `b` waits for it (a task of its own) until it is subscribed on
+/// every node and its attempt behind the subscription was refused: from then on it sleeps its
+/// retry delay unless a release message wakes it.
+async fn held_with_a_waiter<S: Subject>(
+    cluster: &Cluster,
+    a: &S::Client,
+    b: &S::Client,
+    spec: &LockSpec,
+) -> (S::Guard, super::BoxFuture<'static, Result<S::Guard, Failure>>) {
+    let guard = lock::<S>(a, LockSpec::new(&spec.resource, spec.ttl)).await;
+    let waiter = {
+        let (b, spec) = (b.clone(), spec.clone());
+        S::spawn(async move { S::lock(&b, spec).await })
+    };
+    let channel = format!("redlease:wake:{}", spec.resource);
+    eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
+        subscribers(cluster, &channel) == cluster.len() as i64
+    })
+    .await;
+    S::sleep(ms(100)).await;
+    (guard, waiter)
+}
+
 fn subscribers(cluster: &Cluster, channel: &str) -> i64 {
     cluster
         .nodes()
@@ -307,17 +330,7 @@ pub fn wake_on_release<S: Subject>() {
         let channel = "redlease:wake:handoff";
         let spec = LockSpec::new("handoff", ttl).wait(Duration::from_secs(20));
         for round in 0..3 {
-            let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
-            let waiter = {
-                let (b, spec) = (b.clone(), spec.clone());
-                S::spawn(async move { S::lock(&b, spec).await })
-            };
-            eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
-                subscribers(&cluster, channel) == 3
-            })
-            .await;
-            // Its attempt behind the subscription is refused meanwhile; it now sleeps 5 s.
-            S::sleep(ms(100)).await;
+            let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
             let released = Instant::now();
             assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
             let second = ok::<S, _>(waiter.await, "waiter after the release");
@@ -335,16 +348,7 @@ pub fn wake_on_release<S: Subject>() {
         .await;
 
         // Freed without a message: the fallback retry still hands it over.
-        let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
-        let waiter = {
-            let (b, spec) = (b.clone(), spec.clone());
-            S::spawn(async move { S::lock(&b, spec).await })
-        };
-        eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
-            subscribers(&cluster, channel) == 3
-        })
-        .await;
-        S::sleep(ms(100)).await;
+        let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
         let freed = Instant::now();
         for n in cluster.nodes() {
             n.conn().and_then(|mut c| c.del("handoff")).unwrap_or_else(|e| panic!("node {}: DEL: {e}", n.index()));

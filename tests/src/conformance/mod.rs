@@ -55,8 +55,14 @@ pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, W
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
+    // Plain TCP, the default.
     ($subject:ty) => {
-        $crate::conformance_tests!(@cases $subject;
+        $crate::conformance_tests!($subject, listen = $crate::Listen::Tcp);
+    };
+    // Every case over the given transport: every cluster a case starts listens that way
+    // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
+    ($subject:ty, listen = $listen:expr) => {
+        $crate::conformance_tests!(@cases $subject, $listen;
             basics,
             mutual_exclusion,
             contention,
@@ -82,48 +88,11 @@ macro_rules! conformance_tests {
             wake_on_release,
         );
     };
-    // Every case over another transport: every cluster a case starts listens that way
-    // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
-    ($subject:ty, listen = $listen:expr) => {
-        $crate::conformance_tests!(@listen $subject, $listen;
-            basics,
-            mutual_exclusion,
-            contention,
-            minority_down,
-            majority_down,
-            paused_node,
-            kill_restart,
-            crash_recovery,
-            release_after_expiry,
-            extend_after_loss,
-            auto_extension,
-            lost_signal,
-            fencing_monotonic,
-            script_flush,
-            acl_auth,
-            config_errors,
-            drop_releases,
-            close_releases,
-            ready_at_quorum,
-            honest_reports,
-            failed_links_are_reset,
-            health_view,
-            wake_on_release,
-                );
-    };
-    (@listen $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {
+    (@cases $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {
         $(
             #[test]
             fn $case() {
                 $crate::with_listen($listen, || $crate::conformance::$case::<$subject>());
-            }
-        )*
-    };
-    (@cases $subject:ty; $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::conformance::$case::<$subject>();
             }
         )*
     };
