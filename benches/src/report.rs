@@ -702,25 +702,7 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
             &throughput,
         ),
     ));
-    let scaling: Vec<Series> = r
-        .subjects
-        .iter()
-        .filter(|s| s.scenarios.contains(&Scenario::Scaling))
-        .map(|s| Series {
-            name: s.name.clone(),
-            points: r
-                .plan
-                .scaling_nodes
-                .iter()
-                .filter_map(|&n| {
-                    let p50 = find(&r.scaling, &s.name, n)?.cycle.p50()?;
-                    Some((n as f64, p50.as_secs_f64() * 1e6))
-                })
-                .collect(),
-            markers: true,
-            dash: dash(r, &s.name),
-        })
-        .collect();
+    let scaling = p50_series(r, Scenario::Scaling, &r.plan.scaling_nodes, |s, n| find(&r.scaling, s, n)?.cycle.p50());
     let node_ticks = r.plan.scaling_nodes.iter().map(|&n| (n as f64, n.to_string())).collect();
     out.push((
         CHARTS[2],
@@ -732,26 +714,8 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
         ),
     ));
     // Handoff p50 against K: one line per subject that takes part.
-    let handoff: Vec<Series> = r
-        .subjects
-        .iter()
-        .filter(|s| s.scenarios.contains(&Scenario::Handoff))
-        .map(|s| Series {
-            name: s.name.clone(),
-            points: r
-                .plan
-                .handoff
-                .contenders
-                .iter()
-                .filter_map(|&k| {
-                    let p50 = find(&r.handoff, &s.name, k)?.handoff.p50()?;
-                    Some((k as f64, p50.as_secs_f64() * 1e6))
-                })
-                .collect(),
-            markers: true,
-            dash: dash(r, &s.name),
-        })
-        .collect();
+    let handoff =
+        p50_series(r, Scenario::Handoff, &r.plan.handoff.contenders, |s, k| find(&r.handoff, s, k)?.handoff.p50());
     let k_ticks = r.plan.handoff.contenders.iter().map(|&k| (k as f64, k.to_string())).collect();
     out.push((
         CHARTS[3],
@@ -766,6 +730,25 @@ pub fn charts(r: &Results) -> Vec<(&'static str, String)> {
         ),
     ));
     out
+}
+
+/// One line per subject that takes part in `scenario`: a p50 (in µs) at each of `xs`.
+fn p50_series(
+    r: &Results,
+    scenario: Scenario,
+    xs: &[usize],
+    p50: impl Fn(&str, usize) -> Option<Duration>,
+) -> Vec<Series> {
+    r.subjects
+        .iter()
+        .filter(|s| s.scenarios.contains(&scenario))
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: xs.iter().filter_map(|&x| Some((x as f64, p50(&s.name, x)?.as_secs_f64() * 1e6))).collect(),
+            markers: true,
+            dash: dash(r, &s.name),
+        })
+        .collect()
 }
 
 /// Floors dashed, peers dotted, adapters solid.
