@@ -163,9 +163,6 @@ impl TlsStream {
                 let n = self.conn.reader().read(&mut plain[start..]).unwrap_or(0);
                 plain.truncate(start + n);
             }
-            if state.peer_has_closed() && cipher.is_empty() {
-                break;
-            }
         }
         self.collect_ciphertext();
         Ok(())

@@ -133,3 +133,25 @@ fn the_embedded_driver_locks_over_tls_and_over_a_unix_socket() {
         cluster.assert_no_leaks();
     }
 }
+
+#[test]
+fn the_ca_as_pem_bytes_a_server_name_override_and_the_danger_mode_each_connect() {
+    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
+    let files = cluster.tls().unwrap();
+    let node = cluster.node(0);
+    let ca = std::fs::read(&files.ca).unwrap();
+    // Through `localhost` in the URL's place (the certificate names both), the CA given as bytes.
+    let by_name = TlsSettings::new().ca_pem(ca).server_name("localhost");
+    // Any certificate, unverified: for throwaway test servers only.
+    let danger = TlsSettings::new().danger_accept_invalid_certs(true);
+    for (what, tls) in [("PEM bytes + server name", by_name), ("danger_accept_invalid_certs", danger)] {
+        let client =
+            redlease_mio::Client::with_config(config(&node.tls_url(), tls)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let guard = client.lock_with(LockOptions::new("tls:settings", Duration::from_secs(10))).unwrap();
+        guard.release().unwrap();
+        client.close();
+    }
+    // A server name the certificate does not carry is refused even with the right CA bytes.
+    let wrong = TlsSettings::new().ca_pem(std::fs::read(&files.ca).unwrap()).server_name("elsewhere");
+    refused(config(&node.tls_url(), wrong), &node.tls_addr().to_string(), &["NotValidForName"]);
+}
