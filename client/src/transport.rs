@@ -34,7 +34,7 @@ pub struct NodeTransport {
 
 impl NodeTransport {
     /// The byte layer of a new connection (a fresh TLS session, whose client hello is then
-    /// in [`Layer::ciphertext`]).
+    /// in [`Layer::next_write`]).
     pub fn layer(&self) -> Result<Layer, String> {
         #[cfg(feature = "tls")]
         if let Some(client) = &self.tls {
