@@ -59,6 +59,14 @@ fn driver_ends_after_the_last_handle_and_finishes_releases() {
     runtime(true).block_on(async {
         let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
         let driver = tokio::spawn(driver);
+        // `with_driver` returns at the quorum; a lock taken while the third link is still
+        // connecting is granted by two nodes and never written to the third. Wait for all three.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !client.health().await.unwrap().all_ready() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let health = client.health().await.unwrap();
+        assert!(health.all_ready(), "all three links come up within 5 s:\n{health}");
         let guard = client.lock("dropped", TTL).await.expect("lock");
         // The lock is granted at the quorum; the third node's write may still be on its way.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
