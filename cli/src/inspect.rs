@@ -3,8 +3,9 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use redlease_cluster::{Cluster, FENCE_PREFIX, RedisConn};
-use redlease_core::NodeConfig;
+use redlease_client::transport::{NodeTransport, Target};
+use redlease_cluster::{Cluster, Duplex, FENCE_PREFIX, RedisConn};
+use redlease_core::{Config, NodeConfig, TlsSettings};
 
 use crate::{EXIT_UNAVAILABLE, Usage, node_urls};
 
@@ -63,23 +64,90 @@ impl Drop for StopOnDrop {
     }
 }
 
-fn resolve(node: &NodeConfig) -> Result<SocketAddr, String> {
-    (node.host.as_str(), node.port)
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", node.host))?
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
         .next()
-        .ok_or_else(|| format!("{} resolves to no address", node.host))
+        .ok_or_else(|| format!("{host} resolves to no address"))
 }
 
-fn open(node: &NodeConfig) -> Result<RedisConn, String> {
-    let addr = resolve(node)?;
+/// The nodes of `--nodes` with the TLS flags applied, and how to reach each: the clients' own
+/// transport code, so `status` and `scan` take every URL `run` takes (`rediss://`, Unix
+/// sockets) and trust the same certificates. A CA file that cannot be read is bad usage.
+fn nodes_of(urls: Option<&str>, tls: TlsSettings) -> Result<Vec<(NodeConfig, NodeTransport)>, Usage> {
+    let config = Config::new(node_urls(urls)?).tls(tls);
+    let transports = redlease_client::transport::prepare(&config).map_err(|e| Usage(format!("--nodes: {e}")))?;
+    Ok(config.nodes.into_iter().zip(transports).collect())
+}
+
+/// Open a connection to `node` over its transport (TCP or a Unix socket, TLS on top for
+/// `rediss://`), log in and select its database. Connecting takes at most 1 s, each reply at
+/// most 5 s (the TLS handshake included).
+fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
+    let socket: Box<dyn Duplex> = match &how.target {
+        Target::Tcp { host, port } => {
+            Box::new(redlease_cluster::tcp(resolve(host, *port)?).map_err(|e| e.to_string())?)
+        }
+        Target::Unix(path) => Box::new(unix(path)?),
+    };
+    #[cfg(feature = "tls")]
+    let socket: Box<dyn Duplex> = match how.tls() {
+        Some(client) => {
+            Box::new(Tls(redlease_client::tls::Blocking::connect(client, socket).map_err(|e| e.to_string())?))
+        }
+        None => socket,
+    };
     let user = node.user.as_deref().unwrap_or("default");
     let auth = node.password.as_deref().map(|p| (user, p));
-    let mut conn = RedisConn::connect(addr, auth).map_err(|e| e.to_string())?;
+    let mut conn = RedisConn::over(socket, auth).map_err(|e| e.to_string())?;
     if node.db != 0 {
         conn.ok(&["SELECT", &node.db.to_string()]).map_err(|e| e.to_string())?;
     }
     Ok(conn)
+}
+
+#[cfg(unix)]
+fn unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixStream, String> {
+    let stream = std::os::unix::net::UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    stream.set_read_timeout(Some(redlease_cluster::IO_TIMEOUT)).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(redlease_cluster::IO_TIMEOUT)).map_err(|e| e.to_string())?;
+    Ok(stream)
+}
+
+#[cfg(not(unix))]
+fn unix(path: &std::path::Path) -> Result<std::net::TcpStream, String> {
+    Err(format!("{}: Unix sockets are not supported on this system", path.display()))
+}
+
+/// A TLS session over a node's socket, as a stream [`RedisConn`] talks over.
+#[cfg(feature = "tls")]
+#[derive(Debug)]
+struct Tls(redlease_client::tls::Blocking<Box<dyn Duplex>>);
+
+#[cfg(feature = "tls")]
+impl std::io::Read for Tls {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+#[cfg(feature = "tls")]
+impl std::io::Write for Tls {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Duplex for Tls {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.0.get_ref().set_read_timeout(timeout)
+    }
 }
 
 /// What one node said about a key.
@@ -91,8 +159,8 @@ struct NodeState {
     rtt: Duration,
 }
 
-fn node_state(node: &NodeConfig, key: &str) -> Result<NodeState, String> {
-    let mut c = open(node)?;
+fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeState, String> {
+    let mut c = open(node, how)?;
     let started = Instant::now();
     c.cmd(&["PING"]).map_err(|e| e.to_string())?;
     let rtt = started.elapsed();
@@ -100,17 +168,6 @@ fn node_state(node: &NodeConfig, key: &str) -> Result<NodeState, String> {
     let pttl = c.pttl(key).map_err(|e| e.to_string())?;
     let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
     Ok(NodeState { holder, pttl, fence, rtt })
-}
-
-/// `status` and `scan` inspect nodes with a small plain-TCP client: refuse TLS and Unix-socket
-/// nodes clearly instead of sending plaintext to a TLS port.
-fn plain_nodes(nodes: Vec<NodeConfig>, what: &str) -> Result<Vec<NodeConfig>, Usage> {
-    match nodes.iter().find(|n| n.transport != redlease_core::Transport::Tcp) {
-        Some(n) => Err(Usage(format!(
-            "--nodes: {n}: `redlease {what}` inspects nodes over plain TCP only (rediss:// and Unix sockets work with `redlease run`)"
-        ))),
-        None => Ok(nodes),
-    }
 }
 
 /// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
@@ -127,9 +184,10 @@ fn ms(d: Duration) -> String {
 
 /// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict.
 /// Exit 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
-pub(crate) fn status(key: &str, nodes: Option<&str>, json: bool) -> Result<u8, Usage> {
-    let nodes = plain_nodes(node_urls(nodes)?, "status")?;
-    let states: Vec<Result<NodeState, String>> = nodes.iter().map(|n| node_state(n, key)).collect();
+pub(crate) fn status(key: &str, nodes: Option<&str>, tls: TlsSettings, json: bool) -> Result<u8, Usage> {
+    let (nodes, transports): (Vec<NodeConfig>, Vec<NodeTransport>) = nodes_of(nodes, tls)?.into_iter().unzip();
+    let states: Vec<Result<NodeState, String>> =
+        nodes.iter().zip(&transports).map(|(n, how)| node_state(n, how, key)).collect();
     let quorum = nodes.len() / 2 + 1;
     let reachable = states.iter().filter(|s| s.is_ok()).count();
     let mut holders: Vec<&str> = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
@@ -214,12 +272,13 @@ fn short(token: &str) -> String {
 
 /// Keys without a TTL on any node: exit 1 if there are any, else [`EXIT_UNAVAILABLE`] if a
 /// node did not answer, else 0.
-pub(crate) fn scan(nodes: Option<&str>, pattern: &str, json: bool) -> Result<u8, Usage> {
-    let nodes = plain_nodes(node_urls(nodes)?, "scan")?;
+pub(crate) fn scan(nodes: Option<&str>, tls: TlsSettings, pattern: &str, json: bool) -> Result<u8, Usage> {
+    let (nodes, transports): (Vec<NodeConfig>, Vec<NodeTransport>) = nodes_of(nodes, tls)?.into_iter().unzip();
     let found: Vec<Result<Vec<String>, String>> = nodes
         .iter()
-        .map(|node| {
-            let mut c = open(node)?;
+        .zip(&transports)
+        .map(|(node, how)| {
+            let mut c = open(node, how)?;
             let keys = c.keys(pattern).map_err(|e| e.to_string())?;
             let mut no_ttl = Vec::new();
             for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {

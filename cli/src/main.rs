@@ -397,8 +397,8 @@ fn main() -> ExitCode {
                 })
                 .await
             }
-            Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), json),
-            Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), &pattern, json),
+            Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json),
+            Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json),
             Cmd::Bench { args } => bench(&args),
             Cmd::Completions { .. } => Ok(0),
         }

@@ -512,8 +512,7 @@ fn status_tells_a_refused_password_from_a_down_node() {
 }
 
 /// `run` over TLS: with `--tls-ca` (or `REDLEASE_TLS_CA`) it locks; without, the nodes'
-/// certificates do not verify and it exits 69 naming the reason. `status` refuses TLS nodes
-/// clearly (it inspects over plain TCP).
+/// certificates do not verify and it exits 69 naming the reason.
 #[test]
 fn run_over_tls_with_the_ca_given_by_flag_or_env() {
     let cluster = Cluster::builder().nodes(3).listen(redlease_cluster::Listen::Tls).start();
@@ -526,8 +525,59 @@ fn run_over_tls_with_the_ca_given_by_flag_or_env() {
     let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "-w", "1", "true"]));
     assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
     assert!(stderr(&out).contains("UnknownIssuer"), "{}", stderr(&out));
-    let out = run(redlease().args(["status", "-k", "tls", "-N", &urls]));
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    assert!(stderr(&out).contains("plain TCP only"), "{}", stderr(&out));
     cluster.assert_no_leaks();
+}
+
+/// `status` and `scan` take the URLs `run` takes: over TLS (trusting `--tls-ca`, and saying
+/// why a node does not verify without it), mutual TLS (`--tls-cert`/`--tls-key`) and Unix
+/// sockets, they see what a plain-TCP
+/// look at the same nodes sees.
+#[test]
+fn status_and_scan_over_tls_and_unix_sockets() {
+    use redlease_cluster::Listen;
+    for listen in [Listen::Tls, Listen::TlsClientAuth, Listen::Unix] {
+        let cluster = Cluster::builder().nodes(3).listen(listen).start();
+        let urls = cluster.urls().join(",");
+        // A holder's key on every node, with no TTL: status names the holder, scan the leak.
+        for node in cluster.nodes() {
+            node.conn().unwrap().set("inspected", "0123456789abcdef").unwrap();
+        }
+        let mut tls = Vec::new();
+        if let Some(files) = cluster.tls() {
+            tls = vec!["--tls-ca".to_owned(), files.ca.display().to_string()];
+            if listen == Listen::TlsClientAuth {
+                let (cert, key) = (files.client_cert.display(), files.client_key.display());
+                tls.extend(["--tls-cert".to_owned(), cert.to_string(), "--tls-key".to_owned(), key.to_string()]);
+            }
+        }
+        let out = run(redlease().args(["status", "-k", "inspected", "-N", &urls]).args(&tls));
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "[{listen:?}] {text}{}", stderr(&out));
+        assert!(text.contains("inspected: held by 0123456789ab… on 3 of 3 nodes"), "[{listen:?}] {text}");
+        assert_eq!(text.matches("NO TTL (leak)").count(), 3, "[{listen:?}] {text}");
+        let out = run(redlease().args(["scan", "-N", &urls, "--json"]).args(&tls));
+        let json = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "[{listen:?}] {json}{}", stderr(&out));
+        assert!(json.contains("\"keys_without_ttl\":3,\"unreachable\":0"), "[{listen:?}] {json}");
+        if listen == Listen::Tls {
+            // Without the CA, the nodes' certificates do not verify: each is unreachable, and
+            // the reason says so.
+            let out = run(redlease().args(["status", "-k", "inspected", "-N", &urls]));
+            let text = stdout(&out);
+            assert_eq!(out.status.code(), Some(69), "{text}{}", stderr(&out));
+            assert_eq!(
+                text.matches("unreachable  (TLS handshake failed: invalid peer certificate: UnknownIssuer)").count(),
+                3,
+                "{text}"
+            );
+            // A CA file that does not exist is bad usage, named.
+            let out = run(redlease().args(["scan", "-N", &urls, "--tls-ca", "/nonexistent/ca.pem"]));
+            assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+            assert!(stderr(&out).contains("/nonexistent/ca.pem"), "{}", stderr(&out));
+        }
+        for node in cluster.nodes() {
+            node.conn().unwrap().del("inspected").unwrap();
+        }
+        cluster.assert_no_leaks();
+    }
 }

@@ -14,8 +14,11 @@
 //! settings' CA bundle when given, else the Web PKI roots compiled in from `webpki-roots`
 //! (Mozilla's list: managed Redis services present publicly trusted certificates, and a
 //! compiled-in list behaves the same in a scratch container as on a desktop).
+//!
+//! [`Blocking`] runs the same session over a blocking socket as `Read + Write`, for tools that
+//! talk to a node outside the engine (the CLI's `status` and `scan`).
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -196,6 +199,106 @@ impl TlsStream {
                 break;
             }
         }
+    }
+}
+
+/// A TLS session over a blocking socket, as `Read + Write`: for tools that send their own
+/// commands to a node (the CLI's `status` and `scan`), with the same trust and verification
+/// as the clients. The socket's own timeouts bound every step, the handshake included.
+pub struct Blocking<S> {
+    session: TlsStream,
+    socket: S,
+    /// Decrypted bytes not yet read, from `taken` on.
+    plain: Vec<u8>,
+    taken: usize,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Blocking<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blocking").field("socket", &self.socket).field("session", &self.session).finish()
+    }
+}
+
+impl<S: Read + Write> Blocking<S> {
+    /// Run the handshake with `client`'s settings over `socket`. A failed handshake is an
+    /// error of kind `InvalidData` whose text says why (as the clients report it), or the
+    /// socket's own error (a timeout, a reset).
+    pub fn connect(client: &TlsClient, socket: S) -> io::Result<Self> {
+        let session = TlsStream::new(client).map_err(io::Error::other)?;
+        let mut stream = Blocking { session, socket, plain: Vec::new(), taken: 0 };
+        while stream.session.is_handshaking() {
+            stream.push()?;
+            if !stream.pull()? {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "TLS handshake failed: the server closed the connection",
+                ));
+            }
+        }
+        stream.push()?;
+        Ok(stream)
+    }
+
+    /// The socket underneath.
+    pub fn get_ref(&self) -> &S {
+        &self.socket
+    }
+
+    /// Write every pending ciphertext byte to the socket.
+    fn push(&mut self) -> io::Result<()> {
+        while !self.session.ciphertext().is_empty() {
+            let n = self.socket.write(self.session.ciphertext())?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.session.advance(n);
+        }
+        self.socket.flush()
+    }
+
+    /// Read once from the socket and decrypt what came; `false` at the end of the stream.
+    fn pull(&mut self) -> io::Result<bool> {
+        let mut buf = [0u8; 16 * 1024];
+        let n = self.socket.read(&mut buf)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        if self.taken == self.plain.len() {
+            self.plain.clear();
+            self.taken = 0;
+        }
+        let fed = self.session.feed(&buf[..n], &mut self.plain);
+        // Whatever the session answers (a key update, or the alert that says why it failed).
+        let pushed = self.push();
+        fed.map_err(|reason| io::Error::new(io::ErrorKind::InvalidData, reason))?;
+        pushed?;
+        Ok(true)
+    }
+}
+
+impl<S: Read + Write> Read for Blocking<S> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.taken == self.plain.len() {
+            if !self.pull()? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.plain.len() - self.taken);
+        out[..n].copy_from_slice(&self.plain[self.taken..self.taken + n]);
+        self.taken += n;
+        Ok(n)
+    }
+}
+
+impl<S: Read + Write> Write for Blocking<S> {
+    fn write(&mut self, plain: &[u8]) -> io::Result<usize> {
+        let n = self.session.send(plain);
+        self.push()?;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.push()
     }
 }
 

@@ -33,6 +33,12 @@ pub struct NodeTransport {
 }
 
 impl NodeTransport {
+    /// The node's TLS settings, ready to open sessions with, when it is `rediss://`.
+    #[cfg(feature = "tls")]
+    pub fn tls(&self) -> Option<&TlsClient> {
+        self.tls.as_ref()
+    }
+
     /// The byte layer of a new connection (a fresh TLS session, whose client hello is then
     /// in [`Layer::next_write`]).
     pub fn layer(&self) -> Result<Layer, String> {

@@ -241,8 +241,12 @@ pub fn tls_files_for(port: u16) -> Option<TlsHandle> {
     let nodes = TLS_NODES.lock().unwrap_or_else(|e| e.into_inner());
     nodes.iter().find(|(p, _)| *p == port).map(|(_, t)| std::sync::Arc::clone(t))
 }
+
+/// Without the `tls` feature no node has certificates: a handle that cannot exist (not `Copy`,
+/// so the code that clones the real handle reads the same in both builds).
 #[cfg(not(feature = "tls"))]
-type TlsHandle = std::convert::Infallible;
+#[derive(Clone, Debug)]
+enum TlsHandle {}
 
 impl Cluster {
     /// Start `n` nodes without persistence and without ACL users.

@@ -10,7 +10,8 @@
 //!   it started is killed and reaped when the cluster is dropped, also while a thread panics.
 //!   A node can also be placed elsewhere ([`Placement`]: another address, started through a
 //!   command such as `ip netns exec NAME`, with extra environment), as the fault suite does.
-//! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...).
+//! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
+//!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between).
 //!
 //! If `redis-server` is not on `PATH`, [`Cluster::start`] panics (and
 //! [`ClusterBuilder::try_start`] fails) with one line saying how to install it.
@@ -24,7 +25,7 @@ mod tls;
 #[cfg(feature = "tls")]
 pub use cluster::tls_files_for;
 pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Listen, Node, Placement, with_listen};
-pub use resp::{RedisConn, Reply};
+pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]
 pub use tls::TlsFiles;

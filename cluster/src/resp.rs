@@ -1,8 +1,43 @@
-//! A tiny synchronous RESP2 client for test assertions, on `std::net`.
+//! A tiny synchronous RESP2 client for test assertions and inspection, over TCP, a Unix
+//! socket, or any stream wrapping one (the CLI puts TLS in between).
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+#[cfg(unix)]
+use std::path::Path;
 use std::time::Duration;
+
+/// A blocking byte stream [`RedisConn`] can talk over: TCP, a Unix socket, or a stream that
+/// wraps one (such as a TLS session).
+pub trait Duplex: Read + Write + Send + fmt::Debug {
+    /// Set the read timeout of the socket underneath.
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+impl Duplex for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+#[cfg(unix)]
+impl Duplex for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl Duplex for Box<dyn Duplex> {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        (**self).set_read_timeout(timeout)
+    }
+}
+
+/// How long a call waits for its reply, and a write for the socket, unless changed.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One RESP2 reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,14 +66,24 @@ impl Reply {
     }
 }
 
-/// A blocking connection to one Redis node, for the harness and for assertions in tests.
+/// A blocking connection to one Redis node, for the harness, for assertions in tests and for
+/// the CLI's inspection commands.
 ///
-/// Every call has a read timeout (5 s by default), so a paused node makes a call fail rather
-/// than hang the test.
+/// Every call has a read timeout ([`IO_TIMEOUT`] unless changed), so a paused node makes a
+/// call fail rather than hang.
 #[derive(Debug)]
 pub struct RedisConn {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    stream: BufReader<Box<dyn Duplex>>,
+}
+
+/// A TCP connection to `addr` as [`RedisConn::connect`] opens it: connect timeout 1 s, no
+/// Nagle delay, [`IO_TIMEOUT`] on reads and writes.
+pub fn tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(stream)
 }
 
 fn bad_data(msg: String) -> io::Error {
@@ -48,12 +93,23 @@ fn bad_data(msg: String) -> io::Error {
 impl RedisConn {
     /// Connect to `addr` (timeout 1 s) and log in with `auth` (`(user, password)`) if given.
     pub fn connect(addr: SocketAddr, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-        let writer = stream.try_clone()?;
-        let mut conn = RedisConn { reader: BufReader::new(stream), writer };
+        RedisConn::over(tcp(addr)?, auth)
+    }
+
+    /// Connect to the Unix socket at `path` and log in with `auth` if given.
+    #[cfg(unix)]
+    pub fn connect_unix(path: &Path, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        RedisConn::over(stream, auth)
+    }
+
+    /// Talk over a stream opened elsewhere (its timeouts are the caller's; see [`tcp`]), and
+    /// log in with `auth` if given.
+    pub fn over(stream: impl Duplex + 'static, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
+        let stream: Box<dyn Duplex> = Box::new(stream);
+        let mut conn = RedisConn { stream: BufReader::new(stream) };
         if let Some((user, pass)) = auth {
             conn.ok(&["AUTH", user, pass])?;
         }
@@ -62,7 +118,7 @@ impl RedisConn {
 
     /// Change the read timeout of later calls.
     pub fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.reader.get_ref().set_read_timeout(Some(timeout))
+        self.stream.get_ref().set_read_timeout(Some(timeout))
     }
 
     /// Send one command and read its reply (an `-ERR` reply is returned as [`Reply::Error`]).
@@ -74,7 +130,9 @@ impl RedisConn {
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        self.writer.write_all(&out)?;
+        let socket = self.stream.get_mut();
+        socket.write_all(&out)?;
+        socket.flush()?;
         self.receive()
     }
 
@@ -184,7 +242,7 @@ impl RedisConn {
 
     fn line(&mut self) -> io::Result<String> {
         let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
+        if self.stream.read_line(&mut line)? == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by the server"));
         }
         if !line.ends_with("\r\n") {
@@ -210,7 +268,7 @@ impl RedisConn {
                     return Ok(Reply::Bulk(None));
                 }
                 let mut buf = vec![0; len as usize + 2];
-                io::Read::read_exact(&mut self.reader, &mut buf)?;
+                self.stream.read_exact(&mut buf)?;
                 if !buf.ends_with(b"\r\n") {
                     return Err(bad_data("bulk string without CRLF".into()));
                 }
