@@ -8,7 +8,7 @@ use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Los
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
 use crate::link::{Links, Next};
-use crate::lock::{Decision, Phase, min_opt};
+use crate::lock::{Decision, Heard, Phase, min_opt};
 use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
 use crate::quorum::{quorum, valid_until};
@@ -16,7 +16,7 @@ use crate::rng::Rng;
 use crate::stats::NodeStats;
 use crate::timer::TimerTable;
 use crate::wake::{self, Waiters};
-use crate::wire::{self, Answer, Op, Pending};
+use crate::wire::{self, Answer, Op, Pending, Queue};
 
 /// The jitter seed of a config without one (the engine takes no OS randomness; the client
 /// layer draws a seed from the OS).
@@ -407,7 +407,7 @@ impl Engine {
         let idx = lock.slot;
         match &s.phase {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
-                self.send_cleanup(now, idx);
+                self.send_cleanup(now, idx, true);
                 self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
             }
             Phase::Extending { manual, .. } => {
@@ -502,9 +502,12 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.tries.made += 1;
+        if s.queue != Queue::No {
+            // Named next and still refused (a newcomer was faster): back to the front.
+            s.queue = if s.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
+        }
         s.heard.clear();
-        s.heard.resize(n, false);
-        s.heard_count = 0;
+        s.heard.resize(n, Heard::Nothing);
         let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
         let deadline = (now + self.config.node_timeout).min(limit);
         self.begin_round(now, idx, Phase::Acquiring { deadline, proposal: 0 });
@@ -563,12 +566,14 @@ impl Engine {
         }
     }
 
-    /// Release whatever the slot's attempt took, on every connected node, without waiting.
-    fn send_cleanup(&mut self, now: Instant, idx: u32) {
+    /// Release whatever the slot's attempt took, on every connected node, without waiting;
+    /// with `leave`, the acquisition ends here and leaves the waiter queues it joined.
+    fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let s = &self.locks[idx];
-        wire::encode(&mut cmd, wire::Call::Release, s.keys.iter(), &s.token, b"", true);
+        let call = wire::Call::Release { leave: leave && s.queued };
+        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
         self.links.broadcast(now, &cmd, Pending::Cleanup, |_, _| {});
         self.scratch = cmd;
     }
@@ -632,7 +637,7 @@ impl Engine {
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
             Decision::FenceExhausted(counter) => {
-                self.send_cleanup(now, idx);
+                self.send_cleanup(now, idx, true);
                 self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
             }
             Decision::Extended(valid) => {
@@ -699,29 +704,47 @@ impl Engine {
     /// The attempt failed: release everywhere, then retry later or give up.
     ///
     /// The first failure of an acquisition that may retry registers it as a waiter (the links
-    /// subscribe to its wake channels) and sends the next attempt at once, behind the
-    /// subscriptions on each connection: a release is then either seen by that attempt or
-    /// announced to us afterwards, with no window in between. A later failure waits for its
-    /// jittered delay, cut short when release messages of a quorum were heard (see
-    /// [`on_message`](Self::on_message)).
+    /// subscribe to its wake channels; a one-key lock also joins the key's waiter queue on
+    /// every node) and sends the next attempt at once, behind the subscriptions on each
+    /// connection: a release is then either seen by that attempt or announced to us
+    /// afterwards, with no window in between. A later failure waits for its jittered delay,
+    /// cut short when release messages of a quorum were heard (see
+    /// [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
-        self.send_cleanup(now, idx);
         let retry = self.config.retry;
         let mut delay = self.rng.between(retry.min_delay, retry.max_delay);
         let tries = self.locks[idx].tries;
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
-        if may_retry && !self.locks[idx].waiting && self.register(now, idx) {
-            self.start_attempt(now, idx);
-            return;
+        let mut cleaned = false;
+        if may_retry && !self.locks[idx].waiting {
+            self.send_cleanup(now, idx, false);
+            cleaned = true;
+            if self.register(now, idx) {
+                self.start_attempt(now, idx);
+                return;
+            }
         }
-        if self.locks[idx].waiting && self.woken(idx) {
-            delay = delay.min(self.stagger(idx));
+        if self.locks[idx].waiting {
+            match self.verdict(idx) {
+                Verdict::Now => delay = Duration::ZERO,
+                Verdict::Stagger => delay = delay.min(self.stagger(idx)),
+                Verdict::Sleep => {}
+            }
+        }
+        let retrying = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g);
+        if !cleaned {
+            // The acquisition leaves the queues it joined when this is its last attempt.
+            self.send_cleanup(now, idx, !retrying);
+        }
+        if retrying {
+            if delay.is_zero() {
+                self.start_attempt(now, idx);
+            } else {
+                self.locks[idx].enter(Phase::RetryWait { at: now + delay });
+            }
+            return;
         }
         let s = &mut self.locks[idx];
-        if tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g) {
-            s.enter(Phase::RetryWait { at: now + delay });
-            return;
-        }
         let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
         self.finish(now, idx, Event::AcquireFailed { lock, error });
@@ -752,7 +775,16 @@ impl Engine {
             }
             any = true;
         }
-        self.locks[idx].waiting = any;
+        let retry_max = self.config.retry.max_delay;
+        let s = &mut self.locks[idx];
+        s.waiting = any;
+        if any && s.keys.iter().len() == 1 {
+            // Join the key's waiter queue with the next attempt. The queue outlives a waiter
+            // that stopped retrying without leaving it (a crash) by a few fallback delays.
+            s.queue = Queue::Back;
+            s.queued = true;
+            s.queue_ttl_ms = (retry_max * 4).max(s.ttl).max(Duration::from_secs(1)).as_millis() as u64;
+        }
         any
     }
 
@@ -777,20 +809,31 @@ impl Engine {
         self.quorum.min(self.links.waking()).max(1)
     }
 
-    /// Whether waiter `idx` heard enough to retry now, and has waited longest among this
-    /// engine's waiters on its resources (the others keep their fallback delay, so one
-    /// release does not set off a herd, and waiters here are served in order of arrival).
-    fn woken(&self, idx: u32) -> bool {
+    /// What waiter `idx` does about the release messages heard since its current attempt.
+    ///
+    /// - Named the next waiter by a quorum of nodes (it headed their queues): retry at once.
+    /// - Too few messages, or every message that named someone named another waiter: sleep on
+    ///   (that waiter goes first; the jittered fallback covers it if it is gone).
+    /// - Otherwise (no queue, or named by some nodes only): retry after a random stagger, if it
+    ///   has waited longest among this engine's waiters on its resources, so one release does
+    ///   not set off a herd and waiters here are served in order of arrival.
+    fn verdict(&self, idx: u32) -> Verdict {
         let s = &self.locks[idx];
-        if s.heard_count < self.wake_threshold() {
-            return false;
+        let threshold = self.wake_threshold();
+        let heard = s.heard_count();
+        if heard.named_us >= threshold {
+            return Verdict::Now;
+        }
+        if heard.released < threshold || (heard.named_us == 0 && heard.named_other > 0) {
+            return Verdict::Sleep;
         }
         let mine = (s.tries.called, idx);
         let mut ch = Vec::new();
-        s.keys.iter().all(|key| {
+        let longest = s.keys.iter().all(|key| {
             wake::channel(&mut ch, key);
             self.waiters.on(&ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine)
-        })
+        });
+        if longest { Verdict::Stagger } else { Verdict::Sleep }
     }
 
     /// The delay before a woken waiter retries: random up to `wake_stagger`, halved for every
@@ -801,18 +844,25 @@ impl Engine {
         self.rng.between(Duration::ZERO, self.config.wake_stagger) / (1u32 << lost)
     }
 
-    /// A release message from `node` on `channel`, published by the holder of token `data`.
+    /// A release message from `node` on `channel`: the releasing holder's token, `:`, and the
+    /// waiter the node named next (empty when its queue was empty; servers that only announce
+    /// send the token alone).
     ///
     /// It counts for a waiter whose current attempt was already answered by `node` (messages
     /// and replies share the connection, so a message before the reply announced a release
-    /// the attempt itself saw) and is not its own cleanup. The longest waiter that heard a
-    /// quorum retries after its stagger.
+    /// the attempt itself saw) and is not its own cleanup. A waiter named by a quorum retries
+    /// at once; otherwise the longest waiter that heard a quorum retries after its stagger
+    /// ([`verdict`](Self::verdict)).
     fn on_message(&mut self, now: Instant, node: NodeId, channel: &[u8], data: &[u8]) {
+        let (releaser, next) = match data.iter().position(|&b| b == b':') {
+            Some(at) => (&data[..at], &data[at + 1..]),
+            None => (data, &data[data.len()..]),
+        };
         let slots = self.waiters.on(channel).to_vec();
         let n = node.index();
         for &idx in &slots {
             let s = &mut self.locks[idx];
-            if s.token == data || n >= s.heard.len() || s.heard[n] {
+            if s.token == releaser || n >= s.heard.len() {
                 continue;
             }
             let counts = match &s.phase {
@@ -821,19 +871,34 @@ impl Engine {
                 _ => false,
             };
             if counts {
-                s.heard[n] = true;
-                s.heard_count += 1;
+                // The node's latest message is what it says now: a release that named another
+                // waiter, then one that names us, counts as naming us.
+                s.heard[n] = if next.is_empty() {
+                    Heard::Released
+                } else if next == s.token.as_slice() {
+                    Heard::NamedUs
+                } else {
+                    Heard::NamedOther
+                };
             }
         }
+        let mut staggered = false;
         for &idx in &slots {
             let Phase::RetryWait { at } = self.locks[idx].phase else { continue };
-            if self.woken(idx) {
-                let soon = now + self.stagger(idx);
-                if soon < at {
-                    self.locks[idx].phase = Phase::RetryWait { at: soon };
+            match self.verdict(idx) {
+                Verdict::Now => {
+                    self.start_attempt(now, idx);
                     self.arm(idx);
                 }
-                break;
+                Verdict::Stagger if !staggered => {
+                    staggered = true;
+                    let soon = now + self.stagger(idx);
+                    if soon < at {
+                        self.locks[idx].phase = Phase::RetryWait { at: soon };
+                        self.arm(idx);
+                    }
+                }
+                Verdict::Stagger | Verdict::Sleep => {}
             }
         }
     }
@@ -909,4 +974,15 @@ impl Engine {
         self.events.push_back(Event::LinkFailed { error });
         self.take_down(now, node, vote);
     }
+}
+
+/// What a waiter does about the release messages it heard ([`Engine::verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Retry at once: a quorum named it next.
+    Now,
+    /// Retry after a random stagger.
+    Stagger,
+    /// Keep the fallback delay.
+    Sleep,
 }

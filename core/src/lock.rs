@@ -10,7 +10,7 @@ use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Vot
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
 use crate::quorum::{drift, valid_until, validity_left, whole_ms};
-use crate::wire::{Call, Op, OpAnswer};
+use crate::wire::{Call, Op, OpAnswer, Queue};
 
 /// The resource names of a lock, back to back (one buffer, reused with the slot).
 #[derive(Debug, Default)]
@@ -217,12 +217,39 @@ pub(crate) struct Slot {
     pub(crate) phase: Phase,
     /// Registered as a waiter on its resources' wake channels.
     pub(crate) waiting: bool,
-    /// The nodes whose release message was heard since the current attempt was sent (after
+    /// What each node's latest release message since the current attempt was sent said (after
     /// its reply on that node), and how many.
-    pub(crate) heard: Vec<bool>,
-    pub(crate) heard_count: usize,
+    pub(crate) heard: Vec<Heard>,
     /// Wake-ups this acquisition has had without winning.
     pub(crate) wakes: u32,
+    /// Whether and where the next attempt joins the key's waiter queue on refusal.
+    pub(crate) queue: Queue,
+    /// How long the queue lives after a join, in ms.
+    pub(crate) queue_ttl_ms: u64,
+    /// Whether any attempt joined a queue: the lock leaves them when it ends.
+    pub(crate) queued: bool,
+}
+
+/// What the latest release message from one node, since a waiter's current attempt, said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// No message.
+    #[default]
+    Nothing,
+    /// A release, naming no waiter (the node keeps no queue, or it was empty).
+    Released,
+    /// A release that named this waiter next.
+    NamedUs,
+    /// A release that named another waiter next.
+    NamedOther,
+}
+
+/// How many nodes' latest messages said what: released (any), named us, named another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeardCount {
+    pub(crate) released: usize,
+    pub(crate) named_us: usize,
+    pub(crate) named_other: usize,
 }
 
 impl Slot {
@@ -240,8 +267,10 @@ impl Slot {
             phase: Phase::Free,
             waiting: false,
             heard: Vec::new(),
-            heard_count: 0,
             wakes: 0,
+            queue: Queue::No,
+            queue_ttl_ms: 0,
+            queued: false,
         }
     }
 
@@ -264,6 +293,8 @@ impl Slot {
         self.auto_extend = options.auto_extend;
         self.max_hold = options.max_hold;
         self.wakes = 0;
+        self.queue = Queue::No;
+        self.queued = false;
         self.tries = Tries {
             made: 0,
             max: options.attempts.unwrap_or(default_attempts).max(1),
@@ -326,12 +357,32 @@ impl Slot {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
             }
             (Op::SetNx, _) => Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 }),
-            (Op::Acquire, _) => Some(Call::Acquire { ttl_ms: self.ttl.as_millis() as u64, fencing: self.fencing }),
+            (Op::Acquire, _) => Some(Call::Acquire {
+                ttl_ms: self.ttl.as_millis() as u64,
+                fencing: self.fencing,
+                queue: self.queue,
+                queue_ttl_ms: self.queue_ttl_ms,
+            }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
-            (Op::Release, _) => Some(Call::Release),
+            (Op::Release, _) => Some(Call::Release { leave: self.queued }),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }
+    }
+
+    /// The release messages heard since the current attempt, counted.
+    pub(crate) fn heard_count(&self) -> HeardCount {
+        let mut c = HeardCount::default();
+        for h in &self.heard {
+            match h {
+                Heard::Nothing => continue,
+                Heard::Released => {}
+                Heard::NamedUs => c.named_us += 1,
+                Heard::NamedOther => c.named_other += 1,
+            }
+            c.released += 1;
+        }
+        c
     }
 
     /// When the slot next needs `handle_timeout`.

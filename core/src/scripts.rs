@@ -4,18 +4,42 @@
 
 /// Acquire all lock keys (all-or-nothing) if free or already ours; read the fence counters.
 ///
-/// `KEYS`: the lock keys, then the fence keys. `ARGV`: token, TTL in ms, number of lock keys.
-/// Returns 0 when any key is held by another token, else one more than the largest fence
-/// counter (1 without fencing): the node's proposal for the fencing token. Counters are only
-/// read here; the fence round ([`FENCE`]) writes them once the lock is held.
+/// `KEYS`: the lock keys, then the fence keys. `ARGV`: token, TTL in ms, number of lock keys,
+/// queue mode, queue TTL in ms. Returns 0 when any key is held by another token, else one
+/// more than the largest fence counter (1 without fencing): the node's proposal for the
+/// fencing token. Counters are only read here; the fence round ([`FENCE`]) writes them once
+/// the lock is held.
+///
+/// The queue (`redlease:queue:` + the first key) orders the waiters of a one-key lock, for
+/// [`RELEASE`] to name the next one. Queue mode `1`: a refused waiter joins at the back (once);
+/// `2`: at the front (it was named next and lost the race); `0`: no queue. A granted waiter
+/// leaves it. Every queue command is a `pcall`: a server whose ACL forbids them still locks.
 pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
+local q = ARGV[4]
+local name = q and q ~= '0' and 'redlease:queue:' .. KEYS[1]
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then return 0 end
+  if v and v ~= ARGV[1] then
+    if name then
+      local at = redis.pcall('LPOS', name, ARGV[1])
+      if type(at) ~= 'table' then
+        if q == '2' and at ~= 0 then
+          if at then redis.pcall('LREM', name, 1, ARGV[1]) end
+          redis.pcall('LPUSH', name, ARGV[1])
+        elseif not at then
+          redis.pcall('RPUSH', name, ARGV[1])
+        end
+        local left = redis.pcall('PTTL', name)
+        if type(left) == 'number' and left < tonumber(ARGV[5]) then redis.pcall('PEXPIRE', name, ARGV[5]) end
+      end
+    end
+    return 0
+  end
 end
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
+if name then redis.pcall('LREM', name, 1, ARGV[1]) end
 local f = 0
 for i = n + 1, #KEYS do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
@@ -24,7 +48,7 @@ end
 return f + 1
 ";
 /// SHA-1 of [`ACQUIRE`].
-pub(crate) const ACQUIRE_SHA: &str = "22e6d1c9ba2d67108a26c8c96827030a335c5ede";
+pub(crate) const ACQUIRE_SHA: &str = "d7444509cd30469698e4f12c8a634ad65a5c8b35";
 
 /// Set a new TTL on every lock key, only if all of them hold our token. Returns 1 or 0.
 pub(crate) const EXTEND: &str = r"for i = 1, #KEYS do
@@ -39,24 +63,37 @@ return 1
 pub(crate) const EXTEND_SHA: &str = "9d0f048c74a7982b8f76c183975ef78cf8e24bf8";
 
 /// Delete each lock key that holds our token, and announce each deletion on the key's wake
-/// channel ([`WAKE_PREFIX`] + key) with the token as the message, so that waiters retry at
-/// once. Returns how many keys were deleted.
+/// channel ([`WAKE_PREFIX`] + key): the message is our token, `:`, and the waiter named next
+/// (taken off the head of the key's queue, see [`ACQUIRE`]; empty when none waits), so that
+/// only that waiter retries at once. Returns how many keys were deleted.
 ///
-/// The publish is a `pcall`: a server whose ACL forbids it still releases (its waiters poll).
+/// `ARGV[2]` = `1`: also leave the queues (an acquisition that gave up, or a lock that queued
+/// while waiting, at its release). A waiter that releases what its own failed attempt took
+/// while it heads the queue keeps its place and names nobody.
+///
+/// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
+/// releases (its waiters poll).
 pub(crate) const RELEASE: &str = r"local d = 0
 for i = 1, #KEYS do
+  local name = 'redlease:queue:' .. KEYS[i]
+  if ARGV[2] == '1' then redis.pcall('LREM', name, 1, ARGV[1]) end
   if redis.call('GET', KEYS[i]) == ARGV[1] then
     d = d + redis.call('DEL', KEYS[i])
-    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1])
+    local nxt = redis.pcall('LINDEX', name, 0)
+    if type(nxt) ~= 'string' or nxt == ARGV[1] then
+      nxt = ''
+    else
+      redis.pcall('LPOP', name)
+    end
+    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1] .. ':' .. nxt)
   end
 end
 return d
 ";
-
 /// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
 pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "a2c33588837daefd410957e0af4a53e5b5f822e5";
+pub(crate) const RELEASE_SHA: &str = "6a8f305ae8007d3499f670123b2d994c102584c6";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

@@ -86,8 +86,10 @@ impl Pending {
 /// The arguments of one script call beyond the keys and the token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
-    /// Take the keys for `ttl_ms`; with `fencing`, also read the fence counters.
-    Acquire { ttl_ms: u64, fencing: bool },
+    /// Take the keys for `ttl_ms`; with `fencing`, also read the fence counters. A refused
+    /// waiter joins the first key's queue as `queue` says, which lives `queue_ttl_ms` from its
+    /// last join.
+    Acquire { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64 },
     /// The cheap acquire of one key without fencing: `SET key token NX PX ttl_ms`, no script.
     /// It cannot re-enter a key that already holds our token, so the engine uses it only on a
     /// lock's first attempt (a fresh token has no leftover yet); the cleanup release after a
@@ -95,10 +97,22 @@ pub(crate) enum Call {
     SetNx { ttl_ms: u64 },
     /// Set the keys' TTL to `ttl_ms` if they are ours.
     Extend { ttl_ms: u64 },
-    /// Delete the keys that are ours.
-    Release,
+    /// Delete the keys that are ours; with `leave`, also leave their queues.
+    Release { leave: bool },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
+}
+
+/// Whether, and where, a refused acquire attempt joins the key's waiter queue
+/// ([`scripts::ACQUIRE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// Not at all: the lock does not wait for wake-ups, or has more than one key.
+    No,
+    /// At the back, unless already in it.
+    Back,
+    /// At the front: it was named next and lost the race to a newcomer.
+    Front,
 }
 
 /// Encode one call on `keys` with `token`: `SET .. NX PX` for [`Call::SetNx`], else a script
@@ -126,14 +140,15 @@ pub(crate) fn encode<'k>(
     let (script, sha) = match call {
         Call::Acquire { .. } | Call::SetNx { .. } => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
         Call::Extend { .. } => (scripts::EXTEND, scripts::EXTEND_SHA),
-        Call::Release => (scripts::RELEASE, scripts::RELEASE_SHA),
+        Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
     };
     let (script_keys, extra) = match call {
-        Call::Acquire { fencing: true, .. } => (2 * nkeys, 3),
-        Call::Acquire { fencing: false, .. } | Call::SetNx { .. } => (nkeys, 3),
-        Call::Extend { .. } => (nkeys, 2),
-        Call::Release | Call::Fence { .. } => (nkeys, 1),
+        Call::Acquire { fencing: true, .. } => (2 * nkeys, 5),
+        Call::Acquire { fencing: false, .. } => (nkeys, 5),
+        Call::SetNx { .. } => (nkeys, 3),
+        Call::Extend { .. } | Call::Release { leave: true } => (nkeys, 2),
+        Call::Release { leave: false } | Call::Fence { .. } => (nkeys, 1),
     };
     resp::array(out, 3 + script_keys + extra);
     if eval {
@@ -161,12 +176,22 @@ pub(crate) fn encode<'k>(
     }
     resp::bulk(out, token);
     match call {
-        Call::Acquire { ttl_ms, .. } => {
+        Call::Acquire { ttl_ms, queue, queue_ttl_ms, .. } => {
             resp::bulk_uint(out, ttl_ms);
             resp::bulk_uint(out, nkeys as u64);
+            resp::bulk(
+                out,
+                match queue {
+                    Queue::No => b"0",
+                    Queue::Back => b"1",
+                    Queue::Front => b"2",
+                },
+            );
+            resp::bulk_uint(out, queue_ttl_ms);
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
-        Call::Release | Call::Fence { .. } | Call::SetNx { .. } => {}
+        Call::Release { leave: true } => resp::bulk(out, b"1"),
+        Call::Release { leave: false } | Call::Fence { .. } | Call::SetNx { .. } => {}
     }
 }
 
@@ -296,11 +321,20 @@ mod tests {
         assert!(text.starts_with("*6\r\n$7\r\nEVALSHA\r\n"), "{text}");
         assert!(text.ends_with("$1\r\n2\r\n$3\r\nf:a\r\n$3\r\nf:b\r\n$1\r\n7\r\n"), "{text}");
         let mut out = Vec::new();
-        encode(&mut out, Call::Acquire { ttl_ms: 10, fencing: true }, keys.iter().copied(), b"t", b"f:", true);
+        let acquire = Call::Acquire { ttl_ms: 10, fencing: true, queue: Queue::Front, queue_ttl_ms: 500 };
+        encode(&mut out, acquire, keys.iter().copied(), b"t", b"f:", true);
         let text = String::from_utf8(out).unwrap();
-        // EVAL, source, 4 keys (2 locks + 2 fence counters), token, ttl, number of lock keys.
-        assert!(text.starts_with("*10\r\n$4\r\nEVAL\r\n"), "{text}");
-        assert!(text.ends_with("$1\r\nt\r\n$2\r\n10\r\n$1\r\n2\r\n"), "{text}");
+        // EVAL, source, 4 keys (2 locks + 2 fence counters), token, ttl, number of lock keys,
+        // queue mode, queue TTL.
+        assert!(text.starts_with("*12\r\n$4\r\nEVAL\r\n"), "{text}");
+        assert!(text.ends_with("$1\r\nt\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n2\r\n$3\r\n500\r\n"), "{text}");
+        let mut out = Vec::new();
+        encode(&mut out, Call::Release { leave: true }, keys[..1].iter().copied(), b"t", b"", false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("*6\r\n$7\r\nEVALSHA\r\n") && text.ends_with("$1\r\na\r\n$1\r\nt\r\n$1\r\n1\r\n"),
+            "{text}"
+        );
         let mut out = Vec::new();
         encode(&mut out, Call::SetNx { ttl_ms: 10 }, keys[..1].iter().copied(), b"t", b"f:", false);
         assert_eq!(out, b"*6\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n10\r\n");

@@ -169,12 +169,24 @@ fn acquire_goes_to_every_node_at_once_with_the_same_token() {
         assert_eq!(c.len(), 1);
         assert_eq!(&c[0], first, "same command to every node");
     }
-    // EVALSHA sha 4 a b fence:a fence:b token ttl 2
+    // EVALSHA sha 4 a b fence:a fence:b token ttl 2, no queue (a first attempt waits for
+    // nobody yet), queue TTL unused
     let args: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
     assert_eq!(args[0], b"EVALSHA");
     assert_eq!(
         &args[2..],
-        &[b"4" as &[u8], b"a", b"b", b"redlease:fence:a", b"redlease:fence:b", b"the-token", b"10000", b"2"]
+        &[
+            b"4" as &[u8],
+            b"a",
+            b"b",
+            b"redlease:fence:a",
+            b"redlease:fence:b",
+            b"the-token",
+            b"10000",
+            b"2",
+            b"0",
+            b"0"
+        ]
     );
 }
 

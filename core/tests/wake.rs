@@ -42,6 +42,8 @@ fn waiting(rig: &mut Rig) {
         // same connection.
         assert_eq!(names(cmds), ["EVAL", "SUBSCRIBE", "EVALSHA"], "node {i}");
         assert_eq!(cmds[1][1], b"redlease:wake:r");
+        // EVALSHA sha 1 r me ttl 1, queue mode 1: a refusal joins r's queue at the back.
+        assert_eq!(cmds[2][7], b"1", "node {i}: the attempt joins the queue");
     }
     for i in 0..3 {
         rig.reply(rig.t0, i, b":0\r\n>3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n:0\r\n");
@@ -130,4 +132,97 @@ fn a_node_that_refuses_hello_is_polled_and_says_why() {
     rig.reply(rig.t0, 0, b"$-1\r\n"); // SET NX refused
     let cmds = rig::commands(&rig.sent(0));
     assert_eq!(names(&cmds), ["EVAL"], "the cleanup alone: no SUBSCRIBE on a RESP2 connection, no immediate retry");
+}
+
+/// The arguments after the keys and token of each node's commands, as text.
+fn tails(cmds: &[Vec<Vec<u8>>], skip: usize) -> Vec<Vec<String>> {
+    cmds.iter()
+        .map(|c| c.get(skip..).unwrap_or_default().iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+        .collect()
+}
+
+/// A release message that names the next waiter goes to that waiter at once: no stagger, no
+/// timer. Refused anyway (a newcomer was faster), it rejoins the queue at the front.
+#[test]
+fn the_waiter_a_quorum_names_next_retries_at_once_and_keeps_its_place() {
+    let mut rig = rig();
+    waiting(&mut rig);
+    let t = rig.at(100);
+    rig.reply(t, 0, &message("redlease:wake:r", "other:me"));
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "one node of three is no quorum");
+    rig.reply(t, 1, &message("redlease:wake:r", "other:me"));
+    let cmds = rig.sent_commands();
+    for c in &cmds {
+        assert_eq!(names(c), ["EVALSHA"], "named by a quorum: the attempt goes out from the message itself");
+        // Named, it is off the head of those nodes' queues: refused, it rejoins at the front.
+        assert_eq!(tails(c, 6)[0], ["1", "2", "20000"]);
+    }
+    // Refused everywhere (someone else was faster): the cleanup, then the fallback delay; the
+    // next attempt goes to the front of the queue.
+    for i in 0..3 {
+        rig.reply(t, i, b":0\r\n");
+    }
+    let cleanups = rig.sent_commands();
+    assert!(cleanups.iter().all(|c| names(c) == ["EVAL"]), "{cleanups:?}");
+    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me"], "a cleanup that stays in the queue");
+    for i in 0..3 {
+        rig.reply(t, i, b":0\r\n");
+    }
+    assert!(rig.engine.poll_timeout().unwrap() >= t + SLOW, "named last time, but nobody named it now");
+    rig.engine.handle_timeout(t + SLOW);
+    for c in rig.sent_commands() {
+        assert_eq!(tails(&c, 6)[0][1], "1", "back to keeping its place");
+    }
+}
+
+/// Release messages that name another waiter leave this one asleep: the named one goes
+/// first, and this one keeps its fallback.
+#[test]
+fn a_release_that_names_another_waiter_does_not_wake_this_one() {
+    let mut rig = rig();
+    waiting(&mut rig);
+    let t = rig.at(100);
+    for i in 0..3 {
+        rig.reply(t, i, &message("redlease:wake:r", "other:third"));
+    }
+    assert!(rig.sent_commands().iter().all(Vec::is_empty));
+    assert!(rig.engine.poll_timeout().unwrap() >= rig.t0 + SLOW, "only the fallback is armed");
+}
+
+/// An acquisition that gives up leaves the queues it joined; one that never joined sends the
+/// plain cleanup. A granted lock that had queued leaves them again at its release (a node that
+/// refused its last attempt still lists it).
+#[test]
+fn giving_up_and_releasing_leave_the_queues() {
+    let mut r = Rig::with(3, |c| {
+        c.wake = true;
+        c.retry = Retry::new(3, SLOW, SLOW);
+    });
+    waiting(&mut r);
+    r.engine.handle_timeout(r.t0 + SLOW);
+    r.sent_commands();
+    for i in 0..3 {
+        r.reply(r.t0 + SLOW, i, b":0\r\n");
+    }
+    let cleanups = r.sent_commands();
+    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me", "1"], "the last cleanup leaves the queue");
+    assert!(matches!(r.events().as_slice(), [Event::AcquireFailed { .. }]));
+
+    let mut rig = rig();
+    waiting(&mut rig);
+    let t = rig.at(100);
+    for i in 0..3 {
+        rig.reply(t, i, &message("redlease:wake:r", "other:me"));
+    }
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(t, i, b":1\r\n");
+    }
+    let [Event::Acquired { lock, .. }] = rig.events()[..] else { panic!("granted") };
+    rig.sent_commands(); // the UNSUBSCRIBEs
+    rig.engine.release(t, lock).unwrap();
+    for c in rig.sent_commands().iter() {
+        assert_eq!(names(c), ["EVALSHA"]);
+        assert_eq!(tails(c, 3)[0], ["r", "me", "1"], "the release leaves the queue");
+    }
 }

@@ -6,7 +6,7 @@
 //! Besides serving requests the model keeps the ground truth the checker needs: for every
 //! lock key, the spans of global time during which it held a given token (`history`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
@@ -156,6 +156,9 @@ pub(crate) struct Node {
     resp2: bool,
     /// Release messages of the command being executed: `(channel, message)`.
     published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Waiter queues by lock key, oldest first (the real script's `redlease:queue:<key>`
+    /// lists; their TTL is not modelled: the engine leaves them when it ends).
+    queues: BTreeMap<Key, VecDeque<Vec<u8>>>,
     /// Push messages for connections other than the one whose input is being processed.
     pub(crate) outbox: Vec<(usize, Vec<u8>)>,
 }
@@ -185,6 +188,7 @@ impl Node {
             stats: NodeStats::default(),
             resp2,
             published: Vec::new(),
+            queues: BTreeMap::new(),
             outbox: Vec::new(),
         }
     }
@@ -284,6 +288,7 @@ impl Node {
         self.sessions.clear();
         self.held.clear();
         if !keep_data {
+            self.queues.clear();
             self.purge(now);
             let data = std::mem::take(&mut self.data);
             for (k, e) in data {
@@ -571,24 +576,59 @@ impl Node {
     /// All-or-nothing: 0 if any lock key holds another token; else set them all (re-entry by
     /// token) and return one more than the largest fence counter (1 without fencing).
     fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
-        let [token, ttl, n] = argv else { return Err(format!("acquire takes 3 arguments, got {}", argv.len())) };
+        let [token, ttl, n, queue, queue_ttl] = argv else {
+            return Err(format!("acquire takes 5 arguments, got {}", argv.len()));
+        };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("acquire: the TTL must be a positive integer")?;
         let n = parse_int(n).filter(|&n| n >= 1 && n as usize <= keys.len()).ok_or("acquire: bad lock key count")?;
+        parse_int(queue_ttl)
+            .filter(|&t| t > 0 || queue.as_slice() == b"0")
+            .ok_or("acquire: the queue TTL must be a positive integer")?;
         let (locks, fences) = keys.split_at(n as usize);
         if locks.iter().any(|k| !self.is_lock_key(k)) || fences.iter().any(|k| self.is_lock_key(k)) {
             return Err("acquire: lock and fence keys mixed up".into());
         }
+        let queue = match queue.as_slice() {
+            b"0" => None,
+            b"1" | b"2" if n == 1 => Some(queue[0] == b'2'),
+            _ => return Err("acquire: bad queue mode (or a queue for a lock of several keys)".into()),
+        };
+        let key = (db, locks[0].clone());
         if locks.iter().any(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())) {
+            if let Some(front) = queue {
+                let q = self.queues.entry(key).or_default();
+                let at = q.iter().position(|t| t == token);
+                if front && at != Some(0) {
+                    q.retain(|t| t != token);
+                    q.push_front(token.clone());
+                } else if at.is_none() {
+                    q.push_back(token.clone());
+                }
+            }
             return Ok(0);
         }
         for k in locks {
             self.set(now, db, k, token, Some(ttl));
+        }
+        if queue.is_some() {
+            self.leave_queue(&key, token);
         }
         let mut f = 0;
         for k in fences {
             f = f.max(self.get(db, k).and_then(parse_int).unwrap_or(0));
         }
         Ok(f + 1)
+    }
+
+    fn leave_queue(&mut self, key: &Key, token: &[u8]) {
+        if let Some(q) = self.queues.get_mut(key) {
+            if let Some(at) = q.iter().position(|t| t == token) {
+                q.remove(at);
+            }
+            if q.is_empty() {
+                self.queues.remove(key);
+            }
+        }
     }
 
     /// KEYS: lock keys; ARGV: token, ttl ms. 1 if all hold the token (and get the new TTL), else 0.
@@ -604,15 +644,33 @@ impl Node {
         Ok(1)
     }
 
-    /// KEYS: lock keys; ARGV: token. Deletes the keys holding the token; returns how many.
+    /// KEYS: lock keys; ARGV: token, and `1` to leave the keys' queues. Deletes the keys
+    /// holding the token, naming the head of each one's queue next; returns how many.
     fn release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
-        let [token] = argv else { return Err(format!("release takes 1 argument, got {}", argv.len())) };
+        let (token, leave) = match argv {
+            [token] => (token, false),
+            [token, leave] if leave.as_slice() == b"1" => (token, true),
+            _ => return Err(format!("release takes the token and an optional 1, got {} arguments", argv.len())),
+        };
         let mut d = 0;
         for k in keys {
+            let key = (db, k.clone());
+            if leave {
+                self.leave_queue(&key, token);
+            }
             if self.get(db, k) == Some(token.as_slice()) && self.del(now, db, k) {
                 d += 1;
+                let mut next = Vec::new();
+                if let Some(q) = self.queues.get_mut(&key) {
+                    if q.front().is_some_and(|head| head != token) {
+                        next = q.pop_front().unwrap_or_default();
+                    }
+                    if q.is_empty() {
+                        self.queues.remove(&key);
+                    }
+                }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();
-                self.published.push((channel, token.clone()));
+                self.published.push((channel, [token.as_slice(), b":", &next].concat()));
             }
         }
         Ok(d)

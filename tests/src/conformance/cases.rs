@@ -361,6 +361,62 @@ pub fn wake_on_release<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
+/// `LLEN` of `key` on each node.
+fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| match n.conn().and_then(|mut c| c.cmd(&["LLEN", key])) {
+            Ok(Reply::Int(len)) => len,
+            other => panic!("node {}: LLEN {key}: {other:?}", n.index()),
+        })
+        .collect()
+}
+
+/// Waiters are served in the order they queued, each woken by the release that names it: with
+/// a 5 s retry delay for both, the first waiter gets the lock within 2 s of the release while
+/// the second sleeps on (a release names one waiter, so there is no race between them), then
+/// the second within 2 s of the first's release. The queue is empty on every node afterwards.
+pub fn waiters_in_order<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let first = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let second = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let (queue, n) = ("redlease:queue:fifo", cluster.len() as i64);
+        let spec = LockSpec::new("fifo", Duration::from_secs(30)).wait(Duration::from_secs(20));
+        for round in 0..3 {
+            let guard = lock::<S>(&holder, LockSpec::new("fifo", Duration::from_secs(30))).await;
+            let mut waiters = Vec::new();
+            for (i, client) in [&first, &second].into_iter().enumerate() {
+                let (client, spec) = (client.clone(), spec.clone());
+                waiters.push(S::spawn(async move { S::lock(&client, spec).await }));
+                eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
+                    queue_lengths(&cluster, queue).iter().all(|&len| len == i as i64 + 1)
+                })
+                .await;
+            }
+            assert_eq!(subscribers(&cluster, "redlease:wake:fifo"), 2 * n);
+            let mut waiters = waiters.into_iter();
+            let released = Instant::now();
+            assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+            let got = ok::<S, _>(waiters.next().unwrap().await, "the first waiter");
+            let took = released.elapsed();
+            assert!(took < Duration::from_secs(2), "[{}] round {round}: the first waiter took {took:?}", S::NAME);
+            assert_eq!(queue_lengths(&cluster, queue), vec![1; n as usize], "[{}] the second still queued", S::NAME);
+            let released = Instant::now();
+            assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
+            let got = ok::<S, _>(waiters.next().unwrap().await, "the second waiter");
+            let took = released.elapsed();
+            assert!(took < Duration::from_secs(2), "[{}] round {round}: the second waiter took {took:?}", S::NAME);
+            assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
+            assert_eq!(queue_lengths(&cluster, queue), vec![0; n as usize], "[{}] nobody left queued", S::NAME);
+        }
+    });
+    cluster.assert_no_leaks();
+}
+
 /// Lock/release cycles that must each succeed; returns nothing, panics on the first failure.
 async fn cycles<S: Subject>(client: &S::Client, resource: &str, n: usize, what: &str) {
     for i in 0..n {
