@@ -502,8 +502,12 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.tries.made += 1;
+        // A release hands the key to the next waiter for as long as the shortest fallback
+        // delay: a named waiter that is gone costs the others no more than that.
+        s.reserve_ms = (self.config.retry.min_delay.as_millis() as u64).max(1);
         if s.queue != Queue::No {
-            // Named next and still refused (a newcomer was faster): back to the front.
+            // Named next and still refused (other nodes named another waiter, or the
+            // reservation ran out first): back to the front.
             s.queue = if s.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
         }
         s.heard.clear();
@@ -572,7 +576,7 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let s = &self.locks[idx];
-        let call = wire::Call::Release { leave: leave && s.queued };
+        let call = wire::Call::Release { leave: leave && s.queued, reserve_ms: s.reserve_ms };
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
         self.links.broadcast(now, &cmd, Pending::Cleanup, |_, _| {});
         self.scratch = cmd;

@@ -228,6 +228,8 @@ pub(crate) struct Slot {
     pub(crate) queue_ttl_ms: u64,
     /// Whether any attempt joined a queue: the lock leaves them when it ends.
     pub(crate) queued: bool,
+    /// How long a release reserves a key for the next queued waiter, in ms.
+    pub(crate) reserve_ms: u64,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -271,6 +273,7 @@ impl Slot {
             queue: Queue::No,
             queue_ttl_ms: 0,
             queued: false,
+            reserve_ms: 1,
         }
     }
 
@@ -364,7 +367,7 @@ impl Slot {
                 queue_ttl_ms: self.queue_ttl_ms,
             }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
-            (Op::Release, _) => Some(Call::Release { leave: self.queued }),
+            (Op::Release, _) => Some(Call::Release { leave: self.queued, reserve_ms: self.reserve_ms }),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }

@@ -62,14 +62,20 @@ return 1
 /// SHA-1 of [`EXTEND`].
 pub(crate) const EXTEND_SHA: &str = "9d0f048c74a7982b8f76c183975ef78cf8e24bf8";
 
-/// Delete each lock key that holds our token, and announce each deletion on the key's wake
-/// channel ([`WAKE_PREFIX`] + key): the message is our token, `:`, and the waiter named next
-/// (taken off the head of the key's queue, see [`ACQUIRE`]; empty when none waits), so that
-/// only that waiter retries at once. Returns how many keys were deleted.
+/// Delete each lock key that holds our token and hand it to the waiter next in line, and
+/// announce each deletion on the key's wake channel ([`WAKE_PREFIX`] + key). Returns how many
+/// keys were deleted.
 ///
-/// `ARGV[2]` = `1`: also leave the queues (an acquisition that gave up, or a lock that queued
-/// while waiting, at its release). A waiter that releases what its own failed attempt took
-/// while it heads the queue keeps its place and names nobody.
+/// `ARGV`: token, leave (`1`: also leave the keys' queues: an acquisition that gave up, or a
+/// lock that queued while waiting, at its release), reservation in ms.
+///
+/// The next waiter is taken off the head of the key's queue (see [`ACQUIRE`]); the key is set
+/// to its token for the reservation, so that its attempt re-enters the key and a newcomer's
+/// `SET NX` (often the releasing client's own next lock call) cannot barge in. The message is
+/// our token, `:`, and the next waiter's token (empty when none waits), so that only that
+/// waiter retries at once. If it is gone, the reservation expires and the others' fallback
+/// retries take the key. A waiter that releases what its own failed attempt took while it
+/// heads the queue keeps its place and names nobody.
 ///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
@@ -84,6 +90,7 @@ for i = 1, #KEYS do
       nxt = ''
     else
       redis.pcall('LPOP', name)
+      redis.call('SET', KEYS[i], nxt, 'PX', ARGV[3])
     end
     redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1] .. ':' .. nxt)
   end
@@ -93,7 +100,7 @@ return d
 /// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
 pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "6a8f305ae8007d3499f670123b2d994c102584c6";
+pub(crate) const RELEASE_SHA: &str = "c1bfe2ac018087ffaa1bd38bbb9806776b77f5ab";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

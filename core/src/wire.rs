@@ -97,8 +97,9 @@ pub(crate) enum Call {
     SetNx { ttl_ms: u64 },
     /// Set the keys' TTL to `ttl_ms` if they are ours.
     Extend { ttl_ms: u64 },
-    /// Delete the keys that are ours; with `leave`, also leave their queues.
-    Release { leave: bool },
+    /// Delete the keys that are ours, handing each to the next queued waiter for
+    /// `reserve_ms`; with `leave`, also leave their queues.
+    Release { leave: bool, reserve_ms: u64 },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
 }
@@ -111,7 +112,7 @@ pub(crate) enum Queue {
     No,
     /// At the back, unless already in it.
     Back,
-    /// At the front: it was named next and lost the race to a newcomer.
+    /// At the front: it was named next and still refused.
     Front,
 }
 
@@ -147,8 +148,9 @@ pub(crate) fn encode<'k>(
         Call::Acquire { fencing: true, .. } => (2 * nkeys, 5),
         Call::Acquire { fencing: false, .. } => (nkeys, 5),
         Call::SetNx { .. } => (nkeys, 3),
-        Call::Extend { .. } | Call::Release { leave: true } => (nkeys, 2),
-        Call::Release { leave: false } | Call::Fence { .. } => (nkeys, 1),
+        Call::Extend { .. } => (nkeys, 2),
+        Call::Release { .. } => (nkeys, 3),
+        Call::Fence { .. } => (nkeys, 1),
     };
     resp::array(out, 3 + script_keys + extra);
     if eval {
@@ -190,8 +192,11 @@ pub(crate) fn encode<'k>(
             resp::bulk_uint(out, queue_ttl_ms);
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
-        Call::Release { leave: true } => resp::bulk(out, b"1"),
-        Call::Release { leave: false } | Call::Fence { .. } | Call::SetNx { .. } => {}
+        Call::Release { leave, reserve_ms } => {
+            resp::bulk(out, if leave { b"1" } else { b"0" });
+            resp::bulk_uint(out, reserve_ms);
+        }
+        Call::Fence { .. } | Call::SetNx { .. } => {}
     }
 }
 
@@ -329,15 +334,10 @@ mod tests {
         assert!(text.starts_with("*12\r\n$4\r\nEVAL\r\n"), "{text}");
         assert!(text.ends_with("$1\r\nt\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n2\r\n$3\r\n500\r\n"), "{text}");
         let mut out = Vec::new();
-        encode(&mut out, Call::Release { leave: true }, keys[..1].iter().copied(), b"t", b"", false);
+        encode(&mut out, Call::Release { leave: true, reserve_ms: 20 }, keys[..1].iter().copied(), b"t", b"", false);
         let text = String::from_utf8(out).unwrap();
-        assert!(
-            text.starts_with("*6\r\n$7\r\nEVALSHA\r\n") && text.ends_with("$1\r\na\r\n$1\r\nt\r\n$1\r\n1\r\n"),
-            "{text}"
-        );
-        let mut out = Vec::new();
-        encode(&mut out, Call::SetNx { ttl_ms: 10 }, keys[..1].iter().copied(), b"t", b"f:", false);
-        assert_eq!(out, b"*6\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$2\r\n10\r\n");
+        let tail = "$1\r\na\r\n$1\r\nt\r\n$1\r\n1\r\n$2\r\n20\r\n";
+        assert!(text.starts_with("*7\r\n$7\r\nEVALSHA\r\n") && text.ends_with(tail), "{text}");
     }
 
     #[test]

@@ -164,7 +164,11 @@ fn the_waiter_a_quorum_names_next_retries_at_once_and_keeps_its_place() {
     }
     let cleanups = rig.sent_commands();
     assert!(cleanups.iter().all(|c| names(c) == ["EVAL"]), "{cleanups:?}");
-    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me"], "a cleanup that stays in the queue");
+    assert_eq!(
+        tails(&cleanups[0], 3)[0],
+        ["r", "me", "0", "5000"],
+        "a cleanup that stays in the queue; reservations last the shortest fallback delay"
+    );
     for i in 0..3 {
         rig.reply(t, i, b":0\r\n");
     }
@@ -205,7 +209,7 @@ fn giving_up_and_releasing_leave_the_queues() {
         r.reply(r.t0 + SLOW, i, b":0\r\n");
     }
     let cleanups = r.sent_commands();
-    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me", "1"], "the last cleanup leaves the queue");
+    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me", "1", "5000"], "the last cleanup leaves the queue");
     assert!(matches!(r.events().as_slice(), [Event::AcquireFailed { .. }]));
 
     let mut rig = rig();
@@ -223,6 +227,6 @@ fn giving_up_and_releasing_leave_the_queues() {
     rig.engine.release(t, lock).unwrap();
     for c in rig.sent_commands().iter() {
         assert_eq!(names(c), ["EVALSHA"]);
-        assert_eq!(tails(c, 3)[0], ["r", "me", "1"], "the release leaves the queue");
+        assert_eq!(tails(c, 3)[0], ["r", "me", "1", "5000"], "the release leaves the queue");
     }
 }

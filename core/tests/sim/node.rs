@@ -644,14 +644,20 @@ impl Node {
         Ok(1)
     }
 
-    /// KEYS: lock keys; ARGV: token, and `1` to leave the keys' queues. Deletes the keys
-    /// holding the token, naming the head of each one's queue next; returns how many.
+    /// KEYS: lock keys; ARGV: token, `1` to leave the keys' queues, reservation ms. Deletes
+    /// the keys holding the token, handing each to the head of its queue for the reservation
+    /// and naming it next; returns how many.
     fn release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
-        let (token, leave) = match argv {
-            [token] => (token, false),
-            [token, leave] if leave.as_slice() == b"1" => (token, true),
-            _ => return Err(format!("release takes the token and an optional 1, got {} arguments", argv.len())),
+        let [token, leave, reserve] = argv else {
+            return Err(format!("release takes 3 arguments, got {}", argv.len()));
         };
+        let leave = match leave.as_slice() {
+            b"0" => false,
+            b"1" => true,
+            _ => return Err("release: leave must be 0 or 1".into()),
+        };
+        let reserve =
+            parse_int(reserve).filter(|&r| r > 0).ok_or("release: the reservation must be a positive integer")?;
         let mut d = 0;
         for k in keys {
             let key = (db, k.clone());
@@ -668,6 +674,9 @@ impl Node {
                     if q.is_empty() {
                         self.queues.remove(&key);
                     }
+                }
+                if !next.is_empty() {
+                    self.set(now, db, k, &next, Some(reserve));
                 }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();
                 self.published.push((channel, [token.as_slice(), b":", &next].concat()));

@@ -376,7 +376,9 @@ fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
 /// Waiters are served in the order they queued, each woken by the release that names it: with
 /// a 5 s retry delay for both, the first waiter gets the lock within 2 s of the release while
 /// the second sleeps on (a release names one waiter, so there is no race between them), then
-/// the second within 2 s of the first's release. The queue is empty on every node afterwards.
+/// the second within 2 s of the first's release. The releasing client's own lock call right
+/// after its release is refused (the key is reserved for the next waiter). The queue is empty
+/// on every node afterwards.
 pub fn waiters_in_order<S: Subject>() {
     let cluster = Cluster::start(3);
     S::block_on(async {
@@ -401,6 +403,12 @@ pub fn waiters_in_order<S: Subject>() {
             let mut waiters = waiters.into_iter();
             let released = Instant::now();
             assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+            // The release handed the key to the first waiter: the releasing client's own next
+            // lock call, sent at once, cannot barge in.
+            match S::lock(&holder, LockSpec::new("fifo", Duration::from_secs(30)).once()).await {
+                Err(e) => assert!(is_held(&e), "[{}] round {round}: the barging call: {e}", S::NAME),
+                Ok(_) => panic!("[{}] round {round}: the releasing client barged in ahead of the queue", S::NAME),
+            }
             let got = ok::<S, _>(waiters.next().unwrap().await, "the first waiter");
             let took = released.elapsed();
             assert!(took < Duration::from_secs(2), "[{}] round {round}: the first waiter took {took:?}", S::NAME);
