@@ -110,6 +110,9 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
         (got, polled)
     });
     std::thread::sleep(Duration::from_millis(200));
+    // The user may keep the waiter queue: the waiter is in it (and the queue has a TTL).
+    let mut admin = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
+    assert!(admin.pttl("redlease:queue:ops:doc").unwrap() > 0, "the waiter queued");
     let report = guard.release().unwrap();
     assert_eq!(report.outcome, redlease_mio::ReleaseOutcome::Released);
     let (got, polled) = waiting.join().unwrap();
@@ -118,6 +121,7 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
 
     let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
     assert_eq!(conn.pttl("ops:doc").unwrap(), -2);
+    assert_eq!(conn.pttl("redlease:queue:ops:doc").unwrap(), -2, "nobody left queued");
     assert_eq!(conn.get("redlease:fence:ops:doc").unwrap().as_deref(), Some("1"));
     assert!(conn.keys("*").is_ok(), "redlease scan needs SCAN");
     for refused in [&["FLUSHALL"][..], &["CONFIG", "GET", "appendfsync"], &["KEYS", "*"]] {
