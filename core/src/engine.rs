@@ -502,9 +502,6 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.tries.made += 1;
-        // A release hands the key to the next waiter for as long as the shortest fallback
-        // delay: a named waiter that is gone costs the others no more than that.
-        s.reserve_ms = (self.config.retry.min_delay.as_millis() as u64).max(1);
         if s.queue != Queue::No {
             // Named next and still refused (other nodes named another waiter, or the
             // reservation ran out first): back to the front.
@@ -551,7 +548,7 @@ impl Engine {
     /// that can no longer reach a quorum fails without waiting for the live nodes' replies).
     fn send_round(&mut self, now: Instant, idx: u32, op: Op) {
         let s = &mut self.locks[idx];
-        let Some(call) = s.call(op) else { return };
+        let Some(call) = s.call(op, self.config.retry) else { return };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, self.config.fence_prefix.as_bytes(), false);
@@ -576,7 +573,7 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let s = &self.locks[idx];
-        let call = wire::Call::Release { leave: leave && s.queued, reserve_ms: s.reserve_ms };
+        let call = s.release_call(leave, self.config.retry);
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
         self.links.broadcast(now, &cmd, Pending::Cleanup, |_, _| {});
         self.scratch = cmd;
@@ -602,7 +599,7 @@ impl Engine {
             }
             Ok(None) => {
                 // The script cache was flushed: resend with the script text (which reloads it).
-                let Some(call) = s.call(op) else { return Ok(()) };
+                let Some(call) = s.call(op, self.config.retry) else { return Ok(()) };
                 let prefix = self.config.fence_prefix.as_bytes();
                 let (keys, token) = (s.keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
@@ -779,15 +776,11 @@ impl Engine {
             }
             any = true;
         }
-        let retry_max = self.config.retry.max_delay;
         let s = &mut self.locks[idx];
         s.waiting = any;
         if any && s.keys.iter().len() == 1 {
-            // Join the key's waiter queue with the next attempt. The queue outlives a waiter
-            // that stopped retrying without leaving it (a crash) by a few fallback delays.
+            // Join the key's waiter queue with the next attempt.
             s.queue = Queue::Back;
-            s.queued = true;
-            s.queue_ttl_ms = (retry_max * 4).max(s.ttl).max(Duration::from_secs(1)).as_millis() as u64;
         }
         any
     }

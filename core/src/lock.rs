@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use crate::config::Retry;
 use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
@@ -224,12 +225,6 @@ pub(crate) struct Slot {
     pub(crate) wakes: u32,
     /// Whether and where the next attempt joins the key's waiter queue on refusal.
     pub(crate) queue: Queue,
-    /// How long the queue lives after a join, in ms.
-    pub(crate) queue_ttl_ms: u64,
-    /// Whether any attempt joined a queue: the lock leaves them when it ends.
-    pub(crate) queued: bool,
-    /// How long a release reserves a key for the next queued waiter, in ms.
-    pub(crate) reserve_ms: u64,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -271,9 +266,6 @@ impl Slot {
             heard: Vec::new(),
             wakes: 0,
             queue: Queue::No,
-            queue_ttl_ms: 0,
-            queued: false,
-            reserve_ms: 1,
         }
     }
 
@@ -297,7 +289,6 @@ impl Slot {
         self.max_hold = options.max_hold;
         self.wakes = 0;
         self.queue = Queue::No;
-        self.queued = false;
         self.tries = Tries {
             made: 0,
             max: options.attempts.unwrap_or(default_attempts).max(1),
@@ -351,8 +342,22 @@ impl Slot {
         }
     }
 
-    /// The script call of `op` in the current phase (`None` if the phase has no such call).
-    pub(crate) fn call(&self, op: Op) -> Option<Call> {
+    /// Whether the acquisition joined (or joins with its next attempt) the key's waiter
+    /// queue: it leaves the queues when it ends.
+    pub(crate) fn queued(&self) -> bool {
+        self.queue != Queue::No
+    }
+
+    /// The release call: hand each key to the next queued waiter for the shortest fallback
+    /// delay (a named waiter that is gone costs the others no more than that); with `leave`,
+    /// leave the queues too.
+    pub(crate) fn release_call(&self, leave: bool, retry: Retry) -> Call {
+        Call::Release { leave: leave && self.queued(), reserve_ms: (retry.min_delay.as_millis() as u64).max(1) }
+    }
+
+    /// The script call of `op` in the current phase (`None` if the phase has no such call),
+    /// under the client's `retry` schedule.
+    pub(crate) fn call(&self, op: Op, retry: Retry) -> Option<Call> {
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
@@ -364,10 +369,16 @@ impl Slot {
                 ttl_ms: self.ttl.as_millis() as u64,
                 fencing: self.fencing,
                 queue: self.queue,
-                queue_ttl_ms: self.queue_ttl_ms,
+                // The queue outlives a waiter that stopped retrying without leaving it (a
+                // crash) by a few fallback delays; unused (0) without a queue.
+                queue_ttl_ms: if self.queued() {
+                    (retry.max_delay * 4).max(self.ttl).max(Duration::from_secs(1)).as_millis() as u64
+                } else {
+                    0
+                },
             }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
-            (Op::Release, _) => Some(Call::Release { leave: self.queued, reserve_ms: self.reserve_ms }),
+            (Op::Release, _) => Some(self.release_call(true, retry)),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }
