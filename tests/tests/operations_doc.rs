@@ -132,3 +132,38 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
     }
     assert!(RedisConn::connect(server.addr, None).unwrap().ping().is_err(), "the default user is still on");
 }
+
+/// The guide says an ACL without the list commands still locks and still wakes waiters, only
+/// without their order: the queue commands are `pcall`s. The guide's user without them: a
+/// waiter whose fallback retry is 5 s still gets the lock within 2 s of the release (a release
+/// message woke it), and no queue was written.
+#[test]
+fn an_acl_user_without_the_list_commands_still_locks_and_wakes_waiters() {
+    let acl: Vec<String> = block_after(&guide(), "**A user with only what redlease needs.**")
+        .into_iter()
+        .map(|l| l.replace(" +lpos +rpush +lpush +lrem +lindex +lpop", ""))
+        .collect();
+    assert!(acl.iter().all(|l| !l.contains("+lpos")), "the list commands are in the guide's line as expected: {acl:?}");
+    let server = Server::start(&acl);
+    let url = format!("redis://redlease:change-me@{}", server.addr);
+    let holder = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    let guard = holder.lock("ops:nolists", Duration::from_secs(30)).unwrap();
+    let slow = redlease_mio::Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+    let waiter =
+        redlease_mio::Client::with_config(redlease_mio::Config::from_urls([url.as_str()]).unwrap().retry(slow))
+            .unwrap();
+    let waiting = std::thread::spawn(move || {
+        let options =
+            redlease_mio::LockOptions::new("ops:nolists", Duration::from_secs(10)).wait(Duration::from_secs(20));
+        waiter.lock_with(options).map(|g| g.release().is_ok())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let released = Instant::now();
+    assert_eq!(guard.release().unwrap().outcome, redlease_mio::ReleaseOutcome::Released);
+    assert!(matches!(waiting.join().unwrap(), Ok(true)), "the waiter got the lock");
+    let took = released.elapsed();
+    assert!(took < Duration::from_secs(2), "the waiter took {took:?}: its 5 s fallback, not a wake-up");
+    let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
+    assert_eq!(conn.pttl("redlease:queue:ops:nolists").unwrap(), -2, "no queue without the list commands");
+    assert_eq!(conn.pttl("ops:nolists").unwrap(), -2);
+}
