@@ -262,7 +262,13 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             Ok(Answer::Step(step, StepAnswer::Digest { matches: b.eq_ignore_ascii_case(sha.as_bytes()) }))
         }
         (Pending::Op { op, lock, round }, Reply::Error(e)) => {
-            let answer = if e.starts_with(b"NOSCRIPT") { OpAnswer::NoScript } else { OpAnswer::Error(text(e)) };
+            // Only a script call can meet a flushed script cache: a `NOSCRIPT` to `SET NX PX`
+            // is a plain error vote, never a reason to resend (and grant on the resend).
+            let answer = if e.starts_with(b"NOSCRIPT") && op != Op::SetNx {
+                OpAnswer::NoScript
+            } else {
+                OpAnswer::Error(text(e))
+            };
             Ok(Answer::Op { op, lock, round, answer })
         }
         // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil (RESP2 `$-1`, RESP3 `_`)
@@ -352,6 +358,11 @@ mod tests {
         }
         // A server error (an ACL refusal, OOM, ...) is that node's vote.
         assert!(matches!(classify(set, &Reply::Error(b"NOPERM x")), Ok(Answer::Op { answer: OpAnswer::Error(_), .. })));
+        // So is a `NOSCRIPT`: a SET runs no script, and resending it must not turn into a grant.
+        assert!(matches!(
+            classify(set, &Reply::Error(b"NOSCRIPT No matching script")),
+            Ok(Answer::Op { answer: OpAnswer::Error(_), .. })
+        ));
         // And the script's answers are integers, never +OK or nil.
         let acquire = Pending::Op { op: Op::Acquire, lock: lock(), round: 1 };
         assert_eq!(classify(acquire, &Reply::Status(b"OK")), Err("the acquire script"));
