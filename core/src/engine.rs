@@ -569,13 +569,28 @@ impl Engine {
 
     /// Release whatever the slot's attempt took, on every connected node, without waiting;
     /// with `leave`, the acquisition ends here and leaves the waiter queues it joined.
+    ///
+    /// A node that refused the acquire script took nothing: the script grants a key that
+    /// holds our own token (a re-entry) and checks every key before it sets any, so a refusal
+    /// means another token holds one. Such a node gets no cleanup, unless the cleanup must
+    /// also leave the queue there. (A refused `SET NX` cannot tell our own leftover from
+    /// another's key, so its cleanup still goes everywhere.) Under contention most retries are
+    /// refused by every node: their cleanups would only cost each node a script run.
     fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
         let s = &self.locks[idx];
         let call = s.release_call(leave, self.config.retry);
+        let leaves = matches!(call, wire::Call::Release { leave: true, .. });
+        let by_script = matches!(s.phase, Phase::Acquiring { .. })
+            && matches!(s.call(Op::Acquire, self.config.retry), Some(wire::Call::Acquire { .. }));
+        let votes = s.round.tally.votes();
+        let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);
+        if (0..self.links.len()).all(took_nothing) {
+            return;
+        }
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
-        self.links.broadcast(now, &cmd, Pending::Cleanup, |_, _| {});
+        self.links.broadcast_to(now, &cmd, Pending::Cleanup, |node| !took_nothing(node));
         self.scratch = cmd;
     }
 

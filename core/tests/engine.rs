@@ -315,11 +315,21 @@ fn retries_wait_a_seeded_random_delay_and_release_in_between() {
         let mut now = rig.t0;
         let mut out = Vec::new();
         for attempt in 1..=4 {
-            // The previous attempt's cleanup is answered first (nothing to delete).
-            let reply: &[u8] = if attempt == 1 { REFUSE } else { b":0\r\n:0\r\n" };
+            // Only the cheap first attempt is cleaned up (its refusal cannot tell our own
+            // leftover from another's key), and that cleanup is answered before the second
+            // attempt; a refused script took nothing and gets no cleanup.
+            let reply: &[u8] = match attempt {
+                1 => REFUSE,
+                2 => b":0\r\n:0\r\n",
+                _ => b":0\r\n",
+            };
             rig.reply(now, 0, reply);
             let cmds = rig.sent_commands();
-            assert!(is_release(&cmds[0][0]), "attempt {attempt}: partial state released first");
+            if attempt == 1 {
+                assert!(is_release(&cmds[0][0]), "the cheap attempt is released first");
+            } else {
+                assert!(cmds[0].is_empty(), "attempt {attempt}: nothing to clean up: {:?}", cmds[0]);
+            }
             if attempt == 4 {
                 break;
             }
@@ -350,12 +360,23 @@ fn wait_bounds_the_retries() {
     r.wait = Some(Duration::from_millis(35));
     rig.engine.acquire(rig.t0, &r, b"tok").unwrap();
     let mut now = rig.t0;
-    let mut first = true;
+    let mut attempt = 0;
     let events = loop {
         rig.sent_commands();
-        // After the first attempt, the cleanup of the previous one is answered first.
-        rig.reply(now, 0, if first { REFUSE } else { b":0\r\n:0\r\n" });
-        first = false;
+        // The cleanup of the cheap first attempt is answered before the second; refused
+        // scripts took nothing and are not cleaned up.
+        attempt += 1;
+        rig.reply(
+            now,
+            0,
+            if attempt == 1 {
+                REFUSE
+            } else if attempt == 2 {
+                b":0\r\n:0\r\n"
+            } else {
+                b":0\r\n"
+            },
+        );
         let events = rig.events();
         match rig.engine.poll_timeout() {
             Some(t) if events.is_empty() => {
@@ -709,6 +730,29 @@ fn one_key_without_fencing_takes_the_cheap_set_nx_px_on_its_first_attempt() {
         rig.engine.acquire(rig.at(3), &r, b"t2").unwrap();
         let cmds = rig.sent_commands();
         assert!(is_acquire_script(&cmds[0][0]), "{keys:?} fencing {fencing}: {:?}", cmds[0][0]);
+    }
+}
+
+#[test]
+fn a_failed_script_attempt_is_cleaned_up_only_where_it_may_have_taken_something() {
+    // Two keys take the script: it grants our own token's keys (a re-entry) and checks every
+    // key before it sets any, so a node that refused wrote nothing and needs no cleanup. The
+    // node that granted, and one whose vote is still pending, do.
+    let mut rig = Rig::new(5);
+    rig.engine.acquire(rig.t0, &req(&["a", "b"]), b"tok").unwrap();
+    let cmds = rig.sent_commands();
+    assert!(is_acquire_script(&cmds[0][0]), "{:?}", cmds[0][0]);
+    rig.reply(rig.at(1), 0, b":1\r\n");
+    for i in 1..4 {
+        rig.reply(rig.at(1), i, b":0\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::AcquireFailed { error: AcquireError::Held { .. }, .. }]));
+    let cmds = rig.sent_commands();
+    for (node, c) in cmds.iter().enumerate() {
+        match node {
+            0 | 4 => assert!(c.len() == 1 && is_release(&c[0]), "node {node} (granted / pending): {c:?}"),
+            _ => assert!(c.is_empty(), "node {node} refused: nothing to clean up, got {c:?}"),
+        }
     }
 }
 
