@@ -156,6 +156,11 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
             return Ok(Some(int));
         }
     }
+    if buf[0] == b'+' {
+        if let Some(status) = plain_status(buf) {
+            return Ok(Some(status));
+        }
+    }
     match decode_range(buf) {
         Ok(None) => Ok(None),
         Ok(Some((frame, used))) => {
@@ -254,6 +259,14 @@ fn decode_push(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
     Ok(Some((Reply::Push { kind: parts[0], channel: parts[1], data: parts[2] }, used)))
 }
 
+/// The common simple string (`+OK` to a `SET`) without the general decoder: the text up to the
+/// first `\r`, when `\n` follows it. Anything else (no end yet, a bare `\r`) is left to the
+/// general decoder.
+fn plain_status(buf: &[u8]) -> Option<(Reply<'_>, usize)> {
+    let cr = buf.iter().position(|&b| b == b'\r')?;
+    (buf.get(cr + 1) == Some(&b'\n')).then(|| (Reply::Status(&buf[1..cr]), cr + 2))
+}
+
 /// The common integer reply (`:1\r\n`, at most 18 digits) without the general parser.
 /// Anything else, including an unfinished reply, is left to `redis-protocol`.
 fn plain_int(buf: &[u8]) -> Option<(Reply<'static>, usize)> {
@@ -293,6 +306,10 @@ mod tests {
     #[test]
     fn decodes_replies() {
         assert_eq!(decode(b"+OK\r\n"), Ok(Some((Reply::Status(b"OK"), 5))));
+        assert_eq!(decode(b"+OK\r\n:1\r\n"), Ok(Some((Reply::Status(b"OK"), 5))));
+        assert_eq!(decode(b"+\r\n"), Ok(Some((Reply::Status(b""), 3))));
+        assert_eq!(decode(b"+OK\r"), Ok(None));
+        assert_eq!(decode(b"+OK"), Ok(None));
         assert_eq!(decode(b":-3\r\nrest"), Ok(Some((Reply::Int(-3), 5))));
         assert_eq!(decode(b"$-1\r\n"), Ok(Some((Reply::Nil, 5))));
         assert_eq!(decode(b"$2\r\nab\r\n"), Ok(Some((Reply::Bulk(b"ab"), 8))));
