@@ -590,7 +590,9 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
-        self.links.broadcast_to(now, &cmd, Pending::Cleanup, |node| !took_nothing(node));
+        for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
+            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        }
         self.scratch = cmd;
     }
 

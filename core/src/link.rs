@@ -509,17 +509,6 @@ impl Links {
         }
     }
 
-    /// Queue `cmd` at `now` on the links of the nodes `to` selects that take requests (a
-    /// request whose reply nobody waits for: nothing is said about the others).
-    pub(crate) fn broadcast_to(&mut self, now: Instant, cmd: &[u8], pending: Pending, to: impl Fn(usize) -> bool) {
-        for (i, link) in self.links.iter_mut().enumerate() {
-            if to(i) && link.takes_requests() {
-                link.out.extend_from_slice(cmd);
-                link.pending.push_back((pending, now));
-            }
-        }
-    }
-
     /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it
     /// to the output buffer. Returns whether it was queued.
     pub(crate) fn send(

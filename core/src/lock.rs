@@ -219,7 +219,7 @@ pub(crate) struct Slot {
     /// Registered as a waiter on its resources' wake channels.
     pub(crate) waiting: bool,
     /// What each node's latest release message since the current attempt was sent said (after
-    /// its reply on that node), and how many.
+    /// its reply on that node); counted by [`heard_count`](Self::heard_count).
     pub(crate) heard: Vec<Heard>,
     /// Wake-ups this acquisition has had without winning.
     pub(crate) wakes: u32,
