@@ -109,10 +109,7 @@ fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
 
 #[cfg(unix)]
 fn unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixStream, String> {
-    let stream = std::os::unix::net::UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    stream.set_read_timeout(Some(redlease_cluster::IO_TIMEOUT)).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(Some(redlease_cluster::IO_TIMEOUT)).map_err(|e| e.to_string())?;
-    Ok(stream)
+    redlease_cluster::unix(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(not(unix))]

@@ -159,10 +159,8 @@ impl Layer {
         handshaking: bool,
     ) -> Option<(&'a [u8], Origin)> {
         match self {
-            Layer::Plain => {
-                let _ = handshaking;
-                engine.poll_transmit(node).map(|bytes| (bytes, Origin::Engine))
-            }
+            Layer::Plain if handshaking => None,
+            Layer::Plain => engine.poll_transmit(node).map(|bytes| (bytes, Origin::Engine)),
             #[cfg(feature = "tls")]
             Layer::Tls(t) => {
                 if !handshaking {

@@ -25,6 +25,8 @@ mod tls;
 #[cfg(feature = "tls")]
 pub use cluster::tls_files_for;
 pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Listen, Node, Placement, with_listen};
+#[cfg(unix)]
+pub use resp::unix;
 pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]

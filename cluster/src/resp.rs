@@ -86,6 +86,16 @@ pub fn tcp(addr: SocketAddr) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// A connection to the Unix socket at `path` with [`IO_TIMEOUT`] on reads and writes, as
+/// [`tcp`] opens TCP ones.
+#[cfg(unix)]
+pub fn unix(path: &Path) -> io::Result<UnixStream> {
+    let stream = UnixStream::connect(path)?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(stream)
+}
+
 fn bad_data(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
@@ -94,15 +104,6 @@ impl RedisConn {
     /// Connect to `addr` (timeout 1 s) and log in with `auth` (`(user, password)`) if given.
     pub fn connect(addr: SocketAddr, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
         RedisConn::over(tcp(addr)?, auth)
-    }
-
-    /// Connect to the Unix socket at `path` and log in with `auth` if given.
-    #[cfg(unix)]
-    pub fn connect_unix(path: &Path, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
-        let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(IO_TIMEOUT))?;
-        stream.set_write_timeout(Some(IO_TIMEOUT))?;
-        RedisConn::over(stream, auth)
     }
 
     /// Talk over a stream opened elsewhere (its timeouts are the caller's; see [`tcp`]), and
