@@ -38,7 +38,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             "tokio-ct",
             Role::Adapter,
             "redlease-tokio on a current-thread tokio runtime: driver and lockers share one thread",
-            ALL,
+            Scenario::WITH_HANDOFF,
             TokioAdapter { multi_thread: false, wake: true },
         )),
         Box::new(Async::new(
@@ -59,7 +59,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             "mio-blocking",
             Role::Adapter,
             "redlease-mio's blocking Client, one clone per OS thread (the waiting thread drives the loop)",
-            ALL,
+            Scenario::WITH_HANDOFF,
             MioBlocking,
         )),
         Box::new(crate::embedded::Embedded),

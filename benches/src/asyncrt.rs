@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::load::{LoadState, keys};
+use crate::load::{LoadState, Turns, keys};
 use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
@@ -302,13 +302,26 @@ impl<T: AsyncTarget> Subject for Async<T> {
         let exec = self.target.exec()?;
         let turns = Arc::new(Turns::default());
         let hold = plan.hold;
-        let (from, to) = exec.block_on(async {
+        let idle_cycles = if plan.contenders.first() == Some(&contenders) { plan.idle_acquires } else { 0 };
+        let (from, to, idle) = exec.block_on(async {
             let mut tasks = Vec::with_capacity(contenders);
             let mut factories = Vec::with_capacity(contenders);
-            for _ in 0..contenders {
+            let mut idle = Samples::default();
+            for i in 0..contenders {
                 let factory = self.target.connect(&exec, urls, common.ttl).await?;
                 let mut locker = factory.locker().await?;
                 factories.push(factory);
+                if i == 0 && idle_cycles > 0 {
+                    let e = exec.clone();
+                    let (back, samples) = exec
+                        .spawn(async move {
+                            let samples = idle_acquires(&mut locker, &e, hold, idle_cycles).await;
+                            (locker, samples)
+                        })
+                        .await;
+                    locker = back;
+                    idle = samples?;
+                }
                 let (turns, e) = (Arc::clone(&turns), exec.clone());
                 tasks.push(exec.spawn(async move { handoff_loop(&mut locker, e, hold, &turns).await }));
             }
@@ -316,38 +329,14 @@ impl<T: AsyncTarget> Subject for Async<T> {
             let from = Instant::now();
             exec.sleep(plan.load.window).await;
             let to = Instant::now();
-            turns.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            turns.stop();
             for task in tasks {
                 task.await;
             }
             drop(factories);
-            Ok::<_, String>((from, to))
+            Ok::<_, String>((from, to, idle))
         })?;
-        let mut list: Vec<Turn> = turns.turns.lock().expect("not poisoned").clone();
-        list.sort_by_key(|t| t.granted);
-        let (mut handoff, mut wait) = (Samples::default(), Samples::default());
-        let mut acquisitions = 0;
-        for (i, t) in list.iter().enumerate() {
-            if t.granted < from || t.granted >= to {
-                continue;
-            }
-            acquisitions += 1;
-            wait.push(t.granted - t.called);
-            if let Some(prev) = i.checked_sub(1).map(|p| list[p]) {
-                handoff.push(t.granted.saturating_duration_since(prev.released));
-            }
-        }
-        let failed = turns.failed.lock().expect("not poisoned");
-        let in_window: Vec<&(Instant, String)> = failed.iter().filter(|(at, _)| *at >= from && *at < to).collect();
-        Ok(Handoff {
-            contenders,
-            handoff: handoff.into_dist(),
-            wait: wait.into_dist(),
-            acquisitions,
-            elapsed: to - from,
-            gave_up: in_window.len() as u64,
-            first_error: in_window.first().map(|(_, e)| e.clone()),
-        })
+        Ok(Handoff { idle_acquire: idle.into_dist(), ..turns.summary(contenders, from, to) })
     }
 
     fn contention(
@@ -385,25 +374,26 @@ impl<T: AsyncTarget> Subject for Async<T> {
     }
 }
 
-/// One acquisition of the handoff scenario: when it was asked for, granted, and released.
-#[derive(Clone, Copy, Debug)]
-struct Turn {
-    called: Instant,
-    granted: Instant,
-    released: Instant,
-}
-
-/// What the handoff contenders share: their turns, failures, and the stop flag.
-#[derive(Debug, Default)]
-struct Turns {
-    stop: std::sync::atomic::AtomicBool,
-    turns: std::sync::Mutex<Vec<Turn>>,
-    failed: std::sync::Mutex<Vec<(Instant, String)>>,
+/// `cycles` acquisitions of a free key, each after `gap` of idling (and each released).
+async fn idle_acquires<L: AsyncLocker, E: Exec>(
+    locker: &mut L,
+    exec: &E,
+    gap: Duration,
+    cycles: usize,
+) -> Result<Samples, String> {
+    let mut samples = Samples::with_capacity(cycles);
+    for i in 0..cycles {
+        exec.sleep(gap).await;
+        let t0 = Instant::now();
+        let held = locker.acquire(keys::IDLE).await.map_err(|e| format!("idle acquire {i}: {e}"))?;
+        samples.push(t0.elapsed());
+        locker.release(held).await.map_err(|e| format!("idle release {i}: {e}"))?;
+    }
+    Ok(samples)
 }
 
 async fn handoff_loop<L: AsyncLocker, E: Exec>(locker: &mut L, exec: E, hold: Duration, turns: &Turns) {
-    use std::sync::atomic::Ordering;
-    while !turns.stop.load(Ordering::Relaxed) {
+    while !turns.stopped() {
         let called = Instant::now();
         match locker.acquire_wait(keys::CONTENDED).await {
             Ok(held) => {
@@ -411,12 +401,12 @@ async fn handoff_loop<L: AsyncLocker, E: Exec>(locker: &mut L, exec: E, hold: Du
                 exec.sleep(hold).await;
                 let released = Instant::now();
                 let outcome = locker.release(held).await;
-                turns.turns.lock().expect("not poisoned").push(Turn { called, granted, released });
+                turns.turn(called, granted, released);
                 if let Err(e) = outcome {
-                    turns.failed.lock().expect("not poisoned").push((Instant::now(), e));
+                    turns.failed(e);
                 }
             }
-            Err(e) => turns.failed.lock().expect("not poisoned").push((Instant::now(), e)),
+            Err(e) => turns.failed(e),
         }
     }
 }

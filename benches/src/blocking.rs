@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::load::{LoadState, keys};
-use crate::plan::{LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::load::{LoadState, Turns, keys};
+use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
-use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
 
 /// How to set up one blocking subject.
 pub trait BlockingTarget: Send + Sync + 'static {
@@ -261,6 +261,88 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
                 first_error,
             })
         })
+    }
+
+    fn handoff(
+        &self,
+        urls: &[String],
+        common: Common,
+        plan: &HandoffPlan,
+        contenders: usize,
+    ) -> Result<Handoff, String> {
+        // `contenders` clients of their own (a connect each), one OS thread each.
+        let turns = Turns::default();
+        let mut all = Vec::with_capacity(contenders);
+        let mut factories = Vec::with_capacity(contenders);
+        let mut idle = Samples::default();
+        for i in 0..contenders {
+            let factory = self.target.connect(urls, common.ttl)?;
+            let mut locker = factory.locker()?;
+            if i == 0 && plan.contenders.first() == Some(&contenders) {
+                idle = idle_acquires(&mut locker, plan.hold, plan.idle_acquires)?;
+            }
+            all.push(locker);
+            factories.push(factory);
+        }
+        let (from, to) = std::thread::scope(|scope| {
+            let mut threads = Vec::with_capacity(contenders);
+            for (i, mut locker) in all.into_iter().enumerate() {
+                let (turns, hold) = (&turns, plan.hold);
+                let thread = std::thread::Builder::new()
+                    .name(format!("handoff-{i}"))
+                    .spawn_scoped(scope, move || handoff_loop(&mut locker, hold, turns));
+                match thread {
+                    Ok(t) => threads.push(t),
+                    Err(e) => {
+                        turns.stop();
+                        return Err(format!("cannot start contender thread {i}: {e}"));
+                    }
+                }
+            }
+            std::thread::sleep(plan.load.warmup);
+            let from = Instant::now();
+            std::thread::sleep(plan.load.window);
+            let to = Instant::now();
+            turns.stop();
+            for t in threads {
+                t.join().map_err(|_| "a contender thread panicked".to_owned())?;
+            }
+            Ok((from, to))
+        })?;
+        drop(factories);
+        Ok(Handoff { idle_acquire: idle.into_dist(), ..turns.summary(contenders, from, to) })
+    }
+}
+
+/// `cycles` acquisitions of a free key, each after `gap` of idling (and each released).
+fn idle_acquires<L: BlockingLocker>(locker: &mut L, gap: Duration, cycles: usize) -> Result<Samples, String> {
+    let mut samples = Samples::with_capacity(cycles);
+    for i in 0..cycles {
+        std::thread::sleep(gap);
+        let t0 = Instant::now();
+        let held = locker.acquire(keys::IDLE).map_err(|e| format!("idle acquire {i}: {e}"))?;
+        samples.push(t0.elapsed());
+        locker.release(held).map_err(|e| format!("idle release {i}: {e}"))?;
+    }
+    Ok(samples)
+}
+
+fn handoff_loop<L: BlockingLocker>(locker: &mut L, hold: Duration, turns: &Turns) {
+    while !turns.stopped() {
+        let called = Instant::now();
+        match locker.acquire_wait(keys::CONTENDED) {
+            Ok(held) => {
+                let granted = Instant::now();
+                std::thread::sleep(hold);
+                let released = Instant::now();
+                let outcome = locker.release(held);
+                turns.turn(called, granted, released);
+                if let Err(e) = outcome {
+                    turns.failed(e);
+                }
+            }
+            Err(e) => turns.failed(e),
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //!   of their own, one OS thread per locker.
 //! - **floor-tokio-all**, **floor-mio-all**: the same clients reading every reply of every
 //!   round (an extra row: slower than the quorum floors by the wait for the slowest node).
+//! - **floor-tokio-wake** (handoff): floor-tokio with wake-on-release, described in
+//!   [`crate::floor_wake`].
 //! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
 //!   writes every locker's command in one write per node and reads every reply (lockstep).
 //!
@@ -82,6 +84,20 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             PER_LOCKER,
             MioFloor { early: false },
         )),
+        Box::new(Async::new(
+            "floor-tokio-wake",
+            Role::Floor,
+            "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (see floor_wake.rs)",
+            &[Scenario::Sequential, Scenario::Handoff],
+            crate::floor_wake::WakeFloor { direct: false },
+        )),
+        Box::new(Async::new(
+            "floor-tokio-grant",
+            Role::Floor,
+            "floor-tokio-wake where a release reserves the key for the named waiter for the whole TTL and that waiter takes a quorum of such messages as its grant, with no round of its own (an experiment: no library does this)",
+            &[Scenario::Sequential, Scenario::Handoff],
+            crate::floor_wake::WakeFloor { direct: true },
+        )),
         Box::new(Pipelined),
     ]
 }
@@ -100,7 +116,7 @@ impl Tokens {
         Tokens((nanos ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -131,8 +147,8 @@ impl Tokens {
 
 /// The commands of one floor.
 #[derive(Debug, Clone)]
-struct Cmds {
-    ttl_ms: Vec<u8>,
+pub(crate) struct Cmds {
+    pub(crate) ttl_ms: Vec<u8>,
     sha: Vec<u8>,
 }
 
@@ -198,29 +214,41 @@ fn connect_node(url: &str) -> Result<(StdStream, Vec<u8>), String> {
     let at = |e: io::Error| format!("{node}: {e}");
     let mut stream = StdStream::connect((node.host.as_str(), node.port)).map_err(at)?;
     stream.set_nodelay(true).map_err(at)?;
-    stream.set_read_timeout(Some(ROUND_TIMEOUT)).map_err(at)?;
-    let mut cmd = Vec::new();
-    resp::encode(&mut cmd, &[b"SCRIPT", b"LOAD", RELEASE_SCRIPT.as_bytes()]);
-    stream.write_all(&cmd).map_err(at)?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 256];
-    let sha = loop {
-        let n = stream.read(&mut chunk).map_err(at)?;
-        if n == 0 {
-            return Err(format!("{node}: closed during SCRIPT LOAD"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        match resp::parse(&buf).map_err(|e| format!("{node}: {e}"))? {
-            Some((Reply::Bulk(Some(sha)), _)) => break sha,
-            Some((other, _)) => return Err(format!("{node}: SCRIPT LOAD answered {other:?}")),
-            None => {}
-        }
-    };
-    stream.set_read_timeout(None).map_err(at)?;
+    let sha = load_script(&mut stream, RELEASE_SCRIPT).map_err(|e| format!("{node}: {e}"))?;
     Ok((stream, sha))
 }
 
-fn connect_all(urls: &[String], ttl: Duration) -> Result<(Vec<StdStream>, Cmds), String> {
+/// Send `args` on a blocking socket and read one reply.
+pub(crate) fn call(stream: &mut StdStream, args: &[&[u8]]) -> Result<Reply, String> {
+    let mut cmd = Vec::new();
+    resp::encode(&mut cmd, args);
+    stream.set_read_timeout(Some(ROUND_TIMEOUT)).map_err(|e| e.to_string())?;
+    stream.write_all(&cmd).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    let reply = loop {
+        let n = stream.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed before replying".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some((reply, _)) = resp::parse(&buf)? {
+            break reply;
+        }
+    };
+    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+    Ok(reply)
+}
+
+/// `SCRIPT LOAD` `src` on a blocking socket; its SHA-1.
+pub(crate) fn load_script(stream: &mut StdStream, src: &str) -> Result<Vec<u8>, String> {
+    match call(stream, &[b"SCRIPT", b"LOAD", src.as_bytes()])? {
+        Reply::Bulk(Some(sha)) => Ok(sha),
+        other => Err(format!("SCRIPT LOAD answered {other:?}")),
+    }
+}
+
+pub(crate) fn connect_all(urls: &[String], ttl: Duration) -> Result<(Vec<StdStream>, Cmds), String> {
     let mut streams = Vec::with_capacity(urls.len());
     let mut sha = Vec::new();
     for url in urls {
@@ -236,11 +264,11 @@ fn connect_all(urls: &[String], ttl: Duration) -> Result<(Vec<StdStream>, Cmds),
 /// A held floor lock.
 #[derive(Debug)]
 pub struct FloorHeld {
-    key: Vec<u8>,
-    token: [u8; 40],
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: [u8; 40],
 }
 
-fn quorum(n: usize) -> usize {
+pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
@@ -305,6 +333,25 @@ impl LockerFactory for FloorUrls {
 
     async fn locker(&self) -> Result<TokioFloorLocker, String> {
         let (streams, cmds) = connect_all(&self.urls, self.ttl)?;
+        TokioFloorLocker::new(streams, cmds, self.early)
+    }
+}
+
+/// One locker of the async floor: N sockets of its own.
+#[derive(Debug)]
+pub struct TokioFloorLocker {
+    socks: Vec<tokio::net::TcpStream>,
+    inbox: Vec<Inbox>,
+    pub(crate) cmds: Cmds,
+    pub(crate) tokens: Tokens,
+    pub(crate) out: Vec<u8>,
+    scratch: Vec<u8>,
+    early: bool,
+}
+
+impl TokioFloorLocker {
+    /// A locker over connected (blocking) sockets, made non-blocking for tokio.
+    pub(crate) fn new(streams: Vec<StdStream>, cmds: Cmds, early: bool) -> Result<Self, String> {
         let mut socks = Vec::with_capacity(streams.len());
         for s in streams {
             s.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -318,26 +365,22 @@ impl LockerFactory for FloorUrls {
             tokens: Tokens::new(n as u64),
             out: Vec::with_capacity(256),
             scratch: vec![0; READ_CHUNK],
-            early: self.early,
+            early,
         })
     }
-}
 
-/// One locker of the async floor: N sockets of its own.
-#[derive(Debug)]
-pub struct TokioFloorLocker {
-    socks: Vec<tokio::net::TcpStream>,
-    inbox: Vec<Inbox>,
-    cmds: Cmds,
-    tokens: Tokens,
-    out: Vec<u8>,
-    scratch: Vec<u8>,
-    early: bool,
-}
+    /// The number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.socks.len()
+    }
 
-impl TokioFloorLocker {
+    /// Whether some node had not answered when the last round was decided.
+    pub(crate) fn unanswered(&self) -> bool {
+        self.inbox.iter().any(|ib| ib.count() == 0)
+    }
+
     /// Write `self.out` to every node, read one reply from each; the number of yes.
-    async fn round(&mut self) -> Result<usize, String> {
+    pub(crate) async fn round(&mut self) -> Result<usize, String> {
         for s in &mut self.socks {
             s.write_all(&self.out).await.map_err(|e| e.to_string())?;
         }
@@ -422,7 +465,8 @@ impl AsyncLocker for TokioFloorLocker {
 }
 
 impl TokioFloorLocker {
-    fn votes(&self) -> String {
+    /// The last round's votes, for an error message.
+    pub(crate) fn votes(&self) -> String {
         votes(&self.inbox)
     }
 }

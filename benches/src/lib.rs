@@ -9,7 +9,10 @@
 //!    cycle from `/proc/<pid>/task/*/schedstat` of the `redis-server` processes);
 //! 3. **scaling** of the sequential p50 in the number of nodes N;
 //! 4. **stalled** minority: acquire latency with 1 and then 2 of 5 nodes paused (SIGSTOP);
-//! 5. **contention**: 16 lockers on one key (acquisitions/s and the spread per locker).
+//! 5. **contention**: 16 lockers on one key (acquisitions/s and the spread per locker);
+//! 6. **handoff**: K contenders on one key, each holding it briefly (handoff latency, the
+//!    spread of waits), against the handoff floor and the cost of one acquisition after the
+//!    same idle gap.
 //!
 //! The subjects are every adapter ([`adapters`], [`embedded`]), hand-written floors with no
 //! library in between ([`floor`]) and, in the bench target, peers from crates.io. Each
@@ -25,6 +28,7 @@ pub mod blocking;
 pub mod cpu;
 pub mod embedded;
 pub mod floor;
+pub mod floor_wake;
 mod load;
 pub mod machine;
 mod nodes;

@@ -1,10 +1,13 @@
 //! State shared by concurrent lockers and the thread that times the window.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cpu::process_cpu_time;
 use crate::server;
+use crate::stats::Samples;
+use crate::subject::Handoff;
 
 /// Flags and per-locker counters of one timed measurement.
 #[derive(Debug)]
@@ -98,12 +101,84 @@ pub(crate) struct Closed {
     pub(crate) errors: u64,
 }
 
+/// One acquisition of the handoff scenario: when it was asked for, granted, and released.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    called: Instant,
+    granted: Instant,
+    released: Instant,
+}
+
+/// What the handoff contenders share, whatever runs them: their turns, failures, and the
+/// stop flag.
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    stop: AtomicBool,
+    turns: Mutex<Vec<Turn>>,
+    failed: Mutex<Vec<(Instant, String)>>,
+}
+
+impl Turns {
+    /// Contenders stop after their current turn.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Tell the contenders to stop.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// One turn: asked for at `called`, granted at `granted`, released from `released` on.
+    pub(crate) fn turn(&self, called: Instant, granted: Instant, released: Instant) {
+        self.turns.lock().expect("not poisoned").push(Turn { called, granted, released });
+    }
+
+    /// A lock or release call failed now.
+    pub(crate) fn failed(&self, error: String) {
+        self.failed.lock().expect("not poisoned").push((Instant::now(), error));
+    }
+
+    /// The figures of the turns granted in `[from, to)`: each grant's handoff is measured from
+    /// the release call of the turn granted before it.
+    pub(crate) fn summary(&self, contenders: usize, from: Instant, to: Instant) -> Handoff {
+        let mut list: Vec<Turn> = self.turns.lock().expect("not poisoned").clone();
+        list.sort_by_key(|t| t.granted);
+        let (mut handoff, mut wait) = (Samples::default(), Samples::default());
+        let mut acquisitions = 0;
+        for (i, t) in list.iter().enumerate() {
+            if t.granted < from || t.granted >= to {
+                continue;
+            }
+            acquisitions += 1;
+            wait.push(t.granted - t.called);
+            if let Some(prev) = i.checked_sub(1).map(|p| list[p]) {
+                handoff.push(t.granted.saturating_duration_since(prev.released));
+            }
+        }
+        let failed = self.failed.lock().expect("not poisoned");
+        let in_window: Vec<&(Instant, String)> = failed.iter().filter(|(at, _)| *at >= from && *at < to).collect();
+        Handoff {
+            contenders,
+            handoff: handoff.into_dist(),
+            wait: wait.into_dist(),
+            acquisitions,
+            elapsed: to - from,
+            gave_up: in_window.len() as u64,
+            first_error: in_window.first().map(|(_, e)| e.clone()),
+            idle_acquire: crate::stats::Dist::default(),
+        }
+    }
+}
+
 /// Keys of the scenarios (every measurement runs on a fresh cluster).
 pub(crate) mod keys {
     /// The one key of the sequential scenario.
     pub(crate) const SEQUENTIAL: &str = "bench:seq";
     /// The one key every contender wants.
     pub(crate) const CONTENDED: &str = "bench:hot";
+    /// The key of the acquisitions after an idle gap (handoff scenario).
+    pub(crate) const IDLE: &str = "bench:idle";
 
     /// Locker `i`'s own key under load.
     pub(crate) fn own(i: usize) -> String {

@@ -235,6 +235,8 @@ pub struct HandoffPlan {
     pub hold: Duration,
     /// Warm-up and measured window per count.
     pub load: LoadPlan,
+    /// Acquisitions after an idle gap of `hold`, measured once (with the first count).
+    pub idle_acquires: usize,
 }
 
 impl Plan {
@@ -263,6 +265,7 @@ impl Plan {
                     contenders: vec![2, 16, 64],
                     hold: Duration::from_millis(5),
                     load: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(4) },
+                    idle_acquires: 300,
                 },
             },
             Mode::Quick => Plan {
@@ -287,6 +290,7 @@ impl Plan {
                     contenders: vec![2, 4],
                     hold: Duration::from_millis(2),
                     load: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(150) },
+                    idle_acquires: 20,
                 },
             },
         }

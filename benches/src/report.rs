@@ -121,6 +121,12 @@ pub fn floor_for(r: &Results, style: Style) -> Option<&str> {
         .map(|s| s.name.as_str())
 }
 
+/// The floor of the handoff scenario, of `style` if there is one, else of the other style.
+pub fn handoff_floor(r: &Results, style: Style) -> Option<&str> {
+    let floors = || r.subjects.iter().filter(|s| s.role == Role::Floor && s.scenarios.contains(&Scenario::Handoff));
+    floors().find(|s| s.style == style).or_else(|| floors().next()).map(|s| s.name.as_str())
+}
+
 /// The floor of the throughput scenario (the pipelined client).
 pub fn throughput_floor(r: &Results) -> Option<&str> {
     r.subjects
@@ -471,16 +477,26 @@ fn handoff_section(r: &Results) -> String {
          takes), holding it {} ms, releasing it, and again; {} s warm-up, {} s window per K. Handoff: from a \
          holder's release call to the next holder's grant. Wait: from a lock call to its grant; fairness = \
          longest wait ÷ median wait; \"÷ K×h\": the longest wait over K × the hold time (no starvation: a small \
-         multiple).\n\n",
+         multiple). \"÷ acquire\": handoff p50 over the subject's own sequential acquire p50 (section 1); \"idle acquire\": \
+         the p50 of {} acquisitions of a free key by one of the subject's clients, each after {} ms of idling \
+         (what one round costs when the machine has just been idle, as it has when a holder releases); \
+         \"÷ floor\": handoff p50 over the handoff floor's at the same K (the floor of the same style, else the \
+         other one).\n\n",
         p.hold.as_millis(),
         p.load.warmup.as_secs_f64(),
-        p.load.window.as_secs_f64()
+        p.load.window.as_secs_f64(),
+        p.idle_acquires,
+        p.hold.as_millis()
     );
     let mut t = Table::new([
         "subject",
         "K",
         "handoff p50",
         "handoff p99",
+        "÷ acquire",
+        "idle acquire p50",
+        "÷ idle acquire",
+        "÷ floor",
         "acquisitions/s",
         "wait p50",
         "wait max",
@@ -488,6 +504,7 @@ fn handoff_section(r: &Results) -> String {
         "max ÷ K×h",
         "gave up",
     ]);
+    let mut failures = Vec::new();
     for s in r.subjects.iter().filter(|s| s.scenarios.contains(&Scenario::Handoff)) {
         for &k in &p.contenders {
             let Some(h) = find(&r.handoff, &s.name, k) else {
@@ -497,11 +514,19 @@ fn handoff_section(r: &Results) -> String {
             };
             let q = |d: &crate::stats::Dist, q: f64| d.quantile(q).map_or("—".into(), fmt_latency);
             let kh = p.hold.as_secs_f64() * k as f64;
+            let acquire = find(&r.sequential, &s.name, 0).and_then(|q| q.acquire.p50());
+            let floor = handoff_floor(r, s.style).and_then(|f| find(&r.handoff, f, k)).and_then(|f| f.handoff.p50());
+            let idle =
+                p.contenders.first().and_then(|&k0| find(&r.handoff, &s.name, k0)).and_then(|h| h.idle_acquire.p50());
             t.row(vec![
                 s.name.clone(),
                 k.to_string(),
                 q(&h.handoff, 0.5),
                 q(&h.handoff, 0.99),
+                ratio(div(h.handoff.p50(), acquire)),
+                lat(idle),
+                ratio(div(h.handoff.p50(), idle)),
+                ratio(div(h.handoff.p50(), floor)),
                 fmt_rate(h.rate()),
                 q(&h.wait, 0.5),
                 q(&h.wait, 1.0),
@@ -509,9 +534,20 @@ fn handoff_section(r: &Results) -> String {
                 h.wait.quantile(1.0).map_or("—".into(), |m| format!("{:.1}", m.as_secs_f64() / kh)),
                 h.gave_up.to_string(),
             ]);
+            if let Some(e) = &h.first_error {
+                failures.push(format!(
+                    "- {} at K = {k}, first failure: {}\n",
+                    s.name,
+                    e.chars().take(200).collect::<String>()
+                ));
+            }
         }
     }
     out.push_str(&t.render());
+    if !failures.is_empty() {
+        out.push('\n');
+        out.extend(failures);
+    }
     out
 }
 
@@ -860,7 +896,8 @@ fn method(r: &Results) -> String {
          - floors: floor-tokio and floor-mio decide at the first N/2+1 replies like the adapters and skip \
          the late replies before the next round's; the -all floors and floor-pipelined read every reply (a \
          10 s safety bound, never reached in a healthy run); a failed attempt is released everywhere and \
-         retried after 20–200 ms, like the adapters.\n\n",
+         retried after 20–200 ms, like the adapters. floor-tokio-wake (the handoff floor) and \
+         floor-tokio-grant: see the subjects above and benches/README.md.\n\n",
     );
     out
 }

@@ -1,4 +1,4 @@
-//! The little RESP the floors need: encode a command, parse one reply.
+//! The little RESP the floors need: encode a command, parse one reply or one pub/sub frame.
 
 /// Append `args` as one RESP command (an array of bulk strings).
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -83,6 +83,30 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
     Ok(Some((reply, after)))
 }
 
+/// Parse one array of flat replies (a pub/sub frame: `message`, channel, payload; or a
+/// `subscribe` confirmation) from the front of `buf`: `Ok(None)` if it is not complete yet.
+pub fn parse_array(buf: &[u8]) -> Result<Option<(Vec<Reply>, usize)>, String> {
+    let Some(end) = find_crlf(buf) else {
+        return Ok(None);
+    };
+    if buf.first() != Some(&b'*') {
+        return Err(format!("expected an array, got {:?}", String::from_utf8_lossy(&buf[..end])));
+    }
+    let len = number(&buf[1..end])?;
+    let mut at = end + 2;
+    let mut items = Vec::with_capacity(len.max(0) as usize);
+    for _ in 0..len {
+        match parse(&buf[at..])? {
+            Some((reply, used)) => {
+                items.push(reply);
+                at += used;
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some((items, at)))
+}
+
 fn find_crlf(buf: &[u8]) -> Option<usize> {
     buf.windows(2).position(|w| w == b"\r\n")
 }
@@ -117,6 +141,19 @@ mod tests {
         assert_eq!(parse(b"$3\r\nabc\r\n").unwrap(), Some((Reply::Bulk(Some(b"abc".to_vec())), 9)));
         assert_eq!(parse(b"-NOSCRIPT x\r\n").unwrap(), Some((Reply::Error("NOSCRIPT x".into()), 13)));
         assert!(Reply::Ok.is_yes() && Reply::Int(1).is_yes() && !Reply::Bulk(None).is_yes());
+    }
+
+    #[test]
+    fn parses_pubsub_frames_whole_or_not_at_all() {
+        let frame = b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$3\r\na:b\r\n";
+        let bulk = |b: &[u8]| Reply::Bulk(Some(b.to_vec()));
+        assert_eq!(parse_array(frame).unwrap(), Some((vec![bulk(b"message"), bulk(b"ch"), bulk(b"a:b")], frame.len())));
+        for cut in 0..frame.len() {
+            assert_eq!(parse_array(&frame[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        let confirm = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n";
+        assert_eq!(parse_array(confirm).unwrap().map(|(r, _)| r[2].clone()), Some(Reply::Int(1)));
+        assert!(parse_array(b"+OK\r\n").is_err());
     }
 
     #[test]

@@ -107,6 +107,10 @@ pub struct Handoff {
     pub gave_up: u64,
     /// The first failure, if any.
     pub first_error: Option<String>,
+    /// One contender's acquisitions of a free key, each after an idle gap as long as the hold
+    /// (measured with the first contender count only): what one round costs when the
+    /// machine has just been idle, as it has at a handoff.
+    pub idle_acquire: Dist,
 }
 
 impl Handoff {
