@@ -12,10 +12,10 @@
 //!   of their own, one OS thread per locker.
 //! - **floor-tokio-all**, **floor-mio-all**: the same clients reading every reply of every
 //!   round (an extra row: slower than the quorum floors by the wait for the slowest node).
-//! - **floor-tokio-wake** (handoff): floor-tokio with wake-on-release, described in
-//!   [`crate::floor_wake`].
 //! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
 //!   writes every locker's command in one write per node and reads every reply (lockstep).
+//!
+//! The handoff floors, built on floor-tokio, are in `floor_wake.rs`.
 //!
 //! Tokens come from a userspace generator (no system call), and a failed attempt is
 //! released on every node and retried after 20–200 ms of jitter, as the adapters do.
@@ -83,20 +83,6 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             "floor-mio reading all N replies of every round before deciding",
             PER_LOCKER,
             MioFloor { early: false },
-        )),
-        Box::new(Async::new(
-            "floor-tokio-wake",
-            Role::Floor,
-            "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (see floor_wake.rs)",
-            &[Scenario::Sequential, Scenario::Handoff],
-            crate::floor_wake::WakeFloor { direct: false },
-        )),
-        Box::new(Async::new(
-            "floor-tokio-grant",
-            Role::Floor,
-            "floor-tokio-wake where a release reserves the key for the named waiter for the whole TTL and that waiter takes a quorum of such messages as its grant, with no round of its own (an experiment: no library does this)",
-            &[Scenario::Sequential, Scenario::Handoff],
-            crate::floor_wake::WakeFloor { direct: true },
         )),
         Box::new(Pipelined),
     ]
@@ -219,7 +205,7 @@ fn connect_node(url: &str) -> Result<(StdStream, Vec<u8>), String> {
 }
 
 /// Send `args` on a blocking socket and read one reply.
-pub(crate) fn call(stream: &mut StdStream, args: &[&[u8]]) -> Result<Reply, String> {
+fn call(stream: &mut StdStream, args: &[&[u8]]) -> Result<Reply, String> {
     let mut cmd = Vec::new();
     resp::encode(&mut cmd, args);
     stream.set_read_timeout(Some(ROUND_TIMEOUT)).map_err(|e| e.to_string())?;

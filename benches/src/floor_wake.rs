@@ -30,9 +30,11 @@ use std::time::Duration;
 
 use redlease_core::NodeConfig;
 
-use crate::asyncrt::{AsyncLocker, AsyncTarget, LockerFactory, TokioExec};
+use crate::asyncrt::{Async, AsyncLocker, AsyncTarget, LockerFactory, TokioExec};
 use crate::floor::{self, FloorHeld, TokioFloorLocker};
+use crate::plan::Scenario;
 use crate::resp::{self, Reply};
+use crate::subject::{Role, Subject};
 
 /// A waiting attempt: take the key if it is free or ours, else join its queue.
 /// `KEYS[1]` key, `KEYS[2]` queue; `ARGV[1]` token, `ARGV[2]` TTL in ms.
@@ -51,6 +53,27 @@ local nxt = redis.call('lpop', KEYS[2]) \
 if nxt then redis.call('set', KEYS[1], nxt, 'px', ARGV[2]) else redis.call('del', KEYS[1]) nxt = '' end \
 redis.call('publish', ARGV[3], ARGV[1] .. ':' .. nxt) \
 return 1";
+
+/// The handoff floors, in table order (after floor.rs's: the report takes the first floor of
+/// each kind as the reference).
+pub fn subjects() -> Vec<Box<dyn Subject>> {
+    vec![
+        Box::new(Async::new(
+            "floor-tokio-wake",
+            Role::Floor,
+            "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (this module)",
+            &[Scenario::Sequential, Scenario::Handoff],
+            WakeFloor { direct: false },
+        )),
+        Box::new(Async::new(
+            "floor-tokio-grant",
+            Role::Floor,
+            "floor-tokio-wake where a release reserves the key for the named waiter for the whole TTL and that waiter takes a quorum of such messages as its grant, with no round of its own (an experiment: no library does this)",
+            &[Scenario::Sequential, Scenario::Handoff],
+            WakeFloor { direct: true },
+        )),
+    ]
+}
 
 /// How long a release reserves the key for the waiter it names, in ms.
 const RESERVE_MS: &[u8] = b"20";
@@ -125,12 +148,15 @@ pub struct WakeFloorLocker {
 }
 
 impl WakeFloorLocker {
-    fn release_cmd(&mut self, held: &FloorHeld, queue: &[u8], channel: &[u8]) {
-        self.base.out.clear();
-        let reserve = if self.direct { self.base.cmds.ttl_ms.clone() } else { RESERVE_MS.to_vec() };
+    /// Put the release of `held` in the out buffer.
+    fn release_cmd(&mut self, held: &FloorHeld) {
+        let (queue, channel) = wake_names(&held.key);
+        let base = &mut self.base;
+        let reserve = if self.direct { base.cmds.ttl_ms.as_slice() } else { RESERVE_MS };
+        base.out.clear();
         resp::encode(
-            &mut self.base.out,
-            &[b"EVALSHA", &self.release_sha, b"2", &held.key, queue, &held.token, &reserve, channel],
+            &mut base.out,
+            &[b"EVALSHA", &self.release_sha, b"2", &held.key, &queue, &held.token, reserve, &channel],
         );
     }
 }
@@ -147,16 +173,17 @@ impl AsyncLocker for WakeFloorLocker {
             self.subs = Some(Subs::connect(&self.urls, key)?);
         }
         let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.base.tokens.token() };
+        let (queue, _) = wake_names(&held.key);
         let need = floor::quorum(self.base.len());
         loop {
             let subs = self.subs.as_mut().expect("subscribed above");
             // Only what is announced after this attempt is sent can wake it.
             subs.drain(&held.token)?;
-            self.base.out.clear();
-            let ttl = self.base.cmds.ttl_ms.clone();
+            let base = &mut self.base;
+            base.out.clear();
             resp::encode(
-                &mut self.base.out,
-                &[b"EVALSHA", &self.acquire_sha, b"2", &held.key, &subs.queue, &held.token, &ttl],
+                &mut base.out,
+                &[b"EVALSHA", &self.acquire_sha, b"2", &held.key, &queue, &held.token, &base.cmds.ttl_ms],
             );
             let yes = self.base.round().await?;
             if yes >= need {
@@ -166,11 +193,7 @@ impl AsyncLocker for WakeFloorLocker {
             // after one the messages naming us no longer prove the key is ours.
             let cleaned = yes > 0 || self.base.unanswered();
             if cleaned {
-                let (queue, channel) = {
-                    let s = self.subs.as_ref().expect("subscribed above");
-                    (s.queue.clone(), s.channel.clone())
-                };
-                self.release_cmd(&held, &queue, &channel);
+                self.release_cmd(&held);
                 self.base.round().await?;
             }
             let jitter = self.base.tokens.jitter();
@@ -185,8 +208,7 @@ impl AsyncLocker for WakeFloorLocker {
     }
 
     async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
-        let (queue, channel) = wake_names(&held.key);
-        self.release_cmd(&held, &queue, &channel);
+        self.release_cmd(&held);
         let yes = self.base.round().await?;
         if yes >= floor::quorum(self.base.len()) { Ok(()) } else { Err(format!("release: {}", self.base.votes())) }
     }
@@ -205,8 +227,6 @@ fn wake_names(key: &[u8]) -> (Vec<u8>, Vec<u8>) {
 #[derive(Debug)]
 struct Subs {
     key: Vec<u8>,
-    queue: Vec<u8>,
-    channel: Vec<u8>,
     socks: Vec<tokio::net::TcpStream>,
     bufs: Vec<Vec<u8>>,
     /// Per node: a release was announced since the attempt (by another holder).
@@ -219,7 +239,7 @@ struct Subs {
 impl Subs {
     /// Subscribe to `key`'s wake channel on every node, each confirmed before returning.
     fn connect(urls: &[String], key: &str) -> Result<Subs, String> {
-        let (queue, channel) = wake_names(key.as_bytes());
+        let (_, channel) = wake_names(key.as_bytes());
         let mut socks = Vec::with_capacity(urls.len());
         for url in urls {
             let at = |e: String| format!("{}: {e}", redact(url));
@@ -230,8 +250,6 @@ impl Subs {
         let n = socks.len();
         Ok(Subs {
             key: key.as_bytes().to_vec(),
-            queue,
-            channel,
             socks,
             bufs: vec![Vec::new(); n],
             released: vec![false; n],
