@@ -565,6 +565,7 @@ impl Links {
 
     /// Decode the reply at the front of `buf` and match it to the oldest pending request.
     /// Handshake replies and cleanups are dealt with here; `Err` is a reason to fail the link.
+    #[inline]
     pub(crate) fn next_reply(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let addr = || Arc::clone(&self.addrs[node.index()]);
         let (reply, used) = match resp::decode(buf) {

@@ -62,6 +62,7 @@ impl Tally {
     }
 
     /// Record `node`'s vote; `false` if it already voted in this round.
+    #[inline]
     pub(crate) fn record(&mut self, node: usize, vote: Vote) -> bool {
         if self.votes[node] != Vote::Pending {
             return false;
@@ -524,6 +525,7 @@ impl Slot {
     /// The vote an answer to `op` of the current round casts: `Ok(None)` for a `NOSCRIPT`
     /// (the engine resends with the source), `Err(v)` for a number the script cannot return.
     /// Keeps the fencing bookkeeping of the acquire and fence rounds.
+    #[inline]
     pub(crate) fn answer(&mut self, op: Op, answer: OpAnswer) -> Result<Option<Vote>, i64> {
         let v = match answer {
             OpAnswer::NoScript => return Ok(None),

@@ -46,9 +46,17 @@ pub(crate) fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
+/// Append `v` in decimal. Lengths and counts are nearly always one or two digits: those are
+/// written as fixed-size pieces, which compile to plain stores instead of a `memcpy` call.
 fn put_uint(out: &mut Vec<u8>, v: u64) {
-    let mut buf = [0u8; 20];
-    out.extend_from_slice(fmt_uint(&mut buf, v));
+    if v < 10 {
+        out.push(b'0' + v as u8);
+    } else if v < 100 {
+        out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+    } else {
+        let mut buf = [0u8; 20];
+        out.extend_from_slice(fmt_uint(&mut buf, v));
+    }
 }
 
 fn fmt_uint(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
@@ -301,6 +309,16 @@ mod tests {
         out.clear();
         bulk_uint(&mut out, u64::MAX);
         assert_eq!(out, b"$20\r\n18446744073709551615\r\n");
+    }
+
+    #[test]
+    fn writes_numbers_at_every_width() {
+        // Around the one- and two-digit fast paths, and the general case after them.
+        for v in [0, 1, 9, 10, 11, 42, 99, 100, 101, 999, 1000, 30_000, u64::from(u32::MAX), u64::MAX] {
+            let mut out = vec![b'x'];
+            put_uint(&mut out, v);
+            assert_eq!(out, format!("x{v}").as_bytes(), "{v}");
+        }
     }
 
     #[test]

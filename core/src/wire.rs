@@ -241,6 +241,7 @@ pub(crate) enum Answer {
 
 /// Interpret `reply` as the answer to `pending`; `Err` with the request's name when it cannot
 /// be one (the link cannot be trusted any more).
+#[inline]
 pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'static str> {
     let text = |e: &[u8]| String::from_utf8_lossy(e).into_owned();
     match (pending, reply) {
