@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, LinkState, NodeId, WakeState};
 use crate::health::{NodeHealth, NodeState};
+use crate::lock::min_opt;
 use crate::resp::{self, MAX_REPLY};
 use crate::rng::Rng;
 use crate::scripts;
@@ -86,16 +87,6 @@ impl Link {
         let handshake = matches!(pending, Pending::Step(_));
         let limit = if handshake { policy.connect_timeout } else { policy.liveness };
         Some((*at + limit, handshake))
-    }
-
-    /// When the link needs `handle_timeout`: its reconnect time, its connect deadline, or
-    /// when its oldest request counts as unanswered.
-    fn wake(&self, policy: &Policy) -> Option<Instant> {
-        match self.state {
-            LinkState::Down { retry_at } => retry_at,
-            LinkState::Connecting { deadline } => Some(deadline),
-            LinkState::Up { .. } => self.silent_at(policy).map(|(at, _)| at),
-        }
     }
 
     /// Forget the connection: buffers emptied, pending requests returned.
@@ -314,9 +305,27 @@ impl Links {
         Arc::clone(&self.addrs)
     }
 
-    /// The earliest reconnect time, connect deadline or liveness deadline of any link.
+    /// The earliest reconnect time, connect deadline or liveness deadline of any link (the
+    /// deadline [`Link::silent_at`] gives for its oldest request).
+    ///
+    /// Drivers ask after every batch of events, so this takes the oldest request of each
+    /// kind first and adds its limit once, instead of computing every link's deadline.
     pub(crate) fn wake(&self) -> Option<Instant> {
-        self.links.iter().filter_map(|l| l.wake(&self.policy)).min()
+        let (mut other, mut step, mut op) = (None, None, None);
+        for l in &self.links {
+            match l.state {
+                LinkState::Down { retry_at } => other = min_opt(other, retry_at),
+                LinkState::Connecting { deadline } => other = min_opt(other, Some(deadline)),
+                LinkState::Up { .. } => match l.pending.front() {
+                    Some((Pending::Step(_), at)) => step = min_opt(step, Some(*at)),
+                    Some((_, at)) => op = min_opt(op, Some(*at)),
+                    None => {}
+                },
+            }
+        }
+        let step = step.map(|at| at + self.policy.connect_timeout);
+        let op = op.map(|at| at + self.policy.liveness);
+        min_opt(other, min_opt(step, op))
     }
 
     // ----- connection lifecycle -------------------------------------------------------------

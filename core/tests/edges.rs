@@ -71,6 +71,8 @@ fn a_handshake_that_is_never_answered_is_failed_after_the_connect_timeout() {
     assert_eq!(rig.engine.poll_connect(rig.t0), Some(NodeId(0)));
     rig.engine.handle_connected(rig.at(10), NodeId(0));
     rig.sent_commands();
+    // The driver is asked to wake exactly at the handshake's deadline.
+    assert_eq!(rig.engine.poll_timeout(), Some(rig.at(310)));
     rig.engine.handle_timeout(rig.at(309));
     assert!(rig.events().is_empty());
     rig.engine.handle_timeout(rig.at(310));
