@@ -13,9 +13,6 @@
 //!   jitter, as the adapters do, then retries.
 //! - A failed attempt is released where it may have taken the key: everywhere, if a node
 //!   granted it or had not answered when the round was decided.
-//! - With [`WakeFloor::direct`], a release reserves the key for the whole TTL and a waiter
-//!   named by a quorum holds the lock without a round of its own, unless it sent a cleanup
-//!   since its attempt (the cleanup may have deleted the reservations).
 //!
 //! The decision and I/O are floor-tokio's (current-thread runtime, one task per locker, the
 //! round decided at the quorum). It leaves out what a library needs and this bench does not:
@@ -63,14 +60,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             Role::Floor,
             "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (this module)",
             &[Scenario::Sequential, Scenario::Handoff],
-            WakeFloor { direct: false },
-        )),
-        Box::new(Async::new(
-            "floor-tokio-grant",
-            Role::Floor,
-            "floor-tokio-wake where a release reserves the key for the named waiter for the whole TTL and that waiter takes a quorum of such messages as its grant, with no round of its own (an experiment: no library does this)",
-            &[Scenario::Sequential, Scenario::Handoff],
-            WakeFloor { direct: true },
+            WakeFloor,
         )),
     ]
 }
@@ -80,18 +70,13 @@ const RESERVE_MS: &[u8] = b"20";
 
 /// The handoff floor's target: a current-thread tokio runtime.
 #[derive(Debug)]
-pub struct WakeFloor {
-    /// A release reserves the key for the waiter it names for the whole TTL, and a waiter
-    /// named by a quorum takes that as its grant, with no round of its own.
-    pub direct: bool,
-}
+pub struct WakeFloor;
 
 /// The URLs; every locker connects its own sockets.
 #[derive(Debug)]
 pub struct WakeFloorUrls {
     urls: Vec<String>,
     ttl: Duration,
-    direct: bool,
 }
 
 impl AsyncTarget for WakeFloor {
@@ -103,7 +88,7 @@ impl AsyncTarget for WakeFloor {
     }
 
     async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<WakeFloorUrls, String> {
-        Ok(WakeFloorUrls { urls: urls.to_vec(), ttl, direct: self.direct })
+        Ok(WakeFloorUrls { urls: urls.to_vec(), ttl })
     }
 }
 
@@ -124,7 +109,6 @@ impl LockerFactory for WakeFloorUrls {
             acquire_sha,
             release_sha,
             subs: None,
-            direct: self.direct,
         })
     }
 }
@@ -143,8 +127,6 @@ pub struct WakeFloorLocker {
     release_sha: Vec<u8>,
     /// The subscription, made at the first waiting lock call.
     subs: Option<Subs>,
-    /// See [`WakeFloor::direct`].
-    direct: bool,
 }
 
 impl WakeFloorLocker {
@@ -152,11 +134,10 @@ impl WakeFloorLocker {
     fn release_cmd(&mut self, held: &FloorHeld) {
         let (queue, channel) = wake_names(&held.key);
         let base = &mut self.base;
-        let reserve = if self.direct { base.cmds.ttl_ms.as_slice() } else { RESERVE_MS };
         base.out.clear();
         resp::encode(
             &mut base.out,
-            &[b"EVALSHA", &self.release_sha, b"2", &held.key, &queue, &held.token, reserve, &channel],
+            &[b"EVALSHA", &self.release_sha, b"2", &held.key, &queue, &held.token, RESERVE_MS, &channel],
         );
     }
 }
@@ -189,10 +170,7 @@ impl AsyncLocker for WakeFloorLocker {
             if yes >= need {
                 return Ok(held);
             }
-            // A cleanup deletes what it finds of ours, reservations made for us included, so
-            // after one the messages naming us no longer prove the key is ours.
-            let cleaned = yes > 0 || self.base.unanswered();
-            if cleaned {
+            if yes > 0 || self.base.unanswered() {
                 self.release_cmd(&held);
                 self.base.round().await?;
             }
@@ -200,9 +178,6 @@ impl AsyncLocker for WakeFloorLocker {
             let subs = self.subs.as_mut().expect("subscribed above");
             if let Ok(woken) = tokio::time::timeout(jitter, subs.woken(need, &held.token)).await {
                 woken?;
-                if self.direct && !cleaned && subs.named.iter().filter(|&&b| b).count() >= need {
-                    return Ok(held);
-                }
             }
         }
     }

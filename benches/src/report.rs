@@ -896,8 +896,8 @@ fn method(r: &Results) -> String {
          - floors: floor-tokio and floor-mio decide at the first N/2+1 replies like the adapters and skip \
          the late replies before the next round's; the -all floors and floor-pipelined read every reply (a \
          10 s safety bound, never reached in a healthy run); a failed attempt is released everywhere and \
-         retried after 20–200 ms, like the adapters. floor-tokio-wake (the handoff floor) and \
-         floor-tokio-grant: see the subjects above and benches/README.md.\n\n",
+         retried after 20–200 ms, like the adapters. floor-tokio-wake (the handoff floor): see \
+         the subjects above and benches/README.md.\n\n",
     );
     out
 }
