@@ -51,18 +51,16 @@ if nxt then redis.call('set', KEYS[1], nxt, 'px', ARGV[2]) else redis.call('del'
 redis.call('publish', ARGV[3], ARGV[1] .. ':' .. nxt) \
 return 1";
 
-/// The handoff floors, in table order (after floor.rs's: the report takes the first floor of
-/// each kind as the reference).
+/// The handoff floor, as the subject list the benchmark chains after floor.rs's (the report
+/// takes the first floor of each kind as the reference).
 pub fn subjects() -> Vec<Box<dyn Subject>> {
-    vec![
-        Box::new(Async::new(
-            "floor-tokio-wake",
-            Role::Floor,
-            "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (this module)",
-            &[Scenario::Sequential, Scenario::Handoff],
-            WakeFloor,
-        )),
-    ]
+    vec![Box::new(Async::new(
+        "floor-tokio-wake",
+        Role::Floor,
+        "floor-tokio plus the least a handoff needs: a waiter queue per key on every node, a release that reserves the key for the queue's head and publishes it, waiters subscribed on a second socket per node (this module)",
+        &[Scenario::Sequential, Scenario::Handoff],
+        WakeFloor,
+    ))]
 }
 
 /// How long a release reserves the key for the waiter it names, in ms.
