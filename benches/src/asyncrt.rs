@@ -302,7 +302,7 @@ impl<T: AsyncTarget> Subject for Async<T> {
         let exec = self.target.exec()?;
         let turns = Arc::new(Turns::default());
         let hold = plan.hold;
-        let idle_cycles = if plan.contenders.first() == Some(&contenders) { plan.idle_acquires } else { 0 };
+        let idle_cycles = plan.idle_acquires_at(contenders);
         let (from, to, idle) = exec.block_on(async {
             let mut tasks = Vec::with_capacity(contenders);
             let mut factories = Vec::with_capacity(contenders);
@@ -336,7 +336,7 @@ impl<T: AsyncTarget> Subject for Async<T> {
             drop(factories);
             Ok::<_, String>((from, to, idle))
         })?;
-        Ok(Handoff { idle_acquire: idle.into_dist(), ..turns.summary(contenders, from, to) })
+        Ok(turns.summary(contenders, from, to, idle))
     }
 
     fn contention(

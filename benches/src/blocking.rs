@@ -278,8 +278,8 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
         for i in 0..contenders {
             let factory = self.target.connect(urls, common.ttl)?;
             let mut locker = factory.locker()?;
-            if i == 0 && plan.contenders.first() == Some(&contenders) {
-                idle = idle_acquires(&mut locker, plan.hold, plan.idle_acquires)?;
+            if i == 0 {
+                idle = idle_acquires(&mut locker, plan.hold, plan.idle_acquires_at(contenders))?;
             }
             all.push(locker);
             factories.push(factory);
@@ -310,7 +310,7 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
             Ok((from, to))
         })?;
         drop(factories);
-        Ok(Handoff { idle_acquire: idle.into_dist(), ..turns.summary(contenders, from, to) })
+        Ok(turns.summary(contenders, from, to, idle))
     }
 }
 

@@ -15,7 +15,7 @@
 //! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
 //!   writes every locker's command in one write per node and reads every reply (lockstep).
 //!
-//! The handoff floors, built on floor-tokio, are in `floor_wake.rs`.
+//! The handoff floor, built on floor-tokio, is in `floor_wake.rs`.
 //!
 //! Tokens come from a userspace generator (no system call), and a failed attempt is
 //! released on every node and retried after 20–200 ms of jitter, as the adapters do.
@@ -102,7 +102,7 @@ impl Tokens {
         Tokens((nanos ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;

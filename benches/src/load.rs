@@ -140,8 +140,9 @@ impl Turns {
     }
 
     /// The figures of the turns granted in `[from, to)`: each grant's handoff is measured from
-    /// the release call of the turn granted before it.
-    pub(crate) fn summary(&self, contenders: usize, from: Instant, to: Instant) -> Handoff {
+    /// the release call of the turn granted before it. `idle`: the idle acquisitions measured
+    /// beside them.
+    pub(crate) fn summary(&self, contenders: usize, from: Instant, to: Instant, idle: Samples) -> Handoff {
         let mut list: Vec<Turn> = self.turns.lock().expect("not poisoned").clone();
         list.sort_by_key(|t| t.granted);
         let (mut handoff, mut wait) = (Samples::default(), Samples::default());
@@ -166,7 +167,7 @@ impl Turns {
             elapsed: to - from,
             gave_up: in_window.len() as u64,
             first_error: in_window.first().map(|(_, e)| e.clone()),
-            idle_acquire: crate::stats::Dist::default(),
+            idle_acquire: idle.into_dist(),
         }
     }
 }

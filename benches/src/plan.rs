@@ -239,6 +239,14 @@ pub struct HandoffPlan {
     pub idle_acquires: usize,
 }
 
+impl HandoffPlan {
+    /// How many idle acquisitions to measure at `contenders`: all of them at the first count,
+    /// none after.
+    pub fn idle_acquires_at(&self, contenders: usize) -> usize {
+        if self.contenders.first() == Some(&contenders) { self.idle_acquires } else { 0 }
+    }
+}
+
 impl Plan {
     /// The plan for a mode.
     pub fn new(mode: Mode) -> Plan {
