@@ -206,11 +206,17 @@ pub struct Plan {
     pub nodes: usize,
     /// TTL of every lock.
     pub ttl: Duration,
-    /// Sequential cycles.
+    /// Rounds of the sequential and throughput measurements. Each round measures every
+    /// subject once (a fresh cluster each time), in an order rotated by one subject per round;
+    /// a subject's rounds are pooled into its figures. A noisy spell on this shared machine
+    /// then falls on every subject's figures alike instead of on one subject's whole
+    /// measurement, and the per-round ratios show how much one round can move.
+    pub rounds: usize,
+    /// Sequential cycles, per round.
     pub sequential: SeqPlan,
     /// Locker counts of the throughput scenario.
     pub lockers: Vec<usize>,
-    /// Throughput timing.
+    /// Throughput timing, per round.
     pub throughput: LoadPlan,
     /// Node counts of the scaling scenario.
     pub scaling_nodes: Vec<usize>,
@@ -255,9 +261,10 @@ impl Plan {
                 mode,
                 nodes: 5,
                 ttl: Duration::from_secs(10),
-                sequential: SeqPlan { warmup: 200, cycles: 3_000 },
+                rounds: 5,
+                sequential: SeqPlan { warmup: 200, cycles: 800 },
                 lockers: vec![1, 16, 256],
-                throughput: LoadPlan { warmup: Duration::from_millis(500), window: Duration::from_secs(5) },
+                throughput: LoadPlan { warmup: Duration::from_millis(300), window: Duration::from_secs(1) },
                 scaling_nodes: vec![1, 3, 5, 7, 9],
                 scaling: SeqPlan { warmup: 100, cycles: 1_000 },
                 stalled: StallPlan {
@@ -280,9 +287,10 @@ impl Plan {
                 mode,
                 nodes: 5,
                 ttl: Duration::from_secs(10),
-                sequential: SeqPlan { warmup: 10, cycles: 60 },
+                rounds: 2,
+                sequential: SeqPlan { warmup: 10, cycles: 30 },
                 lockers: vec![1, 16, 256],
-                throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(60) },
+                throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(30) },
                 scaling_nodes: vec![1, 3, 9],
                 scaling: SeqPlan { warmup: 5, cycles: 20 },
                 stalled: StallPlan {

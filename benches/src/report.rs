@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::machine::{Machine, utc};
 use crate::plan::{Mode, Scenario};
-use crate::results::{Entry, Results, find};
+use crate::results::{Entry, Results, find, round_ratios};
 use crate::stats::{Dist, fmt_latency, fmt_rate};
 use crate::subject::{Role, Style};
 use crate::svg::{Axis, Series, fmt_count, fmt_us, line_chart};
@@ -104,6 +104,11 @@ fn ratio(x: Option<f64>) -> String {
     x.map_or_else(|| "—".to_owned(), |x| format!("{x:.2}×"))
 }
 
+/// A spread of per-round ratios, `min–max×`.
+fn spread(x: Option<(f64, f64)>) -> String {
+    x.map_or_else(|| "—".to_owned(), |(lo, hi)| format!("{lo:.2}–{hi:.2}×"))
+}
+
 fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "—".to_owned(), |x| format!("{:+.0} %", x * 100.0))
 }
@@ -175,12 +180,17 @@ pub fn scenario_section(r: &Results, scenario: Scenario) -> String {
 fn sequential_section(r: &Results) -> String {
     let p = &r.plan;
     let mut out = format!(
-        "## 1. Sequential lock+unlock\n\nOne key, N = {}, TTL {} s, {} warm-up + {} cycles. \
+        "## 1. Sequential lock+unlock\n\nOne key, N = {}, TTL {} s, {} rounds of {} warm-up + {} cycles: \
+         each round measures every subject once, on a fresh cluster, in an order rotated by one per \
+         round, and a subject's figures pool its rounds' cycles. \
          \"÷ floor\" compares with the quorum floor of the same style ({} for async, {} for blocking), \
-         which decides at the first N/2+1 replies like the adapters. Server CPU is the `redis-server` \
-         processes' CPU time over the recorded cycles (schedstat, all nodes together), per cycle.\n\n",
+         which decides at the first N/2+1 replies like the adapters; \"by round\" is the spread of that \
+         ratio over the rounds, each round's p50 against the floor's in the same round. Server CPU is \
+         the `redis-server` processes' CPU time over the recorded cycles (schedstat, all nodes \
+         together), per cycle.\n\n",
         p.nodes,
         p.ttl.as_secs(),
+        p.rounds,
         p.sequential.warmup,
         p.sequential.cycles,
         floor_for(r, Style::Async).unwrap_or("—"),
@@ -195,6 +205,7 @@ fn sequential_section(r: &Results) -> String {
         "p99",
         "max",
         "p50 ÷ floor",
+        "by round",
         "p50 ÷ rslock",
         "server CPU/cycle",
         "server CPU ÷ floor",
@@ -209,6 +220,7 @@ fn sequential_section(r: &Results) -> String {
         };
         let floor = floor_for(r, s.style).and_then(|f| seq_p50(r, f));
         let floor_server = floor_for(r, s.style).and_then(|f| seq_server(r, f));
+        let by_round = floor_for(r, s.style).and_then(|f| round_ratios(&r.sequential, &s.name, f, 0));
         let c = seq.cycle.summary();
         cycle.row(vec![
             s.name.clone(),
@@ -218,6 +230,7 @@ fn sequential_section(r: &Results) -> String {
             lat(c.map(|c| c.p99)),
             lat(c.map(|c| c.max)),
             ratio(div(seq.cycle.p50(), floor)),
+            spread(by_round),
             ratio(div(seq.cycle.p50(), rslock)),
             lat(seq.server_cpu_per_cycle()),
             ratio(div(seq.server_cpu_per_cycle(), floor_server)),
@@ -244,11 +257,14 @@ fn sequential_section(r: &Results) -> String {
 fn throughput_section(r: &Results) -> String {
     let p = &r.plan;
     let mut out = format!(
-        "## 2. Throughput\n\nEach locker on its own key, N = {}, {} s warm-up then a {} s window per point. \
+        "## 2. Throughput\n\nEach locker on its own key, N = {}, {} rounds per point of {} s warm-up then a {} s \
+         window, in rounds like the sequential scenario (a subject's windows pooled). \
          CPU is the client process's user + system time (getrusage) in the window, per cycle; server CPU \
          is the `redis-server` processes' (schedstat, all nodes together). \
-         Ratios compare with {RSLOCK} and with the pipelined floor ({}) at the same locker count.\n\n",
+         Ratios compare with {RSLOCK} and with the pipelined floor ({}) at the same locker count; \
+         \"by round\" is the spread of the ratio to the pipelined floor over the rounds.\n\n",
         p.nodes,
+        p.rounds,
         p.throughput.warmup.as_secs_f64(),
         p.throughput.window.as_secs_f64(),
         throughput_floor(r).unwrap_or("—"),
@@ -263,6 +279,7 @@ fn throughput_section(r: &Results) -> String {
         "CPU/cycle",
         "÷ rslock",
         "÷ pipelined",
+        "by round",
         "CPU ÷ pipelined",
         "server CPU/cycle",
         "server ÷ pipelined",
@@ -286,6 +303,7 @@ fn throughput_section(r: &Results) -> String {
                 lat(tp.cpu_per_cycle()),
                 ratio(peer.map(|x| tp.rate() / x.rate().max(1e-9))),
                 ratio(floor.map(|x| tp.rate() / x.rate().max(1e-9))),
+                spread(pipelined.and_then(|f| round_ratios(&r.throughput, &s.name, f, lockers))),
                 ratio(div(tp.cpu_per_cycle(), floor.and_then(|x| x.cpu_per_cycle()))),
                 lat(tp.server_cpu_per_cycle()),
                 ratio(div(tp.server_cpu_per_cycle(), floor.and_then(|x| x.server_cpu_per_cycle()))),

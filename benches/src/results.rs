@@ -15,6 +15,10 @@ pub struct Entry<T> {
     pub point: usize,
     /// The figures, or why there are none.
     pub result: Result<T, String>,
+    /// Each round's headline figure, in round order, for a measurement taken in rounds
+    /// (sequential and throughput; see [`Plan::rounds`]): `None` for a round without one.
+    /// Empty elsewhere.
+    pub rounds: Vec<Option<f64>>,
 }
 
 /// A subject as the report describes it.
@@ -85,7 +89,74 @@ impl Results {
     }
 }
 
+/// The spread of `subject`'s per-round ratios to `base` at `point`: each round's headline
+/// figure divided by `base`'s in the same round (both measured within seconds of each other),
+/// as `(min, max)`, if any round has both.
+pub fn round_ratios<T>(list: &[Entry<T>], subject: &str, base: &str, point: usize) -> Option<(f64, f64)> {
+    let rounds =
+        |name: &str| list.iter().find(|e| e.subject == name && e.point == point && e.result.is_ok()).map(|e| &e.rounds);
+    let (a, b) = (rounds(subject)?, rounds(base)?);
+    let ratios = a.iter().zip(b).filter_map(|pair| match pair {
+        (Some(x), Some(y)) if *y > 0.0 => Some(x / y),
+        _ => None,
+    });
+    ratios.fold(None, |acc, r| match acc {
+        None => Some((r, r)),
+        Some((lo, hi)) => Some((f64::min(lo, r), f64::max(hi, r))),
+    })
+}
+
 /// The figures of `subject` at `point` in `list`, if it measured any.
 pub fn find<'a, T>(list: &'a [Entry<T>], subject: &str, point: usize) -> Option<&'a T> {
     list.iter().find(|e| e.subject == subject && e.point == point).and_then(|e| e.result.as_ref().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::stats::Samples;
+    use crate::subject::Pooled;
+
+    fn seq(us: &[u64], cpu_us: u64) -> Sequential {
+        let mut s = Samples::default();
+        us.iter().for_each(|&v| s.push(Duration::from_micros(v)));
+        Sequential {
+            cycle: s.into_dist(),
+            server_cpu: Some(Duration::from_micros(cpu_us)),
+            cycles: us.len() as u64,
+            ..Sequential::default()
+        }
+    }
+
+    fn entry(subject: &str, rounds: Vec<Option<f64>>) -> Entry<Sequential> {
+        Entry { subject: subject.into(), point: 0, result: Ok(Sequential::default()), rounds }
+    }
+
+    #[test]
+    fn rounds_pool_into_one_measurement() {
+        let mut a = seq(&[100, 300], 400);
+        assert_eq!(a.headline(), Some(100e-6));
+        a.pool(seq(&[200, 400, 500], 600));
+        assert_eq!(a.cycles, 5);
+        assert_eq!(a.cycle.p50(), Some(Duration::from_micros(300)));
+        assert_eq!(a.server_cpu_per_cycle(), Some(Duration::from_micros(200)));
+        let mut b = seq(&[1], 1);
+        b.pool(Sequential { server_cpu: None, ..seq(&[2], 0) });
+        assert_eq!(b.server_cpu, None, "a round without a reading spoils the sum");
+    }
+
+    #[test]
+    fn round_ratios_pair_each_round_with_the_same_round_of_the_base() {
+        let list = vec![
+            entry("floor", vec![Some(2.0), Some(4.0), Some(1.0)]),
+            entry("tokio", vec![Some(2.2), None, Some(0.9)]),
+            Entry { result: Err("failed".into()), ..entry("smol", vec![Some(1.0)]) },
+        ];
+        let (lo, hi) = round_ratios(&list, "tokio", "floor", 0).unwrap();
+        assert!((lo - 0.9).abs() < 1e-9 && (hi - 1.1).abs() < 1e-9, "{lo} {hi}");
+        assert_eq!(round_ratios(&list, "smol", "floor", 0), None);
+        assert_eq!(round_ratios(&list, "tokio", "floor", 16), None);
+    }
 }

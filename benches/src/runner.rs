@@ -12,7 +12,7 @@ use crate::plan::{Options, Plan, Scenario};
 use crate::report;
 use crate::results::{Entry, Results, SubjectInfo};
 use crate::stats::{fmt_latency, fmt_rate};
-use crate::subject::{Common, Subject};
+use crate::subject::{Common, Pooled, Subject};
 
 /// Run what `opts` selects over `subjects`. Fails only if no cluster can be started at all
 /// (e.g. `redis-server` is not installed); a subject that fails is reported and skipped.
@@ -51,7 +51,8 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
         .iter()
         .map(|&sc| {
             let points = match sc {
-                Scenario::Throughput => plan.lockers.len(),
+                Scenario::Sequential => plan.rounds,
+                Scenario::Throughput => plan.lockers.len() * plan.rounds,
                 Scenario::Scaling => plan.scaling_nodes.len(),
                 Scenario::Handoff => plan.handoff.contenders.len(),
                 _ => 1,
@@ -62,33 +63,43 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
     let mut progress = Progress { step: 0, total, started: Instant::now(), listen: Listen::Tcp };
     let common = Common { ttl: plan.ttl };
     for &scenario in &scenarios {
-        for s in chosen.iter().filter(|s| s.supports(scenario)) {
+        let taking: Vec<&dyn Subject> = chosen.iter().copied().filter(|s| s.supports(scenario)).collect();
+        // Sequential and throughput go round every subject in turn; the others measure one
+        // subject after another.
+        let in_rounds = matches!(scenario, Scenario::Sequential | Scenario::Throughput);
+        match scenario {
+            Scenario::Sequential => {
+                results.sequential = progress.rounds(
+                    plan.rounds,
+                    &taking,
+                    0,
+                    "sequential",
+                    plan.nodes,
+                    |s, c| s.sequential(&c.urls(), common, plan.sequential),
+                    |r| format!("cycle p50 {}", p50(&r.cycle)),
+                );
+            }
+            Scenario::Throughput => {
+                for &lockers in &plan.lockers {
+                    let what = format!("throughput, {lockers} locker{}", if lockers == 1 { "" } else { "s" });
+                    results.throughput.extend(progress.rounds(
+                        plan.rounds,
+                        &taking,
+                        lockers,
+                        &what,
+                        plan.nodes,
+                        |s, c| s.throughput(&c.urls(), common, plan.throughput, lockers),
+                        |r| format!("{} cycles/s, p50 {}", fmt_rate(r.rate()), p50(&r.latency)),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        for s in taking.iter().filter(|_| !in_rounds) {
             let name = s.name().to_owned();
             progress.listen = s.listen();
             match scenario {
-                Scenario::Sequential => {
-                    let result = progress.item(
-                        &name,
-                        "sequential",
-                        plan.nodes,
-                        |c| s.sequential(&c.urls(), common, plan.sequential),
-                        |r| format!("cycle p50 {}", p50(&r.cycle)),
-                    );
-                    results.sequential.push(Entry { subject: name.clone(), point: 0, result });
-                }
-                Scenario::Throughput => {
-                    for &lockers in &plan.lockers {
-                        let what = format!("throughput, {lockers} locker{}", if lockers == 1 { "" } else { "s" });
-                        let result = progress.item(
-                            &name,
-                            &what,
-                            plan.nodes,
-                            |c| s.throughput(&c.urls(), common, plan.throughput, lockers),
-                            |r| format!("{} cycles/s, p50 {}", fmt_rate(r.rate()), p50(&r.latency)),
-                        );
-                        results.throughput.push(Entry { subject: name.clone(), point: lockers, result });
-                    }
-                }
+                Scenario::Sequential | Scenario::Throughput => {} // in rounds, above
                 Scenario::Scaling => {
                     for &nodes in &plan.scaling_nodes {
                         let what = format!("scaling, N = {nodes}");
@@ -99,7 +110,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                             |c| s.sequential(&c.urls(), common, plan.scaling),
                             |r| format!("cycle p50 {}", p50(&r.cycle)),
                         );
-                        results.scaling.push(Entry { subject: name.clone(), point: nodes, result });
+                        results.scaling.push(Entry { subject: name.clone(), point: nodes, result, rounds: Vec::new() });
                     }
                 }
                 Scenario::Stalled => {
@@ -133,7 +144,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                                 .join(", ")
                         },
                     );
-                    results.stalled.push(Entry { subject: name.clone(), point: 0, result });
+                    results.stalled.push(Entry { subject: name.clone(), point: 0, result, rounds: Vec::new() });
                 }
                 Scenario::Contention => {
                     let what = format!("contention, {} lockers on one key", plan.contenders);
@@ -144,7 +155,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                         |c| s.contention(&c.urls(), common, plan.contention, plan.contenders),
                         |r| format!("{} acquisitions/s", fmt_rate(r.rate())),
                     );
-                    results.contention.push(Entry { subject: name.clone(), point: 0, result });
+                    results.contention.push(Entry { subject: name.clone(), point: 0, result, rounds: Vec::new() });
                 }
                 Scenario::Handoff => {
                     for &k in &plan.handoff.contenders {
@@ -156,7 +167,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                             |c| s.handoff(&c.urls(), common, &plan.handoff, k),
                             |r| format!("handoff p50 {}, {} acquisitions/s", p50(&r.handoff), fmt_rate(r.rate())),
                         );
-                        results.handoff.push(Entry { subject: name.clone(), point: k, result });
+                        results.handoff.push(Entry { subject: name.clone(), point: k, result, rounds: Vec::new() });
                     }
                 }
             }
@@ -200,6 +211,59 @@ struct Progress {
 }
 
 impl Progress {
+    /// Measure `point` of every subject in `subjects` in `rounds` rounds, each round over all
+    /// of them in an order rotated by one per round, and pool each subject's rounds (see
+    /// [`Plan::rounds`](crate::plan::Plan::rounds)). A subject that fails a round is not
+    /// measured again; its entry is the failure.
+    #[allow(clippy::too_many_arguments)]
+    fn rounds<T: Pooled>(
+        &mut self,
+        rounds: usize,
+        subjects: &[&dyn Subject],
+        point: usize,
+        what: &str,
+        nodes: usize,
+        measure: impl Fn(&dyn Subject, &Cluster) -> Result<T, String>,
+        summary: impl Fn(&T) -> String,
+    ) -> Vec<Entry<T>> {
+        let n = subjects.len();
+        let mut pooled: Vec<Option<Result<T, String>>> = (0..n).map(|_| None).collect();
+        let mut heads: Vec<Vec<Option<f64>>> = vec![Vec::new(); n];
+        for round in 0..rounds {
+            for k in 0..n {
+                let i = (k + round) % n;
+                let s = subjects[i];
+                if matches!(pooled[i], Some(Err(_))) {
+                    self.step += 1;
+                    continue;
+                }
+                self.listen = s.listen();
+                let label = if rounds > 1 { format!("{what}, round {}/{rounds}", round + 1) } else { what.to_owned() };
+                match self.item(s.name(), &label, nodes, |c| measure(s, c), &summary) {
+                    Ok(figures) => {
+                        heads[i].push(figures.headline());
+                        match &mut pooled[i] {
+                            Some(Ok(sum)) => sum.pool(figures),
+                            slot => *slot = Some(Ok(figures)),
+                        }
+                    }
+                    Err(e) if rounds > 1 => pooled[i] = Some(Err(format!("round {}: {e}", round + 1))),
+                    Err(e) => pooled[i] = Some(Err(e)),
+                }
+            }
+        }
+        subjects
+            .iter()
+            .zip(pooled.into_iter().zip(heads))
+            .map(|(s, (result, rounds))| Entry {
+                subject: s.name().to_owned(),
+                point,
+                result: result.unwrap_or_else(|| Err("not run".into())),
+                rounds,
+            })
+            .collect()
+    }
+
     fn item<T>(
         &mut self,
         subject: &str,

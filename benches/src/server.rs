@@ -59,16 +59,22 @@ impl Mark {
 mod tests {
     use super::*;
 
+    /// Another process's CPU time, read as the servers' is, grows while it runs. (Not this
+    /// test process: its sum drops whenever another test's thread exits between two reads.)
     #[test]
-    fn own_process_reads_and_grows() {
-        let me = std::process::id();
-        let a = process_ns(me).expect("schedstat of this process");
+    fn a_busy_process_reads_and_grows() {
+        let mut child =
+            std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().expect("spawn a busy sh");
+        let pid = child.id();
+        let first = process_ns(pid).expect("schedstat of the child");
         let start = std::time::Instant::now();
-        let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(20) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let mut grew = false;
+        while !grew && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+            grew = process_ns(pid).is_some_and(|now| now > first);
         }
-        std::hint::black_box(x);
-        assert!(process_ns(me).unwrap() > a);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(grew, "the busy child's CPU time did not grow in 5 s");
     }
 }

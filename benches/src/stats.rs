@@ -82,6 +82,13 @@ impl Dist {
         self.quantile(0.5)
     }
 
+    /// Add every sample of `other` (the rounds of one measurement pooled into one
+    /// distribution).
+    pub fn merge(&mut self, other: Dist) {
+        self.sorted.extend(other.sorted);
+        self.sorted.sort_unstable();
+    }
+
     /// Up to `max` points `(fraction of samples at or below, latency)`, evenly spread over
     /// the ranks, always with the first and the last sample: the empirical CDF for a chart.
     pub fn cdf(&self, max: usize) -> Vec<(f64, Duration)> {
@@ -197,6 +204,17 @@ mod tests {
         assert_eq!(s.max, Duration::from_micros(100));
         assert_eq!(dist(&[7]).summary().unwrap().p99, Duration::from_micros(7));
         assert!(dist(&[]).summary().is_none());
+    }
+
+    #[test]
+    fn merged_rounds_are_one_distribution() {
+        let mut d = dist(&[5, 1, 9]);
+        d.merge(dist(&[4, 2]));
+        d.merge(Dist::default());
+        assert_eq!(d.len(), 5);
+        assert_eq!(d.p50(), Some(Duration::from_micros(4)));
+        assert_eq!(d.summary().unwrap().max, Duration::from_micros(9));
+        assert_eq!(d.cdf(2)[0], (0.2, Duration::from_micros(1)));
     }
 
     #[test]

@@ -126,6 +126,21 @@ impl Handoff {
     }
 }
 
+/// A measurement taken in rounds and pooled into one (see
+/// [`Plan::rounds`](crate::plan::Plan::rounds)).
+pub trait Pooled {
+    /// Add the figures of another round of the same measurement.
+    fn pool(&mut self, other: Self);
+    /// The figure that per-round ratios compare: the cycle p50 in seconds (sequential) or
+    /// the cycles per second (throughput).
+    fn headline(&self) -> Option<f64>;
+}
+
+/// Both present: their sum; either missing: missing.
+fn sum(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    Some(a? + b?)
+}
+
 /// The outcome of [`Subject::sequential`].
 #[derive(Clone, Debug, Default)]
 pub struct Sequential {
@@ -146,6 +161,20 @@ impl Sequential {
     pub fn server_cpu_per_cycle(&self) -> Option<Duration> {
         let cpu = self.server_cpu?;
         (self.cycles > 0).then(|| cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
+}
+
+impl Pooled for Sequential {
+    fn pool(&mut self, other: Self) {
+        self.cycle.merge(other.cycle);
+        self.acquire.merge(other.acquire);
+        self.release.merge(other.release);
+        self.server_cpu = sum(self.server_cpu, other.server_cpu);
+        self.cycles += other.cycles;
+    }
+
+    fn headline(&self) -> Option<f64> {
+        self.cycle.p50().map(|d| d.as_secs_f64())
     }
 }
 
@@ -185,6 +214,22 @@ impl Throughput {
     pub fn server_cpu_per_cycle(&self) -> Option<Duration> {
         let cpu = self.server_cpu?;
         (self.cycles > 0).then(|| cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
+}
+
+impl Pooled for Throughput {
+    fn pool(&mut self, other: Self) {
+        self.cycles += other.cycles;
+        self.elapsed += other.elapsed;
+        self.cpu += other.cpu;
+        self.server_cpu = sum(self.server_cpu, other.server_cpu);
+        self.latency.merge(other.latency);
+        self.errors += other.errors;
+        self.first_error = self.first_error.take().or(other.first_error);
+    }
+
+    fn headline(&self) -> Option<f64> {
+        (self.elapsed > Duration::ZERO).then(|| self.rate())
     }
 }
 
