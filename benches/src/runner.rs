@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant, SystemTime};
 
-use redlease_cluster::{Cluster, Listen};
+use redlease_cluster::Cluster;
 
 use crate::plan::{Options, Plan, Scenario};
 use crate::report;
@@ -60,14 +60,13 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
             chosen.iter().filter(|s| s.supports(sc)).count() * points
         })
         .sum();
-    let mut progress = Progress { step: 0, total, started: Instant::now(), listen: Listen::Tcp };
+    let mut progress = Progress { step: 0, total, started: Instant::now() };
     let common = Common { ttl: plan.ttl };
     for &scenario in &scenarios {
         let taking: Vec<&dyn Subject> = chosen.iter().copied().filter(|s| s.supports(scenario)).collect();
-        // Sequential and throughput go round every subject in turn; the others measure one
-        // subject after another.
-        let in_rounds = matches!(scenario, Scenario::Sequential | Scenario::Throughput);
         match scenario {
+            // Sequential and throughput go round every subject in turn (see `Plan::rounds`);
+            // the others measure one subject after another.
             Scenario::Sequential => {
                 results.sequential = progress.rounds(
                     plan.rounds,
@@ -93,29 +92,25 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                     ));
                 }
             }
-            _ => {}
-        }
-        for s in taking.iter().filter(|_| !in_rounds) {
-            let name = s.name().to_owned();
-            progress.listen = s.listen();
-            match scenario {
-                Scenario::Sequential | Scenario::Throughput => {} // in rounds, above
-                Scenario::Scaling => {
+            Scenario::Scaling => {
+                for &s in &taking {
                     for &nodes in &plan.scaling_nodes {
-                        let what = format!("scaling, N = {nodes}");
-                        let result = progress.item(
-                            &name,
-                            &what,
+                        results.scaling.push(progress.item(
+                            s,
+                            nodes,
+                            &format!("scaling, N = {nodes}"),
                             nodes,
                             |c| s.sequential(&c.urls(), common, plan.scaling),
                             |r| format!("cycle p50 {}", p50(&r.cycle)),
-                        );
-                        results.scaling.push(Entry { subject: name.clone(), point: nodes, result, rounds: Vec::new() });
+                        ));
                     }
                 }
-                Scenario::Stalled => {
-                    let result = progress.item(
-                        &name,
+            }
+            Scenario::Stalled => {
+                for &s in &taking {
+                    results.stalled.push(progress.item(
+                        s,
+                        0,
                         "stalled minority",
                         plan.nodes,
                         |c| {
@@ -143,31 +138,33 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         },
-                    );
-                    results.stalled.push(Entry { subject: name.clone(), point: 0, result, rounds: Vec::new() });
+                    ));
                 }
-                Scenario::Contention => {
-                    let what = format!("contention, {} lockers on one key", plan.contenders);
-                    let result = progress.item(
-                        &name,
+            }
+            Scenario::Contention => {
+                let what = format!("contention, {} lockers on one key", plan.contenders);
+                for &s in &taking {
+                    results.contention.push(progress.item(
+                        s,
+                        0,
                         &what,
                         plan.nodes,
                         |c| s.contention(&c.urls(), common, plan.contention, plan.contenders),
                         |r| format!("{} acquisitions/s", fmt_rate(r.rate())),
-                    );
-                    results.contention.push(Entry { subject: name.clone(), point: 0, result, rounds: Vec::new() });
+                    ));
                 }
-                Scenario::Handoff => {
+            }
+            Scenario::Handoff => {
+                for &s in &taking {
                     for &k in &plan.handoff.contenders {
-                        let what = format!("handoff, {k} contenders holding {:?}", plan.handoff.hold);
-                        let result = progress.item(
-                            &name,
-                            &what,
+                        results.handoff.push(progress.item(
+                            s,
+                            k,
+                            &format!("handoff, {k} contenders holding {:?}", plan.handoff.hold),
                             plan.nodes,
                             |c| s.handoff(&c.urls(), common, &plan.handoff, k),
                             |r| format!("handoff p50 {}, {} acquisitions/s", p50(&r.handoff), fmt_rate(r.rate())),
-                        );
-                        results.handoff.push(Entry { subject: name.clone(), point: k, result, rounds: Vec::new() });
+                        ));
                     }
                 }
             }
@@ -206,8 +203,6 @@ struct Progress {
     step: usize,
     total: usize,
     started: Instant,
-    /// How the clusters of the current subject listen.
-    listen: Listen,
 }
 
 impl Progress {
@@ -237,9 +232,8 @@ impl Progress {
                     self.step += 1;
                     continue;
                 }
-                self.listen = s.listen();
                 let label = if rounds > 1 { format!("{what}, round {}/{rounds}", round + 1) } else { what.to_owned() };
-                match self.item(s.name(), &label, nodes, |c| measure(s, c), &summary) {
+                match self.item(s, point, &label, nodes, |c| measure(s, c), &summary).result {
                     Ok(figures) => {
                         heads[i].push(figures.headline());
                         match &mut pooled[i] {
@@ -266,17 +260,19 @@ impl Progress {
 
     fn item<T>(
         &mut self,
-        subject: &str,
+        subject: &dyn Subject,
+        point: usize,
         what: &str,
         nodes: usize,
         measure: impl FnOnce(&Cluster) -> Result<T, String>,
         summary: impl FnOnce(&T) -> String,
-    ) -> Result<T, String> {
+    ) -> Entry<T> {
         self.step += 1;
-        eprint!("[{:>2}/{}] {subject:<16} {what} ... ", self.step, self.total);
+        let name = subject.name();
+        eprint!("[{:>2}/{}] {name:<16} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
-        let listen = self.listen;
+        let listen = subject.listen();
         let result = match catch_unwind(|| Cluster::builder().nodes(nodes).listen(listen).start()) {
             Err(p) => Err(format!("cluster of {nodes} did not start: {}", panic_text(p.as_ref()))),
             Ok(cluster) => {
@@ -294,6 +290,6 @@ impl Progress {
             Ok(v) => eprintln!("{} ({took:.1} s, {total:.0} s in all)", summary(v)),
             Err(e) => eprintln!("FAILED: {e} ({took:.1} s)"),
         }
-        result
+        Entry { subject: name.to_owned(), point, result, rounds: Vec::new() }
     }
 }
