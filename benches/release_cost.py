@@ -85,7 +85,7 @@ def server_ns(pid):
     return sum(int(open(t + "/schedstat").read().split()[0]) for t in glob.glob(f"/proc/{pid}/task/*"))
 
 
-def measure(name, src, extra):
+def measure(src, extra):
     ports = [free_port() for _ in range(NODES)]
     servers = [
         subprocess.Popen(
@@ -149,10 +149,11 @@ def main():
     passes = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     if subprocess.run(["sh", "-c", "command -v redis-server"], stdout=subprocess.DEVNULL).returncode != 0:
         sys.exit("redis-server not found: install the Debian package redis-server")
-    found = {name: [] for name in scripts()}
+    chosen = scripts()
+    found = {name: [] for name in chosen}
     for p in range(passes):
-        for name, (src, extra) in scripts().items():
-            found[name].append(measure(name, src, extra))
+        for name, (src, extra) in chosen.items():
+            found[name].append(measure(src, extra))
         print(f"pass {p + 1}/{passes} done", file=sys.stderr)
     base = statistics.median(r[1] for r in found["floor"])
     print(f"{CYCLES} cycles per pass, {passes} passes alternated; medians (server CPU: min-max over passes)")
