@@ -9,8 +9,10 @@ servers' CPU time per cycle (the processes' schedstat) and in `EVALSHA`'s `usec_
 (INFO commandstats of node 0) is the script's.
 
 Scripts: `floor` (the benchmark floors' compare-and-delete), `redlease` (core/src/scripts.rs
-RELEASE: compare-and-delete, then the waiter queue's head and the wake-up PUBLISH), and
-`redlease-quiet` (the same without the LINDEX and the PUBLISH: what wake-on-release costs).
+RELEASE on a key nobody waited for: compare-and-delete, as in every uncontended cycle), and
+`redlease-marked` (the same script on a key a refused waiter marked, `token:`, with an empty
+queue: it also reads the queue's head and PUBLISHes the release, which is what a contended
+release adds).
 
     python3 benches/release_cost.py [passes]     # default 6 passes; needs redis-server
 """
@@ -37,12 +39,13 @@ def release_script():
 
 def scripts():
     full = release_script()
-    quiet = full.replace("redis.pcall('LINDEX', name, 0)", "false")
-    quiet = quiet.replace("    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1] .. ':' .. nxt)\n", "")
-    assert quiet != full and "PUBLISH" not in quiet and "LINDEX" not in quiet, "RELEASE changed shape"
     floor = "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end"
-    # name: (source, extra ARGV after the token)
-    return {"floor": (floor, []), "redlease": (full, [b"0", b"20"]), "redlease-quiet": (quiet, [b"0", b"20"])}
+    # name: (source, extra ARGV after the token, what the lock key's value adds to the token)
+    return {
+        "floor": (floor, [], b""),
+        "redlease": (full, [b"0", b"20"], b""),
+        "redlease-marked": (full, [b"0", b"20"], b":"),
+    }
 
 
 def enc(*args):
@@ -85,7 +88,7 @@ def server_ns(pid):
     return sum(int(open(t + "/schedstat").read().split()[0]) for t in glob.glob(f"/proc/{pid}/task/*"))
 
 
-def measure(src, extra):
+def measure(src, extra, mark):
     ports = [free_port() for _ in range(NODES)]
     servers = [
         subprocess.Popen(
@@ -116,13 +119,15 @@ def measure(src, extra):
         def cycle(i):
             token = b"t%d" % i
             for s in socks:
-                s.sendall(enc("SET", "k", token, "NX", "PX", 10000))
+                s.sendall(enc("SET", "k", token + mark, "NX", "PX", 10000))
             for s, b in zip(socks, bufs):
-                read_reply(s, b)
+                if read_reply(s, b) != b"OK":
+                    raise RuntimeError("SET NX was refused: the previous release deleted nothing")
             for s, sha in zip(socks, shas):
                 s.sendall(enc("EVALSHA", sha, 1, "k", token, *extra))
             for s, b in zip(socks, bufs):
-                read_reply(s, b)
+                if read_reply(s, b) != b"1":
+                    raise RuntimeError("the release script deleted nothing")
 
         for i in range(WARMUP):
             cycle(i)
@@ -152,8 +157,8 @@ def main():
     chosen = scripts()
     found = {name: [] for name in chosen}
     for p in range(passes):
-        for name, (src, extra) in chosen.items():
-            found[name].append(measure(src, extra))
+        for name, (src, extra, mark) in chosen.items():
+            found[name].append(measure(src, extra, mark))
         print(f"pass {p + 1}/{passes} done", file=sys.stderr)
     base = statistics.median(r[1] for r in found["floor"])
     print(f"{CYCLES} cycles per pass, {passes} passes alternated; medians (server CPU: min-max over passes)")

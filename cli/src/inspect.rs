@@ -149,7 +149,10 @@ impl Duplex for Tls {
 
 /// What one node said about a key.
 struct NodeState {
+    /// The holder's token.
     holder: Option<String>,
+    /// A waiter was refused by this holder: the key's value is the token followed by `:`.
+    waited_for: bool,
     pttl: i64,
     fence: Option<String>,
     /// The round trip of a `PING` on the open connection.
@@ -161,10 +164,12 @@ fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeS
     let started = Instant::now();
     c.cmd(&["PING"]).map_err(|e| e.to_string())?;
     let rtt = started.elapsed();
-    let holder = c.get(key).map_err(|e| e.to_string())?;
+    let value = c.get(key).map_err(|e| e.to_string())?;
     let pttl = c.pttl(key).map_err(|e| e.to_string())?;
     let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
-    Ok(NodeState { holder, pttl, fence, rtt })
+    let waited_for = value.as_deref().is_some_and(|v| v.ends_with(':'));
+    let holder = value.map(|v| if waited_for { v[..v.len() - 1].to_owned() } else { v });
+    Ok(NodeState { holder, waited_for, pttl, fence, rtt })
 }
 
 /// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
@@ -208,8 +213,9 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, tls: TlsSettings, json: boo
                         json::string(e)
                     ),
                     Ok(s) => format!(
-                        "{{{head},\"reachable\":true,\"holder\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
+                        "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
                         json::opt_string(s.holder.as_deref()),
+                        s.waited_for,
                         if s.holder.is_some() { s.pttl.to_string() } else { "null".into() },
                         s.fence.as_deref().and_then(|f| f.parse::<u64>().ok()).map_or("null".into(), |f| f.to_string()),
                         ms(s.rtt),
@@ -232,9 +238,10 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, tls: TlsSettings, json: boo
             Err(e) if fault_of(e) == "misconfigured" => format!("MISCONFIGURED  ({e})"),
             Err(e) => format!("unreachable  ({e})"),
             Ok(NodeState { holder: None, rtt, .. }) => format!("reachable    rtt {} ms  free", ms(*rtt)),
-            Ok(NodeState { holder: Some(token), pttl, rtt, .. }) => {
+            Ok(NodeState { holder: Some(token), waited_for, pttl, rtt, .. }) => {
                 let ttl = if *pttl >= 0 { format!("pttl {pttl}ms") } else { "NO TTL (leak)".to_owned() };
-                format!("reachable    rtt {} ms  held by {}  {ttl}", ms(*rtt), short(token))
+                let waited = if *waited_for { "  waited for" } else { "" };
+                format!("reachable    rtt {} ms  held by {}  {ttl}{waited}", ms(*rtt), short(token))
             }
         };
         let fence = match state {

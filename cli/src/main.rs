@@ -130,7 +130,8 @@ enum Cmd {
     /// while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
-    /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter.
+    /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
+    /// and whether a waiter was refused by that holder ("waited for").
     ///
     /// Example: redlease status -k backup --json
     ///

@@ -353,8 +353,9 @@ fn status_and_scan_report_a_known_state() {
     let cluster = Cluster::start(3);
     let urls = nodes(&cluster);
     let token = "0123456789abcdef0123456789abcdef01234567";
-    for node in &cluster.nodes()[..2] {
-        node.conn().unwrap().set_px("report", token, Duration::from_secs(60)).unwrap();
+    // Node 1's value carries the mark a refused waiter leaves: `token:`.
+    for (node, value) in cluster.nodes()[..2].iter().zip([token.to_owned(), format!("{token}:")]) {
+        node.conn().unwrap().set_px("report", &value, Duration::from_secs(60)).unwrap();
     }
     cluster.node(2).kill();
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
@@ -365,7 +366,8 @@ fn status_and_scan_report_a_known_state() {
     assert!(
         lines[0].starts_with("node 0 ") && lines[0].contains("held by 0123456789ab…") && lines[0].contains("pttl ")
     );
-    assert!(lines[1].contains("held by 0123456789ab…"), "{text}");
+    assert!(lines[1].contains("held by 0123456789ab…") && lines[1].ends_with("waited for"), "{text}");
+    assert!(!lines[0].contains("waited for"), "{text}");
     assert!(lines[2].starts_with("node 2 ") && lines[2].contains("unreachable"), "{text}");
     assert!(lines[3].contains("held by 0123456789ab… on 2 of 3 nodes (quorum 2)"), "{text}");
     assert!(lines[0].contains(" rtt ") && lines[1].contains(" rtt "), "{text}");
@@ -420,10 +422,14 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
         )),
         "{json}"
     );
-    assert!(json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"pttl_ms\":")), "{json}");
+    assert!(
+        json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"waited_for\":false,\"pttl_ms\":")),
+        "{json}"
+    );
     assert!(json.contains("\"fence\":12,\"rtt_ms\":"), "{json}");
     assert!(
-        json.contains("{\"node\":2,") && json.contains("\"holder\":null,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"),
+        json.contains("{\"node\":2,")
+            && json.contains("\"holder\":null,\"waited_for\":false,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"),
         "{json}"
     );
     // The table shows the fencing counter too.

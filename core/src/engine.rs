@@ -502,7 +502,7 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.tries.made += 1;
-        if s.queue != Queue::No {
+        if s.queued() {
             // Named next and still refused (other nodes named another waiter, or the
             // reservation ran out first): back to the front.
             s.queue = if s.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
@@ -728,10 +728,13 @@ impl Engine {
     /// The attempt failed: release everywhere, then retry later or give up.
     ///
     /// The first failure of an acquisition that may retry registers it as a waiter (the links
-    /// subscribe to its wake channels; a one-key lock also joins the key's waiter queue on
-    /// every node) and sends the next attempt at once, behind the subscriptions on each
-    /// connection: a release is then either seen by that attempt or announced to us
-    /// afterwards, with no window in between. A later failure waits for its jittered delay,
+    /// subscribe to its wake channels) and sends the next attempt at once, behind the
+    /// subscriptions on each connection. That attempt marks the key that refuses it on each
+    /// node, in the same script (a one-key lock also joins the key's waiter queue), and the
+    /// release of a marked key announces itself: a release is then either seen by that
+    /// attempt or announced to us afterwards, with no window in between. (A key that expires
+    /// instead, and is taken and released by a newcomer before our next attempt, goes
+    /// unannounced: the jittered retry covers it, as it covers a lost message.) A later failure waits for its jittered delay,
     /// cut short when release messages of a quorum were heard (see
     /// [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
@@ -801,9 +804,10 @@ impl Engine {
         }
         let s = &mut self.locks[idx];
         s.waiting = any;
-        if any && s.keys.iter().len() == 1 {
-            // Join the key's waiter queue with the next attempt.
-            s.queue = Queue::Back;
+        if any {
+            // With the next attempt, mark the key that refuses it (so that its release
+            // announces itself) and, for a one-key lock, join the key's waiter queue.
+            s.queue = if s.keys.iter().len() == 1 { Queue::Back } else { Queue::Mark };
         }
         any
     }

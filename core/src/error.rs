@@ -126,6 +126,10 @@ pub enum Misuse {
     /// The token is empty.
     #[error("empty token: use a unique random value per acquisition (e.g. 20 random bytes, hex)")]
     EmptyToken,
+    /// The token contains `:`, which marks a lock key as waited for and separates the tokens
+    /// of a release message.
+    #[error("token contains ':': use a unique random value per acquisition (e.g. 20 random bytes, hex)")]
+    ColonInToken,
     /// The lock id is not known (never issued, or released and forgotten).
     #[error("unknown lock id {0:?}: it was never issued or its lock was already released")]
     UnknownLock(LockId),

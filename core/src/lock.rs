@@ -224,7 +224,8 @@ pub(crate) struct Slot {
     pub(crate) heard: Vec<Heard>,
     /// Wake-ups this acquisition has had without winning.
     pub(crate) wakes: u32,
-    /// Whether and where the next attempt joins the key's waiter queue on refusal.
+    /// Whether the next attempt marks the key that refuses it, and whether and where it joins
+    /// the key's waiter queue.
     pub(crate) queue: Queue,
 }
 
@@ -346,7 +347,7 @@ impl Slot {
     /// Whether the acquisition joined (or joins with its next attempt) the key's waiter
     /// queue: it leaves the queues when it ends.
     pub(crate) fn queued(&self) -> bool {
-        self.queue != Queue::No
+        matches!(self.queue, Queue::Back | Queue::Front)
     }
 
     /// The release call: hand each key to the next queued waiter for the shortest fallback

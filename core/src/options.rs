@@ -123,6 +123,9 @@ impl LockOptions {
         if token.is_empty() {
             return Err(Misuse::EmptyToken);
         }
+        if token.contains(&crate::scripts::WAITED) {
+            return Err(Misuse::ColonInToken);
+        }
         Ok(ttl)
     }
 }

@@ -5,29 +5,39 @@
 /// Acquire all lock keys (all-or-nothing) if free or already ours; read the fence counters.
 ///
 /// `KEYS`: the lock keys, then the fence keys. `ARGV`: token, TTL in ms, number of lock keys,
-/// queue mode, queue TTL in ms. Returns 0 when any key is held by another token, else one
+/// wait mode, queue TTL in ms. Returns 0 when any key is held by another token, else one
 /// more than the largest fence counter (1 without fencing): the node's proposal for the
 /// fencing token. Counters are only read here; the fence round ([`FENCE`]) writes them once
 /// the lock is held.
 ///
+/// A key's value is its holder's token, followed by [`WAITED`] once a waiter was refused by
+/// it: the mark tells [`RELEASE`] that someone listens, so that a release nobody waits for
+/// costs what a plain compare-and-delete costs. A waiter (wait mode not `0`) marks the key
+/// that refused it (`KEEPTTL`: the holder's expiry is untouched); re-entry keeps the mark.
+///
 /// The queue (`redlease:queue:` + the first key) orders the waiters of a one-key lock, for
-/// [`RELEASE`] to name the next one. Queue mode `1`: a refused waiter joins at the back (once);
-/// `2`: at the front (it was named next and lost the race); `0`: no queue. A granted waiter
-/// leaves it. Every queue command is a `pcall`: a server whose ACL forbids them still locks.
+/// [`RELEASE`] to name the next one. Wait mode `1`: a refused waiter joins at the back (once);
+/// `2`: at the front (it was named next and lost the race); `3`: it only marks (a lock of
+/// several keys); `0`: neither. A granted waiter leaves the queue. The mark and every queue
+/// command are `pcall`s: a server that forbids them (old Redis, ACLs) still locks, and its
+/// waiters poll.
 pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
+local t = ARGV[1]
 local q = ARGV[4]
-local name = q and q ~= '0' and 'redlease:queue:' .. KEYS[1]
+local name = (q == '1' or q == '2') and 'redlease:queue:' .. KEYS[1]
+local held = {}
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then
+  if v and v ~= t and v ~= t .. ':' then
+    if q ~= '0' and string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[i], v .. ':', 'KEEPTTL') end
     if name then
-      local at = redis.pcall('LPOS', name, ARGV[1])
+      local at = redis.pcall('LPOS', name, t)
       if type(at) ~= 'table' then
         if q == '2' and at ~= 0 then
-          if at then redis.pcall('LREM', name, 1, ARGV[1]) end
-          redis.pcall('LPUSH', name, ARGV[1])
+          if at then redis.pcall('LREM', name, 1, t) end
+          redis.pcall('LPUSH', name, t)
         elseif not at then
-          redis.pcall('RPUSH', name, ARGV[1])
+          redis.pcall('RPUSH', name, t)
         end
         local left = redis.pcall('PTTL', name)
         if type(left) == 'number' and left < tonumber(ARGV[5]) then redis.pcall('PEXPIRE', name, ARGV[5]) end
@@ -35,11 +45,12 @@ for i = 1, n do
     end
     return 0
   end
+  held[i] = v
 end
 for i = 1, n do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[i], held[i] or t, 'PX', ARGV[2])
 end
-if name then redis.pcall('LREM', name, 1, ARGV[1]) end
+if name then redis.pcall('LREM', name, 1, t) end
 local f = 0
 for i = n + 1, #KEYS do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
@@ -48,11 +59,18 @@ end
 return f + 1
 ";
 /// SHA-1 of [`ACQUIRE`].
-pub(crate) const ACQUIRE_SHA: &str = "d7444509cd30469698e4f12c8a634ad65a5c8b35";
+pub(crate) const ACQUIRE_SHA: &str = "0207e0f22bf9995b250d798718be08baab4801ce";
 
-/// Set a new TTL on every lock key, only if all of them hold our token. Returns 1 or 0.
-pub(crate) const EXTEND: &str = r"for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+/// The mark a lock key's value carries after its token once a waiter was refused by it
+/// (see [`ACQUIRE`]); tokens may not contain it.
+pub(crate) const WAITED: u8 = b':';
+
+/// Set a new TTL on every lock key, only if all of them hold our token (marked or not).
+/// Returns 1 or 0.
+pub(crate) const EXTEND: &str = r"local m = ARGV[1] .. ':'
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v ~= ARGV[1] and v ~= m then return 0 end
 end
 for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
@@ -60,39 +78,46 @@ end
 return 1
 ";
 /// SHA-1 of [`EXTEND`].
-pub(crate) const EXTEND_SHA: &str = "9d0f048c74a7982b8f76c183975ef78cf8e24bf8";
+pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 
-/// Delete each lock key that holds our token and hand it to the waiter next in line, and
-/// announce each deletion on the key's wake channel ([`WAKE_PREFIX`] + key). Returns how many
-/// keys were deleted.
+/// Delete each lock key that holds our token; where a waiter marked it (see [`ACQUIRE`]),
+/// also hand it to the waiter next in line and announce the deletion on the key's wake
+/// channel ([`WAKE_PREFIX`] + key). Returns how many keys were deleted.
 ///
 /// `ARGV`: token, leave (`1`: also leave the keys' queues: an acquisition that gave up, or a
 /// lock that queued while waiting, at its release), reservation in ms.
 ///
+/// An unmarked key (nobody waited) is only compared and deleted: the uncontended release
+/// costs the servers no more than a plain compare-and-delete.
+///
 /// The next waiter is taken off the head of the key's queue (see [`ACQUIRE`]); the key is set
-/// to its token for the reservation, so that its attempt re-enters the key and a newcomer's
-/// `SET NX` (often the releasing client's own next lock call) cannot barge in. The message is
-/// our token, `:`, and the next waiter's token (empty when none waits), so that only that
-/// waiter retries at once. If it is gone, the reservation expires and the others' fallback
-/// retries take the key. A waiter that releases what its own failed attempt took while it
-/// heads the queue keeps its place and names nobody.
+/// to its token for the reservation, marked (other waiters may still listen), so that its
+/// attempt re-enters the key and a newcomer's `SET NX` (often the releasing client's own next
+/// lock call) cannot barge in. The message is our token, `:`, and the next waiter's token
+/// (empty when none waits), so that only that waiter retries at once. If it is gone, the
+/// reservation expires and the others' fallback retries take the key. A waiter that releases
+/// what its own failed attempt took while it heads the queue keeps its place and names nobody.
 ///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
 pub(crate) const RELEASE: &str = r"local d = 0
+local t = ARGV[1]
 for i = 1, #KEYS do
-  local name = 'redlease:queue:' .. KEYS[i]
-  if ARGV[2] == '1' then redis.pcall('LREM', name, 1, ARGV[1]) end
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+  if ARGV[2] == '1' then redis.pcall('LREM', 'redlease:queue:' .. KEYS[i], 1, t) end
+  local v = redis.call('GET', KEYS[i])
+  if v == t then
     d = d + redis.call('DEL', KEYS[i])
+  elseif v == t .. ':' then
+    d = d + redis.call('DEL', KEYS[i])
+    local name = 'redlease:queue:' .. KEYS[i]
     local nxt = redis.pcall('LINDEX', name, 0)
-    if type(nxt) ~= 'string' or nxt == ARGV[1] then
+    if type(nxt) ~= 'string' or nxt == t then
       nxt = ''
     else
       redis.pcall('LPOP', name)
-      redis.call('SET', KEYS[i], nxt, 'PX', ARGV[3])
+      redis.call('SET', KEYS[i], nxt .. ':', 'PX', ARGV[3])
     end
-    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], ARGV[1] .. ':' .. nxt)
+    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
   end
 end
 return d
@@ -100,7 +125,7 @@ return d
 /// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
 pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "c1bfe2ac018087ffaa1bd38bbb9806776b77f5ab";
+pub(crate) const RELEASE_SHA: &str = "82ec8899a8942c7d9ea991adb0eb3d9d995645fb";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

@@ -104,16 +104,18 @@ pub(crate) enum Call {
     Fence { proposal: u64 },
 }
 
-/// Whether, and where, a refused acquire attempt joins the key's waiter queue
-/// ([`scripts::ACQUIRE`]).
+/// Whether a refused acquire attempt marks the key that refused it as waited for, and
+/// whether and where it joins the key's waiter queue ([`scripts::ACQUIRE`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Queue {
-    /// Not at all: the lock does not wait for wake-ups, or has more than one key.
+    /// Neither: the lock does not wait for wake-ups.
     No,
-    /// At the back, unless already in it.
+    /// Mark, and join at the back unless already in it.
     Back,
-    /// At the front: it was named next and still refused.
+    /// Mark, and join at the front: it was named next and still refused.
     Front,
+    /// Only mark: a lock of several keys waits for wake-ups but joins no queue.
+    Mark,
 }
 
 /// Encode one call on `keys` with `token`: `SET .. NX PX` for [`Call::SetNx`], else a script
@@ -187,6 +189,7 @@ pub(crate) fn encode<'k>(
                     Queue::No => b"0",
                     Queue::Back => b"1",
                     Queue::Front => b"2",
+                    Queue::Mark => b"3",
                 },
             );
             resp::bulk_uint(out, queue_ttl_ms);

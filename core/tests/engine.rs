@@ -603,7 +603,9 @@ fn misuse_is_refused_at_once_with_a_fix() {
     assert_eq!(e(&req(&[]), b"tok", &mut rig), Misuse::EmptyResource);
     assert_eq!(e(&req(&["a", ""]), b"tok", &mut rig), Misuse::EmptyResource);
     assert_eq!(e(&req(&["a"]), b"", &mut rig), Misuse::EmptyToken);
-    for m in [Misuse::ZeroTtl, Misuse::EmptyResource, Misuse::EmptyToken] {
+    // `:` marks a waited-for key's value and splits release messages.
+    assert_eq!(e(&req(&["a"]), b"to:k", &mut rig), Misuse::ColonInToken);
+    for m in [Misuse::ZeroTtl, Misuse::EmptyResource, Misuse::EmptyToken, Misuse::ColonInToken] {
         assert!(m.to_string().contains(':'), "says how to fix it: {m}");
     }
     // Unknown ids, and commands in the wrong phase.

@@ -229,3 +229,41 @@ fn giving_up_and_releasing_leave_the_queues() {
         assert_eq!(tails(c, 3)[0], ["r", "me", "1", "5000"], "the release leaves the queue");
     }
 }
+
+/// A lock of several keys waits too: its first attempt neither marks nor queues (wait mode
+/// `0`); refused, it subscribes to both keys' channels and its next attempt only marks the key
+/// that refuses it (mode `3`, no queue, so no queue TTL), and its release leaves no queue.
+#[test]
+fn a_waiter_on_several_keys_marks_the_key_but_joins_no_queue() {
+    let mut rig = rig();
+    let both = LockOptions::new("a", Duration::from_secs(10)).resources(["b"]);
+    rig.engine.acquire(rig.t0, &both, b"me").unwrap();
+    for c in rig.sent_commands().iter() {
+        assert_eq!(names(c), ["EVALSHA"]);
+        assert_eq!(tails(c, 5)[0], ["me", "10000", "2", "0", "0"], "the first attempt: no wait mode");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":0\r\n");
+    }
+    for (i, c) in rig.sent_commands().iter().enumerate() {
+        // Nodes 0 and 1 decided the round; node 2, pending then, is cleaned up.
+        let c = &c[usize::from(i == 2)..];
+        assert_eq!(names(c), ["SUBSCRIBE", "SUBSCRIBE", "EVALSHA"], "node {i}");
+        assert_eq!(tails(c, 5)[2], ["me", "10000", "2", "3", "0"], "node {i}: mark only");
+    }
+    let subscribed = |ch: &str| format!(">3\r\n$9\r\nsubscribe\r\n${}\r\n{ch}\r\n:1\r\n", ch.len()).into_bytes();
+    for i in 0..3 {
+        let mut bytes = if i == 2 { b":0\r\n".to_vec() } else { Vec::new() };
+        bytes.extend(subscribed("redlease:wake:a"));
+        bytes.extend(subscribed("redlease:wake:b"));
+        bytes.extend_from_slice(b":1\r\n");
+        rig.reply(rig.t0, i, &bytes);
+    }
+    let [Event::Acquired { lock, .. }] = rig.events()[..] else { panic!("granted") };
+    rig.sent_commands(); // the UNSUBSCRIBEs
+    rig.engine.release(rig.t0, lock).unwrap();
+    for c in rig.sent_commands().iter() {
+        assert_eq!(names(c), ["EVALSHA"]);
+        assert_eq!(tails(c, 5)[0], ["me", "0", "5000"], "no queue to leave");
+    }
+}

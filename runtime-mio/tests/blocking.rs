@@ -61,8 +61,9 @@ fn contention_is_reported_as_held_and_wait_times_out() {
         Err(Error::Acquire(AcquireError::WaitTimeout { last, .. })) if matches!(*last, AcquireError::Held { .. }) => {}
         other => panic!("expected WaitTimeout, got {other:?}"),
     }
-    // The holder's key is untouched by the failed attempts (cleanup only deletes our token).
-    assert_eq!(nodes[1].cmd(&["GET", "busy"]), held.token());
+    // The failed attempts (cleanup only deletes our token) left the holder's key its token,
+    // marked as waited for (`token:`) by the waiting attempts.
+    assert_eq!(nodes[1].cmd(&["GET", "busy"]), format!("{}:", held.token()));
     assert_eq!(held.release().unwrap().outcome, ReleaseOutcome::Released);
     b.try_lock("busy", TTL).unwrap().release().unwrap();
 }

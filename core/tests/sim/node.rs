@@ -99,6 +99,9 @@ struct Entry {
     expires: Option<i64>,
     /// When the current value was written (global time).
     since: Time,
+    /// A waiter was refused by this value: the real scripts append `:` to it (modelled as a
+    /// flag, so that `value` stays the holder's token for the checker).
+    marked: bool,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +132,8 @@ pub(crate) struct NodeStats {
     pub(crate) commands: u64,
     pub(crate) noscript: u64,
     pub(crate) evals: u64,
+    /// Keys deleted by a release that nobody had waited for (no mark): nothing published.
+    pub(crate) quiet_releases: u64,
 }
 
 type Key = (u32, Vec<u8>);
@@ -370,13 +375,13 @@ impl Node {
         match self.data.get_mut(&k) {
             Some(e) if e.value == value => e.expires = expires,
             Some(e) => {
-                let old = std::mem::replace(e, Entry { value: value.to_vec(), expires, since: now });
+                let old = std::mem::replace(e, Entry { value: value.to_vec(), expires, since: now, marked: false });
                 if lock_key {
                     self.history.push(Segment { db, key: key.to_vec(), token: old.value, from: old.since, to: now });
                 }
             }
             None => {
-                self.data.insert(k, Entry { value: value.to_vec(), expires, since: now });
+                self.data.insert(k, Entry { value: value.to_vec(), expires, since: now, marked: false });
             }
         }
     }
@@ -582,19 +587,26 @@ impl Node {
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("acquire: the TTL must be a positive integer")?;
         let n = parse_int(n).filter(|&n| n >= 1 && n as usize <= keys.len()).ok_or("acquire: bad lock key count")?;
         parse_int(queue_ttl)
-            .filter(|&t| t > 0 || queue.as_slice() == b"0")
+            .filter(|&t| t > 0 || matches!(queue.as_slice(), b"0" | b"3"))
             .ok_or("acquire: the queue TTL must be a positive integer")?;
         let (locks, fences) = keys.split_at(n as usize);
         if locks.iter().any(|k| !self.is_lock_key(k)) || fences.iter().any(|k| self.is_lock_key(k)) {
             return Err("acquire: lock and fence keys mixed up".into());
         }
-        let queue = match queue.as_slice() {
-            b"0" => None,
-            b"1" | b"2" if n == 1 => Some(queue[0] == b'2'),
-            _ => return Err("acquire: bad queue mode (or a queue for a lock of several keys)".into()),
+        let (mark, queue) = match queue.as_slice() {
+            b"0" => (false, None),
+            b"1" | b"2" if n == 1 => (true, Some(queue[0] == b'2')),
+            b"3" => (true, None),
+            _ => return Err("acquire: bad wait mode (or a queue for a lock of several keys)".into()),
         };
         let key = (db, locks[0].clone());
-        if locks.iter().any(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())) {
+        if let Some(refused) = locks.iter().find(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())) {
+            if mark {
+                // The script marks the first key that refuses, keeping its TTL.
+                if let Some(e) = self.data.get_mut(&(db, refused.clone())) {
+                    e.marked = true;
+                }
+            }
             if let Some(front) = queue {
                 let q = self.queues.entry(key).or_default();
                 let at = q.iter().position(|t| t == token);
@@ -664,8 +676,14 @@ impl Node {
             if leave {
                 self.leave_queue(&key, token);
             }
+            let marked = self.data.get(&key).is_some_and(|e| e.marked);
             if self.get(db, k) == Some(token.as_slice()) && self.del(now, db, k) {
                 d += 1;
+                if !marked {
+                    // Nobody waited: compare-and-delete only.
+                    self.stats.quiet_releases += 1;
+                    continue;
+                }
                 let mut next = Vec::new();
                 if let Some(q) = self.queues.get_mut(&key) {
                     if q.front().is_some_and(|head| head != token) {
@@ -677,6 +695,10 @@ impl Node {
                 }
                 if !next.is_empty() {
                     self.set(now, db, k, &next, Some(reserve));
+                    // The reservation stays marked: other waiters may still listen.
+                    if let Some(e) = self.data.get_mut(&key) {
+                        e.marked = true;
+                    }
                 }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();
                 self.published.push((channel, [token.as_slice(), b":", &next].concat()));

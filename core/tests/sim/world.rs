@@ -104,6 +104,8 @@ pub(crate) struct Stats {
     /// Release messages sent to subscribers, and dropped on purpose.
     pub(crate) published: u64,
     pub(crate) publish_dropped: u64,
+    /// Keys deleted by releases nobody waited for, which published nothing.
+    pub(crate) quiet_releases: u64,
     pub(crate) liveness_checked: bool,
 }
 
@@ -128,6 +130,7 @@ impl Stats {
         self.events += o.events;
         self.published += o.published;
         self.publish_dropped += o.publish_dropped;
+        self.quiet_releases += o.quiet_releases;
     }
 }
 
@@ -871,6 +874,7 @@ impl World {
         for n in &mut self.nodes {
             n.finish(self.end);
             self.stats.noscript += n.stats.noscript;
+            self.stats.quiet_releases += n.stats.quiet_releases;
         }
         let histories: Vec<&[Segment]> = self.nodes.iter().map(|n| n.history.as_slice()).collect();
         let dbs = vec![self.sc.db; self.sc.nodes];

@@ -91,9 +91,27 @@ fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
         .collect()
 }
 
-/// Nodes where `key` holds `token`.
+/// Nodes where `key` holds `token` (marked as waited for, `token:`, or not).
 fn holding(cluster: &Cluster, key: &str, token: &str) -> usize {
-    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(token)).count()
+    let is_ours = |v: &str| v.strip_suffix(':').unwrap_or(v) == token;
+    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.as_deref().is_some_and(is_ours)).count()
+}
+
+/// How many `PUBLISH` calls each node has run (scripts' included), from `INFO commandstats`.
+fn publishes(cluster: &Cluster) -> Vec<u64> {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let info = match n.conn().and_then(|mut c| c.cmd(&["INFO", "commandstats"])) {
+                Ok(Reply::Bulk(Some(info))) => String::from_utf8_lossy(&info).into_owned(),
+                other => panic!("node {}: INFO commandstats: {other:?}", n.index()),
+            };
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_publish:calls="))
+                .map_or(0, |rest| rest.split(',').next().and_then(|c| c.parse().ok()).unwrap_or(0))
+        })
+        .collect()
 }
 
 /// Nodes where `key` exists.
@@ -274,7 +292,6 @@ pub fn contention<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
-/// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
 /// `a` takes `spec`'s resource; `b` waits for it (a task of its own) until it is subscribed on
 /// every node and its attempt behind the subscription was refused: from then on it sleeps its
 /// retry delay unless a release message wakes it.
@@ -298,6 +315,7 @@ async fn held_with_a_waiter<S: Subject>(
     (guard, waiter)
 }
 
+/// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
 fn subscribers(cluster: &Cluster, channel: &str) -> i64 {
     cluster
         .nodes()
@@ -329,8 +347,35 @@ pub fn wake_on_release<S: Subject>() {
         let ttl = Duration::from_secs(30);
         let channel = "redlease:wake:handoff";
         let spec = LockSpec::new("handoff", ttl).wait(Duration::from_secs(20));
+
+        // Nobody waits: the release is a plain compare-and-delete and announces nothing.
+        let before = publishes(&cluster);
+        let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
+        let token = S::token(&guard);
+        let unmarked = values(&cluster, "handoff").into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*token));
+        assert_eq!(unmarked.count(), 3, "[{}] nobody waited: no mark", S::NAME);
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        assert_eq!(publishes(&cluster), before, "[{}] an uncontended release published", S::NAME);
+
         for round in 0..3 {
             let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
+            // The waiter's refused attempt marked the holder's key on every node and left its
+            // expiry alone.
+            let marked = format!("{}:", S::token(&guard));
+            eventually::<S>(Duration::from_secs(3), "the holder's key marked on every node", || {
+                values(&cluster, "handoff")
+                    .iter()
+                    .all(|v| v.as_ref().is_some_and(|(v, _)| v.as_deref() == Some(&*marked)))
+            })
+            .await;
+            for (i, v) in values(&cluster, "handoff").into_iter().enumerate() {
+                let (_, pttl) = v.unwrap_or_else(|| panic!("node {i} is up"));
+                assert!(
+                    pttl > 0 && pttl <= ttl.as_millis() as i64,
+                    "[{}] round {round}, node {i}: PTTL {pttl}",
+                    S::NAME
+                );
+            }
             let released = Instant::now();
             assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
             let second = ok::<S, _>(waiter.await, "waiter after the release");
@@ -357,6 +402,19 @@ pub fn wake_on_release<S: Subject>() {
         assert!(freed.elapsed() < Duration::from_secs(12), "[{}] fallback took {:?}", S::NAME, freed.elapsed());
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
         assert_ne!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "a's keys were deleted");
+
+        // A waiter on several resources marks the key that refused it (it joins no queue) and
+        // is woken by that key's release just the same.
+        let both = LockSpec::new("handoff", ttl).and("handoff:b").wait(Duration::from_secs(20));
+        let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &both).await;
+        assert_eq!(holding(&cluster, "handoff", &S::token(&guard)), 3);
+        assert_eq!(queue_lengths(&cluster, "redlease:queue:handoff"), [0, 0, 0], "[{}] no queue", S::NAME);
+        let released = Instant::now();
+        assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        let second = ok::<S, _>(waiter.await, "waiter on two resources after the release");
+        let took = released.elapsed();
+        assert!(took < Duration::from_secs(2), "[{}] two resources: the handoff took {took:?}", S::NAME);
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
     });
     cluster.assert_no_leaks();
 }

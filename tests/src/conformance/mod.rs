@@ -37,7 +37,7 @@
 //! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords are `Misconfigured`, refused extensions count the refusals |
 //! | [`failed_links_are_reset`] | a connection the engine fails (garbage from the "server") is closed with a reset |
 //! | [`health_view`] | of five nodes one refuses the password and one is killed: the health view names both with their kind, 3 usable, no fault tolerance left, RTTs for the rest, no password anywhere; after the fix every node is ready and 2 may fail |
-//! | [`wake_on_release`] | with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it); keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |
+//! | [`wake_on_release`] | a release nobody waits for publishes nothing; a waiter's refused attempt marks the holder's key (`token:`, expiry untouched); with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it), also one waiting on two resources; keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |
 //! | [`waiters_in_order`] | two waiters with a 5 s retry delay are served in the order they queued, each within 2 s of the release before (the release names the next waiter and reserves the key for it: the releaser's own next call is refused); no queue is left |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 

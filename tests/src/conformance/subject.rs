@@ -85,12 +85,14 @@ pub struct LockSpec {
     pub attempts: Option<u32>,
     /// Overall wait bound (`.wait(d)`): retry until it passes, then fail with `WaitTimeout`.
     pub wait: Option<Duration>,
+    /// More resources locked together with `resource` (`.resources(..)`).
+    pub also: Vec<String>,
 }
 
 impl LockSpec {
     /// `lock(resource, ttl)`: the client's retry schedule.
     pub fn new(resource: &str, ttl: Duration) -> LockSpec {
-        LockSpec { resource: resource.to_owned(), ttl, fencing: false, attempts: None, wait: None }
+        LockSpec { resource: resource.to_owned(), ttl, fencing: false, attempts: None, wait: None, also: Vec::new() }
     }
 
     /// `try_lock`: exactly one attempt.
@@ -105,6 +107,12 @@ impl LockSpec {
         self
     }
 
+    /// Also lock `resource`, all together.
+    pub fn and(mut self, resource: &str) -> LockSpec {
+        self.also.push(resource.to_owned());
+        self
+    }
+
     /// Ask for a fencing token.
     pub fn fencing(mut self) -> LockSpec {
         self.fencing = true;
@@ -113,7 +121,8 @@ impl LockSpec {
 
     /// The [`LockOptions`] every adapter's `lock_with` takes.
     pub fn options(&self) -> LockOptions {
-        let mut options = LockOptions::new(self.resource.as_str(), self.ttl).fencing(self.fencing);
+        let mut options =
+            LockOptions::new(self.resource.as_str(), self.ttl).resources(&self.also).fencing(self.fencing);
         if let Some(n) = self.attempts {
             options = options.attempts(n);
         }
