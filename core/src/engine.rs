@@ -308,8 +308,8 @@ impl Engine {
     // ----- commands ------------------------------------------------------------------------
 
     /// Start acquiring `options.resources` with `token` (the caller's unique value for this
-    /// acquisition, e.g. 20 random bytes hex-encoded): the first attempt goes to every
-    /// connected node at once.
+    /// acquisition, e.g. 20 random bytes hex-encoded; it may not contain `:`, see
+    /// [`Misuse::ColonInToken`]): the first attempt goes to every connected node at once.
     ///
     /// The outcome arrives as [`Event::Acquired`] or [`Event::AcquireFailed`]. Nodes that are
     /// down count as failed at once.

@@ -359,22 +359,20 @@ pub fn wake_on_release<S: Subject>() {
 
         for round in 0..3 {
             let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
-            // The waiter's refused attempt marked the holder's key on every node and left its
-            // expiry alone.
+            // The waiter's refused attempt marked the holder's key and left its expiry alone, on
+            // a quorum of nodes at least: the holder's lock call returned at a quorum, and a node
+            // that ran the waiter's first `SET NX` before the holder's has no key of the holder.
             let marked = format!("{}:", S::token(&guard));
-            eventually::<S>(Duration::from_secs(3), "the holder's key marked on every node", || {
-                values(&cluster, "handoff")
-                    .iter()
-                    .all(|v| v.as_ref().is_some_and(|(v, _)| v.as_deref() == Some(&*marked)))
+            let quorum = cluster.len() / 2 + 1;
+            eventually::<S>(Duration::from_secs(3), "the holder's key marked on a quorum of nodes", || {
+                let values = values(&cluster, "handoff");
+                values.iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*marked)).count() >= quorum
             })
             .await;
             for (i, v) in values(&cluster, "handoff").into_iter().enumerate() {
-                let (_, pttl) = v.unwrap_or_else(|| panic!("node {i} is up"));
-                assert!(
-                    pttl > 0 && pttl <= ttl.as_millis() as i64,
-                    "[{}] round {round}, node {i}: PTTL {pttl}",
-                    S::NAME
-                );
+                let (value, pttl) = v.unwrap_or_else(|| panic!("node {i} is up"));
+                let intact = value.is_none() || (pttl > 0 && pttl <= ttl.as_millis() as i64);
+                assert!(intact, "[{}] round {round}, node {i}: PTTL {pttl}", S::NAME);
             }
             let released = Instant::now();
             assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
