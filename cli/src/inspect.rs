@@ -167,8 +167,10 @@ fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeS
     let value = c.get(key).map_err(|e| e.to_string())?;
     let pttl = c.pttl(key).map_err(|e| e.to_string())?;
     let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
-    let waited_for = value.as_deref().is_some_and(|v| v.ends_with(':'));
-    let holder = value.map(|v| if waited_for { v[..v.len() - 1].to_owned() } else { v });
+    let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
+        Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
+        None => (None, false),
+    };
     Ok(NodeState { holder, waited_for, pttl, fence, rtt })
 }
 

@@ -734,9 +734,9 @@ impl Engine {
     /// release of a marked key announces itself: a release is then either seen by that
     /// attempt or announced to us afterwards, with no window in between. (A key that expires
     /// instead, and is taken and released by a newcomer before our next attempt, goes
-    /// unannounced: the jittered retry covers it, as it covers a lost message.) A later failure waits for its jittered delay,
-    /// cut short when release messages of a quorum were heard (see
-    /// [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
+    /// unannounced: the jittered retry covers it, as it covers a lost message.) A later
+    /// failure waits for its jittered delay, cut short when release messages of a quorum were
+    /// heard (see [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
         let retry = self.config.retry;
         let mut delay = self.rng.between(retry.min_delay, retry.max_delay);

@@ -224,6 +224,18 @@ pub fn token_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Read a lock key's value as the scripts write it: the holder's token, and whether a refused
+/// waiter marked it as waited for (the token followed by `:`; tokens never contain `:`).
+///
+/// For tools that inspect the nodes (`redlease status`, tests); the engine itself never reads
+/// a value back.
+pub fn holder_of(value: &str) -> (&str, bool) {
+    match value.strip_suffix(char::from(scripts::WAITED)) {
+        Some(token) => (token, true),
+        None => (value, false),
+    }
+}
+
 /// The Lua sources of the four scripts, in the order of [`script_digests`].
 pub fn script_sources() -> [&'static str; 4] {
     [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE]
@@ -235,5 +247,11 @@ mod token_tests {
     fn token_hex_is_lowercase_two_chars_per_byte() {
         assert_eq!(super::token_hex(&[0x00, 0xff, 0x1a, 0x09]), "00ff1a09");
         assert_eq!(super::token_hex(&[]), "");
+    }
+
+    #[test]
+    fn holder_of_strips_the_waiters_mark() {
+        assert_eq!(super::holder_of("00ff"), ("00ff", false));
+        assert_eq!(super::holder_of("00ff:"), ("00ff", true));
     }
 }

@@ -93,7 +93,7 @@ fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
 
 /// Nodes where `key` holds `token` (marked as waited for, `token:`, or not).
 fn holding(cluster: &Cluster, key: &str, token: &str) -> usize {
-    let is_ours = |v: &str| v.strip_suffix(':').unwrap_or(v) == token;
+    let is_ours = |v: &str| redlease_core::holder_of(v).0 == token;
     values(cluster, key).into_iter().flatten().filter(|(v, _)| v.as_deref().is_some_and(is_ours)).count()
 }
 

@@ -829,7 +829,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                         let counter = conn.as_mut().and_then(|c| c.get(fence_key).ok().flatten());
                         let value = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten());
                         // A waiter's refused attempt marks the value: `token:`.
-                        let kept = value.is_some_and(|v| v.strip_suffix(':').unwrap_or(&v) == token.as_str());
+                        let kept = value.is_some_and(|v| redlease_core::holder_of(&v).0 == token.as_str());
                         (counter.and_then(|v| v.parse::<u64>().ok()), kept)
                     })
                 })
