@@ -72,6 +72,11 @@ pub struct Driver<R: Runtime> {
     plain: Vec<u8>,
     /// The driver yielded once since new commands arrived, before writing them.
     yielded: bool,
+    /// Engine events routed to callers since new commands were last written: roughly, the
+    /// callers answered that may be about to send their next command.
+    answered: usize,
+    /// Commands taken since new commands were last written.
+    taken: usize,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -94,6 +99,8 @@ impl<R: Runtime> Driver<R> {
             buf: vec![0; READ_BUF].into_boxed_slice(),
             plain: Vec::new(),
             yielded: false,
+            answered: 0,
+            taken: 0,
         };
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the channel's only sender.
@@ -108,24 +115,31 @@ impl<R: Runtime> Driver<R> {
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..PASSES_PER_POLL {
             let now = Instant::now();
-            let commands = self.poll_commands(cx, now);
-            let mut progress = commands;
+            let taken = self.poll_commands(cx, now);
+            self.taken += taken;
+            let mut progress = taken > 0;
             progress |= self.poll_nodes(cx, now);
             if self.engine.poll_timeout().is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
             progress |= self.sync_links(now);
             progress |= self.deliver_events(now);
-            if commands && !self.yielded {
-                // Let the callers that are runnable now queue their commands too, so that one
-                // write per node carries them all: yield once before writing new commands.
-                // On a multi-thread executor the caller that woke the driver is often the only
-                // one that ran, and writing at once costs every server a read per command.
+            if taken > 0 && !self.yielded && self.answered > self.taken {
+                // Other callers were answered since the last write and have not sent their
+                // next command yet: let them queue it, so that one write per node carries them
+                // all (yield once). On a multi-thread executor the caller that woke the driver
+                // is often the only one that ran, and writing at once costs every server a
+                // read per command. A lone caller is not made to wait: the yield would hand
+                // the driver to another worker thread, which costs a wake-up and a sleep on
+                // each side of every command.
                 self.yielded = true;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
             self.yielded = false;
+            if self.taken > 0 {
+                (self.answered, self.taken) = (0, 0);
+            }
             progress |= self.flush(cx, now);
             progress |= self.deliver_events(now);
             if self.stopping && self.engine.active_locks() == 0 {
@@ -174,13 +188,14 @@ impl<R: Runtime> Driver<R> {
         while self.commands.try_recv().is_ok() {}
     }
 
-    fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let mut progress = false;
+    /// Take and apply the commands that have arrived; returns how many.
+    fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> usize {
+        let mut taken = 0;
         for _ in 0..COMMANDS_PER_PASS {
             match self.commands.as_mut().poll_next(cx) {
                 Poll::Ready(Some(command)) => {
                     self.apply(now, command);
-                    progress = true;
+                    taken += 1;
                 }
                 Poll::Ready(None) => {
                     self.stopping = true;
@@ -189,7 +204,7 @@ impl<R: Runtime> Driver<R> {
                 Poll::Pending => break,
             }
         }
-        progress
+        taken
     }
 
     fn apply(&mut self, now: Instant, command: Command) {
@@ -390,6 +405,7 @@ impl<R: Runtime> Driver<R> {
         let mut progress = false;
         while let Some(event) = self.engine.poll_event() {
             progress = true;
+            self.answered += 1;
             self.router.route(&mut self.engine, now, event);
         }
         progress
