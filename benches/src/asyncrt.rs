@@ -414,10 +414,10 @@ async fn handoff_loop<L: AsyncLocker, E: Exec>(locker: &mut L, exec: E, hold: Du
 async fn sequential<L: AsyncLocker>(locker: &mut L, plan: SeqPlan) -> Result<Sequential, String> {
     let (mut cycle, mut acquire, mut release) =
         (Samples::with_capacity(plan.cycles), Samples::with_capacity(plan.cycles), Samples::with_capacity(plan.cycles));
-    let mut mark = crate::server::Mark::now();
+    let (mut mark, mut client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
     for i in 0..plan.warmup + plan.cycles {
         if i == plan.warmup {
-            mark = crate::server::Mark::now();
+            (mark, client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
         }
         let t0 = Instant::now();
         let held = locker.acquire(keys::SEQUENTIAL).await.map_err(|e| format!("cycle {i}: acquire: {e}"))?;
@@ -435,6 +435,7 @@ async fn sequential<L: AsyncLocker>(locker: &mut L, plan: SeqPlan) -> Result<Seq
         acquire: acquire.into_dist(),
         release: release.into_dist(),
         server_cpu: mark.since(),
+        client: crate::cpu::ClientUse::since(client),
         cycles: plan.cycles as u64,
     })
 }

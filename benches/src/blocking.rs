@@ -92,10 +92,10 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
             Samples::with_capacity(plan.cycles),
             Samples::with_capacity(plan.cycles),
         );
-        let mut mark = crate::server::Mark::now();
+        let (mut mark, mut client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
         for i in 0..plan.warmup + plan.cycles {
             if i == plan.warmup {
-                mark = crate::server::Mark::now();
+                (mark, client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
             }
             let t0 = Instant::now();
             let held = locker.acquire(keys::SEQUENTIAL).map_err(|e| format!("cycle {i}: acquire: {e}"))?;
@@ -113,6 +113,7 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
             acquire: acquire.into_dist(),
             release: release.into_dist(),
             server_cpu: mark.since(),
+            client: crate::cpu::ClientUse::since(client),
             cycles: plan.cycles as u64,
         })
     }

@@ -1,6 +1,6 @@
-//! Client CPU time from `getrusage(RUSAGE_SELF)`.
+//! Client CPU time and thread sleeps from `getrusage(RUSAGE_SELF)`.
 //!
-//! The `redis-server` processes are separate processes, so this is the client's CPU time only
+//! The `redis-server` processes are separate processes, so this is the client's use only
 //! (every thread of the benchmark process: the subject's runtime, driver and lockers). Take it
 //! right before and right after the measured window: the harness's own set-up stays out.
 
@@ -9,8 +9,46 @@ use std::time::Duration;
 /// User plus system CPU time used so far by every thread of this process.
 pub fn process_cpu_time() -> Duration {
     let usage = rusage();
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1_000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn tv(t: libc::timeval) -> Duration {
+    Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1_000)
+}
+
+/// What the client process has used: CPU time, and how often one of its threads went to
+/// sleep (voluntary context switches: a thread blocked in `epoll_wait`, a futex, a read).
+/// Each sleep is a wake-up some other thread or the kernel must pay for later, so sleeps per
+/// cycle count the hand-offs between threads a client makes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientUse {
+    /// User plus system CPU time.
+    pub cpu: Duration,
+    /// Voluntary context switches.
+    pub sleeps: u64,
+}
+
+impl ClientUse {
+    /// The process's use so far.
+    pub fn now() -> ClientUse {
+        let usage = rusage();
+        ClientUse { cpu: tv(usage.ru_utime) + tv(usage.ru_stime), sleeps: usage.ru_nvcsw.max(0) as u64 }
+    }
+
+    /// The use since `earlier`, a reading taken with [`ClientUse::now`].
+    pub fn since(earlier: ClientUse) -> ClientUse {
+        let now = ClientUse::now();
+        ClientUse { cpu: now.cpu.saturating_sub(earlier.cpu), sleeps: now.sleeps.saturating_sub(earlier.sleeps) }
+    }
+}
+
+impl std::ops::Add for ClientUse {
+    type Output = ClientUse;
+
+    /// Both sums of two windows.
+    fn add(self, other: ClientUse) -> ClientUse {
+        ClientUse { cpu: self.cpu + other.cpu, sleeps: self.sleeps + other.sleeps }
+    }
 }
 
 #[allow(unsafe_code)]
@@ -39,5 +77,12 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(process_cpu_time() > before);
+    }
+
+    #[test]
+    fn a_sleep_is_counted() {
+        let before = ClientUse::now();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(ClientUse::since(before).sleeps >= 1);
     }
 }

@@ -53,6 +53,7 @@ impl Subject for Embedded {
             release: Samples::with_capacity(plan.cycles),
             error: None,
             mark: crate::server::Mark::now(),
+            client: crate::cpu::ClientUse::now(),
         };
         host.run(1, None, false, &mut ctl)?;
         if let Some(e) = ctl.error {
@@ -63,6 +64,7 @@ impl Subject for Embedded {
             acquire: ctl.acquire.into_dist(),
             release: ctl.release.into_dist(),
             server_cpu: ctl.mark.since(),
+            client: crate::cpu::ClientUse::since(ctl.client),
             cycles: plan.cycles as u64,
         })
     }
@@ -107,6 +109,7 @@ impl Subject for Embedded {
             release: Samples::default(),
             error: None,
             mark: crate::server::Mark::now(),
+            client: crate::cpu::ClientUse::now(),
         };
         if plan.warmup > 0 {
             host.run(1, None, false, &mut warm)?;
@@ -320,6 +323,8 @@ struct Seq {
     error: Option<String>,
     /// Server CPU when the first recorded cycle started (taken as the warm-up ends).
     mark: crate::server::Mark,
+    /// The client's use at the same moment.
+    client: crate::cpu::ClientUse,
 }
 
 impl Control for Seq {
@@ -337,6 +342,7 @@ impl Control for Seq {
         self.finished += 1;
         if self.finished == self.warmup {
             self.mark = crate::server::Mark::now();
+            self.client = crate::cpu::ClientUse::now();
         }
     }
 

@@ -61,7 +61,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             Role::Floor,
             "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, decide at the first N/2+1 replies (late ones skipped before the next round); EVALSHA release likewise",
             PER_LOCKER,
-            TokioFloor { early: true },
+            TokioFloor { early: true, multi_thread: false },
         )),
         Box::new(Blocking::new(
             "floor-mio",
@@ -75,7 +75,14 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             Role::Floor,
             "floor-tokio reading all N replies of every round before deciding",
             PER_LOCKER,
-            TokioFloor { early: false },
+            TokioFloor { early: false, multi_thread: false },
+        )),
+        Box::new(Async::new(
+            "floor-tokio-mt",
+            Role::Floor,
+            "floor-tokio on a multi-thread runtime (one worker per core), lockers as tasks: the multi-thread runtime's own floor",
+            &[Scenario::Sequential],
+            TokioFloor { early: true, multi_thread: true },
         )),
         Box::new(Blocking::new(
             "floor-mio-all",
@@ -286,11 +293,13 @@ fn yes_votes(inbox: &[Inbox]) -> usize {
 
 // ----- floor-tokio -------------------------------------------------------------------------
 
-/// The async floor on a current-thread tokio runtime; `early`: decide at the quorum.
+/// The async floor on a tokio runtime; `early`: decide at the quorum.
 #[derive(Debug)]
 pub struct TokioFloor {
     /// Decide at the quorum (else read every reply).
     pub early: bool,
+    /// On a multi-thread runtime (else current-thread).
+    pub multi_thread: bool,
 }
 
 /// The URLs; every locker connects its own sockets.
@@ -306,7 +315,7 @@ impl AsyncTarget for TokioFloor {
     type Factory = FloorUrls;
 
     fn exec(&self) -> Result<TokioExec, String> {
-        TokioExec::current_thread()
+        if self.multi_thread { TokioExec::multi_thread() } else { TokioExec::current_thread() }
     }
 
     async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {

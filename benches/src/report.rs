@@ -211,7 +211,19 @@ fn sequential_section(r: &Results) -> String {
         "server CPU ÷ floor",
     ])
     .left(2);
-    let mut parts = Table::new(["subject", "acquire p50", "p90", "p99", "max", "release p50", "p90", "p99", "max"]);
+    let mut parts = Table::new([
+        "subject",
+        "acquire p50",
+        "p90",
+        "p99",
+        "max",
+        "release p50",
+        "p90",
+        "p99",
+        "max",
+        "client CPU/cycle",
+        "thread sleeps/cycle",
+    ]);
     for s in r.subjects.iter().filter(|s| s.scenarios.contains(&Scenario::Sequential)) {
         let Some(seq) = find(&r.sequential, &s.name, 0) else {
             let why = failed_cell(&r.sequential, &s.name, 0).unwrap_or_else(|| "not run".into());
@@ -246,10 +258,16 @@ fn sequential_section(r: &Results) -> String {
             lat(l.map(|l| l.p90)),
             lat(l.map(|l| l.p99)),
             lat(l.map(|l| l.max)),
+            lat(seq.client_cpu_per_cycle()),
+            seq.sleeps_per_cycle().map_or_else(|| "—".into(), |n| format!("{n:.1}")),
         ]);
     }
     out.push_str(&cycle.render());
-    out.push_str("\nAcquire alone and release alone:\n\n");
+    out.push_str(
+        "\nAcquire alone and release alone, and the client process's use per cycle: CPU time \
+         (getrusage, every thread) and thread sleeps (voluntary context switches, every thread: \
+         each is a wake-up paid for later, so this counts the hand-offs between threads):\n\n",
+    );
     out.push_str(&parts.render());
     out
 }

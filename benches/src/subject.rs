@@ -152,11 +152,23 @@ pub struct Sequential {
     pub release: Dist,
     /// The `redis-server` processes' CPU time over the recorded cycles, if readable.
     pub server_cpu: Option<Duration>,
+    /// The client process's CPU time and thread sleeps over the recorded cycles.
+    pub client: crate::cpu::ClientUse,
     /// Recorded cycles.
     pub cycles: u64,
 }
 
 impl Sequential {
+    /// Client CPU time per recorded cycle.
+    pub fn client_cpu_per_cycle(&self) -> Option<Duration> {
+        (self.cycles > 0).then(|| self.client.cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
+    }
+
+    /// Client thread sleeps (voluntary context switches) per recorded cycle.
+    pub fn sleeps_per_cycle(&self) -> Option<f64> {
+        (self.cycles > 0).then(|| self.client.sleeps as f64 / self.cycles as f64)
+    }
+
     /// Server CPU time per recorded cycle, summed over the nodes.
     pub fn server_cpu_per_cycle(&self) -> Option<Duration> {
         let cpu = self.server_cpu?;
@@ -170,6 +182,7 @@ impl Pooled for Sequential {
         self.acquire.merge(other.acquire);
         self.release.merge(other.release);
         self.server_cpu = sum(self.server_cpu, other.server_cpu);
+        self.client = self.client + other.client;
         self.cycles += other.cycles;
     }
 
