@@ -212,6 +212,10 @@ pub struct Plan {
     /// then falls on every subject's figures alike instead of on one subject's whole
     /// measurement, and the per-round ratios show how much one round can move.
     pub rounds: usize,
+    /// Rounds of the sequential measurement: more than [`Plan::rounds`], because its targets
+    /// are a few per cent while one round's ratio moves by ±15–25 % here, and a round costs
+    /// about a second per subject.
+    pub sequential_rounds: usize,
     /// Sequential cycles, per round.
     pub sequential: SeqPlan,
     /// Locker counts of the throughput scenario.
@@ -262,6 +266,7 @@ impl Plan {
                 nodes: 5,
                 ttl: Duration::from_secs(10),
                 rounds: 5,
+                sequential_rounds: 15,
                 sequential: SeqPlan { warmup: 200, cycles: 800 },
                 lockers: vec![1, 16, 256],
                 throughput: LoadPlan { warmup: Duration::from_millis(300), window: Duration::from_secs(1) },
@@ -288,6 +293,7 @@ impl Plan {
                 nodes: 5,
                 ttl: Duration::from_secs(10),
                 rounds: 2,
+                sequential_rounds: 2,
                 sequential: SeqPlan { warmup: 10, cycles: 30 },
                 lockers: vec![1, 16, 256],
                 throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(30) },

@@ -190,7 +190,7 @@ fn sequential_section(r: &Results) -> String {
          together), per cycle.\n\n",
         p.nodes,
         p.ttl.as_secs(),
-        p.rounds,
+        p.sequential_rounds,
         p.sequential.warmup,
         p.sequential.cycles,
         floor_for(r, Style::Async).unwrap_or("—"),

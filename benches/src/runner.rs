@@ -51,7 +51,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
         .iter()
         .map(|&sc| {
             let points = match sc {
-                Scenario::Sequential => plan.rounds,
+                Scenario::Sequential => plan.sequential_rounds,
                 Scenario::Throughput => plan.lockers.len() * plan.rounds,
                 Scenario::Scaling => plan.scaling_nodes.len(),
                 Scenario::Handoff => plan.handoff.contenders.len(),
@@ -69,7 +69,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
             // the others measure one subject after another.
             Scenario::Sequential => {
                 results.sequential = progress.rounds(
-                    plan.rounds,
+                    plan.sequential_rounds,
                     &taking,
                     0,
                     "sequential",
