@@ -8,8 +8,7 @@ use std::time::Duration;
 
 /// User plus system CPU time used so far by every thread of this process.
 pub fn process_cpu_time() -> Duration {
-    let usage = rusage();
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    ClientUse::now().cpu
 }
 
 fn tv(t: libc::timeval) -> Duration {

@@ -206,15 +206,16 @@ pub struct Plan {
     pub nodes: usize,
     /// TTL of every lock.
     pub ttl: Duration,
-    /// Rounds of the sequential and throughput measurements. Each round measures every
-    /// subject once (a fresh cluster each time), in an order rotated by one subject per round;
-    /// a subject's rounds are pooled into its figures. A noisy spell on this shared machine
-    /// then falls on every subject's figures alike instead of on one subject's whole
-    /// measurement, and the per-round ratios show how much one round can move.
+    /// Rounds of the throughput measurement (the sequential one has
+    /// [`Plan::sequential_rounds`]). Each round measures every subject once (a fresh cluster
+    /// each time), in an order rotated by one subject per round; a subject's rounds are pooled
+    /// into its figures. A noisy spell on this shared machine then falls on every subject's
+    /// figures alike instead of on one subject's whole measurement, and the per-round ratios
+    /// show how much one round can move.
     pub rounds: usize,
-    /// Rounds of the sequential measurement: more than [`Plan::rounds`], because its targets
-    /// are a few per cent while one round's ratio moves by ±15–25 % here, and a round costs
-    /// about a second per subject.
+    /// Rounds of the sequential measurement, taken like [`Plan::rounds`] but more of them:
+    /// its targets are a few per cent while one round's ratio moves by ±15–25 % here, and a
+    /// round costs about half a second per subject.
     pub sequential_rounds: usize,
     /// Sequential cycles, per round.
     pub sequential: SeqPlan,
