@@ -9,6 +9,7 @@ use crate::load::{LoadState, Turns, keys};
 use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
+use crate::turns::SeqRecorder;
 
 /// How to set up one blocking subject.
 pub trait BlockingTarget: Send + Sync + 'static {
@@ -87,35 +88,16 @@ impl<T: BlockingTarget> Subject for Blocking<T> {
     fn sequential(&self, urls: &[String], common: Common, plan: SeqPlan) -> Result<Sequential, String> {
         let factory = self.target.connect(urls, common.ttl)?;
         let mut locker = factory.locker()?;
-        let (mut cycle, mut acquire, mut release) = (
-            Samples::with_capacity(plan.cycles),
-            Samples::with_capacity(plan.cycles),
-            Samples::with_capacity(plan.cycles),
-        );
-        let (mut mark, mut client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
-        for i in 0..plan.warmup + plan.cycles {
-            if i == plan.warmup {
-                (mark, client) = (crate::server::Mark::now(), crate::cpu::ClientUse::now());
-            }
+        let mut rec = SeqRecorder::new(plan);
+        while rec.begin() {
             let t0 = Instant::now();
-            let held = locker.acquire(keys::SEQUENTIAL).map_err(|e| format!("cycle {i}: acquire: {e}"))?;
+            let held = locker.acquire(rec.key()).map_err(|e| format!("cycle {}: acquire: {e}", rec.index()))?;
             let t1 = Instant::now();
-            locker.release(held).map_err(|e| format!("cycle {i}: release: {e}"))?;
+            locker.release(held).map_err(|e| format!("cycle {}: release: {e}", rec.index()))?;
             let t2 = Instant::now();
-            if i >= plan.warmup {
-                cycle.push(t2 - t0);
-                acquire.push(t1 - t0);
-                release.push(t2 - t1);
-            }
+            rec.end(t1 - t0, t2 - t1);
         }
-        Ok(Sequential {
-            cycle: cycle.into_dist(),
-            acquire: acquire.into_dist(),
-            release: release.into_dist(),
-            server_cpu: mark.since(),
-            client: crate::cpu::ClientUse::since(client),
-            cycles: plan.cycles as u64,
-        })
+        Ok(rec.finish())
     }
 
     fn throughput(

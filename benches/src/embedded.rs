@@ -13,6 +13,7 @@ use crate::load::{LoadState, Window, keys};
 use crate::plan::{CONTENDED_WAIT, LoadPlan, Scenario, SeqPlan, StallPlan};
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+use crate::turns::SeqRecorder;
 
 /// Bound on connecting before a measurement.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,29 +45,12 @@ impl Subject for Embedded {
 
     fn sequential(&self, urls: &[String], common: Common, plan: SeqPlan) -> Result<Sequential, String> {
         let mut host = Host::connect(urls, common.ttl)?;
-        let mut ctl = Seq {
-            total: plan.warmup + plan.cycles,
-            warmup: plan.warmup,
-            finished: 0,
-            cycle: Samples::with_capacity(plan.cycles),
-            acquire: Samples::with_capacity(plan.cycles),
-            release: Samples::with_capacity(plan.cycles),
-            error: None,
-            mark: crate::server::Mark::now(),
-            client: crate::cpu::ClientUse::now(),
-        };
+        let mut ctl = Seq { rec: SeqRecorder::new(plan), error: None };
         host.run(1, None, false, &mut ctl)?;
-        if let Some(e) = ctl.error {
-            return Err(e);
+        match ctl.error {
+            Some(e) => Err(e),
+            None => Ok(ctl.rec.finish()),
         }
-        Ok(Sequential {
-            cycle: ctl.cycle.into_dist(),
-            acquire: ctl.acquire.into_dist(),
-            release: ctl.release.into_dist(),
-            server_cpu: ctl.mark.since(),
-            client: crate::cpu::ClientUse::since(ctl.client),
-            cycles: plan.cycles as u64,
-        })
     }
 
     fn throughput(
@@ -100,17 +84,7 @@ impl Subject for Embedded {
         stall: &mut dyn FnMut(usize),
     ) -> Result<Vec<StallLevel>, String> {
         let mut host = Host::connect(urls, common.ttl)?;
-        let mut warm = Seq {
-            total: plan.warmup,
-            warmup: plan.warmup,
-            finished: 0,
-            cycle: Samples::default(),
-            acquire: Samples::default(),
-            release: Samples::default(),
-            error: None,
-            mark: crate::server::Mark::now(),
-            client: crate::cpu::ClientUse::now(),
-        };
+        let mut warm = Seq { rec: SeqRecorder::new(SeqPlan::alone(plan.warmup, 0)), error: None };
         if plan.warmup > 0 {
             host.run(1, None, false, &mut warm)?;
         }
@@ -312,46 +286,28 @@ impl Host {
     }
 }
 
-/// Sequential cycles: stop after `total`, record after `warmup`.
+/// Sequential cycles, as the recorder counts and records them.
 struct Seq {
-    total: usize,
-    warmup: usize,
-    finished: usize,
-    cycle: Samples,
-    acquire: Samples,
-    release: Samples,
+    rec: SeqRecorder,
     error: Option<String>,
-    /// Server CPU when the first recorded cycle started (taken as the warm-up ends).
-    mark: crate::server::Mark,
-    /// The client's use at the same moment.
-    client: crate::cpu::ClientUse,
 }
 
 impl Control for Seq {
     fn key(&mut self, _: usize) -> String {
-        keys::SEQUENTIAL.to_owned()
+        self.rec.begin();
+        self.rec.key().to_owned()
     }
 
     fn done(&mut self, _: usize, acquire: Duration, release: Option<Duration>) {
-        if self.finished >= self.warmup {
-            let release = release.unwrap_or_default();
-            self.cycle.push(acquire + release);
-            self.acquire.push(acquire);
-            self.release.push(release);
-        }
-        self.finished += 1;
-        if self.finished == self.warmup {
-            self.mark = crate::server::Mark::now();
-            self.client = crate::cpu::ClientUse::now();
-        }
+        self.rec.end(acquire, release.unwrap_or_default());
     }
 
     fn failed(&mut self, _: usize, error: String) {
-        self.error.get_or_insert(format!("cycle {}: {error}", self.finished));
+        self.error.get_or_insert(format!("cycle {}: {error}", self.rec.index()));
     }
 
     fn go_on(&mut self, _: Instant) -> bool {
-        self.error.is_none() && self.finished < self.total
+        self.error.is_none() && self.rec.more()
     }
 
     fn deadline(&self) -> Option<Instant> {

@@ -3,7 +3,9 @@
 //! The library behind the `runtimes` bench target (`benches/runtimes.rs`). One run measures,
 //! always against real `redis-server` processes started by [`redlease_cluster::Cluster`]:
 //!
-//! 1. **sequential** lock+unlock on one key (cycle, acquire alone, release alone);
+//! 1. **sequential** lock+unlock on one key (cycle, acquire alone, release alone), and the
+//!    same **paired**: each adapter and floor taking turns with the floor of its style on one
+//!    cluster ([`turns`]), which resolves a few per cent where one after the other cannot;
 //! 2. **throughput** with 1, 16 and 256 concurrent lockers, each on its own key (cycles/s,
 //!    latency under load, client CPU time per cycle from `getrusage`, server CPU time per
 //!    cycle from `/proc/<pid>/task/*/schedstat` of the `redis-server` processes);
@@ -41,8 +43,9 @@ pub mod server;
 pub mod stats;
 pub mod subject;
 pub mod svg;
+pub mod turns;
 
 pub use plan::{Mode, Options, Plan, Scenario};
 pub use results::Results;
 pub use stats::{Dist, Samples, Summary};
-pub use subject::{Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
+pub use subject::{Contention, Handoff, Paired, Role, Sequential, StallLevel, Style, Subject, Throughput};

@@ -176,6 +176,8 @@ impl Turns {
 pub(crate) mod keys {
     /// The one key of the sequential scenario.
     pub(crate) const SEQUENTIAL: &str = "bench:seq";
+    /// The second side of a paired sequential measurement.
+    pub(crate) const SEQUENTIAL_OTHER: &str = "bench:seq:other";
     /// The one key every contender wants.
     pub(crate) const CONTENDED: &str = "bench:hot";
     /// The key of the acquisitions after an idle gap (handoff scenario).

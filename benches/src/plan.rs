@@ -15,11 +15,14 @@ pub enum Mode {
     Full,
 }
 
-/// One of the five measurements.
+/// One of the measurements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scenario {
     /// Lock+unlock on one key, one after the other.
     Sequential,
+    /// Sequential cycles of each adapter and floor taking turns with the floor of its style
+    /// on one cluster (the runner pairs them; no subject lists it).
+    Paired,
     /// Concurrent lockers, each on its own key.
     Throughput,
     /// The sequential p50 for several node counts.
@@ -37,9 +40,11 @@ impl Scenario {
     pub const ALL: [Scenario; 5] =
         [Scenario::Sequential, Scenario::Throughput, Scenario::Scaling, Scenario::Stalled, Scenario::Contention];
 
-    /// Every scenario, in the order they run (handoff only for the subjects that list it).
-    pub const RUN: [Scenario; 6] = [
+    /// Every scenario, in the order they run (handoff only for the subjects that list it,
+    /// paired for the adapters and floors).
+    pub const RUN: [Scenario; 7] = [
         Scenario::Sequential,
+        Scenario::Paired,
         Scenario::Throughput,
         Scenario::Scaling,
         Scenario::Stalled,
@@ -54,6 +59,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Sequential => "sequential",
+            Scenario::Paired => "paired",
             Scenario::Throughput => "throughput",
             Scenario::Scaling => "scaling",
             Scenario::Stalled => "stalled",
@@ -95,8 +101,8 @@ usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   (full run
 
 options:
   --quick            a few seconds with tiny counts; prints the tables, writes nothing
-  --only WORDS       comma-separated: scenario names (sequential, throughput, scaling,
-                     stalled, contention, handoff) and/or parts of subject names (tokio, floor, mio,
+  --only WORDS       comma-separated: scenario names (sequential, paired, throughput,
+                     scaling, stalled, contention, handoff) and/or parts of subject names (tokio, floor, mio,
                      rslock, ...); a filtered run writes nothing
   --no-write         print the tables only, do not write docs/benchmarks.md and the charts
   -h, --help         this text";
@@ -163,14 +169,7 @@ fn is_scenario(word: &str) -> bool {
     Scenario::RUN.iter().any(|s| s.name() == word)
 }
 
-/// Counts for sequential lock+unlock cycles.
-#[derive(Clone, Copy, Debug)]
-pub struct SeqPlan {
-    /// Cycles run first and not recorded.
-    pub warmup: usize,
-    /// Cycles recorded.
-    pub cycles: usize,
-}
+pub use crate::turns::SeqPlan;
 
 /// Durations of a timed measurement with concurrent lockers.
 #[derive(Clone, Copy, Debug)]
@@ -219,6 +218,8 @@ pub struct Plan {
     pub sequential_rounds: usize,
     /// Sequential cycles, per round.
     pub sequential: SeqPlan,
+    /// The paired sequential measurement.
+    pub paired: PairPlan,
     /// Locker counts of the throughput scenario.
     pub lockers: Vec<usize>,
     /// Throughput timing, per round.
@@ -235,6 +236,19 @@ pub struct Plan {
     pub contention: LoadPlan,
     /// The handoff scenario.
     pub handoff: HandoffPlan,
+}
+
+/// Sequential cycles of a subject and its floor taking turns on one cluster (see
+/// [`crate::turns`]).
+#[derive(Clone, Debug)]
+pub struct PairPlan {
+    /// Rounds, each on a fresh cluster, the pairs in an order rotated by one per round; the
+    /// side that goes first alternates from one round to the next.
+    pub rounds: usize,
+    /// Cycles per side and round (the warm-up taken in turns too).
+    pub seq: SeqPlan,
+    /// Cycles per turn; each turn's first cycle is not recorded.
+    pub block: usize,
 }
 
 /// Contenders on one key, each holding it for `hold` per acquisition.
@@ -268,11 +282,12 @@ impl Plan {
                 ttl: Duration::from_secs(10),
                 rounds: 5,
                 sequential_rounds: 15,
-                sequential: SeqPlan { warmup: 200, cycles: 800 },
+                sequential: SeqPlan::alone(200, 800),
+                paired: PairPlan { rounds: 5, seq: SeqPlan::alone(100, 2_000), block: 50 },
                 lockers: vec![1, 16, 256],
                 throughput: LoadPlan { warmup: Duration::from_millis(300), window: Duration::from_secs(1) },
                 scaling_nodes: vec![1, 3, 5, 7, 9],
-                scaling: SeqPlan { warmup: 100, cycles: 1_000 },
+                scaling: SeqPlan::alone(100, 1_000),
                 stalled: StallPlan {
                     warmup: 200,
                     levels: vec![0, 1, 2],
@@ -295,11 +310,12 @@ impl Plan {
                 ttl: Duration::from_secs(10),
                 rounds: 2,
                 sequential_rounds: 2,
-                sequential: SeqPlan { warmup: 10, cycles: 30 },
+                sequential: SeqPlan::alone(10, 30),
+                paired: PairPlan { rounds: 1, seq: SeqPlan::alone(10, 40), block: 10 },
                 lockers: vec![1, 16, 256],
                 throughput: LoadPlan { warmup: Duration::from_millis(20), window: Duration::from_millis(30) },
                 scaling_nodes: vec![1, 3, 9],
-                scaling: SeqPlan { warmup: 5, cycles: 20 },
+                scaling: SeqPlan::alone(5, 20),
                 stalled: StallPlan {
                     warmup: 5,
                     levels: vec![0, 1, 2],

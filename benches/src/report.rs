@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crate::machine::{Machine, utc};
 use crate::plan::{Mode, Scenario};
-use crate::results::{Entry, Results, find, round_ratios};
+use crate::results::{Entry, Results, find, min_max, round_ratios};
 use crate::stats::{Dist, fmt_latency, fmt_rate};
-use crate::subject::{Role, Style};
+use crate::subject::{Paired, Role, Sequential, Style};
 use crate::svg::{Axis, Series, fmt_count, fmt_us, line_chart};
 
 /// The peer the issue's targets compare with.
@@ -169,6 +169,7 @@ fn role_name(role: Role) -> &'static str {
 pub fn scenario_section(r: &Results, scenario: Scenario) -> String {
     match scenario {
         Scenario::Sequential => sequential_section(r),
+        Scenario::Paired => paired_section(r),
         Scenario::Throughput => throughput_section(r) + &tls_section(r),
         Scenario::Scaling => scaling_section(r),
         Scenario::Stalled => stalled_section(r),
@@ -269,6 +270,70 @@ fn sequential_section(r: &Results) -> String {
          each is a wake-up paid for later, so this counts the hand-offs between threads):\n\n",
     );
     out.push_str(&parts.render());
+    out
+}
+
+fn paired_section(r: &Results) -> String {
+    let p = &r.plan.paired;
+    let mut out = format!(
+        "## 1b. Paired with the floor\n\nEach adapter and floor on plain TCP and the floor of its style run \
+         their sequential loops on one cluster at once, taking turns of {} cycles: {} warm-up cycles \
+         then {} per side and round, {} rounds (a fresh cluster each; the side that goes first \
+         alternates). Each turn's first cycle is run but not recorded: it wakes a client that sat \
+         idle through the other's turn. Both sides go through the same spells of noise, so their \
+         ratio measures the clients rather than the moment they ran in; the floor paired with \
+         itself shows what the measurement can resolve. \"by round\" is the spread of each \
+         round's own ratio. CPU figures cover each side's recorded cycles only.\n\n",
+        p.block, p.seq.warmup, p.seq.cycles, p.rounds,
+    );
+    let mut t = Table::new([
+        "subject",
+        "floor",
+        "cycles",
+        "cycle p50",
+        "floor's",
+        "p50 ÷ floor",
+        "by round",
+        "server CPU/cycle",
+        "floor's",
+        "÷ floor",
+        "client CPU/cycle",
+        "floor's",
+        "÷ floor",
+        "sleeps/cycle",
+        "floor's",
+    ])
+    .left(2);
+    let sleeps = |s: &Sequential| s.sleeps_per_cycle().map_or_else(|| "—".into(), |n| format!("{n:.1}"));
+    for e in &r.paired {
+        let pr = match &e.result {
+            Ok(pr) => pr,
+            Err(why) => {
+                let cell = format!("failed: {}", why.chars().take(80).collect::<String>());
+                t.row(vec![e.subject.clone(), "—".into(), cell]);
+                continue;
+            }
+        };
+        let (me, floor) = (&pr.subject, &pr.floor);
+        t.row(vec![
+            e.subject.clone(),
+            pr.floor_name.clone(),
+            me.cycles.to_string(),
+            lat(me.cycle.p50()),
+            lat(floor.cycle.p50()),
+            ratio(pr.p50_ratio()),
+            spread(min_max(e.rounds.iter().copied())),
+            lat(me.server_cpu_per_cycle()),
+            lat(floor.server_cpu_per_cycle()),
+            ratio(div(me.server_cpu_per_cycle(), floor.server_cpu_per_cycle())),
+            lat(me.client_cpu_per_cycle()),
+            lat(floor.client_cpu_per_cycle()),
+            ratio(div(me.client_cpu_per_cycle(), floor.client_cpu_per_cycle())),
+            sleeps(me),
+            sleeps(floor),
+        ]);
+    }
+    out.push_str(&t.render());
     out
 }
 
@@ -627,9 +692,11 @@ impl Check {
 }
 
 /// The column titles of the targets table (after "adapter").
-pub const TARGET_TITLES: [&str; 9] = [
+pub const TARGET_TITLES: [&str; 11] = [
     "seq p50 ÷ floor (≤ 1.05)",
     "seq server CPU ÷ floor (≤ 1.05)",
+    "paired: seq p50 ÷ floor (≤ 1.05)",
+    "paired: server CPU ÷ floor (≤ 1.05)",
     "seq p50 ÷ rslock (< 1)",
     "16 lockers ÷ rslock (≥ 2)",
     "16 lockers ÷ pipelined (≥ 0.9; tokio-mt ≥ 0.7)",
@@ -652,6 +719,7 @@ pub fn targets(r: &Results) -> Vec<(String, Vec<Check>)> {
             let seq = seq_p50(r, &s.name);
             let floor = floor_for(r, s.style).and_then(|f| seq_p50(r, f));
             let floor_server = floor_for(r, s.style).and_then(|f| seq_server(r, f));
+            let paired = find(&r.paired, &s.name, 0);
             let mine = tp(&s.name);
             let tp_limit = if s.name == "tokio-mt" { 0.7 } else { 0.9 };
             let stall = |paused: usize| {
@@ -672,6 +740,14 @@ pub fn targets(r: &Results) -> Vec<(String, Vec<Check>)> {
                 vec![
                     check(div(seq, floor), 1.05, true, false, false),
                     check(div(seq_server(r, &s.name), floor_server), 1.05, true, false, false),
+                    check(paired.and_then(Paired::p50_ratio), 1.05, true, false, false),
+                    check(
+                        paired.and_then(|p| div(p.subject.server_cpu_per_cycle(), p.floor.server_cpu_per_cycle())),
+                        1.05,
+                        true,
+                        false,
+                        false,
+                    ),
                     check(div(seq, rslock_seq), 1.0, true, true, false),
                     check(rate(mine, rslock_tp), 2.0, false, false, false),
                     check(rate(mine, pipelined), tp_limit, false, false, false),

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::plan::{Plan, Scenario};
-use crate::subject::{Contention, Handoff, Role, Sequential, StallLevel, Style, Throughput};
+use crate::subject::{Contention, Handoff, Paired, Role, Sequential, StallLevel, Style, Throughput};
 
 /// One measurement's outcome.
 #[derive(Clone, Debug)]
@@ -47,6 +47,9 @@ pub struct Results {
     pub scenarios: Vec<Scenario>,
     /// Sequential cycles on `plan.nodes` nodes.
     pub sequential: Vec<Entry<Sequential>>,
+    /// Sequential cycles taken in turns with the floor; each round's figure is the ratio of
+    /// the p50s in that round.
+    pub paired: Vec<Entry<Paired>>,
     /// Throughput per locker count.
     pub throughput: Vec<Entry<Throughput>>,
     /// Sequential cycles per node count.
@@ -75,6 +78,7 @@ impl Results {
         }
         let mut out = Vec::new();
         collect(&mut out, "sequential", &self.sequential);
+        collect(&mut out, "paired", &self.paired);
         collect(&mut out, "throughput", &self.throughput);
         collect(&mut out, "scaling", &self.scaling);
         collect(&mut out, "stalled", &self.stalled);
@@ -96,13 +100,18 @@ pub fn round_ratios<T>(list: &[Entry<T>], subject: &str, base: &str, point: usiz
     let rounds =
         |name: &str| list.iter().find(|e| e.subject == name && e.point == point && e.result.is_ok()).map(|e| &e.rounds);
     let (a, b) = (rounds(subject)?, rounds(base)?);
-    let ratios = a.iter().zip(b).filter_map(|pair| match pair {
+    let ratios = a.iter().zip(b).map(|pair| match pair {
         (Some(x), Some(y)) if *y > 0.0 => Some(x / y),
         _ => None,
     });
-    ratios.fold(None, |acc, r| match acc {
-        None => Some((r, r)),
-        Some((lo, hi)) => Some((f64::min(lo, r), f64::max(hi, r))),
+    min_max(ratios)
+}
+
+/// The smallest and largest of the figures present, if any.
+pub fn min_max(figures: impl IntoIterator<Item = Option<f64>>) -> Option<(f64, f64)> {
+    figures.into_iter().flatten().fold(None, |acc, x| match acc {
+        None => Some((x, x)),
+        Some((lo, hi)) => Some((f64::min(lo, x), f64::max(hi, x))),
     })
 }
 
@@ -158,5 +167,21 @@ mod tests {
         assert!((lo - 0.9).abs() < 1e-9 && (hi - 1.1).abs() < 1e-9, "{lo} {hi}");
         assert_eq!(round_ratios(&list, "smol", "floor", 0), None);
         assert_eq!(round_ratios(&list, "tokio", "floor", 16), None);
+    }
+
+    /// A paired round's figure is its own ratio of the p50s; pooled rounds pool both sides.
+    #[test]
+    fn a_paired_round_is_its_own_ratio() {
+        let round = |me: &[u64], floor: &[u64]| Paired {
+            floor_name: "floor".into(),
+            subject: seq(me, 10),
+            floor: seq(floor, 10),
+        };
+        let mut p = round(&[110, 110, 300], &[100, 100, 50]);
+        assert!((p.headline().unwrap() - 1.1).abs() < 1e-9);
+        p.pool(round(&[90], &[100]));
+        assert_eq!((p.subject.cycles, p.floor.cycles), (4, 4));
+        assert_eq!(min_max([Some(1.1), None, Some(0.9), Some(1.0)]), Some((0.9, 1.1)));
+        assert_eq!(min_max([None]), None);
     }
 }

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redlease_cluster::Cluster;
 
-use crate::plan::{Options, Plan, Scenario};
+use crate::plan::{Options, PairPlan, Plan, Scenario};
 use crate::report;
 use crate::results::{Entry, Results, SubjectInfo};
 use crate::stats::{fmt_latency, fmt_rate};
-use crate::subject::{Common, Pooled, Subject};
+use crate::subject::{Common, Paired, Pooled, Role, Subject};
+use crate::turns::Turn;
 
 /// Run what `opts` selects over `subjects`. Fails only if no cluster can be started at all
 /// (e.g. `redis-server` is not installed); a subject that fails is reported and skipped.
@@ -39,6 +40,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
             .collect(),
         scenarios: scenarios.clone(),
         sequential: Vec::new(),
+        paired: Vec::new(),
         throughput: Vec::new(),
         scaling: Vec::new(),
         stalled: Vec::new(),
@@ -52,6 +54,10 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
         .map(|&sc| {
             let points = match sc {
                 Scenario::Sequential => plan.sequential_rounds,
+                Scenario::Paired => {
+                    return chosen.iter().filter(|s| paired_floor(subjects, **s).is_some()).count()
+                        * plan.paired.rounds;
+                }
                 Scenario::Throughput => plan.lockers.len() * plan.rounds,
                 Scenario::Scaling => plan.scaling_nodes.len(),
                 Scenario::Handoff => plan.handoff.contenders.len(),
@@ -74,8 +80,35 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                     0,
                     "sequential",
                     plan.nodes,
-                    |s, c| s.sequential(&c.urls(), common, plan.sequential),
+                    |s, c| s.sequential(&c.urls(), common, plan.sequential.clone()),
                     |r| format!("cycle p50 {}", p50(&r.cycle)),
+                );
+            }
+            Scenario::Paired => {
+                let pairs: Vec<&dyn Subject> =
+                    chosen.iter().copied().filter(|&s| paired_floor(subjects, s).is_some()).collect();
+                let calls = std::cell::Cell::new(0usize);
+                results.paired = progress.rounds(
+                    plan.paired.rounds,
+                    &pairs,
+                    0,
+                    "paired with its floor",
+                    plan.nodes,
+                    |s, c| {
+                        // The side that goes first alternates from one round to the next.
+                        let round = calls.replace(calls.get() + 1) / pairs.len().max(1);
+                        let floor = paired_floor(subjects, s).ok_or("no floor to pair with")?;
+                        paired(s, floor, &c.urls(), common, &plan.paired, round % 2 == 1)
+                    },
+                    |r| {
+                        let ratio = r.p50_ratio().map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
+                        format!(
+                            "cycle p50 {} against {} {}: {ratio}",
+                            p50(&r.subject.cycle),
+                            r.floor_name,
+                            p50(&r.floor.cycle)
+                        )
+                    },
                 );
             }
             Scenario::Throughput => {
@@ -100,7 +133,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                             nodes,
                             &format!("scaling, N = {nodes}"),
                             nodes,
-                            |c| s.sequential(&c.urls(), common, plan.scaling),
+                            |c| s.sequential(&c.urls(), common, plan.scaling.clone()),
                             |r| format!("cycle p50 {}", p50(&r.cycle)),
                         ));
                     }
@@ -176,6 +209,58 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
     }
     results.elapsed = progress.started.elapsed();
     Ok(results)
+}
+
+/// The floor `subject` takes turns with in the paired scenario: the first floor of its style
+/// that runs the sequential scenario (the one its "÷ floor" ratios use), for every adapter and
+/// floor on plain TCP (the floors do not speak TLS; a floor is paired with itself, which
+/// shows the measurement's own resolution). Peers are not paired.
+fn paired_floor<'a>(all: &'a [Box<dyn Subject>], subject: &dyn Subject) -> Option<&'a dyn Subject> {
+    if subject.role() == Role::Peer
+        || !subject.supports(Scenario::Sequential)
+        || subject.listen() != redlease_cluster::Listen::Tcp
+    {
+        return None;
+    }
+    all.iter()
+        .map(|s| s.as_ref())
+        .find(|s| s.role() == Role::Floor && s.style() == subject.style() && s.supports(Scenario::Sequential))
+}
+
+/// `subject`'s and `floor`'s sequential loops on one cluster, taking turns (see
+/// [`crate::turns`]); with `floor_first`, the floor takes the first turn.
+fn paired(
+    subject: &dyn Subject,
+    floor: &dyn Subject,
+    urls: &[String],
+    common: Common,
+    plan: &PairPlan,
+    floor_first: bool,
+) -> Result<Paired, String> {
+    let (first, second) = Turn::pair();
+    let (mine, floors) = if floor_first { (second, first) } else { (first, second) };
+    let run = |s: &dyn Subject, turn: Turn| {
+        let leave = turn.clone();
+        let outcome = catch_unwind(AssertUnwindSafe(|| s.sequential(urls, common, plan.seq.paired(plan.block, turn))))
+            .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(p.as_ref()))));
+        // Whatever happened, the other side must not wait for this one any more.
+        leave.leave();
+        outcome
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("paired-floor".into())
+            .spawn_scoped(scope, || run(floor, floors))
+            .map_err(|e| format!("cannot start the floor's thread: {e}"))?;
+        let a = run(subject, mine);
+        let b = other.join().unwrap_or_else(|_| Err("the floor's thread panicked".into()));
+        Ok::<_, String>((a, b))
+    })?;
+    Ok(Paired {
+        floor_name: floor.name().to_owned(),
+        subject: a?,
+        floor: b.map_err(|e| format!("its floor {}: {e}", floor.name()))?,
+    })
 }
 
 fn p50(d: &crate::stats::Dist) -> String {

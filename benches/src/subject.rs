@@ -37,8 +37,9 @@ pub struct Common {
 /// Each method connects to `urls` (a fresh cluster started for this measurement), runs the
 /// measurement and tears its client down. An `Err` is a one-line reason (the runner reports
 /// it and goes on); a scenario the subject does not take part in is never called (see
-/// [`Subject::supports`]).
-pub trait Subject {
+/// [`Subject::supports`]). Shared between threads: the paired measurement runs two
+/// subjects' sequential loops at once.
+pub trait Subject: Sync {
     /// Short name for tables and `--only` (e.g. `tokio-mt`).
     fn name(&self) -> &str;
     /// One line saying what it is and how it is run.
@@ -188,6 +189,37 @@ impl Pooled for Sequential {
 
     fn headline(&self) -> Option<f64> {
         self.cycle.p50().map(|d| d.as_secs_f64())
+    }
+}
+
+/// A subject's and its floor's sequential figures, taken in turns on one cluster (the
+/// paired scenario).
+#[derive(Clone, Debug, Default)]
+pub struct Paired {
+    /// The floor it took turns with.
+    pub floor_name: String,
+    /// The subject's recorded cycles.
+    pub subject: Sequential,
+    /// The floor's, in the blocks between.
+    pub floor: Sequential,
+}
+
+impl Paired {
+    /// The subject's cycle p50 over the floor's.
+    pub fn p50_ratio(&self) -> Option<f64> {
+        Some(self.subject.cycle.p50()?.as_secs_f64() / self.floor.cycle.p50()?.as_secs_f64().max(1e-12))
+    }
+}
+
+impl Pooled for Paired {
+    fn pool(&mut self, other: Self) {
+        self.subject.pool(other.subject);
+        self.floor.pool(other.floor);
+    }
+
+    /// The round's own ratio of the p50s.
+    fn headline(&self) -> Option<f64> {
+        self.p50_ratio()
     }
 }
 
