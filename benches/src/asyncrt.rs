@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::load::{LoadState, Turns, keys};
 use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::seq::SeqRecorder;
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
-use crate::turns::SeqRecorder;
 
 /// A boxed `Send` future.
 pub type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

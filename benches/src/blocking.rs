@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::load::{LoadState, Turns, keys};
 use crate::plan::{HandoffPlan, LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::seq::SeqRecorder;
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Handoff, Role, Sequential, StallLevel, Style, Subject, Throughput};
-use crate::turns::SeqRecorder;
 
 /// How to set up one blocking subject.
 pub trait BlockingTarget: Send + Sync + 'static {

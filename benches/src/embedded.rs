@@ -11,9 +11,9 @@ use redlease_mio::{Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token
 
 use crate::load::{LoadState, Window, keys};
 use crate::plan::{CONTENDED_WAIT, LoadPlan, Scenario, SeqPlan, StallPlan};
+use crate::seq::SeqRecorder;
 use crate::stats::Samples;
 use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
-use crate::turns::SeqRecorder;
 
 /// Bound on connecting before a measurement.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

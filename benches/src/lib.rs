@@ -39,6 +39,7 @@ pub mod report;
 pub mod resp;
 pub mod results;
 pub mod runner;
+pub mod seq;
 pub mod server;
 pub mod stats;
 pub mod subject;

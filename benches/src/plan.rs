@@ -169,7 +169,30 @@ fn is_scenario(word: &str) -> bool {
     Scenario::RUN.iter().any(|s| s.name() == word)
 }
 
-pub use crate::turns::SeqPlan;
+/// Counts for sequential lock+unlock cycles, and the turn to take if paired.
+#[derive(Clone, Debug)]
+pub struct SeqPlan {
+    /// Cycles run first and not recorded.
+    pub warmup: usize,
+    /// Cycles run after the warm-up (all recorded, unless paired: see [`SeqPlan::block`]).
+    pub cycles: usize,
+    /// Cycles per turn when paired; each turn's first cycle is not recorded.
+    pub block: usize,
+    /// The side of a pair this run is, or `None` to run alone.
+    pub turn: Option<crate::turns::Turn>,
+}
+
+impl SeqPlan {
+    /// Run alone: `warmup` cycles, then `cycles` recorded.
+    pub const fn alone(warmup: usize, cycles: usize) -> SeqPlan {
+        SeqPlan { warmup, cycles, block: 0, turn: None }
+    }
+
+    /// The same counts as one side of a pair, `block` cycles per turn.
+    pub fn paired(&self, block: usize, turn: crate::turns::Turn) -> SeqPlan {
+        SeqPlan { block: block.max(2), turn: Some(turn), ..self.clone() }
+    }
+}
 
 /// Durations of a timed measurement with concurrent lockers.
 #[derive(Clone, Copy, Debug)]
