@@ -174,10 +174,9 @@ fn is_scenario(word: &str) -> bool {
 pub struct SeqPlan {
     /// Cycles run first and not recorded.
     pub warmup: usize,
-    /// Cycles run after the warm-up (all recorded, unless paired: see [`SeqPlan::block`]).
+    /// Cycles run after the warm-up (all recorded, unless paired: each turn's first cycle is
+    /// not).
     pub cycles: usize,
-    /// Cycles per turn when paired; each turn's first cycle is not recorded.
-    pub block: usize,
     /// The side of a pair this run is, or `None` to run alone.
     pub turn: Option<crate::turns::Turn>,
 }
@@ -185,12 +184,12 @@ pub struct SeqPlan {
 impl SeqPlan {
     /// Run alone: `warmup` cycles, then `cycles` recorded.
     pub const fn alone(warmup: usize, cycles: usize) -> SeqPlan {
-        SeqPlan { warmup, cycles, block: 0, turn: None }
+        SeqPlan { warmup, cycles, turn: None }
     }
 
-    /// The same counts as one side of a pair, `block` cycles per turn.
-    pub fn paired(&self, block: usize, turn: crate::turns::Turn) -> SeqPlan {
-        SeqPlan { block: block.max(2), turn: Some(turn), ..self.clone() }
+    /// The same counts as one side of a pair.
+    pub fn paired(&self, turn: crate::turns::Turn) -> SeqPlan {
+        SeqPlan { turn: Some(turn), ..self.clone() }
     }
 }
 

@@ -80,23 +80,21 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                     0,
                     "sequential",
                     plan.nodes,
-                    |s, c| s.sequential(&c.urls(), common, plan.sequential.clone()),
+                    |s, c, _| s.sequential(&c.urls(), common, plan.sequential.clone()),
                     |r| format!("cycle p50 {}", p50(&r.cycle)),
                 );
             }
             Scenario::Paired => {
                 let pairs: Vec<&dyn Subject> =
                     chosen.iter().copied().filter(|&s| paired_floor(subjects, s).is_some()).collect();
-                let calls = std::cell::Cell::new(0usize);
                 results.paired = progress.rounds(
                     plan.paired.rounds,
                     &pairs,
                     0,
                     "paired with its floor",
                     plan.nodes,
-                    |s, c| {
+                    |s, c, round| {
                         // The side that goes first alternates from one round to the next.
-                        let round = calls.replace(calls.get() + 1) / pairs.len().max(1);
                         let floor = paired_floor(subjects, s).ok_or("no floor to pair with")?;
                         paired(s, floor, &c.urls(), common, &plan.paired, round % 2 == 1)
                     },
@@ -120,7 +118,7 @@ pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, Str
                         lockers,
                         &what,
                         plan.nodes,
-                        |s, c| s.throughput(&c.urls(), common, plan.throughput, lockers),
+                        |s, c, _| s.throughput(&c.urls(), common, plan.throughput, lockers),
                         |r| format!("{} cycles/s, p50 {}", fmt_rate(r.rate()), p50(&r.latency)),
                     ));
                 }
@@ -237,11 +235,11 @@ fn paired(
     plan: &PairPlan,
     floor_first: bool,
 ) -> Result<Paired, String> {
-    let (first, second) = Turn::pair();
+    let (first, second) = Turn::pair(plan.block);
     let (mine, floors) = if floor_first { (second, first) } else { (first, second) };
     let run = |s: &dyn Subject, turn: Turn| {
         let leave = turn.clone();
-        let outcome = catch_unwind(AssertUnwindSafe(|| s.sequential(urls, common, plan.seq.paired(plan.block, turn))))
+        let outcome = catch_unwind(AssertUnwindSafe(|| s.sequential(urls, common, plan.seq.paired(turn))))
             .unwrap_or_else(|p| Err(format!("panicked: {}", panic_text(p.as_ref()))));
         // Whatever happened, the other side must not wait for this one any more.
         leave.leave();
@@ -293,8 +291,8 @@ struct Progress {
 impl Progress {
     /// Measure `point` of every subject in `subjects` in `rounds` rounds, each round over all
     /// of them in an order rotated by one per round, and pool each subject's rounds (see
-    /// [`Plan::rounds`](crate::plan::Plan::rounds)). A subject that fails a round is not
-    /// measured again; its entry is the failure.
+    /// [`Plan::rounds`](crate::plan::Plan::rounds)). `measure` is told the round (from 0). A
+    /// subject that fails a round is not measured again; its entry is the failure.
     #[allow(clippy::too_many_arguments)]
     fn rounds<T: Pooled>(
         &mut self,
@@ -303,7 +301,7 @@ impl Progress {
         point: usize,
         what: &str,
         nodes: usize,
-        measure: impl Fn(&dyn Subject, &Cluster) -> Result<T, String>,
+        measure: impl Fn(&dyn Subject, &Cluster, usize) -> Result<T, String>,
         summary: impl Fn(&T) -> String,
     ) -> Vec<Entry<T>> {
         let n = subjects.len();
@@ -318,7 +316,7 @@ impl Progress {
                     continue;
                 }
                 let label = if rounds > 1 { format!("{what}, round {}/{rounds}", round + 1) } else { what.to_owned() };
-                match self.item(s, point, &label, nodes, |c| measure(s, c), &summary).result {
+                match self.item(s, point, &label, nodes, |c| measure(s, c, round), &summary).result {
                     Ok(figures) => {
                         heads[i].push(figures.headline());
                         match &mut pooled[i] {

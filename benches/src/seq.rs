@@ -15,7 +15,9 @@ use crate::turns::Turn;
 /// What a subject's sequential loop calls around each cycle: [`SeqRecorder::begin`] before
 /// it (waits for the turn, opens the CPU window), [`SeqRecorder::end`] after it (records,
 /// closes the window and passes the turn at a block's end), [`SeqRecorder::finish`] for the
-/// figures.
+/// figures. Paired, whoever runs the loop leaves the pair ([`crate::turns::Turn::leave`]) when
+/// it returns, finished or not, so that the other side never waits for a turn that will not
+/// come (the runner does).
 #[derive(Debug)]
 pub struct SeqRecorder {
     plan: SeqPlan,
@@ -79,7 +81,7 @@ impl SeqRecorder {
             return false;
         }
         let i = self.begun;
-        let first_of_block = self.plan.turn.is_some() && i % self.plan.block == 0;
+        let first_of_block = self.plan.turn.as_ref().is_some_and(|t| i % t.block() == 0);
         if let Some(turn) = self.plan.turn.as_ref().filter(|_| first_of_block) {
             turn.wait();
         }
@@ -99,7 +101,7 @@ impl SeqRecorder {
             self.release.push(release);
         }
         let done = self.begun;
-        let block_end = self.plan.turn.is_some() && done % self.plan.block == 0;
+        let block_end = self.plan.turn.as_ref().is_some_and(|t| done % t.block() == 0);
         if block_end || done == self.total() {
             self.close_window();
             if let Some(turn) = &self.plan.turn {
@@ -120,21 +122,12 @@ impl SeqRecorder {
         self.close_window();
         let cycles = self.cycle.len() as u64;
         Sequential {
-            cycle: std::mem::take(&mut self.cycle).into_dist(),
-            acquire: std::mem::take(&mut self.acquire).into_dist(),
-            release: std::mem::take(&mut self.release).into_dist(),
+            cycle: self.cycle.into_dist(),
+            acquire: self.acquire.into_dist(),
+            release: self.release.into_dist(),
             server_cpu: self.server_cpu,
             client: self.client,
             cycles,
-        }
-    }
-}
-
-impl Drop for SeqRecorder {
-    /// A loop that stops early (an error) must not leave the other side waiting for a turn.
-    fn drop(&mut self) {
-        if let Some(turn) = &self.plan.turn {
-            turn.leave();
         }
     }
 }
@@ -167,17 +160,17 @@ mod tests {
     /// for a side that has left.
     #[test]
     fn a_pair_takes_turns_in_blocks() {
-        let (a, b) = Turn::pair();
+        let (a, b) = Turn::pair(4);
         let base = SeqPlan::alone(4, 12);
         let log = Mutex::new(Vec::new());
         let (sa, sb) = std::thread::scope(|s| {
             let ha = s.spawn(|| {
-                let mut rec = SeqRecorder::new(base.paired(4, a));
+                let mut rec = SeqRecorder::new(base.paired(a));
                 run(&mut rec, &log);
                 rec.finish()
             });
             let hb = s.spawn(|| {
-                let mut rec = SeqRecorder::new(base.paired(4, b));
+                let mut rec = SeqRecorder::new(base.paired(b));
                 assert_eq!(rec.key(), keys::SEQUENTIAL_OTHER);
                 run(&mut rec, &log);
                 rec.finish()
@@ -193,10 +186,10 @@ mod tests {
 
     #[test]
     fn a_side_that_leaves_does_not_block_the_other() {
-        let (a, b) = Turn::pair();
+        let (a, b) = Turn::pair(2);
         let base = SeqPlan::alone(0, 6);
-        drop(SeqRecorder::new(base.paired(2, a)));
-        let mut rec = SeqRecorder::new(base.paired(2, b));
+        a.leave();
+        let mut rec = SeqRecorder::new(base.paired(b));
         let log = Mutex::new(Vec::new());
         run(&mut rec, &log);
         assert_eq!(rec.finish().cycles, 3);

@@ -23,23 +23,30 @@ struct Shared {
     changed: Condvar,
 }
 
-/// One side of a pair taking turns: side 0 goes first.
+/// One side of a pair taking turns of `block` cycles: side 0 goes first.
 #[derive(Clone, Debug)]
 pub struct Turn {
     shared: Arc<Shared>,
     me: usize,
+    block: usize,
 }
 
 impl Turn {
-    /// The two sides of a new pair.
-    pub fn pair() -> (Turn, Turn) {
-        let shared = Arc::new(Shared::default());
-        (Turn { shared: Arc::clone(&shared), me: 0 }, Turn { shared, me: 1 })
+    /// The two sides of a new pair taking turns of `block` cycles (at least 2: each turn's
+    /// first cycle is not recorded).
+    pub fn pair(block: usize) -> (Turn, Turn) {
+        let (shared, block) = (Arc::new(Shared::default()), block.max(2));
+        (Turn { shared: Arc::clone(&shared), me: 0, block }, Turn { shared, me: 1, block })
     }
 
     /// Which side this is (0 or 1).
     pub fn side(&self) -> usize {
         self.me
+    }
+
+    /// Cycles per turn.
+    pub fn block(&self) -> usize {
+        self.block
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
