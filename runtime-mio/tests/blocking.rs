@@ -77,10 +77,14 @@ fn a_wait_bound_outlasts_the_holder() {
     // b waits; a's lock expires after 400ms (nobody extends it).
     let got = b.lock_with(LockOptions::new("handover", TTL).wait(Duration::from_secs(10))).unwrap();
     assert_ne!(got.token(), held.token());
-    // a's release finds the lock taken over and deletes nothing of b's.
+    // a's release finds the lock taken over and deletes nothing of b's. (b was granted at a
+    // quorum: a node where a's key outlived the others' by a moment still had it then, and a's
+    // release deletes it there, so that node may hold nothing.)
     let report = held.release().unwrap();
     assert_eq!(report.outcome, ReleaseOutcome::NotHeld);
-    assert_eq!(nodes[0].cmd(&["GET", "handover"]), got.token());
+    let values: Vec<String> = nodes.iter().map(|n| n.cmd(&["GET", "handover"])).collect();
+    assert!(values.iter().filter(|v| **v == got.token()).count() >= 2, "b holds a quorum: {values:?}");
+    assert!(values.iter().all(|v| *v == got.token() || v == "$-1"), "nothing but b's key is left: {values:?}");
 }
 
 #[test]
