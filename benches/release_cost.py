@@ -8,11 +8,13 @@ processes on free loopback ports. Only the script differs, so the difference in 
 servers' CPU time per cycle (the processes' schedstat) and in `EVALSHA`'s `usec_per_call`
 (INFO commandstats of node 0) is the script's.
 
-Scripts: `floor` (the benchmark floors' compare-and-delete), `redlease` (core/src/scripts.rs
-RELEASE on a key nobody waited for: compare-and-delete, as in every uncontended cycle), and
-`redlease-marked` (the same script on a key a refused waiter marked, `token:`, with an empty
-queue: it also reads the queue's head and PUBLISHes the release, which is what a contended
-release adds).
+Scripts: `floor` (the benchmark floors' compare-and-delete); `redlease` (core/src/scripts.rs
+RELEASE_ONE, which every lock of one resource releases with, on a key nobody waited for:
+compare-and-delete, as in every uncontended cycle); `redlease-marked` (the same script on a key
+a refused waiter marked, `token:`, with an empty queue: it also reads the queue's head and
+PUBLISHes the release, which is what a contended release adds); and `general` (RELEASE, the
+release of several keys or one that leaves its queue, which one-key locks used before
+RELEASE_ONE, on an unmarked key).
 
     python3 benches/release_cost.py [passes]     # default 6 passes; needs redis-server
 """
@@ -32,19 +34,20 @@ NODES = 5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def release_script():
+def release_script(name):
     src = open(os.path.join(ROOT, "core/src/scripts.rs")).read()
-    return re.search(r'pub\(crate\) const RELEASE: &str = r"(.*?)";', src, re.S).group(1)
+    return re.search(r'pub\(crate\) const %s: &str = r"(.*?)";' % name, src, re.S).group(1)
 
 
 def scripts():
-    full = release_script()
+    one, general = release_script("RELEASE_ONE"), release_script("RELEASE")
     floor = "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end"
     # name: (source, extra ARGV after the token, what the lock key's value adds to the token)
     return {
         "floor": (floor, [], b""),
-        "redlease": (full, [b"0", b"20"], b""),
-        "redlease-marked": (full, [b"0", b"20"], b":"),
+        "redlease": (one, [b"20"], b""),
+        "redlease-marked": (one, [b"20"], b":"),
+        "general": (general, [b"0", b"20"], b""),
     }
 
 

@@ -94,7 +94,7 @@ impl Cycle {
             let node = NodeId(i as u16);
             engine.handle_connected(now, node);
             flush(&mut engine, node);
-            // `HELLO 3` (wake-ups on release are on by default), then the four script loads.
+            // `HELLO 3` (wake-ups on release are on by default), then the five script loads.
             engine.handle_data(now, node, b"%1\r\n$5\r\nproto\r\n:3\r\n");
             for sha in digests {
                 engine.handle_data(now, node, format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());

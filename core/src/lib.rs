@@ -69,7 +69,7 @@
 //!
 //! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
 //! // No CLIENT SETNAME: keep the handshake to HELLO 3 (for wake-ups on release) and the
-//! // four SCRIPT LOADs.
+//! // five SCRIPT LOADs.
 //! let mut engine = Engine::new(Config::new(nodes).client_name(None)).unwrap();
 //! let now = Instant::now();
 //!
@@ -89,7 +89,7 @@
 //!         engine.advance_transmit(node, n);
 //!     }
 //! }
-//! // 4. Replies arrive, in order per node: HELLO's map, four SCRIPT LOAD digests, then the
+//! // 4. Replies arrive, in order per node: HELLO's map, five SCRIPT LOAD digests, then the
 //! //    acquire's `+OK` (one resource without fencing: the first attempt is
 //! //    `SET key token NX PX ttl`).
 //! let digests = redlease_core::script_digests();
@@ -204,10 +204,11 @@ pub use options::LockOptions;
 pub use stats::NodeStats;
 pub use tls::{Pem, TlsSettings};
 
-/// SHA-1 digests of the four scripts, in the order the handshake loads them
-/// (acquire, extend, release, fence write-back). Useful to answer `SCRIPT LOAD` in tests.
-pub fn script_digests() -> [&'static str; 4] {
-    [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA]
+/// SHA-1 digests of the five scripts, in the order the handshake loads them (acquire, extend,
+/// release, fence write-back, and the release of one key that leaves no queue, which every
+/// lock of one resource uses). Useful to answer `SCRIPT LOAD` in tests.
+pub fn script_digests() -> [&'static str; 5] {
+    [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA, scripts::RELEASE_ONE_SHA]
 }
 
 /// Encode random bytes as a lock token: lowercase hex, two characters per byte.
@@ -236,9 +237,9 @@ pub fn holder_of(value: &str) -> (&str, bool) {
     }
 }
 
-/// The Lua sources of the four scripts, in the order of [`script_digests`].
-pub fn script_sources() -> [&'static str; 4] {
-    [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE]
+/// The Lua sources of the five scripts, in the order of [`script_digests`].
+pub fn script_sources() -> [&'static str; 5] {
+    [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE, scripts::RELEASE_ONE]
 }
 
 #[cfg(test)]

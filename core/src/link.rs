@@ -644,7 +644,7 @@ impl Links {
 }
 
 /// The handshake of one node: AUTH and SELECT as it needs them, then the shared CLIENT SETNAME
-/// and the four SCRIPT LOADs.
+/// and the five SCRIPT LOADs.
 fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
@@ -674,6 +674,7 @@ fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) 
         (scripts::EXTEND, scripts::EXTEND_SHA),
         (scripts::RELEASE, scripts::RELEASE_SHA),
         (scripts::FENCE, scripts::FENCE_SHA),
+        (scripts::RELEASE_ONE, scripts::RELEASE_ONE_SHA),
     ];
     for (i, (script, sha)) in scripts.into_iter().enumerate() {
         resp::command(&mut out, &[b"SCRIPT", b"LOAD", script.as_bytes()]);

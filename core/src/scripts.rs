@@ -87,8 +87,9 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// `ARGV`: token, leave (`1`: also leave the keys' queues: an acquisition that gave up, or a
 /// lock that queued while waiting, at its release), reservation in ms.
 ///
-/// An unmarked key (nobody waited) is only compared and deleted: the uncontended release
-/// costs the servers no more than a plain compare-and-delete.
+/// An unmarked key (nobody waited) is only compared and deleted. A lock of one key that does
+/// not leave its queue releases with [`RELEASE_ONE`] instead, which takes one argument less
+/// and runs no loop.
 ///
 /// The next waiter is taken off the head of the key's queue (see [`ACQUIRE`]); the key is set
 /// to its token for the reservation, marked (other waiters may still listen), so that its
@@ -122,6 +123,32 @@ for i = 1, #KEYS do
 end
 return d
 ";
+/// [`RELEASE`] of one key, not leaving its queue: every lock of one resource releases with it.
+///
+/// `ARGV`: token, reservation in ms. It does what [`RELEASE`] does for that key, and its first
+/// two lines are the plain compare-and-delete: a release nobody waited for costs the servers
+/// that and the reservation argument, which every call carries because the client cannot know
+/// whether a waiter marked the key. (Each argument is a Lua string the server builds per call;
+/// `benches/release_cost.py` measures the scripts against the plain compare-and-delete.)
+/// Returns 1 if it deleted the key, else 0.
+pub(crate) const RELEASE_ONE: &str = r"local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if v ~= ARGV[1] .. ':' then return 0 end
+redis.call('DEL', KEYS[1])
+local name = 'redlease:queue:' .. KEYS[1]
+local nxt = redis.pcall('LINDEX', name, 0)
+if type(nxt) ~= 'string' or nxt == ARGV[1] then
+  nxt = ''
+else
+  redis.pcall('LPOP', name)
+  redis.call('SET', KEYS[1], nxt .. ':', 'PX', ARGV[2])
+end
+redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], ARGV[1] .. ':' .. nxt)
+return 1
+";
+/// SHA-1 of [`RELEASE_ONE`].
+pub(crate) const RELEASE_ONE_SHA: &str = "cab6149eb1cb2e9a0cf2b87f08afaf3f0364f07c";
+
 /// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
 pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
@@ -184,8 +211,13 @@ mod tests {
     #[test]
     fn digests_match_the_scripts() {
         assert_eq!(sha1_hex(b"abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        for (script, sha) in [(ACQUIRE, ACQUIRE_SHA), (EXTEND, EXTEND_SHA), (RELEASE, RELEASE_SHA), (FENCE, FENCE_SHA)]
-        {
+        for (script, sha) in [
+            (ACQUIRE, ACQUIRE_SHA),
+            (EXTEND, EXTEND_SHA),
+            (RELEASE, RELEASE_SHA),
+            (FENCE, FENCE_SHA),
+            (RELEASE_ONE, RELEASE_ONE_SHA),
+        ] {
             assert_eq!(sha1_hex(script.as_bytes()), sha, "the digest constant of a script is stale");
         }
     }

@@ -140,9 +140,13 @@ pub(crate) fn encode<'k>(
         resp::bulk_uint(out, ttl_ms);
         return;
     }
+    // One key, not leaving its queue: the release whose common path is a plain
+    // compare-and-delete.
+    let one = matches!(call, Call::Release { leave: false, .. }) && nkeys == 1;
     let (script, sha) = match call {
         Call::Acquire { .. } | Call::SetNx { .. } => (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
         Call::Extend { .. } => (scripts::EXTEND, scripts::EXTEND_SHA),
+        Call::Release { .. } if one => (scripts::RELEASE_ONE, scripts::RELEASE_ONE_SHA),
         Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
     };
@@ -151,6 +155,7 @@ pub(crate) fn encode<'k>(
         Call::Acquire { fencing: false, .. } => (nkeys, 5),
         Call::SetNx { .. } => (nkeys, 3),
         Call::Extend { .. } => (nkeys, 2),
+        Call::Release { .. } if one => (nkeys, 2),
         Call::Release { .. } => (nkeys, 3),
         Call::Fence { .. } => (nkeys, 1),
     };
@@ -195,6 +200,7 @@ pub(crate) fn encode<'k>(
             resp::bulk_uint(out, queue_ttl_ms);
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
+        Call::Release { reserve_ms, .. } if one => resp::bulk_uint(out, reserve_ms),
         Call::Release { leave, reserve_ms } => {
             resp::bulk(out, if leave { b"1" } else { b"0" });
             resp::bulk_uint(out, reserve_ms);
@@ -348,6 +354,31 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let tail = "$1\r\na\r\n$1\r\nt\r\n$1\r\n1\r\n$2\r\n20\r\n";
         assert!(text.starts_with("*7\r\n$7\r\nEVALSHA\r\n") && text.ends_with(tail), "{text}");
+        assert!(text.contains(scripts::RELEASE_SHA), "leaving the queue takes the general release: {text}");
+        // One key, not leaving: the lean release, token and reservation only.
+        for eval in [false, true] {
+            let mut out = Vec::new();
+            let release = Call::Release { leave: false, reserve_ms: 20 };
+            encode(&mut out, release, keys[..1].iter().copied(), b"t", b"", eval);
+            let text = String::from_utf8(out).unwrap();
+            let script = if eval { scripts::RELEASE_ONE } else { scripts::RELEASE_ONE_SHA };
+            let head = format!(
+                "*6\r\n${}\r\n{}\r\n${}\r\n{script}\r\n",
+                if eval { 4 } else { 7 },
+                if eval { "EVAL" } else { "EVALSHA" },
+                script.len()
+            );
+            assert!(
+                text.starts_with(&head) && text.ends_with("$1\r\n1\r\n$1\r\na\r\n$1\r\nt\r\n$2\r\n20\r\n"),
+                "{text}"
+            );
+        }
+        // Several keys: the general release, whether leaving or not.
+        let mut out = Vec::new();
+        encode(&mut out, Call::Release { leave: false, reserve_ms: 20 }, keys.iter().copied(), b"t", b"", false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("*8\r\n") && text.contains(scripts::RELEASE_SHA), "{text}");
+        assert!(text.ends_with("$1\r\nt\r\n$1\r\n0\r\n$2\r\n20\r\n"), "{text}");
     }
 
     #[test]

@@ -151,10 +151,13 @@ fn quorum_decides_early_for_one_to_nine_nodes() {
     }
 }
 
+/// A release by either script: the general one (index 2) or the one-key release (index 4).
 fn is_release(cmd: &[Vec<u8>]) -> bool {
-    let sha = redlease_core::script_digests()[2].as_bytes();
-    let src = redlease_core::script_sources()[2].as_bytes();
-    (cmd[0] == b"EVALSHA" && cmd[1] == sha) || (cmd[0] == b"EVAL" && cmd[1] == src)
+    [2, 4].into_iter().any(|i| {
+        let sha = redlease_core::script_digests()[i].as_bytes();
+        let src = redlease_core::script_sources()[i].as_bytes();
+        (cmd[0] == b"EVALSHA" && cmd[1] == sha) || (cmd[0] == b"EVAL" && cmd[1] == src)
+    })
 }
 
 #[test]
@@ -634,7 +637,7 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
     let sent = rig::commands(engine.poll_transmit(NodeId(0)).unwrap());
     let names: Vec<String> =
         sent.iter().map(|c| String::from_utf8_lossy(&c.concat()[..c[0].len()]).into_owned()).collect();
-    assert_eq!(names, ["AUTH", "SELECT", "HELLO", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
+    assert_eq!(names, ["AUTH", "SELECT", "HELLO", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
     assert_eq!(sent[0], [b"AUTH".to_vec(), b"alice".to_vec(), b"secret".to_vec()]);
     assert_eq!(sent[1], [b"SELECT".to_vec(), b"4".to_vec()]);
     // After AUTH: a server that requires a password refuses HELLO before it.

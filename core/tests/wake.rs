@@ -165,9 +165,10 @@ fn the_waiter_a_quorum_names_next_retries_at_once_and_keeps_its_place() {
     let cleanups = rig.sent_commands();
     assert!(cleanups[0].is_empty() && cleanups[1].is_empty(), "{cleanups:?}");
     assert_eq!(names(&cleanups[2]), ["EVAL"], "{cleanups:?}");
+    assert_eq!(cleanups[2][0][1], redlease_core::script_sources()[4].as_bytes(), "the one-key release");
     assert_eq!(
         tails(&cleanups[2], 3)[0],
-        ["r", "me", "0", "5000"],
+        ["r", "me", "5000"],
         "a cleanup that stays in the queue; reservations last the shortest fallback delay"
     );
     rig.reply(t, 2, b":0\r\n");

@@ -1,5 +1,5 @@
 //! An in-memory model of one Redis node: the commands the engine sends (AUTH, SELECT,
-//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL, `SET key token NX PX ttl`), the four scripts executed natively, key
+//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL, `SET key token NX PX ttl`), the five scripts executed natively, key
 //! expiry on the node's own clock, crashes with or without the data, pauses and script-cache
 //! flushes.
 //!
@@ -147,7 +147,7 @@ pub(crate) struct Node {
     data: BTreeMap<Key, Entry>,
     /// Lock keys of a crash without persistence: nobody can take them until the restart.
     lost: Vec<(Key, Entry)>,
-    scripts: [bool; 4],
+    scripts: [bool; 5],
     pub(crate) up: bool,
     pub(crate) paused: bool,
     held: Vec<(usize, Vec<u8>)>,
@@ -173,6 +173,7 @@ enum Script {
     Extend,
     Release,
     Fence,
+    ReleaseOne,
 }
 
 impl Node {
@@ -183,7 +184,7 @@ impl Node {
             fence_prefix: fence_prefix.to_vec(),
             data: BTreeMap::new(),
             lost: Vec::new(),
-            scripts: [false; 4],
+            scripts: [false; 5],
             up: true,
             paused: false,
             held: Vec::new(),
@@ -307,7 +308,7 @@ impl Node {
     pub(crate) fn restart(&mut self, now: Time) {
         self.up = true;
         // The script cache does not survive a restart.
-        self.scripts = [false; 4];
+        self.scripts = [false; 5];
         for ((db, key), e) in std::mem::take(&mut self.lost) {
             let expiry = e.expires.map_or(Time::MAX, |x| self.clock.when_reads(x, e.since));
             let to = expiry.min(now).max(e.since);
@@ -316,7 +317,7 @@ impl Node {
     }
 
     pub(crate) fn flush_scripts(&mut self) {
-        self.scripts = [false; 4];
+        self.scripts = [false; 5];
     }
 
     /// End of the run: close every open span (live keys end when they would expire).
@@ -556,12 +557,14 @@ impl Node {
         };
         let keys = &rest[1..1 + numkeys as usize];
         let argv = &rest[1 + numkeys as usize..];
-        let script = [Script::Acquire, Script::Extend, Script::Release, Script::Fence].into_iter().nth(i);
+        let script =
+            [Script::Acquire, Script::Extend, Script::Release, Script::Fence, Script::ReleaseOne].into_iter().nth(i);
         let result = match script {
             Some(Script::Acquire) => self.acquire(now, db, keys, argv),
             Some(Script::Extend) => self.extend(now, db, keys, argv),
             Some(Script::Release) => self.release(now, db, keys, argv),
             Some(Script::Fence) => self.fence(now, db, keys, argv),
+            Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv),
             None => Err("no such script".into()),
         };
         match result {
@@ -668,6 +671,30 @@ impl Node {
             b"1" => true,
             _ => return Err("release: leave must be 0 or 1".into()),
         };
+        self.release_keys(now, db, keys, token, leave, reserve)
+    }
+
+    /// The release of one key that leaves no queue. KEYS: the lock key; ARGV: token,
+    /// reservation ms. What [`Node::release`] does with `leave` 0.
+    fn release_one(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, reserve] = argv else {
+            return Err(format!("the one-key release takes 2 arguments, got {}", argv.len()));
+        };
+        if keys.len() != 1 {
+            return Err(format!("the one-key release takes 1 key, got {}", keys.len()));
+        }
+        self.release_keys(now, db, keys, token, false, reserve)
+    }
+
+    fn release_keys(
+        &mut self,
+        now: Time,
+        db: u32,
+        keys: &[Vec<u8>],
+        token: &[u8],
+        leave: bool,
+        reserve: &[u8],
+    ) -> Result<i64, String> {
         let reserve =
             parse_int(reserve).filter(|&r| r > 0).ok_or("release: the reservation must be a positive integer")?;
         let mut d = 0;
@@ -677,7 +704,7 @@ impl Node {
                 self.leave_queue(&key, token);
             }
             let marked = self.data.get(&key).is_some_and(|e| e.marked);
-            if self.get(db, k) == Some(token.as_slice()) && self.del(now, db, k) {
+            if self.get(db, k) == Some(token) && self.del(now, db, k) {
                 d += 1;
                 if !marked {
                     // Nobody waited: compare-and-delete only.
@@ -701,7 +728,7 @@ impl Node {
                     }
                 }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();
-                self.published.push((channel, [token.as_slice(), b":", &next].concat()));
+                self.published.push((channel, [token, b":", &next].concat()));
             }
         }
         Ok(d)
