@@ -103,7 +103,8 @@ options:
   --quick            a few seconds with tiny counts; prints the tables, writes nothing
   --only WORDS       comma-separated: scenario names (sequential, paired, throughput,
                      scaling, stalled, contention, handoff) and/or parts of subject names (tokio, floor, mio,
-                     rslock, ...); a filtered run writes nothing
+                     rslock, ...; =NAME for that subject alone, e.g. =floor-tokio); a filtered run
+                     writes nothing
   --no-write         print the tables only, do not write docs/benchmarks.md and the charts
   -h, --help         this text";
 
@@ -152,7 +153,11 @@ impl Options {
     /// Whether the subject called `name` is selected by `--only`.
     pub fn wants_subject(&self, name: &str) -> bool {
         let words: Vec<&String> = self.only.iter().filter(|w| !is_scenario(w)).collect();
-        words.is_empty() || words.iter().any(|w| name.contains(w.as_str()))
+        words.is_empty()
+            || words.iter().any(|w| match w.strip_prefix('=') {
+                Some(exact) => name == exact,
+                None => name.contains(w.as_str()),
+            })
     }
 
     /// Whether the results go to `docs/`: a full run of everything, not told otherwise.
@@ -378,6 +383,8 @@ mod tests {
         assert!(!o.writes_docs());
         assert!(o.wants_subject("tokio-mt") && o.wants_subject("floor-mio") && !o.wants_subject("rslock"));
         assert!(Scenario::ALL.iter().all(|&s| o.wants_scenario(s)));
+        let o = Options::parse(["--only", "=floor-tokio"]).unwrap();
+        assert!(o.wants_subject("floor-tokio") && !o.wants_subject("floor-tokio-mt"), "= names one subject");
         let o = Options::parse(["--only=stalled,rslock"]).unwrap();
         assert!(o.wants_scenario(Scenario::Stalled) && !o.wants_scenario(Scenario::Sequential));
         assert!(o.wants_subject("rslock") && !o.wants_subject("smol"));
