@@ -704,6 +704,9 @@ pub fn crash_recovery<S: Subject>() {
                     Err(e) => e,
                 };
                 assert!(is_held(&e), "[{}] expected Held after the restart, got {e}", S::NAME);
+                // `a` saw the same kills as `b` and may still be reconnecting (over TLS, in the
+                // handshake): wait for it, or its release would count nodes 0 and 1 as down.
+                wait_reconnected::<S>(&a, deadline).await;
                 assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
             } else {
                 assert_eq!(survivors, 1, "[{}] without persistence the restarted nodes come back empty", S::NAME);
