@@ -5,7 +5,9 @@ use std::fmt;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use async_channel::Receiver;
@@ -43,6 +45,61 @@ enum Link<S> {
 struct Node<S> {
     transport: NodeTransport,
     link: Link<S>,
+    /// The waker its socket's reads register: it marks the node readable, then wakes the
+    /// driver's task ([`Readable`]).
+    waker: Waker,
+}
+
+/// Which nodes' sockets may have something to read, so that a wake-up reads those and not
+/// every socket: a read answered `Pending` registered the node's own waker, and only that
+/// waker (the runtime's reactor calling it) marks the node again.
+struct Readable {
+    /// The task that polls the driver now.
+    task: Mutex<Option<Waker>>,
+    ready: Box<[AtomicBool]>,
+}
+
+impl Readable {
+    /// Remember the task to wake; every node starts marked (nothing registered yet).
+    fn new(nodes: usize) -> Arc<Self> {
+        Arc::new(Readable { task: Mutex::new(None), ready: (0..nodes).map(|_| AtomicBool::new(true)).collect() })
+    }
+
+    fn set_task(&self, waker: &Waker) {
+        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+        if !task.as_ref().is_some_and(|t| t.will_wake(waker)) {
+            *task = Some(waker.clone());
+        }
+    }
+
+    fn mark(&self, node: usize) {
+        self.ready[node].store(true, Ordering::Release);
+    }
+
+    /// Whether `node` was marked; unmarks it.
+    fn take(&self, node: usize) -> bool {
+        self.ready[node].swap(false, Ordering::AcqRel)
+    }
+}
+
+/// One node's waker: mark the node readable, wake the driver's task.
+struct NodeWaker {
+    readable: Arc<Readable>,
+    node: usize,
+}
+
+impl Wake for NodeWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.readable.mark(self.node);
+        let task = self.readable.task.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
 }
 
 /// The future that does all the I/O of one [`Client`](crate::Client) and its clones.
@@ -57,6 +114,7 @@ pub struct Driver<R: Runtime> {
     engine: Engine,
     router: Router,
     nodes: Vec<Node<R::Socket>>,
+    readable: Arc<Readable>,
     commands: Pin<Box<Receiver<Command>>>,
     /// Every sender is gone, or `close` was asked for: finish once the engine is idle.
     stopping: bool,
@@ -67,6 +125,13 @@ pub struct Driver<R: Runtime> {
     closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
+    /// The timer answered `Pending` for `timer_at` in this poll (its waker is registered).
+    timer_blocked: bool,
+    /// The channel answered `Pending` in this poll (its listener is registered): later passes
+    /// look at it again only if a command is queued.
+    commands_blocked: bool,
+    /// The engine's next timeout as the last pass left it (`None`: not known, ask the engine).
+    next_timeout: Option<Option<Instant>>,
     buf: Box<[u8]>,
     /// Plaintext out of a TLS session, on its way to the engine.
     plain: Vec<u8>,
@@ -85,17 +150,31 @@ impl<R: Runtime> Driver<R> {
     /// or failed (the rest keep connecting in the background and count as failed votes
     /// meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
-        let nodes = transport::prepare(&config)?.into_iter().map(|t| Node { transport: t, link: Link::Down }).collect();
+        let transports = transport::prepare(&config)?;
+        let readable = Readable::new(transports.len());
+        let nodes = transports
+            .into_iter()
+            .enumerate()
+            .map(|(node, t)| Node {
+                transport: t,
+                link: Link::Down,
+                waker: Waker::from(Arc::new(NodeWaker { readable: Arc::clone(&readable), node })),
+            })
+            .collect();
         let mut driver = Driver {
             engine: Engine::new(config)?,
             router: Router::new(),
             nodes,
+            readable,
             commands: Box::pin(commands),
             stopping: false,
             idle_since: None,
             closers: Vec::new(),
             timer: None,
             timer_at: None,
+            timer_blocked: false,
+            commands_blocked: false,
+            next_timeout: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
             plain: Vec::new(),
             yielded: false,
@@ -113,13 +192,21 @@ impl<R: Runtime> Driver<R> {
     }
 
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // A new poll: the channel and the timer are looked at again once (the waker may be
+        // another one); the sockets that their own wakers marked are read.
+        self.readable.set_task(cx.waker());
+        (self.timer_blocked, self.commands_blocked, self.next_timeout) = (false, false, None);
         for _ in 0..PASSES_PER_POLL {
             let now = Instant::now();
             let taken = self.poll_commands(cx, now);
             self.taken += taken;
             let mut progress = taken > 0;
             progress |= self.poll_nodes(cx, now);
-            if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            // The last pass's `poll_timer` left the engine's timeout; what happened since (new
+            // commands, replies) cannot have made an earlier one already due, and if it did,
+            // this pass's `poll_timer` sees it and passes again.
+            let next = self.next_timeout.take().unwrap_or_else(|| self.engine.poll_timeout());
+            if next.is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
             progress |= self.sync_links(now);
@@ -192,6 +279,9 @@ impl<R: Runtime> Driver<R> {
     /// Take and apply the commands that have arrived; returns how many.
     fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> usize {
         let mut taken = 0;
+        if self.commands_blocked && self.commands.is_empty() && !self.commands.is_closed() {
+            return 0;
+        }
         for _ in 0..COMMANDS_PER_PASS {
             match self.commands.as_mut().poll_next(cx) {
                 Poll::Ready(Some(command)) => {
@@ -202,7 +292,10 @@ impl<R: Runtime> Driver<R> {
                     self.stopping = true;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    self.commands_blocked = true;
+                    break;
+                }
             }
         }
         taken
@@ -260,7 +353,11 @@ impl<R: Runtime> Driver<R> {
         for i in 0..self.nodes.len() {
             match &mut self.nodes[i].link {
                 Link::Down => {}
-                Link::Up(..) => progress |= self.read(cx, now, i),
+                Link::Up(..) => {
+                    if self.readable.take(i) {
+                        progress |= self.read(now, i);
+                    }
+                }
                 Link::Handshaking(..) => progress |= self.handshake(cx, now, i),
                 Link::Connecting(attempt) => {
                     let Poll::Ready(result) = attempt.as_mut().poll(cx) else {
@@ -275,6 +372,7 @@ impl<R: Runtime> Driver<R> {
                         }
                         Ok((socket, layer)) => {
                             node.link = Link::Up(socket, layer);
+                            self.readable.mark(i);
                             self.engine.handle_connected(now, node_id(i));
                         }
                         Err(e) => {
@@ -335,6 +433,7 @@ impl<R: Runtime> Driver<R> {
         match failed {
             None => {
                 self.nodes[i].link = Link::Up(socket, layer);
+                self.readable.mark(i);
                 self.engine.handle_connected(now, node_id(i));
             }
             Some(why) => self.engine.handle_connect_failed(now, node_id(i), &why),
@@ -342,12 +441,15 @@ impl<R: Runtime> Driver<R> {
         true
     }
 
-    fn read(&mut self, cx: &mut Context<'_>, now: Instant, i: usize) -> bool {
-        let Link::Up(socket, layer) = &mut self.nodes[i].link else {
+    /// Read node `i` until its socket has nothing more (its waker is then registered) or the
+    /// pass's share is used up (it stays marked).
+    fn read(&mut self, now: Instant, i: usize) -> bool {
+        let Node { link: Link::Up(socket, layer), waker, .. } = &mut self.nodes[i] else {
             return false;
         };
+        let mut cx = Context::from_waker(waker);
         for _ in 0..READS_PER_PASS {
-            match socket.poll_read(cx, &mut self.buf) {
+            match socket.poll_read(&mut cx, &mut self.buf) {
                 Poll::Ready(Ok(n)) if n > 0 => {
                     let engine = &mut self.engine;
                     let fed = layer.input(&self.buf[..n], &mut self.plain, |p| engine.handle_data(now, node_id(i), p));
@@ -364,6 +466,7 @@ impl<R: Runtime> Driver<R> {
                 Poll::Pending => return false,
             }
         }
+        self.readable.mark(i);
         true
     }
 
@@ -415,7 +518,9 @@ impl<R: Runtime> Driver<R> {
     /// Arm the one timer at the engine's timeout (lock timers, connect deadlines, reconnect
     /// times); report whether it fired.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some(next) = self.engine.poll_timeout() else {
+        let next = self.engine.poll_timeout();
+        self.next_timeout = Some(next);
+        let Some(next) = next else {
             self.timer_at = None;
             return false;
         };
@@ -428,13 +533,20 @@ impl<R: Runtime> Driver<R> {
                 None => self.timer = Some(R::timer(next)),
             }
             self.timer_at = Some(next);
+            self.timer_blocked = false;
+        } else if self.timer_blocked {
+            // Already registered for this deadline in this poll.
+            return false;
         }
         match self.timer.as_mut().map(|t| t.poll_fire(cx)) {
             Some(Poll::Ready(())) => {
                 self.timer_at = None;
                 true
             }
-            _ => false,
+            _ => {
+                self.timer_blocked = true;
+                false
+            }
         }
     }
 }

@@ -21,8 +21,9 @@
 //!   lock arrives.
 //! - Poor man's multiplexing: the engine writes each operation to every node's buffer at
 //!   once; the driver writes all of them without waiting, and waits for readiness on all N
-//!   sockets together (every socket is polled in the same pass), so a slow node never delays
-//!   the reads of the others.
+//!   sockets together, so a slow node never delays the reads of the others. Each socket's
+//!   reads register a waker of the node's own, which marks the node and wakes the driver: a
+//!   wake-up reads the sockets that have something, not all N.
 //! - One timer, armed at the engine's [`poll_timeout`], which covers lock timers, connect
 //!   deadlines and reconnect times. The clock is read again after every wake-up.
 //! - No reconnect schedule of its own: the engine owns it ([`Config`]'s `connect_timeout`,
