@@ -125,13 +125,9 @@ pub struct Driver<R: Runtime> {
     closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
-    /// The timer answered `Pending` for `timer_at` in this poll (its waker is registered).
-    timer_blocked: bool,
     /// The channel answered `Pending` in this poll (its listener is registered): later passes
     /// look at it again only if a command is queued.
     commands_blocked: bool,
-    /// The engine's next timeout as the last pass left it (`None`: not known, ask the engine).
-    next_timeout: Option<Option<Instant>>,
     buf: Box<[u8]>,
     /// Plaintext out of a TLS session, on its way to the engine.
     plain: Vec<u8>,
@@ -172,9 +168,7 @@ impl<R: Runtime> Driver<R> {
             closers: Vec::new(),
             timer: None,
             timer_at: None,
-            timer_blocked: false,
             commands_blocked: false,
-            next_timeout: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
             plain: Vec::new(),
             yielded: false,
@@ -192,21 +186,17 @@ impl<R: Runtime> Driver<R> {
     }
 
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // A new poll: the channel and the timer are looked at again once (the waker may be
-        // another one); the sockets that their own wakers marked are read.
+        // A new poll: the channel is looked at again once (the waker may be another one); the
+        // sockets that their own wakers marked are read.
         self.readable.set_task(cx.waker());
-        (self.timer_blocked, self.commands_blocked, self.next_timeout) = (false, false, None);
+        self.commands_blocked = false;
         for _ in 0..PASSES_PER_POLL {
             let now = Instant::now();
             let taken = self.poll_commands(cx, now);
             self.taken += taken;
             let mut progress = taken > 0;
             progress |= self.poll_nodes(cx, now);
-            // The last pass's `poll_timer` left the engine's timeout; what happened since (new
-            // commands, replies) cannot have made an earlier one already due, and if it did,
-            // this pass's `poll_timer` sees it and passes again.
-            let next = self.next_timeout.take().unwrap_or_else(|| self.engine.poll_timeout());
-            if next.is_some_and(|t| t <= now) {
+            if self.engine.poll_timeout().is_some_and(|t| t <= now) {
                 self.engine.handle_timeout(now);
             }
             progress |= self.sync_links(now);
@@ -518,9 +508,7 @@ impl<R: Runtime> Driver<R> {
     /// Arm the one timer at the engine's timeout (lock timers, connect deadlines, reconnect
     /// times); report whether it fired.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let next = self.engine.poll_timeout();
-        self.next_timeout = Some(next);
-        let Some(next) = next else {
+        let Some(next) = self.engine.poll_timeout() else {
             self.timer_at = None;
             return false;
         };
@@ -533,20 +521,13 @@ impl<R: Runtime> Driver<R> {
                 None => self.timer = Some(R::timer(next)),
             }
             self.timer_at = Some(next);
-            self.timer_blocked = false;
-        } else if self.timer_blocked {
-            // Already registered for this deadline in this poll.
-            return false;
         }
         match self.timer.as_mut().map(|t| t.poll_fire(cx)) {
             Some(Poll::Ready(())) => {
                 self.timer_at = None;
                 true
             }
-            _ => {
-                self.timer_blocked = true;
-                false
-            }
+            _ => false,
         }
     }
 }
