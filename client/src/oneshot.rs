@@ -2,21 +2,20 @@
 //! (a blocking client's waiting thread). Either side may go away first.
 
 use std::fmt;
+use std::future::poll_fn;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use event_listener::Event;
+use std::task::{Context, Poll, Waker};
 
 /// Make a one-shot reply: the [`Sender`] goes with the request, the [`Receiver`] stays with
 /// the caller.
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let inner =
-        Arc::new(Inner { state: Mutex::new(State { value: None, sender: true, receiver: true }), event: Event::new() });
+        Arc::new(Inner { state: Mutex::new(State { value: None, sender: true, receiver: true, waiter: None }) });
     (Sender { inner: Arc::clone(&inner) }, Receiver { inner })
 }
 
 struct Inner<T> {
     state: Mutex<State<T>>,
-    event: Event,
 }
 
 struct State<T> {
@@ -25,6 +24,8 @@ struct State<T> {
     sender: bool,
     /// The receiver still wants the answer.
     receiver: bool,
+    /// The task awaiting the answer, to wake when it comes or never will.
+    waiter: Option<Waker>,
 }
 
 impl<T> Inner<T> {
@@ -42,14 +43,17 @@ pub struct Sender<T> {
 impl<T> Sender<T> {
     /// Answer; gives the value back if the receiver is gone (nobody wants it).
     pub fn send(self, value: T) -> Result<(), T> {
-        {
+        let waiter = {
             let mut st = self.inner.state();
             if !st.receiver {
                 return Err(value);
             }
             st.value = Some(value);
+            st.waiter.take()
+        };
+        if let Some(waiter) = waiter {
+            waiter.wake();
         }
-        self.inner.event.notify(usize::MAX);
         Ok(())
     }
 
@@ -61,8 +65,14 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        self.inner.state().sender = false;
-        self.inner.event.notify(usize::MAX);
+        let waiter = {
+            let mut st = self.inner.state();
+            st.sender = false;
+            st.waiter.take()
+        };
+        if let Some(waiter) = waiter {
+            waiter.wake();
+        }
     }
 }
 
@@ -94,17 +104,23 @@ impl<T> Receiver<T> {
     }
 
     /// Wait for the answer.
-    pub async fn recv(&self) -> Result<T, Dropped> {
-        loop {
-            if let Some(r) = self.try_recv() {
-                return r;
+    pub async fn recv(&mut self) -> Result<T, Dropped> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The answer, `Err(Dropped)` if it never will come, or `Pending` with the task registered
+    /// to be woken when either happens (the last task to poll is the one woken).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Dropped>> {
+        let mut st = self.inner.state();
+        match st.value.take() {
+            Some(v) => Poll::Ready(Ok(v)),
+            None if !st.sender => Poll::Ready(Err(Dropped)),
+            None => {
+                if !st.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    st.waiter = Some(cx.waker().clone());
+                }
+                Poll::Pending
             }
-            let listener = self.inner.event.listen();
-            // Re-check after registering, so that an answer in between is not missed.
-            if let Some(r) = self.try_recv() {
-                return r;
-            }
-            listener.await;
         }
     }
 
@@ -138,9 +154,13 @@ mod tests {
 
     #[test]
     fn an_answer_reaches_an_async_waiter_on_another_thread() {
-        let (tx, rx) = channel();
+        let (tx, mut rx) = channel();
         let t = thread::spawn(move || tx.send(7).unwrap());
         assert_eq!(crate::block_on(rx.recv()), Ok(7));
+        t.join().unwrap();
+        let (tx, mut rx) = channel::<u8>();
+        let t = thread::spawn(move || drop(tx));
+        assert_eq!(crate::block_on(rx.recv()), Err(Dropped), "a sender gone unanswered wakes the waiter");
         t.join().unwrap();
     }
 

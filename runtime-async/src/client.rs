@@ -5,11 +5,10 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use async_channel::Sender;
 use redlease_client::{Error, Lease, new_token, oneshot, seeded};
 use redlease_core::{Config, Health, LockOptions};
 
-use crate::command::Command;
+use crate::command::{self, Command, Sender};
 use crate::driver::Driver;
 use crate::guard::Guard;
 use crate::runtime::Runtime;
@@ -20,7 +19,7 @@ use crate::runtime::Runtime;
 /// Cheap to clone; every clone talks to the same driver, so many tasks can have locks in
 /// flight at once over one connection per node.
 pub struct Client<R> {
-    tx: Sender<Command>,
+    tx: Sender,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -70,7 +69,7 @@ impl<R: Runtime> Client<R> {
     /// is done, or once [`close`](Self::close) is done.
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
         let config = seeded(config)?;
-        let (tx, rx) = async_channel::unbounded();
+        let (tx, rx) = command::queue();
         let driver = Driver::start(config, rx).await?;
         Ok((Client { tx, _runtime: PhantomData }, driver))
     }
@@ -95,7 +94,7 @@ impl<R> Client<R> {
     pub async fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
-        self.tx.try_send(Command::Acquire { options, token, reply }).map_err(|_| Error::Closed)?;
+        self.tx.send(Command::Acquire { options, token, reply }).map_err(|_| Error::Closed)?;
         let mut waiting = Waiting { rx, tx: &self.tx, done: false };
         let answer = waiting.rx.recv().await;
         waiting.done = true;
@@ -130,8 +129,8 @@ impl<R> Client<R> {
     ///
     /// [`Error::Closed`] once the client is closed or its driver has stopped.
     pub async fn health(&self) -> Result<Health, Error> {
-        let (reply, rx) = oneshot::channel();
-        self.tx.try_send(Command::Health { reply }).map_err(|_| Error::Closed)?;
+        let (reply, mut rx) = oneshot::channel();
+        self.tx.send(Command::Health { reply }).map_err(|_| Error::Closed)?;
         rx.recv().await.map_err(|_| Error::Closed)
     }
 
@@ -140,8 +139,8 @@ impl<R> Client<R> {
     /// [`LostReason::Stopped`](redlease_core::LostReason::Stopped)), and return once those
     /// releases are done (each bounded by the node timeout) and the connections closed.
     pub async fn close(&self) {
-        let (done, rx) = oneshot::channel();
-        if self.tx.try_send(Command::Close { done }).is_ok() {
+        let (done, mut rx) = oneshot::channel();
+        if self.tx.send(Command::Close { done }).is_ok() {
             // Answered (or dropped) once the driver has finished.
             let _ = rx.recv().await;
         }
@@ -153,7 +152,7 @@ impl<R> Client<R> {
 /// or the lock it got is released.
 struct Waiting<'a> {
     rx: oneshot::Receiver<Result<Lease, Error>>,
-    tx: &'a Sender<Command>,
+    tx: &'a Sender,
     done: bool,
 }
 
@@ -166,7 +165,7 @@ impl Drop for Waiting<'_> {
             Some(Ok(lease)) => Command::Release { lock: lease.id(), reply: None },
             _ => Command::Sweep,
         };
-        let _ = self.tx.try_send(command);
+        let _ = self.tx.send(command);
     }
 }
 

@@ -1,5 +1,8 @@
-//! What clients and guards ask of the driver, over its channel.
+//! What clients and guards ask of the driver, and the queue that carries it.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use redlease_client::{AcquireReply, ExtendReply, ReleaseReply};
@@ -37,4 +40,122 @@ pub(crate) enum Command {
     Close {
         done: redlease_client::oneshot::Sender<()>,
     },
+}
+
+/// The driver's command queue: a sender per client and guard, one receiver, the driver.
+///
+/// A mutex around a queue and the driver's waker: a call takes it once to push, the driver
+/// once per command to pop. Nothing is allocated per command or per wait.
+pub(crate) fn queue() -> (Sender, Receiver) {
+    let shared = Arc::new(Mutex::new(Queue { commands: VecDeque::new(), senders: 1, closed: false, driver: None }));
+    (Sender { shared: Arc::clone(&shared) }, Receiver { shared })
+}
+
+struct Queue {
+    commands: VecDeque<Command>,
+    /// Live senders: at zero nothing more can come.
+    senders: usize,
+    /// The receiver closed the queue or is gone: sends are refused.
+    closed: bool,
+    /// The driver's task, to wake when a command arrives or the last sender goes.
+    driver: Option<Waker>,
+}
+
+fn lock(shared: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    // Only plain field updates happen under the lock: a panic cannot leave it inconsistent.
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The sending side: cloned into every client and guard.
+pub(crate) struct Sender {
+    shared: Arc<Mutex<Queue>>,
+}
+
+impl Sender {
+    /// Queue `command` for the driver; gives it back if the driver is gone or closed the
+    /// queue (dropping it drops its reply, so its caller sees the client closed).
+    pub(crate) fn send(&self, command: Command) -> Result<(), Command> {
+        let driver = {
+            let mut q = lock(&self.shared);
+            if q.closed {
+                return Err(command);
+            }
+            q.commands.push_back(command);
+            q.driver.take()
+        };
+        if let Some(driver) = driver {
+            driver.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether sends are refused now.
+    pub(crate) fn is_closed(&self) -> bool {
+        lock(&self.shared).closed
+    }
+}
+
+impl Clone for Sender {
+    fn clone(&self) -> Self {
+        lock(&self.shared).senders += 1;
+        Sender { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let driver = {
+            let mut q = lock(&self.shared);
+            q.senders -= 1;
+            if q.senders > 0 {
+                return;
+            }
+            q.driver.take()
+        };
+        if let Some(driver) = driver {
+            driver.wake();
+        }
+    }
+}
+
+/// The driver's side.
+pub(crate) struct Receiver {
+    shared: Arc<Mutex<Queue>>,
+}
+
+impl Receiver {
+    /// The next command; `Ready(None)` once every sender is gone (or the queue is closed) and
+    /// nothing is left. `Pending` registers the task to wake.
+    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Command>> {
+        let mut q = lock(&self.shared);
+        if let Some(command) = q.commands.pop_front() {
+            return Poll::Ready(Some(command));
+        }
+        if q.senders == 0 || q.closed {
+            return Poll::Ready(None);
+        }
+        if !q.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            q.driver = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Refuse further sends, and drop what is still queued: each command's reply is dropped,
+    /// so its caller sees the client closed instead of waiting forever.
+    pub(crate) fn close(&self) {
+        let queued = {
+            let mut q = lock(&self.shared);
+            q.closed = true;
+            q.driver = None;
+            std::mem::take(&mut q.commands)
+        };
+        // Dropped outside the lock: a reply's drop wakes its caller.
+        drop(queued);
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.close();
+    }
 }

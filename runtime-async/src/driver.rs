@@ -10,13 +10,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use async_channel::Receiver;
-use futures_lite::Stream;
 use redlease_client::transport::{self, Layer, NodeTransport, Target};
 use redlease_client::{Error, Router, oneshot};
 use redlease_core::{Config, Engine, NodeId};
 
-use crate::command::Command;
+use crate::command::{Command, Receiver};
 use crate::runtime::{BoxFuture, Runtime, Socket, Timer};
 
 /// Bytes read from a socket per call.
@@ -115,7 +113,7 @@ pub struct Driver<R: Runtime> {
     router: Router,
     nodes: Vec<Node<R::Socket>>,
     readable: Arc<Readable>,
-    commands: Pin<Box<Receiver<Command>>>,
+    commands: Receiver,
     /// Every sender is gone, or `close` was asked for: finish once the engine is idle.
     stopping: bool,
     /// When the engine was last seen idle while stopping: bytes still unsent to a silent node
@@ -125,9 +123,6 @@ pub struct Driver<R: Runtime> {
     closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
     timer_at: Option<Instant>,
-    /// The channel answered `Pending` in this poll (its listener is registered): later passes
-    /// look at it again only if a command is queued.
-    commands_blocked: bool,
     buf: Box<[u8]>,
     /// Plaintext out of a TLS session, on its way to the engine.
     plain: Vec<u8>,
@@ -145,7 +140,7 @@ impl<R: Runtime> Driver<R> {
     /// ready (connected, handshake answered), or every node's first attempt has ended, ready
     /// or failed (the rest keep connecting in the background and count as failed votes
     /// meanwhile).
-    pub(crate) async fn start(config: Config, commands: Receiver<Command>) -> Result<Self, Error> {
+    pub(crate) async fn start(config: Config, commands: Receiver) -> Result<Self, Error> {
         let transports = transport::prepare(&config)?;
         let readable = Readable::new(transports.len());
         let nodes = transports
@@ -162,13 +157,12 @@ impl<R: Runtime> Driver<R> {
             router: Router::new(),
             nodes,
             readable,
-            commands: Box::pin(commands),
+            commands,
             stopping: false,
             idle_since: None,
             closers: Vec::new(),
             timer: None,
             timer_at: None,
-            commands_blocked: false,
             buf: vec![0; READ_BUF].into_boxed_slice(),
             plain: Vec::new(),
             yielded: false,
@@ -186,21 +180,24 @@ impl<R: Runtime> Driver<R> {
     }
 
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // A new poll: the channel is looked at again once (the waker may be another one); the
-        // sockets that their own wakers marked are read.
+        // The sockets that their own wakers marked are read.
         self.readable.set_task(cx.waker());
-        self.commands_blocked = false;
         for _ in 0..PASSES_PER_POLL {
             let now = Instant::now();
+            // A pass does all the work it can see; `again` says whether it left some that only
+            // another pass would find. Everything else registered a waker: the command
+            // channel and the sockets answered `Pending`, the timer is armed.
             let taken = self.poll_commands(cx, now);
             self.taken += taken;
-            let mut progress = taken > 0;
-            progress |= self.poll_nodes(cx, now);
-            if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            let mut again = taken == COMMANDS_PER_PASS;
+            again |= self.poll_nodes(cx, now);
+            if self.timer_at.is_some_and(|t| t <= now) {
+                // The timer armed at the engine's timeout is due (its own firing is seen
+                // below, by `poll_timer`, only after this pass's work).
                 self.engine.handle_timeout(now);
             }
-            progress |= self.sync_links(now);
-            progress |= self.deliver_events(now);
+            again |= self.sync_links(now);
+            self.deliver_events(now);
             if taken > 0 && !self.yielded && self.answered > self.taken {
                 // Other callers were answered since the last write and have not sent their
                 // next command yet: let them queue it, so that one write per node carries them
@@ -218,8 +215,9 @@ impl<R: Runtime> Driver<R> {
             if self.taken > 0 {
                 (self.answered, self.taken) = (0, 0);
             }
-            progress |= self.flush(cx, now);
-            progress |= self.deliver_events(now);
+            again |= self.flush(cx, now);
+            // A caller's reaction to these (a release, an extension) is written next pass.
+            again |= self.deliver_events(now);
             if self.stopping && self.engine.active_locks() == 0 {
                 let idle_since = *self.idle_since.get_or_insert(now);
                 let waited = now.saturating_duration_since(idle_since);
@@ -228,8 +226,8 @@ impl<R: Runtime> Driver<R> {
                     return Poll::Ready(());
                 }
             }
-            progress |= self.poll_timer(cx, now);
-            if !progress {
+            again |= self.poll_timer(cx, now);
+            if !again {
                 return Poll::Pending;
             }
         }
@@ -259,21 +257,17 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
-    /// Close the channel and drop what is still queued in it: each command's reply is
-    /// dropped, so its caller sees the client closed instead of waiting forever.
+    /// Close the queue and drop what is still in it: each command's reply is dropped, so its
+    /// caller sees the client closed instead of waiting forever.
     fn refuse_commands(&mut self) {
         self.commands.close();
-        while self.commands.try_recv().is_ok() {}
     }
 
     /// Take and apply the commands that have arrived; returns how many.
     fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> usize {
         let mut taken = 0;
-        if self.commands_blocked && self.commands.is_empty() && !self.commands.is_closed() {
-            return 0;
-        }
         for _ in 0..COMMANDS_PER_PASS {
-            match self.commands.as_mut().poll_next(cx) {
+            match self.commands.poll_recv(cx) {
                 Poll::Ready(Some(command)) => {
                     self.apply(now, command);
                     taken += 1;
@@ -282,10 +276,7 @@ impl<R: Runtime> Driver<R> {
                     self.stopping = true;
                     break;
                 }
-                Poll::Pending => {
-                    self.commands_blocked = true;
-                    break;
-                }
+                Poll::Pending => break,
             }
         }
         taken
@@ -505,14 +496,16 @@ impl<R: Runtime> Driver<R> {
         progress
     }
 
-    /// Arm the one timer at the engine's timeout (lock timers, connect deadlines, reconnect
-    /// times); report whether it fired.
+    /// Handle the engine's timeout if it is due (another pass then does what it asked for),
+    /// else arm the one timer at it (lock timers, connect deadlines, reconnect times); report
+    /// whether another pass is needed.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let Some(next) = self.engine.poll_timeout() else {
             self.timer_at = None;
             return false;
         };
         if next <= now {
+            self.engine.handle_timeout(now);
             return true;
         }
         if self.timer_at != Some(next) {

@@ -4,10 +4,9 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use async_channel::Sender;
 use redlease_client::{Error, Lease, ReleaseReport, oneshot};
 
-use crate::command::Command;
+use crate::command::{Command, Sender};
 
 /// A held lock: its [`Lease`] (every getter: `fence`, `valid_until`, `lost`, ... through
 /// `Deref`) plus the way to its driver. Dropping it releases the lock in the background;
@@ -17,12 +16,12 @@ use crate::command::Command;
 /// monotonic clock) and while [`lost`](Lease::lost) has not fired.
 pub struct Guard {
     lease: Lease,
-    tx: Sender<Command>,
+    tx: Sender,
     released: bool,
 }
 
 impl Guard {
-    pub(crate) fn new(lease: Lease, tx: Sender<Command>) -> Self {
+    pub(crate) fn new(lease: Lease, tx: Sender) -> Self {
         Guard { lease, tx, released: false }
     }
 
@@ -38,9 +37,9 @@ impl Guard {
     /// [`ExtendError::Unconfirmed`](redlease_core::ExtendError::Unconfirmed) that it is still
     /// valid until the old deadline at best.
     pub async fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
-        let (reply, rx) = oneshot::channel();
+        let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
-        self.tx.try_send(Command::Extend { lock, ttl, reply }).map_err(|_| Error::Closed)?;
+        self.tx.send(Command::Extend { lock, ttl, reply }).map_err(|_| Error::Closed)?;
         rx.recv().await.map_err(|_| Error::Closed)?
     }
 
@@ -52,16 +51,16 @@ impl Guard {
     /// with their TTL).
     pub async fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
-        let (reply, rx) = oneshot::channel();
+        let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
-        self.tx.try_send(Command::Release { lock, reply: Some(reply) }).map_err(|_| Error::Closed)?;
+        self.tx.send(Command::Release { lock, reply: Some(reply) }).map_err(|_| Error::Closed)?;
         rx.recv().await.map_err(|_| Error::Closed)?
     }
 
     /// Turn automatic extension (about every `ttl / 3`, by the driver) on or off.
     pub fn set_auto_extend(&self, on: bool) {
         // Only fails when the driver is gone, and then there is nothing left to extend.
-        let _ = self.tx.try_send(Command::AutoExtend { lock: self.lease.id(), on });
+        let _ = self.tx.send(Command::AutoExtend { lock: self.lease.id(), on });
     }
 }
 
@@ -77,7 +76,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if !self.released {
             // Fire and forget: the driver completes the release even after every client is gone.
-            let _ = self.tx.try_send(Command::Release { lock: self.lease.id(), reply: None });
+            let _ = self.tx.send(Command::Release { lock: self.lease.id(), reply: None });
         }
     }
 }
