@@ -21,7 +21,7 @@ use crate::runtime::{BoxFuture, Runtime, Socket, Timer};
 const READ_BUF: usize = 16 * 1024;
 /// Reads from one socket per pass, so that one busy node cannot starve the others.
 const READS_PER_PASS: usize = 16;
-/// Commands taken from the channel per pass.
+/// Commands taken from the queue per pass.
 const COMMANDS_PER_PASS: usize = 256;
 /// Passes per poll before yielding to the executor.
 const PASSES_PER_POLL: usize = 64;
@@ -170,7 +170,7 @@ impl<R: Runtime> Driver<R> {
             taken: 0,
         };
         poll_fn(|cx| {
-            // It cannot finish here: the caller still holds the channel's only sender.
+            // It cannot finish here: the caller still holds the queue's only sender.
             let _ = driver.poll_loop(cx);
             if redlease_client::connect_settled(&driver.engine, &[]) { Poll::Ready(()) } else { Poll::Pending }
         })
@@ -186,7 +186,7 @@ impl<R: Runtime> Driver<R> {
             let now = Instant::now();
             // A pass does all the work it can see; `again` says whether it left some that only
             // another pass would find. Everything else registered a waker: the command
-            // channel and the sockets answered `Pending`, the timer is armed.
+            // queue and the sockets answered `Pending`, the timer is armed.
             let taken = self.poll_commands(cx, now);
             self.taken += taken;
             let mut again = taken == COMMANDS_PER_PASS;

@@ -16,9 +16,9 @@
 //!
 //! ## How the driver works
 //!
-//! - Clients and guards send commands over a channel; each command that expects an answer
-//!   carries a one-shot reply, which the router keeps until the engine's event for that
-//!   lock arrives.
+//! - Clients and guards put commands on the driver's queue (a mutex around a `VecDeque` and
+//!   the driver's waker); each command that expects an answer carries a one-shot reply, which
+//!   the router keeps until the engine's event for that lock arrives.
 //! - Poor man's multiplexing: the engine writes each operation to every node's buffer at
 //!   once; the driver writes all of them without waiting, and waits for readiness on all N
 //!   sockets together, so a slow node never delays the reads of the others. Each socket's
