@@ -45,6 +45,15 @@ pub use redlease_core::{
     ReleaseOutcome, ReleaseReport, Retry, Vote,
 };
 
+/// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
+/// task (then nothing is cloned). For the single-waiter slots of the one-shot reply and the
+/// async driver.
+pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
+    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+        *slot = Some(waker.clone());
+    }
+}
+
 /// Run a future to completion on this thread (tests only: the crate depends on no runtime).
 #[cfg(test)]
 pub(crate) fn block_on<F: std::future::Future>(fut: F) -> F::Output {

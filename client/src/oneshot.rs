@@ -116,9 +116,7 @@ impl<T> Receiver<T> {
             Some(v) => Poll::Ready(Ok(v)),
             None if !st.sender => Poll::Ready(Err(Dropped)),
             None => {
-                if !st.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    st.waiter = Some(cx.waker().clone());
-                }
+                crate::register_waker(&mut st.waiter, cx.waker());
                 Poll::Pending
             }
         }

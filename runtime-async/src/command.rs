@@ -134,9 +134,7 @@ impl Receiver {
         if q.senders == 0 || q.closed {
             return Poll::Ready(None);
         }
-        if !q.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            q.driver = Some(cx.waker().clone());
-        }
+        redlease_client::register_waker(&mut q.driver, cx.waker());
         Poll::Pending
     }
 

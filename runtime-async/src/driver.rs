@@ -64,10 +64,7 @@ impl Readable {
     }
 
     fn set_task(&self, waker: &Waker) {
-        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
-        if !task.as_ref().is_some_and(|t| t.will_wake(waker)) {
-            *task = Some(waker.clone());
-        }
+        redlease_client::register_waker(&mut self.task.lock().unwrap_or_else(PoisonError::into_inner), waker);
     }
 
     fn mark(&self, node: usize) {
