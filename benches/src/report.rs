@@ -283,7 +283,9 @@ fn paired_section(r: &Results) -> String {
          idle through the other's turn. Both sides go through the same spells of noise, so their \
          ratio measures the clients rather than the moment they ran in; the floor paired with \
          itself shows what the measurement can resolve. \"by round\" is the spread of each \
-         round's own ratio. CPU figures cover each side's recorded cycles only.\n\n",
+         round's own ratio. CPU figures cover each side's recorded cycles only; \"all CPU\" is \
+         client and servers together. Where they share the machine's cores, a cycle waits for \
+         all of it, and the p50 ratio follows that one.\n\n",
         p.block, p.seq.warmup, p.seq.cycles, p.rounds,
     );
     let mut t = Table::new([
@@ -300,6 +302,7 @@ fn paired_section(r: &Results) -> String {
         "client CPU/cycle",
         "floor's",
         "÷ floor",
+        "all CPU ÷ floor",
         "sleeps/cycle",
         "floor's",
     ])
@@ -329,6 +332,7 @@ fn paired_section(r: &Results) -> String {
             lat(me.client_cpu_per_cycle()),
             lat(floor.client_cpu_per_cycle()),
             ratio(div(me.client_cpu_per_cycle(), floor.client_cpu_per_cycle())),
+            ratio(div(me.all_cpu_per_cycle(), floor.all_cpu_per_cycle())),
             sleeps(me),
             sleeps(floor),
         ]);

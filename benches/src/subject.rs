@@ -175,6 +175,12 @@ impl Sequential {
         let cpu = self.server_cpu?;
         (self.cycles > 0).then(|| cpu / u32::try_from(self.cycles).unwrap_or(u32::MAX))
     }
+
+    /// Client and server CPU time per recorded cycle together: what one cycle costs the
+    /// machine when the client and the nodes share its cores.
+    pub fn all_cpu_per_cycle(&self) -> Option<Duration> {
+        Some(self.server_cpu_per_cycle()? + self.client_cpu_per_cycle()?)
+    }
 }
 
 impl Pooled for Sequential {
