@@ -87,6 +87,8 @@ pub struct Options {
     pub no_write: bool,
     /// `--help` was given.
     pub help: bool,
+    /// `--hold MS`: the handoff scenario's hold time instead of the plan's.
+    pub hold: Option<Duration>,
     /// Arguments that were not understood (ignored with a warning: `cargo test` and
     /// `cargo bench` pass their own filters to every target).
     pub ignored: Vec<String>,
@@ -106,6 +108,8 @@ options:
                      rslock, ...; =NAME for that subject alone, e.g. =floor-tokio); a filtered run
                      writes nothing
   --no-write         print the tables only, do not write docs/benchmarks.md and the charts
+  --hold MS          the handoff scenario's hold time in milliseconds (e.g. 0.2; default 5,
+                     2 with --quick); a run with it writes nothing
   -h, --help         this text";
 
 impl Options {
@@ -118,8 +122,14 @@ impl Options {
     {
         let mut bench = false;
         let mut quick = false;
-        let mut opts =
-            Options { mode: Mode::Quick, only: Vec::new(), no_write: false, help: false, ignored: Vec::new() };
+        let mut opts = Options {
+            mode: Mode::Quick,
+            only: Vec::new(),
+            no_write: false,
+            help: false,
+            hold: None,
+            ignored: Vec::new(),
+        };
         let mut args = args.into_iter().map(Into::into);
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -130,6 +140,10 @@ impl Options {
                 "--only" => {
                     let words = args.next().ok_or("--only needs a value, e.g. --only tokio,floor")?;
                     opts.only.extend(split_words(&words));
+                }
+                "--hold" => {
+                    let ms = args.next().ok_or("--hold needs a value in milliseconds, e.g. --hold 0.2")?;
+                    opts.hold = Some(parse_hold(&ms)?);
                 }
                 _ => match arg.strip_prefix("--only=") {
                     Some(words) => opts.only.extend(split_words(words)),
@@ -162,8 +176,18 @@ impl Options {
 
     /// Whether the results go to `docs/`: a full run of everything, not told otherwise.
     pub fn writes_docs(&self) -> bool {
-        self.mode == Mode::Full && self.only.is_empty() && !self.no_write
+        self.mode == Mode::Full && self.only.is_empty() && !self.no_write && self.hold.is_none()
     }
+}
+
+/// A hold time in milliseconds, from 0.01 ms to 1 s.
+fn parse_hold(ms: &str) -> Result<Duration, String> {
+    let bad = || format!("--hold takes milliseconds from 0.01 to 1000, e.g. --hold 0.2; got {ms:?}");
+    let v: f64 = ms.trim().parse().map_err(|_| bad())?;
+    if !(0.01..=1000.0).contains(&v) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(v / 1000.0))
 }
 
 fn split_words(s: &str) -> impl Iterator<Item = String> + '_ {
@@ -393,6 +417,13 @@ mod tests {
     #[test]
     fn bad_and_unknown_arguments() {
         assert!(Options::parse(["--only"]).unwrap_err().contains("--only needs a value"));
+        let o = Options::parse(["--bench", "--hold", "0.2"]).unwrap();
+        assert_eq!(o.hold, Some(Duration::from_micros(200)));
+        assert!(!o.writes_docs(), "a changed plan must not overwrite the docs");
+        assert!(Options::parse(["--hold"]).unwrap_err().contains("--hold needs a value"));
+        for bad in ["0", "-1", "abc", "1001", "NaN", "inf"] {
+            assert!(Options::parse(["--hold", bad]).unwrap_err().contains("--hold takes milliseconds"), "{bad}");
+        }
         assert!(Options::parse(["--only", "a,,b"]).unwrap_err().contains("non-empty"));
         let o = Options::parse(["--nocapture", "--bench"]).unwrap();
         assert_eq!(o.ignored, vec!["--nocapture".to_owned()]);

@@ -575,6 +575,12 @@ fn contention_section(r: &Results) -> String {
     out
 }
 
+/// Milliseconds as a short decimal: 5, 0.2, 1.25.
+fn fmt_ms(d: Duration) -> String {
+    let ms = format!("{:.3}", d.as_secs_f64() * 1000.0);
+    ms.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 fn handoff_section(r: &Results) -> String {
     let p = &r.plan.handoff;
     let mut out = format!(
@@ -587,11 +593,11 @@ fn handoff_section(r: &Results) -> String {
          (what one round costs when the machine has just been idle, as it has when a holder releases); \
          \"÷ floor\": handoff p50 over the handoff floor's at the same K (the floor of the same style, else the \
          other one).\n\n",
-        p.hold.as_millis(),
+        fmt_ms(p.hold),
         p.load.warmup.as_secs_f64(),
         p.load.window.as_secs_f64(),
         p.idle_acquires,
-        p.hold.as_millis()
+        fmt_ms(p.hold)
     );
     let mut t = Table::new([
         "subject",
@@ -1047,6 +1053,13 @@ mod tests {
         assert_eq!(lines[0], "| subject  |    p50 |");
         assert_eq!(lines[1], "|----------|-------:|");
         assert_eq!(lines[2], "| tokio-mt | 412 µs |");
+    }
+
+    #[test]
+    fn hold_times_read_as_short_decimals() {
+        assert_eq!(fmt_ms(Duration::from_millis(5)), "5");
+        assert_eq!(fmt_ms(Duration::from_micros(200)), "0.2");
+        assert_eq!(fmt_ms(Duration::from_micros(1250)), "1.25");
     }
 
     #[test]

@@ -18,7 +18,10 @@ use crate::turns::Turn;
 /// Run what `opts` selects over `subjects`. Fails only if no cluster can be started at all
 /// (e.g. `redis-server` is not installed); a subject that fails is reported and skipped.
 pub fn run(opts: &Options, subjects: &[Box<dyn Subject>]) -> Result<Results, String> {
-    let plan = Plan::new(opts.mode);
+    let mut plan = Plan::new(opts.mode);
+    if let Some(hold) = opts.hold {
+        plan.handoff.hold = hold;
+    }
     let chosen: Vec<&dyn Subject> =
         subjects.iter().map(|s| s.as_ref()).filter(|s| opts.wants_subject(s.name())).collect();
     let scenarios: Vec<Scenario> = Scenario::RUN.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
