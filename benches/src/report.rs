@@ -575,29 +575,23 @@ fn contention_section(r: &Results) -> String {
     out
 }
 
-/// Milliseconds as a short decimal: 5, 0.2, 1.25.
-fn fmt_ms(d: Duration) -> String {
-    let ms = format!("{:.3}", d.as_secs_f64() * 1000.0);
-    ms.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
 fn handoff_section(r: &Results) -> String {
     let p = &r.plan.handoff;
     let mut out = format!(
         "## 6. Handoff\n\nK contenders on one key, each a client of its own, acquiring it (waiting as long as it \
-         takes), holding it {} ms, releasing it, and again; {} s warm-up, {} s window per K. Handoff: from a \
+         takes), holding it {}, releasing it, and again; {} s warm-up, {} s window per K. Handoff: from a \
          holder's release call to the next holder's grant. Wait: from a lock call to its grant; fairness = \
          longest wait ÷ median wait; \"÷ K×h\": the longest wait over K × the hold time (no starvation: a small \
          multiple). \"÷ acquire\": handoff p50 over the subject's own sequential acquire p50 (section 1); \"idle acquire\": \
-         the p50 of {} acquisitions of a free key by one of the subject's clients, each after {} ms of idling \
+         the p50 of {} acquisitions of a free key by one of the subject's clients, each after {} of idling \
          (what one round costs when the machine has just been idle, as it has when a holder releases); \
          \"÷ floor\": handoff p50 over the handoff floor's at the same K (the floor of the same style, else the \
          other one).\n\n",
-        fmt_ms(p.hold),
+        fmt_latency(p.hold),
         p.load.warmup.as_secs_f64(),
         p.load.window.as_secs_f64(),
         p.idle_acquires,
-        fmt_ms(p.hold)
+        fmt_latency(p.hold)
     );
     let mut t = Table::new([
         "subject",
@@ -1053,13 +1047,6 @@ mod tests {
         assert_eq!(lines[0], "| subject  |    p50 |");
         assert_eq!(lines[1], "|----------|-------:|");
         assert_eq!(lines[2], "| tokio-mt | 412 µs |");
-    }
-
-    #[test]
-    fn hold_times_read_as_short_decimals() {
-        assert_eq!(fmt_ms(Duration::from_millis(5)), "5");
-        assert_eq!(fmt_ms(Duration::from_micros(200)), "0.2");
-        assert_eq!(fmt_ms(Duration::from_micros(1250)), "1.25");
     }
 
     #[test]

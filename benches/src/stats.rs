@@ -241,6 +241,8 @@ mod tests {
     #[test]
     fn formats() {
         assert_eq!(fmt_latency(Duration::from_micros(412)), "412 µs");
+        assert_eq!(fmt_latency(Duration::from_micros(200)), "200 µs");
+        assert_eq!(fmt_latency(Duration::from_millis(5)), "5.00 ms");
         assert_eq!(fmt_latency(Duration::from_micros(2512)), "2.51 ms");
         assert_eq!(fmt_latency(Duration::from_millis(501)), "501 ms");
         assert_eq!(fmt_rate(812.2), "812");
