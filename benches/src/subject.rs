@@ -179,7 +179,7 @@ impl Sequential {
     /// Client and server CPU time per recorded cycle together: what one cycle costs the
     /// machine when the client and the nodes share its cores.
     pub fn all_cpu_per_cycle(&self) -> Option<Duration> {
-        Some(self.server_cpu_per_cycle()? + self.client_cpu_per_cycle()?)
+        sum(self.server_cpu_per_cycle(), self.client_cpu_per_cycle())
     }
 }
 

@@ -28,6 +28,17 @@ struct State<T> {
     waiter: Option<Waker>,
 }
 
+impl<T> State<T> {
+    /// The answer if it has come, `Err(Dropped)` if it never will, `None` while it may.
+    fn outcome(&mut self) -> Option<Result<T, Dropped>> {
+        match self.value.take() {
+            Some(v) => Some(Ok(v)),
+            None if !self.sender => Some(Err(Dropped)),
+            None => None,
+        }
+    }
+}
+
 impl<T> Inner<T> {
     fn state(&self) -> MutexGuard<'_, State<T>> {
         // Only plain field updates happen under the lock: a panic cannot leave it inconsistent.
@@ -95,12 +106,7 @@ impl<T> Receiver<T> {
     /// The answer if it has come (`Some(Ok)`), `Some(Err(Dropped))` if it never will, `None`
     /// while it may still come.
     pub fn try_recv(&self) -> Option<Result<T, Dropped>> {
-        let mut st = self.inner.state();
-        match st.value.take() {
-            Some(v) => Some(Ok(v)),
-            None if !st.sender => Some(Err(Dropped)),
-            None => None,
-        }
+        self.inner.state().outcome()
     }
 
     /// Wait for the answer.
@@ -111,10 +117,10 @@ impl<T> Receiver<T> {
     /// The answer, `Err(Dropped)` if it never will come, or `Pending` with the task registered
     /// to be woken when either happens (the last task to poll is the one woken).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Dropped>> {
+        // Checked and registered under one lock, so that an answer in between is not missed.
         let mut st = self.inner.state();
-        match st.value.take() {
-            Some(v) => Poll::Ready(Ok(v)),
-            None if !st.sender => Poll::Ready(Err(Dropped)),
+        match st.outcome() {
+            Some(r) => Poll::Ready(r),
             None => {
                 crate::register_waker(&mut st.waiter, cx.waker());
                 Poll::Pending
