@@ -2,7 +2,7 @@
 //! ends with the leak check.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlease_core::{
@@ -1002,30 +1002,34 @@ pub fn script_flush<S: Subject>() {
         assert!(S::fence(&guard).is_some());
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
 
-        // Concurrently: 4 tasks cycling while the scripts are flushed every 10 ms.
+        // Concurrently: 4 tasks cycling while the scripts are flushed every 10 ms. Each task
+        // runs at least 25 cycles and keeps going until the flusher has flushed 3 times, so
+        // the flushes land among the cycles however fast the cycles are.
+        const FLUSHES: u32 = 3;
         let stop = Arc::new(AtomicBool::new(false));
+        let flushed = Arc::new(AtomicU32::new(0));
         let flusher = {
-            let (cluster, stop) = (cluster.clone(), stop.clone());
+            let (cluster, stop, flushed) = (cluster.clone(), stop.clone(), flushed.clone());
             S::spawn(async move {
-                let mut n = 0u32;
                 while !stop.load(Ordering::SeqCst) {
                     cluster.script_flush_all();
-                    n += 1;
+                    flushed.fetch_add(1, Ordering::SeqCst);
                     S::sleep(ms(10)).await;
                 }
-                n
             })
         };
         let mut tasks = Vec::new();
         for t in 0..4 {
-            let client = client.clone();
+            let (client, flushed) = (client.clone(), flushed.clone());
             tasks.push(S::spawn(async move {
                 let resource = format!("flush-{t}");
-                for i in 0..25 {
+                let mut i = 0u32;
+                while i < 25 || flushed.load(Ordering::SeqCst) < FLUSHES {
                     let mut guard = lock::<S>(&client, LockSpec::new(&resource, ttl)).await;
                     ok::<S, _>(S::extend(&mut guard, ttl).await, &format!("task {t} cycle {i}: extend"));
                     let report = release::<S>(guard).await;
                     assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t}: {report:?}", S::NAME);
+                    i += 1;
                 }
             }));
         }
@@ -1033,8 +1037,8 @@ pub fn script_flush<S: Subject>() {
             task.await;
         }
         stop.store(true, Ordering::SeqCst);
-        let flushes = flusher.await;
-        assert!(flushes >= 2, "[{}] only {flushes} flushes happened during the run", S::NAME);
+        flusher.await;
+        assert!(flushed.load(Ordering::SeqCst) >= FLUSHES, "[{}] the flusher ran alongside the cycles", S::NAME);
     });
     cluster.assert_no_leaks();
 }
