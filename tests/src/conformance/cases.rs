@@ -1003,9 +1003,11 @@ pub fn script_flush<S: Subject>() {
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
 
         // Concurrently: 4 tasks cycling while the scripts are flushed every 10 ms. Each task
-        // runs at least 25 cycles and keeps going until the flusher has flushed 3 times, so
-        // the flushes land among the cycles however fast the cycles are.
+        // runs at least 25 cycles and keeps going until the flusher has flushed 3 times (or
+        // 10 s have passed, which the check below reports), so the flushes land among the
+        // cycles however fast the cycles are.
         const FLUSHES: u32 = 3;
+        let deadline = Instant::now() + Duration::from_secs(10);
         let stop = Arc::new(AtomicBool::new(false));
         let flushed = Arc::new(AtomicU32::new(0));
         let flusher = {
@@ -1024,7 +1026,7 @@ pub fn script_flush<S: Subject>() {
             tasks.push(S::spawn(async move {
                 let resource = format!("flush-{t}");
                 let mut i = 0u32;
-                while i < 25 || flushed.load(Ordering::SeqCst) < FLUSHES {
+                while i < 25 || (flushed.load(Ordering::SeqCst) < FLUSHES && Instant::now() < deadline) {
                     let mut guard = lock::<S>(&client, LockSpec::new(&resource, ttl)).await;
                     ok::<S, _>(S::extend(&mut guard, ttl).await, &format!("task {t} cycle {i}: extend"));
                     let report = release::<S>(guard).await;
@@ -1038,7 +1040,8 @@ pub fn script_flush<S: Subject>() {
         }
         stop.store(true, Ordering::SeqCst);
         flusher.await;
-        assert!(flushed.load(Ordering::SeqCst) >= FLUSHES, "[{}] the flusher ran alongside the cycles", S::NAME);
+        let flushes = flushed.load(Ordering::SeqCst);
+        assert!(flushes >= FLUSHES, "[{}] only {flushes} flushes happened during the run", S::NAME);
     });
     cluster.assert_no_leaks();
 }
