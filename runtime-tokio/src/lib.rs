@@ -92,6 +92,18 @@ impl redlease_async::Socket for Socket {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        // A socket that tokio knows to be writable is written at once (`try_write` asks the
+        // kernel only then, and forgets the readiness on `WouldBlock`); the readiness path,
+        // which registers the waker, runs only when that fails.
+        let tried = match &self.0 {
+            Stream::Tcp(s) => s.try_write(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.try_write(buf),
+        };
+        match tried {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
         match &mut self.0 {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(unix)]
