@@ -71,9 +71,10 @@ impl Readable {
         self.ready[node].store(true, Ordering::Release);
     }
 
-    /// Whether `node` was marked; unmarks it.
+    /// Whether `node` was marked; unmarks it. An unmarked node costs a load, not a swap.
     fn take(&self, node: usize) -> bool {
-        self.ready[node].swap(false, Ordering::AcqRel)
+        let ready = &self.ready[node];
+        ready.load(Ordering::Acquire) && ready.swap(false, Ordering::AcqRel)
     }
 }
 
@@ -90,7 +91,11 @@ impl Wake for NodeWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.readable.mark(self.node);
-        let task = self.readable.task.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // The waker is taken, not cloned: the first node to fire wakes the task, and the
+        // others, finding the slot empty, only mark themselves. The task registers its waker
+        // again at the start of its next poll, before it reads the marks, so a mark set after
+        // that registration wakes it again.
+        let task = self.readable.task.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(task) = task {
             task.wake();
         }
@@ -119,7 +124,11 @@ pub struct Driver<R: Runtime> {
     /// The callers of `close`, answered when the driver finishes.
     closers: Vec<oneshot::Sender<()>>,
     timer: Option<R::Timer>,
+    /// Where `timer` is armed, until its firing is seen: never later than the engine's
+    /// timeout, and earlier when that moved on since (see `poll_timer`).
     timer_at: Option<Instant>,
+    /// The task the armed timer was last polled from (it wakes that task's waker).
+    timer_polled: Option<Waker>,
     buf: Box<[u8]>,
     /// Plaintext out of a TLS session, on its way to the engine.
     plain: Vec<u8>,
@@ -160,6 +169,7 @@ impl<R: Runtime> Driver<R> {
             closers: Vec::new(),
             timer: None,
             timer_at: None,
+            timer_polled: None,
             buf: vec![0; READ_BUF].into_boxed_slice(),
             plain: Vec::new(),
             yielded: false,
@@ -497,28 +507,39 @@ impl<R: Runtime> Driver<R> {
     /// else arm the one timer at it (lock timers, connect deadlines, reconnect times); report
     /// whether another pass is needed.
     fn poll_timer(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some(next) = self.engine.poll_timeout() else {
-            self.timer_at = None;
+        let next = self.engine.poll_timeout();
+        if let Some(next) = next {
+            if next <= now {
+                self.engine.handle_timeout(now);
+                return true;
+            }
+            // The timer only ever moves earlier. A deadline later than the armed one waits for
+            // that one to fire (a pass that finds nothing due and re-arms it): each lock's
+            // rounds push the engine's deadline later, and moving a runtime's timer costs more
+            // than that pass. It never fires later than the engine asked.
+            if self.timer_at.is_none_or(|at| next < at) {
+                match &mut self.timer {
+                    Some(timer) => timer.reset(next),
+                    None => self.timer = Some(R::timer(next)),
+                }
+                self.timer_at = Some(next);
+                self.timer_polled = None;
+            }
+        }
+        let Some(at) = self.timer_at else { return false };
+        // The armed timer is polled when it was just armed, when another task polls the driver,
+        // and once its deadline has passed (even if nothing is waited for any more, so that
+        // its firing is seen and the next deadline arms it again). In between, the waker it
+        // holds is the right one and polling it again would change nothing.
+        if self.timer_polled.as_ref().is_some_and(|w| w.will_wake(cx.waker())) && at > now {
             return false;
-        };
-        if next <= now {
-            self.engine.handle_timeout(now);
-            return true;
         }
-        if self.timer_at != Some(next) {
-            match &mut self.timer {
-                Some(timer) => timer.reset(next),
-                None => self.timer = Some(R::timer(next)),
-            }
-            self.timer_at = Some(next);
+        redlease_client::register_waker(&mut self.timer_polled, cx.waker());
+        if self.timer.as_mut().is_some_and(|t| t.poll_fire(cx).is_ready()) {
+            self.timer_at = None;
+            return next.is_some();
         }
-        match self.timer.as_mut().map(|t| t.poll_fire(cx)) {
-            Some(Poll::Ready(())) => {
-                self.timer_at = None;
-                true
-            }
-            _ => false,
-        }
+        false
     }
 }
 
