@@ -48,6 +48,7 @@ pub use redlease_core::{
 /// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
 /// task (then nothing is cloned). For the single-waiter slots of the one-shot reply and the
 /// async driver.
+#[inline]
 pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
     if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
         *slot = Some(waker.clone());

@@ -152,6 +152,7 @@ impl Layer {
     /// them first, unless `handshaking` (then only the handshake's own records). `None`:
     /// nothing to write. Report what the socket took with [`wrote`](Self::wrote). Both
     /// drivers write through this one loop.
+    #[inline]
     pub fn next_write<'a>(
         &'a mut self,
         engine: &'a mut Engine,
@@ -179,6 +180,7 @@ impl Layer {
     }
 
     /// The socket took `n` bytes of what [`next_write`](Self::next_write) gave.
+    #[inline]
     pub fn wrote(&mut self, engine: &mut Engine, node: NodeId, from: Origin, n: usize) {
         match from {
             Origin::Engine => engine.advance_transmit(node, n),

@@ -438,11 +438,13 @@ impl Engine {
     /// The bytes waiting to be written to `node`, if any. Write as many as the socket takes,
     /// then report how many with [`advance_transmit`](Self::advance_transmit).
     #[must_use]
+    #[inline]
     pub fn poll_transmit(&self, node: NodeId) -> Option<&[u8]> {
         self.links.unsent(node)
     }
 
     /// `n` bytes of [`poll_transmit`](Self::poll_transmit) were written.
+    #[inline]
     pub fn advance_transmit(&mut self, node: NodeId, n: usize) {
         self.links.advance(node, n);
     }
@@ -453,6 +455,7 @@ impl Engine {
     /// timeout; the engine already counts the node as down, so no
     /// [`handle_disconnected`](Self::handle_disconnected) is needed.
     #[must_use]
+    #[inline]
     pub fn poll_close(&mut self) -> Option<NodeId> {
         self.links.poll_close()
     }
@@ -481,6 +484,7 @@ impl Engine {
 
     /// The next event, if any.
     #[must_use]
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }

@@ -217,12 +217,13 @@ pub fn script_digests() -> [&'static str; 5] {
 /// format them here, so every adapter's tokens look alike.
 pub fn token_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+    let mut hex = vec![0; bytes.len() * 2];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[(b >> 4) as usize];
+        pair[1] = DIGITS[(b & 15) as usize];
     }
-    s
+    // Only ASCII digits and letters went in.
+    String::from_utf8(hex).unwrap_or_default()
 }
 
 /// Read a lock key's value as the scripts write it: the holder's token, and whether a refused

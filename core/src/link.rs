@@ -448,6 +448,7 @@ impl Links {
     }
 
     /// A node whose connection or connect attempt the driver must drop.
+    #[inline]
     pub(crate) fn poll_close(&mut self) -> Option<NodeId> {
         self.closes.pop_front()
     }
@@ -537,12 +538,14 @@ impl Links {
         }
     }
 
+    #[inline]
     pub(crate) fn unsent(&self, node: NodeId) -> Option<&[u8]> {
         let link = self.links.get(node.index())?;
         let b = &link.out[link.out_pos..];
         (!b.is_empty()).then_some(b)
     }
 
+    #[inline]
     pub(crate) fn advance(&mut self, node: NodeId, n: usize) {
         if let Some(link) = self.links.get_mut(node.index()) {
             link.out_pos = (link.out_pos + n).min(link.out.len());
