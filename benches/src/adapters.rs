@@ -4,6 +4,10 @@
 //! Every adapter runs with its defaults, as a user gets it: node timeout 50 ms, 3 attempts
 //! with 20–200 ms of jitter between them, drift factor 0.01.
 
+use std::future::poll_fn;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use redlease_async::{Client, Guard, LockOptions, ReleaseOutcome, Runtime};
@@ -40,6 +44,13 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             "redlease-tokio on a current-thread tokio runtime: driver and lockers share one thread",
             Scenario::WITH_HANDOFF,
             TokioAdapter { multi_thread: false, wake: true },
+        )),
+        Box::new(Async::new(
+            "tokio-ct-joined",
+            Role::Adapter,
+            "control: tokio-ct with no task of its own for the driver, which the locker's task polls during each call (Client::with_driver); measures the hand-off between two tasks, not a way to run the client",
+            &[Scenario::Sequential],
+            JoinedTokio,
         )),
         Box::new(Async::new(
             "smol",
@@ -312,6 +323,93 @@ impl BlockingLocker for MioShared {
 
     fn release_detached(&mut self, held: redlease_mio::Guard) {
         // Released in the background: the next blocking call drives it.
+        drop(held);
+    }
+}
+
+/// A control, `tokio-ct-joined`: redlease-tokio on a current-thread runtime with no task of
+/// its own for the driver. The locker's own task polls the driver while one of its calls is
+/// pending, so a lock and its release involve one task, as with the floor. It measures what
+/// the hand-off between the caller's task and the driver's costs. It is not a way to run the
+/// client: between calls nothing polls the driver (no automatic extension, no reconnects).
+#[derive(Debug)]
+pub struct JoinedTokio;
+
+/// The driver, shared by the lockers that poll it.
+type SharedDriver = Arc<Mutex<Pin<Box<redlease_tokio::Driver>>>>;
+
+impl AsyncTarget for JoinedTokio {
+    type Exec = TokioExec;
+    type Factory = JoinedFactory;
+
+    fn exec(&self) -> Result<TokioExec, String> {
+        TokioExec::current_thread()
+    }
+
+    async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<JoinedFactory, String> {
+        let (client, driver) = redlease_tokio::Client::with_driver(config(urls)?).await.map_err(|e| e.to_string())?;
+        Ok(JoinedFactory { client, driver: Arc::new(Mutex::new(Box::pin(driver))), ttl })
+    }
+}
+
+/// The client and its driver, for [`JoinedTokio`].
+pub struct JoinedFactory {
+    client: redlease_tokio::Client,
+    driver: SharedDriver,
+    ttl: Duration,
+}
+
+impl LockerFactory for JoinedFactory {
+    type Locker = JoinedLocker;
+
+    async fn locker(&self) -> Result<JoinedLocker, String> {
+        Ok(JoinedLocker { client: self.client.clone(), driver: Arc::clone(&self.driver), ttl: self.ttl })
+    }
+}
+
+/// A locker of [`JoinedTokio`]: it polls the driver while its calls are pending.
+pub struct JoinedLocker {
+    client: redlease_tokio::Client,
+    driver: SharedDriver,
+    ttl: Duration,
+}
+
+/// Run `call` to completion, polling `driver` from the same task after each poll of `call`
+/// that leaves it pending (the call queues its command first, the driver then writes it).
+async fn joined<T>(driver: &SharedDriver, call: impl Future<Output = T>) -> T {
+    let mut call = pin!(call);
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = call.as_mut().poll(cx) {
+            return Poll::Ready(out);
+        }
+        // The driver only finishes once every client is gone; here it never does.
+        let _ = driver.lock().unwrap_or_else(PoisonError::into_inner).as_mut().poll(cx);
+        call.as_mut().poll(cx)
+    })
+    .await
+}
+
+impl AsyncLocker for JoinedLocker {
+    type Held = Guard;
+
+    async fn acquire(&mut self, key: &str) -> Result<Guard, String> {
+        joined(&self.driver, self.client.lock(key, self.ttl)).await.map_err(|e| e.to_string())
+    }
+
+    async fn acquire_wait(&mut self, _key: &str) -> Result<Guard, String> {
+        Err("tokio-ct-joined takes part in the sequential scenario only".to_owned())
+    }
+
+    async fn release(&mut self, held: Guard) -> Result<(), String> {
+        let report = joined(&self.driver, held.release()).await.map_err(|e| e.to_string())?;
+        match report.outcome {
+            ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("release: {other:?} ({report:?})")),
+        }
+    }
+
+    fn release_detached(&mut self, held: Guard) {
+        // The release is queued; the next call's polling of the driver sends it.
         drop(held);
     }
 }
