@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
-use redlease_async::{Client, Guard, LockOptions, ReleaseOutcome, Runtime};
+use redlease_async::{Client, Guard, LockOptions, ReleaseOutcome, ReleaseReport, Runtime};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec, TokioExec};
 use crate::blocking::{Blocking, BlockingFactory, BlockingLocker, BlockingTarget};
@@ -261,16 +261,20 @@ impl<R: Runtime + Send + Sync + 'static> AsyncLocker for Locker<R> {
     }
 
     async fn release(&mut self, held: Guard) -> Result<(), String> {
-        let report = held.release().await.map_err(|e| e.to_string())?;
-        match report.outcome {
-            ReleaseOutcome::Released => Ok(()),
-            other => Err(format!("release: {other:?} ({report:?})")),
-        }
+        released(held.release().await.map_err(|e| e.to_string())?)
     }
 
     fn release_detached(&mut self, held: Guard) {
         // Dropping a guard tells the driver to release it; nobody waits for the outcome.
         drop(held);
+    }
+}
+
+/// An async release's report as the bench wants it: released, or an error that says how not.
+fn released(report: ReleaseReport) -> Result<(), String> {
+    match report.outcome {
+        ReleaseOutcome::Released => Ok(()),
+        other => Err(format!("release: {other:?} ({report:?})")),
     }
 }
 
@@ -401,11 +405,7 @@ impl AsyncLocker for JoinedLocker {
     }
 
     async fn release(&mut self, held: Guard) -> Result<(), String> {
-        let report = joined(&self.driver, held.release()).await.map_err(|e| e.to_string())?;
-        match report.outcome {
-            ReleaseOutcome::Released => Ok(()),
-            other => Err(format!("release: {other:?} ({report:?})")),
-        }
+        released(joined(&self.driver, held.release()).await.map_err(|e| e.to_string())?)
     }
 
     fn release_detached(&mut self, held: Guard) {

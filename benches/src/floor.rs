@@ -340,9 +340,7 @@ impl LockerFactory for FloorUrls {
 
     async fn locker(&self) -> Result<TokioFloorLocker, String> {
         let (streams, cmds) = connect_all(&self.urls, self.ttl)?;
-        let mut locker = TokioFloorLocker::new(streams, cmds, self.early)?;
-        locker.rearm = self.rearm;
-        Ok(locker)
+        TokioFloorLocker::new(streams, cmds, self.early, self.rearm)
     }
 }
 
@@ -357,12 +355,12 @@ pub struct TokioFloorLocker {
     scratch: Vec<u8>,
     early: bool,
     /// See [`TokioFloor::rearm`].
-    pub(crate) rearm: bool,
+    rearm: bool,
 }
 
 impl TokioFloorLocker {
     /// A locker over connected (blocking) sockets, made non-blocking for tokio.
-    pub(crate) fn new(streams: Vec<StdStream>, cmds: Cmds, early: bool) -> Result<Self, String> {
+    pub(crate) fn new(streams: Vec<StdStream>, cmds: Cmds, early: bool, rearm: bool) -> Result<Self, String> {
         let mut socks = Vec::with_capacity(streams.len());
         for s in streams {
             s.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -377,7 +375,7 @@ impl TokioFloorLocker {
             out: Vec::with_capacity(256),
             scratch: vec![0; READ_CHUNK],
             early,
-            rearm: false,
+            rearm,
         })
     }
 

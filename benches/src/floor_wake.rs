@@ -102,7 +102,7 @@ impl LockerFactory for WakeFloorUrls {
             release_sha = floor::load_script(s, RELEASE_SCRIPT).map_err(at)?;
         }
         Ok(WakeFloorLocker {
-            base: TokioFloorLocker::new(streams, cmds, true)?,
+            base: TokioFloorLocker::new(streams, cmds, true, false)?,
             urls: self.urls.clone(),
             acquire_sha,
             release_sha,
