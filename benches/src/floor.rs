@@ -5,11 +5,16 @@
 //!   replies, as the adapters decide (success at a quorum of yes, failure as soon as a quorum
 //!   of yes is out of reach); the release is `EVALSHA` of a compare-and-delete script (loaded
 //!   beforehand) to every node, decided the same way. Late replies are not waited for: each
-//!   node's socket skips as many replies as it still owes before the next round's are counted
-//!   (they have usually arrived by then). This is the fair floor of a library that decides
-//!   early.
+//!   node's socket skips as many replies as it still owes before the next round's are counted.
+//!   A socket is read only while the round still needs it, so the sockets of the nodes that
+//!   answer last are often not read for several rounds, and one read then takes every reply
+//!   that piled up. This is the fair floor of a library that decides early.
+//! - **floor-tokio-rearm**, **floor-tokio-eager** (controls, sequential only): floor-tokio
+//!   reading each socket until tokio says `Pending`, and floor-tokio reading every socket the
+//!   reactor reports before it decides, as the adapters' driver does (see [`Reads`]).
 //! - **floor-mio** (blocking style): the same over N non-blocking mio sockets with a `Poll`
-//!   of their own, one OS thread per locker.
+//!   of their own, one OS thread per locker. It reads every socket a poll reports before it
+//!   decides.
 //! - **floor-tokio-all**, **floor-mio-all**: the same clients reading every reply of every
 //!   round (an extra row: slower than the quorum floors by the wait for the slowest node).
 //! - **floor-pipelined** (throughput): one socket per node shared by all lockers; each phase
@@ -59,16 +64,23 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Async::new(
             "floor-tokio",
             Role::Floor,
-            "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, decide at the first N/2+1 replies (late ones skipped before the next round); EVALSHA release likewise",
+            "N tokio TcpStreams per locker (current-thread runtime): SET NX PX to all, decide at the first N/2+1 replies (late ones skipped when their socket is next read, which may be rounds later); EVALSHA release likewise",
             PER_LOCKER,
-            TokioFloor { early: true, multi_thread: false, rearm: false },
+            TokioFloor { early: true, multi_thread: false, reads: Reads::UntilReply },
         )),
         Box::new(Async::new(
             "floor-tokio-rearm",
             Role::Floor,
             "floor-tokio reading as the adapters' driver does: each socket with poll_read until tokio says Pending (the waker registered again after every reply), never a read the reactor did not report",
             &[Scenario::Sequential],
-            TokioFloor { early: true, multi_thread: false, rearm: true },
+            TokioFloor { early: true, multi_thread: false, reads: Reads::UntilPending },
+        )),
+        Box::new(Async::new(
+            "floor-tokio-eager",
+            Role::Floor,
+            "floor-tokio reading every reported socket before deciding, as the adapters' driver does: each round sweeps all N sockets with poll_read until tokio says Pending and decides after the sweep, so the late replies are read as they come instead of piling up on the sockets that were not needed",
+            &[Scenario::Sequential],
+            TokioFloor { early: true, multi_thread: false, reads: Reads::Every },
         )),
         Box::new(Blocking::new(
             "floor-mio",
@@ -82,14 +94,14 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
             Role::Floor,
             "floor-tokio reading all N replies of every round before deciding",
             PER_LOCKER,
-            TokioFloor { early: false, multi_thread: false, rearm: false },
+            TokioFloor { early: false, multi_thread: false, reads: Reads::UntilReply },
         )),
         Box::new(Async::new(
             "floor-tokio-mt",
             Role::Floor,
             "floor-tokio on a multi-thread runtime (one worker per core), lockers as tasks: the multi-thread runtime's own floor",
             &[Scenario::Sequential],
-            TokioFloor { early: true, multi_thread: true, rearm: false },
+            TokioFloor { early: true, multi_thread: true, reads: Reads::UntilReply },
         )),
         Box::new(Blocking::new(
             "floor-mio-all",
@@ -298,6 +310,28 @@ fn yes_votes(inbox: &[Inbox]) -> usize {
     inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count()
 }
 
+/// Read `s` with `poll_read` until tokio says `Pending` (the task's waker is then registered),
+/// feeding `ib`.
+fn read_until_pending(
+    s: &mut tokio::net::TcpStream,
+    ib: &mut Inbox,
+    scratch: &mut [u8],
+    cx: &mut std::task::Context<'_>,
+) -> Result<(), String> {
+    loop {
+        let mut buf = tokio::io::ReadBuf::new(scratch);
+        match std::pin::Pin::new(&mut *s).poll_read(cx, &mut buf) {
+            TaskPoll::Pending => return Ok(()),
+            TaskPoll::Ready(Err(e)) => return Err(e.to_string()),
+            TaskPoll::Ready(Ok(())) if buf.filled().is_empty() => return Err("a node closed the connection".to_owned()),
+            TaskPoll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                ib.feed(&scratch[..n])?;
+            }
+        }
+    }
+}
+
 // ----- floor-tokio -------------------------------------------------------------------------
 
 /// The async floor on a tokio runtime; `early`: decide at the quorum.
@@ -307,10 +341,24 @@ pub struct TokioFloor {
     pub early: bool,
     /// On a multi-thread runtime (else current-thread).
     pub multi_thread: bool,
-    /// Read each socket until tokio says `Pending`, like the adapters' driver (else until its
-    /// reply is in, leaving tokio's readiness set for the next round: see the locker's
-    /// `round`).
-    pub rearm: bool,
+    /// How a round reads the sockets.
+    pub reads: Reads,
+}
+
+/// How a round of floor-tokio reads its sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Each socket in turn until its reply is in, deciding after each: floor-tokio. The
+    /// sockets a decision did not need are not read, and their replies pile up until a round
+    /// needs them.
+    UntilReply,
+    /// Each socket in turn until tokio says `Pending`, deciding after each: every reply is
+    /// seen through the reactor (floor-tokio-rearm).
+    UntilPending,
+    /// Every socket until tokio says `Pending`, deciding after the sweep, as the adapters'
+    /// driver reads what the reactor reported before it hands out the decision: every late
+    /// reply is read as it comes (floor-tokio-eager).
+    Every,
 }
 
 /// The URLs; every locker connects its own sockets.
@@ -319,7 +367,7 @@ pub struct FloorUrls {
     urls: Vec<String>,
     ttl: Duration,
     early: bool,
-    rearm: bool,
+    reads: Reads,
 }
 
 impl AsyncTarget for TokioFloor {
@@ -331,7 +379,7 @@ impl AsyncTarget for TokioFloor {
     }
 
     async fn connect(&self, _exec: &TokioExec, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
-        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early, rearm: self.rearm })
+        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early, reads: self.reads })
     }
 }
 
@@ -340,7 +388,7 @@ impl LockerFactory for FloorUrls {
 
     async fn locker(&self) -> Result<TokioFloorLocker, String> {
         let (streams, cmds) = connect_all(&self.urls, self.ttl)?;
-        TokioFloorLocker::new(streams, cmds, self.early, self.rearm)
+        TokioFloorLocker::new(streams, cmds, self.early, self.reads)
     }
 }
 
@@ -354,13 +402,13 @@ pub struct TokioFloorLocker {
     pub(crate) out: Vec<u8>,
     scratch: Vec<u8>,
     early: bool,
-    /// See [`TokioFloor::rearm`].
-    rearm: bool,
+    /// See [`TokioFloor::reads`].
+    reads: Reads,
 }
 
 impl TokioFloorLocker {
     /// A locker over connected (blocking) sockets, made non-blocking for tokio.
-    pub(crate) fn new(streams: Vec<StdStream>, cmds: Cmds, early: bool, rearm: bool) -> Result<Self, String> {
+    pub(crate) fn new(streams: Vec<StdStream>, cmds: Cmds, early: bool, reads: Reads) -> Result<Self, String> {
         let mut socks = Vec::with_capacity(streams.len());
         for s in streams {
             s.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -375,7 +423,7 @@ impl TokioFloorLocker {
             out: Vec::with_capacity(256),
             scratch: vec![0; READ_CHUNK],
             early,
-            rearm,
+            reads,
         })
     }
 
@@ -391,43 +439,40 @@ impl TokioFloorLocker {
 
     /// Write `self.out` to every node, read one reply from each; the number of yes.
     ///
-    /// A socket is read until its reply is in. tokio's `try_read` leaves the socket's readiness
-    /// set after a read that did not drain it, so the next round reads it without waiting for
-    /// the reactor to report it: the reply may be there already, or the read finds nothing
-    /// (`WouldBlock`, which clears the readiness; about 2.8 such reads per cycle). With
-    /// `rearm`, each socket is read with `poll_read` until tokio says `Pending` instead, as the
-    /// adapters' driver does: every reply is seen through the reactor, and a read never finds
-    /// nothing.
+    /// How the sockets are read is [`Reads`]. With [`Reads::UntilReply`] a socket is read
+    /// until its reply is in. tokio's `try_read` leaves the socket's readiness set after a read
+    /// that did not drain it, so the next round reads it without waiting for the reactor to
+    /// report it: the reply may be there already, or the read finds nothing (`WouldBlock`,
+    /// which clears the readiness; about 2.8 such reads per cycle). With the other two, each
+    /// socket is read with `poll_read` until tokio says `Pending`, as the adapters' driver
+    /// does: every reply is seen through the reactor, and a read never finds nothing. With
+    /// [`Reads::Every`] the late replies that came since the last round are read before the
+    /// writes, and a round decides only after a sweep of every socket.
     pub(crate) async fn round(&mut self) -> Result<usize, String> {
+        let reads = self.reads;
+        if reads == Reads::Every {
+            let (socks, inbox, scratch) = (&mut self.socks, &mut self.inbox, &mut self.scratch);
+            poll_fn(|cx| {
+                TaskPoll::Ready(
+                    socks
+                        .iter_mut()
+                        .zip(inbox.iter_mut())
+                        .try_for_each(|(s, ib)| read_until_pending(s, ib, scratch, cx)),
+                )
+            })
+            .await?;
+        }
         for s in &mut self.socks {
             s.write_all(&self.out).await.map_err(|e| e.to_string())?;
         }
         for ib in &mut self.inbox {
             ib.reset();
         }
-        let (socks, inbox, scratch, early, rearm) =
-            (&mut self.socks, &mut self.inbox, &mut self.scratch, self.early, self.rearm);
+        let (socks, inbox, scratch, early) = (&mut self.socks, &mut self.inbox, &mut self.scratch, self.early);
         let read_all = poll_fn(|cx| {
             for i in 0..socks.len() {
                 let (s, ib) = (&mut socks[i], &mut inbox[i]);
-                if rearm {
-                    loop {
-                        let mut buf = tokio::io::ReadBuf::new(scratch);
-                        match std::pin::Pin::new(&mut *s).poll_read(cx, &mut buf) {
-                            TaskPoll::Pending => break,
-                            TaskPoll::Ready(Err(e)) => return TaskPoll::Ready(Err(e.to_string())),
-                            TaskPoll::Ready(Ok(())) if buf.filled().is_empty() => {
-                                return TaskPoll::Ready(Err("a node closed the connection".to_owned()));
-                            }
-                            TaskPoll::Ready(Ok(())) => {
-                                let n = buf.filled().len();
-                                if let Err(e) = ib.feed(&scratch[..n]) {
-                                    return TaskPoll::Ready(Err(e));
-                                }
-                            }
-                        }
-                    }
-                } else {
+                if reads == Reads::UntilReply {
                     while ib.count() < 1 {
                         match s.poll_read_ready(cx) {
                             TaskPoll::Pending => break,
@@ -444,10 +489,15 @@ impl TokioFloorLocker {
                             },
                         }
                     }
+                } else if let Err(e) = read_until_pending(s, ib, scratch, cx) {
+                    return TaskPoll::Ready(Err(e));
                 }
-                if decided(inbox, early) {
+                if reads != Reads::Every && decided(inbox, early) {
                     return TaskPoll::Ready(Ok(()));
                 }
+            }
+            if reads == Reads::Every && decided(inbox, early) {
+                return TaskPoll::Ready(Ok(()));
             }
             TaskPoll::Pending
         });
@@ -659,7 +709,7 @@ impl BlockingTarget for MioFloor {
     type Factory = FloorUrls;
 
     fn connect(&self, urls: &[String], ttl: Duration) -> Result<FloorUrls, String> {
-        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early, rearm: false })
+        Ok(FloorUrls { urls: urls.to_vec(), ttl, early: self.early, reads: Reads::UntilReply })
     }
 }
 

@@ -28,7 +28,7 @@ use std::time::Duration;
 use redlease_core::NodeConfig;
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncTarget, LockerFactory, TokioExec};
-use crate::floor::{self, FloorHeld, TokioFloorLocker};
+use crate::floor::{self, FloorHeld, Reads, TokioFloorLocker};
 use crate::plan::Scenario;
 use crate::resp::{self, Reply};
 use crate::subject::{Role, Subject};
@@ -102,7 +102,7 @@ impl LockerFactory for WakeFloorUrls {
             release_sha = floor::load_script(s, RELEASE_SCRIPT).map_err(at)?;
         }
         Ok(WakeFloorLocker {
-            base: TokioFloorLocker::new(streams, cmds, true, false)?,
+            base: TokioFloorLocker::new(streams, cmds, true, Reads::UntilReply)?,
             urls: self.urls.clone(),
             acquire_sha,
             release_sha,
