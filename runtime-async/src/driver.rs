@@ -436,6 +436,7 @@ impl<R: Runtime> Driver<R> {
             return false;
         };
         let mut cx = Context::from_waker(waker);
+        socket.before_reads();
         for _ in 0..READS_PER_PASS {
             match socket.poll_read(&mut cx, &mut self.buf) {
                 Poll::Ready(Ok(n)) if n > 0 => {
@@ -467,7 +468,13 @@ impl<R: Runtime> Driver<R> {
             };
             while let Some((bytes, from)) = layer.next_write(&mut self.engine, node_id(i), false) {
                 match socket.poll_write(cx, bytes) {
-                    Poll::Ready(Ok(n)) if n > 0 => layer.wrote(&mut self.engine, node_id(i), from, n),
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        layer.wrote(&mut self.engine, node_id(i), from, n);
+                        if socket.read_after_write() {
+                            self.readable.mark(i);
+                            progress = true;
+                        }
+                    }
                     Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                     Poll::Ready(result) => {
                         self.connection_lost(i, now, result.err(), "write failed", "the socket takes no more bytes");

@@ -53,6 +53,20 @@ pub trait Socket: Send + Unpin + 'static + redlease_client::sockets::AsSocket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
     /// Write some of `buf`; returns how many bytes were taken.
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+
+    /// Whether the driver should read the socket at its next pass after writing to it, without
+    /// waiting for the reactor to report the reply: worth it where a read that finds nothing
+    /// costs less than a round through the reactor. The default, `false`, waits for the
+    /// reactor.
+    fn read_after_write(&self) -> bool {
+        false
+    }
+
+    /// The driver is about to read: the socket's waker fired, or bytes were just written and
+    /// [`read_after_write`](Self::read_after_write) asked for a read. The next
+    /// [`poll_read`](Self::poll_read) should ask the kernel, not a readiness record that may
+    /// not show the event yet. The default does nothing.
+    fn before_reads(&mut self) {}
 }
 
 /// A one-shot timer that can be moved to a new deadline.

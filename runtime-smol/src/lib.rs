@@ -83,10 +83,19 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 /// An `Async<TcpStream>` (or `Async<UnixStream>`) as the driver's
 /// [`Socket`](redlease_async::Socket).
 ///
-/// A read that returns less than the buffer has emptied the socket: the next read waits for
-/// readiness first instead of asking the kernel (which would only say `WouldBlock`), saving
-/// a system call per batch of replies. Data that arrives meanwhile is reported by the
-/// reactor, which re-arms its interest when the waker is registered.
+/// A read that returns less than the buffer has emptied the socket: the next read registers
+/// the waker with the reactor instead of asking the kernel (which would only say
+/// `WouldBlock`), saving a system call per batch of replies. When the driver reads the socket
+/// again ([`before_reads`](redlease_async::Socket::before_reads): its waker fired, or a
+/// write went out), the first read asks the kernel. async-io's own readiness record is not
+/// asked: it counts an event as new only if it comes from a later turn of the reactor than
+/// the registration, so where another thread drives the reactor (async-std) a task that
+/// waits for it can be woken again and again while the reply sits unread.
+///
+/// The driver also reads right after a write
+/// ([`read_after_write`](redlease_async::Socket::read_after_write)): the reply is often there
+/// by its next pass, and a read that finds nothing costs less than a round through async-io's
+/// reactor, which re-arms its notifier and the socket with a system call each.
 #[derive(Debug)]
 pub struct Socket {
     stream: Conn,
@@ -149,6 +158,14 @@ impl redlease_async::Socket for Socket {
             Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
+
+    fn read_after_write(&self) -> bool {
+        true
+    }
+
+    fn before_reads(&mut self) {
+        self.drained = false;
+    }
 }
 
 /// An `async_io::Timer` as the driver's [`Timer`](redlease_async::Timer).
@@ -165,6 +182,73 @@ impl redlease_async::Timer for Timer {
         match Pin::new(&mut self.0).poll_next(cx) {
             Poll::Ready(Some(_)) => Poll::Ready(()),
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+    use std::time::Duration;
+
+    use redlease_async::{Runtime, Socket as _};
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Wait up to 5 s for the waker to have been called more than `seen` times in all.
+    fn woken_after(count: &Count, seen: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while count.0.load(Ordering::SeqCst) <= seen && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        count.0.load(Ordering::SeqCst) > seen
+    }
+
+    /// A read tried right after a write finds nothing, registers the waker, and the reply that
+    /// comes later wakes the task, after which the driver's first read gets it. Real loopback
+    /// sockets; async-io's reactor is driven by its own thread while this one sleeps, as under
+    /// async-std: asking async-io's readiness record instead of the kernel after the wake-up
+    /// can answer `Pending` with the reply already there (and the next wake-up again).
+    #[test]
+    fn a_read_after_a_write_that_finds_nothing_still_wakes_on_the_reply() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut socket = futures_lite::future::block_on(AsyncIo::connect("127.0.0.1", port)).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        let mut cx = Context::from_waker(&waker);
+        let mut buf = [0u8; 64];
+
+        for round in 0..3 {
+            let seen = count.0.load(Ordering::SeqCst);
+            assert!(socket.poll_write(&mut cx, b"PING\r\n").is_ready());
+            assert!(socket.read_after_write(), "the smol socket asks for a read after a write");
+            // Nothing sent back yet: the read finds nothing and registers the waker.
+            socket.before_reads();
+            assert!(socket.poll_read(&mut cx, &mut buf).is_pending(), "round {round}");
+            server.write_all(b"+PONG\r\n").unwrap();
+            assert!(woken_after(&count, seen), "round {round}: the reply wakes the task within 5 s");
+            // Woken, the driver reads: the first read asks the kernel and gets the reply.
+            socket.before_reads();
+            match socket.poll_read(&mut cx, &mut buf) {
+                Poll::Ready(Ok(n)) => assert_eq!(&buf[..n], b"+PONG\r\n", "round {round}"),
+                other => panic!("round {round}: the reply is there to read, got {other:?}"),
+            }
+            // Emptied: the next read waits for the reactor (no system call) until more comes.
+            assert!(socket.poll_read(&mut cx, &mut buf).is_pending(), "round {round}");
         }
     }
 }
