@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use redlease_benches::machine::Machine;
 use redlease_benches::plan::USAGE;
-use redlease_benches::{Mode, Options, adapters, floor, floor_wake, report, runner};
+use redlease_benches::{Mode, Options, adapters, floor, floor_io, floor_wake, report, runner};
 
 fn main() -> ExitCode {
     let opts = match Options::parse(std::env::args().skip(1)) {
@@ -46,6 +46,7 @@ fn main() -> ExitCode {
     }
     let mut subjects = adapters::subjects();
     subjects.extend(floor::subjects());
+    subjects.extend(floor_io::subjects());
     subjects.extend(floor_wake::subjects());
     subjects.extend(peers::subjects());
 

@@ -50,10 +50,10 @@ pub const RELEASE_SCRIPT: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// A floor gives up on a round after this long without every reply (never in a healthy run).
-const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes read per call.
-const READ_CHUNK: usize = 16 * 1024;
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
 
 /// The floor subjects, in table order.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
@@ -165,18 +165,18 @@ pub(crate) struct Cmds {
 }
 
 impl Cmds {
-    fn set(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
+    pub(crate) fn set(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
         resp::encode(out, &[b"SET", key, token, b"NX", b"PX", &self.ttl_ms]);
     }
 
-    fn release(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
+    pub(crate) fn release(&self, out: &mut Vec<u8>, key: &[u8], token: &[u8]) {
         resp::encode(out, &[b"EVALSHA", &self.sha, b"1", key, token]);
     }
 }
 
 /// The replies of one node in the current phase.
 #[derive(Debug, Default)]
-struct Inbox {
+pub(crate) struct Inbox {
     buf: Vec<u8>,
     pos: usize,
     yes: Vec<bool>,
@@ -186,16 +186,16 @@ struct Inbox {
 }
 
 impl Inbox {
-    fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.yes.clear();
         self.error = None;
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.yes.len()
     }
 
-    fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<(), String> {
         self.buf.extend_from_slice(data);
         while let Some((reply, used)) = resp::parse(&self.buf[self.pos..])? {
             self.pos += used;
@@ -286,7 +286,7 @@ pub(crate) fn quorum(n: usize) -> usize {
 
 /// Whether a round of one command per node is decided: with `early`, as soon as a quorum
 /// said yes or can no longer say yes; otherwise once every node answered.
-fn decided(inbox: &[Inbox], early: bool) -> bool {
+pub(crate) fn decided(inbox: &[Inbox], early: bool) -> bool {
     let n = inbox.len();
     if !early {
         return inbox.iter().all(|ib| ib.count() >= 1);
@@ -298,7 +298,7 @@ fn decided(inbox: &[Inbox], early: bool) -> bool {
 
 /// After a decided round: every node that has not answered yet owes one reply, skipped at
 /// the next round.
-fn owe_late(inbox: &mut [Inbox]) {
+pub(crate) fn owe_late(inbox: &mut [Inbox]) {
     for ib in inbox {
         if ib.count() == 0 {
             ib.skip += 1;
@@ -306,7 +306,7 @@ fn owe_late(inbox: &mut [Inbox]) {
     }
 }
 
-fn yes_votes(inbox: &[Inbox]) -> usize {
+pub(crate) fn yes_votes(inbox: &[Inbox]) -> usize {
     inbox.iter().filter(|ib| ib.yes.first() == Some(&true)).count()
 }
 
@@ -559,7 +559,7 @@ impl TokioFloorLocker {
     }
 }
 
-fn votes(inbox: &[Inbox]) -> String {
+pub(crate) fn votes(inbox: &[Inbox]) -> String {
     let yes = yes_votes(inbox);
     let error = inbox.iter().find_map(|ib| ib.error.as_deref());
     match error {

@@ -30,6 +30,7 @@ pub mod blocking;
 pub mod cpu;
 pub mod embedded;
 pub mod floor;
+pub mod floor_io;
 pub mod floor_wake;
 mod load;
 pub mod machine;
