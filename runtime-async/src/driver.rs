@@ -380,6 +380,9 @@ impl<R: Runtime> Driver<R> {
         let Link::Handshaking(socket, layer) = &mut self.nodes[i].link else {
             return false;
         };
+        // The handshake is moved on at every pass, woken or not: its first read asks the
+        // kernel (a `WouldBlock` per pass while the server has not answered yet).
+        socket.before_reads();
         let mut progress = false;
         let failed = loop {
             if let Some((out, from)) = layer.next_write(&mut self.engine, node_id(i), true) {

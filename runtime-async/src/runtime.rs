@@ -62,8 +62,9 @@ pub trait Socket: Send + Unpin + 'static + redlease_client::sockets::AsSocket {
         false
     }
 
-    /// The driver is about to read: the socket's waker fired, or bytes were just written and
-    /// [`read_after_write`](Self::read_after_write) asked for a read. The next
+    /// The driver is about to read: the socket's waker fired, bytes were just written and
+    /// [`read_after_write`](Self::read_after_write) asked for a read, or a TLS handshake is
+    /// under way (moved on at every pass of the driver). The next
     /// [`poll_read`](Self::poll_read) should ask the kernel, not a readiness record that may
     /// not show the event yet. The default does nothing.
     fn before_reads(&mut self) {}
