@@ -505,19 +505,19 @@ impl TokioFloorLocker {
         owe_late(&mut self.inbox);
         Ok(yes_votes(&self.inbox))
     }
+}
 
-    /// One attempt: `None` if no quorum (then released everywhere).
-    async fn attempt(&mut self, key: &str) -> Result<Option<FloorHeld>, String> {
-        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.tokens.token() };
-        self.out.clear();
-        self.cmds.set(&mut self.out, &held.key, &held.token);
-        if self.round().await? >= quorum(self.socks.len()) {
-            return Ok(Some(held));
-        }
-        self.out.clear();
-        self.cmds.release(&mut self.out, &held.key, &held.token);
-        self.round().await?;
-        Ok(None)
+impl FloorRound for TokioFloorLocker {
+    fn round(&mut self) -> impl Future<Output = Result<usize, String>> + Send {
+        TokioFloorLocker::round(self)
+    }
+
+    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens) {
+        (&mut self.out, &self.cmds, &mut self.tokens)
+    }
+
+    fn inbox(&self) -> &[Inbox] {
+        &self.inbox
     }
 }
 
@@ -525,15 +525,12 @@ impl AsyncLocker for TokioFloorLocker {
     type Held = FloorHeld;
 
     async fn acquire(&mut self, key: &str) -> Result<FloorHeld, String> {
-        match self.attempt(key).await? {
-            Some(held) => Ok(held),
-            None => Err(format!("not acquired: no quorum ({})", self.votes())),
-        }
+        acquire(self, key).await
     }
 
     async fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
         loop {
-            if let Some(held) = self.attempt(key).await? {
+            if let Some(held) = attempt(self, key).await? {
                 return Ok(held);
             }
             tokio::time::sleep(self.tokens.jitter()).await;
@@ -541,10 +538,7 @@ impl AsyncLocker for TokioFloorLocker {
     }
 
     async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
-        self.out.clear();
-        self.cmds.release(&mut self.out, &held.key, &held.token);
-        let yes = self.round().await?;
-        if yes >= quorum(self.socks.len()) { Ok(()) } else { Err(format!("release: {}", self.votes())) }
+        release(self, &held).await
     }
 
     fn release_detached(&mut self, _held: FloorHeld) {
@@ -566,6 +560,51 @@ pub(crate) fn votes(inbox: &[Inbox]) -> String {
         Some(e) => format!("{yes} of {} nodes said yes; an error: {e}", inbox.len()),
         None => format!("{yes} of {} nodes said yes", inbox.len()),
     }
+}
+
+/// What the async floors' lock and release are made of: one round over the locker's own
+/// sockets (each floor reads them its own way), and the pieces of a round's command.
+pub(crate) trait FloorRound: Send {
+    /// Write the command buffer to every node and read until the round is decided; the
+    /// number of yes.
+    fn round(&mut self) -> impl Future<Output = Result<usize, String>> + Send;
+    /// The command buffer, the commands and the token generator.
+    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens);
+    /// The last round's replies, one inbox per node.
+    fn inbox(&self) -> &[Inbox];
+}
+
+/// One attempt: `None` if no quorum (then released everywhere).
+pub(crate) async fn attempt<F: FloorRound>(floor: &mut F, key: &str) -> Result<Option<FloorHeld>, String> {
+    let (out, cmds, tokens) = floor.parts();
+    let held = FloorHeld { key: key.as_bytes().to_vec(), token: tokens.token() };
+    out.clear();
+    cmds.set(out, &held.key, &held.token);
+    if floor.round().await? >= quorum(floor.inbox().len()) {
+        return Ok(Some(held));
+    }
+    let (out, cmds, _) = floor.parts();
+    out.clear();
+    cmds.release(out, &held.key, &held.token);
+    floor.round().await?;
+    Ok(None)
+}
+
+/// One attempt, an error if it got no quorum.
+pub(crate) async fn acquire<F: FloorRound>(floor: &mut F, key: &str) -> Result<FloorHeld, String> {
+    match attempt(floor, key).await? {
+        Some(held) => Ok(held),
+        None => Err(format!("not acquired: no quorum ({})", votes(floor.inbox()))),
+    }
+}
+
+/// Release `held` on every node; an error unless a quorum said yes.
+pub(crate) async fn release<F: FloorRound>(floor: &mut F, held: &FloorHeld) -> Result<(), String> {
+    let (out, cmds, _) = floor.parts();
+    out.clear();
+    cmds.release(out, &held.key, &held.token);
+    let yes = floor.round().await?;
+    if yes >= quorum(floor.inbox().len()) { Ok(()) } else { Err(format!("release: {}", votes(floor.inbox()))) }
 }
 
 // ----- mio sockets -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_lite::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec};
-use crate::floor::{self, Cmds, FloorHeld, Inbox, READ_CHUNK, ROUND_TIMEOUT, Tokens};
+use crate::floor::{self, Cmds, FloorHeld, FloorRound, Inbox, READ_CHUNK, ROUND_TIMEOUT, Tokens};
 use crate::plan::Scenario;
 use crate::subject::{Role, Subject};
 
@@ -136,7 +136,7 @@ pub struct IoFloorLocker<S> {
     scratch: Vec<u8>,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> IoFloorLocker<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FloorRound for IoFloorLocker<S> {
     /// Write `self.out` to every node, read one reply from each until the round is decided
     /// (each socket only until its reply is in); the number of yes.
     async fn round(&mut self) -> Result<usize, String> {
@@ -179,18 +179,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> IoFloorLocker<S> {
         Ok(floor::yes_votes(&self.inbox))
     }
 
-    /// One attempt: `None` if no quorum (then released everywhere).
-    async fn attempt(&mut self, key: &str) -> Result<Option<FloorHeld>, String> {
-        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.tokens.token() };
-        self.out.clear();
-        self.cmds.set(&mut self.out, &held.key, &held.token);
-        if self.round().await? >= floor::quorum(self.socks.len()) {
-            return Ok(Some(held));
-        }
-        self.out.clear();
-        self.cmds.release(&mut self.out, &held.key, &held.token);
-        self.round().await?;
-        Ok(None)
+    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens) {
+        (&mut self.out, &self.cmds, &mut self.tokens)
+    }
+
+    fn inbox(&self) -> &[Inbox] {
+        &self.inbox
     }
 }
 
@@ -198,15 +192,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncLocker for IoFloor
     type Held = FloorHeld;
 
     async fn acquire(&mut self, key: &str) -> Result<FloorHeld, String> {
-        match self.attempt(key).await? {
-            Some(held) => Ok(held),
-            None => Err(format!("not acquired: no quorum ({})", floor::votes(&self.inbox))),
-        }
+        floor::acquire(self, key).await
     }
 
     async fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
         loop {
-            if let Some(held) = self.attempt(key).await? {
+            if let Some(held) = floor::attempt(self, key).await? {
                 return Ok(held);
             }
             async_io::Timer::after(self.tokens.jitter()).await;
@@ -214,14 +205,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncLocker for IoFloor
     }
 
     async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
-        self.out.clear();
-        self.cmds.release(&mut self.out, &held.key, &held.token);
-        let yes = self.round().await?;
-        if yes >= floor::quorum(self.socks.len()) {
-            Ok(())
-        } else {
-            Err(format!("release: {}", floor::votes(&self.inbox)))
-        }
+        floor::release(self, &held).await
     }
 
     fn release_detached(&mut self, _held: FloorHeld) {
