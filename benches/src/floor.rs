@@ -396,11 +396,7 @@ impl LockerFactory for FloorUrls {
 #[derive(Debug)]
 pub struct TokioFloorLocker {
     socks: Vec<tokio::net::TcpStream>,
-    inbox: Vec<Inbox>,
-    pub(crate) cmds: Cmds,
-    pub(crate) tokens: Tokens,
-    pub(crate) out: Vec<u8>,
-    scratch: Vec<u8>,
+    pub(crate) state: FloorState,
     early: bool,
     /// See [`TokioFloor::reads`].
     reads: Reads,
@@ -414,17 +410,8 @@ impl TokioFloorLocker {
             s.set_nonblocking(true).map_err(|e| e.to_string())?;
             socks.push(tokio::net::TcpStream::from_std(s).map_err(|e| e.to_string())?);
         }
-        let n = socks.len();
-        Ok(TokioFloorLocker {
-            socks,
-            inbox: (0..n).map(|_| Inbox::default()).collect(),
-            cmds,
-            tokens: Tokens::new(n as u64),
-            out: Vec::with_capacity(256),
-            scratch: vec![0; READ_CHUNK],
-            early,
-            reads,
-        })
+        let state = FloorState::new(cmds, socks.len(), socks.len() as u64);
+        Ok(TokioFloorLocker { socks, state, early, reads })
     }
 
     /// The number of nodes.
@@ -434,10 +421,10 @@ impl TokioFloorLocker {
 
     /// Whether some node had not answered when the last round was decided.
     pub(crate) fn unanswered(&self) -> bool {
-        self.inbox.iter().any(|ib| ib.count() == 0)
+        self.state.inbox.iter().any(|ib| ib.count() == 0)
     }
 
-    /// Write `self.out` to every node, read one reply from each; the number of yes.
+    /// Write the command buffer (`state.out`) to every node, read one reply from each; the number of yes.
     ///
     /// How the sockets are read is [`Reads`]. With [`Reads::UntilReply`] a socket is read
     /// until its reply is in. tokio's `try_read` leaves the socket's readiness set after a read
@@ -451,7 +438,7 @@ impl TokioFloorLocker {
     pub(crate) async fn round(&mut self) -> Result<usize, String> {
         let reads = self.reads;
         if reads == Reads::Every {
-            let (socks, inbox, scratch) = (&mut self.socks, &mut self.inbox, &mut self.scratch);
+            let (socks, inbox, scratch) = (&mut self.socks, &mut self.state.inbox, &mut self.state.scratch);
             poll_fn(|cx| {
                 TaskPoll::Ready(
                     socks
@@ -463,12 +450,13 @@ impl TokioFloorLocker {
             .await?;
         }
         for s in &mut self.socks {
-            s.write_all(&self.out).await.map_err(|e| e.to_string())?;
+            s.write_all(&self.state.out).await.map_err(|e| e.to_string())?;
         }
-        for ib in &mut self.inbox {
+        for ib in &mut self.state.inbox {
             ib.reset();
         }
-        let (socks, inbox, scratch, early) = (&mut self.socks, &mut self.inbox, &mut self.scratch, self.early);
+        let (socks, inbox, scratch, early) =
+            (&mut self.socks, &mut self.state.inbox, &mut self.state.scratch, self.early);
         let read_all = poll_fn(|cx| {
             for i in 0..socks.len() {
                 let (s, ib) = (&mut socks[i], &mut inbox[i]);
@@ -502,8 +490,8 @@ impl TokioFloorLocker {
             TaskPoll::Pending
         });
         tokio::time::timeout(ROUND_TIMEOUT, read_all).await.map_err(|_| "no reply within 10 s".to_owned())??;
-        owe_late(&mut self.inbox);
-        Ok(yes_votes(&self.inbox))
+        owe_late(&mut self.state.inbox);
+        Ok(yes_votes(&self.state.inbox))
     }
 }
 
@@ -512,12 +500,8 @@ impl FloorRound for TokioFloorLocker {
         TokioFloorLocker::round(self)
     }
 
-    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens) {
-        (&mut self.out, &self.cmds, &mut self.tokens)
-    }
-
-    fn inbox(&self) -> &[Inbox] {
-        &self.inbox
+    fn state(&mut self) -> &mut FloorState {
+        &mut self.state
     }
 }
 
@@ -533,7 +517,7 @@ impl AsyncLocker for TokioFloorLocker {
             if let Some(held) = attempt(self, key).await? {
                 return Ok(held);
             }
-            tokio::time::sleep(self.tokens.jitter()).await;
+            tokio::time::sleep(self.state.tokens.jitter()).await;
         }
     }
 
@@ -549,7 +533,7 @@ impl AsyncLocker for TokioFloorLocker {
 impl TokioFloorLocker {
     /// The last round's votes, for an error message.
     pub(crate) fn votes(&self) -> String {
-        votes(&self.inbox)
+        votes(&self.state.inbox)
     }
 }
 
@@ -562,30 +546,64 @@ pub(crate) fn votes(inbox: &[Inbox]) -> String {
     }
 }
 
-/// What the async floors' lock and release are made of: one round over the locker's own
-/// sockets (each floor reads them its own way), and the pieces of a round's command.
-pub(crate) trait FloorRound: Send {
-    /// Write the command buffer to every node and read until the round is decided; the
-    /// number of yes.
-    fn round(&mut self) -> impl Future<Output = Result<usize, String>> + Send;
-    /// The command buffer, the commands and the token generator.
-    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens);
+/// What an async floor's locker keeps besides its sockets.
+#[derive(Debug)]
+pub(crate) struct FloorState {
     /// The last round's replies, one inbox per node.
-    fn inbox(&self) -> &[Inbox];
+    pub(crate) inbox: Vec<Inbox>,
+    pub(crate) cmds: Cmds,
+    pub(crate) tokens: Tokens,
+    /// The command a round writes to every node.
+    pub(crate) out: Vec<u8>,
+    /// The buffer sockets are read into.
+    pub(crate) scratch: Vec<u8>,
+}
+
+impl FloorState {
+    /// The state of a locker of `n` nodes; `seed` seeds its tokens and jitter.
+    pub(crate) fn new(cmds: Cmds, n: usize, seed: u64) -> Self {
+        FloorState {
+            inbox: (0..n).map(|_| Inbox::default()).collect(),
+            cmds,
+            tokens: Tokens::new(seed),
+            out: Vec::with_capacity(256),
+            scratch: vec![0; READ_CHUNK],
+        }
+    }
+
+    /// Put `key`'s release for `token` in the command buffer.
+    fn set_release(&mut self, key: &[u8], token: &[u8]) {
+        self.out.clear();
+        self.cmds.release(&mut self.out, key, token);
+    }
+
+    /// Whether the last round's yes votes make a quorum.
+    fn quorum(&self, yes: usize) -> bool {
+        yes >= quorum(self.inbox.len())
+    }
+}
+
+/// What the async floors' lock and release are made of: one round over the locker's own
+/// sockets (each floor reads them its own way), and the state a round works on.
+pub(crate) trait FloorRound: Send {
+    /// Write the state's command buffer to every node and read until the round is decided;
+    /// the number of yes.
+    fn round(&mut self) -> impl Future<Output = Result<usize, String>> + Send;
+    /// The replies, commands, tokens and buffers.
+    fn state(&mut self) -> &mut FloorState;
 }
 
 /// One attempt: `None` if no quorum (then released everywhere).
 pub(crate) async fn attempt<F: FloorRound>(floor: &mut F, key: &str) -> Result<Option<FloorHeld>, String> {
-    let (out, cmds, tokens) = floor.parts();
-    let held = FloorHeld { key: key.as_bytes().to_vec(), token: tokens.token() };
-    out.clear();
-    cmds.set(out, &held.key, &held.token);
-    if floor.round().await? >= quorum(floor.inbox().len()) {
+    let st = floor.state();
+    let held = FloorHeld { key: key.as_bytes().to_vec(), token: st.tokens.token() };
+    st.out.clear();
+    st.cmds.set(&mut st.out, &held.key, &held.token);
+    let yes = floor.round().await?;
+    if floor.state().quorum(yes) {
         return Ok(Some(held));
     }
-    let (out, cmds, _) = floor.parts();
-    out.clear();
-    cmds.release(out, &held.key, &held.token);
+    floor.state().set_release(&held.key, &held.token);
     floor.round().await?;
     Ok(None)
 }
@@ -594,17 +612,16 @@ pub(crate) async fn attempt<F: FloorRound>(floor: &mut F, key: &str) -> Result<O
 pub(crate) async fn acquire<F: FloorRound>(floor: &mut F, key: &str) -> Result<FloorHeld, String> {
     match attempt(floor, key).await? {
         Some(held) => Ok(held),
-        None => Err(format!("not acquired: no quorum ({})", votes(floor.inbox()))),
+        None => Err(format!("not acquired: no quorum ({})", votes(&floor.state().inbox))),
     }
 }
 
 /// Release `held` on every node; an error unless a quorum said yes.
 pub(crate) async fn release<F: FloorRound>(floor: &mut F, held: &FloorHeld) -> Result<(), String> {
-    let (out, cmds, _) = floor.parts();
-    out.clear();
-    cmds.release(out, &held.key, &held.token);
+    floor.state().set_release(&held.key, &held.token);
     let yes = floor.round().await?;
-    if yes >= quorum(floor.inbox().len()) { Ok(()) } else { Err(format!("release: {}", votes(floor.inbox()))) }
+    let st = floor.state();
+    if st.quorum(yes) { Ok(()) } else { Err(format!("release: {}", votes(&st.inbox))) }
 }
 
 // ----- mio sockets -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_lite::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::asyncrt::{Async, AsyncLocker, AsyncStdExec, AsyncTarget, LockerFactory, SmolExec};
-use crate::floor::{self, Cmds, FloorHeld, FloorRound, Inbox, READ_CHUNK, ROUND_TIMEOUT, Tokens};
+use crate::floor::{self, FloorHeld, FloorRound, FloorState, ROUND_TIMEOUT};
 use crate::plan::Scenario;
 use crate::subject::{Role, Subject};
 
@@ -113,15 +113,8 @@ impl<E: IoRuntime> LockerFactory for IoFloorUrls<E> {
         let (streams, cmds) = floor::connect_all(&self.urls, self.ttl)?;
         let socks =
             streams.into_iter().map(|s| E::stream(s).map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()?;
-        let n = socks.len();
-        Ok(IoFloorLocker {
-            socks,
-            inbox: (0..n).map(|_| Inbox::default()).collect(),
-            cmds,
-            tokens: Tokens::new(n as u64 + 100),
-            out: Vec::with_capacity(256),
-            scratch: vec![0; READ_CHUNK],
-        })
+        let state = FloorState::new(cmds, socks.len(), socks.len() as u64 + 100);
+        Ok(IoFloorLocker { socks, state })
     }
 }
 
@@ -129,24 +122,20 @@ impl<E: IoRuntime> LockerFactory for IoFloorUrls<E> {
 #[derive(Debug)]
 pub struct IoFloorLocker<S> {
     socks: Vec<S>,
-    inbox: Vec<Inbox>,
-    cmds: Cmds,
-    tokens: Tokens,
-    out: Vec<u8>,
-    scratch: Vec<u8>,
+    state: FloorState,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FloorRound for IoFloorLocker<S> {
-    /// Write `self.out` to every node, read one reply from each until the round is decided
+    /// Write the command buffer to every node, read one reply from each until the round is decided
     /// (each socket only until its reply is in); the number of yes.
     async fn round(&mut self) -> Result<usize, String> {
         for s in &mut self.socks {
-            s.write_all(&self.out).await.map_err(|e| e.to_string())?;
+            s.write_all(&self.state.out).await.map_err(|e| e.to_string())?;
         }
-        for ib in &mut self.inbox {
+        for ib in &mut self.state.inbox {
             ib.reset();
         }
-        let (socks, inbox, scratch) = (&mut self.socks, &mut self.inbox, &mut self.scratch);
+        let (socks, inbox, scratch) = (&mut self.socks, &mut self.state.inbox, &mut self.state.scratch);
         let read_all = poll_fn(|cx| {
             for i in 0..socks.len() {
                 let (s, ib) = (&mut socks[i], &mut inbox[i]);
@@ -175,16 +164,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FloorRound for IoFloorL
             Err("no reply within 10 s".to_owned())
         };
         futures_lite::future::or(read_all, timeout).await?;
-        floor::owe_late(&mut self.inbox);
-        Ok(floor::yes_votes(&self.inbox))
+        floor::owe_late(&mut self.state.inbox);
+        Ok(floor::yes_votes(&self.state.inbox))
     }
 
-    fn parts(&mut self) -> (&mut Vec<u8>, &Cmds, &mut Tokens) {
-        (&mut self.out, &self.cmds, &mut self.tokens)
-    }
-
-    fn inbox(&self) -> &[Inbox] {
-        &self.inbox
+    fn state(&mut self) -> &mut FloorState {
+        &mut self.state
     }
 }
 
@@ -200,7 +185,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncLocker for IoFloor
             if let Some(held) = floor::attempt(self, key).await? {
                 return Ok(held);
             }
-            async_io::Timer::after(self.tokens.jitter()).await;
+            async_io::Timer::after(self.state.tokens.jitter()).await;
         }
     }
 

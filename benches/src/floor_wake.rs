@@ -132,9 +132,9 @@ impl WakeFloorLocker {
     fn release_cmd(&mut self, held: &FloorHeld) {
         let (queue, channel) = wake_names(&held.key);
         let base = &mut self.base;
-        base.out.clear();
+        base.state.out.clear();
         resp::encode(
-            &mut base.out,
+            &mut base.state.out,
             &[b"EVALSHA", &self.release_sha, b"2", &held.key, &queue, &held.token, RESERVE_MS, &channel],
         );
     }
@@ -151,7 +151,7 @@ impl AsyncLocker for WakeFloorLocker {
         if self.subs.as_ref().is_none_or(|s| s.key != key.as_bytes()) {
             self.subs = Some(Subs::connect(&self.urls, key)?);
         }
-        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.base.tokens.token() };
+        let held = FloorHeld { key: key.as_bytes().to_vec(), token: self.base.state.tokens.token() };
         let (queue, _) = wake_names(&held.key);
         let need = floor::quorum(self.base.len());
         loop {
@@ -159,10 +159,10 @@ impl AsyncLocker for WakeFloorLocker {
             // Only what is announced after this attempt is sent can wake it.
             subs.drain(&held.token)?;
             let base = &mut self.base;
-            base.out.clear();
+            base.state.out.clear();
             resp::encode(
-                &mut base.out,
-                &[b"EVALSHA", &self.acquire_sha, b"2", &held.key, &queue, &held.token, &base.cmds.ttl_ms],
+                &mut base.state.out,
+                &[b"EVALSHA", &self.acquire_sha, b"2", &held.key, &queue, &held.token, &base.state.cmds.ttl_ms],
             );
             let yes = self.base.round().await?;
             if yes >= need {
@@ -172,7 +172,7 @@ impl AsyncLocker for WakeFloorLocker {
                 self.release_cmd(&held);
                 self.base.round().await?;
             }
-            let jitter = self.base.tokens.jitter();
+            let jitter = self.base.state.tokens.jitter();
             let subs = self.subs.as_mut().expect("subscribed above");
             if let Ok(woken) = tokio::time::timeout(jitter, subs.woken(need, &held.token)).await {
                 woken?;
