@@ -500,6 +500,10 @@ impl FloorRound for TokioFloorLocker {
         TokioFloorLocker::round(self)
     }
 
+    fn pause(delay: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(delay)
+    }
+
     fn state(&mut self) -> &mut FloorState {
         &mut self.state
     }
@@ -513,12 +517,7 @@ impl AsyncLocker for TokioFloorLocker {
     }
 
     async fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
-        loop {
-            if let Some(held) = attempt(self, key).await? {
-                return Ok(held);
-            }
-            tokio::time::sleep(self.state.tokens.jitter()).await;
-        }
+        acquire_wait(self, key).await
     }
 
     async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
@@ -591,6 +590,8 @@ pub(crate) trait FloorRound: Send {
     fn round(&mut self) -> impl Future<Output = Result<usize, String>> + Send;
     /// The replies, commands, tokens and buffers.
     fn state(&mut self) -> &mut FloorState;
+    /// Sleep `delay` on the floor's runtime (between attempts).
+    fn pause(delay: Duration) -> impl Future<Output = ()> + Send;
 }
 
 /// One attempt: `None` if no quorum (then released everywhere).
@@ -613,6 +614,16 @@ pub(crate) async fn acquire<F: FloorRound>(floor: &mut F, key: &str) -> Result<F
     match attempt(floor, key).await? {
         Some(held) => Ok(held),
         None => Err(format!("not acquired: no quorum ({})", votes(&floor.state().inbox))),
+    }
+}
+
+/// Attempt until one gets a quorum, a random delay between attempts.
+pub(crate) async fn acquire_wait<F: FloorRound>(floor: &mut F, key: &str) -> Result<FloorHeld, String> {
+    loop {
+        if let Some(held) = attempt(floor, key).await? {
+            return Ok(held);
+        }
+        F::pause(floor.state().tokens.jitter()).await;
     }
 }
 

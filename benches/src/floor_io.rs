@@ -171,6 +171,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FloorRound for IoFloorL
     fn state(&mut self) -> &mut FloorState {
         &mut self.state
     }
+
+    async fn pause(delay: Duration) {
+        async_io::Timer::after(delay).await;
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncLocker for IoFloorLocker<S> {
@@ -181,12 +185,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncLocker for IoFloor
     }
 
     async fn acquire_wait(&mut self, key: &str) -> Result<FloorHeld, String> {
-        loop {
-            if let Some(held) = floor::attempt(self, key).await? {
-                return Ok(held);
-            }
-            async_io::Timer::after(self.state.tokens.jitter()).await;
-        }
+        floor::acquire_wait(self, key).await
     }
 
     async fn release(&mut self, held: FloorHeld) -> Result<(), String> {
