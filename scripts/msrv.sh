@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build every published crate (the libraries and the redlease binary; not the tests, benchmarks
+# Build every published crate (the libraries and the redlease binary of redlease-cli; not the tests, benchmarks
 # or dev-dependencies) with the Rust version the manifests declare as `rust-version`, so the
 # declaration cannot silently become false. Uses its own target dir (target/msrv).
 #
@@ -25,7 +25,7 @@ if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
   timeout 300 rustup toolchain install "$msrv" --profile minimal >&2 ||
     skip "rustup could not install Rust $msrv here"
 fi
-packages=(redlease-core redlease-client redlease-async redlease-tokio redlease-smol redlease-mio redlease-cluster redlease)
+packages=(redlease-core redlease-client redlease-tokio redlease-smol redlease-mio redlease redlease-cluster redlease-cli)
 args=()
 for p in "${packages[@]}"; do args+=(-p "$p"); done
 echo "msrv: cargo +$msrv check --locked ${args[*]}" >&2

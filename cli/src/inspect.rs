@@ -3,7 +3,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use redlease_client::transport::{NodeTransport, Target};
+use redlease_client::adapter::{NodeTransport, Target};
 use redlease_cluster::{Cluster, Duplex, FENCE_PREFIX, RedisConn};
 use redlease_core::{Config, NodeConfig, TlsSettings};
 
@@ -77,7 +77,7 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 /// sockets) and trust the same certificates. A CA file that cannot be read is bad usage.
 fn nodes_of(urls: Option<&str>, tls: TlsSettings) -> Result<Vec<(NodeConfig, NodeTransport)>, Usage> {
     let config = Config::new(node_urls(urls)?).tls(tls);
-    let transports = redlease_client::transport::prepare(&config).map_err(|e| Usage(format!("--nodes: {e}")))?;
+    let transports = redlease_client::adapter::prepare(&config).map_err(|e| Usage(format!("--nodes: {e}")))?;
     Ok(config.nodes.into_iter().zip(transports).collect())
 }
 
@@ -94,7 +94,7 @@ fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
     #[cfg(feature = "tls")]
     let socket: Box<dyn Duplex> = match how.tls() {
         Some(client) => {
-            Box::new(Tls(redlease_client::tls::Blocking::connect(client, socket).map_err(|e| e.to_string())?))
+            Box::new(Tls(redlease_client::adapter::BlockingTls::connect(client, socket).map_err(|e| e.to_string())?))
         }
         None => socket,
     };
@@ -120,7 +120,7 @@ fn unix(path: &std::path::Path) -> Result<std::net::TcpStream, String> {
 /// A TLS session over a node's socket, as a stream [`RedisConn`] talks over.
 #[cfg(feature = "tls")]
 #[derive(Debug)]
-struct Tls(redlease_client::tls::Blocking<Box<dyn Duplex>>);
+struct Tls(redlease_client::adapter::BlockingTls<Box<dyn Duplex>>);
 
 #[cfg(feature = "tls")]
 impl std::io::Read for Tls {

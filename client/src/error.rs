@@ -10,6 +10,25 @@ use redlease_core::{AcquireError, ConfigError, ExtendError, Health, Misuse, Node
 /// [`AcquireError::WaitTimeout`] when a wait bound ran out, and [`ExtendError`]); a release is
 /// not an error whatever its outcome: it returns a
 /// [`ReleaseReport`](redlease_core::ReleaseReport).
+///
+/// Each variant says what to do about it: retry later ([`AcquireError::Held`]), page an
+/// operator ([`AcquireError::Misconfigured`], [`Error::Config`]), or fix the call
+/// ([`Error::Misuse`]). Messages name nodes by index and address, never by password.
+///
+/// ```
+/// # use redlease_client::{AcquireError, Error};
+/// fn describe<T>(result: &Result<T, Error>) -> &'static str {
+///     match result {
+///         Ok(_) => "held",
+///         Err(Error::Acquire(AcquireError::Held { .. })) => "someone else holds it: try later",
+///         Err(Error::Acquire(AcquireError::WaitTimeout { .. })) => "still held when the wait ran out",
+///         Err(Error::Acquire(AcquireError::Unreachable { .. })) => "too few nodes answered",
+///         Err(Error::Acquire(AcquireError::Misconfigured { .. }) | Error::Config(_)) => "fix the setup",
+///         Err(Error::Closed) => "the client is closed",
+///         Err(_) => "failed",
+///     }
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

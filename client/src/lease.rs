@@ -49,7 +49,34 @@ pub trait Pump: Send + Sync {
 }
 
 /// The holder's view of a lock: what it locks, its token, its fencing token and how long it
-/// is valid. Cheap to clone; the scoped `with_lock` of every client hands one to the work.
+/// is valid. Cheap to clone; the scoped `with_lock` of every client hands one to the work, and
+/// every guard dereferences to one.
+///
+/// Act on the protected resource only while the lease is neither lost nor past its deadline,
+/// and hand the store its fencing token so that it can refuse a holder that has been
+/// overtaken (a paused process can outlive its lock; only the store can tell):
+///
+/// ```
+/// # use redlease_client::Lease;
+/// /// A store that keeps the highest fencing token it has seen and refuses older ones.
+/// struct Store {
+///     highest: u64,
+///     rows: Vec<String>,
+/// }
+///
+/// fn write(lease: &Lease, store: &mut Store, row: &str) -> Result<(), &'static str> {
+///     if lease.is_lost() || lease.remaining().is_zero() {
+///         return Err("the lock is gone: stop");
+///     }
+///     let fence = lease.fence().ok_or("lock with .fencing(true)")?;
+///     if fence < store.highest {
+///         return Err("a newer holder has written: stop");
+///     }
+///     store.highest = fence;
+///     store.rows.push(row.to_owned());
+///     Ok(())
+/// }
+/// ```
 #[derive(Clone)]
 pub struct Lease {
     held: Arc<Held>,

@@ -1,53 +1,81 @@
 //! # redlease-client: the client layer every redlease adapter is a thin shell over
 //!
 //! What a Redlock client needs beyond the sans-IO [`redlease_core::Engine`], written once and
-//! runtime-agnostic, so that the async stack (`redlease-async`, under tokio, smol and
-//! async-std) and the blocking stack (`redlease-mio`) cannot drift apart:
+//! runtime-agnostic, so that the async adapters (`redlease-tokio`, `redlease-smol`) and the
+//! blocking one (`redlease-mio`) offer the same API and cannot drift apart.
 //!
-//! - the [`Router`]: the table that issues the callers' commands to the engine and routes
-//!   the engine's events back to the callers waiting on them, releases what nobody wants any
-//!   more, and closes cleanly;
-//! - the holder's view of a lock, [`Lease`], and its [`LostSignal`] (a guard of either stack
-//!   is a `Lease` plus a way to reach its driver);
-//! - one-shot replies ([`oneshot`]) that async and blocking callers both wait on;
-//! - the [`Error`] type every client returns;
-//! - the OS randomness the core takes none of: lock tokens ([`new_token`]) and jitter seeds
-//!   ([`seeded`]);
-//! - the socket options every adapter applies ([`sockets`]: keepalive, an abortive close for
-//!   connections the engine failed);
-//! - the byte layer between a socket and the engine ([`transport`]): plain, or TLS with
-//!   rustls (feature `tls`), written once for every adapter.
+//! **Use the `redlease` crate (or an adapter crate), not this one**, unless you are writing
+//! an adapter. What users meet is re-exported by every adapter from one list, [`api`]: the
+//! [`Error`] type, the holder's view of a lock ([`Lease`], [`LostSignal`]), lock tokens
+//! ([`new_token`]) and the core's options, settings and outcomes.
 //!
-//! It does no I/O and spawns nothing. Lock options ([`LockOptions`]) and the protocol's
-//! outcomes are the core's. Use an adapter crate, not this one, unless you are writing an
-//! adapter.
+//! What only adapter authors need is in [`adapter`]: the table that routes the engine's events
+//! to waiting callers, the one per-node connection state machine (connect → TLS → handshake →
+//! up → lost) that both I/O styles drive, the TLS byte layer, socket options, and the async
+//! client and driver generic over a small `Runtime` trait.
+//!
+//! It does no I/O of its own and spawns nothing.
 
+mod aio;
 mod connect;
 mod error;
 mod lease;
+mod link;
 pub mod monitor;
-pub mod oneshot;
+mod oneshot;
 mod random;
 mod router;
-pub mod sockets;
+mod sockets;
 #[cfg(feature = "tls")]
-pub mod tls;
-pub mod transport;
+mod tls;
+mod transport;
 
-pub use connect::{connect_settled, require_all};
-pub use error::Error;
-pub use lease::{Lease, LostSignal, Pump};
-pub use random::{new_token, seeded};
-pub use router::{AcquireReply, Commands, ExtendReply, ReleaseReply, Router};
+/// What every adapter re-exports, in one list: `pub use redlease_client::api::*;`.
+pub mod api {
+    pub use crate::error::Error;
+    pub use crate::lease::{Lease, LostSignal};
+    pub use crate::random::new_token;
+    pub use redlease_core::{
+        AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse,
+        NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome, ReleaseReport, Retry, TlsSettings,
+        Transport, Vote, Votes,
+    };
+}
 
-pub use redlease_core::{
-    AcquireError, Config, ConfigError, ExtendError, LockId, LockOptions, LostReason, Misuse, NodeConfig,
-    ReleaseOutcome, ReleaseReport, Retry, Vote,
-};
+pub use api::*;
+
+/// For adapter authors only: the pieces an adapter is assembled from. Users never need these.
+pub mod adapter {
+    pub use crate::connect::{connect_settled, require_all};
+    pub use crate::lease::Pump;
+    pub use crate::link::{Conn, Flush, Links, Read, ReadUntil, SocketIo, node_id};
+    pub use crate::random::seeded;
+    pub use crate::register_waker;
+    pub use crate::router::{AcquireReply, ExtendReply, ReleaseReply, Router};
+    pub use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
+    #[cfg(feature = "tls")]
+    pub use crate::tls::{Blocking as BlockingTls, TlsClient, TlsStream};
+    pub use crate::transport::{Layer, NodeTransport, Origin, Target, prepare};
+
+    /// One-shot replies that async and blocking callers both wait on.
+    pub mod oneshot {
+        pub use crate::oneshot::*;
+    }
+
+    /// The async stack: the client, guard and driver behind `redlease-tokio` and
+    /// `redlease-smol`, generic over the [`Runtime`](aio::Runtime) an adapter implements; the
+    /// adapter's public `Client`, `Guard` and `Driver` come from the `async_api!` macro.
+    pub mod aio {
+        pub use crate::aio::*;
+    }
+}
+
+pub(crate) use connect::{connect_settled, require_all};
+pub(crate) use random::seeded;
+pub(crate) use router::Router;
 
 /// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
-/// task (then nothing is cloned). For the single-waiter slots of the one-shot reply and the
-/// async driver.
+/// task (then nothing is cloned). For single-waiter slots (one-shot replies, the driver).
 #[inline]
 pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
     if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {

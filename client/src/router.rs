@@ -3,15 +3,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlease_core::{Engine, Event, ExtendError, LinkError, LockId, LockOptions, LostReason, Misuse, ReleaseReport};
+use redlease_core::{Engine, LockId, LockOptions, LostReason, Misuse, ReleaseReport};
 
 use crate::Error;
 use crate::lease::{Lease, LockState};
 use crate::monitor::{Monitor, Op};
 use crate::oneshot::Sender;
+
+mod events;
 
 /// Where the answer to an acquisition goes.
 pub type AcquireReply = Sender<Result<Lease, Error>>;
@@ -19,50 +20,6 @@ pub type AcquireReply = Sender<Result<Lease, Error>>;
 pub type ExtendReply = Sender<Result<Instant, Error>>;
 /// Where the answer to a release goes.
 pub type ReleaseReply = Sender<Result<ReleaseReport, Error>>;
-
-/// The engine, as the router drives it: its commands, and its getters for the reports (the
-/// votes of a round, the health view). Implemented by the [`Engine`] itself and by drivers that
-/// own one (the mio driver), so the router serves both.
-pub trait Commands {
-    /// The engine, for its getters.
-    fn engine(&self) -> &Engine;
-    /// [`Engine::acquire`].
-    fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse>;
-    /// [`Engine::extend`].
-    fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse>;
-    /// [`Engine::release`].
-    fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse>;
-    /// [`Engine::cancel`].
-    fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse>;
-    /// [`Engine::set_auto_extend`].
-    fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse>;
-}
-
-impl Commands for Engine {
-    fn engine(&self) -> &Engine {
-        self
-    }
-
-    fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
-        Engine::acquire(self, now, options, token)
-    }
-
-    fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
-        Engine::extend(self, now, lock, ttl)
-    }
-
-    fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        Engine::release(self, now, lock)
-    }
-
-    fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        Engine::cancel(self, now, lock)
-    }
-
-    fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
-        Engine::set_auto_extend(self, now, lock, on)
-    }
-}
 
 /// An acquisition in flight and the caller waiting for it.
 struct Acquiring {
@@ -154,7 +111,7 @@ impl Router {
     /// in `reply`).
     pub fn acquire(
         &mut self,
-        engine: &mut impl Commands,
+        engine: &mut Engine,
         now: Instant,
         options: LockOptions,
         token: String,
@@ -180,14 +137,7 @@ impl Router {
     }
 
     /// Extend `lock` to `ttl` from now; the new deadline goes to `reply`.
-    pub fn extend(
-        &mut self,
-        engine: &mut impl Commands,
-        now: Instant,
-        lock: LockId,
-        ttl: Duration,
-        reply: ExtendReply,
-    ) {
+    pub fn extend(&mut self, engine: &mut Engine, now: Instant, lock: LockId, ttl: Duration, reply: ExtendReply) {
         if self.closed {
             let _ = reply.send(Err(Error::Closed));
             return;
@@ -215,7 +165,7 @@ impl Router {
     }
 
     /// Release `lock`; the report goes to `reply`, or nowhere (`None`: the guard was dropped).
-    pub fn release(&mut self, engine: &mut impl Commands, now: Instant, lock: LockId, reply: Option<ReleaseReply>) {
+    pub fn release(&mut self, engine: &mut Engine, now: Instant, lock: LockId, reply: Option<ReleaseReply>) {
         if self.closed {
             // `close` released it already.
             if let Some(reply) = reply {
@@ -246,13 +196,13 @@ impl Router {
     }
 
     /// Turn automatic extension of `lock` on or off.
-    pub fn set_auto_extend(&mut self, engine: &mut impl Commands, now: Instant, lock: LockId, on: bool) {
+    pub fn set_auto_extend(&mut self, engine: &mut Engine, now: Instant, lock: LockId, on: bool) {
         // Only an unknown lock is refused, and then there is nothing to extend.
         let _ = engine.set_auto_extend(now, lock, on);
     }
 
     /// Cancel the acquisitions whose caller went away (dropped its receiver).
-    pub fn sweep(&mut self, engine: &mut impl Commands, now: Instant) {
+    pub fn sweep(&mut self, engine: &mut Engine, now: Instant) {
         let abandoned: Vec<LockId> = self
             .entries
             .iter()
@@ -264,105 +214,10 @@ impl Router {
         }
     }
 
-    /// Route one engine event to whoever waits for it, and report it. Returns the link
-    /// failures, for a shell that wants them too (the router has logged them already).
-    pub fn route(&mut self, engine: &mut impl Commands, now: Instant, event: Event) -> Option<LinkError> {
-        match event {
-            Event::Acquired { lock, valid_until, fence, attempts } => {
-                let state = Arc::new(LockState::new(valid_until));
-                let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
-                entry.held_since = Some(now);
-                let unwanted = match entry.acquire.take() {
-                    Some(a) => {
-                        self.monitor.acquired(engine.engine(), lock, a.op, now, attempts);
-                        let lease = Lease::new(lock, a.resources, a.token, fence, state);
-                        entry.lease = Some(lease.clone());
-                        a.reply.send(Ok(lease)).is_err()
-                    }
-                    None => true,
-                };
-                if unwanted {
-                    // The caller went away meanwhile: nobody will use or release it.
-                    match engine.release(now, lock) {
-                        Ok(()) => entry.release = Release::Detached,
-                        Err(_) => {
-                            self.entries.remove(&lock);
-                        }
-                    }
-                }
-            }
-            Event::AcquireFailed { lock, error } => {
-                if let Some(a) = self.entries.remove(&lock).and_then(|e| e.acquire) {
-                    self.monitor.acquire_failed(engine.engine(), lock, a.op, now, &error);
-                    let _ = a.reply.send(Err(error.into()));
-                }
-            }
-            Event::Extended { lock, valid_until } => {
-                if let Some(entry) = self.entries.get_mut(&lock) {
-                    if let Some(state) = entry.state() {
-                        state.set_valid_until(valid_until);
-                    }
-                    let (reply, op) = entry.extend.take().unzip();
-                    self.monitor.extended(engine.engine(), lock, entry.resource(), op, now, None);
-                    if let Some(reply) = reply {
-                        let _ = reply.send(Ok(valid_until));
-                    }
-                }
-            }
-            Event::Shortened { lock, valid_until } => {
-                if let Some(state) = self.entries.get(&lock).and_then(Entry::state) {
-                    state.set_valid_until(valid_until);
-                }
-            }
-            Event::ExtendFailed { lock, error } => {
-                if let Some(entry) = self.entries.get_mut(&lock) {
-                    if error == ExtendError::Cancelled && std::mem::take(&mut entry.extend_cancelled) {
-                        // The abandoned extension's end, not the answer to the one in flight.
-                    } else if let Some((reply, op)) = entry.extend.take() {
-                        self.monitor.extended(engine.engine(), lock, entry.resource(), Some(op), now, Some(&error));
-                        let _ = reply.send(Err(error.into()));
-                    }
-                }
-            }
-            Event::Lost { lock, reason } => {
-                if let Some(entry) = self.entries.get(&lock) {
-                    if let Some(state) = entry.state() {
-                        self.monitor.lost(entry.resource(), &reason);
-                        state.mark_lost(reason);
-                    }
-                }
-            }
-            Event::Released { lock, report } => {
-                if let Some(entry) = self.entries.remove(&lock) {
-                    self.monitor.released(
-                        engine.engine(),
-                        lock,
-                        entry.release_op,
-                        now,
-                        report.outcome,
-                        entry.held_since,
-                    );
-                    if let Release::Waiting(reply) = entry.release {
-                        let _ = reply.send(Ok(report));
-                    }
-                }
-            }
-            Event::LinkUp { node } => self.monitor.link_up(engine.engine(), node, now),
-            Event::WakeOff { node } => self.monitor.wake_changed(engine.engine(), node),
-            Event::LinkFailed { error } => {
-                self.monitor.link_failed(engine.engine(), &error, now);
-                return Some(error);
-            }
-            _ => {}
-        }
-        self.monitor.gauges(engine.engine(), now, false);
-        None
-    }
-
     /// Close the client: refuse new commands, cancel the acquisitions in flight, and release
     /// every held lock (its holder sees it lost, [`LostReason::Stopped`]). The shell keeps
     /// driving the engine until it has no active lock, then stops.
-    pub fn close(&mut self, engine: &mut impl Commands, now: Instant) {
+    pub fn close(&mut self, engine: &mut Engine, now: Instant) {
         self.closed = true;
         for (lock, entry) in &mut self.entries {
             if let Some(a) = entry.acquire.take() {

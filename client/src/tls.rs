@@ -46,7 +46,7 @@ impl std::fmt::Debug for TlsClient {
 /// Build the rustls configuration of `settings`, for clients that reach nodes by `host`.
 /// `Err` says what is wrong (a file that cannot be read, no certificate in it, a bad key),
 /// never with key material in it.
-pub fn client(settings: &TlsSettings, host: &str) -> Result<TlsClient, String> {
+pub(crate) fn client(settings: &TlsSettings, host: &str) -> Result<TlsClient, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()

@@ -6,7 +6,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token, Waker};
-use redlease_client::{Error, Lease, Pump, new_token, oneshot};
+use redlease_client::adapter::{Pump, oneshot};
+use redlease_client::{Error, Lease, new_token};
 use redlease_core::{Config, Health, LockOptions};
 
 use crate::driver::Driver;
@@ -41,8 +42,8 @@ const WAKE: Token = Token(usize::MAX);
 ///   returned [`KeepAlive`] is dropped.
 ///
 /// In every case a lost lock (refused extension, validity run out) fires the guard's
-/// [`LostSignal`](redlease_client::LostSignal), whose blocking
-/// [`wait_timeout`](redlease_client::LostSignal::wait_timeout) drives the loop itself when
+/// [`LostSignal`](crate::LostSignal), whose blocking
+/// [`wait_timeout`](crate::LostSignal::wait_timeout) drives the loop itself when
 /// nobody else does.
 ///
 /// # Example
@@ -125,7 +126,7 @@ impl Client {
         }
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        let lock = router.acquire(driver, now, options, token, reply);
+        let lock = router.acquire(driver.engine_mut(), now, options, token, reply);
         shared.after_command(&mut st, now);
         let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
@@ -156,7 +157,7 @@ impl Client {
 
     /// Close the client, for every clone: refuse new calls ([`Error::Closed`]), cancel the
     /// acquisitions in flight, release every lock still held (its guard's lost signal fires,
-    /// [`LostReason::Stopped`](redlease_core::LostReason::Stopped)), and return once those
+    /// [`LostReason::Stopped`](crate::LostReason::Stopped)), and return once those
     /// releases are done (each bounded by the node timeout) and the connections closed.
     pub fn close(&self) {
         let mut st = self.shared.lock();
@@ -165,7 +166,7 @@ impl Client {
         }
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.close(driver, now);
+        router.close(driver.engine_mut(), now);
         self.shared.after_command(&mut st, now);
         let deadline = now + Shared::release_bound(&st);
         let st = self.wait_idle(st, deadline);

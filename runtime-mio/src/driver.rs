@@ -6,13 +6,11 @@ use std::time::{Duration, Instant};
 
 use mio::event::Event as MioEvent;
 use mio::{Registry, Token};
-use redlease_client::{Commands, Error, seeded};
-use redlease_core::{Config, Engine, Event, Health, LockId, LockInfo, LockOptions, Misuse, NodeId};
+use redlease_client::adapter::{Conn, Flush, Links, Read, ReadUntil, node_id, prepare, seeded};
+use redlease_client::{Error, Health, LockId, LockOptions, Misuse, NodeId};
+use redlease_core::{Config, Engine, Event, LockInfo};
 
-use crate::conn::{Closed, Conn, Node, Progress};
-
-/// Size of the read buffer shared by all sockets.
-const READ_CHUNK: usize = 16 * 1024;
+use crate::socket::{Dialed, Dialing, Direct, Socket};
 
 /// The Redlock driver for a caller-owned [`mio::Poll`].
 ///
@@ -59,9 +57,8 @@ const READ_CHUNK: usize = 16 * 1024;
 pub struct Driver {
     engine: Engine,
     base: usize,
-    nodes: Vec<Node>,
+    links: Links<Dialing, Socket>,
     registry: Option<Registry>,
-    buf: Vec<u8>,
     /// Each node's ended connect attempts at the last `register`.
     attempts_at_register: Vec<u64>,
 }
@@ -81,13 +78,12 @@ impl Driver {
             let reason = format!("token {} leaves no room for {n} node tokens: use a smaller base", base.0);
             return Err(Error::Setting { field: "base token", reason });
         }
-        let nodes = redlease_client::transport::prepare(&config)?.into_iter().map(Node::new).collect();
+        let links = Links::new(prepare(&config)?);
         Ok(Driver {
             engine: Engine::new(config)?,
             base: base.0,
-            nodes,
+            links,
             registry: None,
-            buf: vec![0; READ_CHUNK],
             attempts_at_register: vec![0; n],
         })
     }
@@ -106,7 +102,7 @@ impl Driver {
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.links.len()
     }
 
     /// The token of `node`'s socket: `base + node`.
@@ -117,7 +113,7 @@ impl Driver {
     /// The node whose socket uses `token`, if it is one of the driver's.
     pub fn node_of(&self, token: Token) -> Option<NodeId> {
         let i = token.0.checked_sub(self.base)?;
-        (i < self.nodes.len()).then_some(NodeId(i as u16))
+        (i < self.links.len()).then_some(NodeId(i as u16))
     }
 
     /// The nodes' health: each node's state (ready, handshaking, connecting, down until
@@ -141,20 +137,20 @@ impl Driver {
     /// [`Config::require_all`], only the latter; then [`require_all`](Self::require_all) says
     /// whether every node made it.
     pub fn ready(&self) -> bool {
-        self.registry.is_some() && redlease_client::connect_settled(&self.engine, &self.attempts_at_register)
+        self.registry.is_some() && redlease_client::adapter::connect_settled(&self.engine, &self.attempts_at_register)
     }
 
     /// Whether every node has finished a connect attempt since [`register`](Self::register),
     /// by getting ready (handshake answered) or by failing.
     pub fn all_nodes_tried(&self) -> bool {
         self.registry.is_some()
-            && (0..self.nodes.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
+            && (0..self.links.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
     }
 
     /// With [`Config::require_all`], once [`ready`](Self::ready): every node must be ready,
     /// else [`Error::Unhealthy`] with the health view. `Ok` without it.
     pub fn require_all(&self) -> Result<(), Error> {
-        redlease_client::require_all(&self.engine)
+        redlease_client::adapter::require_all(&self.engine)
     }
 
     // ----- lifecycle -----------------------------------------------------------------------
@@ -168,7 +164,7 @@ impl Driver {
             self.deregister(now);
         }
         self.registry = Some(registry.try_clone()?);
-        for i in 0..self.nodes.len() {
+        for i in 0..self.links.len() {
             self.attempts_at_register[i] = self.engine.connect_attempts(node_id(i));
             self.engine.reconnect_now(node_id(i));
         }
@@ -179,8 +175,9 @@ impl Driver {
     /// Stop: close and deregister every socket and stop reconnecting. Operations in flight
     /// count the nodes as down (their outcomes arrive from [`poll_event`](Self::poll_event)).
     pub fn deregister(&mut self, now: Instant) {
-        for i in 0..self.nodes.len() {
-            self.nodes[i].drop_socket(self.registry.as_ref(), false);
+        let registry = self.registry.as_ref();
+        self.links.close_all(|conn| close(conn, registry));
+        for i in 0..self.links.len() {
             self.engine.handle_disconnected(now, node_id(i), "deregistered");
             // Due at once but never handed out while unregistered: no timer, and `register`
             // starts over.
@@ -202,29 +199,36 @@ impl Driver {
             // A late event for a socket already closed.
             return true;
         };
-        let token = event.token();
-        let n = &mut self.nodes[node.index()];
-        match n.conn {
-            Conn::Connecting { .. } => match n.connect_progress(registry, token, event) {
-                Progress::Pending | Progress::Handshaking => {}
-                Progress::Connected => self.engine.handle_connected(now, node),
-                Progress::Failed(why) => self.engine.handle_connect_failed(now, node, &why),
-            },
-            Conn::Up { .. } => {
-                if event.is_writable() {
-                    n.writable();
+        let (i, token) = (node.index(), event.token());
+        match std::mem::replace(self.links.conn_mut(i), Conn::Down) {
+            Conn::Connecting(dialing) => match dialing.progress(registry, token, event) {
+                Dialed::Pending(dialing) => *self.links.conn_mut(i) = Conn::Connecting(dialing),
+                Dialed::Connected(socket) => {
+                    if let Some(socket) = self.links.connected(&mut self.engine, now, i, socket) {
+                        socket.close(Some(registry));
+                    }
                 }
+                Dialed::Failed(why) => self.links.connect_failed(&mut self.engine, now, i, &why),
+            },
+            mut conn @ (Conn::Tls(..) | Conn::Up(..)) => {
+                if let (true, Some(socket)) = (event.is_writable(), conn.socket_mut()) {
+                    socket.set_writable();
+                }
+                *self.links.conn_mut(i) = conn;
+                // An event that reports the peer's FIN or an error is read on to the end of
+                // the stream: a FIN that came with the last bytes raises no new event.
                 let to_end = event.is_read_closed() || event.is_error();
-                let readable = event.is_readable() || to_end;
-                if let Some(closed) =
-                    readable.then(|| n.read(&mut self.buf, &mut self.engine, now, node, to_end)).flatten()
-                {
-                    n.drop_socket(Some(registry), false);
-                    closed_for(&mut self.engine, now, node, closed);
+                if event.is_readable() || to_end {
+                    let until = if to_end { ReadUntil::WouldBlock } else { ReadUntil::ShortRead };
+                    // Edge-triggered: no budget, the socket is read until it is drained.
+                    if let Read::Lost(socket) =
+                        self.links.read(&mut self.engine, now, i, &mut Direct, until, usize::MAX)
+                    {
+                        socket.close(Some(registry));
+                    }
                 }
             }
-            // A late event for a socket already closed.
-            Conn::Idle => {}
+            Conn::Down => {}
         }
         self.sync_links(now);
         true
@@ -276,11 +280,20 @@ impl Driver {
     /// call it before every poll: until then, commands are only queued.
     pub fn flush(&mut self, now: Instant) {
         if let Some(registry) = &self.registry {
-            for i in 0..self.nodes.len() {
-                let token = Token(self.base + i);
-                if let Some(closed) = self.nodes[i].flush(registry, token, &mut self.engine, node_id(i)) {
-                    self.nodes[i].drop_socket(Some(registry), false);
-                    closed_for(&mut self.engine, now, node_id(i), closed);
+            for i in 0..self.links.len() {
+                let blocked = match self.links.flush(&mut self.engine, now, i, &mut Direct) {
+                    Flush::Done => false,
+                    Flush::Blocked => true,
+                    Flush::Lost(socket) => {
+                        socket.close(Some(registry));
+                        continue;
+                    }
+                };
+                let Some(socket) = self.links.conn_mut(i).socket_mut() else { continue };
+                if let Err(why) = socket.watch(registry, Token(self.base + i), blocked) {
+                    if let Some(socket) = self.links.fail(&mut self.engine, now, i, why) {
+                        socket.close(Some(registry));
+                    }
                 }
             }
         }
@@ -305,47 +318,22 @@ impl Driver {
 
     // ----- internals -----------------------------------------------------------------------
 
+    /// The engine, for the client's router.
+    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     /// Drop the connections the engine failed, then start the connects it asks for.
     fn sync_links(&mut self, now: Instant) {
-        while let Some(node) = self.engine.poll_close() {
-            self.nodes[node.index()].drop_socket(self.registry.as_ref(), true);
-        }
-        let Some(registry) = &self.registry else {
+        let registry = self.registry.as_ref();
+        let Some(reg) = registry else {
             // Unregistered: attempts stay due until `register`.
+            self.links.close_failed(&mut self.engine, |conn| close(conn, None));
             return;
         };
-        while let Some(node) = self.engine.poll_connect(now) {
-            let token = Token(self.base + node.index());
-            if let Err(why) = self.nodes[node.index()].start(registry, token) {
-                self.engine.handle_connect_failed(now, node, &why);
-            }
-        }
-    }
-}
-
-impl Commands for Driver {
-    fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
-        Driver::acquire(self, now, options, token)
-    }
-
-    fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
-        Driver::extend(self, now, lock, ttl)
-    }
-
-    fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        Driver::release(self, now, lock)
-    }
-
-    fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        Driver::cancel(self, now, lock)
-    }
-
-    fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
-        Driver::set_auto_extend(self, now, lock, on)
+        let base = self.base;
+        let connect = |i, t: &redlease_client::adapter::NodeTransport| Dialing::start(&t.target, reg, Token(base + i));
+        self.links.sync(&mut self.engine, now, connect, |conn| close(conn, registry));
     }
 }
 
@@ -362,16 +350,11 @@ impl fmt::Debug for Driver {
     }
 }
 
-fn node_id(i: usize) -> NodeId {
-    // The engine refuses configs with more than u16::MAX nodes.
-    NodeId(i as u16)
-}
-
-/// Tell the engine how a node's connection ended: lost once established, a failed connect
-/// attempt while in the TLS handshake.
-fn closed_for(engine: &mut Engine, now: Instant, node: NodeId, closed: Closed) {
-    match closed {
-        Closed::Lost(why) => engine.handle_disconnected(now, node, &why),
-        Closed::ConnectFailed(why) => engine.handle_connect_failed(now, node, &why),
+/// Close a connection or connect attempt the driver no longer holds.
+fn close(conn: Conn<Dialing, Socket>, registry: Option<&Registry>) {
+    match conn {
+        Conn::Connecting(dialing) => dialing.close(registry),
+        Conn::Tls(socket, _) | Conn::Up(socket, _) => socket.close(registry),
+        Conn::Down => {}
     }
 }

@@ -5,7 +5,8 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlease_client::{Error, Lease, ReleaseReport, oneshot};
+use redlease_client::adapter::oneshot;
+use redlease_client::{Error, Lease, ReleaseReport};
 
 use crate::shared::{Shared, State};
 
@@ -34,7 +35,7 @@ impl Guard {
 
     /// Extend the lock to `ttl` from now on every node; returns the new validity deadline.
     ///
-    /// A failed extension deletes nothing: [`ExtendError::Lost`](redlease_core::ExtendError::Lost)
+    /// A failed extension deletes nothing: [`ExtendError::Lost`](crate::ExtendError::Lost)
     /// means a majority no longer holds our token, `Unconfirmed` that too few nodes answered
     /// (the old deadline still stands), `Expired` that the validity had already run out.
     pub fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
@@ -43,7 +44,7 @@ impl Guard {
         let mut st = self.shared.lock();
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.extend(driver, now, lock, ttl, reply);
+        router.extend(driver.engine_mut(), now, lock, ttl, reply);
         self.shared.after_command(&mut st, now);
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
@@ -58,7 +59,7 @@ impl Guard {
         let mut st = self.shared.lock();
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.release(driver, now, lock, Some(reply));
+        router.release(driver.engine_mut(), now, lock, Some(reply));
         self.shared.after_command(&mut st, now);
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
@@ -69,7 +70,7 @@ impl Guard {
         let mut st = self.shared.lock();
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.set_auto_extend(driver, now, self.lease.id(), on);
+        router.set_auto_extend(driver.engine_mut(), now, self.lease.id(), on);
         self.shared.after_command(&mut st, now);
     }
 }
@@ -90,7 +91,7 @@ impl Drop for Guard {
         let mut st = self.shared.lock();
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.release(driver, now, self.lease.id(), None);
+        router.release(driver.engine_mut(), now, self.lease.id(), None);
         self.shared.after_command(&mut st, now);
     }
 }

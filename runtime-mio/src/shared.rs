@@ -5,7 +5,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
-use redlease_client::{Error, Pump, Router};
+use redlease_client::Error;
+use redlease_client::adapter::{Pump, Router};
 use redlease_core::LockId;
 
 use crate::driver::Driver;
@@ -63,7 +64,7 @@ impl State {
                 }
             }
             // Link failures are in the driver's node status, where the client reports them.
-            let _ = self.router.route(&mut self.driver, now, event);
+            let _ = self.router.route(self.driver.engine_mut(), now, event);
         }
     }
 

@@ -7,38 +7,31 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use async_io::Async;
-use futures_lite::{AsyncWrite, Stream};
+use futures_lite::{AsyncRead, AsyncWrite, Stream};
+use redlease_client::adapter::aio;
 
-pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Fault, Guard, Health, Lease, LockId, LockOptions,
-    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
-    ReleaseReport, Retry, TlsSettings, Transport, Vote,
-};
+pub use redlease_client::api::*;
 
-/// The Redlock client on `async-io`. See [`redlease_async::Client`] for its methods.
-pub type Client = redlease_async::Client<AsyncIo>;
+redlease_client::async_api!(AsyncIo, "redlease_smol");
 
-/// The driver future of a [`Client`] made with [`Client::with_driver`]: spawn it on your executor.
-pub type Driver = redlease_async::Driver<AsyncIo>;
-
-/// The `async-io` [`Runtime`](redlease_async::Runtime): `Async<TcpStream>` sockets,
-/// `async_io::Timer`, and a thread of its own for [`Client::connect`]'s driver.
+/// The `async-io` runtime as the driver sees it: `Async<TcpStream>` sockets, `async_io::Timer`,
+/// and a thread of its own for [`Client::connect`]'s driver.
 #[derive(Debug)]
-pub struct AsyncIo;
+struct AsyncIo;
 
-impl redlease_async::Runtime for AsyncIo {
+impl aio::Runtime for AsyncIo {
     type Socket = Socket;
     type Timer = Timer;
 
-    fn connect(host: &str, port: u16) -> redlease_async::BoxFuture<io::Result<Socket>> {
+    fn connect(host: &str, port: u16) -> aio::BoxFuture<io::Result<Socket>> {
         let host = host.to_owned();
         Box::pin(async move {
             let mut last = None;
             for addr in resolve(&host, port).await? {
                 match Async::<TcpStream>::connect(addr).await {
                     Ok(stream) => {
-                        redlease_client::sockets::configure_tcp(stream.get_ref())?;
-                        return Ok(Socket { stream: Conn::Tcp(stream), drained: false });
+                        redlease_client::adapter::configure_tcp(stream.get_ref())?;
+                        return Ok(Socket(Conn::Tcp(stream)));
                     }
                     Err(e) => last = Some(e),
                 }
@@ -48,11 +41,11 @@ impl redlease_async::Runtime for AsyncIo {
     }
 
     #[cfg(unix)]
-    fn connect_unix(path: &std::path::Path) -> redlease_async::BoxFuture<io::Result<Socket>> {
+    fn connect_unix(path: &std::path::Path) -> aio::BoxFuture<io::Result<Socket>> {
         let path = path.to_owned();
         Box::pin(async move {
             let stream = Async::<std::os::unix::net::UnixStream>::connect(path).await?;
-            Ok(Socket { stream: Conn::Unix(stream), drained: false })
+            Ok(Socket(Conn::Unix(stream)))
         })
     }
 
@@ -80,28 +73,9 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     rx.recv().await.map_err(|_| io::Error::other(format!("resolving {host} failed")))?
 }
 
-/// An `Async<TcpStream>` (or `Async<UnixStream>`) as the driver's
-/// [`Socket`](redlease_async::Socket).
-///
-/// A read that returns less than the buffer has emptied the socket: the next read registers
-/// the waker with the reactor instead of asking the kernel (which would only say
-/// `WouldBlock`), saving a system call per batch of replies. When the driver reads the socket
-/// again ([`before_reads`](redlease_async::Socket::before_reads): its waker fired, or a
-/// write went out), the first read asks the kernel. async-io's own readiness record is not
-/// asked: it counts an event as new only if it comes from a later turn of the reactor than
-/// the registration, so where another thread drives the reactor (async-std) a task that
-/// waits for it can be woken again and again while the reply sits unread.
-///
-/// The driver also reads right after a write
-/// ([`read_after_write`](redlease_async::Socket::read_after_write)): the reply is often there
-/// by its next pass, and a read that finds nothing costs less than a round through async-io's
-/// reactor, which re-arms its notifier and the socket with a system call each.
+/// An `Async<TcpStream>` (or `Async<UnixStream>`) as the driver's socket.
 #[derive(Debug)]
-pub struct Socket {
-    stream: Conn,
-    /// The last read emptied the socket: wait for a readiness event before reading again.
-    drained: bool,
-}
+struct Socket(Conn);
 
 #[derive(Debug)]
 enum Conn {
@@ -113,66 +87,36 @@ enum Conn {
 #[cfg(unix)]
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match &self.stream {
+        match &self.0 {
             Conn::Tcp(s) => s.get_ref().as_fd(),
             Conn::Unix(s) => s.get_ref().as_fd(),
         }
     }
 }
 
-impl redlease_async::Socket for Socket {
+impl aio::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        loop {
-            if self.drained {
-                let ready = match &self.stream {
-                    Conn::Tcp(s) => s.poll_readable(cx),
-                    #[cfg(unix)]
-                    Conn::Unix(s) => s.poll_readable(cx),
-                };
-                match ready {
-                    Poll::Ready(Ok(())) => self.drained = false,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            let read = match &self.stream {
-                Conn::Tcp(s) => io::Read::read(&mut s.get_ref(), buf),
-                #[cfg(unix)]
-                Conn::Unix(s) => io::Read::read(&mut s.get_ref(), buf),
-            };
-            match read {
-                Ok(n) => {
-                    self.drained = n < buf.len();
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+        match &mut self.0 {
+            Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(unix)]
+            Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match &mut self.stream {
+        match &mut self.0 {
             Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(unix)]
             Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
-
-    fn read_after_write(&self) -> bool {
-        true
-    }
-
-    fn before_reads(&mut self) {
-        self.drained = false;
-    }
 }
 
-/// An `async_io::Timer` as the driver's [`Timer`](redlease_async::Timer).
+/// An `async_io::Timer` as the driver's timer.
 #[derive(Debug)]
-pub struct Timer(async_io::Timer);
+struct Timer(async_io::Timer);
 
-impl redlease_async::Timer for Timer {
+impl aio::Timer for Timer {
     fn reset(&mut self, deadline: Instant) {
         self.0.set_at(deadline);
     }
@@ -195,7 +139,7 @@ mod tests {
     use std::task::{Wake, Waker};
     use std::time::Duration;
 
-    use redlease_async::{Runtime, Socket as _};
+    use redlease_client::adapter::aio::{Runtime, Socket as _};
 
     use super::*;
 
@@ -216,13 +160,11 @@ mod tests {
         count.0.load(Ordering::SeqCst) > seen
     }
 
-    /// A read tried right after a write finds nothing, registers the waker, and the reply that
-    /// comes later wakes the task, after which the driver's first read gets it. Real loopback
-    /// sockets; async-io's reactor is driven by its own thread while this one sleeps, as under
-    /// async-std: asking async-io's readiness record instead of the kernel after the wake-up
-    /// can answer `Pending` with the reply already there (and the next wake-up again).
+    /// A read that finds nothing registers the waker, and the reply that comes later wakes the
+    /// task, after which the next read gets it. Real loopback sockets; async-io's reactor is
+    /// driven by its own thread while this one sleeps, as under async-std.
     #[test]
-    fn a_read_after_a_write_that_finds_nothing_still_wakes_on_the_reply() {
+    fn a_read_that_finds_nothing_wakes_on_the_reply() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mut socket = futures_lite::future::block_on(AsyncIo::connect("127.0.0.1", port)).unwrap();
@@ -235,19 +177,16 @@ mod tests {
         for round in 0..3 {
             let seen = count.0.load(Ordering::SeqCst);
             assert!(socket.poll_write(&mut cx, b"PING\r\n").is_ready());
-            assert!(socket.read_after_write(), "the smol socket asks for a read after a write");
             // Nothing sent back yet: the read finds nothing and registers the waker.
-            socket.before_reads();
             assert!(socket.poll_read(&mut cx, &mut buf).is_pending(), "round {round}");
             server.write_all(b"+PONG\r\n").unwrap();
             assert!(woken_after(&count, seen), "round {round}: the reply wakes the task within 5 s");
-            // Woken, the driver reads: the first read asks the kernel and gets the reply.
-            socket.before_reads();
+            // Woken, the driver reads and gets the reply.
             match socket.poll_read(&mut cx, &mut buf) {
                 Poll::Ready(Ok(n)) => assert_eq!(&buf[..n], b"+PONG\r\n", "round {round}"),
                 other => panic!("round {round}: the reply is there to read, got {other:?}"),
             }
-            // Emptied: the next read waits for the reactor (no system call) until more comes.
+            // Emptied: the next read waits for the reactor until more comes.
             assert!(socket.poll_read(&mut cx, &mut buf).is_pending(), "round {round}");
         }
     }

@@ -5,41 +5,33 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use redlease_client::adapter::aio;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-pub use redlease_async::{
-    AcquireError, Config, ConfigError, Error, ExtendError, Fault, Guard, Health, Lease, LockId, LockOptions,
-    LostReason, LostSignal, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
-    ReleaseReport, Retry, TlsSettings, Transport, Vote,
-};
+pub use redlease_client::api::*;
 
-/// The Redlock client on tokio. See [`redlease_async::Client`] for its methods.
-pub type Client = redlease_async::Client<Tokio>;
+redlease_client::async_api!(Tokio, "redlease_tokio");
 
-/// The driver future of a [`Client`] made with `Client::with_driver`, for callers who
-/// spawn it themselves.
-pub type Driver = redlease_async::Driver<Tokio>;
-
-/// The tokio [`Runtime`](redlease_async::Runtime): tokio sockets and timers, `tokio::spawn`.
+/// The tokio runtime as the driver sees it: tokio sockets and timers, `tokio::spawn`.
 #[derive(Debug)]
-pub struct Tokio;
+struct Tokio;
 
-impl redlease_async::Runtime for Tokio {
+impl aio::Runtime for Tokio {
     type Socket = Socket;
     type Timer = Timer;
 
-    fn connect(host: &str, port: u16) -> redlease_async::BoxFuture<io::Result<Socket>> {
+    fn connect(host: &str, port: u16) -> aio::BoxFuture<io::Result<Socket>> {
         let host = host.to_owned();
         Box::pin(async move {
             let stream = TcpStream::connect((host.as_str(), port)).await?;
-            redlease_client::sockets::configure_tcp(&stream)?;
+            redlease_client::adapter::configure_tcp(&stream)?;
             Ok(Socket(Stream::Tcp(stream)))
         })
     }
 
     #[cfg(unix)]
-    fn connect_unix(path: &std::path::Path) -> redlease_async::BoxFuture<io::Result<Socket>> {
+    fn connect_unix(path: &std::path::Path) -> aio::BoxFuture<io::Result<Socket>> {
         let path = path.to_owned();
         Box::pin(async move { Ok(Socket(Stream::Unix(tokio::net::UnixStream::connect(path).await?))) })
     }
@@ -55,9 +47,9 @@ impl redlease_async::Runtime for Tokio {
     }
 }
 
-/// A tokio TCP or Unix stream as the driver's [`Socket`](redlease_async::Socket).
+/// A tokio TCP or Unix stream as the driver's socket.
 #[derive(Debug)]
-pub struct Socket(Stream);
+struct Socket(Stream);
 
 #[derive(Debug)]
 enum Stream {
@@ -76,7 +68,7 @@ impl std::os::fd::AsFd for Socket {
     }
 }
 
-impl redlease_async::Socket for Socket {
+impl aio::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut buf = ReadBuf::new(buf);
         let polled = match &mut self.0 {
@@ -92,18 +84,6 @@ impl redlease_async::Socket for Socket {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        // A socket that tokio knows to be writable is written at once (`try_write` asks the
-        // kernel only then, and forgets the readiness on `WouldBlock`); the readiness path,
-        // which registers the waker, runs only when that fails.
-        let tried = match &self.0 {
-            Stream::Tcp(s) => s.try_write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.try_write(buf),
-        };
-        match tried {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            done => return Poll::Ready(done),
-        }
         match &mut self.0 {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(unix)]
@@ -112,14 +92,14 @@ impl redlease_async::Socket for Socket {
     }
 }
 
-/// A tokio `Sleep` as the driver's [`Timer`](redlease_async::Timer).
+/// A tokio `Sleep` as the driver's timer.
 #[derive(Debug)]
-pub struct Timer {
+struct Timer {
     sleep: Pin<Box<tokio::time::Sleep>>,
     armed: bool,
 }
 
-impl redlease_async::Timer for Timer {
+impl aio::Timer for Timer {
     fn reset(&mut self, deadline: Instant) {
         self.sleep.as_mut().reset(deadline.into());
         self.armed = true;

@@ -6,15 +6,17 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_subject::{AsyncSubject, Executor, spawn_catching};
-use redlease_smol::{AsyncIo, Client, Config, Error};
+use redlease_smol::{Client, Config, Error};
 use redlease_tests::conformance::BoxFuture;
+
+async_subject::adapter!(SmolApi, redlease_smol);
 
 /// async-std: `task::block_on`, `task::spawn`, `task::sleep`.
 struct AsyncStd;
 
 impl Executor for AsyncStd {
     const NAME: &'static str = "async-std";
-    type Runtime = AsyncIo;
+    type Adapter = SmolApi;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
         async_std::task::block_on(fut)

@@ -6,15 +6,17 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_subject::{AsyncSubject, Executor, spawn_catching};
-use redlease_smol::{AsyncIo, Client, Config, Error};
+use redlease_smol::{Client, Config, Error};
 use redlease_tests::conformance::BoxFuture;
+
+async_subject::adapter!(SmolApi, redlease_smol);
 
 /// smol: `smol::block_on`, `smol::spawn` (global executor), `smol::Timer`.
 struct Smol;
 
 impl Executor for Smol {
     const NAME: &'static str = "smol";
-    type Runtime = AsyncIo;
+    type Adapter = SmolApi;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
         smol::block_on(fut)

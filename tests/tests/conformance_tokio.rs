@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use async_subject::{AsyncSubject, Executor, spawn_catching};
 use redlease_tests::conformance::BoxFuture;
-use redlease_tokio::{Client, Config, Error, Tokio};
+
+async_subject::adapter!(TokioApi, redlease_tokio);
+use redlease_tokio::{Client, Config, Error};
 
 /// tokio; `MULTI` picks the runtime flavour: 2 worker threads, or everything (the driver
 /// included) on the test's own thread.
@@ -17,7 +19,7 @@ struct TokioRt<const MULTI: bool>;
 
 impl<const MULTI: bool> Executor for TokioRt<MULTI> {
     const NAME: &'static str = if MULTI { "tokio" } else { "tokio-current-thread" };
-    type Runtime = Tokio;
+    type Adapter = TokioApi;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
         let mut builder = if MULTI {

@@ -8,14 +8,14 @@ use std::process::Command;
 
 /// The published crates: (folder, package name).
 const PUBLISHED: &[(&str, &str)] = &[
+    ("redlease", "redlease"),
     ("core", "redlease-core"),
     ("client", "redlease-client"),
-    ("runtime-async", "redlease-async"),
     ("runtime-tokio", "redlease-tokio"),
     ("runtime-smol", "redlease-smol"),
     ("runtime-mio", "redlease-mio"),
     ("cluster", "redlease-cluster"),
-    ("cli", "redlease"),
+    ("cli", "redlease-cli"),
 ];
 
 /// Workspace members that are not published (they must say so).

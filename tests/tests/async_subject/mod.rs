@@ -1,25 +1,102 @@
 //! The conformance [`Subject`] for the async adapters (`redlease-tokio`, `redlease-smol`), which
-//! are both `redlease_async::Client<R>` for their runtime `R`: one wrapper, generic over the
-//! executor that runs it, serves `conformance_tokio.rs`, `conformance_smol.rs` and
-//! `conformance_async_std.rs`.
+//! offer the same API: one wrapper, generic over the adapter ([`Adapter`], implemented for each
+//! by [`adapter!`]) and the executor that runs it, serves `conformance_tokio.rs`,
+//! `conformance_smol.rs` and `conformance_async_std.rs`.
 //!
 //! The driver runs on the executor under test, so every executor really drives the sockets.
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_async::{Client, Config, Error, Guard, Health, LockOptions, LostSignal, ReleaseReport, Runtime};
+use redlease_client::{Config, Error, Health, Lease, LockOptions, LostSignal, ReleaseReport};
 use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
+
+/// An async adapter's `Client` and `Guard`, as the subject drives them.
+pub(crate) trait Adapter: 'static {
+    type Client: Clone + Send + Sync + 'static;
+    type Guard: Deref<Target = Lease> + Send + Sync + 'static;
+    fn lock_with(client: &Self::Client, options: LockOptions) -> BoxFuture<'static, Result<Self::Guard, Error>>;
+    fn with_lock<T: Send + 'static>(
+        client: &Self::Client,
+        options: LockOptions,
+        work: Work<LostSignal, T>,
+    ) -> BoxFuture<'static, Result<T, Error>>;
+    fn health(client: &Self::Client) -> BoxFuture<'static, Result<Health, Error>>;
+    fn close(client: &Self::Client) -> BoxFuture<'static, ()>;
+    fn set_auto_extend(guard: &Self::Guard, on: bool);
+    fn extend(guard: &mut Self::Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Error>>;
+    fn release(guard: Self::Guard) -> BoxFuture<'static, Result<ReleaseReport, Error>>;
+}
+
+/// Implement [`Adapter`] as `$name` for the adapter crate `$krate`.
+macro_rules! adapter {
+    ($name:ident, $krate:ident) => {
+        pub(crate) struct $name;
+
+        impl $crate::async_subject::Adapter for $name {
+            type Client = $krate::Client;
+            type Guard = $krate::Guard;
+
+            fn lock_with(
+                client: &$krate::Client,
+                options: $krate::LockOptions,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::Guard, $krate::Error>> {
+                let client = client.clone();
+                Box::pin(async move { client.lock_with(options).await })
+            }
+
+            fn with_lock<T: Send + 'static>(
+                client: &$krate::Client,
+                options: $krate::LockOptions,
+                work: redlease_tests::conformance::Work<$krate::LostSignal, T>,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<T, $krate::Error>> {
+                let client = client.clone();
+                Box::pin(async move { client.with_lock(options, |lease| work(lease.lost())).await })
+            }
+
+            fn health(
+                client: &$krate::Client,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::Health, $krate::Error>> {
+                let client = client.clone();
+                Box::pin(async move { client.health().await })
+            }
+
+            fn close(client: &$krate::Client) -> redlease_tests::conformance::BoxFuture<'static, ()> {
+                let client = client.clone();
+                Box::pin(async move { client.close().await })
+            }
+
+            fn set_auto_extend(guard: &$krate::Guard, on: bool) {
+                guard.set_auto_extend(on);
+            }
+
+            fn extend(
+                guard: &mut $krate::Guard,
+                ttl: std::time::Duration,
+            ) -> redlease_tests::conformance::BoxFuture<'_, Result<std::time::Instant, $krate::Error>> {
+                Box::pin(guard.extend(ttl))
+            }
+
+            fn release(
+                guard: $krate::Guard,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::ReleaseReport, $krate::Error>> {
+                Box::pin(guard.release())
+            }
+        }
+    };
+}
+pub(crate) use adapter;
 
 /// The executor hooks of one runtime.
 pub(crate) trait Executor: 'static {
     /// The runtime's name, for messages.
     const NAME: &'static str;
-    /// The adapter's runtime (`redlease_tokio::Tokio`, `redlease_smol::AsyncIo`).
-    type Runtime: Runtime;
+    /// The adapter run on it.
+    type Adapter: Adapter;
     /// Run a future to completion on this thread.
     fn block_on<T>(fut: impl Future<Output = T>) -> T;
     /// Run a future as a task of its own; the handle yields its output.
@@ -27,8 +104,11 @@ pub(crate) trait Executor: 'static {
     /// Sleep on the runtime's timer.
     fn sleep(d: Duration) -> BoxFuture<'static, ()>;
     /// Make a client whose driver runs on this executor.
-    fn start(config: Config) -> BoxFuture<'static, Result<Client<Self::Runtime>, Error>>;
+    fn start(config: Config) -> BoxFuture<'static, Result<Client<Self>, Error>>;
 }
+
+type Client<E> = <<E as Executor>::Adapter as Adapter>::Client;
+type Guard<E> = <<E as Executor>::Adapter as Adapter>::Guard;
 
 /// An async adapter under the executor `E`.
 pub(crate) struct AsyncSubject<E>(PhantomData<E>);
@@ -48,8 +128,8 @@ where
 
 impl<E: Executor> Subject for AsyncSubject<E> {
     const NAME: &'static str = E::NAME;
-    type Client = Client<E::Runtime>;
-    type Guard = Guard;
+    type Client = Client<E>;
+    type Guard = Guard<E>;
     type Lost = LostSignal;
 
     fn block_on<T>(fut: impl Future<Output = T>) -> T {
@@ -64,62 +144,62 @@ impl<E: Executor> Subject for AsyncSubject<E> {
         E::sleep(d)
     }
 
-    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client<E::Runtime>, Failure>> {
+    fn connect(urls: Vec<String>, options: Options) -> BoxFuture<'static, Result<Client<E>, Failure>> {
         Box::pin(async move { E::start(options.config(&urls)?).await.map_err(failure) })
     }
 
-    fn lock(client: &Client<E::Runtime>, spec: LockSpec) -> BoxFuture<'static, Result<Guard, Failure>> {
-        let client = client.clone();
-        Box::pin(async move { client.lock_with(spec.options()).await.map_err(failure) })
+    fn lock(client: &Client<E>, spec: LockSpec) -> BoxFuture<'static, Result<Guard<E>, Failure>> {
+        let locked = E::Adapter::lock_with(client, spec.options());
+        Box::pin(async move { locked.await.map_err(failure) })
     }
 
     fn with_lock<T: Send + 'static>(
-        client: &Client<E::Runtime>,
+        client: &Client<E>,
         resource: &str,
         ttl: Duration,
         work: Work<LostSignal, T>,
     ) -> BoxFuture<'static, Result<T, Failure>> {
-        let client = client.clone();
-        let options = LockOptions::new(resource, ttl);
-        Box::pin(async move { client.with_lock(options, |lease| work(lease.lost())).await.map_err(failure) })
+        let done = E::Adapter::with_lock(client, LockOptions::new(resource, ttl), work);
+        Box::pin(async move { done.await.map_err(failure) })
     }
 
-    fn health(client: &Client<E::Runtime>) -> BoxFuture<'static, Result<Health, Failure>> {
-        let client = client.clone();
-        Box::pin(async move { client.health().await.map_err(failure) })
+    fn health(client: &Client<E>) -> BoxFuture<'static, Result<Health, Failure>> {
+        let health = E::Adapter::health(client);
+        Box::pin(async move { health.await.map_err(failure) })
     }
 
-    fn close(client: &Client<E::Runtime>) -> BoxFuture<'static, ()> {
-        let client = client.clone();
-        Box::pin(async move { client.close().await })
+    fn close(client: &Client<E>) -> BoxFuture<'static, ()> {
+        E::Adapter::close(client)
     }
 
-    fn token(guard: &Guard) -> String {
+    fn token(guard: &Guard<E>) -> String {
         guard.token().to_owned()
     }
 
-    fn valid_until(guard: &Guard) -> Instant {
+    fn valid_until(guard: &Guard<E>) -> Instant {
         guard.valid_until()
     }
 
-    fn fence(guard: &Guard) -> Option<u64> {
+    fn fence(guard: &Guard<E>) -> Option<u64> {
         guard.fence()
     }
 
-    fn lost(guard: &Guard) -> LostSignal {
+    fn lost(guard: &Guard<E>) -> LostSignal {
         guard.lost()
     }
 
-    fn set_auto_extend(guard: &Guard, on: bool) {
-        guard.set_auto_extend(on);
+    fn set_auto_extend(guard: &Guard<E>, on: bool) {
+        E::Adapter::set_auto_extend(guard, on);
     }
 
-    fn extend(guard: &mut Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>> {
-        Box::pin(async move { guard.extend(ttl).await.map_err(failure) })
+    fn extend(guard: &mut Guard<E>, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>> {
+        let extended = E::Adapter::extend(guard, ttl);
+        Box::pin(async move { extended.await.map_err(failure) })
     }
 
-    fn release(guard: Guard) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
-        Box::pin(async move { guard.release().await.map_err(failure) })
+    fn release(guard: Guard<E>) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
+        let released = E::Adapter::release(guard);
+        Box::pin(async move { released.await.map_err(failure) })
     }
 
     fn is_lost(lost: &LostSignal) -> bool {

@@ -4,9 +4,9 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlease_client::{Error, Lease, ReleaseReport, oneshot};
+use crate::{Error, Lease, ReleaseReport, oneshot};
 
-use crate::command::{Command, Sender};
+use super::command::{Command, Sender};
 
 /// A held lock: its [`Lease`] (every getter: `fence`, `valid_until`, `lost`, ... through
 /// `Deref`) plus the way to its driver. Dropping it releases the lock in the background;

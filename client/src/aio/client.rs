@@ -5,13 +5,13 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use redlease_client::{Error, Lease, new_token, oneshot, seeded};
+use crate::{Error, Lease, new_token, oneshot, seeded};
 use redlease_core::{Config, Health, LockOptions};
 
-use crate::command::{self, Command, Sender};
-use crate::driver::Driver;
-use crate::guard::Guard;
-use crate::runtime::Runtime;
+use super::command::{self, Command, Sender};
+use super::driver::Driver;
+use super::guard::Guard;
+use super::runtime::Runtime;
 
 /// A Redlock client for one set of nodes, generic over the async [`Runtime`] (each adapter
 /// crate names its own: `redlease_tokio::Client`, `redlease_smol::Client`).
@@ -193,7 +193,7 @@ mod tests {
         }
     }
 
-    impl crate::Socket for NoSocket {
+    impl super::super::runtime::Socket for NoSocket {
         fn poll_read(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {
             Poll::Ready(Err(io::Error::other("no socket is opened for a bad config")))
         }
@@ -205,7 +205,7 @@ mod tests {
 
     struct NoTimer;
 
-    impl crate::Timer for NoTimer {
+    impl super::super::runtime::Timer for NoTimer {
         fn reset(&mut self, _: Instant) {}
 
         fn poll_fire(&mut self, _: &mut Context<'_>) -> Poll<()> {
@@ -217,7 +217,7 @@ mod tests {
         type Socket = NoSocket;
         type Timer = NoTimer;
 
-        fn connect(host: &str, port: u16) -> crate::BoxFuture<io::Result<NoSocket>> {
+        fn connect(host: &str, port: u16) -> super::super::runtime::BoxFuture<io::Result<NoSocket>> {
             panic!("connect to {host}:{port} for a bad config")
         }
 

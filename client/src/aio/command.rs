@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use redlease_client::{AcquireReply, ExtendReply, ReleaseReply};
+use crate::router::{AcquireReply, ExtendReply, ReleaseReply};
 use redlease_core::{Health, LockId, LockOptions};
 
 /// One request to the driver; each answer goes back on the one-shot reply it carries.
@@ -34,11 +34,11 @@ pub(crate) enum Command {
     Sweep,
     /// The health view of the nodes, as the engine sees them now.
     Health {
-        reply: redlease_client::oneshot::Sender<Health>,
+        reply: crate::oneshot::Sender<Health>,
     },
     /// Close the client; `done` is answered once the driver has finished.
     Close {
-        done: redlease_client::oneshot::Sender<()>,
+        done: crate::oneshot::Sender<()>,
     },
 }
 
@@ -134,7 +134,7 @@ impl Receiver {
         if q.senders == 0 || q.closed {
             return Poll::Ready(None);
         }
-        redlease_client::register_waker(&mut q.driver, cx.waker());
+        crate::register_waker(&mut q.driver, cx.waker());
         Poll::Pending
     }
 

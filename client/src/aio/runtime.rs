@@ -9,7 +9,7 @@ use std::time::Instant;
 /// A boxed, sendable future, as returned by [`Runtime::connect`].
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// An async runtime, reduced to what the [`Driver`](crate::Driver) needs: open a TCP
+/// An async runtime, reduced to what the [`Driver`](super::Driver) needs: open a TCP
 /// connection, make a timer, and run a future in the background. Each adapter crate
 /// implements it in about a hundred lines (compare quinn's `runtime` module).
 pub trait Runtime: Send + Sync + Sized + 'static {
@@ -19,7 +19,7 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     type Timer: Timer;
 
     /// Resolve `host` and connect to `host:port`, and tune the stream with
-    /// [`configure_tcp`](redlease_client::sockets::configure_tcp) (`TCP_NODELAY`, keepalive).
+    /// [`configure_tcp`](crate::adapter::configure_tcp) (`TCP_NODELAY`, keepalive).
     ///
     /// The attempt is bounded by the engine's `connect_timeout`: the driver drops the future
     /// when the engine gives the attempt up, so the future need not time out on its own.
@@ -39,35 +39,20 @@ pub trait Runtime: Send + Sync + Sized + 'static {
 
     /// Run `future` (the driver) in the background until it finishes.
     ///
-    /// Called by [`Client::with_config`](crate::Client::with_config) (tokio: `tokio::spawn`;
+    /// Called by [`Client::with_config`](super::Client::with_config) (tokio: `tokio::spawn`;
     /// the smol adapter: a thread of its own). An error means it could not be started.
     fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()>;
 }
 
 /// A connected stream (TCP or Unix), driven by readiness: each call either makes progress or registers
 /// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract). Its
-/// options are reachable ([`AsSocket`](redlease_client::sockets::AsSocket)), so that the
+/// options are reachable ([`AsSocket`](crate::adapter::AsSocket)), so that the
 /// driver can close a connection the engine failed with a reset.
-pub trait Socket: Send + Unpin + 'static + redlease_client::sockets::AsSocket {
+pub trait Socket: Send + Unpin + 'static + crate::adapter::AsSocket {
     /// Read into `buf`; `Ok(0)` means end of stream.
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
     /// Write some of `buf`; returns how many bytes were taken.
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
-
-    /// Whether the driver should read the socket at its next pass after writing to it, without
-    /// waiting for the reactor to report the reply: worth it where a read that finds nothing
-    /// costs less than a round through the reactor. The default, `false`, waits for the
-    /// reactor.
-    fn read_after_write(&self) -> bool {
-        false
-    }
-
-    /// The driver is about to read: the socket's waker fired, bytes were just written and
-    /// [`read_after_write`](Self::read_after_write) asked for a read, or a TLS handshake is
-    /// under way (moved on at every pass of the driver). The next
-    /// [`poll_read`](Self::poll_read) should ask the kernel, not a readiness record that may
-    /// not show the event yet. The default does nothing.
-    fn before_reads(&mut self) {}
 }
 
 /// A one-shot timer that can be moved to a new deadline.
