@@ -22,5 +22,8 @@ pub mod mio {
     pub use redlease_mio::{Client, Driver, Event, Guard, KeepAlive, LockInfo, mio};
 }
 
+/// What the clients report: `tracing` levels and the metric names (feature `metrics`).
+pub use redlease_client::monitor;
+
 /// The sans-IO engine every client drives, for writing a driver of your own.
 pub use redlease_core as core;
