@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
-cargo run --release --quiet -p redlease -- demo "$@"
+cargo run --release --quiet -p redlease-cli -- demo "$@"

@@ -333,7 +333,7 @@ fn bench(args: &[String]) -> Result<u8, Usage> {
     if !root.join("benches/benches/runtimes.rs").exists() {
         return Err(Usage(format!(
             "bench runs the benchmarks of the redlease source tree, and this redlease was not built in one \
-             (looked in {}): clone the repository and run `cargo run --release -p redlease -- bench`",
+             (looked in {}): clone the repository and run `cargo run --release -p redlease-cli -- bench`",
             root.display()
         )));
     }
