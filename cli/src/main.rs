@@ -199,17 +199,6 @@ enum Cmd {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Run the cross-runtime benchmark (adapters, floors and peers against 5 local nodes).
-    ///
-    /// Example: redlease bench --quick
-    ///
-    /// It runs `cargo bench -p redlease-benches --bench runtimes` in the redlease source tree,
-    /// which prints progress and the tables and (except with --quick) writes docs/benchmarks.md.
-    Bench {
-        /// Arguments for the benchmark runner, e.g. --quick.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
-        args: Vec<String>,
-    },
 }
 
 /// The options of `redlease run`.
@@ -326,28 +315,6 @@ async fn until_interrupted(work: impl std::future::Future<Output = Result<u8, Us
     }
 }
 
-/// `redlease bench`: the benchmark runner is a cargo bench target of this source tree (its peers
-/// are dev-dependencies), so run it through cargo.
-fn bench(args: &[String]) -> Result<u8, Usage> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
-    if !root.join("benches/benches/runtimes.rs").exists() {
-        return Err(Usage(format!(
-            "bench runs the benchmarks of the redlease source tree, and this redlease was not built in one \
-             (looked in {}): clone the repository and run `cargo run --release -p redlease-cli -- bench`",
-            root.display()
-        )));
-    }
-    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root)
-        .args(["bench", "-q", "-p", "redlease-benches", "--bench", "runtimes", "--"])
-        .args(args)
-        .status();
-    match status {
-        Ok(s) => Ok(s.code().map_or(1, |c| c as u8)),
-        Err(e) => Err(Usage(format!("cannot run cargo ({e}): bench needs cargo on PATH"))),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -400,7 +367,6 @@ fn main() -> ExitCode {
             }
             Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json),
             Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json),
-            Cmd::Bench { args } => bench(&args),
             Cmd::Completions { .. } => Ok(0),
         }
     });

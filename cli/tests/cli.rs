@@ -48,7 +48,7 @@ fn help_and_version() {
     let out = run(redlease().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).starts_with("redlease "));
-    for sub in ["demo", "cluster", "run", "status", "scan", "bench", "completions"] {
+    for sub in ["demo", "cluster", "run", "status", "scan", "completions"] {
         let out = run(redlease().args([sub, "--help"]));
         assert_eq!(out.status.code(), Some(0), "{sub}");
         let help = stdout(&out);

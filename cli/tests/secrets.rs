@@ -28,7 +28,6 @@ fn help_never_shows_the_value_of_redlease_nodes() {
         &["cluster", "--help"],
         &["demo", "--help"],
         &["completions", "--help"],
-        &["bench", "--help"],
     ];
     for args in helps {
         let out = run(redlease().env("REDLEASE_NODES", &env).args(*args));
