@@ -17,17 +17,21 @@
 //! [`ClusterBuilder::try_start`] fails) with one line saying how to install it.
 
 mod cluster;
+mod conf;
+mod node;
+mod placement;
+mod process;
 mod resp;
 mod tempdir;
 #[cfg(feature = "tls")]
 mod tls;
 
-#[cfg(feature = "tls")]
-pub use cluster::tls_files_for;
-pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, Listen, Node, Placement, with_listen};
+pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX};
+pub use node::Node;
+pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]
 pub use resp::unix;
 pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]
-pub use tls::TlsFiles;
+pub use tls::{TlsFiles, tls_files_for};

@@ -1,8 +1,10 @@
 //! Throwaway certificates for TLS nodes: one CA, a server certificate for `localhost` and
 //! `127.0.0.1` signed by it, and a client certificate for mutual TLS, generated at run time
-//! and written as PEM files into a temporary directory.
+//! and written as PEM files into a temporary directory; and which running node of this process
+//! uses which certificates.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
 
@@ -79,4 +81,24 @@ fn ca_params(name: &str) -> Result<CertificateParams, String> {
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     params.distinguished_name.push(DnType::CommonName, name);
     Ok(params)
+}
+
+/// The TLS ports of the running TLS nodes of this process, with their certificates.
+static TLS_NODES: Mutex<Vec<(u16, Arc<TlsFiles>)>> = Mutex::new(Vec::new());
+
+/// The certificates of the TLS node of this process listening on `port`, if there is one: how
+/// a test suite that only sees URLs finds the CA to trust.
+pub fn tls_files_for(port: u16) -> Option<Arc<TlsFiles>> {
+    let nodes = TLS_NODES.lock().unwrap_or_else(|e| e.into_inner());
+    nodes.iter().find(|(p, _)| *p == port).map(|(_, t)| Arc::clone(t))
+}
+
+/// Record that the node listening with TLS on `port` uses `files`.
+pub(crate) fn register(port: u16, files: &Arc<TlsFiles>) {
+    TLS_NODES.lock().unwrap_or_else(|e| e.into_inner()).push((port, Arc::clone(files)));
+}
+
+/// Forget the node listening with TLS on `port`.
+pub(crate) fn unregister(port: u16) {
+    TLS_NODES.lock().unwrap_or_else(|e| e.into_inner()).retain(|(p, _)| *p != port);
 }
