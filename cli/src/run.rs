@@ -11,7 +11,7 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use redlease_tokio::{AcquireError, Client, Config, Error, LockOptions, LostReason};
+use redlease_tokio::{AcquireError, Client, Config, Error, Guard, LockOptions, LostReason, LostSignal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -39,34 +39,95 @@ pub(crate) struct RunArgs {
 /// Must run on the thread that stays alive until the process exits (`main`'s `block_on`): the
 /// kernel sends the parent-death signal when the *thread* that spawned the child ends.
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
+    match lock_and_run(args).await {
+        Ok(code) | Err(Early::Exit(code)) => Ok(code),
+        Err(Early::Usage(usage)) => Err(usage),
+    }
+}
+
+/// How `redlease run` ends before the command has run to its end.
+enum Early {
+    /// Exit with this status; why has been said on stderr.
+    Exit(u8),
+    /// Bad usage: exit 64 with this message.
+    Usage(Usage),
+}
+
+impl From<Usage> for Early {
+    fn from(usage: Usage) -> Self {
+        Early::Usage(usage)
+    }
+}
+
+/// The steps of [`run`]: connect, acquire, start the command, watch it and the lock, release.
+async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     let RunArgs { key, nodes, tls, ttl, wait, conflict_exit_code, grace, argv } = args;
     if key.is_empty() {
-        return Err(Usage("--key is empty: name the resource to lock".into()));
+        return Err(Usage("--key is empty: name the resource to lock".into()).into());
     }
     if ttl.is_zero() {
-        return Err(Usage("--ttl is zero: give the lock a time to live, e.g. --ttl 10s".into()));
+        return Err(Usage("--ttl is zero: give the lock a time to live, e.g. --ttl 10s".into()).into());
     }
     let nodes = node_urls(nodes.as_deref())?;
     // Installed before anything else, so that a signal while connecting or waiting for the
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
+    let client = connect(Config::new(nodes).tls(tls), &mut signals, conflict_exit_code).await?;
+    let guard = acquire(&client, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
+    let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default()) {
+        Ok(child) => child,
+        Err(code) => {
+            let _ = guard.release().await;
+            return Ok(code);
+        }
+    };
+    let Some(status) = supervise(&mut child, &guard.lost(), &mut signals, &key, grace).await else {
+        let _ = guard.release().await;
+        return Ok(EXIT_LOST);
+    };
+    let report = guard.release().await;
+    if let Err(e) = &report {
+        warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)"));
+    }
+    match status {
+        Ok(s) => Ok(status_code(s)),
+        Err(e) => {
+            warn(&format!("waiting for the command failed: {e}"));
+            Ok(1)
+        }
+    }
+}
 
+/// Connect to the nodes, unless a signal comes first.
+async fn connect(config: Config, signals: &mut Signals, conflict_exit_code: u8) -> Result<Client, Early> {
     let client = tokio::select! {
-        client = Client::with_config(Config::new(nodes).tls(tls)) => client,
+        client = Client::with_config(config) => client,
         sig = signals.recv() => {
             warn(&format!("got {} while connecting: giving up", signal_name(sig)));
-            return Ok(128 + sig as u8);
+            return Err(Early::Exit(128 + sig as u8));
         }
     };
-    let client = match client {
-        Ok(c) => c,
-        Err(Error::Config(e)) => return Err(Usage(format!("--nodes: {e}"))),
+    match client {
+        Ok(c) => Ok(c),
+        Err(Error::Config(e)) => Err(Usage(format!("--nodes: {e}")).into()),
         Err(e) => {
             warn(&format!("cannot connect to the nodes: {e}"));
-            return Ok(exit_code_of(&e, conflict_exit_code));
+            Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
-    };
-    let options = LockOptions::new(key.as_str(), ttl).fencing(true).auto_extend(true);
+    }
+}
+
+/// Take `key` with fencing and auto-extension: one attempt without `wait` (`--nonblock`), else
+/// retried for up to `wait`; a signal meanwhile gives up.
+async fn acquire(
+    client: &Client,
+    key: &str,
+    ttl: Duration,
+    wait: Option<Duration>,
+    conflict_exit_code: u8,
+    signals: &mut Signals,
+) -> Result<Guard, Early> {
+    let options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
     let options = match wait {
         Some(wait) => options.wait(wait),
         None => options.attempts(1),
@@ -77,48 +138,58 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
             warn(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
             // Cancels the acquisition in flight and releases whatever it got.
             client.close().await;
-            return Ok(128 + sig as u8);
+            return Err(Early::Exit(128 + sig as u8));
         }
     };
-    let guard = match acquired {
-        Ok(g) => g,
-        Err(Error::Misuse(e)) => return Err(Usage(format!("--ttl: {e}"))),
+    match acquired {
+        Ok(g) => Ok(g),
+        Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
         Err(e) => {
             let within = match wait {
                 Some(w) => format!("within {}", show(w)),
                 None => "at once (--nonblock)".to_owned(),
             };
             warn(&format!("could not acquire {key:?} {within}: {e}"));
-            return Ok(exit_code_of(&e, conflict_exit_code));
+            Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
-    };
+    }
+}
 
-    let fence = guard.fence().unwrap_or_default();
+/// Start the command with `REDLEASE_KEY` and `REDLEASE_FENCE` set and without
+/// `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit code: 127 not
+/// found, 126 not executable.
+fn spawn(argv: &[String], key: &str, fence: u64) -> Result<Child, u8> {
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
-        .env("REDLEASE_KEY", &key)
+        .env("REDLEASE_KEY", key)
         .env("REDLEASE_FENCE", fence.to_string())
         // The node URLs may hold passwords; the command has no business with them.
         .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
     die_with_parent(&mut command);
-    let mut child = match command.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            warn(&format!("cannot run {:?}: {e}", argv[0]));
-            let _ = guard.release().await;
-            return Ok(if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 });
-        }
-    };
+    command.spawn().map_err(|e| {
+        warn(&format!("cannot run {:?}: {e}", argv[0]));
+        if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
+    })
+}
 
-    let lost = guard.lost();
+/// Wait for the command to exit, passing signals on (SIGKILL once `grace` has passed after the
+/// first) and watching the lock. `None` when the lock was lost: the command got SIGTERM, then
+/// SIGKILL after `grace`, and has exited.
+async fn supervise(
+    child: &mut Child,
+    lost: &LostSignal,
+    signals: &mut Signals,
+    key: &str,
+    grace: Duration,
+) -> Option<io::Result<ExitStatus>> {
     // Once a signal was passed on: when the command gets SIGKILL if it is still running
     // (`None` again once it got it).
     let mut stopping = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
-    let status = loop {
+    loop {
         let deadline = kill_at;
         let kill_timer = async move {
             match deadline {
@@ -127,24 +198,18 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
             }
         };
         tokio::select! {
-            status = child.wait() => break status,
+            status = child.wait() => return Some(status),
             _ = lost.wait() => {
                 let why = match lost.reason() {
                     Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
                     Some(r) => format!("{r:?}").to_lowercase(),
                 };
                 warn(&format!("lock on {key:?} lost ({why}) while the command ran: stopping it"));
-                stop(&mut child, grace).await;
-                let _ = guard.release().await;
-                return Ok(EXIT_LOST);
+                stop(child, grace).await;
+                return None;
             }
             sig = signals.recv() => {
-                if sig == libc::SIGINT && terminal_sent_sigint() {
-                    // Ctrl-C went to the whole foreground process group, the command
-                    // included: passing it on would deliver it twice.
-                } else {
-                    send(&child, sig);
-                }
+                pass_on(child, sig);
                 if !stopping {
                     stopping = true;
                     warn(&format!(
@@ -161,18 +226,16 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
                 kill_at = None;
             }
         }
-    };
-    let report = guard.release().await;
-    if let Err(e) = &report {
-        warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)"));
     }
-    match status {
-        Ok(s) => Ok(status_code(s)),
-        Err(e) => {
-            warn(&format!("waiting for the command failed: {e}"));
-            Ok(1)
-        }
+}
+
+/// Pass `sig` on to the command, unless it is a Ctrl-C that the terminal sent to the whole
+/// foreground process group, the command included: passing it on would deliver it twice.
+fn pass_on(child: &Child, sig: i32) {
+    if sig == libc::SIGINT && terminal_sent_sigint() {
+        return;
     }
+    send(child, sig);
 }
 
 /// The exit code for a failed connect or acquisition: the conflict code when someone else
