@@ -31,12 +31,57 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
         return Err(Usage("--workers 0: the demo needs at least one worker".into()));
     }
     let t0 = Instant::now();
-    let say = move |msg: &str| println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
+    let Some(cluster) = start_cluster(t0, tls).await? else {
+        return Ok(1);
+    };
+    let client = connect(&cluster).await?;
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> =
+        (0..workers).map(|w| tokio::spawn(worker(w, client.clone(), tally.clone(), stop.clone(), t0))).collect();
 
-    say(&format!(
-        "starting 5 redis-server nodes on free loopback ports (temporary dirs, no persistence{})...",
-        if tls { ", TLS with a generated CA" } else { "" }
-    ));
+    say(t0, &format!("act 1: {workers} workers contend for {RESOURCE:?} (ttl {}), all 5 nodes up", show(TTL)));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    say(t0, "act 2: kill -9 node 0 and SIGSTOP node 1 — 3 of 5 remain, a quorum: locking goes on");
+    cluster.node(0).kill();
+    cluster.node(1).pause();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    say(t0, "act 3: SIGSTOP node 2 as well — only 2 of 5 remain, no quorum: locks must fail, typed");
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        let _ = t.await;
+    }
+    cluster.node(2).pause();
+    if !fails_without_quorum(t0, &client).await {
+        return Ok(1);
+    }
+    if !recovers(t0, &cluster, &client).await? {
+        return Ok(1);
+    }
+
+    say(t0, "cleaning up: stopping the 5 nodes");
+    let leaks = cluster.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl < 0).count();
+    drop(client);
+    drop(cluster);
+    Ok(summary(t0, &tally, workers, leaks))
+}
+
+/// Print `msg` with the seconds since `t0`.
+fn say(t0: Instant, msg: &str) {
+    println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
+}
+
+/// Start the 5 local nodes and list them; `None` (the reason printed) if they do not start.
+async fn start_cluster(t0: Instant, tls: bool) -> Result<Option<Cluster>, Usage> {
+    say(
+        t0,
+        &format!(
+            "starting 5 redis-server nodes on free loopback ports (temporary dirs, no persistence{})...",
+            if tls { ", TLS with a generated CA" } else { "" }
+        ),
+    );
     let listen = if tls { redlease_cluster::Listen::Tls } else { redlease_cluster::Listen::Tcp };
     let cluster = tokio::task::spawn_blocking(move || Cluster::builder().nodes(5).listen(listen).try_start())
         .await
@@ -45,53 +90,47 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
         Ok(c) => c,
         Err(e) => {
             eprintln!("redlease: {e}");
-            return Ok(1);
+            return Ok(None);
         }
     };
     for node in cluster.nodes() {
-        say(&format!("  node {} at {}", node.index(), node.url()));
+        say(t0, &format!("  node {} at {}", node.index(), node.url()));
     }
+    Ok(Some(cluster))
+}
+
+/// A client of the cluster's nodes with a short per-node timeout (trusting its CA with TLS).
+async fn connect(cluster: &Cluster) -> Result<Client, Usage> {
     let mut config = Config::from_urls(cluster.urls()).map_err(|e| Usage(e.to_string()))?;
     config.node_timeout = Duration::from_millis(50);
     #[cfg(feature = "tls")]
     if let Some(files) = cluster.tls() {
         config = config.tls(redlease_core::TlsSettings::new().ca_file(&files.ca));
     }
-    let client = Client::with_config(config).await.map_err(|e| Usage(e.to_string()))?;
+    Client::with_config(config).await.map_err(|e| Usage(e.to_string()))
+}
 
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for w in 0..workers {
-        tasks.push(tokio::spawn(worker(w, client.clone(), tally.clone(), stop.clone(), t0)));
-    }
-
-    say(&format!("act 1: {workers} workers contend for {RESOURCE:?} (ttl {}), all 5 nodes up", show(TTL)));
-    tokio::time::sleep(Duration::from_secs(4)).await;
-
-    say("act 2: kill -9 node 0 and SIGSTOP node 1 — 3 of 5 remain, a quorum: locking goes on");
-    cluster.node(0).kill();
-    cluster.node(1).pause();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-
-    say("act 3: SIGSTOP node 2 as well — only 2 of 5 remain, no quorum: locks must fail, typed");
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks.drain(..) {
-        let _ = t.await;
-    }
-    cluster.node(2).pause();
+/// Act 3: with 3 of 5 nodes down, one attempt must fail with a typed error; whether it did.
+async fn fails_without_quorum(t0: Instant, client: &Client) -> bool {
     let started = Instant::now();
     match client.try_lock(RESOURCE, TTL).await {
         Ok(g) => {
-            say("  UNEXPECTED: acquired without a quorum");
+            say(t0, "  UNEXPECTED: acquired without a quorum");
             let _ = g.release().await;
-            return Ok(1);
+            false
         }
-        Err(e) => say(&format!("  try_lock failed after {}: {e}", show(started.elapsed()))),
+        Err(e) => {
+            say(t0, &format!("  try_lock failed after {}: {e}", show(started.elapsed())));
+            true
+        }
     }
+}
 
-    say("act 4: resume nodes 1 and 2, restart node 0 (empty), then pause nodes 3 and 4:");
-    say("       a quorum now needs the restarted node 0, so the client must have reconnected by itself");
+/// Act 4: bring nodes back so that a quorum needs the restarted node 0, then lock and release
+/// again (for up to 20 s); whether the lock was taken.
+async fn recovers(t0: Instant, cluster: &Cluster, client: &Client) -> Result<bool, Usage> {
+    say(t0, "act 4: resume nodes 1 and 2, restart node 0 (empty), then pause nodes 3 and 4:");
+    say(t0, "       a quorum now needs the restarted node 0, so the client must have reconnected by itself");
     cluster.node(1).resume();
     cluster.node(2).resume();
     tokio::task::block_in_place(|| cluster.node(0).restart(false));
@@ -102,30 +141,33 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
         match client.lock_with(LockOptions::new(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(2))).await {
             Ok(g) => break g,
             Err(e) if started.elapsed() < Duration::from_secs(20) => {
-                say(&format!("  not yet: {e}"));
+                say(t0, &format!("  not yet: {e}"));
             }
             Err(e) => {
-                say(&format!("  recovery failed: {e}"));
-                return Ok(1);
+                say(t0, &format!("  recovery failed: {e}"));
+                return Ok(false);
             }
         }
     };
-    say(&format!(
-        "  locked again after {}: fence {} valid for {}",
-        show(started.elapsed()),
-        guard.fence().unwrap_or(0),
-        show(guard.remaining())
-    ));
+    say(
+        t0,
+        &format!(
+            "  locked again after {}: fence {} valid for {}",
+            show(started.elapsed()),
+            guard.fence().unwrap_or(0),
+            show(guard.remaining())
+        ),
+    );
     let report = guard.release().await.map_err(|e| Usage(e.to_string()))?;
-    say(&format!("  released: {:?} ({} nodes deleted our key)", report.outcome, report.deleted));
+    say(t0, &format!("  released: {:?} ({} nodes deleted our key)", report.outcome, report.deleted));
     cluster.node(3).resume();
     cluster.node(4).resume();
+    Ok(true)
+}
 
-    say("cleaning up: stopping the 5 nodes");
-    let leaks = cluster.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl < 0).count();
-    drop(client);
-    drop(cluster);
-
+/// Print the summary; the exit code: 0 if the lock was taken, never by two workers at once,
+/// with fencing tokens in order and no key left without a TTL.
+fn summary(t0: Instant, tally: &Tally, workers: usize, leaks: usize) -> u8 {
     let acquired = tally.acquired.load(Ordering::SeqCst);
     let overlaps = tally.overlaps.load(Ordering::SeqCst);
     let regressions = tally.fence_regressions.load(Ordering::SeqCst);
@@ -139,11 +181,10 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
     println!("  with 2 of 5 nodes down the lock kept working; with 3 down it failed with a typed error");
     println!("  the killed node was restarted and the client reconnected on its own (it was needed for the quorum)");
     println!("  lock keys left without a TTL: {leaks}");
-    Ok(if overlaps == 0 && regressions == 0 && leaks == 0 && acquired > 0 { 0 } else { 1 })
+    if overlaps == 0 && regressions == 0 && leaks == 0 && acquired > 0 { 0 } else { 1 }
 }
 
 async fn worker(id: usize, client: Client, tally: Arc<Tally>, stop: Arc<AtomicBool>, t0: Instant) {
-    let say = |msg: &str| println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
     while !stop.load(Ordering::SeqCst) {
         let asked = Instant::now();
         match client.lock_with(LockOptions::new(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(3))).await {
@@ -156,15 +197,18 @@ async fn worker(id: usize, client: Client, tally: Arc<Tally>, stop: Arc<AtomicBo
                     tally.fence_regressions.fetch_add(1, Ordering::SeqCst);
                 }
                 tally.acquired.fetch_add(1, Ordering::SeqCst);
-                say(&format!(
-                    "  worker {id} holds {RESOURCE} · fence {fence} · validity left {} · waited {}",
-                    show(guard.remaining()),
-                    show(asked.elapsed())
-                ));
+                say(
+                    t0,
+                    &format!(
+                        "  worker {id} holds {RESOURCE} · fence {fence} · validity left {} · waited {}",
+                        show(guard.remaining()),
+                        show(asked.elapsed())
+                    ),
+                );
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 tally.holders.fetch_sub(1, Ordering::SeqCst);
                 if let Err(e) = guard.release().await {
-                    say(&format!("  worker {id}: release failed: {e}"));
+                    say(t0, &format!("  worker {id}: release failed: {e}"));
                 }
                 tokio::time::sleep(Duration::from_millis(30)).await;
             }
@@ -173,7 +217,7 @@ async fn worker(id: usize, client: Client, tally: Arc<Tally>, stop: Arc<AtomicBo
             }
             Err(e) => {
                 tally.failures.fetch_add(1, Ordering::SeqCst);
-                say(&format!("  worker {id}: {e}"));
+                say(t0, &format!("  worker {id}: {e}"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
