@@ -192,50 +192,85 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, tls: TlsSettings, json: boo
     let (nodes, transports): (Vec<NodeConfig>, Vec<NodeTransport>) = nodes_of(nodes, tls)?.into_iter().unzip();
     let states: Vec<Result<NodeState, String>> =
         nodes.iter().zip(&transports).map(|(n, how)| node_state(n, how, key)).collect();
-    let quorum = nodes.len() / 2 + 1;
-    let reachable = states.iter().filter(|s| s.is_ok()).count();
-    let mut holders: Vec<&str> = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
-    holders.sort();
-    let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
-    let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
-    let code = if reachable >= quorum { 0 } else { EXIT_UNAVAILABLE };
-    // How many more nodes may fail before no quorum is left.
-    let tolerance = reachable.saturating_sub(quorum);
+    let verdict = Verdict::of(&states);
     if json {
-        let per_node: Vec<String> = nodes
-            .iter()
-            .zip(&states)
-            .enumerate()
-            .map(|(i, (node, state))| {
-                let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
-                match state {
-                    Err(e) => format!(
-                        "{{{head},\"reachable\":false,\"fault\":\"{}\",\"error\":{}}}",
-                        fault_of(e),
-                        json::string(e)
-                    ),
-                    Ok(s) => format!(
-                        "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
-                        json::opt_string(s.holder.as_deref()),
-                        s.waited_for,
-                        if s.holder.is_some() { s.pttl.to_string() } else { "null".into() },
-                        s.fence.as_deref().and_then(|f| f.parse::<u64>().ok()).map_or("null".into(), |f| f.to_string()),
-                        ms(s.rtt),
-                    ),
-                }
-            })
-            .collect();
-        println!(
-            "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
-            json::string(key),
-            held_by.is_some(),
-            json::opt_string(held_by),
-            best.map_or(0, |(count, _)| count),
-            per_node.join(",")
-        );
-        return Ok(code);
+        print_status_json(key, &nodes, &states, &verdict);
+    } else {
+        print_status_text(key, &nodes, &states, &verdict);
     }
-    for (i, (node, state)) in nodes.iter().zip(&states).enumerate() {
+    Ok(verdict.code())
+}
+
+/// What the nodes said about a key, taken together.
+struct Verdict<'a> {
+    nodes: usize,
+    quorum: usize,
+    reachable: usize,
+    /// The token held on the most nodes, and on how many.
+    best: Option<(usize, &'a str)>,
+    /// That token, when a quorum of nodes holds it.
+    held_by: Option<&'a str>,
+    /// How many more nodes may fail before no quorum is left.
+    tolerance: usize,
+}
+
+impl<'a> Verdict<'a> {
+    fn of(states: &'a [Result<NodeState, String>]) -> Self {
+        let quorum = states.len() / 2 + 1;
+        let reachable = states.iter().filter(|s| s.is_ok()).count();
+        let mut holders: Vec<&str> = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
+        holders.sort();
+        let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
+        let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
+        let tolerance = reachable.saturating_sub(quorum);
+        Verdict { nodes: states.len(), quorum, reachable, best, held_by, tolerance }
+    }
+
+    /// 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
+    fn code(&self) -> u8 {
+        if self.reachable >= self.quorum { 0 } else { EXIT_UNAVAILABLE }
+    }
+}
+
+/// `status --json`: one object, with one object per node.
+fn print_status_json(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, String>], verdict: &Verdict<'_>) {
+    let per_node: Vec<String> = nodes
+        .iter()
+        .zip(states)
+        .enumerate()
+        .map(|(i, (node, state))| {
+            let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+            match state {
+                Err(e) => format!(
+                    "{{{head},\"reachable\":false,\"fault\":\"{}\",\"error\":{}}}",
+                    fault_of(e),
+                    json::string(e)
+                ),
+                Ok(s) => format!(
+                    "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
+                    json::opt_string(s.holder.as_deref()),
+                    s.waited_for,
+                    if s.holder.is_some() { s.pttl.to_string() } else { "null".into() },
+                    s.fence.as_deref().and_then(|f| f.parse::<u64>().ok()).map_or("null".into(), |f| f.to_string()),
+                    ms(s.rtt),
+                ),
+            }
+        })
+        .collect();
+    let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
+    println!(
+        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+        json::string(key),
+        held_by.is_some(),
+        json::opt_string(*held_by),
+        best.map_or(0, |(count, _)| count),
+        per_node.join(",")
+    );
+}
+
+/// `status`: a line per node, then who holds the key and how many nodes may still fail.
+fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, String>], verdict: &Verdict<'_>) {
+    for (i, (node, state)) in nodes.iter().zip(states).enumerate() {
         let line = match state {
             Err(e) if fault_of(e) == "misconfigured" => format!("MISCONFIGURED  ({e})"),
             Err(e) => format!("unreachable  ({e})"),
@@ -252,24 +287,21 @@ pub(crate) fn status(key: &str, nodes: Option<&str>, tls: TlsSettings, json: boo
         };
         println!("node {i} {node}  {line}{fence}");
     }
-    match (best, held_by) {
+    let Verdict { nodes, quorum, reachable, tolerance, .. } = verdict;
+    match (verdict.best, verdict.held_by) {
         (Some((count, _)), Some(token)) => {
-            println!("{key}: held by {} on {count} of {} nodes (quorum {quorum})", short(token), nodes.len())
+            println!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
         }
-        (Some((count, _)), None) => {
-            println!("{key}: no quorum holds it (at most {count} of {} nodes agree)", nodes.len())
-        }
+        (Some((count, _)), None) => println!("{key}: no quorum holds it (at most {count} of {nodes} nodes agree)"),
         (None, _) => println!("{key}: free on every reachable node"),
     }
-    if code != 0 {
-        println!("only {reachable} of {} nodes answered: no quorum ({quorum}) is reachable", nodes.len());
+    if verdict.code() != 0 {
+        println!("only {reachable} of {nodes} nodes answered: no quorum ({quorum}) is reachable");
     } else {
         println!(
-            "{reachable} of {} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops",
-            nodes.len()
+            "{reachable} of {nodes} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops"
         );
     }
-    Ok(code)
 }
 
 fn short(token: &str) -> String {
@@ -280,54 +312,76 @@ fn short(token: &str) -> String {
 /// node did not answer, else 0.
 pub(crate) fn scan(nodes: Option<&str>, tls: TlsSettings, pattern: &str, json: bool) -> Result<u8, Usage> {
     let (nodes, transports): (Vec<NodeConfig>, Vec<NodeTransport>) = nodes_of(nodes, tls)?.into_iter().unzip();
-    let found: Vec<Result<Vec<String>, String>> = nodes
-        .iter()
-        .zip(&transports)
-        .map(|(node, how)| {
-            let mut c = open(node, how)?;
-            let keys = c.keys(pattern).map_err(|e| e.to_string())?;
-            let mut no_ttl = Vec::new();
-            for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {
-                if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
-                    no_ttl.push(k);
-                }
-            }
-            Ok(no_ttl)
-        })
-        .collect();
+    let found: Vec<Result<Vec<String>, String>> =
+        nodes.iter().zip(&transports).map(|(node, how)| keys_without_ttl(node, how, pattern)).collect();
     let leaks: usize = found.iter().filter_map(|f| f.as_ref().ok()).map(Vec::len).sum();
     let unreachable = found.iter().filter(|f| f.is_err()).count();
-    let code = if leaks > 0 {
+    if json {
+        print_scan_json(pattern, &nodes, &found, leaks, unreachable);
+    } else {
+        print_scan_text(pattern, &nodes, &found, leaks, unreachable);
+    }
+    Ok(if leaks > 0 {
         1
     } else if unreachable > 0 {
         EXIT_UNAVAILABLE
     } else {
         0
-    };
-    if json {
-        let per_node: Vec<String> = nodes
-            .iter()
-            .zip(&found)
-            .enumerate()
-            .map(|(i, (node, found))| {
-                let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
-                match found {
-                    Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
-                    Ok(keys) => {
-                        let keys: Vec<String> = keys.iter().map(|k| json::string(k)).collect();
-                        format!("{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]}}", keys.join(","))
-                    }
-                }
-            })
-            .collect();
-        println!(
-            "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}]}}",
-            json::string(pattern),
-            per_node.join(",")
-        );
-        return Ok(code);
+    })
+}
+
+/// The keys matching `pattern` on one node that have no TTL, fencing counters left out.
+fn keys_without_ttl(node: &NodeConfig, how: &NodeTransport, pattern: &str) -> Result<Vec<String>, String> {
+    let mut c = open(node, how)?;
+    let keys = c.keys(pattern).map_err(|e| e.to_string())?;
+    let mut no_ttl = Vec::new();
+    for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {
+        if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
+            no_ttl.push(k);
+        }
     }
-    for (i, (node, found)) in nodes.iter().zip(&found).enumerate() {
+    Ok(no_ttl)
+}
+
+/// `scan --json`: one object, with one object per node.
+fn print_scan_json(
+    pattern: &str,
+    nodes: &[NodeConfig],
+    found: &[Result<Vec<String>, String>],
+    leaks: usize,
+    unreachable: usize,
+) {
+    let per_node: Vec<String> = nodes
+        .iter()
+        .zip(found)
+        .enumerate()
+        .map(|(i, (node, found))| {
+            let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+            match found {
+                Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                Ok(keys) => {
+                    let keys: Vec<String> = keys.iter().map(|k| json::string(k)).collect();
+                    format!("{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]}}", keys.join(","))
+                }
+            }
+        })
+        .collect();
+    println!(
+        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}]}}",
+        json::string(pattern),
+        per_node.join(",")
+    );
+}
+
+/// `scan`: a line per key without a TTL or unreachable node, then the count.
+fn print_scan_text(
+    pattern: &str,
+    nodes: &[NodeConfig],
+    found: &[Result<Vec<String>, String>],
+    leaks: usize,
+    unreachable: usize,
+) {
+    for (i, (node, found)) in nodes.iter().zip(found).enumerate() {
         match found {
             Err(e) => println!("node {i} {node}: unreachable ({e})"),
             Ok(keys) => {
@@ -346,7 +400,6 @@ pub(crate) fn scan(nodes: Option<&str>, tls: TlsSettings, pattern: &str, json: b
             if unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }
         );
     }
-    Ok(code)
 }
 
 /// Just enough JSON for `--json`: strings and their escapes.
