@@ -6,6 +6,7 @@
 //! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
 //! - `redlease completions SHELL` — shell completions.
 
+mod connect;
 mod demo;
 mod duration;
 mod inspect;
