@@ -291,9 +291,9 @@ fn eight_processes_increment_a_shared_counter_to_200() {
 }
 
 /// Four workers contend for one key, each run holding it 150 ms, each waiting at most 5 s:
-/// with waiters woken on release none gives up (polling every 20–200 ms, some did), and the
-/// lock passes from one command to the next without the old ~100 ms of idle jitter (the median
-/// gap is printed, not asserted: timing belongs to the benchmarks).
+/// waiters are woken on release, so none gives up, and the lock passes from one command to the
+/// next without sitting out a retry delay (the median gap is printed, not asserted: timing
+/// belongs to the benchmarks).
 #[test]
 fn four_workers_waiting_5s_for_a_150ms_hold_never_give_up() {
     let cluster = Cluster::start(5);
@@ -537,8 +537,8 @@ fn run_over_tls_with_the_ca_given_by_flag_or_env() {
 
 /// `status` and `scan` take the URLs `run` takes: over TLS (trusting `--tls-ca`, and saying
 /// why a node does not verify without it), mutual TLS (`--tls-cert`/`--tls-key`) and Unix
-/// sockets, they see what a plain-TCP
-/// look at the same nodes sees. Built without the `tls` feature, the Unix sockets alone.
+/// sockets, they see what a plain-TCP look at the same nodes sees. Built without the `tls`
+/// feature, the Unix sockets alone.
 #[test]
 fn status_and_scan_over_tls_and_unix_sockets() {
     use redlease_cluster::Listen;
