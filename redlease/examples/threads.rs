@@ -1,6 +1,6 @@
 //! The same lock from plain threads: the blocking client (feature `mio`).
 //!
-//! `cargo run -p redlease --example blocking -- redis://127.0.0.1:7000 redis://127.0.0.1:7001 redis://127.0.0.1:7002`
+//! `cargo run -p redlease --example threads -- redis://127.0.0.1:7000 redis://127.0.0.1:7001 redis://127.0.0.1:7002`
 use std::time::Duration;
 
 use redlease::LockOptions;
