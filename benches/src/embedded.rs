@@ -1,193 +1,155 @@
-//! redlease-mio's embeddable [`Driver`] in a hand-written mio loop: the "mio embedded"
-//! subject. Lockers are small state machines inside that one loop, as in a host program
-//! (a game server, a proxy) that keeps its locks in its own event loop.
+//! mio-embedded: redlease-mio's `Driver` in a hand-written mio loop, as a host program (a
+//! game server, a proxy) keeps its locks in its own event loop.
+//!
+//! With one locker (sequential, stalled) the host is a [`Locker`]: each call starts its
+//! command and turns the loop until the driver reports its outcome. With many (lockers),
+//! they are state machines in that one loop, each releasing its lock as soon as it is granted.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
-use redlease_mio::{Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
+use redlease_core::{Event, LockId};
+use redlease_mio::{Driver, LockOptions, new_token};
 
-use crate::load::{LoadState, Window, keys};
-use crate::plan::{CONTENDED_WAIT, LoadPlan, Scenario, SeqPlan, StallPlan};
-use crate::seq::SeqRecorder;
-use crate::stats::Samples;
-use crate::subject::{Common, Contention, Role, Sequential, StallLevel, Style, Subject, Throughput};
+use crate::adapters::{config, released};
+use crate::generic::{Generic, Locker, Target, Threads};
+use crate::plan::{Plan, Scenario, TTL};
+use crate::subject::{Info, Level, Load, Seq, Subject};
+use crate::turns::Recorder;
+use crate::usage::Usage;
 
-/// Bound on connecting before a measurement.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The embedded mio driver as a subject.
+/// The embedded driver as a subject.
 #[derive(Debug)]
-pub struct Embedded;
+pub struct Embedded(Generic<Embed>);
+
+impl Default for Embedded {
+    fn default() -> Self {
+        use Scenario::{Lockers, Sequential, Stalled, Tls};
+        const TAKES: &[Scenario] = &[Sequential, Lockers, Stalled, Tls];
+        Embedded(Generic::new("mio-embedded", crate::floor::BLOCKING, TAKES, Embed))
+    }
+}
 
 impl Subject for Embedded {
-    fn name(&self) -> &str {
-        "mio-embedded"
+    fn info(&self) -> &Info {
+        self.0.info()
     }
 
-    fn about(&self) -> String {
-        "redlease-mio's Driver in a hand-written mio loop; lockers are state machines in that one thread".into()
+    fn sequential(&self, urls: &[String], rec: Recorder) -> Result<Seq, String> {
+        self.0.sequential(urls, rec)
     }
 
-    fn role(&self) -> Role {
-        Role::Adapter
+    fn stalled(&self, urls: &[String], plan: &Plan, pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
+        self.0.stalled(urls, plan, pause)
     }
 
-    fn style(&self) -> Style {
-        Style::Blocking
-    }
-
-    fn supports(&self, scenario: Scenario) -> bool {
-        scenario != Scenario::Handoff
-    }
-
-    fn sequential(&self, urls: &[String], common: Common, plan: SeqPlan) -> Result<Sequential, String> {
-        let mut host = Host::connect(urls, common.ttl)?;
-        let mut ctl = Seq { rec: SeqRecorder::new(plan), error: None };
-        host.run(1, None, false, &mut ctl)?;
-        match ctl.error {
-            Some(e) => Err(e),
-            None => Ok(ctl.rec.finish()),
+    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
+        let mut host = Host::connect(urls)?;
+        // Per lock under way: its locker and when it was asked for.
+        let mut live: HashMap<LockId, (usize, Instant)> = HashMap::new();
+        for i in 0..lockers {
+            live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
         }
-    }
-
-    fn throughput(
-        &self,
-        urls: &[String],
-        common: Common,
-        plan: LoadPlan,
-        lockers: usize,
-    ) -> Result<Throughput, String> {
-        let mut host = Host::connect(urls, common.ttl)?;
-        let mut ctl = Load::new(lockers, plan, false);
-        host.run(lockers, None, false, &mut ctl)?;
-        let closed = ctl.state.close(ctl.window.take().ok_or("the window never opened")?);
-        Ok(Throughput {
-            lockers,
-            cycles: closed.per_locker.iter().sum(),
-            elapsed: closed.elapsed,
-            cpu: closed.cpu,
-            server_cpu: closed.server_cpu,
-            latency: ctl.latency.into_dist(),
-            errors: closed.errors,
-            first_error: ctl.first_error,
-        })
-    }
-
-    fn stalled(
-        &self,
-        urls: &[String],
-        common: Common,
-        plan: &StallPlan,
-        stall: &mut dyn FnMut(usize),
-    ) -> Result<Vec<StallLevel>, String> {
-        let mut host = Host::connect(urls, common.ttl)?;
-        let mut warm = Seq { rec: SeqRecorder::new(SeqPlan::alone(plan.warmup, 0)), error: None };
-        if plan.warmup > 0 {
-            host.run(1, None, false, &mut warm)?;
+        let (opens, mut window, mut load) = (Instant::now() + plan.load.warmup, None, Load::default());
+        loop {
+            let now = host.turn(Some(window.map_or(opens, |(at, _)| at + plan.load.length)))?;
+            match window {
+                None if now >= opens => window = Some((now, Usage::now())),
+                Some((at, start)) if now >= at + plan.load.length => {
+                    return Ok(Load { elapsed: now - at, usage: Usage::since(start), ..load });
+                }
+                _ => {}
+            }
+            while let Some(event) = host.driver.poll_event() {
+                let (lock, outcome) = match event {
+                    Event::Acquired { lock, .. } => {
+                        host.driver.release(now, lock).map_err(|e| format!("release refused: {e}"))?;
+                        continue;
+                    }
+                    Event::AcquireFailed { lock, error } => (lock, Err(error.to_string())),
+                    Event::Released { lock, report } => (lock, released(report.outcome)),
+                    _ => continue,
+                };
+                let Some((i, asked)) = live.remove(&lock) else { continue };
+                match outcome {
+                    _ if window.is_none() => {}
+                    Ok(()) => {
+                        load.cycles += 1;
+                        load.latency.record(now - asked);
+                    }
+                    Err(e) => {
+                        load.errors += 1;
+                        load.first_error.get_or_insert(e);
+                    }
+                }
+                live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
+            }
         }
-        if let Some(e) = warm.error {
-            return Err(e);
-        }
-        let mut levels = Vec::with_capacity(plan.levels.len());
-        for &paused in &plan.levels {
-            stall(paused);
-            let mut ctl = Stall {
-                paused,
-                started: Instant::now(),
-                max: plan.max_samples,
-                cap: plan.cap,
-                attempts: 0,
-                acquire: Samples::with_capacity(plan.max_samples),
-                level: StallLevel { paused, ..StallLevel::default() },
-            };
-            host.run(1, None, true, &mut ctl)?;
-            ctl.level.acquire = ctl.acquire.into_dist();
-            levels.push(ctl.level);
-        }
-        Ok(levels)
-    }
-
-    fn contention(
-        &self,
-        urls: &[String],
-        common: Common,
-        plan: LoadPlan,
-        lockers: usize,
-    ) -> Result<Contention, String> {
-        let mut host = Host::connect(urls, common.ttl)?;
-        let mut ctl = Load::new(lockers, plan, true);
-        host.run(lockers, Some(CONTENDED_WAIT), false, &mut ctl)?;
-        let closed = ctl.state.close(ctl.window.take().ok_or("the window never opened")?);
-        Ok(Contention {
-            per_locker: closed.per_locker,
-            elapsed: closed.elapsed,
-            errors: closed.errors,
-            first_error: ctl.first_error,
-        })
     }
 }
 
-/// What a scenario decides while the loop runs.
-trait Control {
-    /// The key locker `i` acquires next.
-    fn key(&mut self, i: usize) -> String;
-    /// Locker `i` acquired (`acquire`) and, unless releases are detached, released
-    /// (`release`).
-    fn done(&mut self, i: usize, acquire: Duration, release: Option<Duration>);
-    /// Locker `i` failed.
-    fn failed(&mut self, i: usize, error: String);
-    /// Called after every turn of the loop: whether to go on. It may open or close a window.
-    fn go_on(&mut self, now: Instant) -> bool;
-    /// The next instant `go_on` wants to be asked at, if it is timed.
-    fn deadline(&self) -> Option<Instant>;
+/// The host as the one locker of the generic scenarios.
+#[derive(Debug)]
+pub struct Embed;
+
+impl Target for Embed {
+    type Exec = Threads;
+    type Client = Vec<String>;
+    type Locker = Host;
+
+    fn exec(&self) -> Result<Threads, String> {
+        Ok(Threads)
+    }
+
+    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<Vec<String>, String> {
+        Ok(urls.to_vec())
+    }
+
+    fn locker(&self, urls: &Vec<String>) -> Result<Host, String> {
+        Host::connect(urls)
+    }
 }
 
-/// Where one locker stands.
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    lock: LockId,
-    started: Instant,
-    acquired: Option<Instant>,
-}
-
-/// The host program: a `Poll`, its events, and the driver registered in it.
-struct Host {
+/// The host program: its `Poll` and the driver registered in it.
+#[derive(Debug)]
+pub struct Host {
     poll: Poll,
     events: Events,
     driver: Driver,
-    ttl: Duration,
 }
 
 impl Host {
-    fn connect(urls: &[String], ttl: Duration) -> Result<Host, String> {
-        let config = crate::nodes::config(urls)?;
-        let mut driver = Driver::new(config, Token(0)).map_err(|e| e.to_string())?;
+    /// Register a driver and wait until every node's link is up.
+    fn connect(urls: &[String]) -> Result<Host, String> {
+        let mut driver = Driver::new(config(urls)?, Token(0)).map_err(|e| e.to_string())?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         driver.register(poll.registry(), Instant::now()).map_err(|e| e.to_string())?;
-        let mut host = Host { poll, events: Events::with_capacity(256), driver, ttl };
-        let deadline = Instant::now() + CONNECT_TIMEOUT;
-        while !host.driver.all_nodes_tried() {
+        let mut host = Host { poll, events: Events::with_capacity(256), driver };
+        let (deadline, mut up) = (Instant::now() + Duration::from_secs(10), HashSet::new());
+        while up.len() < urls.len() {
             if host.turn(Some(deadline))? >= deadline {
-                return Err("the nodes did not connect within 10 s".into());
+                return Err(format!("{} of {} nodes up after 10 s", up.len(), urls.len()));
+            }
+            while let Some(event) = host.driver.poll_event() {
+                if let Event::LinkUp { node } = event {
+                    up.insert(node);
+                }
             }
         }
         Ok(host)
     }
 
-    /// Sleep until a socket is ready, the driver's next deadline or `until`; hand the
-    /// events and the timeout to the driver. Returns the time after the wake-up.
+    /// Flush, sleep until a socket is ready, the driver's deadline or `until`, and hand the
+    /// events and the time to the driver; the time after the wake-up.
     fn turn(&mut self, until: Option<Instant>) -> Result<Instant, String> {
         let now = Instant::now();
         self.driver.flush(now);
         let next = self.driver.poll_timeout().into_iter().chain(until).min();
-        let timeout = next.map(|t| t.saturating_duration_since(now));
-        match self.poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("poll: {e}")),
+        match self.poll.poll(&mut self.events, next.map(|t| t.saturating_duration_since(now))) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(format!("poll: {e}")),
+            _ => {}
         }
         let now = Instant::now();
         for event in self.events.iter() {
@@ -197,216 +159,48 @@ impl Host {
         Ok(now)
     }
 
-    fn start(&mut self, key: &str, wait: Option<Duration>) -> Result<Slot, String> {
+    fn start(&mut self, key: &str) -> Result<LockId, String> {
         let token = new_token().map_err(|e| e.to_string())?;
-        let mut options = LockOptions::new(key, self.ttl);
-        options.wait = wait;
-        let started = Instant::now();
-        let lock =
-            self.driver.acquire(started, &options, token.as_bytes()).map_err(|e| format!("acquire refused: {e}"))?;
-        Ok(Slot { lock, started, acquired: None })
+        self.driver.acquire(Instant::now(), &LockOptions::new(key, TTL), token.as_bytes()).map_err(|e| e.to_string())
     }
 
-    /// Run `lockers` lockers until `ctl` says stop. Each acquires `ctl.key(i)` (retrying
-    /// within `wait`, if given), then releases it; with `detach`, it starts its next
-    /// acquisition as soon as it has released without waiting for the release's outcome.
-    fn run(
-        &mut self,
-        lockers: usize,
-        wait: Option<Duration>,
-        detach: bool,
-        ctl: &mut dyn Control,
-    ) -> Result<(), String> {
-        let mut slots: Vec<Option<Slot>> = vec![None; lockers];
-        let mut by_lock: HashMap<LockId, usize> = HashMap::with_capacity(lockers);
-        let mut detached: HashSet<LockId> = HashSet::new();
-        let mut go_on = ctl.go_on(Instant::now());
-        for (i, slot) in slots.iter_mut().enumerate().take(if go_on { lockers } else { 0 }) {
-            let s = self.start(&ctl.key(i), wait)?;
-            by_lock.insert(s.lock, i);
-            *slot = Some(s);
-        }
-        while go_on {
-            let now = self.turn(ctl.deadline())?;
+    /// Turn the loop until the driver reports `lock`'s outcome (events of other locks, such
+    /// as detached releases, are passed over).
+    fn outcome(&mut self, lock: LockId) -> Result<Event, String> {
+        loop {
+            self.turn(None)?;
             while let Some(event) = self.driver.poll_event() {
-                let finished = match event {
-                    Event::Acquired { lock, .. } => {
-                        let Some(&i) = by_lock.get(&lock) else { continue };
-                        let Some(slot) = slots[i].as_mut() else { continue };
-                        slot.acquired = Some(now);
-                        self.driver.release(now, lock).map_err(|e| format!("release refused: {e}"))?;
-                        if !detach {
-                            continue;
-                        }
-                        by_lock.remove(&lock);
-                        detached.insert(lock);
-                        ctl.done(i, now - slot.started, None);
-                        i
-                    }
-                    Event::AcquireFailed { lock, error } => {
-                        let Some(i) = by_lock.remove(&lock) else { continue };
-                        ctl.failed(i, error.to_string());
-                        i
-                    }
-                    Event::Released { lock, report } => {
-                        if detached.remove(&lock) {
-                            continue;
-                        }
-                        let Some(i) = by_lock.remove(&lock) else { continue };
-                        let Some(slot) = slots[i] else { continue };
-                        let acquired = slot.acquired.unwrap_or(now);
-                        if report.outcome == ReleaseOutcome::Released {
-                            ctl.done(i, acquired - slot.started, Some(now - acquired));
-                        } else {
-                            ctl.failed(i, format!("release: {report:?}"));
-                        }
-                        i
-                    }
-                    _ => continue,
-                };
-                slots[finished] = None;
-                go_on = ctl.go_on(now);
-                if go_on {
-                    let s = self.start(&ctl.key(finished), wait)?;
-                    by_lock.insert(s.lock, finished);
-                    slots[finished] = Some(s);
+                if event.lock() == Some(lock)
+                    && matches!(event, Event::Acquired { .. } | Event::AcquireFailed { .. } | Event::Released { .. })
+                {
+                    return Ok(event);
                 }
             }
-            go_on = go_on && ctl.go_on(now);
-        }
-        // Abandon what is still being acquired (a later run must not find it held); what is
-        // being released finishes in the background.
-        let now = Instant::now();
-        for slot in slots.into_iter().flatten() {
-            if slot.acquired.is_none() {
-                let _ = self.driver.cancel(now, slot.lock);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Sequential cycles, as the recorder counts and records them.
-struct Seq {
-    rec: SeqRecorder,
-    error: Option<String>,
-}
-
-impl Control for Seq {
-    fn key(&mut self, _: usize) -> String {
-        self.rec.begin();
-        self.rec.key().to_owned()
-    }
-
-    fn done(&mut self, _: usize, acquire: Duration, release: Option<Duration>) {
-        self.rec.end(acquire, release.unwrap_or_default());
-    }
-
-    fn failed(&mut self, _: usize, error: String) {
-        self.error.get_or_insert(format!("cycle {}: {error}", self.rec.index()));
-    }
-
-    fn go_on(&mut self, _: Instant) -> bool {
-        self.error.is_none() && self.rec.more()
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        None
-    }
-}
-
-/// Timed load: a warm-up, then the window; own keys (throughput) or one key (contention).
-struct Load {
-    state: LoadState,
-    plan: LoadPlan,
-    contended: bool,
-    started: Instant,
-    window: Option<Window>,
-    window_end: Option<Instant>,
-    latency: Samples,
-    first_error: Option<String>,
-}
-
-impl Load {
-    fn new(lockers: usize, plan: LoadPlan, contended: bool) -> Self {
-        Load {
-            state: LoadState::new(lockers),
-            plan,
-            contended,
-            started: Instant::now(),
-            window: None,
-            window_end: None,
-            latency: Samples::with_capacity(1 << 16),
-            first_error: None,
         }
     }
 }
 
-impl Control for Load {
-    fn key(&mut self, i: usize) -> String {
-        if self.contended { keys::CONTENDED.to_owned() } else { keys::own(i) }
-    }
+impl Locker for Host {
+    type Held = LockId;
 
-    fn done(&mut self, i: usize, acquire: Duration, release: Option<Duration>) {
-        self.state.completed(i);
-        if self.state.recording() {
-            self.latency.push(acquire + release.unwrap_or_default());
+    async fn lock(&mut self, key: &str) -> Result<LockId, String> {
+        let lock = self.start(key)?;
+        match self.outcome(lock)? {
+            Event::Acquired { .. } => Ok(lock),
+            other => Err(format!("{other:?}")),
         }
     }
 
-    fn failed(&mut self, _: usize, error: String) {
-        self.state.failed();
-        self.first_error.get_or_insert(error);
-    }
-
-    fn go_on(&mut self, now: Instant) -> bool {
-        match self.window_end {
-            None if now >= self.started + self.plan.warmup => {
-                self.window = Some(self.state.open());
-                self.window_end = Some(Instant::now() + self.plan.window);
-                true
-            }
-            Some(end) => now < end,
-            None => true,
+    async fn unlock(&mut self, lock: LockId) -> Result<(), String> {
+        self.driver.release(Instant::now(), lock).map_err(|e| e.to_string())?;
+        match self.outcome(lock)? {
+            Event::Released { report, .. } => released(report.outcome),
+            other => Err(format!("{other:?}")),
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
-        Some(self.window_end.unwrap_or(self.started + self.plan.warmup))
-    }
-}
-
-/// One level of the stalled scenario: fresh keys, releases detached.
-struct Stall {
-    paused: usize,
-    started: Instant,
-    max: usize,
-    cap: Duration,
-    attempts: usize,
-    acquire: Samples,
-    level: StallLevel,
-}
-
-impl Control for Stall {
-    fn key(&mut self, _: usize) -> String {
-        self.attempts += 1;
-        keys::stalled(self.paused, self.attempts - 1)
-    }
-
-    fn done(&mut self, _: usize, acquire: Duration, _: Option<Duration>) {
-        self.acquire.push(acquire);
-    }
-
-    fn failed(&mut self, _: usize, error: String) {
-        self.level.errors += 1;
-        self.level.first_error.get_or_insert(error);
-    }
-
-    fn go_on(&mut self, now: Instant) -> bool {
-        self.acquire.len() + (self.level.errors as usize) < self.max && now < self.started + self.cap
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        Some(self.started + self.cap)
+    fn unlock_detached(&mut self, lock: LockId) {
+        // Written at the next turn of the loop; its outcome is passed over.
+        let _ = self.driver.release(Instant::now(), lock);
     }
 }

@@ -1,0 +1,226 @@
+//! Runs the selected scenarios over the selected subjects, each measurement on a fresh cluster
+//! of `redis-server` processes (stopped when it ends, whatever happened), with a progress line
+//! per measurement on stderr and each scenario's table on stdout as soon as it is done.
+
+use std::io::Write as _;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use redlease_cluster::{Cluster, Listen};
+
+use crate::plan::{Options, Plan, Scenario};
+use crate::report::{self, Pair, Point};
+use crate::stats::dur;
+use crate::subject::{Handoff, Level, Load, Seq, Subject};
+use crate::turns::{Recorder, Side};
+use crate::usage;
+
+/// Run what `opts` selects. `Ok` carries the failed measurements (none: all completed).
+pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, String> {
+    let plan = Plan::new(opts.full);
+    let chosen = |sc: Scenario| -> Vec<&dyn Subject> {
+        all.iter().map(|s| s.as_ref()).filter(|s| s.takes(sc) && opts.wants_subject(s.name())).collect()
+    };
+    let floor = |s: &dyn Subject| all.iter().map(|f| f.as_ref()).find(|f| f.name() == s.info().floor);
+    let seq_pairs: Vec<_> = chosen(Scenario::Sequential).into_iter().filter_map(|s| Some((s, floor(s)?))).collect();
+    let tls_pairs: Vec<_> = chosen(Scenario::Tls).into_iter().map(|s| (s, s)).collect();
+    let scenarios: Vec<Scenario> = Scenario::ALL.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
+    let total = scenarios.iter().map(|&sc| match sc {
+        Scenario::Sequential => seq_pairs.len() * plan.seq.rounds,
+        Scenario::Tls => tls_pairs.len() * plan.seq.rounds,
+        Scenario::Lockers => chosen(sc).len() * plan.lockers.len(),
+        Scenario::Stalled => chosen(sc).len(),
+        Scenario::Handoff => chosen(sc).len() * plan.contenders.len(),
+    });
+    Cluster::builder().nodes(1).try_start().map_err(|e| format!("cannot start redis-server: {e}"))?;
+    let mut p = Progress { plan: &plan, step: 0, total: total.sum(), started: Instant::now(), failures: Vec::new() };
+    let mut page = report::header(&plan, opts.full);
+    for sc in scenarios {
+        let table = match sc {
+            Scenario::Sequential => report::sequential(&plan, &p.pairs(sc, &seq_pairs)),
+            Scenario::Tls => report::tls(&plan, &p.pairs(sc, &tls_pairs)),
+            Scenario::Lockers => {
+                let rows = p.points(&plan.lockers, &chosen(sc), "lockers", |s, urls, n| s.lockers(urls, &plan, n));
+                report::lockers(&plan, &rows)
+            }
+            Scenario::Handoff => {
+                let what = "contenders, handoff";
+                let rows = p.points(&plan.contenders, &chosen(sc), what, |s, urls, k| s.handoff(urls, &plan, k));
+                report::handoff(&plan, &rows)
+            }
+            Scenario::Stalled => {
+                let rows: Vec<_> = chosen(sc).into_iter().map(|s| (s.name(), p.stalled(s))).collect();
+                report::stalled(&plan, &rows)
+            }
+        };
+        println!("\n{table}");
+        let _ = std::io::stdout().flush();
+        page.push_str(&format!("\n{table}"));
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("."));
+    let dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from).join("bench");
+    let file = dir.join("runtimes.md");
+    std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, page)).map_err(|e| format!("{file:?}: {e}"))?;
+    eprintln!("done in {:.0} s; the tables are in {}", p.started.elapsed().as_secs_f64(), file.display());
+    Ok(p.failures)
+}
+
+/// What a measurement returns: its progress line, or why it counts as failed (nothing
+/// measured).
+trait Figures {
+    fn summary(&self) -> Result<String, String>;
+}
+
+impl Figures for (Seq, Seq) {
+    fn summary(&self) -> Result<String, String> {
+        let (a, b) = (self.0.cycle.p50().ok_or("no cycle")?, self.1.cycle.p50().ok_or("no cycle for the partner")?);
+        Ok(format!("p50 {} against {}", dur(Some(a)), dur(Some(b))))
+    }
+}
+
+impl Figures for Load {
+    fn summary(&self) -> Result<String, String> {
+        let line = format!("{:.0} cycles/s, p50 {}", self.rate(), dur(self.latency.p50()));
+        if self.cycles > 0 { Ok(line) } else { Err("no cycle completed".into()) }
+    }
+}
+
+impl Figures for [Level; 2] {
+    fn summary(&self) -> Result<String, String> {
+        let up = self[0].acquire.p50().ok_or("no acquisition with every node up")?;
+        let down = self[1].acquire.p50().ok_or("no acquisition with a node stopped")?;
+        Ok(format!("p50 {} → {}", dur(Some(up)), dur(Some(down))))
+    }
+}
+
+impl Figures for Handoff {
+    fn summary(&self) -> Result<String, String> {
+        let p50 = self.handoff.p50().ok_or("no handoff in the window")?;
+        Ok(format!("handoff p50 {}, {} grants", dur(Some(p50)), self.grants))
+    }
+}
+
+/// The plan, the progress display and the failures so far.
+struct Progress<'a> {
+    plan: &'a Plan,
+    step: usize,
+    total: usize,
+    started: Instant,
+    failures: Vec<String>,
+}
+
+impl Progress<'_> {
+    /// One measurement on a fresh cluster.
+    fn measure<T: Figures>(
+        &mut self,
+        name: &str,
+        what: &str,
+        listen: Listen,
+        measure: impl FnOnce(&Cluster) -> Result<T, String>,
+    ) -> Result<T, String> {
+        self.step += 1;
+        eprint!("[{:>3}/{}] {name:<15} {what} ... ", self.step, self.total);
+        let _ = std::io::stderr().flush();
+        let t0 = Instant::now();
+        let result = Cluster::builder().nodes(self.plan.nodes).listen(listen).try_start().and_then(|cluster| {
+            usage::set_servers(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
+            let result = guarded(|| measure(&cluster));
+            usage::set_servers(Vec::new());
+            result
+        });
+        match result.as_ref().map_err(Clone::clone).and_then(T::summary) {
+            Ok(line) => eprintln!("{line} ({:.1} s)", t0.elapsed().as_secs_f64()),
+            Err(e) => {
+                eprintln!("FAILED: {e}");
+                self.failures.push(format!("{name}, {what}: {e}"));
+                return Err(e);
+            }
+        }
+        result
+    }
+
+    /// Every subject at every count (lockers, contenders), one after another.
+    fn points<T: Figures>(
+        &mut self,
+        counts: &[usize],
+        subjects: &[&dyn Subject],
+        what: &str,
+        measure: impl Fn(&dyn Subject, &[String], usize) -> Result<T, String>,
+    ) -> Vec<Point<T>> {
+        let mut rows = Vec::new();
+        for &n in counts {
+            for &s in subjects {
+                rows.push((
+                    s.name(),
+                    n,
+                    self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n)),
+                ));
+            }
+        }
+        rows
+    }
+
+    /// Every pair's sequential cycles taking turns on one cluster, round after round; with
+    /// `Scenario::Tls` the first of a pair runs over TLS and the second over TCP.
+    fn pairs(&mut self, sc: Scenario, pairs: &[(&dyn Subject, &dyn Subject)]) -> Vec<Pair> {
+        let mut pooled: Vec<Result<(Seq, Seq), String>> = vec![Ok(Default::default()); pairs.len()];
+        for round in 0..self.plan.seq.rounds {
+            for (&(a, b), pool) in pairs.iter().zip(&mut pooled) {
+                let Ok((pa, pb)) = pool else {
+                    self.step += 1;
+                    continue;
+                };
+                let (listen, with) = if sc == Scenario::Tls { (Listen::Tls, "TCP") } else { (Listen::Tcp, b.name()) };
+                let what = format!("{}, round {}/{}, with {with}", sc.name(), round + 1, self.plan.seq.rounds);
+                let plan = self.plan;
+                let r = self.measure(a.name(), &what, listen, |c| {
+                    let plain: Vec<String> = c.nodes().iter().map(|n| n.plain_url()).collect();
+                    pair(plan, (a, &c.urls()), (b, &plain), round % 2 == 1)
+                });
+                match r {
+                    Ok((x, y)) => {
+                        pa.add(&x);
+                        pb.add(&y);
+                    }
+                    Err(e) => *pool = Err(e),
+                }
+            }
+        }
+        pairs.iter().zip(pooled).map(|((a, b), r)| (a.name(), b.name(), r)).collect()
+    }
+
+    /// The stalled scenario for `s`: the last node is stopped between the two levels.
+    fn stalled(&mut self, s: &dyn Subject) -> Result<[Level; 2], String> {
+        let plan = self.plan;
+        self.measure(s.name(), "stalled, 1 of 5 nodes stopped", Listen::Tcp, |c| {
+            s.stalled(&c.urls(), plan, &|| c.node(c.len() - 1).pause())
+        })
+    }
+}
+
+/// `a`'s and `b`'s sequential cycles on their URLs, taking turns; `b_first`: `b` starts.
+fn pair(
+    plan: &Plan,
+    a: (&dyn Subject, &[String]),
+    b: (&dyn Subject, &[String]),
+    b_first: bool,
+) -> Result<(Seq, Seq), String> {
+    let (first, second) = Side::pair();
+    let (side_a, side_b) = if b_first { (second, first) } else { (first, second) };
+    std::thread::scope(|scope| {
+        let rb = scope.spawn(|| guarded(|| b.0.sequential(b.1, Recorder::paired(plan, side_b))));
+        let ra = guarded(|| a.0.sequential(a.1, Recorder::paired(plan, side_a)));
+        let rb = rb.join().unwrap_or_else(|_| Err("panicked".into()));
+        Ok((ra?, rb.map_err(|e| format!("its partner {}: {e}", b.0.name()))?))
+    })
+}
+
+/// `f`, with a panic turned into an error.
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let text = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+        Err(format!("panicked: {}", text.unwrap_or_default()))
+    })
+}
