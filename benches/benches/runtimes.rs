@@ -2,9 +2,8 @@
 //! ceiling and two peers, on real `redis-server` processes.
 //!
 //! `cargo bench -p redlease-benches --bench runtimes` is the full run; `cargo test` runs it
-//! in quick mode (tiny counts, every subject and scenario; fails if a measurement does not
-//! complete, never on a speed). `-- --help` lists the options. The peers live here because
-//! they are dev-dependencies.
+//! with tiny counts (every subject and scenario; it fails if a measurement does not complete,
+//! never on a speed). `-- --help` lists the options. The peers are dev-dependencies, hence here.
 
 #[path = "runtimes/peers.rs"]
 mod peers;
@@ -16,32 +15,23 @@ use redlease_benches::{adapters, floor, run};
 
 fn main() -> ExitCode {
     let opts = match Options::parse(std::env::args().skip(1)) {
-        Ok(opts) if opts.help => {
+        Ok(opts) if !opts.help => opts,
+        Ok(_) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        Ok(opts) => opts,
         Err(e) => {
             eprintln!("error: {e}\n\n{USAGE}");
             return ExitCode::from(2);
         }
     };
-    for arg in &opts.ignored {
-        eprintln!("note: ignoring {arg:?} (see --help)");
-    }
-    if !opts.full {
-        eprintln!(
-            "quick mode: a smoke test with tiny counts; `cargo bench -p redlease-benches --bench runtimes` measures"
-        );
-    }
+    opts.ignored.iter().for_each(|arg| eprintln!("note: ignoring {arg:?} (see --help)"));
     let mut subjects = adapters::subjects();
-    subjects.extend(floor::subjects());
-    subjects.extend(peers::subjects());
+    subjects.extend(floor::subjects().into_iter().chain(peers::subjects()));
     match run::run(&opts, &subjects) {
         Ok(failures) if failures.is_empty() => ExitCode::SUCCESS,
         Ok(failures) => {
-            eprintln!("{} measurement(s) failed:", failures.len());
-            failures.iter().for_each(|f| eprintln!("  {f}"));
+            eprintln!("{} measurement(s) failed:\n  {}", failures.len(), failures.join("\n  "));
             ExitCode::FAILURE
         }
         Err(e) => {

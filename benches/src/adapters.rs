@@ -3,8 +3,9 @@
 
 use redlease_core::{Config, ReleaseOutcome, TlsSettings, Transport};
 
+use crate::exec::{AsyncStd, Exec, Smol, Threads, Tokio};
 use crate::floor::{ASYNC, BLOCKING};
-use crate::generic::{AsyncStd, Exec, Generic, Locker, Smol, Target, Threads, Tokio};
+use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Scenario, TTL, WAIT};
 use crate::subject::Subject;
 

@@ -14,7 +14,8 @@ use redlease_core::{Event, LockId};
 use redlease_mio::{Driver, LockOptions, new_token};
 
 use crate::adapters::{config, released};
-use crate::generic::{Generic, Locker, Target, Threads};
+use crate::exec::Threads;
+use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Plan, Scenario, TTL};
 use crate::subject::{Info, Level, Load, Seq, Subject};
 use crate::turns::Recorder;
@@ -73,16 +74,8 @@ impl Subject for Embedded {
                     _ => continue,
                 };
                 let Some((i, asked)) = live.remove(&lock) else { continue };
-                match outcome {
-                    _ if window.is_none() => {}
-                    Ok(()) => {
-                        load.cycles += 1;
-                        load.latency.record(now - asked);
-                    }
-                    Err(e) => {
-                        load.errors += 1;
-                        load.first_error.get_or_insert(e);
-                    }
+                if window.is_some() {
+                    load.count(outcome.map(|()| now - asked));
                 }
                 live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
             }

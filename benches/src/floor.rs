@@ -1,17 +1,10 @@
-//! The quorum floors: hand-written clients with no library in between, one per I/O style.
-//!
-//! Each locker has N sockets of its own. A lock writes `SET key token NX PX ttl` to every
-//! node at once and is decided at the first `N/2 + 1` replies, as redlease decides (held at
-//! a quorum of yes, failed once a quorum of yes is out of reach); an unlock is `EVALSHA` of
-//! a compare-and-delete script, decided the same way. Late replies are not waited for: a
-//! node's next replies skip as many as it still owes. Tokens come from a userspace generator
-//! (no system call). So the floor pays only the round trips to the fastest quorum: the fair
-//! reference for a library that decides early.
-//!
-//! - **floor-async**: tokio `TcpStream`s on a current-thread runtime, lockers as tasks; a
-//!   socket is read only while the round still needs it.
-//! - **floor-mio**: non-blocking mio sockets with a `Poll` of their own, one OS thread per
-//!   locker; every socket a poll reports is read before the round is decided.
+//! The quorum floors, hand-written clients with no library in between: each locker has N
+//! sockets of its own; a lock writes `SET key token NX PX ttl` to every node at once and is
+//! decided at the first `N/2 + 1` replies, as redlease decides; an unlock is `EVALSHA` of a
+//! compare-and-delete script, decided the same way. Late replies are not waited for (a node's
+//! next replies skip as many as it still owes); tokens come from a userspace generator.
+//! floor-async runs tokio sockets on a current-thread runtime, a socket read only while the
+//! round needs it; floor-mio runs mio sockets with a `Poll` of their own, a thread per locker.
 
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -22,27 +15,25 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
-use redis_protocol::resp2::decode::decode_range;
-use redis_protocol::resp2::encode::encode_borrowed;
-use redis_protocol::resp2::types::{BorrowedFrame, RangeFrame};
+use redis_protocol::resp2::{decode::decode_range, encode::encode_borrowed, types::BorrowedFrame, types::RangeFrame};
 use redlease_cluster::{RedisConn, Reply};
 use tokio::io::AsyncWriteExt;
 
-use crate::generic::{Exec, Generic, Locker, Target, Threads, Tokio};
+use crate::exec::{Exec, Threads, Tokio};
+use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Scenario, TTL};
 use crate::subject::Subject;
-
-/// The release script: delete the key only if it holds our token.
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-
-/// A round that has not reached its decision in this long fails (never in a healthy run).
-const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The quorum floor of async clients.
 pub const ASYNC: &str = "floor-async";
 /// The quorum floor of blocking clients and mio loops.
 pub const BLOCKING: &str = "floor-mio";
+
+/// The release script: delete the key only if it holds our token.
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+/// A round not decided in this long fails (never in a healthy run).
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The two quorum floors and the pipelined ceiling, in table order.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
@@ -55,7 +46,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
 }
 
 /// Append one command to `out`, RESP-encoded.
-pub(crate) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     let mut frames = [const { BorrowedFrame::Null }; 8];
     for (frame, arg) in frames.iter_mut().zip(args) {
         *frame = BorrowedFrame::BulkString(arg);
@@ -66,20 +57,19 @@ pub(crate) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     encode_borrowed(&mut out[at..], &frame, false).expect("the buffer was sized for the frame");
 }
 
-/// The replies of one node: a buffer, this round's votes, the late replies still owed.
+/// The replies of one node: this round's votes (yes: `+OK` or `:1`), and how many replies
+/// of earlier rounds it still owes (skipped).
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
     buf: Vec<u8>,
     pos: usize,
-    /// This round's replies: yes (`+OK`, `:1`) or no.
     pub(crate) votes: Vec<bool>,
-    /// Replies of earlier rounds the node still owes: skipped, not counted.
     skip: usize,
 }
 
 impl Inbox {
-    /// Take `data` read from the node.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+    /// Take bytes read from the node.
+    fn feed(&mut self, data: &[u8]) -> Result<(), String> {
         self.buf.extend_from_slice(data);
         while let Some((frame, used)) = decode_range(&self.buf[self.pos..]).map_err(|e| e.to_string())? {
             let reply = &self.buf[self.pos..self.pos + used];
@@ -103,21 +93,20 @@ impl Inbox {
     }
 }
 
-/// What a floor locker keeps besides its sockets: per-node inboxes, the commands' fixed
-/// parts, the token generator and the buffer a round writes.
+/// What a floor keeps besides its sockets: per-node inboxes, the commands' fixed parts, the
+/// token generator, the bytes a round writes to every node (`out`) and a read buffer.
 #[derive(Debug)]
 pub(crate) struct Nodes {
     pub(crate) inbox: Vec<Inbox>,
     sha: Vec<u8>,
     ttl_ms: Vec<u8>,
     rng: u64,
-    /// The bytes a round writes to every node.
     pub(crate) out: Vec<u8>,
-    pub(crate) scratch: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 impl Nodes {
-    /// A fresh 40-hex-digit token (xorshift, seeded from the clock).
+    /// A fresh 40-hex-digit token (xorshift).
     pub(crate) fn token(&mut self) -> [u8; 40] {
         let mut token = [0; 40];
         for chunk in token.chunks_mut(16) {
@@ -131,12 +120,12 @@ impl Nodes {
         token
     }
 
-    /// Append `SET key token NX PX ttl` to the round's bytes.
+    /// Append `SET key token NX PX ttl` to `out`.
     pub(crate) fn set(&mut self, key: &[u8], token: &[u8]) {
         encode(&mut self.out, &[b"SET", key, token, b"NX", b"PX", &self.ttl_ms]);
     }
 
-    /// Append the compare-and-delete of `key` for `token`.
+    /// Append the compare-and-delete of `key` for `token` to `out`.
     pub(crate) fn release(&mut self, key: &[u8], token: &[u8]) {
         encode(&mut self.out, &[b"EVALSHA", &self.sha, b"1", key, token]);
     }
@@ -146,7 +135,6 @@ impl Nodes {
         self.inbox.len() / 2 + 1
     }
 
-    /// Yes votes on the round's first command.
     fn yes(&self) -> usize {
         self.inbox.iter().filter(|b| b.votes.first() == Some(&true)).count()
     }
@@ -156,15 +144,10 @@ impl Nodes {
         let no = self.inbox.iter().filter(|b| b.votes.first() == Some(&false)).count();
         self.yes() >= self.quorum() || no > self.inbox.len() - self.quorum()
     }
-
-    /// After a decided round: a node that has not answered owes a reply, skipped later.
-    fn owe_late(&mut self) {
-        self.inbox.iter_mut().filter(|b| b.votes.is_empty()).for_each(|b| b.skip += 1);
-    }
 }
 
-/// Connect to every node (blocking, with `TCP_NODELAY`) and load the release script (over a
-/// connection of the harness's own).
+/// Connect to every node (blocking, `TCP_NODELAY`); the script is loaded over a connection
+/// of the harness's own.
 pub(crate) fn connect(urls: &[String]) -> Result<(Vec<TcpStream>, Nodes), String> {
     let (mut streams, mut sha) = (Vec::new(), Vec::new());
     for url in urls {
@@ -179,26 +162,16 @@ pub(crate) fn connect(urls: &[String]) -> Result<(Vec<TcpStream>, Nodes), String
         stream.set_nodelay(true).map_err(err)?;
         streams.push(stream);
     }
-    let seed = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_nanos() as u64);
+    let seed = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(1, |d| d.as_nanos() as u64) | 1;
     let inbox = urls.iter().map(|_| Inbox::default()).collect();
-    let (ttl_ms, rng) = (TTL.as_millis().to_string().into_bytes(), seed | 1);
-    Ok((streams, Nodes { inbox, sha, ttl_ms, rng, out: Vec::with_capacity(256), scratch: vec![0; 16 * 1024] }))
+    let (ttl_ms, out, scratch) = (TTL.as_millis().to_string().into_bytes(), Vec::new(), vec![0; 16 * 1024]);
+    Ok((streams, Nodes { inbox, sha, ttl_ms, rng: seed, out, scratch }))
 }
 
-/// A held floor lock.
-#[derive(Debug)]
-pub struct Held {
-    key: String,
-    token: [u8; 40],
-}
-
-/// How a floor's N sockets of one kind run a round.
+/// N sockets of one kind, and the runtime they need.
 pub(crate) trait Socks: Sized + Send + 'static {
-    /// The runtime they need.
     type Exec: Exec;
-    /// A fresh runtime for one measurement.
     fn exec() -> Result<Self::Exec, String>;
-    /// Take over connected sockets.
     fn new(streams: Vec<TcpStream>) -> Result<Self, String>;
     /// Write `nodes.out` to every node and read until the round is decided.
     fn round(&mut self, nodes: &mut Nodes) -> impl Future<Output = Result<(), String>> + Send;
@@ -227,7 +200,7 @@ impl<S: Socks> Target for Floor<S> {
     }
 }
 
-/// One locker of a floor: N sockets of its own.
+/// One locker of a floor.
 #[derive(Debug)]
 pub(crate) struct FloorLocker<S> {
     socks: S,
@@ -235,34 +208,35 @@ pub(crate) struct FloorLocker<S> {
 }
 
 impl<S: Socks> FloorLocker<S> {
-    /// One round of the command in `nodes.out`; the yes votes.
-    async fn round(&mut self) -> Result<usize, String> {
+    /// One round: `SET` (with `token`) or the release; the yes votes.
+    async fn round(&mut self, key: &str, token: &[u8; 40], set: bool) -> Result<usize, String> {
+        self.nodes.out.clear();
+        match set {
+            true => self.nodes.set(key.as_bytes(), token),
+            false => self.nodes.release(key.as_bytes(), token),
+        }
         self.socks.round(&mut self.nodes).await?;
-        self.nodes.owe_late();
+        self.nodes.inbox.iter_mut().filter(|b| b.votes.is_empty()).for_each(|b| b.skip += 1);
         Ok(self.nodes.yes())
     }
 }
 
 impl<S: Socks> Locker for FloorLocker<S> {
-    type Held = Held;
+    type Held = (String, [u8; 40]);
 
-    async fn lock(&mut self, key: &str) -> Result<Held, String> {
-        let held = Held { key: key.to_owned(), token: self.nodes.token() };
-        self.nodes.out.clear();
-        self.nodes.set(key.as_bytes(), &held.token);
-        let yes = self.round().await?;
-        if yes >= self.nodes.quorum() {
-            return Ok(held);
+    async fn lock(&mut self, key: &str) -> Result<(String, [u8; 40]), String> {
+        let token = self.nodes.token();
+        match self.round(key, &token, true).await? {
+            yes if yes >= self.nodes.quorum() => Ok((key.to_owned(), token)),
+            yes => Err(format!("not acquired: {yes} yes (and {} released)", self.round(key, &token, false).await?)),
         }
-        self.unlock(held).await?;
-        Err(format!("not acquired: {yes} yes"))
     }
 
-    async fn unlock(&mut self, held: Held) -> Result<(), String> {
-        self.nodes.out.clear();
-        self.nodes.release(held.key.as_bytes(), &held.token);
-        let yes = self.round().await?;
-        if yes >= self.nodes.quorum() { Ok(()) } else { Err(format!("not released: {yes} yes")) }
+    async fn unlock(&mut self, (key, token): (String, [u8; 40])) -> Result<(), String> {
+        match self.round(&key, &token, false).await? {
+            yes if yes >= self.nodes.quorum() => Ok(()),
+            yes => Err(format!("not released: {yes} yes")),
+        }
     }
 }
 
@@ -340,8 +314,7 @@ pub(crate) struct MioSocks {
 }
 
 impl MioSocks {
-    /// Register connected sockets, readable and writable (edge-triggered: each is reported
-    /// again only when it has something new).
+    /// Register connected sockets, readable and writable (edge-triggered).
     pub(crate) fn new(streams: Vec<TcpStream>) -> Result<MioSocks, String> {
         let poll = Poll::new().map_err(|e| e.to_string())?;
         let mut socks = Vec::new();
@@ -355,8 +328,8 @@ impl MioSocks {
         Ok(MioSocks { poll, events: Events::with_capacity(64), written: vec![0; socks.len()], socks })
     }
 
-    /// Write `nodes.out` to every node, then handle what each poll reports until `done` says
-    /// so; writes and reads run until `WouldBlock`.
+    /// Write `nodes.out` to every node, then serve what each poll reports until `done`;
+    /// writes and reads run until `WouldBlock`.
     pub(crate) fn round(&mut self, nodes: &mut Nodes, done: impl Fn(&Nodes) -> bool) -> Result<(), String> {
         nodes.inbox.iter_mut().for_each(|b| b.votes.clear());
         self.written.fill(0);
@@ -400,19 +373,16 @@ fn write(sock: &mut MioStream, written: &mut usize, out: &[u8]) -> Result<(), St
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn commands_encode_and_replies_decode_split_anywhere() {
         let mut out = Vec::new();
-        encode(&mut out, &[b"SET", b"k", b"t"]);
+        super::encode(&mut out, &[b"SET", b"k", b"t"]);
         assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nt\r\n");
-        let mut inbox = Inbox { skip: 1, ..Inbox::default() };
+        let mut inbox = super::Inbox { skip: 1, ..Default::default() };
         for byte in b"+OK\r\n$-1\r\n:1\r\n+OK\r\n:0\r\n".chunks(1) {
             inbox.feed(byte).unwrap();
         }
         assert_eq!(inbox.votes, [false, true, true, false], "the first reply was owed");
-        assert!(inbox.buf.is_empty());
-        assert!(inbox.feed(b"-NOSCRIPT run SCRIPT LOAD\r\n").unwrap_err().starts_with("NOSCRIPT"));
+        assert!(inbox.buf.is_empty() && inbox.feed(b"-NOSCRIPT x\r\n").unwrap_err().starts_with("NOSCRIPT"));
     }
 }

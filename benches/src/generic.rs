@@ -1,129 +1,16 @@
-//! Subjects whose lockers are futures, and every scenario written once for them.
-//!
-//! On an async runtime ([`Tokio`], [`Smol`], [`AsyncStd`]) each locker is a task, as in an
-//! application. A blocking client runs on [`Threads`]: each locker is an OS thread that
-//! drives one future whose calls block inside (they never return `Pending`, so the future is
-//! a plain loop of blocking calls).
+//! Subjects made of a runtime, a client and its lockers ([`Target`], [`Locker`]), and every
+//! scenario written once for them ([`Generic`]).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::plan::{Plan, STALL_WARM, Scenario};
-use crate::stats::Hist;
+use crate::exec::Exec;
+use crate::plan::{Plan, Scenario};
 use crate::subject::{Handoff, Info, Level, Load, Seq, Subject};
 use crate::turns::Recorder;
 use crate::usage::Usage;
-
-/// A boxed `Send` future.
-pub type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// What the scenarios need from a runtime.
-pub trait Exec: Clone + Send + Sync + 'static {
-    /// Run `fut` to completion on this thread.
-    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T;
-    /// Start `fut` as a task (or a thread); the returned future yields its output.
-    fn spawn<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> BoxFut<T>;
-    /// Start `fut` and let it run on its own (a driver).
-    fn detach(&self, fut: impl Future<Output = ()> + Send + 'static) {
-        drop(self.spawn(fut));
-    }
-    /// The runtime's timer.
-    fn sleep(&self, d: Duration) -> BoxFut<()>;
-}
-
-/// A tokio runtime: multi-thread (a worker per core) or current-thread.
-#[derive(Clone, Debug)]
-pub struct Tokio(Arc<tokio::runtime::Runtime>);
-
-impl Tokio {
-    /// A new runtime.
-    pub fn new(multi_thread: bool) -> Result<Tokio, String> {
-        let mut builder = match multi_thread {
-            true => tokio::runtime::Builder::new_multi_thread(),
-            false => tokio::runtime::Builder::new_current_thread(),
-        };
-        builder.enable_all().build().map(|rt| Tokio(Arc::new(rt))).map_err(|e| format!("tokio runtime: {e}"))
-    }
-}
-
-impl Exec for Tokio {
-    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T {
-        self.0.block_on(fut)
-    }
-
-    fn spawn<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> BoxFut<T> {
-        let task = self.0.spawn(fut);
-        Box::pin(async move { task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())) })
-    }
-
-    fn sleep(&self, d: Duration) -> BoxFut<()> {
-        Box::pin(tokio::time::sleep(d))
-    }
-}
-
-/// A `smol::Executor` run by the thread in `block_on`.
-#[derive(Clone, Debug, Default)]
-pub struct Smol(Arc<smol::Executor<'static>>);
-
-impl Exec for Smol {
-    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T {
-        smol::block_on(self.0.run(fut))
-    }
-
-    fn spawn<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> BoxFut<T> {
-        Box::pin(self.0.spawn(fut))
-    }
-
-    fn detach(&self, fut: impl Future<Output = ()> + Send + 'static) {
-        self.0.spawn(fut).detach();
-    }
-
-    fn sleep(&self, d: Duration) -> BoxFut<()> {
-        Box::pin(async move {
-            smol::Timer::after(d).await;
-        })
-    }
-}
-
-/// async-std's global executor.
-#[derive(Clone, Copy, Debug)]
-pub struct AsyncStd;
-
-impl Exec for AsyncStd {
-    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T {
-        async_std::task::block_on(fut)
-    }
-
-    fn spawn<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> BoxFut<T> {
-        Box::pin(async_std::task::spawn(fut))
-    }
-
-    fn sleep(&self, d: Duration) -> BoxFut<()> {
-        Box::pin(async_std::task::sleep(d))
-    }
-}
-
-/// An OS thread per task, for blocking clients.
-#[derive(Clone, Copy, Debug)]
-pub struct Threads;
-
-impl Exec for Threads {
-    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T {
-        futures_lite::future::block_on(fut)
-    }
-
-    fn spawn<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> BoxFut<T> {
-        let thread = std::thread::spawn(move || futures_lite::future::block_on(fut));
-        Box::pin(async move { thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) })
-    }
-
-    fn sleep(&self, d: Duration) -> BoxFut<()> {
-        Box::pin(async move { std::thread::sleep(d) })
-    }
-}
 
 /// How to set up one subject: its runtime, its client, its lockers.
 pub trait Target: Send + Sync + 'static {
@@ -202,24 +89,21 @@ impl<T: Target> Subject for Generic<T> {
         let exec = self.target.exec()?;
         exec.block_on(async {
             let client = self.target.connect(&exec, urls).await?;
-            let state = Arc::new(LoadState::default());
+            let state = Arc::new(Shared::default());
             let mut tasks = Vec::with_capacity(lockers);
             for i in 0..lockers {
                 let (mut locker, state) = (self.target.locker(&client)?, Arc::clone(&state));
                 tasks.push(exec.spawn(async move { own_key(&mut locker, i, &state).await }));
             }
             exec.sleep(plan.load.warmup).await;
-            let (at, usage) = (Instant::now(), Usage::now());
+            let (at, start) = (Instant::now(), Usage::now());
             state.recording.store(true, Relaxed);
             exec.sleep(plan.load.length).await;
-            let usage = Usage::since(usage);
-            let (elapsed, cycles, errors) = (at.elapsed(), state.done.load(Relaxed), state.errors.load(Relaxed));
+            state.recording.store(false, Relaxed);
+            let mut load = Load { elapsed: at.elapsed(), usage: Usage::since(start), ..Load::default() };
             state.stop.store(true, Relaxed);
-            let mut load = Load { cycles, elapsed, usage, errors, ..Load::default() };
             for task in tasks {
-                let (latency, error) = task.await;
-                load.latency.add(&latency);
-                load.first_error = load.first_error.or(error);
+                load.merge(task.await);
             }
             Ok(load)
         })
@@ -235,7 +119,7 @@ impl<T: Target> Subject for Generic<T> {
                 if i == 1 {
                     pause();
                 }
-                let (max, cap) = (plan.stall.max, plan.stall.cap);
+                let (max, cap) = plan.stall;
                 let measured = exec.spawn(async move {
                     let level = stall_level(&mut locker, i, max, cap).await;
                     (locker, level)
@@ -249,7 +133,7 @@ impl<T: Target> Subject for Generic<T> {
     fn handoff(&self, urls: &[String], plan: &Plan, contenders: usize) -> Result<Handoff, String> {
         let exec = self.target.exec()?;
         exec.block_on(async {
-            let log = Arc::new(TurnLog::default());
+            let log = Arc::new(Shared::default());
             let (mut clients, mut tasks) = (Vec::new(), Vec::new());
             for _ in 0..contenders {
                 let client = self.target.connect(&exec, urls).await?;
@@ -262,7 +146,7 @@ impl<T: Target> Subject for Generic<T> {
             let from = Instant::now();
             log.recording.store(true, Relaxed);
             exec.sleep(plan.handoff.length).await;
-            let (to, failed) = (Instant::now(), log.failed.load(Relaxed));
+            let to = Instant::now();
             log.stop.store(true, Relaxed);
             for task in tasks {
                 task.await;
@@ -270,7 +154,7 @@ impl<T: Target> Subject for Generic<T> {
             let mut turns = std::mem::take(&mut *log.turns.lock().expect("not poisoned"));
             // Each grant's handoff counts from the release call of the turn granted before it.
             turns.sort_by_key(|t| t.1);
-            let mut out = Handoff { elapsed: to - from, failed, ..Handoff::default() };
+            let mut out = Handoff { elapsed: to - from, ..Handoff::default() };
             for (i, &(called, granted, _)) in turns.iter().enumerate().filter(|(_, t)| t.1 >= from && t.1 < to) {
                 out.grants += 1;
                 out.wait.record(granted - called);
@@ -283,56 +167,43 @@ impl<T: Target> Subject for Generic<T> {
     }
 }
 
-/// What the lockers of a window share with the thread that times it.
+/// What the tasks of a timed window share with the thread that times it: whether to stop,
+/// whether the window is open, and the handoff contenders' turns (called, granted, released).
 #[derive(Debug, Default)]
-struct LoadState {
+struct Shared {
     stop: AtomicBool,
     recording: AtomicBool,
-    done: AtomicU64,
-    errors: AtomicU64,
+    turns: Mutex<Vec<(Instant, Instant, Instant)>>,
 }
 
-/// Lock and unlock the key of locker `i` until told to stop; the latencies recorded in the
-/// window, and the first failure.
-async fn own_key<L: Locker>(locker: &mut L, i: usize, state: &LoadState) -> (Hist, Option<String>) {
-    let key = format!("bench:own:{i}");
-    let (mut latency, mut first_error) = (Hist::default(), None);
+/// Lock and unlock the key of locker `i` until told to stop; the cycles that ended while
+/// the window was open.
+async fn own_key<L: Locker>(locker: &mut L, i: usize, state: &Shared) -> Load {
+    let (key, mut load) = (format!("bench:own:{i}"), Load::default());
     while !state.stop.load(Relaxed) {
         let t0 = Instant::now();
         let outcome = match locker.lock(&key).await {
             Ok(held) => locker.unlock(held).await,
             Err(e) => Err(e),
         };
-        if state.recording.load(Relaxed) && !state.stop.load(Relaxed) {
-            match outcome {
-                Ok(()) => {
-                    state.done.fetch_add(1, Relaxed);
-                    latency.record(t0.elapsed());
-                }
-                Err(e) => {
-                    state.errors.fetch_add(1, Relaxed);
-                    first_error.get_or_insert(e);
-                }
-            }
+        if state.recording.load(Relaxed) {
+            load.count(outcome.map(|()| t0.elapsed()));
         }
     }
-    (latency, first_error)
+    load
 }
 
-/// Acquisitions of fresh keys, each released without waiting, until `max` or `cap`; at the
-/// first level, a few more first warm the client up.
+/// Acquisitions of fresh keys, each released without waiting, until `max` or `cap`.
 async fn stall_level<L: Locker>(locker: &mut L, level: usize, max: usize, cap: Duration) -> Level {
-    let (start, mut out, warm) = (Instant::now(), Level::default(), if level == 0 { STALL_WARM } else { 0 });
-    for j in 0..warm + max {
+    let (start, mut out) = (Instant::now(), Level::default());
+    for j in 0..max {
         if start.elapsed() >= cap {
             break;
         }
         let t0 = Instant::now();
         match locker.lock(&format!("bench:stall:{level}:{j}")).await {
             Ok(held) => {
-                if j >= warm {
-                    out.acquire.record(t0.elapsed());
-                }
+                out.acquire.record(t0.elapsed());
                 locker.unlock_detached(held);
             }
             Err(_) => out.errors += 1,
@@ -341,33 +212,16 @@ async fn stall_level<L: Locker>(locker: &mut L, level: usize, max: usize, cap: D
     out
 }
 
-/// The handoff contenders' turns (called, granted, released) and failures in the window.
-#[derive(Debug, Default)]
-struct TurnLog {
-    stop: AtomicBool,
-    recording: AtomicBool,
-    turns: Mutex<Vec<(Instant, Instant, Instant)>>,
-    failed: AtomicU64,
-}
-
-async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, log: &TurnLog) {
-    let failed = || {
-        if log.recording.load(Relaxed) {
-            log.failed.fetch_add(1, Relaxed);
-        }
-    };
+async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, log: &Shared) {
+    // A failed call takes no turn: a subject whose calls fail shows no handoff at all.
     while !log.stop.load(Relaxed) {
         let called = Instant::now();
-        let Ok(held) = locker.lock_wait("bench:hot").await else {
-            failed();
-            continue;
-        };
+        let Ok(held) = locker.lock_wait("bench:hot").await else { continue };
         let granted = Instant::now();
         exec.sleep(hold).await;
         let released = Instant::now();
-        if locker.unlock(held).await.is_err() {
-            failed();
+        if locker.unlock(held).await.is_ok() {
+            log.turns.lock().expect("not poisoned").push((called, granted, released));
         }
-        log.turns.lock().expect("not poisoned").push((called, granted, released));
     }
 }

@@ -46,13 +46,8 @@ impl Subject for Pipelined {
             let (took, now) = (t0.elapsed(), Instant::now());
             if window.is_some() {
                 for (j, granted) in granted.iter().enumerate() {
-                    if *granted && nodes.inbox.iter().filter(|b| b.votes[j]).count() >= q {
-                        load.cycles += 1;
-                        load.latency.record(took);
-                    } else {
-                        load.errors += 1;
-                        load.first_error.get_or_insert_with(|| format!("locker {j}: not granted or not released"));
-                    }
+                    let released = nodes.inbox.iter().filter(|b| b.votes[j]).count() >= q;
+                    load.count(if *granted && released { Ok(took) } else { Err(format!("locker {j} failed")) });
                 }
             }
             match window {

@@ -4,23 +4,19 @@ use std::time::Duration;
 
 /// TTL of every lock.
 pub const TTL: Duration = Duration::from_secs(10);
+/// Nodes of every cluster.
+pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
-/// Acquisitions that warm a client up before the stalled scenario's first level.
-pub(crate) const STALL_WARM: usize = 20;
 
-/// One of the measurements, in the order they run.
+/// One of the measurements, in the order they run (see `docs/benchmarks.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // Named by the docs and the tables.
 pub enum Scenario {
-    /// Lock+unlock cycles on one key, each subject taking turns with its floor.
     Sequential,
-    /// Concurrent lockers, each on its own key.
     Lockers,
-    /// Acquisitions with one of the nodes stopped.
     Stalled,
-    /// Contenders on one key, each holding it briefly.
     Handoff,
-    /// Sequential cycles over TLS, taking turns with the same client over TCP.
     Tls,
 }
 
@@ -51,16 +47,14 @@ options:
 
 Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md.";
 
-/// What the command line asked for.
+/// What the command line asked for: the full plan (`cargo bench`) or the quick one, the
+/// `--only` words (lowercase), `--help`, and the arguments not understood.
 #[derive(Clone, Debug, Default)]
+#[allow(missing_docs)] // Said above.
 pub struct Options {
-    /// The full plan (`cargo bench`) rather than the quick one.
     pub full: bool,
-    /// `--only` words (lowercase).
     pub only: Vec<String>,
-    /// `--help` was given.
     pub help: bool,
-    /// Arguments not understood (`cargo test` may pass its own).
     pub ignored: Vec<String>,
 }
 
@@ -111,24 +105,18 @@ fn is_scenario(word: &str) -> bool {
     Scenario::ALL.iter().any(|s| s.name() == word)
 }
 
-/// How much one run measures.
+/// How much one run measures: the sequential and tls scenarios; the locker counts and the
+/// window of the lockers scenario; the stalled scenario's most acquisitions and time per
+/// level; the contender counts, each one's hold and the window of the handoff scenario.
 #[derive(Clone, Debug)]
+#[allow(missing_docs)] // Said above.
 pub struct Plan {
-    /// Nodes of every cluster.
-    pub nodes: usize,
-    /// The sequential and tls scenarios.
     pub seq: Seq,
-    /// Locker counts of the lockers scenario.
     pub lockers: Vec<usize>,
-    /// The lockers scenario's window.
     pub load: Window,
-    /// The stalled scenario.
-    pub stall: Stall,
-    /// Contender counts of the handoff scenario.
+    pub stall: (usize, Duration),
     pub contenders: Vec<usize>,
-    /// How long a contender holds the lock.
     pub hold: Duration,
-    /// The handoff scenario's window.
     pub handoff: Window,
 }
 
@@ -151,14 +139,6 @@ pub struct Window {
     pub length: Duration,
 }
 
-/// Per level of the stalled scenario, at most `max` acquisitions or `cap` of time.
-#[derive(Clone, Copy, Debug)]
-#[allow(missing_docs)] // Said above.
-pub struct Stall {
-    pub max: usize,
-    pub cap: Duration,
-}
-
 impl Plan {
     /// The full plan, or the quick one (every subject and scenario, tiny counts).
     pub fn new(full: bool) -> Plan {
@@ -166,21 +146,19 @@ impl Plan {
         let window = |warmup, length| Window { warmup: ms(warmup), length: ms(length) };
         match full {
             true => Plan {
-                nodes: 5,
                 seq: Seq { rounds: 5, warmup: 100, cycles: 2_000, turn: 50 },
                 lockers: vec![16, 256],
                 load: window(500, 3_000),
-                stall: Stall { max: 2_000, cap: ms(3_000) },
+                stall: (2_000, ms(3_000)),
                 contenders: vec![2, 16],
                 hold: ms(5),
                 handoff: window(500, 3_000),
             },
             false => Plan {
-                nodes: 5,
                 seq: Seq { rounds: 1, warmup: 5, cycles: 40, turn: 10 },
-                lockers: vec![16, 256],
+                lockers: vec![4, 16],
                 load: window(100, 300),
-                stall: Stall { max: 20, cap: ms(200) },
+                stall: (20, ms(200)),
                 contenders: vec![2],
                 hold: ms(2),
                 handoff: window(20, 150),
@@ -190,20 +168,13 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_and_filters() {
-        let parse = |args: &[&str]| Options::parse(args.iter().map(|s| s.to_string()));
-        assert!(parse(&["--bench"]).unwrap().full && !parse(&["--bench", "--quick"]).unwrap().full);
-        let o = parse(&["--only", "tokio,Lockers"]).unwrap();
-        assert!(o.wants_subject("tokio-mt") && !o.wants_subject("smol"));
-        assert!(o.wants_scenario(Scenario::Lockers) && !o.wants_scenario(Scenario::Sequential));
-        let o = parse(&["--only=floor,=smol"]).unwrap();
-        assert!(o.wants_subject("floor-mio") && o.wants_subject("smol") && !o.wants_subject("tokio-mt"));
-        assert!(Scenario::ALL.iter().all(|&s| o.wants_scenario(s)) && Scenario::Tls.name() == "tls");
-        assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
-        assert_eq!(parse(&["--nocapture"]).unwrap().ignored, ["--nocapture"]);
-    }
+#[test]
+fn modes_and_filters() {
+    let parse = |args: &[&str]| Options::parse(args.iter().map(|s| s.to_string()));
+    assert!(parse(&["--bench"]).unwrap().full && !parse(&["--bench", "--quick"]).unwrap().full);
+    let o = parse(&["--only", "tokio,Lockers"]).unwrap();
+    assert!(o.wants_subject("tokio-mt") && !o.wants_subject("smol") && !o.wants_scenario(Scenario::Tls));
+    let o = parse(&["--only=floor,=smol"]).unwrap();
+    assert!(o.wants_subject("floor-mio") && o.wants_subject("smol") && o.wants_scenario(Scenario::Tls));
+    assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::plan::Plan;
+use crate::plan::{NODES, Plan};
 use crate::stats::{dur, rate, ratio, secs, times};
 use crate::subject::{Handoff, Level, Load, Seq};
 
@@ -12,14 +12,9 @@ pub type Pair = (&'static str, &'static str, Result<(Seq, Seq), String>);
 pub type Point<T> = (&'static str, usize, Result<T, String>);
 
 /// The page's title and what every table shares.
-pub fn header(plan: &Plan, full: bool) -> String {
-    let (mode, cores) = (if full { "full" } else { "quick smoke-test" }, std::thread::available_parallelism());
-    format!(
-        "# redlease runtimes benchmark ({mode} run)\n\n{} CPUs; {} nodes per cluster, a fresh cluster per \
-         measurement; TTL 10 s; every client with its default settings.\n",
-        cores.map_or(0, |n| n.get()),
-        plan.nodes
-    )
+pub fn header(full: bool) -> String {
+    let mode = if full { "full" } else { "quick smoke-test" };
+    format!("# redlease runtimes benchmark ({mode} run)\n\n{NODES} nodes per cluster, fresh for each measurement.\n")
 }
 
 /// `a ÷ b` as `1.03×`.
@@ -55,19 +50,17 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
     let rslock = pairs.iter().find(|p| p.0 == "rslock").and_then(|p| p.2.as_ref().ok()?.0.cycle.p50());
     let rows = pairs.iter().map(|(name, floor, r)| {
         let (s, f) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
-        let ((c, sv), (fc, fsv), p50) = (s.per_cycle(), f.per_cycle(), s.cycle.p50());
+        let ((c, sv), (fc, fsv), p50) = (s.usage.per(s.cycle.len()), f.usage.per(f.cycle.len()), s.cycle.p50());
         let mut row = vec![name.to_string(), floor.to_string()];
         row.extend([p50, s.cycle.at(0.9), s.cycle.p99(), s.acquire.p50(), s.release.p50(), c, sv].map(dur));
         row.extend([(p50, f.cycle.p50()), (c, fc), (sv, fsv), (p50, rslock)].map(|(a, b)| over(a, b)));
         Ok(row)
     });
+    let q = plan.seq;
     let about = format!(
-        "One key, lock then unlock, again and again. Each subject and the quorum floor of its style run on one \
-         cluster at once, taking turns of {} cycles: {} rounds on fresh clusters, {} + {} cycles per side and \
-         round, each turn's first cycle not recorded. Every \"÷ floor\" compares the two sides of one pair; the \
-         floors paired with themselves show what the method resolves. CPU per recorded cycle: the client process \
-         (getrusage) and the five redis-server processes (schedstat).",
-        plan.seq.turn, plan.seq.rounds, plan.seq.warmup, plan.seq.cycles
+        "Each subject taking turns with the floor of its style on one cluster: {} rounds of {} + {} cycles per \
+         side, turns of {}.",
+        q.rounds, q.warmup, q.cycles, q.turn
     );
     let head = "subject|paired with|cycle p50|p90|p99|acquire p50|release p50|client CPU|server CPU|p50 ÷ floor|\
                 client CPU ÷ floor|server CPU ÷ floor|p50 ÷ rslock";
@@ -75,22 +68,18 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
 }
 
 /// The tls scenario.
-pub fn tls(plan: &Plan, pairs: &[Pair]) -> String {
+pub fn tls(pairs: &[Pair]) -> String {
     let rows = pairs.iter().map(|(name, _, r)| {
         let (tls, tcp) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
-        let ((c, sv), (tc, tsv)) = (tls.per_cycle(), tcp.per_cycle());
+        let ((c, sv), (tc, tsv)) = (tls.usage.per(tls.cycle.len()), tcp.usage.per(tcp.cycle.len()));
         let mut row = vec![name.to_string()];
         let pairs = [(tls.cycle.p50(), tcp.cycle.p50()), (c, tc), (sv, tsv)];
         row.extend(pairs.iter().flat_map(|&(a, b)| [dur(a), dur(b), over(a, b)]));
         Ok(row)
     });
-    let about = format!(
-        "The same client over TLS (rediss://, rustls with ring, TLS 1.3) and over plain TCP to the same nodes, \
-         taking turns of {} cycles ({} rounds) as in the sequential scenario; CPU per cycle as there.",
-        plan.seq.turn, plan.seq.rounds
-    );
+    let about = "The same client over TLS (rediss://, rustls with ring) and over TCP, taking turns on one cluster.";
     let head = "subject|TLS p50|TCP p50|÷ TCP|client CPU, TLS|TCP|÷ TCP|server CPU, TLS|TCP|÷ TCP";
-    table("TLS against TCP", &about, head, 1, rows.collect())
+    table("TLS against TCP", about, head, 1, rows.collect())
 }
 
 /// The lockers scenario.
@@ -105,18 +94,13 @@ pub fn lockers(plan: &Plan, points: &[Point<Load>]) -> String {
         row.push(l.first_error.as_ref().map_or_else(|| l.errors.to_string(), |e| format!("{} ({e})", l.errors)));
         Ok(row)
     });
-    let about = format!(
-        "Each locker locks and unlocks a key of its own, again and again: one window of {} after {} of warm-up \
-         per subject and locker count. Latency is a whole cycle's; CPU is per cycle, the client's and the servers'.",
-        dur(Some(plan.load.length)),
-        dur(Some(plan.load.warmup))
-    );
+    let about = format!("Each locker on a key of its own; one {} window per point.", dur(Some(plan.load.length)));
     let head = "subject|lockers|cycles/s|p50|p99|client CPU|server CPU|÷ pipelined|÷ rslock|failed";
     table("Concurrent lockers", &about, head, 1, rows.collect())
 }
 
 /// The stalled scenario.
-pub fn stalled(plan: &Plan, rows: &[(&'static str, Result<[Level; 2], String>)]) -> String {
+pub fn stalled(rows: &[(&'static str, Result<[Level; 2], String>)]) -> String {
     let rows = rows.iter().map(|(name, r)| {
         let [up, down] = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
         let mut row = vec![name.to_string()];
@@ -126,15 +110,10 @@ pub fn stalled(plan: &Plan, rows: &[(&'static str, Result<[Level; 2], String>)])
         row.push(format!("{} / {} ({} / {})", up.acquire.len(), down.acquire.len(), up.errors, down.errors));
         Ok(row)
     });
-    let about = format!(
-        "Acquisitions of fresh keys, each released without waiting for it: with all five nodes up, then with one \
-         stopped (SIGSTOP); up to {} or {} per level. redlock sits this one out: it sets no timeout, so a stopped \
-         node blocks its calls until the node resumes.",
-        plan.stall.max,
-        dur(Some(plan.stall.cap)),
-    );
+    let about = "Acquisitions of fresh keys (released without waiting), all nodes up, then one stopped (SIGSTOP). \
+                 redlock sits this one out: it sets no timeout, so a stopped node blocks its calls.";
     let head = "subject|all up: p50|p99|1 stopped: p50|p99|Δ p50|acquisitions (failed): up / stopped";
-    table("One node stopped", &about, head, 1, rows.collect())
+    table("One node stopped", about, head, 1, rows.collect())
 }
 
 /// The handoff scenario.
@@ -144,19 +123,12 @@ pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
         let (longest, kh) = (h.wait.at(1.0), plan.hold * u32::try_from(*k).unwrap_or(u32::MAX));
         let mut row = vec![name.to_string(), k.to_string()];
         row.extend([h.handoff.p50(), h.handoff.p99(), h.wait.p50(), longest].map(dur));
-        row.extend([over(longest, Some(kh)), rate(h.grants as f64 / h.elapsed.as_secs_f64()), h.failed.to_string()]);
+        row.extend([over(longest, Some(kh)), rate(h.grants as f64 / h.elapsed.as_secs_f64())]);
         Ok(row)
     });
-    let about = format!(
-        "K contenders on one key, each a client of its own: lock (waiting as long as it takes), hold {}, unlock, \
-         again; a {} window after {} of warm-up. Handoff: from a release call to the next grant. The longest wait \
-         over K × hold says whether anyone starves (about 1× is a fair queue). redlease wakes its waiters on \
-         release; the peers poll.",
-        dur(Some(plan.hold)),
-        dur(Some(plan.handoff.length)),
-        dur(Some(plan.handoff.warmup))
-    );
-    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K × hold|grants/s|failed";
+    let about =
+        format!("K clients on one key, each holding it {}; handoff: release call to next grant.", dur(Some(plan.hold)));
+    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K × hold|grants/s";
     table("Handoff", &about, head, 2, rows.collect())
 }
 

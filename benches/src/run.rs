@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use redlease_cluster::{Cluster, Listen};
 
-use crate::plan::{Options, Plan, Scenario};
+use crate::plan::{NODES, Options, Plan, Scenario};
 use crate::report::{self, Pair, Point};
 use crate::stats::dur;
 use crate::subject::{Handoff, Level, Load, Seq, Subject};
@@ -19,6 +19,9 @@ use crate::usage;
 /// Run what `opts` selects. `Ok` carries the failed measurements (none: all completed).
 pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, String> {
     let plan = Plan::new(opts.full);
+    if !opts.full {
+        eprintln!("quick mode: tiny counts, a smoke test (cargo bench -p redlease-benches --bench runtimes measures)");
+    }
     let chosen = |sc: Scenario| -> Vec<&dyn Subject> {
         all.iter().map(|s| s.as_ref()).filter(|s| s.takes(sc) && opts.wants_subject(s.name())).collect()
     };
@@ -35,11 +38,11 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     });
     Cluster::builder().nodes(1).try_start().map_err(|e| format!("cannot start redis-server: {e}"))?;
     let mut p = Progress { plan: &plan, step: 0, total: total.sum(), started: Instant::now(), failures: Vec::new() };
-    let mut page = report::header(&plan, opts.full);
+    let mut page = report::header(opts.full);
     for sc in scenarios {
         let table = match sc {
             Scenario::Sequential => report::sequential(&plan, &p.pairs(sc, &seq_pairs)),
-            Scenario::Tls => report::tls(&plan, &p.pairs(sc, &tls_pairs)),
+            Scenario::Tls => report::tls(&p.pairs(sc, &tls_pairs)),
             Scenario::Lockers => {
                 let rows = p.points(&plan.lockers, &chosen(sc), "lockers", |s, urls, n| s.lockers(urls, &plan, n));
                 report::lockers(&plan, &rows)
@@ -51,7 +54,7 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
             }
             Scenario::Stalled => {
                 let rows: Vec<_> = chosen(sc).into_iter().map(|s| (s.name(), p.stalled(s))).collect();
-                report::stalled(&plan, &rows)
+                report::stalled(&rows)
             }
         };
         println!("\n{table}");
@@ -124,7 +127,7 @@ impl Progress<'_> {
         eprint!("[{:>3}/{}] {name:<15} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
-        let result = Cluster::builder().nodes(self.plan.nodes).listen(listen).try_start().and_then(|cluster| {
+        let result = Cluster::builder().nodes(NODES).listen(listen).try_start().and_then(|cluster| {
             usage::set_servers(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
             let result = guarded(|| measure(&cluster));
             usage::set_servers(Vec::new());
@@ -152,11 +155,8 @@ impl Progress<'_> {
         let mut rows = Vec::new();
         for &n in counts {
             for &s in subjects {
-                rows.push((
-                    s.name(),
-                    n,
-                    self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n)),
-                ));
+                let r = self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n));
+                rows.push((s.name(), n, r));
             }
         }
         rows
@@ -210,8 +210,8 @@ fn pair(
     let (first, second) = Side::pair();
     let (side_a, side_b) = if b_first { (second, first) } else { (first, second) };
     std::thread::scope(|scope| {
-        let rb = scope.spawn(|| guarded(|| b.0.sequential(b.1, Recorder::paired(plan, side_b))));
-        let ra = guarded(|| a.0.sequential(a.1, Recorder::paired(plan, side_a)));
+        let rb = scope.spawn(|| guarded(|| b.0.sequential(b.1, Recorder::new(plan.seq, side_b))));
+        let ra = guarded(|| a.0.sequential(a.1, Recorder::new(plan.seq, side_a)));
         let rb = rb.join().unwrap_or_else(|_| Err("panicked".into()));
         Ok((ra?, rb.map_err(|e| format!("its partner {}: {e}", b.0.name()))?))
     })

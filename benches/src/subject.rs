@@ -33,27 +33,28 @@ pub trait Subject: Sync {
         self.info().scenarios.contains(&scenario)
     }
     /// Sequential cycles on one key, as `rec` says (it takes the turns).
-    fn sequential(&self, urls: &[String], rec: Recorder) -> Result<Seq, String> {
-        let _ = (urls, rec);
-        Err(format!("{} does not take part in this scenario", self.name()))
+    fn sequential(&self, _urls: &[String], _rec: Recorder) -> Result<Seq, String> {
+        absent(self.name())
     }
     /// `lockers` lockers, each on its own key, through the plan's window.
-    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
-        let _ = (urls, plan, lockers);
-        Err(format!("{} does not take part in this scenario", self.name()))
+    fn lockers(&self, _urls: &[String], _plan: &Plan, _lockers: usize) -> Result<Load, String> {
+        absent(self.name())
     }
     /// Acquisitions of fresh keys (each released without waiting), first with every node
     /// up, then after calling `pause`, which stops one node.
-    fn stalled(&self, urls: &[String], plan: &Plan, pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
-        let _ = (urls, plan, pause);
-        Err(format!("{} does not take part in this scenario", self.name()))
+    fn stalled(&self, _urls: &[String], _plan: &Plan, _pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
+        absent(self.name())
     }
     /// `contenders` clients of their own on one key, each acquiring it (waiting as long as
     /// it takes), holding it for the plan's hold, releasing it, and again.
-    fn handoff(&self, urls: &[String], plan: &Plan, contenders: usize) -> Result<Handoff, String> {
-        let _ = (urls, plan, contenders);
-        Err(format!("{} does not take part in this scenario", self.name()))
+    fn handoff(&self, _urls: &[String], _plan: &Plan, _contenders: usize) -> Result<Handoff, String> {
+        absent(self.name())
     }
+}
+
+/// The error of a measurement the subject does not take part in (the runner never asks).
+fn absent<T>(name: &str) -> Result<T, String> {
+    Err(format!("{name} does not take part in this scenario"))
 }
 
 /// The figures of sequential cycles: whole lock+unlock cycles, acquisitions alone, releases
@@ -70,16 +71,10 @@ pub struct Seq {
 impl Seq {
     /// Add another round's figures.
     pub fn add(&mut self, other: &Seq) {
-        // A fresh `Seq` has no server figure: the first round's becomes the sum.
-        self.usage = if self.cycle.is_empty() { other.usage } else { self.usage + other.usage };
+        self.usage = self.usage + other.usage;
         self.cycle.add(&other.cycle);
         self.acquire.add(&other.acquire);
         self.release.add(&other.release);
-    }
-
-    /// Client and server CPU time per recorded cycle.
-    pub fn per_cycle(&self) -> (Option<Duration>, Option<Duration>) {
-        self.usage.per(self.cycle.len())
     }
 }
 
@@ -101,6 +96,28 @@ impl Load {
     pub fn rate(&self) -> f64 {
         self.cycles as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+
+    /// Count a cycle that ended in the window: its latency, or why it failed.
+    pub fn count(&mut self, outcome: Result<Duration, String>) {
+        match outcome {
+            Ok(took) => {
+                self.cycles += 1;
+                self.latency.record(took);
+            }
+            Err(e) => {
+                self.errors += 1;
+                self.first_error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Add another locker's counts.
+    pub fn merge(&mut self, other: Load) {
+        self.cycles += other.cycles;
+        self.errors += other.errors;
+        self.latency.add(&other.latency);
+        self.first_error = self.first_error.take().or(other.first_error);
+    }
 }
 
 /// One level of the stalled scenario: the latency of the acquisitions, and the failed ones.
@@ -112,8 +129,7 @@ pub struct Level {
 }
 
 /// The figures of the handoff scenario: handoffs (from a release call to the next grant),
-/// waits (from a lock call to its grant), grants in the window, its length, and the lock or
-/// release calls that failed in it.
+/// waits (from a lock call to its grant), grants in the window, and its length.
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Handoff {
@@ -121,5 +137,4 @@ pub struct Handoff {
     pub wait: Hist,
     pub grants: u64,
     pub elapsed: Duration,
-    pub failed: u64,
 }

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::plan::Plan;
+use crate::plan;
 use crate::subject::Seq;
 use crate::usage::Usage;
 
@@ -66,39 +66,23 @@ pub struct Recorder {
     warmup: usize,
     total: usize,
     turn: usize,
-    side: Option<Side>,
+    side: Side,
     begun: usize,
     recording: bool,
     seq: Seq,
-    usage: Option<Usage>,
     window: Option<Usage>,
 }
 
 impl Recorder {
-    /// One side of a pair, with the plan's counts.
-    pub fn paired(plan: &Plan, side: Side) -> Recorder {
-        Recorder::new(plan.seq.warmup, plan.seq.cycles, plan.seq.turn, Some(side))
+    /// One side of a pair, with the plan's counts (turns of at least 2 cycles).
+    pub fn new(plan: plan::Seq, side: Side) -> Recorder {
+        let (warmup, total, turn) = (plan.warmup, plan.warmup + plan.cycles, plan.turn.max(2));
+        Recorder { warmup, total, turn, side, begun: 0, recording: false, seq: Seq::default(), window: None }
     }
 
-    /// `warmup` then `cycles` cycles in turns of `turn` (at least 2), alone or as `side`.
-    pub fn new(warmup: usize, cycles: usize, turn: usize, side: Option<Side>) -> Recorder {
-        let (seq, usage, window) = (Seq::default(), None, None);
-        Recorder {
-            warmup,
-            total: warmup + cycles,
-            turn: turn.max(2),
-            side,
-            begun: 0,
-            recording: false,
-            seq,
-            usage,
-            window,
-        }
-    }
-
-    /// The key to lock.
+    /// The key to lock: each side has its own.
     pub fn key(&self) -> &'static str {
-        if self.side.as_ref().is_some_and(|s| s.me == 1) { "bench:seq:1" } else { "bench:seq:0" }
+        ["bench:seq:0", "bench:seq:1"][self.side.me]
     }
 
     /// The index of the cycle under way, for error messages.
@@ -106,18 +90,14 @@ impl Recorder {
         self.begun.saturating_sub(1)
     }
 
-    fn more(&self) -> bool {
-        self.begun < self.total
-    }
-
     /// Before a cycle: `false` when every cycle is done.
     pub fn begin(&mut self) -> bool {
-        if !self.more() {
+        if self.begun == self.total {
             return false;
         }
         let first_of_turn = self.begun % self.turn == 0;
-        if let Some(side) = self.side.as_ref().filter(|_| first_of_turn) {
-            side.wait();
+        if first_of_turn {
+            self.side.wait();
         }
         self.recording = self.begun >= self.warmup && !first_of_turn;
         if self.recording && self.window.is_none() {
@@ -135,34 +115,22 @@ impl Recorder {
             self.seq.release.record(release);
         }
         if self.begun % self.turn == 0 || self.begun == self.total {
-            self.close_window();
-            if let Some(side) = &self.side {
-                side.pass(false);
+            if let Some(start) = self.window.take() {
+                self.seq.usage = self.seq.usage + Usage::since(start);
             }
-        }
-    }
-
-    fn close_window(&mut self) {
-        if let Some(start) = self.window.take() {
-            let used = Usage::since(start);
-            self.usage = Some(self.usage.map_or(used, |u| u + used));
+            self.side.pass(false);
         }
     }
 
     /// The figures of the recorded cycles.
     pub fn finish(mut self) -> Seq {
-        self.close_window();
-        let mut seq = std::mem::take(&mut self.seq);
-        seq.usage = self.usage.unwrap_or_default();
-        seq
+        std::mem::take(&mut self.seq)
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if let Some(side) = &self.side {
-            side.pass(true);
-        }
+        self.side.pass(true);
     }
 }
 
@@ -170,32 +138,29 @@ impl Drop for Recorder {
 mod tests {
     use super::*;
 
-    fn run(mut rec: Recorder, log: &Mutex<Vec<&'static str>>) -> Seq {
-        while rec.begin() {
-            log.lock().unwrap().push(rec.key());
-            rec.end(Duration::from_micros(10), Duration::from_micros(5));
-        }
-        rec.finish()
-    }
-
-    /// Two sides take turns, each turn's first cycle unrecorded, and neither waits for a
-    /// side that has left.
+    /// Two sides take turns, each turn's first cycle unrecorded; a side that left is not
+    /// waited for.
     #[test]
     fn a_pair_takes_turns() {
-        let (a, b) = Side::pair();
         let log = Mutex::new(Vec::new());
-        let (sa, sb) = std::thread::scope(|s| {
-            let ha = s.spawn(|| run(Recorder::new(4, 12, 4, Some(a)), &log));
-            let hb = s.spawn(|| run(Recorder::new(4, 12, 4, Some(b)), &log));
-            (ha.join().unwrap(), hb.join().unwrap())
+        let run = |mut rec: Recorder| {
+            while rec.begin() {
+                log.lock().unwrap().push(rec.key());
+                rec.end(Duration::from_micros(10), Duration::from_micros(5));
+            }
+            rec.finish().cycle
+        };
+        let (a, b) = Side::pair();
+        let (ca, cb) = std::thread::scope(|s| {
+            let other = s.spawn(|| run(Recorder::new(plan::Seq { rounds: 1, warmup: 4, cycles: 12, turn: 4 }, b)));
+            (run(Recorder::new(plan::Seq { rounds: 1, warmup: 4, cycles: 12, turn: 4 }, a)), other.join().unwrap())
         });
         let expected: Vec<_> = (0..8).flat_map(|t| [["bench:seq:0", "bench:seq:1"][t % 2]; 4]).collect();
-        assert_eq!(log.into_inner().unwrap(), expected);
-        assert_eq!((sa.cycle.len(), sb.cycle.len()), (9, 9), "3 recorded turns of 4, less their first cycles");
-        assert_eq!(crate::stats::dur(sa.cycle.p50()), "15 µs");
-
+        assert_eq!(std::mem::take(&mut *log.lock().unwrap()), expected);
+        assert_eq!((ca.len(), cb.len(), crate::stats::dur(ca.p50())), (9, 9, "15 µs".into()), "3 turns of 3");
         let (a, b) = Side::pair();
-        drop(Recorder::new(0, 6, 2, Some(a)));
-        assert_eq!(run(Recorder::new(0, 6, 2, Some(b)), &Mutex::default()).cycle.len(), 3);
+        let seq = plan::Seq { rounds: 1, warmup: 0, cycles: 6, turn: 2 };
+        drop(Recorder::new(seq, a));
+        assert_eq!(run(Recorder::new(seq, b)).len(), 3);
     }
 }

@@ -14,13 +14,19 @@ pub fn set_servers(pids: Vec<u32>) {
     *SERVERS.lock().unwrap_or_else(|p| p.into_inner()) = pids;
 }
 
-/// CPU time of the client and of the servers, so far or over a window.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// CPU time, so far or over a window (by default zero): this process's user plus system
+/// time, and the servers' if every one of them could be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // Said above.
 pub struct Usage {
-    /// This process's user plus system time.
     pub client: Duration,
-    /// The servers' time, if every one of them could be read.
     pub server: Option<Duration>,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Usage { client: Duration::ZERO, server: Some(Duration::ZERO) }
+    }
 }
 
 impl Usage {

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use redlease_benches::Subject;
+use redlease_benches::exec::{Threads, Tokio};
 use redlease_benches::floor::{ASYNC, BLOCKING};
-use redlease_benches::generic::{Generic, Locker, Target, Threads, Tokio};
+use redlease_benches::generic::{Generic, Locker, Target};
 use redlease_benches::plan::{Scenario, TTL};
 
 /// The two peers, in table order.
@@ -23,24 +24,23 @@ struct Rslock;
 
 impl Target for Rslock {
     type Exec = Tokio;
-    type Client = rslock::LockManager;
+    type Client = RslockLocker;
     type Locker = RslockLocker;
 
     fn exec(&self) -> Result<Tokio, String> {
         Tokio::new(true)
     }
 
-    async fn connect(&self, _: &Tokio, urls: &[String]) -> Result<rslock::LockManager, String> {
-        // It connects on first use (the warm-up pays for it).
-        Ok(rslock::LockManager::new(urls.to_vec()))
+    async fn connect(&self, _: &Tokio, urls: &[String]) -> Result<RslockLocker, String> {
+        Ok(RslockLocker(rslock::LockManager::new(urls.to_vec()))) // It connects on first use.
     }
 
-    fn locker(&self, client: &rslock::LockManager) -> Result<RslockLocker, String> {
-        Ok(RslockLocker(client.clone()))
+    fn locker(&self, client: &RslockLocker) -> Result<RslockLocker, String> {
+        Ok(RslockLocker(client.0.clone()))
     }
 }
 
-/// A clone of the lock manager (the clones share its connections).
+/// A lock manager; its clones share its connections.
 struct RslockLocker(rslock::LockManager);
 
 impl Locker for RslockLocker {
@@ -70,23 +70,23 @@ struct Redlock;
 
 impl Target for Redlock {
     type Exec = Threads;
-    type Client = Arc<redlock::RedLock>;
+    type Client = RedlockLocker;
     type Locker = RedlockLocker;
 
     fn exec(&self) -> Result<Threads, String> {
         Ok(Threads)
     }
 
-    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<Arc<redlock::RedLock>, String> {
-        // Only parses the URLs: it connects per command.
-        Ok(Arc::new(redlock::RedLock::new(urls.to_vec())))
+    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<RedlockLocker, String> {
+        Ok(RedlockLocker(Arc::new(redlock::RedLock::new(urls.to_vec())))) // It connects per command.
     }
 
-    fn locker(&self, client: &Arc<redlock::RedLock>) -> Result<RedlockLocker, String> {
-        Ok(RedlockLocker(Arc::clone(client)))
+    fn locker(&self, client: &RedlockLocker) -> Result<RedlockLocker, String> {
+        Ok(RedlockLocker(Arc::clone(&client.0)))
     }
 }
 
+/// A shared `RedLock`.
 struct RedlockLocker(Arc<redlock::RedLock>);
 
 /// A held redlock lock: its key and value (redlock's `Lock` borrows the manager).
@@ -102,17 +102,17 @@ impl RedlockLocker {
 impl Locker for RedlockLocker {
     type Held = RedlockHeld;
 
-    async fn lock(&mut self, key: &str) -> Result<RedlockHeld, String> {
+    async fn lock(&mut self, key: &str) -> Result<Self::Held, String> {
         self.attempt(key)?.ok_or_else(|| "not acquired in redlock's 3 attempts".to_owned())
     }
 
-    async fn unlock(&mut self, (resource, val): RedlockHeld) -> Result<(), String> {
+    async fn unlock(&mut self, (resource, val): Self::Held) -> Result<(), String> {
         // Best effort: redlock reports nothing.
         self.0.unlock(&redlock::Lock { resource, val, validity_time: 0, lock_manager: &self.0 });
         Ok(())
     }
 
-    async fn lock_wait(&mut self, key: &str) -> Result<RedlockHeld, String> {
+    async fn lock_wait(&mut self, key: &str) -> Result<Self::Held, String> {
         loop {
             if let Some(held) = self.attempt(key)? {
                 return Ok(held);
