@@ -129,7 +129,7 @@ pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
     let about =
         format!("K clients on one key, each holding it {}; handoff: release call to next grant.", dur(Some(plan.hold)));
     let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K × hold|grants/s";
-    table("Handoff", &about, head, 2, rows.collect())
+    table("Handoff", &about, head, 1, rows.collect())
 }
 
 #[cfg(test)]
