@@ -131,13 +131,7 @@ pub(crate) fn encode<'k>(
 ) {
     let nkeys = keys.len();
     if let Call::SetNx { ttl_ms } = call {
-        resp::array(out, 6);
-        resp::bulk(out, b"SET");
-        resp::bulk(out, keys.next().unwrap_or_default());
-        resp::bulk(out, token);
-        resp::bulk(out, b"NX");
-        resp::bulk(out, b"PX");
-        resp::bulk_uint(out, ttl_ms);
+        set_nx(out, keys.next().unwrap_or_default(), token, ttl_ms);
         return;
     }
     // One key, not leaving its queue: the release whose common path is a plain
@@ -184,6 +178,25 @@ pub(crate) fn encode<'k>(
         }
     }
     resp::bulk(out, token);
+    script_args(out, call, nkeys, one);
+}
+
+/// `SET key token NX PX ttl_ms`: the cheap acquire of one key.
+#[inline]
+fn set_nx(out: &mut Vec<u8>, key: &[u8], token: &[u8], ttl_ms: u64) {
+    resp::array(out, 6);
+    resp::bulk(out, b"SET");
+    resp::bulk(out, key);
+    resp::bulk(out, token);
+    resp::bulk(out, b"NX");
+    resp::bulk(out, b"PX");
+    resp::bulk_uint(out, ttl_ms);
+}
+
+/// The arguments of a script call after the token (`one`: the release of one key that leaves
+/// no queue, over `nkeys` lock keys).
+#[inline]
+fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
     match call {
         Call::Acquire { ttl_ms, queue, queue_ttl_ms, .. } => {
             resp::bulk_uint(out, ttl_ms);
