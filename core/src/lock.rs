@@ -1,17 +1,22 @@
 //! One lock's record: what it locks (keys, token, options), its attempts, the round in flight
-//! with its tally, and the phase it is in, which carries that phase's data. Deciding a round
-//! is here; carrying the decision out (sending, events) is the engine's.
+//! with its tally ([`tally`]), and the phase it is in, which carries that phase's data.
+//! Deciding a round is in [`decide`], a held lock's life (grant, extensions, expiry) in
+//! [`hold`]; carrying a decision out (sending, events) is the engine's.
+
+mod decide;
+mod hold;
+mod tally;
 
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
-
 use crate::config::Retry;
-use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
-use crate::quorum::{drift, valid_until, validity_left, whole_ms};
-use crate::wire::{Call, Op, OpAnswer, Queue};
+use crate::wire::{Call, Op, Queue};
+
+pub(crate) use decide::Decision;
+use hold::Hold;
+use tally::{Round, Tally};
 
 /// The resource names of a lock, back to back (one buffer, reused with the slot).
 #[derive(Debug, Default)]
@@ -43,68 +48,6 @@ impl Keys {
     }
 }
 
-/// The votes of one round, by node.
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    votes: Vec<Vote>,
-    pub(crate) yes: usize,
-    pub(crate) no: usize,
-    pub(crate) failed: usize,
-}
-
-impl Tally {
-    fn reset(&mut self, n: usize) {
-        self.votes.clear();
-        self.votes.resize(n, Vote::Pending);
-        self.yes = 0;
-        self.no = 0;
-        self.failed = 0;
-    }
-
-    /// Record `node`'s vote; `false` if it already voted in this round.
-    #[inline]
-    pub(crate) fn record(&mut self, node: usize, vote: Vote) -> bool {
-        if self.votes[node] != Vote::Pending {
-            return false;
-        }
-        match vote {
-            Vote::Granted => self.yes += 1,
-            Vote::Refused => self.no += 1,
-            Vote::Pending => return false,
-            _ => self.failed += 1,
-        }
-        self.votes[node] = vote;
-        true
-    }
-
-    /// The node timeout passed: every node that has not answered timed out (`each` is told
-    /// which).
-    pub(crate) fn time_out(&mut self, mut each: impl FnMut(usize)) {
-        for (i, v) in self.votes.iter_mut().enumerate().filter(|(_, v)| **v == Vote::Pending) {
-            *v = Vote::TimedOut;
-            self.failed += 1;
-            each(i);
-        }
-    }
-
-    pub(crate) fn open(&self) -> usize {
-        self.votes.len() - self.yes - self.no - self.failed
-    }
-
-    pub(crate) fn votes(&self) -> &[Vote] {
-        &self.votes
-    }
-}
-
-/// The round in flight (or the last one): its identity, start and votes.
-#[derive(Debug)]
-pub(crate) struct Round {
-    /// Bumped at every phase change; replies of older rounds are ignored.
-    pub(crate) id: u32,
-    pub(crate) start: Instant,
-    pub(crate) tally: Tally,
-}
-
 /// How the acquisition is bounded.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tries {
@@ -113,24 +56,6 @@ pub(crate) struct Tries {
     /// When `acquire` was called.
     pub(crate) called: Instant,
     pub(crate) give_up_at: Option<Instant>,
-}
-
-/// The largest fencing token that Lua's doubles still count exactly: 2^53 − 1.
-pub(crate) const MAX_FENCE: u64 = (1 << 53) - 1;
-
-/// A held lock's state, kept through extensions and the release.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Hold {
-    pub(crate) valid_until: Instant,
-    pub(crate) fence: Option<u64>,
-    /// Never extended past this (`max_hold` after the acquisition).
-    pub(crate) cap: Option<Instant>,
-    /// The next automatic extension.
-    pub(crate) auto_at: Option<Instant>,
-    /// Known lost: the validity ran out, or an extension was refused.
-    pub(crate) lost: bool,
-    /// Nodes that refused the extension that found the lock lost (0 if it expired).
-    pub(crate) refused: usize,
 }
 
 /// Where a lock is, with the data that only that phase has.
@@ -172,36 +97,6 @@ pub(crate) enum Phase {
     Draining {
         deadline: Instant,
     },
-}
-
-/// What a round's votes decide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// Not decided yet.
-    Open,
-    /// Held until `valid`, with this fencing token.
-    Grant {
-        valid: Instant,
-        fence: Option<u64>,
-    },
-    /// Run a fence round proposing `proposal`; the lock is then valid until `valid`.
-    Fence {
-        proposal: u64,
-        valid: Instant,
-    },
-    /// Release everywhere, then retry or give up.
-    AttemptFailed,
-    Extended(Instant),
-    /// A majority refused the extension: the lock is lost.
-    ExtendLost,
-    ExtendUnconfirmed,
-    /// A quorum extended, but only after the current validity ran out: too late.
-    ExtendExpired,
-    Released(ReleaseReport),
-    /// A node's fence counter is at the limit Lua counts exactly: no token can be issued.
-    FenceExhausted(u64),
-    /// Every node of a draining release answered (or timed out): the slot is free.
-    Drained,
 }
 
 /// One lock; slots are reused so steady-state cycles do not allocate.
@@ -312,15 +207,6 @@ impl Slot {
     pub(crate) fn enter_draining(&mut self, deadline: Instant) {
         // The round id is kept: the release's replies still belong to it.
         self.phase = Phase::Draining { deadline };
-    }
-
-    /// Turn automatic extension on or off; a held lock's next one is a third of its TTL away.
-    pub(crate) fn set_auto_extend(&mut self, now: Instant, on: bool) {
-        self.auto_extend = on;
-        let ttl = self.ttl;
-        if let Phase::Held(hold) = &mut self.phase {
-            hold.auto_at = on.then(|| now + ttl / 3);
-        }
     }
 
     /// Move to `phase`; replies of the round so far no longer count.
@@ -445,234 +331,6 @@ impl Slot {
             lost: hold.is_some_and(|h| h.lost),
             attempts: self.tries.made,
         })
-    }
-
-    /// What the votes so far decide, at `now`, over `n` nodes with quorum `q`.
-    pub(crate) fn decide(&self, now: Instant, n: usize, q: usize, drift_factor: f64) -> Decision {
-        let t = &self.round.tally;
-        let (yes, no, open) = (t.yes, t.no, t.open());
-        let possible = yes + open >= q;
-        match &self.phase {
-            Phase::Acquiring { proposal, .. } => {
-                if yes >= q {
-                    match validity_left(self.round.start, now, self.ttl, drift_factor) {
-                        Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
-                        Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
-                        Some(valid) => Decision::Grant { valid, fence: None },
-                        None => Decision::AttemptFailed,
-                    }
-                } else if !possible {
-                    Decision::AttemptFailed
-                } else {
-                    Decision::Open
-                }
-            }
-            Phase::Fencing { proposal, seen, valid, .. } => {
-                let valid = Some(*valid).filter(|&v| v > now);
-                if yes >= q {
-                    match valid {
-                        Some(valid) => Decision::Grant { valid, fence: Some(*proposal) },
-                        None => Decision::AttemptFailed,
-                    }
-                } else if !possible {
-                    // Too many nodes already had a counter at or above the proposal (a fence
-                    // round of an earlier holder got there first): propose above it, while
-                    // validity lasts.
-                    match valid {
-                        Some(_) if *seen >= MAX_FENCE => Decision::FenceExhausted(*seen),
-                        Some(valid) if no > 0 => Decision::Fence { proposal: seen + 1, valid },
-                        _ => Decision::AttemptFailed,
-                    }
-                } else {
-                    Decision::Open
-                }
-            }
-            Phase::Extending { hold, ttl, .. } => {
-                if yes >= q {
-                    // A quorum reached after the current validity ran out comes too late: the
-                    // lock may already have been someone else's in between.
-                    if hold.lost || hold.valid_until <= now {
-                        return Decision::ExtendExpired;
-                    }
-                    match validity_left(self.round.start, now, *ttl, drift_factor) {
-                        Some(valid) => Decision::Extended(valid),
-                        None => Decision::ExtendUnconfirmed,
-                    }
-                } else if no > n - q {
-                    Decision::ExtendLost
-                } else if !possible {
-                    Decision::ExtendUnconfirmed
-                } else {
-                    Decision::Open
-                }
-            }
-            Phase::Releasing { .. } => {
-                let outcome = if yes >= q {
-                    ReleaseOutcome::Released
-                } else if !possible && yes + no >= q {
-                    ReleaseOutcome::NotHeld
-                } else if yes + no + open < q {
-                    ReleaseOutcome::Unreachable
-                } else {
-                    return Decision::Open;
-                };
-                Decision::Released(ReleaseReport { outcome, deleted: yes, absent: no, failed: t.failed, pending: open })
-            }
-            Phase::Draining { .. } if open == 0 => Decision::Drained,
-            Phase::Free | Phase::Held(_) | Phase::RetryWait { .. } | Phase::Draining { .. } => Decision::Open,
-        }
-    }
-
-    /// The vote an answer to `op` of the current round casts: `Ok(None)` for a `NOSCRIPT`
-    /// (the engine resends with the source), `Err(v)` for a number the script cannot return.
-    /// Keeps the fencing bookkeeping of the acquire and fence rounds.
-    #[inline]
-    pub(crate) fn answer(&mut self, op: Op, answer: OpAnswer) -> Result<Option<Vote>, i64> {
-        let v = match answer {
-            OpAnswer::NoScript => return Ok(None),
-            OpAnswer::Error(m) if Fault::of_server_error(&m) == Fault::Misconfigured => {
-                return Ok(Some(Vote::Misconfigured(m)));
-            }
-            OpAnswer::Error(m) => return Ok(Some(Vote::Error(m))),
-            OpAnswer::Int(v) => v,
-        };
-        let vote = match (op, &mut self.phase) {
-            // The largest counter the node had before the write: the proposal holds on this
-            // node iff it was above it.
-            (Op::Fence, Phase::Fencing { proposal, seen, .. }) if v >= 0 => {
-                if (v as u64) < *proposal {
-                    Vote::Granted
-                } else {
-                    *seen = (*seen).max(v as u64);
-                    Vote::Refused
-                }
-            }
-            // The node's fencing proposal: one more than its largest counter.
-            (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
-                *proposal = (*proposal).max(v as u64);
-                Vote::Granted
-            }
-            (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,
-            (Op::Acquire | Op::SetNx | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
-            _ => return Err(v),
-        };
-        Ok(Some(vote))
-    }
-
-    /// Held from now until `valid`, with `fence`; returns the attempts it took.
-    pub(crate) fn grant(&mut self, valid: Instant, fence: Option<u64>) -> u32 {
-        let start = self.round.start;
-        let hold = Hold {
-            valid_until: valid,
-            fence,
-            // A cap too long to add (e.g. `Duration::MAX`) means no cap.
-            cap: self.max_hold.and_then(|h| start.checked_add(h)),
-            auto_at: self.auto_extend.then(|| start + self.ttl / 3),
-            lost: false,
-            refused: 0,
-        };
-        self.enter(Phase::Held(hold));
-        self.tries.made
-    }
-
-    /// Back to held after an extension round, its automatic retry soon if one is due.
-    pub(crate) fn back_to_held(&mut self, now: Instant) {
-        let Some(mut hold) = self.hold().copied() else {
-            return;
-        };
-        if self.auto_extend && !hold.lost && hold.auto_at.is_none() {
-            hold.auto_at = Some(now + self.ttl / 10);
-        }
-        self.enter(Phase::Held(hold));
-    }
-
-    /// The extension round succeeded: valid until `valid`, the next one a third of its TTL
-    /// after it started.
-    pub(crate) fn extended(&mut self, valid: Instant) {
-        let Phase::Extending { mut hold, ttl, .. } = self.phase else {
-            return;
-        };
-        hold.valid_until = valid;
-        hold.auto_at = self.auto_extend.then(|| self.round.start + ttl / 3);
-        self.enter(Phase::Held(hold));
-    }
-
-    /// A majority refused the extension: the lock is lost. Returns whether it already was.
-    pub(crate) fn extension_refused(&mut self, now: Instant) -> bool {
-        let already = self.hold().is_some_and(|h| h.lost);
-        let refused = self.round.tally.no;
-        if let Some(hold) = self.hold_mut() {
-            hold.lost = true;
-            hold.refused = refused;
-        }
-        self.back_to_held(now);
-        already
-    }
-
-    /// The extension's quorum came after the validity ran out: the lock is lost (it expired).
-    /// Returns whether it already was.
-    pub(crate) fn extension_too_late(&mut self, now: Instant) -> bool {
-        let already = self.hold().is_some_and(|h| h.lost);
-        if let Some(hold) = self.hold_mut() {
-            hold.lost = true;
-            hold.auto_at = None;
-        }
-        self.back_to_held(now);
-        already
-    }
-
-    /// Mark a held lock lost if its validity has run out at `now`. Returns whether it just did.
-    pub(crate) fn expire(&mut self, now: Instant) -> bool {
-        let hold = match &mut self.phase {
-            Phase::Held(h) | Phase::Extending { hold: h, .. } => h,
-            _ => return false,
-        };
-        if hold.lost || hold.valid_until > now {
-            return false;
-        }
-        hold.lost = true;
-        hold.auto_at = None;
-        true
-    }
-
-    /// The TTL an extension to `ttl` may have at `now`: cut to the time left before the
-    /// `max_hold` cap, `None` once that leaves nothing beyond the drift margin.
-    pub(crate) fn capped(&self, now: Instant, ttl: Duration, drift_factor: f64) -> Option<Duration> {
-        let Some(cap) = self.hold().and_then(|h| h.cap) else {
-            return Some(ttl);
-        };
-        let room = whole_ms(cap.saturating_duration_since(now));
-        (room > drift(room, drift_factor)).then(|| ttl.min(room))
-    }
-
-    /// The error of an acquisition that gives up at `now` with quorum `q` (`addrs`: the
-    /// nodes' addresses, for messages): the last attempt's outcome, wrapped in a wait timeout
-    /// when attempts were left.
-    pub(crate) fn give_up(&self, now: Instant, q: usize, addrs: Arc<[Arc<str>]>, drift_factor: f64) -> AcquireError {
-        let tally = &self.round.tally;
-        let attempts = self.tries.made;
-        // Nodes that had not answered when the attempt was decided stay `Pending`: they
-        // neither refused nor failed (a node timeout turns them into `TimedOut` first).
-        // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
-        let too_slow = tally.yes >= q || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
-        let n = tally.votes().len();
-        let votes = || Votes::new(tally.votes().to_vec(), addrs);
-        let misconfigured = tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured));
-        let error = if too_slow {
-            AcquireError::TooSlow { elapsed: now.saturating_duration_since(self.round.start), ttl: self.ttl, attempts }
-        } else if tally.failed > n - q && misconfigured {
-            AcquireError::Misconfigured { votes: votes(), attempts }
-        } else if tally.failed > n - q {
-            AcquireError::Unreachable { votes: votes(), attempts }
-        } else {
-            AcquireError::Held { votes: votes(), attempts }
-        };
-        if self.tries.made < self.tries.max {
-            // Attempts were left, so the wait bound is what ended it.
-            let waited = now.saturating_duration_since(self.tries.called);
-            return AcquireError::WaitTimeout { waited, attempts, last: Box::new(error) };
-        }
-        error
     }
 }
 

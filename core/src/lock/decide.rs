@@ -1,0 +1,187 @@
+//! Deciding a lock's round: the vote an answer casts, what the votes decide, and the error
+//! of an acquisition that gives up.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Phase, Slot};
+use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
+use crate::quorum::{valid_until, validity_left};
+use crate::wire::{Op, OpAnswer};
+
+/// The largest fencing token that Lua's doubles still count exactly: 2^53 − 1.
+const MAX_FENCE: u64 = (1 << 53) - 1;
+
+/// What a round's votes decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Not decided yet.
+    Open,
+    /// Held until `valid`, with this fencing token.
+    Grant {
+        valid: Instant,
+        fence: Option<u64>,
+    },
+    /// Run a fence round proposing `proposal`; the lock is then valid until `valid`.
+    Fence {
+        proposal: u64,
+        valid: Instant,
+    },
+    /// Release everywhere, then retry or give up.
+    AttemptFailed,
+    Extended(Instant),
+    /// A majority refused the extension: the lock is lost.
+    ExtendLost,
+    ExtendUnconfirmed,
+    /// A quorum extended, but only after the current validity ran out: too late.
+    ExtendExpired,
+    Released(ReleaseReport),
+    /// A node's fence counter is at the limit Lua counts exactly: no token can be issued.
+    FenceExhausted(u64),
+    /// Every node of a draining release answered (or timed out): the slot is free.
+    Drained,
+}
+
+impl Slot {
+    /// What the votes so far decide, at `now`, over `n` nodes with quorum `q`.
+    pub(crate) fn decide(&self, now: Instant, n: usize, q: usize, drift_factor: f64) -> Decision {
+        let t = &self.round.tally;
+        let (yes, no, open) = (t.yes, t.no, t.open());
+        let possible = yes + open >= q;
+        match &self.phase {
+            Phase::Acquiring { proposal, .. } => {
+                if yes >= q {
+                    match validity_left(self.round.start, now, self.ttl, drift_factor) {
+                        Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
+                        Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
+                        Some(valid) => Decision::Grant { valid, fence: None },
+                        None => Decision::AttemptFailed,
+                    }
+                } else if !possible {
+                    Decision::AttemptFailed
+                } else {
+                    Decision::Open
+                }
+            }
+            Phase::Fencing { proposal, seen, valid, .. } => {
+                let valid = Some(*valid).filter(|&v| v > now);
+                if yes >= q {
+                    match valid {
+                        Some(valid) => Decision::Grant { valid, fence: Some(*proposal) },
+                        None => Decision::AttemptFailed,
+                    }
+                } else if !possible {
+                    // Too many nodes already had a counter at or above the proposal (a fence
+                    // round of an earlier holder got there first): propose above it, while
+                    // validity lasts.
+                    match valid {
+                        Some(_) if *seen >= MAX_FENCE => Decision::FenceExhausted(*seen),
+                        Some(valid) if no > 0 => Decision::Fence { proposal: seen + 1, valid },
+                        _ => Decision::AttemptFailed,
+                    }
+                } else {
+                    Decision::Open
+                }
+            }
+            Phase::Extending { hold, ttl, .. } => {
+                if yes >= q {
+                    // A quorum reached after the current validity ran out comes too late: the
+                    // lock may already have been someone else's in between.
+                    if hold.lost || hold.valid_until <= now {
+                        return Decision::ExtendExpired;
+                    }
+                    match validity_left(self.round.start, now, *ttl, drift_factor) {
+                        Some(valid) => Decision::Extended(valid),
+                        None => Decision::ExtendUnconfirmed,
+                    }
+                } else if no > n - q {
+                    Decision::ExtendLost
+                } else if !possible {
+                    Decision::ExtendUnconfirmed
+                } else {
+                    Decision::Open
+                }
+            }
+            Phase::Releasing { .. } => {
+                let outcome = if yes >= q {
+                    ReleaseOutcome::Released
+                } else if !possible && yes + no >= q {
+                    ReleaseOutcome::NotHeld
+                } else if yes + no + open < q {
+                    ReleaseOutcome::Unreachable
+                } else {
+                    return Decision::Open;
+                };
+                Decision::Released(ReleaseReport { outcome, deleted: yes, absent: no, failed: t.failed, pending: open })
+            }
+            Phase::Draining { .. } if open == 0 => Decision::Drained,
+            Phase::Free | Phase::Held(_) | Phase::RetryWait { .. } | Phase::Draining { .. } => Decision::Open,
+        }
+    }
+
+    /// The vote an answer to `op` of the current round casts: `Ok(None)` for a `NOSCRIPT`
+    /// (the engine resends with the source), `Err(v)` for a number the script cannot return.
+    /// Keeps the fencing bookkeeping of the acquire and fence rounds.
+    #[inline]
+    pub(crate) fn answer(&mut self, op: Op, answer: OpAnswer) -> Result<Option<Vote>, i64> {
+        let v = match answer {
+            OpAnswer::NoScript => return Ok(None),
+            OpAnswer::Error(m) if Fault::of_server_error(&m) == Fault::Misconfigured => {
+                return Ok(Some(Vote::Misconfigured(m)));
+            }
+            OpAnswer::Error(m) => return Ok(Some(Vote::Error(m))),
+            OpAnswer::Int(v) => v,
+        };
+        let vote = match (op, &mut self.phase) {
+            // The largest counter the node had before the write: the proposal holds on this
+            // node iff it was above it.
+            (Op::Fence, Phase::Fencing { proposal, seen, .. }) if v >= 0 => {
+                if (v as u64) < *proposal {
+                    Vote::Granted
+                } else {
+                    *seen = (*seen).max(v as u64);
+                    Vote::Refused
+                }
+            }
+            // The node's fencing proposal: one more than its largest counter.
+            (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
+                *proposal = (*proposal).max(v as u64);
+                Vote::Granted
+            }
+            (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,
+            (Op::Acquire | Op::SetNx | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
+            _ => return Err(v),
+        };
+        Ok(Some(vote))
+    }
+
+    /// The error of an acquisition that gives up at `now` with quorum `q` (`addrs`: the
+    /// nodes' addresses, for messages): the last attempt's outcome, wrapped in a wait timeout
+    /// when attempts were left.
+    pub(crate) fn give_up(&self, now: Instant, q: usize, addrs: Arc<[Arc<str>]>, drift_factor: f64) -> AcquireError {
+        let tally = &self.round.tally;
+        let attempts = self.tries.made;
+        // Nodes that had not answered when the attempt was decided stay `Pending`: they
+        // neither refused nor failed (a node timeout turns them into `TimedOut` first).
+        // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
+        let too_slow = tally.yes >= q || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
+        let n = tally.votes().len();
+        let votes = || Votes::new(tally.votes().to_vec(), addrs);
+        let misconfigured = tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured));
+        let error = if too_slow {
+            AcquireError::TooSlow { elapsed: now.saturating_duration_since(self.round.start), ttl: self.ttl, attempts }
+        } else if tally.failed > n - q && misconfigured {
+            AcquireError::Misconfigured { votes: votes(), attempts }
+        } else if tally.failed > n - q {
+            AcquireError::Unreachable { votes: votes(), attempts }
+        } else {
+            AcquireError::Held { votes: votes(), attempts }
+        };
+        if self.tries.made < self.tries.max {
+            // Attempts were left, so the wait bound is what ended it.
+            let waited = now.saturating_duration_since(self.tries.called);
+            return AcquireError::WaitTimeout { waited, attempts, last: Box::new(error) };
+        }
+        error
+    }
+}

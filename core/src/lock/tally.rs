@@ -1,0 +1,67 @@
+//! The votes of a lock's round, by node, and the round they belong to.
+
+use std::time::Instant;
+
+use crate::error::Vote;
+
+/// The votes of one round, by node.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    votes: Vec<Vote>,
+    pub(crate) yes: usize,
+    pub(crate) no: usize,
+    pub(crate) failed: usize,
+}
+
+impl Tally {
+    pub(super) fn reset(&mut self, n: usize) {
+        self.votes.clear();
+        self.votes.resize(n, Vote::Pending);
+        self.yes = 0;
+        self.no = 0;
+        self.failed = 0;
+    }
+
+    /// Record `node`'s vote; `false` if it already voted in this round.
+    #[inline]
+    pub(crate) fn record(&mut self, node: usize, vote: Vote) -> bool {
+        if self.votes[node] != Vote::Pending {
+            return false;
+        }
+        match vote {
+            Vote::Granted => self.yes += 1,
+            Vote::Refused => self.no += 1,
+            Vote::Pending => return false,
+            _ => self.failed += 1,
+        }
+        self.votes[node] = vote;
+        true
+    }
+
+    /// The node timeout passed: every node that has not answered timed out (`each` is told
+    /// which).
+    pub(crate) fn time_out(&mut self, mut each: impl FnMut(usize)) {
+        for (i, v) in self.votes.iter_mut().enumerate().filter(|(_, v)| **v == Vote::Pending) {
+            *v = Vote::TimedOut;
+            self.failed += 1;
+            each(i);
+        }
+    }
+
+    pub(crate) fn open(&self) -> usize {
+        self.votes.len() - self.yes - self.no - self.failed
+    }
+
+    pub(crate) fn votes(&self) -> &[Vote] {
+        &self.votes
+    }
+}
+
+/// The round in flight (or the last one): its identity, start and votes.
+#[derive(Debug)]
+pub(crate) struct Round {
+    /// Bumped at every phase change; replies of older rounds are ignored.
+    pub(crate) id: u32,
+    pub(crate) start: Instant,
+    pub(crate) tally: Tally,
+}
