@@ -1,5 +1,7 @@
 //! The engine: an orchestrator over the links, the lock slots and the timer table.
 
+mod wake;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -15,8 +17,9 @@ use crate::quorum::{quorum, valid_until};
 use crate::rng::Rng;
 use crate::stats::NodeStats;
 use crate::timer::TimerTable;
-use crate::wake::{self, Waiters};
+use crate::wake::Waiters;
 use crate::wire::{self, Answer, Op, Pending, Queue};
+use wake::Verdict;
 
 /// The jitter seed of a config without one (the engine takes no OS randomness; the client
 /// layer draws a seed from the OS).
@@ -787,150 +790,6 @@ impl Engine {
         self.free(now, idx);
     }
 
-    // ----- wake-on-release -----------------------------------------------------------------
-
-    /// Register slot `idx` as a waiter on its resources' wake channels (subscribing the links
-    /// to new ones). `false`: wake-ups are off, or no node delivers them now.
-    fn register(&mut self, now: Instant, idx: u32) -> bool {
-        if !self.config.wake || self.links.waking() == 0 {
-            return false;
-        }
-        let mut ch = Vec::new();
-        let mut any = false;
-        for key in self.locks[idx].keys.iter() {
-            wake::channel(&mut ch, key);
-            if self.waiters.add(&ch, idx) && !self.links.subscribe(now, &ch) {
-                // Too many channels: waiters on this resource poll.
-                self.waiters.remove(&ch, idx);
-                continue;
-            }
-            any = true;
-        }
-        let s = &mut self.locks[idx];
-        s.waiting = any;
-        if any {
-            // With the next attempt, mark the key that refuses it (so that its release
-            // announces itself) and, for a one-key lock, join the key's waiter queue.
-            s.queue = if s.keys.iter().len() == 1 { Queue::Back } else { Queue::Mark };
-        }
-        any
-    }
-
-    /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
-    fn unregister(&mut self, now: Instant, idx: u32) {
-        if !std::mem::take(&mut self.locks[idx].waiting) {
-            return;
-        }
-        let mut ch = Vec::new();
-        for i in 0..self.locks[idx].keys.iter().len() {
-            let key = self.locks[idx].keys.iter().nth(i).unwrap_or_default();
-            wake::channel(&mut ch, key);
-            if self.waiters.remove(&ch, idx) {
-                self.links.unsubscribe(now, &ch);
-            }
-        }
-    }
-
-    /// How many nodes' release messages wake a waiter: a quorum, or every node that delivers
-    /// them if fewer do.
-    fn wake_threshold(&self) -> usize {
-        self.quorum.min(self.links.waking()).max(1)
-    }
-
-    /// What waiter `idx` does about the release messages heard since its current attempt.
-    ///
-    /// - Named the next waiter by a quorum of nodes (it headed their queues): retry at once.
-    /// - Too few messages, or every message that named someone named another waiter: sleep on
-    ///   (that waiter goes first; the jittered fallback covers it if it is gone).
-    /// - Otherwise (no queue, or named by some nodes only): retry after a random stagger, if it
-    ///   has waited longest among this engine's waiters on its resources, so one release does
-    ///   not set off a herd and waiters here are served in order of arrival.
-    fn verdict(&self, idx: u32) -> Verdict {
-        let s = &self.locks[idx];
-        let threshold = self.wake_threshold();
-        let heard = s.heard_count();
-        if heard.named_us >= threshold {
-            return Verdict::Now;
-        }
-        if heard.released < threshold || (heard.named_us == 0 && heard.named_other > 0) {
-            return Verdict::Sleep;
-        }
-        let mine = (s.tries.called, idx);
-        let mut ch = Vec::new();
-        let longest = s.keys.iter().all(|key| {
-            wake::channel(&mut ch, key);
-            self.waiters.on(&ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine)
-        });
-        if longest { Verdict::Stagger } else { Verdict::Sleep }
-    }
-
-    /// The delay before a woken waiter retries: random up to `wake_stagger`, halved for every
-    /// wake-up it has lost, so the longest waiter across clients tends to go first.
-    fn stagger(&mut self, idx: u32) -> Duration {
-        let lost = self.locks[idx].wakes.min(20);
-        self.locks[idx].wakes += 1;
-        self.rng.between(Duration::ZERO, self.config.wake_stagger) / (1u32 << lost)
-    }
-
-    /// A release message from `node` on `channel`: the releasing holder's token, `:`, and the
-    /// waiter the node named next (empty when its queue was empty; servers that only announce
-    /// send the token alone).
-    ///
-    /// It counts for a waiter whose current attempt was already answered by `node` (messages
-    /// and replies share the connection, so a message before the reply announced a release
-    /// the attempt itself saw) and is not its own cleanup. A waiter named by a quorum retries
-    /// at once; otherwise the longest waiter that heard a quorum retries after its stagger
-    /// ([`verdict`](Self::verdict)).
-    fn on_message(&mut self, now: Instant, node: NodeId, channel: &[u8], data: &[u8]) {
-        let (releaser, next) = match data.iter().position(|&b| b == b':') {
-            Some(at) => (&data[..at], &data[at + 1..]),
-            None => (data, &data[data.len()..]),
-        };
-        let slots = self.waiters.on(channel).to_vec();
-        let n = node.index();
-        for &idx in &slots {
-            let s = &mut self.locks[idx];
-            if s.token == releaser || n >= s.heard.len() {
-                continue;
-            }
-            let counts = match &s.phase {
-                Phase::Acquiring { .. } => s.round.tally.votes().get(n).is_some_and(|v| *v != Vote::Pending),
-                Phase::RetryWait { .. } => true,
-                _ => false,
-            };
-            if counts {
-                // The node's latest message is what it says now: a release that named another
-                // waiter, then one that names us, counts as naming us.
-                s.heard[n] = if next.is_empty() {
-                    Heard::Released
-                } else if next == s.token.as_slice() {
-                    Heard::NamedUs
-                } else {
-                    Heard::NamedOther
-                };
-            }
-        }
-        let mut staggered = false;
-        for &idx in &slots {
-            let Phase::RetryWait { at } = self.locks[idx].phase else { continue };
-            match self.verdict(idx) {
-                Verdict::Now => {
-                    self.start_attempt(now, idx);
-                    self.arm(idx);
-                }
-                Verdict::Stagger if !staggered => {
-                    staggered = true;
-                    let soon = now + self.stagger(idx);
-                    if soon < at {
-                        self.locks[idx].phase = Phase::RetryWait { at: soon };
-                        self.arm(idx);
-                    }
-                }
-                Verdict::Stagger | Verdict::Sleep => {}
-            }
-        }
-    }
-
     /// The slot is done: reusable.
     fn free(&mut self, now: Instant, idx: u32) {
         self.unregister(now, idx);
@@ -1002,15 +861,4 @@ impl Engine {
         self.events.push_back(Event::LinkFailed { error });
         self.take_down(now, node, vote);
     }
-}
-
-/// What a waiter does about the release messages it heard ([`Engine::verdict`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
-    /// Retry at once: a quorum named it next.
-    Now,
-    /// Retry after a random stagger.
-    Stagger,
-    /// Keep the fallback delay.
-    Sleep,
 }

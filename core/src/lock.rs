@@ -10,6 +10,7 @@ mod tally;
 use std::time::{Duration, Instant};
 
 use crate::config::Retry;
+use crate::error::Vote;
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
 use crate::wire::{Call, Op, Queue};
@@ -269,6 +270,35 @@ impl Slot {
             (Op::Release, _) => Some(self.release_call(true, retry)),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
+        }
+    }
+
+    /// A release message from node `n`: the releasing holder's token, and the waiter the node
+    /// named next (`next`; empty when it named none).
+    ///
+    /// It counts while the current attempt waits for its retry, or once `n` has answered it
+    /// (messages and replies share the connection, so a message before the reply announced a
+    /// release the attempt itself saw); never for a release of this lock's own token (its
+    /// cleanup).
+    pub(crate) fn hear(&mut self, n: usize, releaser: &[u8], next: &[u8]) {
+        if self.token == releaser || n >= self.heard.len() {
+            return;
+        }
+        let counts = match &self.phase {
+            Phase::Acquiring { .. } => self.round.tally.votes().get(n).is_some_and(|v| *v != Vote::Pending),
+            Phase::RetryWait { .. } => true,
+            _ => false,
+        };
+        if counts {
+            // The node's latest message is what it says now: a release that named another
+            // waiter, then one that names us, counts as naming us.
+            self.heard[n] = if next.is_empty() {
+                Heard::Released
+            } else if next == self.token.as_slice() {
+                Heard::NamedUs
+            } else {
+                Heard::NamedOther
+            };
         }
     }
 

@@ -1,0 +1,145 @@
+//! Wake-on-release: acquisitions that wait register on their resources' wake channels, and
+//! the release messages the nodes publish decide which waiter retries, and when.
+
+use std::time::{Duration, Instant};
+
+use super::Engine;
+use crate::event::NodeId;
+use crate::lock::Phase;
+use crate::wake;
+use crate::wire::Queue;
+
+impl Engine {
+    /// Register slot `idx` as a waiter on its resources' wake channels (subscribing the links
+    /// to new ones). `false`: wake-ups are off, or no node delivers them now.
+    pub(super) fn register(&mut self, now: Instant, idx: u32) -> bool {
+        if !self.config.wake || self.links.waking() == 0 {
+            return false;
+        }
+        let mut ch = Vec::new();
+        let mut any = false;
+        for key in self.locks[idx].keys.iter() {
+            wake::channel(&mut ch, key);
+            if self.waiters.add(&ch, idx) && !self.links.subscribe(now, &ch) {
+                // Too many channels: waiters on this resource poll.
+                self.waiters.remove(&ch, idx);
+                continue;
+            }
+            any = true;
+        }
+        let s = &mut self.locks[idx];
+        s.waiting = any;
+        if any {
+            // With the next attempt, mark the key that refuses it (so that its release
+            // announces itself) and, for a one-key lock, join the key's waiter queue.
+            s.queue = if s.keys.iter().len() == 1 { Queue::Back } else { Queue::Mark };
+        }
+        any
+    }
+
+    /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
+    pub(super) fn unregister(&mut self, now: Instant, idx: u32) {
+        if !std::mem::take(&mut self.locks[idx].waiting) {
+            return;
+        }
+        let mut ch = Vec::new();
+        for i in 0..self.locks[idx].keys.iter().len() {
+            let key = self.locks[idx].keys.iter().nth(i).unwrap_or_default();
+            wake::channel(&mut ch, key);
+            if self.waiters.remove(&ch, idx) {
+                self.links.unsubscribe(now, &ch);
+            }
+        }
+    }
+
+    /// How many nodes' release messages wake a waiter: a quorum, or every node that delivers
+    /// them if fewer do.
+    fn wake_threshold(&self) -> usize {
+        self.quorum.min(self.links.waking()).max(1)
+    }
+
+    /// What waiter `idx` does about the release messages heard since its current attempt.
+    ///
+    /// - Named the next waiter by a quorum of nodes (it headed their queues): retry at once.
+    /// - Too few messages, or every message that named someone named another waiter: sleep on
+    ///   (that waiter goes first; the jittered fallback covers it if it is gone).
+    /// - Otherwise (no queue, or named by some nodes only): retry after a random stagger, if it
+    ///   has waited longest among this engine's waiters on its resources, so one release does
+    ///   not set off a herd and waiters here are served in order of arrival.
+    pub(super) fn verdict(&self, idx: u32) -> Verdict {
+        let s = &self.locks[idx];
+        let threshold = self.wake_threshold();
+        let heard = s.heard_count();
+        if heard.named_us >= threshold {
+            return Verdict::Now;
+        }
+        if heard.released < threshold || (heard.named_us == 0 && heard.named_other > 0) {
+            return Verdict::Sleep;
+        }
+        let mine = (s.tries.called, idx);
+        let mut ch = Vec::new();
+        let longest = s.keys.iter().all(|key| {
+            wake::channel(&mut ch, key);
+            self.waiters.on(&ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine)
+        });
+        if longest { Verdict::Stagger } else { Verdict::Sleep }
+    }
+
+    /// The delay before a woken waiter retries: random up to `wake_stagger`, halved for every
+    /// wake-up it has lost, so the longest waiter across clients tends to go first.
+    pub(super) fn stagger(&mut self, idx: u32) -> Duration {
+        let lost = self.locks[idx].wakes.min(20);
+        self.locks[idx].wakes += 1;
+        self.rng.between(Duration::ZERO, self.config.wake_stagger) / (1u32 << lost)
+    }
+
+    /// A release message from `node` on `channel`: the releasing holder's token, `:`, and the
+    /// waiter the node named next (empty when its queue was empty; servers that only announce
+    /// send the token alone).
+    ///
+    /// Every waiter on `channel` hears it ([`Slot::hear`] says when it counts). A waiter named
+    /// by a quorum retries at once; otherwise the longest waiter that heard a quorum retries
+    /// after its stagger ([`verdict`](Self::verdict)).
+    ///
+    /// [`Slot::hear`]: crate::lock::Slot::hear
+    pub(super) fn on_message(&mut self, now: Instant, node: NodeId, channel: &[u8], data: &[u8]) {
+        let (releaser, next) = match data.iter().position(|&b| b == b':') {
+            Some(at) => (&data[..at], &data[at + 1..]),
+            None => (data, &data[data.len()..]),
+        };
+        let slots = self.waiters.on(channel).to_vec();
+        for &idx in &slots {
+            self.locks[idx].hear(node.index(), releaser, next);
+        }
+        let mut staggered = false;
+        for &idx in &slots {
+            let Phase::RetryWait { at } = self.locks[idx].phase else { continue };
+            match self.verdict(idx) {
+                Verdict::Now => {
+                    self.start_attempt(now, idx);
+                    self.arm(idx);
+                }
+                Verdict::Stagger if !staggered => {
+                    staggered = true;
+                    let soon = now + self.stagger(idx);
+                    if soon < at {
+                        self.locks[idx].phase = Phase::RetryWait { at: soon };
+                        self.arm(idx);
+                    }
+                }
+                Verdict::Stagger | Verdict::Sleep => {}
+            }
+        }
+    }
+}
+
+/// What a waiter does about the release messages it heard ([`Engine::verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Retry at once: a quorum named it next.
+    Now,
+    /// Retry after a random stagger.
+    Stagger,
+    /// Keep the fallback delay.
+    Sleep,
+}
