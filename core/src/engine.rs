@@ -1,25 +1,27 @@
-//! The engine: an orchestrator over the links, the lock slots and the timer table.
+//! The engine: an orchestrator over the links, the lock slots, the waiters and the timer
+//! table. Here are its public API (getters, inputs, commands, outputs) and what ties the
+//! sub-states together; the lock state machine is in [`round`], wake-on-release in [`wake`].
 
+mod round;
 mod wake;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, Vote};
+use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
 use crate::link::{Links, Next};
-use crate::lock::{Decision, Heard, Phase, min_opt};
+use crate::lock::{Phase, min_opt};
 use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
-use crate::quorum::{quorum, valid_until};
+use crate::quorum::quorum;
 use crate::rng::Rng;
 use crate::stats::NodeStats;
 use crate::timer::TimerTable;
 use crate::wake::Waiters;
-use crate::wire::{self, Answer, Op, Pending, Queue};
-use wake::Verdict;
+use crate::wire::{Op, Pending};
 
 /// The jitter seed of a config without one (the engine takes no OS randomness; the client
 /// layer draws a seed from the OS).
@@ -492,348 +494,12 @@ impl Engine {
         self.events.pop_front()
     }
 
-    // ----- lock state machine --------------------------------------------------------------
+    // ----- timers --------------------------------------------------------------------------
 
     /// Queue the slot's next wake-up in the timer table.
     fn arm(&mut self, idx: u32) {
         let wake = self.locks[idx].next_wake();
         self.timers.set(idx, wake);
-    }
-
-    /// Enter `phase` with a new round started at `start`.
-    fn begin_round(&mut self, start: Instant, idx: u32, phase: Phase) {
-        self.locks[idx].begin_round(start, self.links.len(), phase);
-    }
-
-    fn start_attempt(&mut self, now: Instant, idx: u32) {
-        let n = self.links.len();
-        let s = &mut self.locks[idx];
-        s.tries.made += 1;
-        if s.queued() {
-            // Named next and still refused (other nodes named another waiter, or the
-            // reservation ran out first): back to the front.
-            s.queue = if s.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
-        }
-        s.heard.clear();
-        s.heard.resize(n, Heard::Nothing);
-        let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
-        let deadline = (now + self.config.node_timeout).min(limit);
-        self.begin_round(now, idx, Phase::Acquiring { deadline, proposal: 0 });
-        self.send_round(now, idx, Op::Acquire);
-    }
-
-    /// Write `proposal` as the fencing token to every node; it holds once a quorum of nodes
-    /// had all the lock's counters below it. The round keeps the acquisition's start.
-    fn fence_round(&mut self, now: Instant, idx: u32, proposal: u64, valid: Instant) {
-        let start = self.locks[idx].round.start;
-        let deadline = (now + self.config.node_timeout).min(valid);
-        self.begin_round(start, idx, Phase::Fencing { deadline, proposal, seen: 0, valid });
-        self.send_round(now, idx, Op::Fence);
-    }
-
-    fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
-        let Phase::Held(mut hold) = self.locks[idx].phase else {
-            return;
-        };
-        // Any node may apply the new TTL, whatever the round's outcome: when it is shorter
-        // than what is left, the shorter deadline holds from now on.
-        if let Some(shorter) = valid_until(now, ttl, self.config.drift_factor).filter(|&v| v < hold.valid_until) {
-            hold.valid_until = shorter;
-            let lock = self.locks.id(idx);
-            self.events.push_back(Event::Shortened { lock, valid_until: shorter });
-        }
-        hold.auto_at = None;
-        let deadline = now + self.config.node_timeout;
-        self.begin_round(now, idx, Phase::Extending { hold, deadline, ttl, manual });
-        self.send_round(now, idx, Op::Extend);
-    }
-
-    /// Send the round's command to every connected node; down nodes vote at once.
-    ///
-    /// The command is the same for every node: it is encoded once and copied. If down nodes
-    /// voted, the round is evaluated right away: they may already decide it (an acquisition
-    /// that can no longer reach a quorum fails without waiting for the live nodes' replies).
-    fn send_round(&mut self, now: Instant, idx: u32, op: Op) {
-        let s = &mut self.locks[idx];
-        let Some(call) = s.call(op, self.config.retry) else { return };
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, self.config.fence_prefix.as_bytes(), false);
-        let lock = LockId { slot: idx, generation: s.generation };
-        // Replies are classified against the command actually sent.
-        let op = if matches!(call, wire::Call::SetNx { .. }) { Op::SetNx } else { op };
-        let pending = Pending::Op { op, lock, round: s.round.id };
-        let tally = &mut s.round.tally;
-        self.links.broadcast(now, &cmd, pending, |node, vote| {
-            tally.record(node, vote);
-        });
-        let failed = tally.failed;
-        self.scratch = cmd;
-        if failed > 0 {
-            self.evaluate(now, idx);
-        }
-    }
-
-    /// Release whatever the slot's attempt took, on every connected node, without waiting;
-    /// with `leave`, the acquisition ends here and leaves the waiter queues it joined.
-    ///
-    /// A node that refused the acquire script took nothing: the script grants a key that
-    /// holds our own token (a re-entry) and checks every key before it sets any, so a refusal
-    /// means another token holds one. Such a node gets no cleanup, unless the cleanup must
-    /// also leave the queue there. (A refused `SET NX` cannot tell our own leftover from
-    /// another's key, so its cleanup still goes everywhere.) Under contention most retries are
-    /// refused by every node: their cleanups would only cost each node a script run.
-    fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
-        let s = &self.locks[idx];
-        let call = s.release_call(leave, self.config.retry);
-        let leaves = matches!(call, wire::Call::Release { leave: true, .. });
-        let by_script = matches!(s.phase, Phase::Acquiring { .. })
-            && matches!(s.call(Op::Acquire, self.config.retry), Some(wire::Call::Acquire { .. }));
-        let votes = s.round.tally.votes();
-        let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);
-        if (0..self.links.len()).all(took_nothing) {
-            return;
-        }
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
-        for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
-        }
-        self.scratch = cmd;
-    }
-
-    /// Act on a lock operation's answer from `node`. An `Err` is a link failure.
-    fn on_answer(&mut self, now: Instant, node: NodeId, answer: Answer) -> Result<(), LinkError> {
-        let Answer::Op { op, lock, round, answer } = answer else {
-            return Ok(());
-        };
-        let idx = lock.slot;
-        if !self.locks.in_round(lock, round) {
-            // A late reply to an earlier round: ignored.
-            return Ok(());
-        }
-        let s = &mut self.locks[idx];
-        let vote = match s.answer(op, answer) {
-            Ok(Some(vote)) => {
-                if let Some(fault) = vote.fault() {
-                    self.links.count_fault(node, fault);
-                }
-                vote
-            }
-            Ok(None) => {
-                // The script cache was flushed: resend with the script text (which reloads it).
-                let Some(call) = s.call(op, self.config.retry) else { return Ok(()) };
-                let prefix = self.config.fence_prefix.as_bytes();
-                let (keys, token) = (s.keys.iter(), &s.token);
-                let pending = Pending::Op { op, lock, round };
-                let sent =
-                    self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, prefix, true));
-                if sent {
-                    return Ok(());
-                }
-                // The node's backlog is full: it counts as failed for this round.
-                Vote::Error("backlog full: the script could not be resent".to_owned())
-            }
-            Err(v) => {
-                let (addr, request, reply) = (self.links.addr(node), op.name(), format!(":{v}"));
-                return Err(LinkError::Unexpected { node, addr, request, reply });
-            }
-        };
-        self.vote(now, idx, node.index(), vote);
-        Ok(())
-    }
-
-    // Inlined into the reply path, the vote is built in place instead of being copied
-    // through memory (the profile showed a store-forwarding stall on that copy, and a plain
-    // `#[inline]` was not taken).
-    #[inline(always)]
-    fn vote(&mut self, now: Instant, idx: u32, node: usize, vote: Vote) {
-        // An open round keeps its deadline: the timer needs re-arming only after a decision.
-        if self.locks[idx].round.tally.record(node, vote) && self.evaluate(now, idx) {
-            self.arm(idx);
-        }
-    }
-
-    /// Decide the slot's round if it can be decided, and carry the decision out. Returns
-    /// `false` if the round stays open (nothing changed).
-    fn evaluate(&mut self, now: Instant, idx: u32) -> bool {
-        let (n, q) = (self.links.len(), self.quorum);
-        let s = &self.locks[idx];
-        let lock = self.locks.id(idx);
-        match s.decide(now, n, q, self.config.drift_factor) {
-            Decision::Open => return false,
-            Decision::Grant { valid, fence } => self.granted(now, idx, valid, fence),
-            Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
-            Decision::AttemptFailed => self.attempt_failed(now, idx),
-            Decision::FenceExhausted(counter) => {
-                self.send_cleanup(now, idx, true);
-                self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
-            }
-            Decision::Extended(valid) => {
-                self.locks[idx].extended(valid);
-                self.events.push_back(Event::Extended { lock, valid_until: valid });
-            }
-            Decision::ExtendLost => {
-                let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
-                let refused = s.round.tally.no;
-                let already = self.locks[idx].extension_refused(now);
-                if manual {
-                    let error = ExtendError::Lost { refused, nodes: n };
-                    self.events.push_back(Event::ExtendFailed { lock, error });
-                }
-                if !already {
-                    self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
-                }
-            }
-            Decision::ExtendUnconfirmed => self.extend_unconfirmed(now, idx),
-            Decision::ExtendExpired => {
-                let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
-                let already = self.locks[idx].extension_too_late(now);
-                if !already {
-                    self.events.push_back(Event::Lost { lock, reason: LostReason::Expired });
-                }
-                if manual {
-                    self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Expired });
-                }
-            }
-            Decision::Released(report) => {
-                // The outcome is out; the nodes that have not answered yet are still waited
-                // for (until the round's deadline), so that a late NOSCRIPT can be resent.
-                let deadline = self.locks[idx].deadline().unwrap_or(now);
-                self.events.push_back(Event::Released { lock, report });
-                if report.pending > 0 {
-                    self.locks[idx].enter_draining(deadline);
-                } else {
-                    self.free(now, idx);
-                }
-            }
-            Decision::Drained => self.free(now, idx),
-        }
-        true
-    }
-
-    fn extend_unconfirmed(&mut self, now: Instant, idx: u32) {
-        let s = &self.locks[idx];
-        let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
-        let lock = self.locks.id(idx);
-        let error =
-            ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
-        self.locks[idx].back_to_held(now);
-        if manual {
-            self.events.push_back(Event::ExtendFailed { lock, error });
-        }
-    }
-
-    fn granted(&mut self, now: Instant, idx: u32, valid: Instant, fence: Option<u64>) {
-        self.unregister(now, idx);
-        let lock = self.locks.id(idx);
-        let attempts = self.locks[idx].grant(valid, fence);
-        self.events.push_back(Event::Acquired { lock, valid_until: valid, fence, attempts });
-    }
-
-    /// The attempt failed: release everywhere, then retry later or give up.
-    ///
-    /// The first failure of an acquisition that may retry registers it as a waiter (the links
-    /// subscribe to its wake channels) and sends the next attempt at once, behind the
-    /// subscriptions on each connection. That attempt marks the key that refuses it on each
-    /// node, in the same script (a one-key lock also joins the key's waiter queue), and the
-    /// release of a marked key announces itself: a release is then either seen by that
-    /// attempt or announced to us afterwards, with no window in between. (A key that expires
-    /// instead, and is taken and released by a newcomer before our next attempt, goes
-    /// unannounced: the jittered retry covers it, as it covers a lost message.) A later
-    /// failure waits for its jittered delay, cut short when release messages of a quorum were
-    /// heard (see [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
-    fn attempt_failed(&mut self, now: Instant, idx: u32) {
-        let retry = self.config.retry;
-        let mut delay = self.rng.between(retry.min_delay, retry.max_delay);
-        let tries = self.locks[idx].tries;
-        let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
-        let mut cleaned = false;
-        if may_retry && !self.locks[idx].waiting {
-            self.send_cleanup(now, idx, false);
-            cleaned = true;
-            if self.register(now, idx) {
-                self.start_attempt(now, idx);
-                return;
-            }
-        }
-        if self.locks[idx].waiting {
-            match self.verdict(idx) {
-                Verdict::Now => delay = Duration::ZERO,
-                Verdict::Stagger => delay = delay.min(self.stagger(idx)),
-                Verdict::Sleep => {}
-            }
-        }
-        let retrying = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g);
-        if !cleaned {
-            // The acquisition leaves the queues it joined when this is its last attempt.
-            self.send_cleanup(now, idx, !retrying);
-        }
-        if retrying {
-            if delay.is_zero() {
-                self.start_attempt(now, idx);
-            } else {
-                self.locks[idx].enter(Phase::RetryWait { at: now + delay });
-            }
-            return;
-        }
-        let s = &mut self.locks[idx];
-        let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
-        let lock = self.locks.id(idx);
-        self.finish(now, idx, Event::AcquireFailed { lock, error });
-    }
-
-    /// End the slot's life with its final event.
-    fn finish(&mut self, now: Instant, idx: u32, event: Event) {
-        self.events.push_back(event);
-        self.free(now, idx);
-    }
-
-    /// The slot is done: reusable.
-    fn free(&mut self, now: Instant, idx: u32) {
-        self.unregister(now, idx);
-        self.locks[idx].enter(Phase::Free);
-        self.locks.put_back(idx);
-        self.arm(idx);
-    }
-
-    /// Mark a held lock lost if its validity has run out. Returns whether it just did.
-    fn expire_if_due(&mut self, now: Instant, idx: u32) -> bool {
-        let expired = self.locks[idx].expire(now);
-        if expired {
-            let lock = self.locks.id(idx);
-            self.events.push_back(Event::Lost { lock, reason: LostReason::Expired });
-        }
-        expired
-    }
-
-    fn on_slot_timeout(&mut self, now: Instant, idx: u32) {
-        self.expire_if_due(now, idx);
-        let s = &mut self.locks[idx];
-        if s.deadline().is_some_and(|d| d <= now) {
-            let links = &mut self.links;
-            s.round.tally.time_out(|node| links.timed_out(node));
-            // With every vote in, the round is decided: the slot moves on.
-            self.evaluate(now, idx);
-            return;
-        }
-        let auto_due = match &s.phase {
-            Phase::RetryWait { at } if *at <= now => return self.start_attempt(now, idx),
-            Phase::Held(hold) => !hold.lost && s.auto_extend && hold.auto_at.is_some_and(|a| a <= now),
-            _ => false,
-        };
-        if auto_due {
-            match s.capped(now, s.ttl, self.config.drift_factor) {
-                Some(ttl) => self.start_extend(now, idx, ttl, false),
-                // The cap leaves no room: no more automatic extensions.
-                None => {
-                    if let Some(hold) = s.hold_mut() {
-                        hold.auto_at = None;
-                    }
-                }
-            }
-        }
     }
 
     // ----- links ---------------------------------------------------------------------------
