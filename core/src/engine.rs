@@ -340,25 +340,11 @@ impl Engine {
     pub fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
         let s = self.locks.get(lock)?;
         let ttl = ttl_to_send(ttl.unwrap_or(s.ttl), self.config.drift_factor)?;
-        let hold = match &s.phase {
-            Phase::Held(hold) => *hold,
-            Phase::Extending { manual: false, .. } => {
-                if let Phase::Extending { manual, .. } = &mut self.locks[lock.slot].phase {
-                    *manual = true;
-                }
-                return Ok(());
-            }
-            Phase::Extending { .. } | Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
-            Phase::Acquiring { .. }
-            | Phase::Fencing { .. }
-            | Phase::RetryWait { .. }
-            | Phase::Free
-            | Phase::Draining { .. } => {
-                return Err(Misuse::NotAcquired(lock));
-            }
-        };
-        let ttl = s.capped(now, ttl, self.config.drift_factor).ok_or(Misuse::CapReached(lock))?;
         let idx = lock.slot;
+        let Some(hold) = self.locks[idx].extend_from(lock)? else {
+            return Ok(());
+        };
+        let ttl = self.locks[idx].capped(now, ttl, self.config.drift_factor).ok_or(Misuse::CapReached(lock))?;
         if self.expire_if_due(now, idx) || hold.lost {
             let error = if hold.valid_until <= now {
                 ExtendError::Expired
@@ -378,25 +364,10 @@ impl Engine {
     /// The outcome arrives as [`Event::Released`], after which the id is free. An extension
     /// in flight is abandoned (reported as [`ExtendError::Cancelled`] if it was asked for).
     pub fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        let s = self.locks.get(lock)?;
-        let hold = match &s.phase {
-            Phase::Held(hold) => *hold,
-            Phase::Extending { hold, manual, .. } => {
-                let hold = *hold;
-                if *manual {
-                    self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
-                }
-                hold
-            }
-            Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
-            Phase::Acquiring { .. }
-            | Phase::Fencing { .. }
-            | Phase::RetryWait { .. }
-            | Phase::Free
-            | Phase::Draining { .. } => {
-                return Err(Misuse::NotAcquired(lock));
-            }
-        };
+        let (hold, abandoned) = self.locks.get(lock)?.release_from(lock)?;
+        if abandoned {
+            self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
+        }
         let idx = lock.slot;
         let deadline = now + self.config.node_timeout;
         self.begin_round(now, idx, Phase::Releasing { hold, deadline });

@@ -4,6 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Phase, Slot};
+use crate::error::Misuse;
+use crate::event::LockId;
 use crate::quorum::{drift, whole_ms};
 
 /// A held lock's state, kept through extensions and the release.
@@ -28,6 +30,40 @@ impl Slot {
         let ttl = self.ttl;
         if let Phase::Held(hold) = &mut self.phase {
             hold.auto_at = on.then(|| now + ttl / 3);
+        }
+    }
+
+    /// The hold an extension asked for by the caller starts from; `None` if an automatic
+    /// extension is in flight, which now counts as asked for (its outcome is the answer).
+    /// Misuse in the phases without a hold to extend.
+    pub(crate) fn extend_from(&mut self, lock: LockId) -> Result<Option<Hold>, Misuse> {
+        match &mut self.phase {
+            Phase::Held(hold) => Ok(Some(*hold)),
+            Phase::Extending { manual, .. } if !*manual => {
+                *manual = true;
+                Ok(None)
+            }
+            Phase::Extending { .. } | Phase::Releasing { .. } => Err(Misuse::Busy(lock)),
+            Phase::Acquiring { .. }
+            | Phase::Fencing { .. }
+            | Phase::RetryWait { .. }
+            | Phase::Free
+            | Phase::Draining { .. } => Err(Misuse::NotAcquired(lock)),
+        }
+    }
+
+    /// The hold a release starts from, and whether the release abandons an extension the
+    /// caller asked for. Misuse in the phases without a hold to release.
+    pub(crate) fn release_from(&self, lock: LockId) -> Result<(Hold, bool), Misuse> {
+        match &self.phase {
+            Phase::Held(hold) => Ok((*hold, false)),
+            Phase::Extending { hold, manual, .. } => Ok((*hold, *manual)),
+            Phase::Releasing { .. } => Err(Misuse::Busy(lock)),
+            Phase::Acquiring { .. }
+            | Phase::Fencing { .. }
+            | Phase::RetryWait { .. }
+            | Phase::Free
+            | Phase::Draining { .. } => Err(Misuse::NotAcquired(lock)),
         }
     }
 
