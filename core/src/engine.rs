@@ -1,7 +1,9 @@
 //! The engine: an orchestrator over the links, the lock slots, the waiters and the timer
-//! table. Here are its public API (getters, inputs, commands, outputs) and what ties the
-//! sub-states together; the lock state machine is in [`round`], wake-on-release in [`wake`].
+//! table. This file is its public API (getters, inputs, commands, outputs); the lock state
+//! machine and the slots' timers are in [`round`], wake-on-release in [`wake`], and what the
+//! links bring in (replies, failures) in [`links`].
 
+mod links;
 mod round;
 mod wake;
 
@@ -9,10 +11,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Misuse, Vote};
+use crate::error::{AcquireError, ConfigError, ExtendError, Fault, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
-use crate::link::{Links, Next};
+use crate::link::Links;
 use crate::lock::{Phase, min_opt};
 use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
@@ -21,7 +23,7 @@ use crate::rng::Rng;
 use crate::stats::NodeStats;
 use crate::timer::TimerTable;
 use crate::wake::Waiters;
-use crate::wire::{Op, Pending};
+use crate::wire::Op;
 
 /// The jitter seed of a config without one (the engine takes no OS randomness; the client
 /// layer draws a seed from the OS).
@@ -214,48 +216,12 @@ impl Engine {
         }
     }
 
-    /// Decode and act on the whole replies at the front of `buf`. Returns how many bytes
-    /// they took, or `None` if the link failed (it is down and its input is void).
-    fn consume(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Option<usize> {
-        let mut pos = 0;
-        loop {
-            match self.links.next_reply(now, node, &buf[pos..]) {
-                Ok(Next::More) => return Some(pos),
-                Ok(Next::Done(used)) => pos += used,
-                Ok(Next::Ready(used)) => {
-                    pos += used;
-                    self.events.push_back(Event::LinkUp { node });
-                }
-                Ok(Next::WakeOff(used)) => {
-                    pos += used;
-                    self.events.push_back(Event::WakeOff { node });
-                }
-                Ok(Next::Message { used, channel, data }) => {
-                    pos += used;
-                    self.on_message(now, node, &channel, &data);
-                }
-                Ok(Next::Op { used, answer }) => {
-                    pos += used;
-                    if let Err(e) = self.on_answer(now, node, answer) {
-                        self.fail_link(now, e);
-                        return None;
-                    }
-                    if !self.links.is_up(node) {
-                        return None;
-                    }
-                }
-                Err(e) => {
-                    self.fail_link(now, e);
-                    return None;
-                }
-            }
-        }
-    }
-
     /// The connection to `node` is closed, for `reason` (end of stream, a socket error; or,
     /// while connecting, the attempt was given up). Requests in flight count as failed on that
     /// node ([`Event::LinkFailed`] with [`LinkError::Lost`] tells why), and the next connect
     /// attempt is scheduled after the reconnect backoff.
+    ///
+    /// [`LinkError::Lost`]: crate::LinkError::Lost
     pub fn handle_disconnected(&mut self, now: Instant, node: NodeId, reason: &str) {
         match self.links.state(node) {
             Some(LinkState::Up { .. }) => {
@@ -292,6 +258,9 @@ impl Engine {
     /// One call does a bounded amount of work: each lock's timer runs about once; what comes
     /// due again meanwhile (a retry with a zero delay) waits for the next call, which
     /// [`poll_timeout`](Self::poll_timeout) then asks for at once.
+    ///
+    /// [`LinkError::ConnectTimeout`]: crate::LinkError::ConnectTimeout
+    /// [`LinkError::Silent`]: crate::LinkError::Silent
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.links.wake().is_some_and(|w| w <= now) {
             self.links.handle_timeout(now, &mut self.rng, &mut self.events);
@@ -463,39 +432,5 @@ impl Engine {
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
-    }
-
-    // ----- timers --------------------------------------------------------------------------
-
-    /// Queue the slot's next wake-up in the timer table.
-    fn arm(&mut self, idx: u32) {
-        let wake = self.locks[idx].next_wake();
-        self.timers.set(idx, wake);
-    }
-
-    // ----- links ---------------------------------------------------------------------------
-
-    /// `node`'s connection is gone: the votes it owed in current rounds become `vote`.
-    fn take_down(&mut self, now: Instant, node: NodeId, vote: Vote) {
-        let Some(pending) = self.links.take_down(now, node, &mut self.rng) else {
-            return;
-        };
-        for (p, _) in pending {
-            let Pending::Op { lock, round, .. } = p else { continue };
-            if self.locks.in_round(lock, round) {
-                self.vote(now, lock.slot, node.index(), vote.clone());
-            }
-        }
-    }
-
-    fn fail_link(&mut self, now: Instant, error: LinkError) {
-        let node = error.node();
-        let vote = match error.fault() {
-            Fault::Misconfigured => Vote::Misconfigured(error.reason()),
-            _ => Vote::Error(error.reason()),
-        };
-        self.links.failed(&error);
-        self.events.push_back(Event::LinkFailed { error });
-        self.take_down(now, node, vote);
     }
 }

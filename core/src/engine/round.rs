@@ -12,6 +12,12 @@ use crate::quorum::valid_until;
 use crate::wire::{self, Answer, Op, Pending, Queue};
 
 impl Engine {
+    /// Queue the slot's next wake-up in the timer table.
+    pub(super) fn arm(&mut self, idx: u32) {
+        let wake = self.locks[idx].next_wake();
+        self.timers.set(idx, wake);
+    }
+
     /// Enter `phase` with a new round started at `start`.
     pub(super) fn begin_round(&mut self, start: Instant, idx: u32, phase: Phase) {
         self.locks[idx].begin_round(start, self.links.len(), phase);

@@ -1,0 +1,74 @@
+//! What the links bring to the locks: the replies read from a node acted on in order, and
+//! the votes a link still owed when it goes down.
+
+use std::time::Instant;
+
+use super::Engine;
+use crate::error::{Fault, LinkError, Vote};
+use crate::event::{Event, NodeId};
+use crate::link::Next;
+use crate::wire::Pending;
+
+impl Engine {
+    /// Decode and act on the whole replies at the front of `buf`. Returns how many bytes
+    /// they took, or `None` if the link failed (it is down and its input is void).
+    pub(super) fn consume(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Option<usize> {
+        let mut pos = 0;
+        loop {
+            match self.links.next_reply(now, node, &buf[pos..]) {
+                Ok(Next::More) => return Some(pos),
+                Ok(Next::Done(used)) => pos += used,
+                Ok(Next::Ready(used)) => {
+                    pos += used;
+                    self.events.push_back(Event::LinkUp { node });
+                }
+                Ok(Next::WakeOff(used)) => {
+                    pos += used;
+                    self.events.push_back(Event::WakeOff { node });
+                }
+                Ok(Next::Message { used, channel, data }) => {
+                    pos += used;
+                    self.on_message(now, node, &channel, &data);
+                }
+                Ok(Next::Op { used, answer }) => {
+                    pos += used;
+                    if let Err(e) = self.on_answer(now, node, answer) {
+                        self.fail_link(now, e);
+                        return None;
+                    }
+                    if !self.links.is_up(node) {
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    self.fail_link(now, e);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// `node`'s connection is gone: the votes it owed in current rounds become `vote`.
+    pub(super) fn take_down(&mut self, now: Instant, node: NodeId, vote: Vote) {
+        let Some(pending) = self.links.take_down(now, node, &mut self.rng) else {
+            return;
+        };
+        for (p, _) in pending {
+            let Pending::Op { lock, round, .. } = p else { continue };
+            if self.locks.in_round(lock, round) {
+                self.vote(now, lock.slot, node.index(), vote.clone());
+            }
+        }
+    }
+
+    pub(super) fn fail_link(&mut self, now: Instant, error: LinkError) {
+        let node = error.node();
+        let vote = match error.fault() {
+            Fault::Misconfigured => Vote::Misconfigured(error.reason()),
+            _ => Vote::Error(error.reason()),
+        };
+        self.links.failed(&error);
+        self.events.push_back(Event::LinkFailed { error });
+        self.take_down(now, node, vote);
+    }
+}
