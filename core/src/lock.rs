@@ -273,6 +273,19 @@ impl Slot {
         }
     }
 
+    /// Count a new attempt over `n` nodes, which has heard no release message yet. A queued
+    /// waiter joins at the back (unless already in the queue), or back at the front if it was
+    /// named next and still refused (other nodes named another waiter, or the reservation ran
+    /// out first).
+    pub(crate) fn next_attempt(&mut self, n: usize) {
+        self.tries.made += 1;
+        if self.queued() {
+            self.queue = if self.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
+        }
+        self.heard.clear();
+        self.heard.resize(n, Heard::Nothing);
+    }
+
     /// A release message from node `n`: the releasing holder's token, and the waiter the node
     /// named next (`next`; empty when it named none).
     ///

@@ -7,9 +7,9 @@ use super::Engine;
 use super::wake::Verdict;
 use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote};
 use crate::event::{Event, LockId, NodeId};
-use crate::lock::{Decision, Heard, Phase};
+use crate::lock::{Decision, Phase};
 use crate::quorum::valid_until;
-use crate::wire::{self, Answer, Op, Pending, Queue};
+use crate::wire::{self, Answer, Op, Pending};
 
 impl Engine {
     /// Queue the slot's next wake-up in the timer table.
@@ -23,17 +23,12 @@ impl Engine {
         self.locks[idx].begin_round(start, self.links.len(), phase);
     }
 
+    /// Start the acquisition's next attempt: a round sent to every node, open until the node
+    /// timeout, or until the validity it could still have ends if that comes first.
     pub(super) fn start_attempt(&mut self, now: Instant, idx: u32) {
         let n = self.links.len();
         let s = &mut self.locks[idx];
-        s.tries.made += 1;
-        if s.queued() {
-            // Named next and still refused (other nodes named another waiter, or the
-            // reservation ran out first): back to the front.
-            s.queue = if s.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
-        }
-        s.heard.clear();
-        s.heard.resize(n, Heard::Nothing);
+        s.next_attempt(n);
         let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
         let deadline = (now + self.config.node_timeout).min(limit);
         self.begin_round(now, idx, Phase::Acquiring { deadline, proposal: 0 });
@@ -49,6 +44,8 @@ impl Engine {
         self.send_round(now, idx, Op::Fence);
     }
 
+    /// Start extending the held lock to `ttl` (`manual`: the caller asked for it): a round
+    /// sent to every node.
     pub(super) fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
         let Phase::Held(mut hold) = self.locks[idx].phase else {
             return;
