@@ -110,10 +110,13 @@ pub struct Config {
     pub require_all: bool,
     /// Wake waiters when a lock is released (default on). A waiter subscribes to the
     /// resource's wake channel on every node (RESP3 push messages on the one connection per
-    /// node, `HELLO 3`, Redis 6 or later) before the attempt it then waits behind; the
-    /// release script publishes on it, and a waiter that heard a quorum of nodes retries at
-    /// once instead of after its jittered delay, which stays as the fallback. Nodes that
-    /// refuse `HELLO 3` or the channel are polled ([`Engine::wake_state`](crate::Engine::wake_state)).
+    /// node, `HELLO 3`, Redis 6 or later) before the attempt it then waits behind, which on
+    /// one resource also joins the key's queue of waiters; the release script hands the key
+    /// to the next waiter and publishes on the channel. The waiter a quorum of nodes named
+    /// retries at once instead of after its jittered delay, which stays as the fallback
+    /// (without a queue, the longest waiter that heard a quorum retries after
+    /// [`wake_stagger`](Self::wake_stagger)). Nodes that refuse `HELLO 3` or the channel are
+    /// polled ([`Engine::wake_state`](crate::Engine::wake_state)).
     pub wake: bool,
     /// Longest random delay before a woken waiter retries (default 1 ms), halved for every
     /// wake-up it has already lost to another client: waiters of different clients do not

@@ -171,8 +171,8 @@ impl Engine {
     // ----- inputs --------------------------------------------------------------------------
 
     /// A connection to `node` is open (normally the attempt [`poll_connect`](Self::poll_connect)
-    /// handed out). The engine queues the handshake (AUTH, SELECT, CLIENT SETNAME, SCRIPT
-    /// LOAD); later commands are pipelined behind it.
+    /// handed out). The engine queues the handshake (AUTH, SELECT, HELLO 3, CLIENT SETNAME,
+    /// SCRIPT LOAD, as configured); later commands are pipelined behind it.
     ///
     /// Calling it for a link the engine thinks is up first treats the old connection as lost.
     pub fn handle_connected(&mut self, now: Instant, node: NodeId) {

@@ -103,7 +103,8 @@ pub(crate) struct Links {
     links: Vec<Link>,
     /// Each node's address without its password, for link errors and votes.
     addrs: Arc<[Arc<str>]>,
-    /// Each node's handshake (AUTH, SELECT, CLIENT SETNAME, SCRIPT LOAD), encoded once.
+    /// Each node's handshake (AUTH, SELECT, HELLO 3, CLIENT SETNAME, SCRIPT LOAD), encoded
+    /// once.
     handshakes: Vec<(Vec<u8>, Vec<Step>)>,
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.

@@ -1,5 +1,5 @@
-//! Scripted scenarios of one engine against hand-written replies: each Redlock rule of the
-//! issue, the typed outcomes, the handshake and the garbage handling.
+//! Scripted scenarios of one engine against hand-written replies: each Redlock rule, the
+//! typed outcomes, the handshake and the garbage handling.
 
 mod rig;
 

@@ -102,8 +102,8 @@ impl Links {
     }
 }
 
-/// The handshake of one node: AUTH and SELECT as it needs them, then the shared CLIENT SETNAME
-/// and the five SCRIPT LOADs.
+/// The handshake of one node: AUTH and SELECT as it needs them, then the shared HELLO 3 (with
+/// wake-ups on), CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();

@@ -27,7 +27,7 @@ pub(crate) enum Decision {
         proposal: u64,
         valid: Instant,
     },
-    /// Release everywhere, then retry or give up.
+    /// Release what the attempt took, then retry or give up.
     AttemptFailed,
     Extended(Instant),
     /// A majority refused the extension: the lock is lost.
