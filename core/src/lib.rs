@@ -257,3 +257,8 @@ mod token_tests {
         assert_eq!(super::holder_of("00ff:"), ("00ff", true));
     }
 }
+
+/// The README's example, run as a doc test so that it keeps compiling.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
