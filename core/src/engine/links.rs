@@ -61,6 +61,8 @@ impl Engine {
         }
     }
 
+    /// The engine fails `error.node()`'s link: the driver is told to close it, the event is
+    /// out, and the votes it owed become the error.
     pub(super) fn fail_link(&mut self, now: Instant, error: LinkError) {
         let node = error.node();
         let vote = match error.fault() {

@@ -246,7 +246,7 @@ impl Engine {
         self.events.push_back(Event::Acquired { lock, valid_until: valid, fence, attempts });
     }
 
-    /// The attempt failed: release everywhere, then retry later or give up.
+    /// The attempt failed: release what it took, then retry later or give up.
     ///
     /// The first failure of an acquisition that may retry registers it as a waiter (the links
     /// subscribe to its wake channels) and sends the next attempt at once, behind the
@@ -322,6 +322,8 @@ impl Engine {
         expired
     }
 
+    /// The slot's timer fired: expiry, the round's node timeout, the retry or the automatic
+    /// extension that is due.
     pub(super) fn on_slot_timeout(&mut self, now: Instant, idx: u32) {
         self.expire_if_due(now, idx);
         let s = &mut self.locks[idx];
