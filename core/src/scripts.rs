@@ -128,8 +128,7 @@ return d
 /// `ARGV`: token, reservation in ms. It does what [`RELEASE`] does for that key, and its first
 /// two lines are the plain compare-and-delete: a release nobody waited for costs the servers
 /// that and the reservation argument, which every call carries because the client cannot know
-/// whether a waiter marked the key. (Each argument is a Lua string the server builds per call;
-/// `benches/release_cost.py` measures the scripts against the plain compare-and-delete.)
+/// whether a waiter marked the key (each argument is a Lua string the server builds per call).
 /// Returns 1 if it deleted the key, else 0.
 pub(crate) const RELEASE_ONE: &str = r"local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
