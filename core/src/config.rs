@@ -53,7 +53,7 @@ const MAX_ROUND_DELAY: Duration = Duration::from_secs(60 * 60);
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlease_core::{Config, Retry};
+/// # use redlease_core::{Config, Retry};
 ///
 /// let config = Config::from_urls(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])?
 ///     .node_timeout(Duration::from_millis(20))

@@ -17,7 +17,7 @@ const MAX_TTL_MS: u128 = 1 << 40;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlease_core::LockOptions;
+/// # use redlease_core::LockOptions;
 ///
 /// let options = LockOptions::new("orders:42", Duration::from_secs(10))
 ///     .resources(["orders:43"])

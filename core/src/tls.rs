@@ -46,7 +46,7 @@ impl fmt::Debug for Pem {
 /// [`NodeConfig::tls`](crate::NodeConfig::tls).
 ///
 /// ```
-/// use redlease_core::TlsSettings;
+/// # use redlease_core::TlsSettings;
 ///
 /// let tls = TlsSettings::new()
 ///     .ca_file("/etc/redis/ca.pem")                               // a private CA
