@@ -3,7 +3,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use async_io::Async;
@@ -31,7 +31,7 @@ impl aio::Runtime for AsyncIo {
                 match Async::<TcpStream>::connect(addr).await {
                     Ok(stream) => {
                         redlease_client::adapter::configure_tcp(stream.get_ref())?;
-                        return Ok(Socket(Conn::Tcp(stream)));
+                        return Ok(Socket { conn: Conn::Tcp(stream), reader: None, drained: false });
                     }
                     Err(e) => last = Some(e),
                 }
@@ -45,7 +45,7 @@ impl aio::Runtime for AsyncIo {
         let path = path.to_owned();
         Box::pin(async move {
             let stream = Async::<std::os::unix::net::UnixStream>::connect(path).await?;
-            Ok(Socket(Conn::Unix(stream)))
+            Ok(Socket { conn: Conn::Unix(stream), reader: None, drained: false })
         })
     }
 
@@ -74,8 +74,18 @@ async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 }
 
 /// An `Async<TcpStream>` (or `Async<UnixStream>`) as the driver's socket.
+///
+/// Two private shortcuts, each saving system calls per round trip: a read that returned less
+/// than the buffer emptied the socket, so the next read waits for the reactor's readiness
+/// instead of asking the kernel for a `WouldBlock`; and a write wakes the waker of the last
+/// read that found nothing, so the driver reads the reply at its next pass instead of after a
+/// round through async-io's reactor (on loopback the reply is often there by then).
 #[derive(Debug)]
-struct Socket(Conn);
+struct Socket {
+    conn: Conn,
+    reader: Option<Waker>,
+    drained: bool,
+}
 
 #[derive(Debug)]
 enum Conn {
@@ -87,7 +97,7 @@ enum Conn {
 #[cfg(unix)]
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match &self.0 {
+        match &self.conn {
             Conn::Tcp(s) => s.get_ref().as_fd(),
             Conn::Unix(s) => s.get_ref().as_fd(),
         }
@@ -96,19 +106,48 @@ impl std::os::fd::AsFd for Socket {
 
 impl aio::Socket for Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        match &mut self.0 {
+        if self.drained {
+            let ready = match &self.conn {
+                Conn::Tcp(s) => s.poll_readable(cx),
+                #[cfg(unix)]
+                Conn::Unix(s) => s.poll_readable(cx),
+            };
+            if let Poll::Ready(Err(e)) = ready {
+                return Poll::Ready(Err(e));
+            }
+            if ready.is_pending() {
+                redlease_client::register_waker(&mut self.reader, cx.waker());
+                return Poll::Pending;
+            }
+            self.drained = false;
+        }
+        let read = match &mut self.conn {
             Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             #[cfg(unix)]
             Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        };
+        match &read {
+            Poll::Ready(Ok(n)) => self.drained = *n < buf.len(),
+            Poll::Pending => redlease_client::register_waker(&mut self.reader, cx.waker()),
+            Poll::Ready(Err(_)) => {}
         }
+        read
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match &mut self.0 {
+        let wrote = match &mut self.conn {
             Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(unix)]
             Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        };
+        if let Poll::Ready(Ok(1..)) = &wrote {
+            // A reply is coming: the next read asks the kernel.
+            self.drained = false;
+            if let Some(reader) = &self.reader {
+                reader.wake_by_ref();
+            }
         }
+        wrote
     }
 }
 

@@ -84,6 +84,17 @@ impl aio::Socket for Socket {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        // Written at once while tokio knows the socket writable (`try_write` forgets the
+        // readiness on `WouldBlock`); the readiness path, which registers the waker, after that.
+        let tried = match &self.0 {
+            Stream::Tcp(s) => s.try_write(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.try_write(buf),
+        };
+        match tried {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
         match &mut self.0 {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(unix)]

@@ -125,6 +125,11 @@ pub struct Driver<R: Runtime> {
     timer_at: Option<Instant>,
     /// The task the armed timer was last polled from (it wakes that task's waker).
     timer_polled: Option<Waker>,
+    /// Batching: commands taken and callers answered since the last write, and whether the
+    /// driver yielded once before writing (see `poll_loop`).
+    taken: usize,
+    answered: usize,
+    yielded: bool,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -151,6 +156,9 @@ impl<R: Runtime> Driver<R> {
             timer: None,
             timer_at: None,
             timer_polled: None,
+            taken: 0,
+            answered: 0,
+            yielded: false,
         };
         poll_fn(|cx| {
             // It cannot finish here: the caller still holds the queue's only sender.
@@ -170,7 +178,9 @@ impl<R: Runtime> Driver<R> {
             // A pass does all the work it can see; `again` says whether it left some that only
             // another pass would find. Everything else registered a waker: the command
             // queue and the sockets answered `Pending`, the timer is armed.
-            let mut again = self.poll_commands(cx, now);
+            let taken = self.poll_commands(cx, now);
+            self.taken += taken;
+            let mut again = taken == COMMANDS_PER_PASS;
             again |= self.poll_nodes(cx, now);
             if self.timer_at.is_some_and(|t| t <= now) {
                 // The timer armed at the engine's timeout is due (its own firing is seen
@@ -179,6 +189,17 @@ impl<R: Runtime> Driver<R> {
             }
             again |= self.sync_links(now);
             self.deliver_events(now);
+            if taken > 0 && !self.yielded && self.answered > self.taken {
+                // Callers answered since the last write have not all sent their next command
+                // yet: yield once so that one write per node carries theirs too.
+                self.yielded = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.yielded = false;
+            if self.taken > 0 {
+                (self.answered, self.taken) = (0, 0);
+            }
             again |= self.flush(cx, now);
             // A caller's reaction to these (a release, an extension) is written next pass.
             again |= self.deliver_events(now);
@@ -209,19 +230,21 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
-    /// Take and apply the commands that have arrived; whether more may be waiting.
-    fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        for _ in 0..COMMANDS_PER_PASS {
+    /// Take and apply the commands that have arrived; returns how many.
+    fn poll_commands(&mut self, cx: &mut Context<'_>, now: Instant) -> usize {
+        let mut taken = 0;
+        while taken < COMMANDS_PER_PASS {
             match self.commands.poll_recv(cx) {
                 Poll::Ready(Some(command)) => self.apply(now, command),
                 Poll::Ready(None) => {
                     self.stopping = true;
-                    return false;
+                    break;
                 }
-                Poll::Pending => return false,
+                Poll::Pending => break,
             }
+            taken += 1;
         }
-        true
+        taken
     }
 
     fn apply(&mut self, now: Instant, command: Command) {
@@ -310,6 +333,7 @@ impl<R: Runtime> Driver<R> {
         let mut progress = false;
         while let Some(event) = self.engine.poll_event() {
             progress = true;
+            self.answered += 1;
             self.router.route(&mut self.engine, now, event);
         }
         progress
