@@ -41,5 +41,5 @@ fn readme_code_matches_the_compiled_sources() {
         }
         checked += 1;
     }
-    assert!(checked >= 5, "expected the tokio, smol, async-std, blocking and embedding examples, found {checked}");
+    assert!(checked >= 2, "expected the tokio and blocking examples, found {checked}");
 }
