@@ -34,8 +34,6 @@ mod readmes {
     struct Core;
     #[doc = include_str!("../../client/README.md")]
     struct Client;
-    #[doc = include_str!("../../runtime-async/README.md")]
-    struct Async;
     #[doc = include_str!("../../cluster/README.md")]
     struct ClusterCrate;
 }
