@@ -302,7 +302,8 @@ impl<R: Runtime> Driver<R> {
                     if !self.readable.take(i) {
                         continue;
                     }
-                    let mut io = Polled(&mut Context::from_waker(&self.wakers[i]));
+                    let mut node_cx = Context::from_waker(&self.wakers[i]);
+                    let mut io = Polled(&mut node_cx);
                     match self.links.read(&mut self.engine, now, i, &mut io, ReadUntil::WouldBlock, READS_PER_PASS) {
                         Read::Drained => {}
                         Read::More => {
