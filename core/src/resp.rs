@@ -258,8 +258,10 @@ fn decode_push(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
     for part in parts.iter_mut().take(n.max(0) as usize) {
         let len = skip(&buf[pos..], 1, &mut MAX_SKIPPED.clone())?.unwrap_or(0);
         if buf[pos] == b'$' {
-            if let Some((_, head)) = header(&buf[pos..])? {
-                *part = &buf[pos + head..pos + len - 2];
+            match header(&buf[pos..])? {
+                Some((n, head)) if n >= 0 => *part = &buf[pos + head..pos + len - 2],
+                // Redis never sends a null element in a push: garbage, not a message.
+                _ => return Err("a push frame with a null element".to_owned()),
             }
         }
         pos += len;

@@ -112,3 +112,19 @@ fn wrong_types_errors_and_unsolicited_replies_are_typed() {
     let err = link_failure(&events);
     assert!(matches!(err, LinkError::Malformed { node: NodeId(0), .. }), "{err}");
 }
+
+#[test]
+fn a_push_frame_with_a_null_element_fails_the_link_without_a_panic() {
+    for frame in [
+        &b">3\r\n$7\r\nmessage\r\n$15\r\nredlease:wake:r\r\n$-1\r\n"[..],
+        b">3\r\n$-1\r\n$-1\r\n$-1\r\n",
+        b">2\r\n$7\r\nmessage\r\n$-1\r\n",
+    ] {
+        let mut rig = pending_acquire(1);
+        rig.reply(rig.t0, 0, frame);
+        let events = rig.events();
+        let err = link_failure(&events);
+        assert!(matches!(err, LinkError::Malformed { node: NodeId(0), .. }), "{err}");
+        assert!(!rig.engine.is_connected(NodeId(0)));
+    }
+}

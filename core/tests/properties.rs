@@ -38,7 +38,41 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
             Just(b":99999999999999999999999\r\n".to_vec()),
             Just(b"$-7\r\n".to_vec()),
         ],
+        2 => push_frame(),
         1 => proptest::collection::vec(any::<u8>(), 0..16),
+    ]
+}
+
+/// A release message as the nodes publish it: a valid RESP3 push frame.
+const MESSAGE: &[u8] = b">3\r\n$7\r\nmessage\r\n$15\r\nredlease:wake:r\r\n$3\r\na:b\r\n";
+/// A subscription's confirmation: valid too.
+const SUBSCRIBED: &[u8] = b">3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n";
+
+/// `bytes` without the well-formed push frames at its front: the engine reads past them.
+fn past_pushes(mut bytes: &[u8]) -> &[u8] {
+    while let Some(rest) = bytes.strip_prefix(MESSAGE).or_else(|| bytes.strip_prefix(SUBSCRIBED)) {
+        bytes = rest;
+    }
+    bytes
+}
+
+/// RESP3 push frames, valid and not: a release message, other kinds, and null, nested, empty,
+/// truncated and huge ones.
+fn push_frame() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(MESSAGE.to_vec()),
+        Just(SUBSCRIBED.to_vec()),
+        Just(b">3\r\n$7\r\nmessage\r\n$15\r\nredlease:wake:r\r\n$-1\r\n".to_vec()),
+        Just(b">3\r\n$-1\r\n$-1\r\n$-1\r\n".to_vec()),
+        Just(b">2\r\n$7\r\nmessage\r\n$-1\r\n".to_vec()),
+        Just(b">3\r\n*2\r\n:1\r\n$-1\r\n>1\r\n_\r\n%1\r\n:1\r\n:2\r\n".to_vec()),
+        Just(b">0\r\n".to_vec()),
+        Just(b">-1\r\n".to_vec()),
+        Just(b">3\r\n$7\r\nmessage\r\n$1".to_vec()),
+        Just(b">4611686018427387903\r\n$1\r\na\r\n".to_vec()),
+        Just(b">1\r\n$99999999999\r\nabc\r\n".to_vec()),
+        Just(b">1\r\n".to_vec().repeat(200)),
+        proptest::collection::vec(any::<u8>(), 0..24).prop_map(|tail| [b">3\r\n".as_slice(), &tail].concat()),
     ]
 }
 
@@ -53,6 +87,7 @@ fn server_output() -> impl Strategy<Value = Vec<u8>> {
 /// first reply (after any `NOSCRIPT`, which makes the engine resend) is a positive integer,
 /// or, to the cheap `SET NX PX` (`set`: one key, no fencing, first attempt), `+OK`.
 fn is_grant(mut bytes: &[u8], set: bool) -> bool {
+    bytes = past_pushes(bytes);
     if set && matches!(decode(bytes), Ok(Some((OwnedFrame::SimpleString(s), _))) if s == b"OK") {
         return true;
     }
@@ -61,7 +96,7 @@ fn is_grant(mut bytes: &[u8], set: bool) -> bool {
             return false; // never a valid answer
         }
         match decode(bytes) {
-            Ok(Some((OwnedFrame::Error(e), used))) if e.starts_with("NOSCRIPT") => bytes = &bytes[used..],
+            Ok(Some((OwnedFrame::Error(e), used))) if e.starts_with("NOSCRIPT") => bytes = past_pushes(&bytes[used..]),
             Ok(Some((OwnedFrame::Integer(v), _))) => return v > 0,
             _ => return false,
         }
