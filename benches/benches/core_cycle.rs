@@ -64,8 +64,8 @@ impl Cycle {
         for node in (0..n).map(NodeId) {
             engine.handle_connected(now, node);
             flush(&mut engine, node);
-            // `HELLO 3`, then the script loads.
-            engine.handle_data(now, node, b"%1\r\n$5\r\nproto\r\n:3\r\n");
+            // The lock format check, `HELLO 3`, then the script loads.
+            engine.handle_data(now, node, b"$1\r\n2\r\n%1\r\n$5\r\nproto\r\n:3\r\n");
             for sha in redlease_core::script_digests() {
                 engine.handle_data(now, node, format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
             }

@@ -247,12 +247,13 @@ pub(crate) fn scan(nodes: Option<&str>, tls: TlsSettings, pattern: &str, json: b
     })
 }
 
-/// The keys matching `pattern` on one node that have no TTL, fencing counters left out.
+/// The keys matching `pattern` on one node that have no TTL, fencing counters and the lock
+/// format key left out.
 fn keys_without_ttl(node: &NodeConfig, how: &NodeTransport, pattern: &str) -> Result<Vec<String>, String> {
     let mut c = open(node, how)?;
     let keys = c.keys(pattern).map_err(|e| e.to_string())?;
     let mut no_ttl = Vec::new();
-    for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {
+    for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX) && k != redlease_core::FORMAT_KEY) {
         if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
             no_ttl.push(k);
         }

@@ -267,7 +267,7 @@ mod tests {
         while let Some(node) = engine.poll_connect(now) {
             engine.handle_connected(now, node);
         }
-        engine.handle_data(now, NodeId(0), b"%1\r\n$5\r\nproto\r\n:3\r\n"); // HELLO 3
+        engine.handle_data(now, NodeId(0), b"$1\r\n2\r\n%1\r\n$5\r\nproto\r\n:3\r\n"); // format, HELLO 3
         for sha in redlease_core::script_digests() {
             engine.handle_data(now, NodeId(0), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
         }

@@ -9,6 +9,8 @@ use crate::process;
 
 /// The prefix of fencing counter keys (the core's default); they are allowed to have no TTL.
 pub const FENCE_PREFIX: &str = "redlease:fence:";
+/// The key in which each node records the lock format of its clients (no TTL either).
+pub const FORMAT_KEY: &str = "redlease:format";
 
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
@@ -226,14 +228,15 @@ impl Cluster {
         out
     }
 
-    /// The lock keys (everything but fencing counters) on every running, unpaused node, as
-    /// `(node index, key, PTTL)`.
+    /// The lock keys (everything but fencing counters and the lock format key) on every
+    /// running, unpaused node, as `(node index, key, PTTL)`.
     pub fn lock_keys(&self) -> Vec<(usize, String, i64)> {
-        self.all_keys().into_iter().filter(|(_, k, _)| !k.starts_with(FENCE_PREFIX)).collect()
+        self.all_keys().into_iter().filter(|(_, k, _)| !k.starts_with(FENCE_PREFIX) && k != FORMAT_KEY).collect()
     }
 
     /// Assert that no lock key is left without a TTL on any running, unpaused node. Fencing
-    /// counters (prefix `redlease:fence:`) are meant to live forever and are skipped.
+    /// counters (prefix `redlease:fence:`) and the lock format key are meant to live forever
+    /// and are skipped.
     ///
     /// # Panics
     ///

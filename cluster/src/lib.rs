@@ -26,7 +26,7 @@ mod tempdir;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX};
+pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, FORMAT_KEY};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]

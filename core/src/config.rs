@@ -314,6 +314,14 @@ impl Config {
         if self.fence_prefix.is_empty() {
             return Err(ConfigError::EmptyFencePrefix);
         }
+        // A fence counter `{prefix}R` must never be a queue (`redlease:queue:R'`) or the
+        // format key: neither name may start the other.
+        for reserved in [crate::scripts::QUEUE_PREFIX, crate::scripts::FORMAT_KEY] {
+            if reserved.starts_with(&self.fence_prefix) || self.fence_prefix.starts_with(reserved) {
+                let prefix = self.fence_prefix.clone();
+                return Err(ConfigError::FencePrefixReserved { prefix, reserved });
+            }
+        }
         Ok(())
     }
 }

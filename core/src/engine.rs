@@ -353,7 +353,7 @@ impl Engine {
         match &s.phase {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
                 self.send_cleanup(now, idx, true);
-                self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
+                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
             }
             Phase::Extending { manual, .. } => {
                 let manual = *manual;

@@ -106,6 +106,17 @@ pub enum ConfigError {
     /// `fence_prefix` is empty: a resource's fence counter would be the lock key itself.
     #[error("fence_prefix is empty: fence counters would collide with lock keys; use e.g. \"redlease:fence:\"")]
     EmptyFencePrefix,
+    /// `fence_prefix` overlaps a name redlease keeps for itself (the waiter queues, the lock
+    /// format key): fence counters could collide with them.
+    #[error(
+        "fence_prefix {prefix:?} overlaps {reserved:?}, which redlease uses for itself: use e.g. \"redlease:fence:\""
+    )]
+    FencePrefixReserved {
+        /// The prefix.
+        prefix: String,
+        /// The name it overlaps.
+        reserved: &'static str,
+    },
 }
 
 /// A command that cannot be carried out as asked; returned at once, nothing was sent.
@@ -159,5 +170,14 @@ pub enum Misuse {
         resource: String,
         /// The config's `fence_prefix`.
         prefix: String,
+    },
+    /// A resource name is one redlease uses for itself: it starts with the waiter queues'
+    /// prefix, or is the lock format key.
+    #[error("resource {resource:?} is in a space redlease uses for itself ({reserved:?}): pick another name")]
+    ReservedResource {
+        /// The resource.
+        resource: String,
+        /// The reserved name or prefix.
+        reserved: &'static str,
     },
 }

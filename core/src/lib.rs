@@ -68,8 +68,8 @@
 //! use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId, ReleaseOutcome};
 //!
 //! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
-//! // No CLIENT SETNAME: keep the handshake to HELLO 3 (for wake-ups on release) and the
-//! // five SCRIPT LOADs.
+//! // No CLIENT SETNAME: keep the handshake to the lock format check, HELLO 3 (for wake-ups on
+//! // release) and the five SCRIPT LOADs.
 //! let mut engine = Engine::new(Config::new(nodes).client_name(None)).unwrap();
 //! let now = Instant::now();
 //!
@@ -89,12 +89,12 @@
 //!         engine.advance_transmit(node, n);
 //!     }
 //! }
-//! // 4. Replies arrive, in order per node: HELLO's map, five SCRIPT LOAD digests, then the
-//! //    acquire's `+OK` (one resource without fencing: the first attempt is
-//! //    `SET key token NX PX ttl`).
+//! // 4. Replies arrive, in order per node: the node's lock format, HELLO's map, five SCRIPT
+//! //    LOAD digests, then the acquire's `+OK` (one resource without fencing: the first
+//! //    attempt is `SET key token NX PX ttl`).
 //! let digests = redlease_core::script_digests();
 //! for i in 0..3 {
-//!     engine.handle_data(now, NodeId(i), b"%1\r\n$5\r\nproto\r\n:3\r\n");
+//!     engine.handle_data(now, NodeId(i), b"$1\r\n2\r\n%1\r\n$5\r\nproto\r\n:3\r\n");
 //!     for sha in digests {
 //!         engine.handle_data(now, NodeId(i), format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
 //!     }
@@ -168,6 +168,27 @@
 //! reads stale counters and can get a smaller token (the crate's simulation tests replay
 //! exactly that).
 //!
+//! ## Names
+//!
+//! For a resource `R` (a lock's key is `R` itself):
+//!
+//! | what | name | kind |
+//! |---|---|---|
+//! | the lock | `R` | string: the holder's token, then `:` once a waiter was refused by it |
+//! | its fencing counter | `{fence_prefix}R` (default `redlease:fence:R`) | integer, no TTL |
+//! | its waiter queue | `redlease:queue:R` | list of `token:reservation_ms`, with a TTL |
+//! | its wake channel | `redlease:wake:R` | pub/sub channel |
+//! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
+//!
+//! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A resource
+//! may not start with the fence prefix or `redlease:queue:`, nor be `redlease:format`, and the
+//! fence prefix may not overlap those names ([`Misuse::ReservedResource`],
+//! [`ConfigError::FencePrefixReserved`]).
+//!
+//! What the scripts store is lock format [`LOCK_FORMAT`]. Every connection's handshake records
+//! it on a node that has none and refuses a node that has another, as misconfigured: clients
+//! of two formats never share a node unnoticed.
+//!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
 mod config;
@@ -203,6 +224,15 @@ pub use node::{NodeConfig, Transport};
 pub use options::LockOptions;
 pub use stats::NodeStats;
 pub use tls::{Pem, TlsSettings};
+
+/// The lock format this engine's scripts read and write (the lock value, its waited-for mark
+/// and the waiter queues' entries). Each connection's handshake records it on a node that has
+/// none (`redlease:format`) and refuses a node that has another, as misconfigured.
+pub const LOCK_FORMAT: &str = scripts::FORMAT;
+
+/// The key that records a node's lock format ([`LOCK_FORMAT`]); it has no TTL, like the
+/// fencing counters. Every name redlease uses is in the crate docs' [names](crate#names).
+pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 
 /// SHA-1 digests of the five scripts, in the order the handshake loads them (acquire, extend,
 /// release, fence write-back, and the release of one key that leaves no queue, which every

@@ -53,6 +53,15 @@ struct Link {
     stats: NodeStats,
     /// Whether this connection carries release messages (after `HELLO 3`).
     wake: WakeState,
+    /// `HELLO 3` is sent and unanswered: requests wait in `held` until its answer brings the
+    /// subscriptions, so that a waiter's attempt never goes out ahead of its `SUBSCRIBE`.
+    holding: bool,
+    held: Vec<u8>,
+    held_pending: VecDeque<(Pending, Instant)>,
+    /// The wake channels this connection was sent `SUBSCRIBE` for.
+    subs: BTreeSet<Vec<u8>>,
+    /// [`Links::subs_gen`] when `subs` was last brought in line with the channels.
+    subs_gen: u64,
 }
 
 impl Link {
@@ -67,7 +76,51 @@ impl Link {
 
     /// Whether the link takes new requests: up, and not too far behind.
     fn takes_requests(&self) -> bool {
-        self.is_up() && self.pending.len() < MAX_PENDING && self.out.len() - self.out_pos < MAX_UNSENT
+        self.is_up()
+            && self.pending.len() + self.held_pending.len() < MAX_PENDING
+            && self.out.len() - self.out_pos + self.held.len() < MAX_UNSENT
+    }
+
+    /// Queue a request: `encode` writes it, expecting the reply `pending`.
+    #[inline]
+    fn push(&mut self, now: Instant, pending: Pending, encode: impl FnOnce(&mut Vec<u8>)) {
+        if self.holding {
+            encode(&mut self.held);
+            self.held_pending.push_back((pending, now));
+        } else {
+            encode(&mut self.out);
+            self.pending.push_back((pending, now));
+        }
+    }
+
+    /// `HELLO` was answered: subscribe (when `wake` is on) to the `channels` waiters need, then
+    /// send what was held behind it.
+    fn release_held(&mut self, now: Instant, channels: &BTreeSet<Vec<u8>>, generation: u64) {
+        self.holding = false;
+        if self.wake == WakeState::On {
+            self.sync_subs(now, channels, generation);
+        }
+        self.out.append(&mut self.held);
+        // Queued for sending now: round trips count from here.
+        self.pending.extend(self.held_pending.drain(..).map(|(p, _)| (p, now)));
+    }
+
+    /// Bring this connection's subscriptions in line with `channels` (generation `generation`).
+    fn sync_subs(&mut self, now: Instant, channels: &BTreeSet<Vec<u8>>, generation: u64) {
+        let gone: Vec<Vec<u8>> = self.subs.difference(channels).cloned().collect();
+        for channel in gone {
+            resp::command(&mut self.out, &[b"UNSUBSCRIBE", &channel]);
+            self.pending.push_back((Pending::Unsubscribe, now));
+            self.subs.remove(&channel);
+        }
+        for channel in channels {
+            if !self.subs.contains(channel) {
+                resp::command(&mut self.out, &[b"SUBSCRIBE", channel]);
+                self.pending.push_back((Pending::Subscribe, now));
+                self.subs.insert(channel.clone());
+            }
+        }
+        self.subs_gen = generation;
     }
 
     /// The vote of a node whose link does not take requests.
@@ -84,16 +137,21 @@ impl Link {
         }
     }
 
-    /// Forget the connection: buffers emptied, pending requests returned.
+    /// Forget the connection: buffers emptied, pending requests (held ones too) returned.
     fn reset(&mut self, state: LinkState) -> VecDeque<(Pending, Instant)> {
         self.state = state;
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();
+        self.held.clear();
+        self.holding = false;
+        self.subs.clear();
         if self.wake == WakeState::On {
             self.wake = WakeState::Unknown;
         }
-        std::mem::take(&mut self.pending)
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.append(&mut self.held_pending);
+        pending
     }
 }
 
@@ -109,8 +167,11 @@ pub(crate) struct Links {
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
-    /// The wake channels waiters need, subscribed on every link whose wake state is on.
+    /// The wake channels waiters need, subscribed on every link whose wake state is on before
+    /// the next request it sends.
     channels: BTreeSet<Vec<u8>>,
+    /// Bumped whenever `channels` changes.
+    subs_gen: u64,
 }
 
 impl Links {
@@ -134,12 +195,17 @@ impl Links {
                 } else {
                     WakeState::Polling { reason: "wake-ups are off in the config".to_owned() }
                 },
+                holding: false,
+                held: Vec::new(),
+                held_pending: VecDeque::new(),
+                subs: BTreeSet::new(),
+                subs_gen: 0,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
         let handshakes = config.nodes.iter().map(|node| reply::handshake(config, node)).collect();
         let policy = Policy::new(config);
-        Links { links, addrs, handshakes, policy, closes: VecDeque::new(), channels: BTreeSet::new() }
+        Links { links, addrs, handshakes, policy, closes: VecDeque::new(), channels: BTreeSet::new(), subs_gen: 0 }
     }
 
     // ----- getters -------------------------------------------------------------------------
@@ -235,9 +301,11 @@ impl Links {
         self.links.iter().filter(|l| l.wake == WakeState::On && l.is_up()).count()
     }
 
-    /// Subscribe every link that carries release messages to `channel`; `false` if the cap
-    /// of channels is reached (the waiters on it poll).
-    pub(crate) fn subscribe(&mut self, now: Instant, channel: &[u8]) -> bool {
+    /// Subscribe every link that carries release messages to `channel`: each link sends the
+    /// `SUBSCRIBE` ahead of the next request it sends (on a link too far behind now, once it
+    /// takes requests again). `false` if the cap of channels is reached (the waiters on it
+    /// poll).
+    pub(crate) fn subscribe(&mut self, channel: &[u8]) -> bool {
         if self.channels.contains(channel) {
             return true;
         }
@@ -245,21 +313,14 @@ impl Links {
             return false;
         }
         self.channels.insert(channel.to_vec());
-        for link in self.links.iter_mut().filter(|l| l.wake == WakeState::On && l.takes_requests()) {
-            resp::command(&mut link.out, &[b"SUBSCRIBE", channel]);
-            link.pending.push_back((Pending::Subscribe, now));
-        }
+        self.subs_gen = self.subs_gen.wrapping_add(1);
         true
     }
 
-    /// No waiter needs `channel` any more: unsubscribe.
-    pub(crate) fn unsubscribe(&mut self, now: Instant, channel: &[u8]) {
-        if !self.channels.remove(channel) {
-            return;
-        }
-        for link in self.links.iter_mut().filter(|l| l.wake == WakeState::On && l.takes_requests()) {
-            resp::command(&mut link.out, &[b"UNSUBSCRIBE", channel]);
-            link.pending.push_back((Pending::Unsubscribe, now));
+    /// No waiter needs `channel` any more: each link unsubscribes ahead of its next request.
+    pub(crate) fn unsubscribe(&mut self, channel: &[u8]) {
+        if self.channels.remove(channel) {
+            self.subs_gen = self.subs_gen.wrapping_add(1);
         }
     }
 
@@ -275,8 +336,10 @@ impl Links {
     pub(crate) fn broadcast(&mut self, now: Instant, cmd: &[u8], pending: Pending, mut down: impl FnMut(usize, Vote)) {
         for (i, link) in self.links.iter_mut().enumerate() {
             if link.takes_requests() {
-                link.out.extend_from_slice(cmd);
-                link.pending.push_back((pending, now));
+                if link.subs_gen != self.subs_gen && link.wake == WakeState::On && !link.holding {
+                    link.sync_subs(now, &self.channels, self.subs_gen);
+                }
+                link.push(now, pending, |out| out.extend_from_slice(cmd));
             } else {
                 down(i, link.down_vote());
             }
@@ -294,8 +357,10 @@ impl Links {
     ) -> bool {
         match self.links.get_mut(node.index()).filter(|l| l.takes_requests()) {
             Some(link) => {
-                encode(&mut link.out);
-                link.pending.push_back((pending, now));
+                if link.subs_gen != self.subs_gen && link.wake == WakeState::On && !link.holding {
+                    link.sync_subs(now, &self.channels, self.subs_gen);
+                }
+                link.push(now, pending, encode);
                 true
             }
             None => false,

@@ -120,9 +120,12 @@ pub(crate) struct Slot {
     pub(crate) heard: Vec<Heard>,
     /// Wake-ups this acquisition has had without winning.
     pub(crate) wakes: u32,
-    /// Whether the next attempt marks the key that refuses it, and whether and where it joins
-    /// the key's waiter queue.
+    /// Whether the next attempt marks the keys that refuse it, and whether and where it joins
+    /// their waiter queues.
     pub(crate) queue: Queue,
+    /// How long a key handed to this waiter stays reserved for it, in ms (its queue entries
+    /// say so): short when it hears release messages, a retry delay when it polls.
+    pub(crate) reserve_ms: u64,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -164,6 +167,7 @@ impl Slot {
             heard: Vec::new(),
             wakes: 0,
             queue: Queue::No,
+            reserve_ms: 0,
         }
     }
 
@@ -187,6 +191,7 @@ impl Slot {
         self.max_hold = options.max_hold;
         self.wakes = 0;
         self.queue = Queue::No;
+        self.reserve_ms = 0;
         self.tries = Tries {
             made: 0,
             max: options.attempts.unwrap_or(default_attempts).max(1),
@@ -237,11 +242,22 @@ impl Slot {
         matches!(self.queue, Queue::Back | Queue::Front)
     }
 
-    /// The release call: hand each key to the next queued waiter for the shortest fallback
-    /// delay (a named waiter that is gone costs the others no more than that); with `leave`,
-    /// leave the queues too.
-    pub(crate) fn release_call(&self, leave: bool, retry: Retry) -> Call {
-        Call::Release { leave: leave && self.queued(), reserve_ms: (retry.min_delay.as_millis() as u64).max(1) }
+    /// The release call: hand each key to the next queued waiter; with `leave`, leave the
+    /// queues this acquisition joined too.
+    pub(crate) fn release_call(&self, leave: bool) -> Call {
+        Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms }
+    }
+
+    /// From now on the acquisition waits: its attempts mark the keys that refuse them and join
+    /// their queues, asking for a reservation that covers how it learns of a hand-over (at once
+    /// when it `listens` to release messages, else by its next retry). The first call fixes
+    /// the reservation: it is part of the acquisition's queue entries.
+    pub(crate) fn start_waiting(&mut self, listens: bool, retry: Retry, node_timeout: Duration) {
+        if self.queue == Queue::No {
+            let reserve = if listens { retry.min_delay } else { retry.max_delay + node_timeout };
+            self.reserve_ms = (reserve.as_millis() as u64).max(1);
+            self.queue = Queue::Back;
+        }
     }
 
     /// The script call of `op` in the current phase (`None` if the phase has no such call),
@@ -265,9 +281,10 @@ impl Slot {
                 } else {
                     0
                 },
+                reserve_ms: self.reserve_ms,
             }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
-            (Op::Release, _) => Some(self.release_call(true, retry)),
+            (Op::Release, _) => Some(self.release_call(true)),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }

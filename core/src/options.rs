@@ -110,8 +110,8 @@ impl LockOptions {
     }
 
     /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) (a
-    /// resource may not live among the fence counters, under `fence_prefix`); returns the TTL
-    /// that will be sent.
+    /// resource may not live among the fence counters, under `fence_prefix`, nor among the
+    /// names redlease keeps for itself); returns the TTL that will be sent.
     pub(crate) fn check(&self, token: &[u8], drift_factor: f64, fence_prefix: &str) -> Result<Duration, Misuse> {
         let ttl = ttl_to_send(self.ttl, drift_factor)?;
         if self.resources.is_empty() || self.resources.iter().any(|r| r.is_empty()) {
@@ -119,6 +119,15 @@ impl LockOptions {
         }
         if let Some(r) = self.resources.iter().find(|r| r.starts_with(fence_prefix)) {
             return Err(Misuse::ResourceInFenceSpace { resource: r.clone(), prefix: fence_prefix.to_owned() });
+        }
+        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX};
+        for r in &self.resources {
+            if r.starts_with(QUEUE_PREFIX) {
+                return Err(Misuse::ReservedResource { resource: r.clone(), reserved: QUEUE_PREFIX });
+            }
+            if r == FORMAT_KEY {
+                return Err(Misuse::ReservedResource { resource: r.clone(), reserved: FORMAT_KEY });
+            }
         }
         if token.is_empty() {
             return Err(Misuse::EmptyToken);

@@ -1,65 +1,101 @@
-//! The Lua scripts the engine runs on every node, and their SHA-1 digests.
+//! The Lua scripts the engine runs on every node, their SHA-1 digests, and the one scheme of
+//! names every redlease key and channel follows.
 //!
 //! The digests are checked at run time: the handshake's `SCRIPT LOAD` replies must equal them.
+//!
+//! Every redlease key and channel follows one scheme (the crate docs' "Names"): the scripts
+//! take every key they touch in `KEYS`, and spell only the wake channel themselves.
+
+/// The lock format of this engine's scripts (see the crate docs' names).
+pub(crate) const FORMAT: &str = "2";
+/// The key that records a node's lock format.
+pub(crate) const FORMAT_KEY: &str = "redlease:format";
+/// The prefix of a resource's waiter queue.
+pub(crate) const QUEUE_PREFIX: &str = "redlease:queue:";
+/// The prefix of a resource's wake channel, as the release scripts spell it.
+pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
+
+/// Record [`FORMAT`] on a node that has no format yet, and return the node's format.
+/// `KEYS`: [`FORMAT_KEY`]. `ARGV`: the format. Run once per connection, by `EVAL`.
+pub(crate) const FORMAT_CHECK: &str = r"local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return v
+";
 
 /// Acquire all lock keys (all-or-nothing) if free or already ours; read the fence counters.
 ///
-/// `KEYS`: the lock keys, then the fence keys. `ARGV`: token, TTL in ms, number of lock keys,
-/// wait mode, queue TTL in ms. Returns 0 when any key is held by another token, else one
-/// more than the largest fence counter (1 without fencing): the node's proposal for the
-/// fencing token. Counters are only read here; the fence round ([`FENCE`]) writes them once
-/// the lock is held.
+/// `KEYS`: the `n` lock keys, then their `n` queues (only when the wait mode queues), then the
+/// fence keys. `ARGV`: token, TTL in ms, `n`, wait mode, queue TTL in ms, the waiter's
+/// reservation in ms. Returns 0 when any key is held by another token, else one more than the
+/// largest fence counter (1 without fencing): the node's proposal for the fencing token.
+/// Counters are only read here; the fence round ([`FENCE`]) writes them once the lock is held.
 ///
 /// A key's value is its holder's token, followed by [`WAITED`] once a waiter was refused by
 /// it: the mark tells [`RELEASE`] that someone listens, so that a release nobody waits for
-/// costs what a plain compare-and-delete costs. A waiter (wait mode not `0`) marks the key
-/// that refused it (`KEEPTTL`: the holder's expiry is untouched); re-entry keeps the mark.
+/// costs what a plain compare-and-delete costs. A queuing waiter marks every key that refused
+/// it (`KEEPTTL`: the holder's expiry is untouched); re-entry keeps the mark.
 ///
-/// The queue (`redlease:queue:` + the first key) orders the waiters of a one-key lock, for
-/// [`RELEASE`] to name the next one. Wait mode `1`: a refused waiter joins at the back (once);
-/// `2`: at the front (it was named next and lost the race); `3`: it only marks (a lock of
-/// several keys); `0`: neither. A granted waiter leaves the queue. The mark and every queue
-/// command are `pcall`s: a server that forbids them (old Redis, ACLs) still locks, and its
-/// waiters poll.
+/// The queues order the waiters of each key, for the release to hand the key to the next one.
+/// Wait mode `1`: a refused waiter joins every key's queue at the back (once); `2`: at the
+/// front (it was named next and lost the race); `0`: neither, and no mark. An entry is the
+/// waiter's token, `:`, and how long a key handed to it stays reserved for it (short for a
+/// waiter that hears release messages, a retry delay for one that polls). A granted waiter
+/// leaves the queues. The mark and every queue command are `pcall`s: a server that forbids
+/// them still locks.
 pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
 local t = ARGV[1]
 local q = ARGV[4]
-local name = (q == '1' or q == '2') and 'redlease:queue:' .. KEYS[1]
+local queues = q == '1' or q == '2'
+local entry = t .. ':' .. ARGV[6]
 local held = {}
+local refused = false
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
   if v and v ~= t and v ~= t .. ':' then
-    if q ~= '0' and string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[i], v .. ':', 'KEEPTTL') end
-    if name then
-      local at = redis.pcall('LPOS', name, t)
+    refused = true
+    if queues and string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[i], v .. ':', 'KEEPTTL') end
+  else
+    held[i] = v
+  end
+end
+if refused then
+  if queues then
+    for i = n + 1, n + n do
+      local at = redis.pcall('LPOS', KEYS[i], entry)
       if type(at) ~= 'table' then
         if q == '2' and at ~= 0 then
-          if at then redis.pcall('LREM', name, 1, t) end
-          redis.pcall('LPUSH', name, t)
+          if at then redis.pcall('LREM', KEYS[i], 1, entry) end
+          redis.pcall('LPUSH', KEYS[i], entry)
         elseif not at then
-          redis.pcall('RPUSH', name, t)
+          redis.pcall('RPUSH', KEYS[i], entry)
         end
-        local left = redis.pcall('PTTL', name)
-        if type(left) == 'number' and left < tonumber(ARGV[5]) then redis.pcall('PEXPIRE', name, ARGV[5]) end
+        local left = redis.pcall('PTTL', KEYS[i])
+        if type(left) == 'number' and left < tonumber(ARGV[5]) then redis.pcall('PEXPIRE', KEYS[i], ARGV[5]) end
       end
     end
-    return 0
   end
-  held[i] = v
+  return 0
 end
 for i = 1, n do
   redis.call('SET', KEYS[i], held[i] or t, 'PX', ARGV[2])
 end
-if name then redis.pcall('LREM', name, 1, t) end
+local first = n + 1
+if queues then
+  for i = n + 1, n + n do redis.pcall('LREM', KEYS[i], 1, entry) end
+  first = n + n + 1
+end
 local f = 0
-for i = n + 1, #KEYS do
+for i = first, #KEYS do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
   if c > f then f = c end
 end
 return f + 1
 ";
 /// SHA-1 of [`ACQUIRE`].
-pub(crate) const ACQUIRE_SHA: &str = "0207e0f22bf9995b250d798718be08baab4801ce";
+pub(crate) const ACQUIRE_SHA: &str = "aea73a8daa98c8ab9e69a294586b18a35527a12b";
 
 /// The mark a lock key's value carries after its token once a waiter was refused by it
 /// (see [`ACQUIRE`]); tokens may not contain it.
@@ -84,39 +120,47 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// also hand it to the waiter next in line and announce the deletion on the key's wake
 /// channel ([`WAKE_PREFIX`] + key). Returns how many keys were deleted.
 ///
-/// `ARGV`: token, leave (`1`: also leave the keys' queues: an acquisition that gave up, or a
-/// lock that queued while waiting, at its release), reservation in ms.
+/// `KEYS`: the `n` lock keys, then their `n` queues. `ARGV`: token, leave (`1`: also leave
+/// the queues, with the entry our reservation `ARGV[3]` made: an acquisition that gave up, or
+/// a lock that queued while waiting, at its release).
 ///
 /// An unmarked key (nobody waited) is only compared and deleted. A lock of one key that does
-/// not leave its queue releases with [`RELEASE_ONE`] instead, which takes one argument less
-/// and runs no loop.
+/// not leave its queue releases with [`RELEASE_ONE`] instead, which runs no loop.
 ///
-/// The next waiter is taken off the head of the key's queue (see [`ACQUIRE`]); the key is set
-/// to its token for the reservation, marked (other waiters may still listen), so that its
+/// The next waiter is taken off the head of the key's queue; the key is set to its token for
+/// the reservation its entry names, marked (other waiters may still listen), so that its
 /// attempt re-enters the key and a newcomer's `SET NX` (often the releasing client's own next
 /// lock call) cannot barge in. The message is our token, `:`, and the next waiter's token
 /// (empty when none waits), so that only that waiter retries at once. If it is gone, the
 /// reservation expires and the others' fallback retries take the key. A waiter that releases
-/// what its own failed attempt took while it heads the queue keeps its place and names nobody.
+/// what its own failed attempt took while it heads the queue keeps its place and names nobody;
+/// an entry that is not `token:ms` is dropped.
 ///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
 pub(crate) const RELEASE: &str = r"local d = 0
 local t = ARGV[1]
-for i = 1, #KEYS do
-  if ARGV[2] == '1' then redis.pcall('LREM', 'redlease:queue:' .. KEYS[i], 1, t) end
+local n = #KEYS / 2
+local entry = t .. ':' .. ARGV[3]
+for i = 1, n do
+  local name = KEYS[n + i]
+  if ARGV[2] == '1' then redis.pcall('LREM', name, 1, entry) end
   local v = redis.call('GET', KEYS[i])
   if v == t then
     d = d + redis.call('DEL', KEYS[i])
   elseif v == t .. ':' then
     d = d + redis.call('DEL', KEYS[i])
-    local name = 'redlease:queue:' .. KEYS[i]
-    local nxt = redis.pcall('LINDEX', name, 0)
-    if type(nxt) ~= 'string' or nxt == t then
-      nxt = ''
-    else
-      redis.pcall('LPOP', name)
-      redis.call('SET', KEYS[i], nxt .. ':', 'PX', ARGV[3])
+    local nxt = ''
+    local head = redis.pcall('LINDEX', name, 0)
+    if type(head) == 'string' then
+      local tok, ms = string.match(head, '^([^:]*):(%d+)$')
+      if not tok then
+        redis.pcall('LPOP', name)
+      elseif tok ~= t then
+        redis.pcall('LPOP', name)
+        redis.call('SET', KEYS[i], tok .. ':', 'PX', ms)
+        nxt = tok
+      end
     end
     redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
   end
@@ -125,33 +169,33 @@ return d
 ";
 /// [`RELEASE`] of one key, not leaving its queue: every lock of one resource releases with it.
 ///
-/// `ARGV`: token, reservation in ms. It does what [`RELEASE`] does for that key, and its first
-/// two lines are the plain compare-and-delete: a release nobody waited for costs the servers
-/// that and the reservation argument, which every call carries because the client cannot know
-/// whether a waiter marked the key (each argument is a Lua string the server builds per call).
-/// Returns 1 if it deleted the key, else 0.
+/// `KEYS`: the lock key, its queue. `ARGV`: token. Its first two lines are the plain
+/// compare-and-delete, which is all a release nobody waited for costs. Returns 1 if it deleted
+/// the key, else 0.
 pub(crate) const RELEASE_ONE: &str = r"local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 if v ~= ARGV[1] .. ':' then return 0 end
 redis.call('DEL', KEYS[1])
-local name = 'redlease:queue:' .. KEYS[1]
-local nxt = redis.pcall('LINDEX', name, 0)
-if type(nxt) ~= 'string' or nxt == ARGV[1] then
-  nxt = ''
-else
-  redis.pcall('LPOP', name)
-  redis.call('SET', KEYS[1], nxt .. ':', 'PX', ARGV[2])
+local nxt = ''
+local head = redis.pcall('LINDEX', KEYS[2], 0)
+if type(head) == 'string' then
+  local tok, ms = string.match(head, '^([^:]*):(%d+)$')
+  if not tok then
+    redis.pcall('LPOP', KEYS[2])
+  elseif tok ~= ARGV[1] then
+    redis.pcall('LPOP', KEYS[2])
+    redis.call('SET', KEYS[1], tok .. ':', 'PX', ms)
+    nxt = tok
+  end
 end
 redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], ARGV[1] .. ':' .. nxt)
 return 1
 ";
 /// SHA-1 of [`RELEASE_ONE`].
-pub(crate) const RELEASE_ONE_SHA: &str = "cab6149eb1cb2e9a0cf2b87f08afaf3f0364f07c";
+pub(crate) const RELEASE_ONE_SHA: &str = "960a4e28d56cc34159c841d5c10203147f2999e2";
 
-/// The prefix of a resource's wake channel, as [`RELEASE`] spells it.
-pub(crate) const WAKE_PREFIX: &str = "redlease:wake:";
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "82ec8899a8942c7d9ea991adb0eb3d9d995645fb";
+pub(crate) const RELEASE_SHA: &str = "80e20f3f731c4d87f40c9ab61ec7ffc0e9f28fd2";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

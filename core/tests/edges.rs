@@ -290,8 +290,9 @@ fn a_release_that_meets_noscript_after_the_outcome_is_resent() {
     let sent = rig.sent_commands();
     assert_eq!(sent[2].len(), 1);
     assert_eq!(sent[2][0][0], b"EVAL");
-    // EVAL source 1 key tok leave reserve
-    assert_eq!(sent[2][0][4], b"tok");
+    // EVAL source 2, the key and its queue, tok (the one-key release)
+    assert_eq!(sent[2][0][4], b"redlease:queue:r");
+    assert_eq!(sent[2][0][5], b"tok");
     rig.reply(rig.at(4), 2, b":1\r\n");
     assert!(rig.events().is_empty());
     assert_eq!(rig.engine.active_locks(), 0);

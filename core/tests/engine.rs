@@ -173,7 +173,7 @@ fn acquire_goes_to_every_node_at_once_with_the_same_token() {
         assert_eq!(&c[0], first, "same command to every node");
     }
     // EVALSHA sha 4 a b fence:a fence:b token ttl 2, no queue (a first attempt waits for
-    // nobody yet), queue TTL unused
+    // nobody yet, so no queue keys either), queue TTL and reservation unused
     let args: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
     assert_eq!(args[0], b"EVALSHA");
     assert_eq!(
@@ -187,6 +187,7 @@ fn acquire_goes_to_every_node_at_once_with_the_same_token() {
             b"the-token",
             b"10000",
             b"2",
+            b"0",
             b"0",
             b"0"
         ]
@@ -330,6 +331,9 @@ fn retries_wait_a_seeded_random_delay_and_release_in_between() {
             let cmds = rig.sent_commands();
             if attempt == 1 {
                 assert!(is_release(&cmds[0][0]), "the cheap attempt is released first");
+            } else if attempt == 4 {
+                // Giving up, the waiter leaves the queue its refusals joined (leave = 1).
+                assert!(is_release(&cmds[0][0]) && cmds[0][0][6] == b"1", "attempt 4: {:?}", cmds[0]);
             } else {
                 assert!(cmds[0].is_empty(), "attempt {attempt}: nothing to clean up: {:?}", cmds[0]);
             }
@@ -637,14 +641,19 @@ fn handshake_authenticates_selects_names_and_loads_scripts() {
     let sent = rig::commands(engine.poll_transmit(NodeId(0)).unwrap());
     let names: Vec<String> =
         sent.iter().map(|c| String::from_utf8_lossy(&c.concat()[..c[0].len()]).into_owned()).collect();
-    assert_eq!(names, ["AUTH", "SELECT", "HELLO", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
+    assert_eq!(names, ["AUTH", "SELECT", "EVAL", "HELLO", "CLIENT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT", "SCRIPT"]);
     assert_eq!(sent[0], [b"AUTH".to_vec(), b"alice".to_vec(), b"secret".to_vec()]);
     assert_eq!(sent[1], [b"SELECT".to_vec(), b"4".to_vec()]);
+    // The lock format check, in the selected database.
+    assert_eq!(
+        &sent[2][2..],
+        [b"1".to_vec(), b"redlease:format".to_vec(), redlease_core::LOCK_FORMAT.as_bytes().to_vec()]
+    );
     // After AUTH: a server that requires a password refuses HELLO before it.
-    assert_eq!(sent[2], [b"HELLO".to_vec(), b"3".to_vec()]);
-    assert_eq!(sent[3], [b"CLIENT".to_vec(), b"SETNAME".to_vec(), b"worker-7".to_vec()]);
+    assert_eq!(sent[3], [b"HELLO".to_vec(), b"3".to_vec()]);
+    assert_eq!(sent[4], [b"CLIENT".to_vec(), b"SETNAME".to_vec(), b"worker-7".to_vec()]);
     for (i, src) in redlease_core::script_sources().iter().enumerate() {
-        assert_eq!(sent[4 + i][2], src.as_bytes());
+        assert_eq!(sent[5 + i][2], src.as_bytes());
     }
     // A wrong password: a typed error naming the node, and later votes carry it.
     engine.handle_data(t0, NodeId(0), b"-WRONGPASS invalid username-password pair\r\n");
@@ -779,8 +788,8 @@ fn a_leftover_of_our_own_token_never_blocks_the_retry() {
     let cmds = rig.sent_commands();
     for c in &cmds {
         assert!(is_release(&c[0]), "cleanup after the failed attempt: {:?}", c[0]);
-        // EVAL source 1 key tok leave reserve
-        assert_eq!(c[0][4], b"tok", "the cleanup deletes only our token's keys");
+        // EVAL source 2 key queue tok (the one-key release)
+        assert_eq!(c[0][5], b"tok", "the cleanup deletes only our token's keys");
     }
     let next = rig.engine.poll_timeout().unwrap();
     rig.engine.handle_timeout(next);

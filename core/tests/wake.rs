@@ -42,8 +42,10 @@ fn waiting(rig: &mut Rig) {
         // same connection.
         assert_eq!(names(cmds), ["EVAL", "SUBSCRIBE", "EVALSHA"], "node {i}");
         assert_eq!(cmds[1][1], b"redlease:wake:r");
-        // EVALSHA sha 1 r me ttl 1, queue mode 1: a refusal joins r's queue at the back.
-        assert_eq!(cmds[2][7], b"1", "node {i}: the attempt joins the queue");
+        // EVALSHA sha 2 r redlease:queue:r me ttl 1, queue mode 1: a refusal joins r's queue at
+        // the back.
+        assert_eq!(cmds[2][4], b"redlease:queue:r", "node {i}: the queue is one of the script's keys");
+        assert_eq!(cmds[2][8], b"1", "node {i}: the attempt joins the queue");
     }
     for i in 0..3 {
         rig.reply(rig.t0, i, b":0\r\n>3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n:0\r\n");
@@ -59,7 +61,7 @@ fn waiting(rig: &mut Rig) {
 }
 
 #[test]
-fn a_quorum_of_release_messages_retries_at_once_and_the_grant_unsubscribes() {
+fn a_quorum_of_release_messages_retries_at_once_and_the_grant_unsubscribes_before_its_next_command() {
     let mut rig = rig();
     for i in 0..3 {
         assert_eq!(rig.engine.wake_state(NodeId(i)), Some(&WakeState::On));
@@ -78,9 +80,11 @@ fn a_quorum_of_release_messages_retries_at_once_and_the_grant_unsubscribes() {
     for i in 0..3 {
         rig.reply(due, i, b":1\r\n");
     }
-    assert!(matches!(rig.events().as_slice(), [Event::Acquired { attempts: 3, .. }]));
+    let [Event::Acquired { lock, attempts: 3, .. }] = rig.events()[..] else { panic!("granted at the third attempt") };
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "nothing to send until the next command");
+    rig.engine.release(due, lock).unwrap();
     for cmds in rig.sent_commands() {
-        assert_eq!(names(&cmds), ["UNSUBSCRIBE"], "no waiter left on r");
+        assert_eq!(names(&cmds), ["UNSUBSCRIBE", "EVALSHA"], "no waiter left on r: unsubscribed first");
     }
 }
 
@@ -115,6 +119,7 @@ fn a_node_that_refuses_hello_is_polled_and_says_why() {
     let mut rig = Rig::unconnected(1, |c| c.wake = true);
     rig.engine.handle_connected(rig.t0, NodeId(0));
     rig.sent(0);
+    rig.reply(rig.t0, 0, b"$1\r\n2\r\n"); // the lock format check
     rig.reply(rig.t0, 0, b"-ERR unknown command 'HELLO'\r\n");
     match rig.engine.wake_state(NodeId(0)) {
         Some(WakeState::Polling { reason }) => assert!(reason.contains("unknown command"), "{reason}"),
@@ -153,8 +158,10 @@ fn the_waiter_a_quorum_names_next_retries_at_once_and_keeps_its_place() {
     let cmds = rig.sent_commands();
     for c in &cmds {
         assert_eq!(names(c), ["EVALSHA"], "named by a quorum: the attempt goes out from the message itself");
-        // Named, it is off the head of those nodes' queues: refused, it rejoins at the front.
-        assert_eq!(tails(c, 6)[0], ["1", "2", "20000"]);
+        // Named, it is off the head of those nodes' queues: refused, it rejoins at the front
+        // (lock keys, wait mode, queue TTL, its reservation: it listens, so the shortest
+        // fallback delay).
+        assert_eq!(tails(c, 7)[0], ["1", "2", "20000", "5000"]);
     }
     // Refused everywhere (someone else was faster): a cleanup where the vote was still
     // pending when the round was decided (node 2; the refusals took nothing), then the
@@ -166,16 +173,12 @@ fn the_waiter_a_quorum_names_next_retries_at_once_and_keeps_its_place() {
     assert!(cleanups[0].is_empty() && cleanups[1].is_empty(), "{cleanups:?}");
     assert_eq!(names(&cleanups[2]), ["EVAL"], "{cleanups:?}");
     assert_eq!(cleanups[2][0][1], redlease_core::script_sources()[4].as_bytes(), "the one-key release");
-    assert_eq!(
-        tails(&cleanups[2], 3)[0],
-        ["r", "me", "5000"],
-        "a cleanup that stays in the queue; reservations last the shortest fallback delay"
-    );
+    assert_eq!(tails(&cleanups[2], 3)[0], ["r", "redlease:queue:r", "me"], "a cleanup that stays in the queue");
     rig.reply(t, 2, b":0\r\n");
     assert!(rig.engine.poll_timeout().unwrap() >= t + SLOW, "named last time, but nobody named it now");
     rig.engine.handle_timeout(t + SLOW);
     for c in rig.sent_commands() {
-        assert_eq!(tails(&c, 6)[0][1], "1", "back to keeping its place");
+        assert_eq!(tails(&c, 7)[0][1], "1", "back to keeping its place");
     }
 }
 
@@ -209,7 +212,11 @@ fn giving_up_and_releasing_leave_the_queues() {
         r.reply(r.t0 + SLOW, i, b":0\r\n");
     }
     let cleanups = r.sent_commands();
-    assert_eq!(tails(&cleanups[0], 3)[0], ["r", "me", "1", "5000"], "the last cleanup leaves the queue");
+    assert_eq!(
+        tails(&cleanups[0], 3)[0],
+        ["r", "redlease:queue:r", "me", "1", "5000"],
+        "the last cleanup leaves the queue"
+    );
     assert!(matches!(r.events().as_slice(), [Event::AcquireFailed { .. }]));
 
     let mut rig = rig();
@@ -223,25 +230,29 @@ fn giving_up_and_releasing_leave_the_queues() {
         rig.reply(t, i, b":1\r\n");
     }
     let [Event::Acquired { lock, .. }] = rig.events()[..] else { panic!("granted") };
-    rig.sent_commands(); // the UNSUBSCRIBEs
     rig.engine.release(t, lock).unwrap();
     for c in rig.sent_commands().iter() {
-        assert_eq!(names(c), ["EVALSHA"]);
-        assert_eq!(tails(c, 3)[0], ["r", "me", "1", "5000"], "the release leaves the queue");
+        assert_eq!(names(c), ["UNSUBSCRIBE", "EVALSHA"]);
+        assert_eq!(tails(&c[1..], 3)[0], ["r", "redlease:queue:r", "me", "1", "5000"], "the release leaves the queue");
     }
 }
 
-/// A lock of several keys waits too: its first attempt neither marks nor queues (wait mode
-/// `0`); refused, it subscribes to both keys' channels and its next attempt only marks the key
-/// that refuses it (mode `3`, no queue, so no queue TTL), and its release leaves no queue.
+/// A lock of several keys waits like any other: its first attempt neither marks nor queues
+/// (wait mode `0`, no queue keys); refused, it subscribes to both keys' channels and its next
+/// attempt marks the keys that refuse it and joins both keys' queues (mode `1`, the queues in
+/// `KEYS`), and its release leaves them.
 #[test]
-fn a_waiter_on_several_keys_marks_the_key_but_joins_no_queue() {
+fn a_waiter_on_several_keys_queues_on_each() {
     let mut rig = rig();
     let both = LockOptions::new("a", Duration::from_secs(10)).resources(["b"]);
     rig.engine.acquire(rig.t0, &both, b"me").unwrap();
     for c in rig.sent_commands().iter() {
         assert_eq!(names(c), ["EVALSHA"]);
-        assert_eq!(tails(c, 5)[0], ["me", "10000", "2", "0", "0"], "the first attempt: no wait mode");
+        assert_eq!(
+            tails(c, 2)[0],
+            ["2", "a", "b", "me", "10000", "2", "0", "0", "0"],
+            "the first attempt: no wait mode"
+        );
     }
     for i in 0..3 {
         rig.reply(rig.t0, i, b":0\r\n");
@@ -250,7 +261,11 @@ fn a_waiter_on_several_keys_marks_the_key_but_joins_no_queue() {
         // Nodes 0 and 1 decided the round; node 2, pending then, is cleaned up.
         let c = &c[usize::from(i == 2)..];
         assert_eq!(names(c), ["SUBSCRIBE", "SUBSCRIBE", "EVALSHA"], "node {i}");
-        assert_eq!(tails(c, 5)[2], ["me", "10000", "2", "3", "0"], "node {i}: mark only");
+        assert_eq!(
+            tails(c, 2)[2],
+            ["4", "a", "b", "redlease:queue:a", "redlease:queue:b", "me", "10000", "2", "1", "20000", "5000"],
+            "node {i}: queues on both keys"
+        );
     }
     let subscribed = |ch: &str| format!(">3\r\n$9\r\nsubscribe\r\n${}\r\n{ch}\r\n:1\r\n", ch.len()).into_bytes();
     for i in 0..3 {
@@ -261,10 +276,127 @@ fn a_waiter_on_several_keys_marks_the_key_but_joins_no_queue() {
         rig.reply(rig.t0, i, &bytes);
     }
     let [Event::Acquired { lock, .. }] = rig.events()[..] else { panic!("granted") };
-    rig.sent_commands(); // the UNSUBSCRIBEs
     rig.engine.release(rig.t0, lock).unwrap();
     for c in rig.sent_commands().iter() {
-        assert_eq!(names(c), ["EVALSHA"]);
-        assert_eq!(tails(c, 5)[0], ["me", "0", "5000"], "no queue to leave");
+        assert_eq!(names(c), ["UNSUBSCRIBE", "UNSUBSCRIBE", "EVALSHA"]);
+        assert_eq!(
+            tails(&c[2..], 2)[0],
+            ["4", "a", "b", "redlease:queue:a", "redlease:queue:b", "me", "1", "5000"],
+            "the release leaves both queues"
+        );
     }
+}
+
+/// A link that is too far behind when a waiter subscribes gets the `SUBSCRIBE` once it takes
+/// requests again, ahead of the waiter's next attempt there (it was never sent before).
+#[test]
+fn a_subscription_skipped_on_a_backlogged_link_goes_out_when_it_catches_up() {
+    let mut rig = rig();
+    // 4,096 acquisitions of other resources that node 0 never answers: its backlog is full.
+    let backlog = 4096;
+    for k in 0..backlog {
+        rig.engine
+            .acquire(rig.t0, &LockOptions::new(format!("k{k}"), Duration::from_secs(10)).attempts(1), b"o")
+            .unwrap();
+    }
+    for i in 1..3 {
+        rig.reply(rig.t0, i, &b"+OK\r\n".repeat(backlog));
+    }
+    rig.events();
+    rig.sent_commands();
+    // A waiter on r, which nodes 1 and 2 refuse; node 0 votes down (its backlog is full).
+    rig.engine.acquire(rig.t0, &LockOptions::new("r", Duration::from_secs(10)), b"me").unwrap();
+    rig.sent_commands();
+    for i in 1..3 {
+        rig.reply(rig.t0, i, b"$-1\r\n");
+    }
+    rig.events();
+    let cmds = rig.sent_commands();
+    // Node 0 took no part: no SUBSCRIBE was sent there; the others subscribed.
+    assert!(cmds[0].is_empty(), "{:?}", names(&cmds[0]));
+    assert_eq!(names(&cmds[1]), ["EVAL", "SUBSCRIBE", "EVALSHA"]);
+    for i in 1..3 {
+        rig.reply(rig.t0, i, b":0\r\n>3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n:0\r\n");
+    }
+    rig.events();
+    rig.sent_commands();
+    // Node 0 answers its backlog (the grants' releases were sent to it meanwhile and are
+    // answered too), then the fallback attempt comes.
+    let t = rig.at(50);
+    rig.reply(t, 0, &b"+OK\r\n".repeat(backlog));
+    rig.events();
+    rig.sent_commands();
+    rig.engine.handle_timeout(rig.t0 + SLOW);
+    let cmds = rig.sent_commands();
+    assert_eq!(names(&cmds[0]), ["SUBSCRIBE", "EVALSHA"], "subscribed before the attempt it waits behind");
+    assert_eq!(cmds[0][0][1], b"redlease:wake:r");
+    assert_eq!(names(&cmds[1]), ["EVALSHA"], "node 1 was subscribed already");
+}
+
+/// After a reconnect, what is issued while the handshake's `HELLO` is unanswered waits for it:
+/// the re-subscription goes out first, then the waiter's attempt, so that no release falls in
+/// between unheard.
+#[test]
+fn after_a_reconnect_the_subscription_goes_out_before_the_waiters_next_attempt() {
+    let mut rig = rig();
+    waiting(&mut rig);
+    let t = rig.at(10);
+    rig.engine.handle_disconnected(t, NodeId(0), "reset by peer");
+    let due = rig.engine.poll_timeout().unwrap();
+    let back = rig.engine.poll_connect(due).or_else(|| {
+        rig.engine.handle_timeout(due);
+        rig.engine.poll_connect(due)
+    });
+    assert_eq!(back, Some(NodeId(0)));
+    rig.engine.handle_connected(due, NodeId(0));
+    let handshake = rig::commands(&rig.sent(0));
+    assert_eq!(names(&handshake)[..2], ["EVAL", "HELLO"]);
+    // Nodes 1 and 2 announce a release: the waiter retries while node 0's handshake is still
+    // unanswered.
+    for i in 1..3 {
+        rig.reply(due, i, &message("redlease:wake:r", "other"));
+    }
+    let soon = rig.engine.poll_timeout().unwrap();
+    assert!(soon < rig.t0 + SLOW, "woken by the messages");
+    rig.engine.handle_timeout(soon);
+    let others = rig.sent_commands();
+    assert!(others[0].is_empty(), "held behind HELLO");
+    assert_eq!(names(&others[1]), ["EVALSHA"], "the attempt went to the other nodes");
+    // The format check's answer, then HELLO's: the subscription, then the attempt.
+    rig.reply(soon, 0, b"$1\r\n2\r\n%1\r\n$5\r\nproto\r\n:3\r\n");
+    let cmds = rig::commands(&rig.sent(0));
+    assert_eq!(names(&cmds), ["SUBSCRIBE", "EVALSHA"]);
+}
+
+/// A resource in the waiter queues' space, or the format key, is refused at once; so is a
+/// fence prefix that overlaps either.
+#[test]
+fn names_redlease_keeps_for_itself_are_refused() {
+    let mut rig = rig();
+    for name in ["redlease:queue:orders", "redlease:format"] {
+        let err = rig.engine.acquire(rig.t0, &LockOptions::new(name, Duration::from_secs(1)), b"me").unwrap_err();
+        assert!(matches!(err, redlease_core::Misuse::ReservedResource { .. }), "{name}: {err}");
+        assert!(err.to_string().contains(name), "{err}");
+    }
+    for prefix in ["redlease:queue:", "redlease:", "redlease:queue:x:", "redlease:format"] {
+        let config = redlease_core::Config::new(vec![redlease_core::NodeConfig::new("h", 1)]).fence_prefix(prefix);
+        let err = redlease_core::Engine::new(config).unwrap_err();
+        assert!(matches!(err, redlease_core::ConfigError::FencePrefixReserved { .. }), "{prefix}: {err}");
+        assert!(err.to_string().contains("fence_prefix"), "{err}");
+    }
+}
+
+/// A node whose locks are in another format fails the handshake as misconfigured, naming both
+/// formats: clients of two formats never share a node unnoticed.
+#[test]
+fn a_node_in_another_lock_format_is_refused_as_misconfigured() {
+    let mut rig = Rig::unconnected(1, |c| c.wake = true);
+    rig.engine.handle_connected(rig.t0, NodeId(0));
+    rig.sent(0);
+    rig.reply(rig.t0, 0, b"$1\r\n3\r\n");
+    let events = rig.events();
+    let Some(Event::LinkFailed { error }) = events.first() else { panic!("{events:?}") };
+    assert_eq!(error.fault(), redlease_core::Fault::Misconfigured, "{error}");
+    let text = error.to_string();
+    assert!(text.contains("format 3") && text.contains("format 2") && text.contains("redlease:format"), "{text}");
 }

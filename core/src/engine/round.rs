@@ -100,7 +100,7 @@ impl Engine {
     /// refused by every node: their cleanups would only cost each node a script run.
     pub(super) fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
         let s = &self.locks[idx];
-        let call = s.release_call(leave, self.config.retry);
+        let call = s.release_call(leave);
         let leaves = matches!(call, wire::Call::Release { leave: true, .. });
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
             && matches!(s.call(Op::Acquire, self.config.retry), Some(wire::Call::Acquire { .. }));
@@ -177,12 +177,12 @@ impl Engine {
         let lock = self.locks.id(idx);
         match s.decide(now, n, q, self.config.drift_factor) {
             Decision::Open => return false,
-            Decision::Grant { valid, fence } => self.granted(now, idx, valid, fence),
+            Decision::Grant { valid, fence } => self.granted(idx, valid, fence),
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
             Decision::FenceExhausted(counter) => {
                 self.send_cleanup(now, idx, true);
-                self.finish(now, idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
+                self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::FenceExhausted { counter } });
             }
             Decision::Extended(valid) => {
                 self.locks[idx].extended(valid);
@@ -219,10 +219,10 @@ impl Engine {
                 if report.pending > 0 {
                     self.locks[idx].enter_draining(deadline);
                 } else {
-                    self.free(now, idx);
+                    self.free(idx);
                 }
             }
-            Decision::Drained => self.free(now, idx),
+            Decision::Drained => self.free(idx),
         }
         true
     }
@@ -239,8 +239,8 @@ impl Engine {
         }
     }
 
-    fn granted(&mut self, now: Instant, idx: u32, valid: Instant, fence: Option<u64>) {
-        self.unregister(now, idx);
+    fn granted(&mut self, idx: u32, valid: Instant, fence: Option<u64>) {
+        self.unregister(idx);
         let lock = self.locks.id(idx);
         let attempts = self.locks[idx].grant(valid, fence);
         self.events.push_back(Event::Acquired { lock, valid_until: valid, fence, attempts });
@@ -265,9 +265,14 @@ impl Engine {
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
         let mut cleaned = false;
         if may_retry && !self.locks[idx].waiting {
+            // An acquisition that waits queues from its first refusal on, whatever kind of
+            // waiter it is (so that nobody starves because of how others wait), and listens to
+            // release messages as soon as it can.
             self.send_cleanup(now, idx, false);
             cleaned = true;
-            if self.register(now, idx) {
+            let listens = self.register(idx);
+            self.locks[idx].start_waiting(listens, retry, self.config.node_timeout);
+            if listens {
                 self.start_attempt(now, idx);
                 return;
             }
@@ -295,18 +300,18 @@ impl Engine {
         let s = &mut self.locks[idx];
         let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
-        self.finish(now, idx, Event::AcquireFailed { lock, error });
+        self.finish(idx, Event::AcquireFailed { lock, error });
     }
 
     /// End the slot's life with its final event.
-    pub(super) fn finish(&mut self, now: Instant, idx: u32, event: Event) {
+    pub(super) fn finish(&mut self, idx: u32, event: Event) {
         self.events.push_back(event);
-        self.free(now, idx);
+        self.free(idx);
     }
 
     /// The slot is done: reusable.
-    fn free(&mut self, now: Instant, idx: u32) {
-        self.unregister(now, idx);
+    fn free(&mut self, idx: u32) {
+        self.unregister(idx);
         self.locks[idx].enter(Phase::Free);
         self.locks.put_back(idx);
         self.arm(idx);

@@ -7,12 +7,11 @@ use super::Engine;
 use crate::event::NodeId;
 use crate::lock::Phase;
 use crate::wake;
-use crate::wire::Queue;
 
 impl Engine {
     /// Register slot `idx` as a waiter on its resources' wake channels (subscribing the links
     /// to new ones). `false`: wake-ups are off, or no node delivers them now.
-    pub(super) fn register(&mut self, now: Instant, idx: u32) -> bool {
+    pub(super) fn register(&mut self, idx: u32) -> bool {
         if !self.config.wake || self.links.waking() == 0 {
             return false;
         }
@@ -20,25 +19,19 @@ impl Engine {
         let mut any = false;
         for key in self.locks[idx].keys.iter() {
             wake::channel(&mut ch, key);
-            if self.waiters.add(&ch, idx) && !self.links.subscribe(now, &ch) {
+            if self.waiters.add(&ch, idx) && !self.links.subscribe(&ch) {
                 // Too many channels: waiters on this resource poll.
                 self.waiters.remove(&ch, idx);
                 continue;
             }
             any = true;
         }
-        let s = &mut self.locks[idx];
-        s.waiting = any;
-        if any {
-            // With the next attempt, mark the key that refuses it (so that its release
-            // announces itself) and, for a one-key lock, join the key's waiter queue.
-            s.queue = if s.keys.iter().len() == 1 { Queue::Back } else { Queue::Mark };
-        }
+        self.locks[idx].waiting = any;
         any
     }
 
     /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
-    pub(super) fn unregister(&mut self, now: Instant, idx: u32) {
+    pub(super) fn unregister(&mut self, idx: u32) {
         if !std::mem::take(&mut self.locks[idx].waiting) {
             return;
         }
@@ -47,7 +40,7 @@ impl Engine {
             let key = self.locks[idx].keys.iter().nth(i).unwrap_or_default();
             wake::channel(&mut ch, key);
             if self.waiters.remove(&ch, idx) {
-                self.links.unsubscribe(now, &ch);
+                self.links.unsubscribe(&ch);
             }
         }
     }

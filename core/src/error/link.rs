@@ -148,7 +148,8 @@ impl LinkError {
     pub fn fault(&self) -> Fault {
         match self {
             LinkError::Handshake { step, message, .. } => {
-                if *step == "AUTH" || *step == "SELECT" || Fault::of_server_error(message) == Fault::Misconfigured {
+                let setup = ["AUTH", "SELECT", "the lock format check"].contains(step);
+                if setup || Fault::of_server_error(message) == Fault::Misconfigured {
                     Fault::Misconfigured
                 } else {
                     Fault::Protocol

@@ -11,7 +11,7 @@ use crate::error::LinkError;
 use crate::event::{NodeId, WakeState};
 use crate::resp::{self, MAX_REPLY};
 use crate::scripts;
-use crate::wire::{self, Answer, Pending, Step, StepAnswer};
+use crate::wire::{self, Answer, Step, StepAnswer};
 
 /// What the front of a link's input holds.
 #[derive(Debug)]
@@ -65,15 +65,14 @@ impl Links {
         match answer {
             Answer::Op { .. } => return Ok(Next::Op { used, answer }),
             Answer::Step(Step::Hello, StepAnswer::Ok) => {
-                // RESP3 from here on: subscribe to what the waiters need, behind the handshake.
+                // RESP3 from here on: subscribe to what the waiters need, then send what was
+                // issued meanwhile.
                 link.wake = WakeState::On;
-                for channel in &self.channels {
-                    resp::command(&mut link.out, &[b"SUBSCRIBE", channel]);
-                    link.pending.push_back((Pending::Subscribe, now));
-                }
+                link.release_held(now, &self.channels, self.subs_gen);
             }
             Answer::Step(Step::Hello, StepAnswer::Refused(message)) => {
                 link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
+                link.release_held(now, &self.channels, self.subs_gen);
             }
             Answer::SubscribeRefused(message) => {
                 let was_on = link.wake == WakeState::On;
@@ -102,8 +101,8 @@ impl Links {
     }
 }
 
-/// The handshake of one node: AUTH and SELECT as it needs them, then the shared HELLO 3 (with
-/// wake-ups on), CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
+/// The handshake of one node: AUTH and SELECT as it needs them, then the lock format check,
+/// HELLO 3 (with wake-ups on), CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
@@ -120,6 +119,12 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
         resp::bulk_uint(&mut out, node.db.into());
         steps.push(Step::Select);
     }
+    // The lock format of the node (of its database): another than ours fails the handshake.
+    resp::command(
+        &mut out,
+        &[b"EVAL", scripts::FORMAT_CHECK.as_bytes(), b"1", scripts::FORMAT_KEY.as_bytes(), scripts::FORMAT.as_bytes()],
+    );
+    steps.push(Step::Format);
     if config.wake {
         resp::command(&mut out, &[b"HELLO", b"3"]);
         steps.push(Step::Hello);

@@ -11,7 +11,7 @@ use crate::error::{Fault, LinkError};
 use crate::event::{Event, LinkState, NodeId};
 use crate::lock::min_opt;
 use crate::rng::Rng;
-use crate::wire::Pending;
+use crate::wire::{Pending, Step};
 
 /// The reconnect and liveness policy, from [`Config`].
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +79,9 @@ impl Links {
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
+        // Requests wait for HELLO's answer, which brings the subscriptions first.
+        link.holding = steps.contains(&Step::Hello);
+        link.subs_gen = self.subs_gen.wrapping_sub(1);
         // This connection replaces whatever was still held for the node.
         self.closes.retain(|&n| n != node);
     }

@@ -68,6 +68,11 @@ impl Rig {
                     reply.extend_from_slice(format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
                 }
                 b"HELLO" => reply.extend_from_slice(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
+                // The lock format check.
+                b"EVAL" if cmd[3] == b"redlease:format" => {
+                    let f = redlease_core::LOCK_FORMAT;
+                    reply.extend_from_slice(format!("${}\r\n{f}\r\n", f.len()).as_bytes());
+                }
                 _ => reply.extend_from_slice(b"+OK\r\n"),
             }
         }

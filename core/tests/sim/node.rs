@@ -117,6 +117,8 @@ struct Session {
     resp3: bool,
     /// Subscribed channels.
     channels: BTreeSet<Vec<u8>>,
+    /// This connection is refused `HELLO 3`, as by an old Redis.
+    refuse_hello: bool,
 }
 
 /// Credentials a node requires.
@@ -200,7 +202,7 @@ impl Node {
     }
 
     fn is_lock_key(&self, key: &[u8]) -> bool {
-        !key.starts_with(&self.fence_prefix)
+        !key.starts_with(&self.fence_prefix) && key != b"redlease:format"
     }
 
     /// Write a plain key (no TTL) directly, as an operator would; for scripted tests.
@@ -212,6 +214,14 @@ impl Node {
 
     pub(crate) fn accept(&mut self, conn: usize) {
         self.sessions.insert(conn, Session::default());
+    }
+
+    /// Refuse `HELLO 3` on `conn`, as an old Redis would (the fairness test's RESP2 client).
+    #[allow(dead_code)]
+    pub(crate) fn refuse_hello(&mut self, conn: usize) {
+        if let Some(s) = self.sessions.get_mut(&conn) {
+            s.refuse_hello = true;
+        }
     }
 
     pub(crate) fn close(&mut self, conn: usize) {
@@ -448,7 +458,9 @@ impl Node {
                 _ => out.extend_from_slice(b"-ERR DB index is out of range\r\n"),
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
-            (b"HELLO", 2) if self.resp2 => out.extend_from_slice(b"-ERR unknown command 'HELLO'\r\n"),
+            (b"HELLO", 2) if self.resp2 || session.refuse_hello => {
+                out.extend_from_slice(b"-ERR unknown command 'HELLO'\r\n")
+            }
             (b"HELLO", 2) if args[1] == b"3" => {
                 session.resp3 = true;
                 out.extend_from_slice(b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n");
@@ -508,6 +520,18 @@ impl Node {
                         out.extend_from_slice(b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
                     }
                 }
+            }
+            // The handshake's lock format check (`redlease:format`): record ours if none.
+            (b"EVAL", 5) if args[3] == b"redlease:format" => {
+                let key = (session.db, args[3].clone());
+                let format = match self.data.get(&key) {
+                    Some(e) => e.value.clone(),
+                    None => {
+                        self.set(now, session.db, &args[3], &args[4], None);
+                        args[4].clone()
+                    }
+                };
+                bulk(out, &format);
             }
             (b"EVAL", n) if n >= 3 => {
                 self.stats.evals += 1;
@@ -580,44 +604,60 @@ impl Node {
         }
     }
 
-    /// KEYS: lock keys then fence keys; ARGV: token, ttl ms, number of lock keys.
-    /// All-or-nothing: 0 if any lock key holds another token; else set them all (re-entry by
-    /// token) and return one more than the largest fence counter (1 without fencing).
+    /// KEYS: the n lock keys, their n queues (when the wait mode queues), then fence keys;
+    /// ARGV: token, ttl ms, n, wait mode, queue TTL, reservation ms. All-or-nothing: 0 if any
+    /// lock key holds another token (a queuing waiter then marks every such key and joins every
+    /// key's queue, as `token:reservation`); else set them all (re-entry by token), leave the
+    /// queues, and return one more than the largest fence counter (1 without fencing).
     fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
-        let [token, ttl, n, queue, queue_ttl] = argv else {
-            return Err(format!("acquire takes 5 arguments, got {}", argv.len()));
+        let [token, ttl, n, queue, queue_ttl, reserve] = argv else {
+            return Err(format!("acquire takes 6 arguments, got {}", argv.len()));
         };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("acquire: the TTL must be a positive integer")?;
         let n = parse_int(n).filter(|&n| n >= 1 && n as usize <= keys.len()).ok_or("acquire: bad lock key count")?;
-        parse_int(queue_ttl)
-            .filter(|&t| t > 0 || matches!(queue.as_slice(), b"0" | b"3"))
-            .ok_or("acquire: the queue TTL must be a positive integer")?;
-        let (locks, fences) = keys.split_at(n as usize);
-        if locks.iter().any(|k| !self.is_lock_key(k)) || fences.iter().any(|k| self.is_lock_key(k)) {
-            return Err("acquire: lock and fence keys mixed up".into());
-        }
-        let (mark, queue) = match queue.as_slice() {
-            b"0" => (false, None),
-            b"1" | b"2" if n == 1 => (true, Some(queue[0] == b'2')),
-            b"3" => (true, None),
-            _ => return Err("acquire: bad wait mode (or a queue for a lock of several keys)".into()),
+        let n = n as usize;
+        let front = match queue.as_slice() {
+            b"0" => None,
+            b"1" => Some(false),
+            b"2" => Some(true),
+            _ => return Err("acquire: bad wait mode".into()),
         };
-        let key = (db, locks[0].clone());
-        if let Some(refused) = locks.iter().find(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())) {
-            if mark {
-                // The script marks the first key that refuses, keeping its TTL.
-                if let Some(e) = self.data.get_mut(&(db, refused.clone())) {
-                    e.marked = true;
+        if front.is_some() {
+            parse_int(queue_ttl).filter(|&t| t > 0).ok_or("acquire: the queue TTL must be a positive integer")?;
+            parse_int(reserve).filter(|&t| t > 0).ok_or("acquire: the reservation must be a positive integer")?;
+        }
+        let queues = if front.is_some() { n } else { 0 };
+        if keys.len() < n + queues {
+            return Err("acquire: too few keys".into());
+        }
+        let (locks, rest) = keys.split_at(n);
+        let (qkeys, fences) = rest.split_at(queues);
+        if locks.iter().any(|k| !self.is_lock_key(k))
+            || fences.iter().any(|k| self.is_lock_key(k))
+            || qkeys.iter().zip(locks).any(|(q, k)| *q != [b"redlease:queue:".as_slice(), k].concat())
+        {
+            return Err("acquire: lock, queue and fence keys mixed up".into());
+        }
+        let entry = [token.as_slice(), b":", reserve].concat();
+        let refused: Vec<&Vec<u8>> =
+            locks.iter().filter(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())).collect();
+        if !refused.is_empty() {
+            if let Some(front) = front {
+                for k in refused {
+                    // The script marks every key that refuses, keeping its TTL.
+                    if let Some(e) = self.data.get_mut(&(db, k.clone())) {
+                        e.marked = true;
+                    }
                 }
-            }
-            if let Some(front) = queue {
-                let q = self.queues.entry(key).or_default();
-                let at = q.iter().position(|t| t == token);
-                if front && at != Some(0) {
-                    q.retain(|t| t != token);
-                    q.push_front(token.clone());
-                } else if at.is_none() {
-                    q.push_back(token.clone());
+                for k in locks {
+                    let q = self.queues.entry((db, k.clone())).or_default();
+                    let at = q.iter().position(|t| *t == entry);
+                    if front && at != Some(0) {
+                        q.retain(|t| *t != entry);
+                        q.push_front(entry.clone());
+                    } else if at.is_none() {
+                        q.push_back(entry.clone());
+                    }
                 }
             }
             return Ok(0);
@@ -625,8 +665,10 @@ impl Node {
         for k in locks {
             self.set(now, db, k, token, Some(ttl));
         }
-        if queue.is_some() {
-            self.leave_queue(&key, token);
+        if front.is_some() {
+            for k in locks {
+                self.leave_queue(&(db, k.clone()), &entry);
+            }
         }
         let mut f = 0;
         for k in fences {
@@ -635,9 +677,9 @@ impl Node {
         Ok(f + 1)
     }
 
-    fn leave_queue(&mut self, key: &Key, token: &[u8]) {
+    fn leave_queue(&mut self, key: &Key, entry: &[u8]) {
         if let Some(q) = self.queues.get_mut(key) {
-            if let Some(at) = q.iter().position(|t| t == token) {
+            if let Some(at) = q.iter().position(|t| t == entry) {
                 q.remove(at);
             }
             if q.is_empty() {
@@ -659,9 +701,10 @@ impl Node {
         Ok(1)
     }
 
-    /// KEYS: lock keys; ARGV: token, `1` to leave the keys' queues, reservation ms. Deletes
-    /// the keys holding the token, handing each to the head of its queue for the reservation
-    /// and naming it next; returns how many.
+    /// KEYS: the n lock keys, then their n queues; ARGV: token, `1` to leave the queues,
+    /// our reservation ms (our entries). Deletes the keys holding the token, handing each to
+    /// the head of its queue for the reservation its entry names, and naming it next; returns
+    /// how many.
     fn release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
         let [token, leave, reserve] = argv else {
             return Err(format!("release takes 3 arguments, got {}", argv.len()));
@@ -671,19 +714,22 @@ impl Node {
             b"1" => true,
             _ => return Err("release: leave must be 0 or 1".into()),
         };
-        self.release_keys(now, db, keys, token, leave, reserve)
+        if keys.len() % 2 != 0 {
+            return Err("release: the lock keys and their queues".into());
+        }
+        let entry = [token.as_slice(), b":", reserve].concat();
+        self.release_keys(now, db, keys, token, leave.then_some(&entry[..]))
     }
 
-    /// The release of one key that leaves no queue. KEYS: the lock key; ARGV: token,
-    /// reservation ms. What [`Node::release`] does with `leave` 0.
+    /// The release of one key that leaves no queue. KEYS: the lock key, its queue; ARGV: token.
     fn release_one(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
-        let [token, reserve] = argv else {
-            return Err(format!("the one-key release takes 2 arguments, got {}", argv.len()));
+        let [token] = argv else {
+            return Err(format!("the one-key release takes 1 argument, got {}", argv.len()));
         };
-        if keys.len() != 1 {
-            return Err(format!("the one-key release takes 1 key, got {}", keys.len()));
+        if keys.len() != 2 {
+            return Err(format!("the one-key release takes 2 keys, got {}", keys.len()));
         }
-        self.release_keys(now, db, keys, token, false, reserve)
+        self.release_keys(now, db, keys, token, None)
     }
 
     fn release_keys(
@@ -692,16 +738,17 @@ impl Node {
         db: u32,
         keys: &[Vec<u8>],
         token: &[u8],
-        leave: bool,
-        reserve: &[u8],
+        leave: Option<&[u8]>,
     ) -> Result<i64, String> {
-        let reserve =
-            parse_int(reserve).filter(|&r| r > 0).ok_or("release: the reservation must be a positive integer")?;
+        let (locks, qkeys) = keys.split_at(keys.len() / 2);
+        if qkeys.iter().zip(locks).any(|(q, k)| *q != [b"redlease:queue:".as_slice(), k].concat()) {
+            return Err("release: lock and queue keys mixed up".into());
+        }
         let mut d = 0;
-        for k in keys {
+        for k in locks {
             let key = (db, k.clone());
-            if leave {
-                self.leave_queue(&key, token);
+            if let Some(entry) = leave {
+                self.leave_queue(&key, entry);
             }
             let marked = self.data.get(&key).is_some_and(|e| e.marked);
             if self.get(db, k) == Some(token) && self.del(now, db, k) {
@@ -713,18 +760,28 @@ impl Node {
                 }
                 let mut next = Vec::new();
                 if let Some(q) = self.queues.get_mut(&key) {
-                    if q.front().is_some_and(|head| head != token) {
-                        next = q.pop_front().unwrap_or_default();
+                    if let Some(head) = q.front().cloned() {
+                        let split = head.iter().rposition(|&b| b == b':');
+                        let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
+                        match parsed {
+                            None => {
+                                q.pop_front();
+                            }
+                            Some((tok, _)) if tok == token => {}
+                            Some((tok, ms)) => {
+                                let (tok, ms) = (tok.to_vec(), ms);
+                                q.pop_front();
+                                next = tok;
+                                self.set(now, db, k, &next, Some(ms));
+                                // The reservation stays marked: other waiters may still listen.
+                                if let Some(e) = self.data.get_mut(&key) {
+                                    e.marked = true;
+                                }
+                            }
+                        }
                     }
-                    if q.is_empty() {
+                    if self.queues.get(&key).is_some_and(VecDeque::is_empty) {
                         self.queues.remove(&key);
-                    }
-                }
-                if !next.is_empty() {
-                    self.set(now, db, k, &next, Some(reserve));
-                    // The reservation stays marked: other waiters may still listen.
-                    if let Some(e) = self.data.get_mut(&key) {
-                        e.marked = true;
                     }
                 }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();

@@ -528,7 +528,8 @@ impl PhaseRun<'_> {
         check::overlaps(&self.log)
     }
 
-    /// Lock keys without a TTL on every node (fence counters are meant to live forever).
+    /// Lock keys without a TTL on every node (fence counters and the lock format key are meant
+    /// to live forever).
     fn keys_without_ttl(&mut self) -> usize {
         let mut found = 0;
         for i in 0..NODES {
@@ -536,7 +537,8 @@ impl PhaseRun<'_> {
             let scan = node.conn().and_then(|mut c| {
                 let keys = c.keys("*")?;
                 let mut bad = Vec::new();
-                for key in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX)) {
+                let kept = |k: &String| k.starts_with(FENCE_PREFIX) || k == redlease_core::FORMAT_KEY;
+                for key in keys.into_iter().filter(|k| !kept(k)) {
                     if c.pttl(&key)? == -1 {
                         bad.push(key);
                     }

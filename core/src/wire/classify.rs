@@ -1,0 +1,171 @@
+//! Replies classified against the request they answer: what a handshake step's reply means,
+//! and what a lock operation's reply is worth as a vote.
+
+use super::{Op, Pending, Step};
+use crate::event::LockId;
+use crate::resp::Reply;
+use crate::scripts;
+
+/// What a reply to a handshake step means.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StepAnswer {
+    Ok,
+    /// The server refused the step (its error text).
+    Refused(String),
+    /// A `SCRIPT LOAD` digest, and whether it is the one expected.
+    Digest {
+        matches: bool,
+    },
+}
+
+/// What a reply to a lock operation means (owned, so the input buffer can be released before
+/// the engine acts on it).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum OpAnswer {
+    Int(i64),
+    /// The script cache was flushed: resend with the source.
+    NoScript,
+    /// A server error (its text).
+    Error(String),
+}
+
+/// A reply, classified against the request it answers.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Step(Step, StepAnswer),
+    Op {
+        op: Op,
+        lock: LockId,
+        round: u32,
+        answer: OpAnswer,
+    },
+    /// A cleanup's reply: nothing to do.
+    Ignored,
+    /// The server refused to `SUBSCRIBE` (its error text): the node is polled.
+    SubscribeRefused(String),
+}
+
+/// Interpret `reply` as the answer to `pending`; `Err` with the request's name when it cannot
+/// be one (the link cannot be trusted any more).
+#[inline]
+pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'static str> {
+    let text = |e: &[u8]| String::from_utf8_lossy(e).into_owned();
+    match (pending, reply) {
+        // No request is answered by an array (and only its header was read).
+        (_, Reply::Array(_)) => Err(pending.name()),
+        (Pending::Step(Step::Hello), Reply::Map(_)) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
+        (Pending::Subscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"subscribe") => {
+            Ok(Answer::Ignored)
+        }
+        (Pending::Unsubscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"unsubscribe") => {
+            Ok(Answer::Ignored)
+        }
+        (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
+        (_, Reply::Map(_) | Reply::Push { .. }) => Err(pending.name()),
+        (Pending::Cleanup | Pending::Step(Step::SetName), _) => Ok(Answer::Ignored),
+        (Pending::Step(step), Reply::Error(e)) => Ok(Answer::Step(step, StepAnswer::Refused(text(e)))),
+        (Pending::Step(step @ (Step::Auth | Step::Select)), Reply::Status(_)) => Ok(Answer::Step(step, StepAnswer::Ok)),
+        (Pending::Step(Step::Format), Reply::Bulk(b)) if *b == scripts::FORMAT.as_bytes() => {
+            Ok(Answer::Step(Step::Format, StepAnswer::Ok))
+        }
+        (Pending::Step(Step::Format), Reply::Bulk(b)) => Ok(Answer::Step(
+            Step::Format,
+            StepAnswer::Refused(format!(
+                "the node's locks are in format {} ({}), this client's in format {}: run clients of one \
+                 format against a node",
+                String::from_utf8_lossy(b),
+                scripts::FORMAT_KEY,
+                scripts::FORMAT
+            )),
+        )),
+        (Pending::Step(step @ Step::ScriptLoad { sha, .. }), Reply::Bulk(b)) => {
+            Ok(Answer::Step(step, StepAnswer::Digest { matches: b.eq_ignore_ascii_case(sha.as_bytes()) }))
+        }
+        (Pending::Op { op, lock, round }, Reply::Error(e)) => {
+            // Only a script call can meet a flushed script cache: a `NOSCRIPT` to `SET NX PX`
+            // is a plain error vote, never a reason to resend (and grant on the resend).
+            let answer = if e.starts_with(b"NOSCRIPT") && op != Op::SetNx {
+                OpAnswer::NoScript
+            } else {
+                OpAnswer::Error(text(e))
+            };
+            Ok(Answer::Op { op, lock, round, answer })
+        }
+        // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil (RESP2 `$-1`, RESP3 `_`)
+        // found it taken. Nothing else is an answer to it, an integer included: a server that
+        // answers `SET` with `:1` is not one we understand, and must not count as a grant.
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Status(s)) if *s == b"OK" => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(1) })
+        }
+        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Nil) => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
+        }
+        (Pending::Op { op: Op::SetNx, .. }, _) => Err(pending.name()),
+        (Pending::Op { op, lock, round }, Reply::Int(i)) => {
+            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
+        }
+        _ => Err(pending.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock() -> LockId {
+        LockId { slot: 0, generation: 1 }
+    }
+
+    #[test]
+    fn classifies_each_request_kind() {
+        let op = Pending::Op { op: Op::Acquire, lock: lock(), round: 3 };
+        assert_eq!(
+            classify(op, &Reply::Int(1)),
+            Ok(Answer::Op { op: Op::Acquire, lock: lock(), round: 3, answer: OpAnswer::Int(1) })
+        );
+        assert!(matches!(
+            classify(op, &Reply::Error(b"NOSCRIPT No matching script")),
+            Ok(Answer::Op { answer: OpAnswer::NoScript, .. })
+        ));
+        assert_eq!(classify(op, &Reply::Bulk(b"x")), Err("the acquire script"));
+        assert_eq!(classify(Pending::Cleanup, &Reply::Error(b"ERR x")), Ok(Answer::Ignored));
+        assert_eq!(classify(Pending::Cleanup, &Reply::Array(2)), Err("the cleanup release"));
+        assert_eq!(classify(Pending::Step(Step::SetName), &Reply::Error(b"ERR")), Ok(Answer::Ignored));
+        assert_eq!(
+            classify(Pending::Step(Step::Auth), &Reply::Error(b"WRONGPASS")),
+            Ok(Answer::Step(Step::Auth, StepAnswer::Refused("WRONGPASS".into())))
+        );
+        assert_eq!(classify(Pending::Step(Step::Select), &Reply::Int(1)), Err("SELECT"));
+        let load = Step::ScriptLoad { sha: "ab", last: false };
+        assert_eq!(
+            classify(Pending::Step(load), &Reply::Bulk(b"AB")),
+            Ok(Answer::Step(load, StepAnswer::Digest { matches: true }))
+        );
+    }
+
+    #[test]
+    fn the_cheap_acquire_answers_ok_or_nil_and_nothing_else_does() {
+        let set = Pending::Op { op: Op::SetNx, lock: lock(), round: 1 };
+        let int = |i| Ok(Answer::Op { op: Op::SetNx, lock: lock(), round: 1, answer: OpAnswer::Int(i) });
+        assert_eq!(classify(set, &Reply::Status(b"OK")), int(1));
+        assert_eq!(classify(set, &Reply::Nil), int(0));
+        // Any other status, a bulk string, an integer: no answer to SET NX PX, no grant.
+        for garbage in [Reply::Status(b"QUEUED"), Reply::Bulk(b"OK"), Reply::Int(1), Reply::Int(0)] {
+            assert_eq!(classify(set, &garbage), Err("the acquire's SET NX PX"), "{garbage:?}");
+        }
+        // A server error (an ACL refusal, OOM, ...) is that node's vote.
+        assert!(matches!(classify(set, &Reply::Error(b"NOPERM x")), Ok(Answer::Op { answer: OpAnswer::Error(_), .. })));
+        // So is a `NOSCRIPT`: a SET runs no script, and resending it must not turn into a grant.
+        assert!(matches!(
+            classify(set, &Reply::Error(b"NOSCRIPT No matching script")),
+            Ok(Answer::Op { answer: OpAnswer::Error(_), .. })
+        ));
+        // And the script's answers are integers, never +OK or nil.
+        let acquire = Pending::Op { op: Op::Acquire, lock: lock(), round: 1 };
+        assert_eq!(classify(acquire, &Reply::Status(b"OK")), Err("the acquire script"));
+        assert_eq!(classify(acquire, &Reply::Nil), Err("the acquire script"));
+        let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
+        assert_eq!(classify(release, &Reply::Status(b"OK")), Err("the release script"));
+        assert_eq!(classify(release, &Reply::Nil), Err("the release script"));
+    }
+}
