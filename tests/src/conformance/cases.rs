@@ -408,12 +408,16 @@ pub fn wake_on_release<S: Subject>() {
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
         assert_ne!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "a's keys were deleted");
 
-        // A waiter on several resources marks the key that refused it (it joins no queue) and
-        // is woken by that key's release just the same.
+        // A waiter on several resources queues on each of them (a waiter of any kind queues, so
+        // none starves) and is handed the key by its release just the same.
         let both = LockSpec::new("handoff", ttl).and("handoff:b").wait(Duration::from_secs(20));
         let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &both).await;
         assert_eq!(holding(&cluster, "handoff", &S::token(&guard)), 3);
-        assert_eq!(queue_lengths(&cluster, "redlease:queue:handoff"), [0, 0, 0], "[{}] no queue", S::NAME);
+        eventually::<S>(Duration::from_secs(3), "the two-resource waiter in both queues on every node", || {
+            queue_lengths(&cluster, "redlease:queue:handoff") == [1, 1, 1]
+                && queue_lengths(&cluster, "redlease:queue:handoff:b") == [1, 1, 1]
+        })
+        .await;
         let released = Instant::now();
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
         let second = ok::<S, _>(waiter.await, "waiter on two resources after the release");
