@@ -3,6 +3,7 @@
 //! `Lease` plus a way to reach their driver; the scoped `with_lock` hands the work a `Lease`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,16 +13,52 @@ use redlease_core::{LockId, LostReason};
 use crate::Error;
 
 /// What the driver and the holder of a lock share: the current deadline and the lost state.
+///
+/// The lost state follows the clock as well as the driver: once the deadline has passed (and
+/// the lock was not released), the lock is lost ([`LostReason::Expired`]) for whoever asks,
+/// whether or not the driver has run since. The engine's own rule is the same (an extension
+/// confirmed after the deadline comes too late), so the two never disagree.
 #[derive(Debug)]
 pub(crate) struct LockState {
     valid_until: Mutex<Instant>,
     lost: OnceLock<LostReason>,
+    /// Released by its holder: the deadline no longer means anything.
+    released: AtomicBool,
     event: Event,
 }
 
 impl LockState {
     pub(crate) fn new(valid_until: Instant) -> Self {
-        LockState { valid_until: Mutex::new(valid_until), lost: OnceLock::new(), event: Event::new() }
+        LockState {
+            valid_until: Mutex::new(valid_until),
+            lost: OnceLock::new(),
+            released: AtomicBool::new(false),
+            event: Event::new(),
+        }
+    }
+
+    /// Why the lock is lost, if it is: what the driver reported, or the clock (the deadline
+    /// passed and the lock was not released), which marks it lost at once.
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        if let Some(r) = self.lost.get() {
+            return Some(r.clone());
+        }
+        if !self.released.load(Ordering::Acquire) && Instant::now() >= *self.deadline() {
+            self.mark_lost(LostReason::Expired);
+        }
+        self.lost.get().cloned()
+    }
+
+    /// When the clock will say lost, unless an extension moves it: the deadline, or `None`
+    /// once released.
+    fn expiry(&self) -> Option<Instant> {
+        (!self.released.load(Ordering::Acquire)).then(|| *self.deadline())
+    }
+
+    /// Its holder released it: not lost, and valid no more.
+    pub(crate) fn mark_released(&self, now: Instant) {
+        self.released.store(true, Ordering::Release);
+        self.set_valid_until(now);
     }
 
     fn deadline(&self) -> MutexGuard<'_, Instant> {
@@ -154,9 +191,10 @@ impl Lease {
         self.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// Whether the lock is known to be lost.
+    /// Whether the lock is lost: an extension was refused, the client stopped, or its
+    /// validity ran out — judged by the clock, whether or not the client's loop has run since.
     pub fn is_lost(&self) -> bool {
-        self.held.state.lost.get().is_some()
+        self.held.state.reason().is_some()
     }
 
     /// The signal that fires when this lock is lost.
@@ -172,13 +210,14 @@ impl fmt::Debug for Lease {
             .field("resources", &self.held.resources)
             .field("fence", &self.held.fence)
             .field("valid_until", &self.valid_until())
-            .field("lost", &self.held.state.lost.get())
+            .field("lost", &self.held.state.reason())
             .finish_non_exhaustive()
     }
 }
 
 /// Fires when a held lock is lost: an extension was refused by a majority, the validity ran
-/// out without a successful extension, or the client stopped (nobody extends it any more:
+/// out without a successful extension (judged by the clock too: `is_lost` and `reason` say so
+/// once the deadline has passed, even if no I/O ran since), or the client stopped (nobody extends it any more:
 /// [`LostReason::Stopped`]). A lock released normally is not "lost": the signal then never
 /// fires.
 ///
@@ -192,14 +231,14 @@ pub struct LostSignal {
 }
 
 impl LostSignal {
-    /// Whether the lock is known to be lost.
+    /// Whether the lock is lost (by the clock too, as [`Lease::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        self.state.lost.get().is_some()
+        self.state.reason().is_some()
     }
 
-    /// Why the lock was lost, if it was.
+    /// Why the lock was lost, if it was ([`LostReason::Expired`] once its deadline passed).
     pub fn reason(&self) -> Option<LostReason> {
-        self.state.lost.get().cloned()
+        self.state.reason()
     }
 
     /// Wait until the lock is lost (at once if it already is). The future owns what it needs,
@@ -211,13 +250,13 @@ impl LostSignal {
         let state = Arc::clone(&self.state);
         async move {
             loop {
-                if let Some(r) = state.lost.get() {
-                    return r.clone();
+                if let Some(r) = state.reason() {
+                    return r;
                 }
                 let listener = state.event.listen();
                 // Re-check after registering, so that a loss in between is not missed.
-                if let Some(r) = state.lost.get() {
-                    return r.clone();
+                if let Some(r) = state.reason() {
+                    return r;
                 }
                 listener.await;
             }
@@ -241,9 +280,15 @@ impl LostSignal {
             if let Some(r) = self.reason() {
                 return Ok(Some(r));
             }
-            match deadline {
-                Some(d) => {
-                    if listener.wait_deadline(d).is_none() {
+            // Wake at the lock's deadline too: past it, the clock says lost.
+            let until = match (deadline, self.state.expiry()) {
+                (Some(d), Some(e)) => Some(d.min(e)),
+                (d, e) => d.or(e),
+            };
+            match until {
+                Some(until) => {
+                    let woken = listener.wait_deadline(until).is_some();
+                    if !woken && deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(self.reason());
                     }
                 }
@@ -265,14 +310,43 @@ mod tests {
 
     use super::*;
 
-    fn lease() -> Lease {
+    fn lease_until(valid_until: Instant) -> Lease {
         Lease::new(
             crate::tests::some_lock(),
             vec!["r".into()],
             "t".into(),
             Some(5),
-            Arc::new(LockState::new(Instant::now())),
+            Arc::new(LockState::new(valid_until)),
         )
+    }
+
+    fn lease() -> Lease {
+        lease_until(Instant::now() + Duration::from_secs(600))
+    }
+
+    #[test]
+    fn past_its_deadline_a_lease_is_lost_by_the_clock_with_no_driver_running() {
+        let lease = lease_until(Instant::now() + Duration::from_millis(50));
+        let signal = lease.lost();
+        assert!(!lease.is_lost() && signal.reason().is_none());
+        // Nobody reports anything: the deadline alone wakes the blocked waiter.
+        let waiter = thread::spawn(move || signal.wait_timeout(Duration::from_secs(30)).unwrap());
+        assert_eq!(waiter.join().unwrap(), Some(LostReason::Expired));
+        assert!(lease.is_lost() && lease.remaining().is_zero());
+        assert_eq!(crate::block_on(lease.lost().wait()), LostReason::Expired);
+        // A later report does not change the first reason.
+        lease.held.state.mark_lost(LostReason::Refused);
+        assert_eq!(lease.lost().reason(), Some(LostReason::Expired));
+    }
+
+    #[test]
+    fn a_released_lease_is_not_lost_once_its_deadline_passes() {
+        let lease = lease();
+        lease.held.state.mark_released(Instant::now());
+        thread::sleep(Duration::from_millis(5));
+        assert!(lease.remaining().is_zero());
+        assert!(!lease.is_lost() && lease.lost().reason().is_none());
+        assert_eq!(lease.lost().wait_timeout(Duration::from_millis(20)).unwrap(), None);
     }
 
     #[test]

@@ -181,7 +181,7 @@ impl Router {
                 // From now on the keys may be gone: a lease that outlives its guard (a clone
                 // handed to other work) must not look valid any more.
                 if let Some(state) = entry.state() {
-                    state.set_valid_until(now);
+                    state.mark_released(now);
                 }
             }
             Err(misuse) => {

@@ -172,6 +172,9 @@ pub(crate) struct Links {
     channels: BTreeSet<Vec<u8>>,
     /// Bumped whenever `channels` changes.
     subs_gen: u64,
+    /// Replies read later than this after their request (the node timeout) are late, not
+    /// round-trip samples.
+    on_time: Duration,
 }
 
 impl Links {
@@ -205,7 +208,16 @@ impl Links {
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
         let handshakes = config.nodes.iter().map(|node| reply::handshake(config, node)).collect();
         let policy = Policy::new(config);
-        Links { links, addrs, handshakes, policy, closes: VecDeque::new(), channels: BTreeSet::new(), subs_gen: 0 }
+        Links {
+            links,
+            addrs,
+            handshakes,
+            policy,
+            closes: VecDeque::new(),
+            channels: BTreeSet::new(),
+            subs_gen: 0,
+            on_time: config.node_timeout,
+        }
     }
 
     // ----- getters -------------------------------------------------------------------------

@@ -16,6 +16,10 @@ const RTT_WINDOW: Duration = Duration::from_secs(10);
 pub struct NodeStats {
     /// Replies received.
     pub replies: u64,
+    /// Replies read only after the node timeout had passed since their request was queued
+    /// (e.g. by a blocking client whose loop nobody drove meanwhile). They are not round-trip
+    /// samples: [`rtt`](Self::rtt) and [`rtt_max`](Self::rtt_max) leave them out.
+    pub late: u64,
     /// Votes that timed out: no answer within the node timeout.
     pub timeouts: u64,
     /// Failures while out of reach: refused or timed-out connects, lost or silent connections.
@@ -29,7 +33,9 @@ pub struct NodeStats {
     pub connects: u64,
     /// Connections that were up and then lost or failed.
     pub disconnects: u64,
-    /// Smoothed round trip in nanoseconds, 0 before the first reply.
+    /// Round-trip samples taken: the replies read on time.
+    samples: u64,
+    /// Smoothed round trip in nanoseconds, 0 before the first sample.
     srtt_ns: u64,
     /// When the current window of the recent maximum ends.
     window_end: Option<Instant>,
@@ -40,15 +46,16 @@ pub struct NodeStats {
 impl NodeStats {
     /// The smoothed round trip of the node's replies: an exponentially weighted average, each
     /// sample counting 1/8 (as TCP's smoothed RTT). Measured from when a request was queued,
-    /// which a driver that writes promptly makes the send time. `None` before the first reply.
+    /// which a driver that writes promptly makes the send time. Only replies read within the
+    /// node timeout count (see [`late`](Self::late)). `None` before the first.
     pub fn rtt(&self) -> Option<Duration> {
-        (self.replies > 0).then(|| Duration::from_nanos(self.srtt_ns))
+        (self.samples > 0).then(|| Duration::from_nanos(self.srtt_ns))
     }
 
-    /// The longest round trip of the last 10 to 20 seconds (of the replies seen; `None`
-    /// before the first).
+    /// The longest round trip of the last 10 to 20 seconds (of the replies read on time;
+    /// `None` before the first).
     pub fn rtt_max(&self) -> Option<Duration> {
-        (self.replies > 0).then(|| Duration::from_nanos(self.window_max_ns.max(self.previous_max_ns)))
+        (self.samples > 0).then(|| Duration::from_nanos(self.window_max_ns.max(self.previous_max_ns)))
     }
 
     /// Reconnections: connections after the first.
@@ -61,13 +68,19 @@ impl NodeStats {
         self.unreachable + self.misconfigured + self.protocol
     }
 
-    /// A reply arrived at `now`, `rtt` after its request was queued. Integer arithmetic and
-    /// one instant comparison: this runs for every reply.
-    pub(crate) fn reply(&mut self, now: Instant, rtt: Duration) {
+    /// A reply was read at `now`, `rtt` after its request was queued; a round trip longer
+    /// than `on_time` (the node timeout) is counted as late, not sampled. Integer arithmetic
+    /// and one instant comparison: this runs for every reply.
+    pub(crate) fn reply(&mut self, now: Instant, rtt: Duration, on_time: Duration) {
+        self.replies += 1;
+        if rtt > on_time {
+            self.late += 1;
+            return;
+        }
         // u64 arithmetic (no u128 `as_nanos`): saturates after 584 years.
         let ns = rtt.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(rtt.subsec_nanos()));
-        self.srtt_ns = if self.replies == 0 { ns } else { self.srtt_ns - self.srtt_ns / 8 + ns / 8 };
-        self.replies += 1;
+        self.srtt_ns = if self.samples == 0 { ns } else { self.srtt_ns - self.srtt_ns / 8 + ns / 8 };
+        self.samples += 1;
         match self.window_end {
             Some(end) if now < end => {}
             Some(end) => {
@@ -101,20 +114,24 @@ mod tests {
         let ms = Duration::from_millis;
         let mut s = NodeStats::default();
         assert_eq!((s.rtt(), s.rtt_max()), (None, None));
-        s.reply(t0, ms(8));
+        let on_time = Duration::from_secs(1);
+        // A reply read long after its node timeout is late, not a round trip.
+        s.reply(t0, ms(3_500), on_time);
+        assert_eq!((s.rtt(), s.rtt_max(), s.replies, s.late), (None, None, 1, 1));
+        s.reply(t0, ms(8), on_time);
         assert_eq!((s.rtt(), s.rtt_max()), (Some(ms(8)), Some(ms(8))));
-        s.reply(t0, ms(16));
+        s.reply(t0, ms(16), on_time);
         assert_eq!(s.rtt(), Some(ms(9)));
         assert_eq!(s.rtt_max(), Some(ms(16)));
         // A window later the old peak still counts; two windows later it is gone.
-        s.reply(t0 + RTT_WINDOW, ms(1));
+        s.reply(t0 + RTT_WINDOW, ms(1), on_time);
         assert_eq!(s.rtt_max(), Some(ms(16)));
-        s.reply(t0 + 2 * RTT_WINDOW, ms(2));
+        s.reply(t0 + 2 * RTT_WINDOW, ms(2), on_time);
         assert_eq!(s.rtt_max(), Some(ms(2)));
         // After a silence of more than a window, only the new samples count.
-        s.reply(t0 + 5 * RTT_WINDOW, ms(3));
+        s.reply(t0 + 5 * RTT_WINDOW, ms(3), on_time);
         assert_eq!(s.rtt_max(), Some(ms(3)));
-        assert_eq!(s.replies, 5);
+        assert_eq!((s.replies, s.late), (6, 1));
         s.fault(Fault::Misconfigured);
         s.fault(Fault::Unreachable);
         assert_eq!((s.misconfigured, s.unreachable, s.failures()), (1, 1, 2));

@@ -22,29 +22,25 @@ const WAKE: Token = Token(usize::MAX);
 /// A blocking Redlock client on its own `mio::Poll`.
 ///
 /// `Client` is `Clone + Send + Sync`: clones share one connection per node, so any number
-/// of threads can lock through one client. There is no background thread: a thread that
-/// waits for an outcome drives the event loop itself while it waits (one thread polls at a
-/// time; the others sleep until an outcome or the poll is theirs). Between calls nobody
-/// drives the loop — see [auto-extension](#auto-extension).
+/// of threads can lock through one client. A thread that waits for an outcome drives the
+/// event loop itself while it waits (one thread polls at a time; the others sleep until an
+/// outcome or the poll is theirs).
 ///
 /// Each separate `Client` has its own connections (one per node); sharing one is cheaper.
 ///
 /// # Auto-extension
 ///
-/// The core extends a lock about every `ttl / 3` when asked to
-/// ([`LockOptions::auto_extend`]), but only while someone drives the loop. Pick one:
+/// A lock taken with [`LockOptions::auto_extend`] (or switched on with
+/// [`Guard::set_auto_extend`], and every lock of [`Client::with_lock`]) is extended about every
+/// `ttl / 3` by a thread the client starts for it: it drives the loop while any such lock is
+/// held and ends when the last one is released or dropped. The caller's thread may be busy,
+/// blocked or asleep meanwhile.
 ///
-/// - **No threads**: keep calling [`Client::run_for`] / [`Client::run_until`] (or any
-///   blocking call) from your own loop, at least every `ttl / 3`.
-/// - **A helper thread while you work**: [`Client::with_lock`] runs your closure on your
-///   thread while a helper thread drives the loop, and releases afterwards.
-/// - **A helper thread for good**: [`Client::spawn_keepalive`] drives the loop until the
-///   returned [`KeepAlive`] is dropped.
-///
-/// In every case a lost lock (refused extension, validity run out) fires the guard's
-/// [`LostSignal`](crate::LostSignal), whose blocking
-/// [`wait_timeout`](crate::LostSignal::wait_timeout) drives the loop itself when
-/// nobody else does.
+/// Without auto-extension nobody drives the loop between calls, and that is fine: a lock
+/// whose deadline passes is lost by the clock ([`Lease::is_lost`](crate::Lease::is_lost) is
+/// true, reason `Expired`) whether or not the loop ran. [`Client::run_for`] /
+/// [`Client::run_until`] drive it from your own loop, and [`Client::spawn_keepalive`] on a
+/// thread of its own (for the releases of dropped guards and lost signals without calls).
 ///
 /// # Example
 ///
@@ -120,6 +116,7 @@ impl Client {
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
         let shared = &self.shared;
+        let auto = options.auto_extend;
         let mut st = shared.lock();
         if st.closed {
             return Err(Error::Closed);
@@ -130,7 +127,12 @@ impl Client {
         shared.after_command(&mut st, now);
         let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
-        Ok(Guard::new(lease.with_pump(pump), Arc::clone(shared)))
+        let guard = Guard::new(lease.with_pump(pump), Arc::clone(shared));
+        if auto {
+            // Without its thread the lock would not be extended: release it and say why.
+            guard.count_auto()?;
+        }
+        Ok(guard)
     }
 
     /// Scoped form: acquire with `options` (automatic extension turned on), run `f` on this
@@ -145,11 +147,9 @@ impl Client {
     where
         F: FnOnce(Lease) -> T,
     {
+        // Auto-extended: the client's extension thread drives the loop while `f` runs.
         let guard = self.lock_with(options.auto_extend(true))?;
-        // Dropped (stopped and joined) before the release below, or while unwinding.
-        let helper = self.spawn_keepalive()?;
         let out = f(guard.lease().clone());
-        drop(helper);
         // The work is done; whatever the release says changes nothing for the caller.
         let _ = guard.release();
         Ok(out)

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::oneshot;
@@ -21,11 +22,33 @@ pub struct Guard {
     lease: Lease,
     shared: Arc<Shared>,
     released: bool,
+    /// Counted among the client's auto-extended locks (its extension thread runs for it).
+    auto: AtomicBool,
 }
 
 impl Guard {
     pub(crate) fn new(lease: Lease, shared: Arc<Shared>) -> Self {
-        Guard { lease, shared, released: false }
+        Guard { lease, shared, released: false, auto: AtomicBool::new(false) }
+    }
+
+    /// Count this lock among the auto-extended ones, starting the client's extension thread
+    /// if none runs. Fails only if the thread cannot be started.
+    pub(crate) fn count_auto(&self) -> Result<(), Error> {
+        if self.auto.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut st = self.shared.lock();
+        let counted = self.shared.auto_locked(&mut st);
+        if counted.is_err() {
+            self.auto.store(false, Ordering::Release);
+        }
+        counted
+    }
+
+    /// No longer count this lock among the auto-extended ones; the extension thread ends
+    /// when none is left.
+    fn uncount_auto(&self, st: &mut State) -> bool {
+        self.auto.swap(false, Ordering::AcqRel) && Shared::auto_unlocked(st)
     }
 
     /// The holder's view of the lock (also reached through `Deref`).
@@ -57,6 +80,11 @@ impl Guard {
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
         let mut st = self.shared.lock();
+        if self.uncount_auto(&mut st) {
+            drop(st);
+            self.shared.wake_all();
+            st = self.shared.lock();
+        }
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         router.release(driver.engine_mut(), now, lock, Some(reply));
@@ -64,14 +92,27 @@ impl Guard {
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
 
-    /// Turn automatic extension (about every `ttl / 3`) on or off. It runs only while the
-    /// loop is driven (see [auto-extension](crate::Client#auto-extension)).
+    /// Turn automatic extension (about every `ttl / 3`) on or off; the client's extension
+    /// thread runs while any lock has it on (see
+    /// [auto-extension](crate::Client#auto-extension)). Should the operating system refuse
+    /// that thread, the lock is extended only while the loop is driven (any blocking call,
+    /// [`Client::run_for`](crate::Client::run_for)); `lock_with` reports that refusal as an
+    /// error instead.
     pub fn set_auto_extend(&self, on: bool) {
+        if on {
+            // Refused: see above.
+            let _ = self.count_auto();
+        }
         let mut st = self.shared.lock();
+        let wake = !on && self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         router.set_auto_extend(driver.engine_mut(), now, self.lease.id(), on);
         self.shared.after_command(&mut st, now);
+        drop(st);
+        if wake {
+            self.shared.wake_all();
+        }
     }
 }
 
@@ -89,10 +130,15 @@ impl Drop for Guard {
             return;
         }
         let mut st = self.shared.lock();
+        let wake = self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         router.release(driver.engine_mut(), now, self.lease.id(), None);
         self.shared.after_command(&mut st, now);
+        drop(st);
+        if wake {
+            self.shared.wake_all();
+        }
     }
 }
 

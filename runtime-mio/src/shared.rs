@@ -33,6 +33,10 @@ pub(crate) struct State {
     pub(crate) router: Router,
     /// The client is closed (`close`), or its poll failed for good.
     pub(crate) closed: bool,
+    /// Held locks whose guard asked for automatic extension.
+    auto_locks: usize,
+    /// The keeper thread (which drives the loop while `auto_locks > 0`) is running.
+    keeper: bool,
     /// The threads inside [`Shared::wait`].
     waiters: Vec<Waiter>,
     next_waiter: u64,
@@ -48,6 +52,8 @@ impl State {
             driver,
             router: Router::new(),
             closed: false,
+            auto_locks: 0,
+            keeper: false,
             waiters: Vec::new(),
             next_waiter: 0,
             woken: false,
@@ -219,6 +225,40 @@ impl Shared {
             w.signal.notify_one();
         }
         st
+    }
+
+    /// One more held lock wants automatic extension: start the keeper thread if none runs.
+    /// It drives the loop (extensions, lost signals, releases) until no such lock is left or
+    /// the client closes, so that auto-extension never depends on what the caller's threads
+    /// are doing.
+    pub(crate) fn auto_locked(self: &Arc<Self>, st: &mut State) -> Result<(), Error> {
+        if st.keeper {
+            st.auto_locks += 1;
+            return Ok(());
+        }
+        // The thread waits for the state's lock, which the caller holds until it has counted.
+        let shared = Arc::clone(self);
+        std::thread::Builder::new().name("redlease-mio-extend".into()).spawn(move || {
+            let st = shared.lock();
+            let done = shared.wait_for(st, None, |st| (st.auto_locks == 0).then(|| st.keeper = false));
+            if done.is_err() {
+                // Closed: whoever counts next starts a new keeper if it can still be used.
+                shared.lock().keeper = false;
+            }
+        })?;
+        st.keeper = true;
+        st.auto_locks += 1;
+        Ok(())
+    }
+
+    /// One held lock no longer wants automatic extension (turned off, released or dropped).
+    /// Returns whether the keeper must be woken to see that none is left ([`wake_all`]
+    /// once the state's lock is let go).
+    ///
+    /// [`wake_all`]: Self::wake_all
+    pub(crate) fn auto_unlocked(st: &mut State) -> bool {
+        st.auto_locks = st.auto_locks.saturating_sub(1);
+        st.auto_locks == 0 && st.keeper
     }
 
     /// Stop waiters of a keep-alive: wake every sleeper and the poller.

@@ -178,6 +178,52 @@ fn keepalive_thread_extends_while_the_caller_sleeps() {
 }
 
 #[test]
+fn auto_extension_needs_nothing_from_the_busy_caller() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let ttl = Duration::from_millis(600);
+    let guard = client.lock_with(LockOptions::new("busy-caller", ttl).auto_extend(true)).unwrap();
+    let first = guard.valid_until();
+    // The caller's thread is busy for more than three TTLs: no call, no keep-alive.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(!guard.is_lost(), "lost while auto-extended: {:?}", guard.lost().reason());
+    assert!(guard.valid_until() > first + Duration::from_millis(1000));
+    for n in &nodes {
+        assert_eq!(n.cmd(&["GET", "busy-caller"]), guard.token());
+    }
+    assert_eq!(guard.release().unwrap().outcome, ReleaseOutcome::Released);
+}
+
+#[test]
+fn past_its_deadline_a_lock_is_lost_by_the_clock_with_no_call_made() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let guard = client.lock("undriven", Duration::from_millis(300)).unwrap();
+    assert!(!guard.is_lost());
+    // Nobody drives the loop meanwhile: only the clock can tell.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(guard.is_lost() && guard.remaining().is_zero());
+    assert_eq!(guard.lost().reason(), Some(LostReason::Expired));
+    assert_eq!(guard.release().unwrap().outcome, ReleaseOutcome::NotHeld);
+}
+
+#[test]
+fn replies_read_late_are_not_round_trips() {
+    let nodes = cluster(3);
+    let client = Client::connect(urls(&nodes)).unwrap();
+    let timeout = Config::from_urls(urls(&nodes)).unwrap().node_timeout; // what `connect` uses
+    // Dropped: the release goes out at once, and its replies wait unread in the sockets.
+    drop(client.lock("late", TTL).unwrap());
+    std::thread::sleep(timeout * 10);
+    client.run_for(Duration::from_millis(50)).unwrap();
+    let health = client.health();
+    assert!(health.nodes.iter().all(|n| n.stats.late >= 1), "{health}");
+    for n in &health.nodes {
+        assert!(n.stats.rtt_max().is_some_and(|rtt| rtt <= timeout), "{:?} against {timeout:?}", n.stats);
+    }
+}
+
+#[test]
 fn with_lock_runs_the_work_under_auto_extension() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();

@@ -54,7 +54,7 @@ impl Links {
         let Some((pending, queued)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
         };
-        link.stats.reply(now, now.saturating_duration_since(queued));
+        link.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
             node,
             addr: addr(),
