@@ -8,7 +8,7 @@ use crate::Error;
 /// handshake answered), or every node's connect attempt since `since` (each node's
 /// [`Engine::connect_attempts`] when the client started) has ended, ready or failed. With
 /// [`Config::require_all`](redlease_core::Config::require_all), only the latter: every node
-/// is given its chance before [`require_all`] judges.
+/// is given its chance before [`connected`] judges.
 pub fn connect_settled(engine: &Engine, since: &[u64]) -> bool {
     let n = engine.config().nodes.len();
     let tried = (0..n).all(|i| engine.connect_attempts(node(i)) > since.get(i).copied().unwrap_or(0));
@@ -19,15 +19,15 @@ pub fn connect_settled(engine: &Engine, since: &[u64]) -> bool {
     ready >= engine.quorum() || tried
 }
 
-/// Once connecting has settled: with [`Config::require_all`](redlease_core::Config::require_all)
-/// every node must be ready, else [`Error::Unhealthy`] with the health view naming each
-/// node's state and last error.
-pub fn require_all(engine: &Engine) -> Result<(), Error> {
-    if !engine.config().require_all {
-        return Ok(());
-    }
+/// Once connecting has settled: whether the client can serve. A quorum of nodes must be
+/// ready (with [`Config::require_all`](redlease_core::Config::require_all), every node), else
+/// [`Error::Unhealthy`] with the health view naming each node's state and last error: a
+/// client that could not lock anything is refused at once rather than handed out to fail
+/// every call.
+pub fn connected(engine: &Engine) -> Result<(), Error> {
     let health = engine.health();
-    if health.all_ready() { Ok(()) } else { Err(Error::Unhealthy(Box::new(health))) }
+    let enough = if engine.config().require_all { health.all_ready() } else { health.can_lock() };
+    if enough { Ok(()) } else { Err(Error::Unhealthy(Box::new(health))) }
 }
 
 fn node(i: usize) -> NodeId {

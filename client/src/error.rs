@@ -58,9 +58,11 @@ pub enum Error {
     /// poller, a thread.
     #[error("the operating system refused: {0}")]
     Io(#[from] io::Error),
-    /// [`Config::require_all`](redlease_core::Config::require_all) is set and not every node
-    /// became ready while connecting: the health view says which and why.
-    #[error("not every node is ready, and the config requires all (require_all): {}", unready(.0))]
+    /// Too few nodes became ready while connecting: no quorum (or, with
+    /// [`Config::require_all`](redlease_core::Config::require_all), not every node) once each
+    /// node's first attempt ended. The health view says which and why;
+    /// [`Health::misconfigured`] tells a setup to fix from nodes out of reach.
+    #[error("too few nodes are ready to start (a quorum of {}, or all of them with require_all): {}", .0.quorum, unready(.0))]
     Unhealthy(Box<Health>),
     /// The client is closed: its `close()` was called, its driver stopped (the runtime shut
     /// down, the driver future was dropped) or its event loop failed.

@@ -46,7 +46,7 @@ pub use api::*;
 
 /// For adapter authors only: the pieces an adapter is assembled from. Users never need these.
 pub mod adapter {
-    pub use crate::connect::{connect_settled, require_all};
+    pub use crate::connect::{connect_settled, connected};
     pub use crate::lease::Pump;
     pub use crate::link::{Conn, Flush, Links, Read, ReadUntil, SocketIo, node_id};
     pub use crate::random::seeded;
@@ -70,7 +70,7 @@ pub mod adapter {
     }
 }
 
-pub(crate) use connect::{connect_settled, require_all};
+pub(crate) use connect::{connect_settled, connected};
 pub(crate) use random::seeded;
 pub(crate) use router::Router;
 

@@ -6,34 +6,56 @@ use crate::error::ConfigError;
 use crate::node::NodeConfig;
 use crate::tls::TlsSettings;
 
-/// How a failed acquisition attempt is retried.
+/// How a failed acquisition attempt is retried, and for how long.
 ///
 /// Between attempts the engine waits a random delay drawn uniformly from
 /// `[min_delay, max_delay]` (from the seeded generator of [`Config::seed`]), so that
 /// contending clients fall out of step.
 ///
+/// The default waits like a mutex, with a bound: attempts without a count limit for up to
+/// [`wait`](Self::wait) = 10 s (a lock held longer fails with
+/// [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout)), 20–200 ms apart (a
+/// waiter woken by a release retries at once). [`Retry::new`] counts attempts instead, with no
+/// time bound. Each acquisition's own [`LockOptions`](crate::LockOptions) `attempts` or `wait`
+/// replace both (so `try_lock`, one attempt, never waits).
+///
 /// `#[non_exhaustive]`: build one with [`Retry::new`] or [`Retry::default`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Retry {
-    /// Attempts in all, including the first (at least 1).
+    /// Attempts in all, including the first (at least 1; `u32::MAX`: no count limit).
     pub attempts: u32,
     /// Shortest delay between attempts.
     pub min_delay: Duration,
     /// Longest delay between attempts.
     pub max_delay: Duration,
+    /// Give up once no retry can start within this time of the call (`None`: only
+    /// `attempts` bounds it).
+    pub wait: Option<Duration>,
 }
 
 impl Retry {
-    /// `attempts` in all (the first included), `min_delay` to `max_delay` apart.
+    /// `attempts` in all (the first included), `min_delay` to `max_delay` apart, with no time
+    /// bound.
     pub fn new(attempts: u32, min_delay: Duration, max_delay: Duration) -> Self {
-        Retry { attempts, min_delay, max_delay }
+        Retry { attempts, min_delay, max_delay, wait: None }
+    }
+
+    /// Keep retrying, with no count limit, until `wait` has passed since the call, with the
+    /// default delays (20–200 ms).
+    pub fn for_up_to(wait: Duration) -> Self {
+        Retry { wait: Some(wait), ..Retry::default() }
     }
 }
 
 impl Default for Retry {
     fn default() -> Self {
-        Retry { attempts: 3, min_delay: Duration::from_millis(20), max_delay: Duration::from_millis(200) }
+        Retry {
+            attempts: u32::MAX,
+            min_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(200),
+            wait: Some(Duration::from_secs(10)),
+        }
     }
 }
 
@@ -72,7 +94,8 @@ pub struct Config {
     /// Clock drift allowance as a fraction of the TTL; the drift margin is
     /// `ttl × drift_factor + 2 ms` (default 0.01).
     pub drift_factor: f64,
-    /// Retry schedule of [`Engine::acquire`](crate::Engine::acquire) (default 3 attempts).
+    /// Retry schedule of [`Engine::acquire`](crate::Engine::acquire): by default an
+    /// acquisition keeps trying for up to 10 s ([`Retry`]).
     pub retry: Retry,
     /// Seed of the jitter generator (retry delays, reconnect jitter). `None` (the default):
     /// the client layer draws one from the OS random source, so that two clients never

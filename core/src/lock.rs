@@ -172,14 +172,16 @@ impl Slot {
     }
 
     /// Take the slot for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
-    /// called at `now`; `default_attempts` applies when the options give none.
+    /// called at `now`, with at most `attempts` attempts and no retry starting after `wait`
+    /// (both resolved from the options and the config).
     pub(crate) fn start(
         &mut self,
         now: Instant,
         options: &LockOptions,
         token: &[u8],
         ttl: Duration,
-        default_attempts: u32,
+        attempts: u32,
+        wait: Option<Duration>,
     ) {
         self.generation = self.generation.wrapping_add(1);
         self.keys.set(&options.resources);
@@ -194,10 +196,10 @@ impl Slot {
         self.reserve_ms = 0;
         self.tries = Tries {
             made: 0,
-            max: options.attempts.unwrap_or(default_attempts).max(1),
+            max: attempts.max(1),
             called: now,
             // A wait too long to add (e.g. `Duration::MAX`) means no bound.
-            give_up_at: options.wait.and_then(|w| now.checked_add(w)),
+            give_up_at: wait.and_then(|w| now.checked_add(w)),
         };
     }
 

@@ -71,11 +71,12 @@ impl Client {
     /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with default
     /// settings.
     ///
-    /// Returns as soon as a quorum of nodes is connected (or every node has connected or
-    /// failed its first attempt): nodes that are down or silent do not make it fail or wait
-    /// for the connect timeout. They keep connecting in the background with backoff, and
-    /// count as failed votes in operations meanwhile. Fails on a bad URL or when the OS
-    /// refuses a poller.
+    /// Returns as soon as a quorum of nodes is connected. Nodes beyond the quorum that are
+    /// down or silent do not make it wait: they keep connecting in the background with
+    /// backoff, and count as failed votes meanwhile. Fails on a bad URL, when the OS refuses a
+    /// poller, and with [`Error::Unhealthy`] (the health view: each node's state and last
+    /// error) when no quorum is ready once every node's first attempt has ended (refused, a
+    /// wrong password, or the connect timeout).
     pub fn connect<I, S>(urls: I) -> Result<Client, Error>
     where
         I: IntoIterator<Item = S>,
@@ -95,16 +96,21 @@ impl Client {
         let shared = Arc::new(Shared::new(State::new(poller, driver), waker));
         let st = shared.lock();
         shared.wait_for(st, None, |st| st.driver.ready().then_some(()))?;
-        shared.lock().driver.require_all()?;
+        shared.lock().driver.connected()?;
         Ok(Client { shared })
     }
 
-    /// Acquire `resource` for `ttl`, retrying per the config's retry schedule.
+    /// Acquire `resource` for `ttl`, waiting while someone else holds it, like a mutex — but
+    /// bounded: by default it keeps trying for up to 10 s (woken at once by the holder's
+    /// release), then fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
+    /// The bound and the delays are the config's [`Retry`](crate::Retry); [`lock_with`](Self::lock_with)
+    /// sets them per call. A misconfiguration (a wrong password on a majority) fails at once.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl))
     }
 
-    /// Acquire `resource` for `ttl` in a single attempt.
+    /// Acquire `resource` for `ttl` in a single attempt: held by someone else, it fails at
+    /// once with [`AcquireError::Held`](crate::AcquireError::Held).
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl).attempts(1))
     }

@@ -134,8 +134,8 @@ impl Driver {
     /// Whether a quorum of nodes is ready (connected, handshake answered), or every node has
     /// finished a connect attempt since [`register`](Self::register), ready or failed: locking
     /// can start (a node still connecting would count as a failed vote). With
-    /// [`Config::require_all`], only the latter; then [`require_all`](Self::require_all) says
-    /// whether every node made it.
+    /// [`Config::require_all`], only the latter. Then [`connected`](Self::connected) says
+    /// whether enough nodes made it.
     pub fn ready(&self) -> bool {
         self.registry.is_some() && redlease_client::adapter::connect_settled(&self.engine, &self.attempts_at_register)
     }
@@ -147,10 +147,12 @@ impl Driver {
             && (0..self.links.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
     }
 
-    /// With [`Config::require_all`], once [`ready`](Self::ready): every node must be ready,
-    /// else [`Error::Unhealthy`] with the health view. `Ok` without it.
-    pub fn require_all(&self) -> Result<(), Error> {
-        redlease_client::adapter::require_all(&self.engine)
+    /// Once [`ready`](Self::ready): whether locking can start — a quorum of nodes is ready
+    /// (every node, with [`Config::require_all`]) — else [`Error::Unhealthy`] with the health
+    /// view naming each node's state and last error. The driver keeps reconnecting either way;
+    /// the blocking client refuses to start without it.
+    pub fn connected(&self) -> Result<(), Error> {
+        redlease_client::adapter::connected(&self.engine)
     }
 
     // ----- lifecycle -----------------------------------------------------------------------

@@ -343,26 +343,27 @@ fn a_restarted_node_is_reconnected() {
 }
 
 #[test]
-fn a_wrong_password_reaches_the_caller() {
+fn a_wrong_password_fails_connect_as_misconfigured() {
     let node = Redis::start_with(Some("right"));
     let url = format!("redis://:wrong@127.0.0.1:{}", node.port);
-    let client = Client::connect([url]).unwrap();
-    let err = client.try_lock("pw", TTL).unwrap_err();
+    let err = Client::connect([url]).unwrap_err();
     let text = err.to_string();
     // A refused password is a configuration problem, named with the node's address.
-    assert!(matches!(err, Error::Acquire(AcquireError::Misconfigured { .. })), "{text}");
-    assert!(text.contains("AUTH") && text.contains(&format!("node #0 (redis://127.0.0.1:{})", node.port)), "{text}");
+    let Error::Unhealthy(health) = &err else { panic!("expected Unhealthy, got {text}") };
+    assert!(health.misconfigured(), "{health}");
+    assert!(text.contains("AUTH") && text.contains(&format!("#0 (redis://127.0.0.1:{})", node.port)), "{text}");
     assert!(!text.contains("wrong"), "no password in the message: {text}");
     let good = Client::connect([format!("redis://:right@127.0.0.1:{}", node.port)]).unwrap();
     good.lock("pw", TTL).unwrap().release().unwrap();
 }
 
 #[test]
-fn nothing_listening_means_unreachable_not_a_connect_error() {
+fn nothing_listening_fails_connect_as_unhealthy() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut cfg = Config::from_urls([format!("redis://127.0.0.1:{port}")]).unwrap();
     cfg.connect_timeout = Duration::from_millis(500);
-    let client = Client::with_config(cfg).unwrap();
-    let err = client.try_lock("nobody", TTL).unwrap_err();
-    assert!(matches!(err, Error::Acquire(AcquireError::Unreachable { .. })), "{err}");
+    let err = Client::with_config(cfg).unwrap_err();
+    let Error::Unhealthy(health) = &err else { panic!("expected Unhealthy, got {err}") };
+    assert!(!health.misconfigured() && health.usable() == 0, "{health}");
+    assert!(err.to_string().contains("0 of 1 ready"), "{err}");
 }

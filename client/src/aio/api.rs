@@ -35,10 +35,11 @@ macro_rules! async_api {
             /// `rediss://…` for TLS, `redis+unix:///path[?db=N]`), with defaults for
             /// everything else, and start the driver in the background.
             ///
-            /// Returns as soon as a quorum of nodes is connected (or every node has connected
-            /// or failed its first attempt): nodes that are down or silent do not make this
-            /// fail or wait for the connect timeout; they keep connecting in the background
-            /// with backoff and count as failed votes meanwhile.
+            /// Returns as soon as a quorum of nodes is connected: nodes beyond the quorum that
+            /// are down or silent keep connecting in the background with backoff and count as
+            /// failed votes meanwhile. Fails with [`Error::Unhealthy`] (the health view: each
+            /// node's state and last error) when no quorum is ready once every node's first
+            /// attempt has ended — refused, a wrong password, or the connect timeout.
             pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
             where
                 I: IntoIterator<Item = S>,
@@ -75,13 +76,18 @@ macro_rules! async_api {
                 Ok((Client(client), Driver(driver)))
             }
 
-            /// Acquire `resource` for `ttl`, retrying per the config's retry schedule
-            /// ([`Config::retry`]).
+            /// Acquire `resource` for `ttl`, waiting while someone else holds it, like a
+            /// mutex — but bounded: by default it keeps trying for up to 10 s (woken at once
+            /// by the holder's release), then fails with
+            /// [`AcquireError::WaitTimeout`]. The bound and the delays are the config's
+            /// [`Retry`] ([`Config::retry`]); [`lock_with`](Self::lock_with) sets them per
+            /// call. A misconfiguration (a wrong password on a majority) fails at once.
             pub async fn lock(&self, resource: &str, ttl: std::time::Duration) -> Result<Guard, Error> {
                 self.0.lock(resource, ttl).await.map(Guard)
             }
 
-            /// Acquire `resource` for `ttl` with a single attempt.
+            /// Acquire `resource` for `ttl` with a single attempt: held by someone else, it
+            /// fails at once with [`AcquireError::Held`].
             pub async fn try_lock(&self, resource: &str, ttl: std::time::Duration) -> Result<Guard, Error> {
                 self.0.try_lock(resource, ttl).await.map(Guard)
             }
@@ -241,8 +247,11 @@ macro_rules! async_api {
         /// run it themselves ([`Client::with_driver`]).
         ///
         /// It finishes once every client and guard is dropped and every release they started
-        /// is done, or once [`Client::close`] is done. Dropped earlier, it marks every lock
-        /// still held lost ([`LostReason::Stopped`]).
+        /// is done, or once [`Client::close`] is done. Dropped earlier (with its runtime, when
+        /// a program returns from `main` without `close()`), it sends the releases of every
+        /// lock still held in one non-blocking pass, and marks those locks lost
+        /// ([`LostReason::Stopped`]); a key whose release its socket did not take at once
+        /// expires with its TTL.
         #[must_use = "the client does nothing unless the driver runs"]
         pub struct Driver($crate::adapter::aio::Driver<$runtime>);
 

@@ -39,10 +39,10 @@ impl<R: Runtime> Client<R> {
     /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with defaults
     /// for everything else, and start the driver in the background.
     ///
-    /// Returns as soon as a quorum of nodes is connected (or every node has connected or
-    /// failed its first attempt): nodes that are down or silent do not make this fail or wait
-    /// for the connect timeout; they keep connecting in the background with backoff and count
-    /// as failed votes meanwhile.
+    /// Returns as soon as a quorum of nodes is connected; nodes beyond the quorum that are
+    /// down or silent keep connecting in the background with backoff and count as failed votes
+    /// meanwhile. Fails with [`Error::Unhealthy`] (the health view) when no quorum is ready
+    /// once every node's first attempt has ended.
     pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -76,7 +76,8 @@ impl<R: Runtime> Client<R> {
 }
 
 impl<R> Client<R> {
-    /// Acquire `resource` for `ttl`, retrying per the config's retry schedule.
+    /// Acquire `resource` for `ttl`, waiting while someone else holds it, up to the config's
+    /// [`Retry`](redlease_core::Retry) bound (10 s by default).
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl)).await
     }

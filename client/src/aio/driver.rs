@@ -101,8 +101,8 @@ impl<S: Socket> SocketIo<S> for Polled<'_, '_> {
 ///
 /// Poll it to completion on any executor. It finishes once every client and guard is dropped
 /// and every release they started is done, or once the client's `close` is done. Dropped
-/// earlier, it marks every lock still held lost
-/// ([`LostReason::Stopped`](redlease_core::LostReason::Stopped)).
+/// earlier, it sends the releases of every lock still held (best effort, without waiting) and
+/// marks those locks lost ([`LostReason::Stopped`](redlease_core::LostReason::Stopped)).
 #[must_use = "the client does nothing unless the driver runs"]
 pub struct Driver<R: Runtime> {
     engine: Engine,
@@ -166,7 +166,7 @@ impl<R: Runtime> Driver<R> {
             if crate::connect_settled(&driver.engine, &[]) { Poll::Ready(()) } else { Poll::Pending }
         })
         .await;
-        crate::require_all(&driver.engine)?;
+        crate::connected(&driver.engine)?;
         Ok(driver)
     }
 
@@ -388,10 +388,28 @@ impl<R: Runtime> Future for Driver<R> {
 }
 
 impl<R: Runtime> Drop for Driver<R> {
+    /// Dropped before it finished — usually with its runtime, when a program returns from
+    /// `main` without `close()` (after dropping its guards, or with guards still alive): nobody
+    /// will extend these locks any more. Release them (the releases of guards dropped just
+    /// before are among them) in one non-blocking pass: what is waiting in the sockets is read
+    /// first, so that the close is an orderly one, then each release goes out as far as its
+    /// socket takes it at once. Nothing is waited for; a key whose release did not go out
+    /// expires with its TTL. Then the holders see their locks lost and every caller still
+    /// waiting sees the client closed.
     fn drop(&mut self) {
-        // Nobody will extend these locks any more: tell their holders, and every caller still
-        // waiting.
         self.commands.close();
+        if !self.router.is_empty() {
+            let now = Instant::now();
+            self.router.close(&mut self.engine, now);
+            let mut cx = Context::from_waker(Waker::noop());
+            for i in 0..self.links.len() {
+                if let Conn::Up(..) = self.links.conn_mut(i) {
+                    let mut io = Polled(&mut cx);
+                    let _ = self.links.read(&mut self.engine, now, i, &mut io, ReadUntil::WouldBlock, READS_PER_PASS);
+                }
+            }
+            let _ = self.flush(&mut cx, now);
+        }
         self.router.stop();
     }
 }

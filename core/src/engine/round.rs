@@ -261,7 +261,11 @@ impl Engine {
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
         let retry = self.config.retry;
         let mut delay = self.rng.between(retry.min_delay, retry.max_delay);
-        let tries = self.locks[idx].tries;
+        let mut tries = self.locks[idx].tries;
+        if self.locks[idx].misconfigured(self.quorum) {
+            // It will not heal by retrying: give up now, with the misconfiguration.
+            tries.max = tries.made;
+        }
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
         let mut cleaned = false;
         if may_retry && !self.locks[idx].waiting {

@@ -155,6 +155,14 @@ impl Slot {
         Ok(Some(vote))
     }
 
+    /// Whether the last attempt failed for a reason retrying cannot mend: more nodes failed
+    /// than a quorum can spare, and some of them refused us for a configuration reason (a
+    /// wrong password or database, an ACL, a key of another type).
+    pub(crate) fn misconfigured(&self, q: usize) -> bool {
+        let tally = &self.round.tally;
+        tally.failed > tally.votes().len() - q && tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured))
+    }
+
     /// The error of an acquisition that gives up at `now` with quorum `q` (`addrs`: the
     /// nodes' addresses, for messages): the last attempt's outcome, wrapped in a wait timeout
     /// when attempts were left.
@@ -177,8 +185,9 @@ impl Slot {
         } else {
             AcquireError::Held { votes: votes(), attempts }
         };
-        if self.tries.made < self.tries.max {
-            // Attempts were left, so the wait bound is what ended it.
+        if self.tries.made < self.tries.max && !matches!(error, AcquireError::Misconfigured { .. }) {
+            // Attempts were left, so the wait bound is what ended it (a misconfiguration ends
+            // it at once, whatever is left).
             let waited = now.saturating_duration_since(self.tries.called);
             return AcquireError::WaitTimeout { waited, attempts, last: Box::new(error) };
         }

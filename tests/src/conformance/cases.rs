@@ -1280,9 +1280,12 @@ pub fn honest_reports<S: Subject>() {
                 if i < 2 { format!("redis://{user}:wrong-password@{a}") } else { format!("redis://{user}:{pass}@{a}") }
             })
             .collect();
-        let bad = ok::<S, _>(S::connect(urls, Options::default()).await, "connect with wrong passwords");
-        let e = err::<S, _>(S::lock(&bad, LockSpec::new("honest:auth", Duration::from_secs(10)).once()).await, "lock");
-        assert!(matches!(e.kind, FailureKind::Acquire(AcquireError::Misconfigured { .. })), "[{}] {e}", S::NAME);
+        // No quorum can be reached: `connect` itself fails, with the health view.
+        let e = err::<S, _>(S::connect(urls, Options::default()).await, "connect with wrong passwords");
+        match &e.kind {
+            FailureKind::Unhealthy(h) => assert!(h.misconfigured() && h.usable() == 1, "[{}] {h}", S::NAME),
+            _ => panic!("[{}] connect with wrong passwords: {e}", S::NAME),
+        }
         for a in &cluster.addrs()[..2] {
             assert!(e.message.contains(&a.to_string()), "[{}] the message names {a}: {e}", S::NAME);
         }
@@ -1303,6 +1306,16 @@ pub fn honest_reports<S: Subject>() {
                 .find_map(|s| after_creds.strip_prefix(s))
                 .unwrap_or(after_creds);
             assert!(e.message.contains(place), "[{}] the message names {place}: {e}", S::NAME);
+        }
+
+        // A new client with no reachable quorum is refused by `connect` (with the health view),
+        // not handed out to fail every call.
+        let e = err::<S, _>(S::connect(cluster.urls(), Options::default()).await, "connect with 2 of 3 down");
+        match &e.kind {
+            FailureKind::Unhealthy(h) => {
+                assert!(!h.misconfigured() && h.usable() == 1 && !h.can_lock(), "[{}] {h}", S::NAME);
+            }
+            _ => panic!("[{}] connect with 2 of 3 down: {e}", S::NAME),
         }
     });
 }

@@ -34,7 +34,7 @@
 //! | [`config_errors`] | malformed URL, empty node list, zero TTL, empty resource: typed errors with clear messages |
 //! | [`drop_releases`] | dropping a guard (also inside a finished task) releases the lock |
 //! | [`ready_at_quorum`] | with 2 of 5 nodes' connects hanging, `connect` is ready at the quorum (not after the connect timeout), locking works, closing does not wait for them |
-//! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords are `Misconfigured`, refused extensions count the refusals |
+//! | [`honest_reports`] | releases count unanswered nodes as pending, failures name nodes by address, wrong passwords on a majority fail `connect` as misconfigured, no reachable quorum fails `connect`, refused extensions count the refusals |
 //! | [`failed_links_are_reset`] | a connection the engine fails (garbage from the "server") is closed with a reset |
 //! | [`health_view`] | of five nodes one refuses the password and one is killed: the health view names both with their kind, 3 usable, no fault tolerance left, RTTs for the rest, no password anywhere; after the fix every node is ready and 2 may fail |
 //! | [`wake_on_release`] | a release nobody waits for publishes nothing; a waiter's refused attempt marks the holder's key on a quorum of nodes at least (`token:`, expiry untouched); with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it), also one waiting on two resources; keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |

@@ -173,7 +173,8 @@ pub enum FailureKind {
     },
     /// `Error::Closed`: the driver is gone.
     Closed,
-    /// `Error::Unhealthy`: `require_all` is set and some node was not ready.
+    /// `Error::Unhealthy`: too few nodes were ready when connecting (no quorum, or not all
+    /// with `require_all`).
     Unhealthy(Health),
     /// Anything else the adapter reports (its `Debug`).
     Other(String),

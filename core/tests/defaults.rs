@@ -1,0 +1,91 @@
+//! How long an acquisition tries, by default and when told: `lock` waits like a mutex with a
+//! bound (the config's `Retry`, 10 s), `try_lock` makes one attempt, a count or a wait of the
+//! call's own replaces the config's, and a misconfiguration fails at once. Simulated time.
+
+mod rig;
+
+use std::time::Duration;
+
+use redlease_core::{AcquireError, Event, LockOptions, Retry};
+use rig::Rig;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Answer every command on every node until the acquisition ends — with `reply`, or (`None`)
+/// as refusals: `SET NX` with nil, scripts with 0 — and count the attempts; the attempts
+/// made, the error and when it ended.
+fn run(rig: &mut Rig, options: &LockOptions, script: Option<&[u8]>) -> (u32, AcquireError, Duration) {
+    rig.engine.acquire(rig.t0, options, b"tok").unwrap();
+    let mut now = rig.t0;
+    let mut attempts = 0;
+    loop {
+        for (i, cmds) in rig.sent_commands().into_iter().enumerate() {
+            for cmd in cmds {
+                let reply: &[u8] = match (cmd[0].as_slice(), script) {
+                    (_, Some(reply)) => reply,
+                    (b"SET", None) => b"$-1\r\n",
+                    (_, None) => b":0\r\n",
+                };
+                // Node 0 counts the attempts: the first is a SET NX, every retry a script that
+                // names the lock's key first (a cleanup names it too, but takes no TTL).
+                if i == 0 && (cmd[0] == b"SET" || cmd.iter().any(|a| a == b"10000")) {
+                    attempts += 1;
+                }
+                rig.reply(now, i, reply);
+            }
+        }
+        for event in rig.events() {
+            if let Event::AcquireFailed { error, .. } = event {
+                return (attempts, error, now - rig.t0);
+            }
+        }
+        now = rig.engine.poll_timeout().expect("a retry is armed");
+        rig.engine.handle_timeout(now);
+    }
+}
+
+#[test]
+fn by_default_an_acquisition_waits_up_to_ten_seconds() {
+    assert_eq!(Retry::default().wait, Some(Duration::from_secs(10)));
+    let mut rig = Rig::new(3);
+    let (attempts, error, took) = run(&mut rig, &LockOptions::new("r", TTL), None);
+    assert!(attempts > 3, "more than the three attempts of a count: {attempts}");
+    assert!(took <= Duration::from_secs(10) && took > Duration::from_secs(9), "{took:?}");
+    assert!(matches!(error, AcquireError::WaitTimeout { .. }), "{error}");
+}
+
+#[test]
+fn one_attempt_is_one_attempt_and_a_count_alone_has_no_time_bound() {
+    let mut rig = Rig::new(3);
+    let (attempts, error, _) = run(&mut rig, &LockOptions::new("r", TTL).attempts(1), None);
+    assert_eq!(attempts, 1);
+    assert!(matches!(error, AcquireError::Held { attempts: 1, .. }), "{error}");
+    let slow = Retry::new(4, Duration::from_secs(5), Duration::from_secs(5));
+    let mut rig = Rig::with(3, |c| {
+        c.retry = slow;
+        // Idle for seconds between attempts: no liveness probe to answer.
+        c.liveness_timeout = Some(Duration::from_secs(60));
+    });
+    let (attempts, error, took) = run(&mut rig, &LockOptions::new("r", TTL), None);
+    assert_eq!(attempts, 4, "{error} after {took:?}");
+    assert!(took >= Duration::from_secs(15), "no 10 s bound under Retry::new: {took:?}");
+    assert!(matches!(error, AcquireError::Held { attempts: 4, .. }), "{error}");
+}
+
+#[test]
+fn a_wait_of_the_call_replaces_the_configs() {
+    let mut rig = Rig::new(3);
+    let options = LockOptions::new("r", TTL).wait(Duration::from_secs(1));
+    let (_, error, took) = run(&mut rig, &options, None);
+    assert!(took <= Duration::from_secs(1), "{took:?}");
+    assert!(matches!(error, AcquireError::WaitTimeout { .. }), "{error}");
+}
+
+#[test]
+fn a_majority_refusing_us_for_a_configuration_reason_fails_at_once() {
+    let mut rig = Rig::new(3);
+    let wrongtype = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    let (attempts, error, _) = run(&mut rig, &LockOptions::new("r", TTL), Some(wrongtype));
+    assert_eq!(attempts, 1, "retrying cannot mend it");
+    assert!(matches!(error, AcquireError::Misconfigured { attempts: 1, .. }), "{error}");
+}

@@ -1,0 +1,43 @@
+//! A program that ends without `close()` leaves no lock behind: it returns from `main` after
+//! dropping its guard, with the guard still alive, or through `?` — on tokio (multi-thread and
+//! current-thread runtimes, the driver dropped with the runtime) and with the blocking mio
+//! client. Each runs as a process of its own (`src/bin/redlease-exit-worker.rs`).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redlease_tests::Cluster;
+
+#[test]
+fn a_program_that_exits_without_close_leaves_no_key_behind() {
+    let cluster = Cluster::start(3);
+    for runtime in ["tokio-mt", "tokio-ct", "mio"] {
+        for way in ["drop", "alive", "error"] {
+            let key = format!("exit:{runtime}:{way}");
+            let out = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))
+                .args([runtime, way, &key])
+                .args(cluster.urls())
+                .output()
+                .expect("the worker runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stdout.trim(), "held", "[{runtime} {way}] {stderr}");
+            assert_eq!(out.status.success(), way != "error", "[{runtime} {way}] {:?} {stderr}", out.status);
+            // The releases went out before the process ended; give the nodes a moment to run them.
+            let started = Instant::now();
+            let left = loop {
+                let left: Vec<i64> = cluster
+                    .nodes()
+                    .iter()
+                    .map(|n| n.conn().unwrap().pttl(&key).unwrap())
+                    .filter(|pttl| *pttl != -2)
+                    .collect();
+                if left.is_empty() || started.elapsed() > Duration::from_secs(3) {
+                    break left;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert!(left.is_empty(), "[{runtime} {way}] the key is still on {} nodes, PTTL {left:?} ms", left.len());
+        }
+    }
+}
