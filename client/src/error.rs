@@ -13,17 +13,19 @@ use redlease_core::{AcquireError, ConfigError, ExtendError, Health, Misuse, Node
 ///
 /// Each variant says what to do about it: retry later ([`AcquireError::Held`]), page an
 /// operator ([`AcquireError::Misconfigured`], [`Error::Config`]), or fix the call
-/// ([`Error::Misuse`]). Messages name nodes by index and address, never by password.
+/// ([`Error::Misuse`]). Messages name nodes by index and address, never by password. The
+/// questions asked most have helpers that look through a wait timeout to the last attempt:
+/// [`is_held`](Error::is_held), [`is_unreachable`](Error::is_unreachable),
+/// [`is_misconfigured`](Error::is_misconfigured).
 ///
 /// ```
-/// # use redlease_client::{AcquireError, Error};
+/// # use redlease_client::Error;
 /// fn describe<T>(result: &Result<T, Error>) -> &'static str {
 ///     match result {
 ///         Ok(_) => "held",
-///         Err(Error::Acquire(AcquireError::Held { .. })) => "someone else holds it: try later",
-///         Err(Error::Acquire(AcquireError::WaitTimeout { .. })) => "still held when the wait ran out",
-///         Err(Error::Acquire(AcquireError::Unreachable { .. })) => "too few nodes answered",
-///         Err(Error::Acquire(AcquireError::Misconfigured { .. }) | Error::Config(_)) => "fix the setup",
+///         Err(e) if e.is_held() => "someone else holds it: try later",
+///         Err(e) if e.is_unreachable() => "too few nodes answered",
+///         Err(e) if e.is_misconfigured() => "fix the setup",
 ///         Err(Error::Closed) => "the client is closed",
 ///         Err(_) => "failed",
 ///     }
@@ -58,6 +60,10 @@ pub enum Error {
     /// poller, a thread.
     #[error("the operating system refused: {0}")]
     Io(#[from] io::Error),
+    /// The async runtime cannot be used from where the client was made (tokio: no runtime
+    /// on this thread); the message says what to do.
+    #[error("{0}")]
+    Runtime(String),
     /// Too few nodes became ready while connecting: no quorum (or, with
     /// [`Config::require_all`](redlease_core::Config::require_all), not every node) once each
     /// node's first attempt ended. The health view says which and why;
@@ -68,6 +74,49 @@ pub enum Error {
     /// down, the driver future was dropped) or its event loop failed.
     #[error("the redlease client is closed: close() was called, or its driver or event loop stopped")]
     Closed,
+}
+
+impl Error {
+    /// The acquisition's own outcome: the error itself, or the last attempt's when a wait
+    /// bound ran out.
+    fn acquire(&self) -> Option<&AcquireError> {
+        match self {
+            Error::Acquire(AcquireError::WaitTimeout { last, .. }) => Some(last),
+            Error::Acquire(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Someone else holds the lock (at once, or still when the wait ran out): try later.
+    pub fn is_held(&self) -> bool {
+        matches!(self.acquire(), Some(AcquireError::Held { .. }))
+    }
+
+    /// Too few nodes could be reached: down, silent, or not connected yet (an acquisition,
+    /// or `connect` without a quorum for reasons other than the setup).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Unhealthy(health) => !health.misconfigured(),
+            e => matches!(e.acquire(), Some(AcquireError::Unreachable { .. })),
+        }
+    }
+
+    /// The setup is wrong and retrying will not mend it: a bad config or URL, or nodes
+    /// refusing us for a configuration reason (a wrong password or database, an ACL, a key of
+    /// another type).
+    pub fn is_misconfigured(&self) -> bool {
+        match self {
+            Error::Config(_) => true,
+            Error::Unhealthy(health) => health.misconfigured(),
+            e => matches!(e.acquire(), Some(AcquireError::Misconfigured { .. })),
+        }
+    }
+
+    /// The wait bound ran out ([`AcquireError::WaitTimeout`]); [`is_held`](Self::is_held) and
+    /// the others still say why the last attempt failed.
+    pub fn is_wait_timeout(&self) -> bool {
+        matches!(self, Error::Acquire(AcquireError::WaitTimeout { .. }))
+    }
 }
 
 /// The nodes that are not ready, with their state and last error: `node #0

@@ -6,6 +6,8 @@ use crate::error::ConfigError;
 use crate::node::NodeConfig;
 use crate::tls::TlsSettings;
 
+mod env;
+
 /// How a failed acquisition attempt is retried, and for how long.
 ///
 /// Between attempts the engine waits a random delay drawn uniformly from
@@ -106,6 +108,11 @@ pub struct Config {
     pub client_name: Option<String>,
     /// Prefix of the fencing counter keys: the counter of resource `R` is `{fence_prefix}R`.
     pub fence_prefix: String,
+    /// Prepended to every resource name on the nodes, for programs that share one Redis
+    /// (default empty): resource `R` is the key `{key_prefix}R`, and its fence counter, waiter
+    /// queue and wake channel are named after that key. Clients that lock the same resources
+    /// must use the same prefix.
+    pub key_prefix: String,
     /// How long one connect attempt handed out by
     /// [`Engine::poll_connect`](crate::Engine::poll_connect) may take before it is abandoned
     /// (default 1 s).
@@ -163,6 +170,7 @@ impl Config {
             seed: None,
             client_name: Some("redlease".to_owned()),
             fence_prefix: "redlease:fence:".to_owned(),
+            key_prefix: String::new(),
             connect_timeout: Duration::from_secs(1),
             reconnect_min: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
@@ -229,6 +237,12 @@ impl Config {
     /// Set [`client_name`](Self::client_name) (`None`: send no `CLIENT SETNAME`).
     pub fn client_name(mut self, name: Option<String>) -> Self {
         self.client_name = name;
+        self
+    }
+
+    /// Set [`key_prefix`](Self::key_prefix).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
         self
     }
 
@@ -343,6 +357,12 @@ impl Config {
             if reserved.starts_with(&self.fence_prefix) || self.fence_prefix.starts_with(reserved) {
                 let prefix = self.fence_prefix.clone();
                 return Err(ConfigError::FencePrefixReserved { prefix, reserved });
+            }
+        }
+        // Every key `{key_prefix}R` would be a fence counter, a queue or the format key.
+        for reserved in [self.fence_prefix.as_str(), crate::scripts::QUEUE_PREFIX, crate::scripts::FORMAT_KEY] {
+            if !self.key_prefix.is_empty() && self.key_prefix.starts_with(reserved) {
+                return Err(ConfigError::KeyPrefixReserved { prefix: self.key_prefix.clone() });
             }
         }
         Ok(())

@@ -288,18 +288,10 @@ impl Engine {
     /// The outcome arrives as [`Event::Acquired`] or [`Event::AcquireFailed`]. Nodes that are
     /// down count as failed at once.
     pub fn acquire(&mut self, now: Instant, options: &LockOptions, token: &[u8]) -> Result<LockId, Misuse> {
-        let ttl = options.check(token, self.config.drift_factor, &self.config.fence_prefix)?;
+        let ttl = options.check(token, &self.config)?;
         let idx = self.locks.take(now);
-        // The options' own bounds replace the config's: a wait alone has no count limit, a
-        // count alone no time bound.
-        let retry = &self.config.retry;
-        let (attempts, wait) = match (options.attempts, options.wait) {
-            (None, None) => (retry.attempts, retry.wait),
-            (None, Some(wait)) => (u32::MAX, Some(wait)),
-            (Some(n), wait) => (n, wait),
-        };
         let s = &mut self.locks[idx];
-        s.start(now, options, token, ttl, attempts, wait);
+        s.start(now, options, token, ttl, &self.config);
         let lock = LockId { slot: idx, generation: s.generation };
         self.start_attempt(now, idx);
         self.arm(idx);

@@ -19,6 +19,15 @@ pub enum ConfigError {
     /// The node list is empty.
     #[error("no nodes configured: give at least one redis://host:port URL (Redlock wants 3 or 5 independent masters)")]
     NoNodes,
+    /// An environment variable read by [`Config::from_env`](crate::Config::from_env) is
+    /// missing or unusable.
+    #[error("{var}: {reason}")]
+    Env {
+        /// The variable, e.g. `REDLEASE_NODES`.
+        var: &'static str,
+        /// What is wrong with it (never its value, which may hold passwords).
+        reason: String,
+    },
     /// More nodes than the engine can address.
     #[error("{0} nodes configured; at most 65535 are supported")]
     TooManyNodes(usize),
@@ -106,6 +115,15 @@ pub enum ConfigError {
     /// `fence_prefix` is empty: a resource's fence counter would be the lock key itself.
     #[error("fence_prefix is empty: fence counters would collide with lock keys; use e.g. \"redlease:fence:\"")]
     EmptyFencePrefix,
+    /// `key_prefix` puts every lock key among the fence counters or the names redlease keeps
+    /// for itself.
+    #[error(
+        "key_prefix {prefix:?} puts every lock key among the fence counters or redlease's own names: use e.g. \"myapp:\""
+    )]
+    KeyPrefixReserved {
+        /// The prefix.
+        prefix: String,
+    },
     /// `fence_prefix` overlaps a name redlease keeps for itself (the waiter queues, the lock
     /// format key): fence counters could collide with them.
     #[error(

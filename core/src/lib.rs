@@ -170,20 +170,21 @@
 //!
 //! ## Names
 //!
-//! For a resource `R` (a lock's key is `R` itself):
+//! For a resource `R`, whose lock key `K` is `R` itself, or `{key_prefix}R` with
+//! [`Config::key_prefix`] (programs sharing one Redis):
 //!
 //! | what | name | kind |
 //! |---|---|---|
-//! | the lock | `R` | string: the holder's token, then `:` once a waiter was refused by it |
-//! | its fencing counter | `{fence_prefix}R` (default `redlease:fence:R`) | integer, no TTL |
-//! | its waiter queue | `redlease:queue:R` | list of `token:reservation_ms`, with a TTL |
-//! | its wake channel | `redlease:wake:R` | pub/sub channel |
+//! | the lock | `K` | string: the holder's token, then `:` once a waiter was refused by it |
+//! | its fencing counter | `{fence_prefix}K` (default `redlease:fence:K`) | integer, no TTL |
+//! | its waiter queue | `redlease:queue:K` | list of `token:reservation_ms`, with a TTL |
+//! | its wake channel | `redlease:wake:K` | pub/sub channel |
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
-//! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A resource
+//! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A lock key
 //! may not start with the fence prefix or `redlease:queue:`, nor be `redlease:format`, and the
-//! fence prefix may not overlap those names ([`Misuse::ReservedResource`],
-//! [`ConfigError::FencePrefixReserved`]).
+//! fence prefix and the key prefix may not overlap those names ([`Misuse::ReservedResource`],
+//! [`ConfigError::FencePrefixReserved`], [`ConfigError::KeyPrefixReserved`]).
 //!
 //! What the scripts store is lock format [`LOCK_FORMAT`]. Every connection's handshake records
 //! it on a node that has none and refuses a node that has another, as misconfigured: clients

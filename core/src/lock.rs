@@ -9,7 +9,7 @@ mod tally;
 
 use std::time::{Duration, Instant};
 
-use crate::config::Retry;
+use crate::config::{Config, Retry};
 use crate::error::Vote;
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
@@ -28,10 +28,12 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    pub(crate) fn set<S: AsRef<str>>(&mut self, names: &[S]) {
+    /// The keys `{prefix}{name}` of `names`.
+    pub(crate) fn set<S: AsRef<str>>(&mut self, prefix: &str, names: &[S]) {
         self.bytes.clear();
         self.ends.clear();
         for name in names {
+            self.bytes.extend_from_slice(prefix.as_bytes());
             self.bytes.extend_from_slice(name.as_ref().as_bytes());
             self.ends.push(self.bytes.len() as u32);
         }
@@ -172,19 +174,18 @@ impl Slot {
     }
 
     /// Take the slot for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
-    /// called at `now`, with at most `attempts` attempts and no retry starting after `wait`
-    /// (both resolved from the options and the config).
-    pub(crate) fn start(
-        &mut self,
-        now: Instant,
-        options: &LockOptions,
-        token: &[u8],
-        ttl: Duration,
-        attempts: u32,
-        wait: Option<Duration>,
-    ) {
+    /// called at `now` under `config`: its keys are named `{key_prefix}R`, and the options'
+    /// own bounds replace the config's retry bounds (a wait alone has no count limit, a count
+    /// alone no time bound).
+    pub(crate) fn start(&mut self, now: Instant, options: &LockOptions, token: &[u8], ttl: Duration, config: &Config) {
+        let retry = &config.retry;
+        let (attempts, wait) = match (options.attempts, options.wait) {
+            (None, None) => (retry.attempts, retry.wait),
+            (None, Some(wait)) => (u32::MAX, Some(wait)),
+            (Some(n), wait) => (n, wait),
+        };
         self.generation = self.generation.wrapping_add(1);
-        self.keys.set(&options.resources);
+        self.keys.set(&config.key_prefix, &options.resources);
         self.token.clear();
         self.token.extend_from_slice(token);
         self.ttl = ttl;

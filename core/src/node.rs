@@ -7,6 +7,10 @@ use std::path::PathBuf;
 use crate::error::ConfigError;
 use crate::tls::TlsSettings;
 
+mod url;
+
+use url::{credentials, options, parse_unix, redact};
+
 /// How the client reaches a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -144,6 +148,10 @@ impl NodeConfig {
     /// - `redis+unix:///path/to/redis.sock[?db=N&user=U&pass=P]` (or `unix://…`): a Unix
     ///   socket; credentials may also come as `redis+unix://user:pass@/path`.
     ///
+    /// Every form takes the query options `db`, `user` (`username`), `pass` (`password`) and
+    /// `protocol=resp3|resp2` (no effect: redlease asks for RESP3 and falls back to RESP2 by
+    /// itself), e.g. `redis://host:6379?protocol=resp3`; an unknown option is refused by name.
+    ///
     /// `redis://:pass@host` gives a password without a user. User and password may be
     /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
     pub fn from_url(url: &str) -> Result<Self, ConfigError> {
@@ -158,6 +166,14 @@ impl NodeConfig {
                 return Err(bad("it must start with redis:// (TCP), rediss:// (TLS) or redis+unix:// (a Unix socket)"));
             }
         };
+        // The query starts at the first `?` after the user information (or `#` ends it all).
+        let after_at = rest.rfind('@').map_or(0, |i| i + 1);
+        let (rest, query) = match rest[after_at..].find('?') {
+            Some(i) => (&rest[..after_at + i], &rest[after_at + i + 1..]),
+            None => (rest, ""),
+        };
+        let query = query.split('#').next().unwrap_or("");
+        let rest = rest.split('#').next().unwrap_or("");
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
@@ -193,225 +209,12 @@ impl NodeConfig {
                 Ok(p) => p,
             },
         };
-        let path = path.split(['?', '#']).next().unwrap_or("");
         let db = if path.is_empty() {
             0
         } else {
             path.parse::<u32>().map_err(|_| bad("the database after / must be a number, e.g. redis://host:6379/0"))?
         };
-        Ok(NodeConfig { host: host.to_owned(), port, user, password, db, transport, tls: None })
-    }
-}
-
-/// `user:pass` (percent-encoded) as user and password; a bare word is the password
-/// (`redis://pass@host`, as redis-rs reads it).
-fn credentials(userinfo: Option<&str>) -> Result<(Option<String>, Option<String>), String> {
-    let Some(info) = userinfo else {
-        return Ok((None, None));
-    };
-    let (u, p) = match info.find(':') {
-        Some(i) => (&info[..i], Some(&info[i + 1..])),
-        None => (info, None),
-    };
-    let u = percent_decode(u).ok_or("the user name has a bad %-escape")?;
-    let p = match p {
-        Some(p) => Some(percent_decode(p).ok_or("the password has a bad %-escape")?),
-        None => None,
-    };
-    Ok(match p {
-        None => (None, Some(u).filter(|s| !s.is_empty())),
-        Some(p) => (Some(u).filter(|s| !s.is_empty()), Some(p)),
-    })
-}
-
-/// What follows `redis+unix://`: `[user:pass@]/path[?db=N&user=U&pass=P]`.
-fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
-    let (before, query) = match rest.find('?') {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
-        None => (rest, ""),
-    };
-    let (userinfo, path) = match before.find('/') {
-        Some(i) if before[..i].ends_with('@') => (Some(&before[..i - 1]), &before[i..]),
-        Some(0) => (None, before),
-        _ => return Err("the socket path must be absolute: redis+unix:///path/to/redis.sock".to_owned()),
-    };
-    let path = percent_decode(path).ok_or("the path has a bad %-escape")?;
-    if path.len() < 2 {
-        return Err("the socket path is missing: redis+unix:///path/to/redis.sock".to_owned());
-    }
-    let (mut user, mut password) = credentials(userinfo)?;
-    let mut db = 0;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(value).ok_or_else(|| format!("the value of {key} has a bad %-escape"))?;
-        match key {
-            "db" => db = value.parse().map_err(|_| "db must be a number, e.g. ?db=0".to_owned())?,
-            "user" | "username" => user = Some(value).filter(|s| !s.is_empty()),
-            "pass" | "password" => password = Some(value),
-            // Redis-rs accepts protocol=resp3 and the like; nothing else changes a lock.
-            _ => {}
-        }
-    }
-    Ok(NodeConfig { user, password, db, ..NodeConfig::unix(path) })
-}
-
-/// Hide the password of a URL for error messages, whatever its scheme (`rediss://`,
-/// `http://`, a typo such as `redis:/`, or none at all).
-///
-/// Everything between the scheme's `://` (or the start, without one) and the **last** `@`
-/// is user information; what follows its first `:` is the password and becomes `***` (without
-/// a `:`, the whole of it becomes `***`: `redis://pass@host` is a password). The last `@` is
-/// used, and the authority is not cut at `/` first, because a badly written password may hold
-/// either; hiding too much of a URL that has an `@` elsewhere is harmless.
-fn redact(url: &str) -> String {
-    let url = &redact_query(url);
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let Some(at) = url[start..].rfind('@').map(|i| start + i) else {
-        return url.to_owned();
-    };
-    let userinfo = &url[start..at];
-    match userinfo.find(':') {
-        Some(colon) => format!("{}:***{}", &url[..start + colon], &url[at..]),
-        None => format!("{}***{}", &url[..start], &url[at..]),
-    }
-}
-
-/// Hide the value of `pass=` / `password=` in a URL's query (the Unix-socket form).
-fn redact_query(url: &str) -> String {
-    let Some(q) = url.find('?') else {
-        return url.to_owned();
-    };
-    let pairs: Vec<String> = url[q + 1..]
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
-            _ => pair.to_owned(),
-        })
-        .collect();
-    format!("{}?{}", &url[..q], pairs.join("&"))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = b.get(i + 1..i + 3)?;
-            let v = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_full_url() {
-        let n = NodeConfig::from_url("redis://alice:s%40cret@127.0.0.1:7000/3").unwrap();
-        assert_eq!(n.host, "127.0.0.1");
-        assert_eq!(n.port, 7000);
-        assert_eq!(n.user.as_deref(), Some("alice"));
-        assert_eq!(n.password.as_deref(), Some("s@cret"));
-        assert_eq!(n.db, 3);
-        assert_eq!(n.to_string(), "redis://alice@127.0.0.1:7000/3");
-        assert!(!format!("{n:?}").contains("cret"));
-    }
-
-    #[test]
-    fn parses_short_forms() {
-        let n = NodeConfig::from_url("redis://localhost").unwrap();
-        assert_eq!((n.host.as_str(), n.port, n.db), ("localhost", 6379, 0));
-        let n = NodeConfig::from_url("redis://:pw@h:1").unwrap();
-        assert_eq!((n.user, n.password.as_deref()), (None, Some("pw")));
-        let n = NodeConfig::from_url("redis://[::1]:6380/").unwrap();
-        assert_eq!((n.host.as_str(), n.port), ("::1", 6380));
-    }
-
-    #[test]
-    fn parses_tls_and_unix_urls() {
-        let n = NodeConfig::from_url("rediss://alice:pw@cache.example.com:6380/2").unwrap();
-        assert_eq!(
-            (n.transport.clone(), n.host.as_str(), n.port, n.db),
-            (Transport::Tls, "cache.example.com", 6380, 2)
-        );
-        assert_eq!(n.to_string(), "rediss://alice@cache.example.com:6380/2");
-        for url in [
-            "redis+unix:///run/redis/redis.sock?db=3&pass=s%40cret&user=bob",
-            "unix://bob:s%40cret@/run/redis/redis.sock?db=3",
-        ] {
-            let n = NodeConfig::from_url(url).unwrap();
-            assert_eq!(n.transport, Transport::Unix("/run/redis/redis.sock".into()), "{url}");
-            assert_eq!((n.user.as_deref(), n.password.as_deref(), n.db), (Some("bob"), Some("s@cret"), 3), "{url}");
-            assert_eq!(n.to_string(), "redis+unix://bob@/run/redis/redis.sock?db=3");
-            assert!(!format!("{n:?}").contains("cret"));
-        }
-        let n = NodeConfig::from_url("redis+unix:///tmp/r.sock").unwrap();
-        assert_eq!((n.user, n.password, n.db), (None, None, 0));
-        for (url, needle) in [
-            ("redis+unix://tmp/r.sock", "absolute"),
-            ("unix://", "absolute"),
-            ("redis+unix:///", "missing"),
-            ("redis+unix:///r?db=x", "db"),
-        ] {
-            let err = NodeConfig::from_url(url).unwrap_err().to_string();
-            assert!(err.contains(needle), "{url}: {err}");
-        }
-    }
-
-    #[test]
-    fn rejects_bad_urls_with_reasons() {
-        for (url, needle) in [
-            ("http://h:1", "redis://"),
-            ("redis://:1", "host"),
-            ("redis://h:0", "port"),
-            ("redis://h:99999", "port"),
-            ("redis://h:x", "port"),
-            ("redis://h:1/db", "database"),
-            ("redis://[::1:1", "]"),
-            ("redis://u:%zz@h", "%-escape"),
-        ] {
-            let err = NodeConfig::from_url(url).unwrap_err().to_string();
-            assert!(err.contains(needle), "{url}: {err}");
-        }
-        let err = NodeConfig::from_url("redis://u:topsecret@h:x").unwrap_err().to_string();
-        assert!(!err.contains("topsecret"), "{err}");
-    }
-
-    #[test]
-    fn errors_never_show_a_password_whatever_the_scheme() {
-        for url in [
-            "rediss://u:topsecret@h:x",
-            "http://u:topsecret@h:1",
-            "unix://:topsecret@tmp/redis.sock",
-            "redis+unix://u:topsecret@/",
-            "redis+unix:///tmp/redis.sock?db=x&pass=topsecret",
-            "redis:/u:topsecret@h:1",
-            "u:topsecret@h:1",
-            "topsecret@h:1",
-            "rediss://topsecret@h:0",
-            "redis://u:top/secret@h:1",
-            "redis://u:top@secret@h:x",
-            "redis://u:topsecret@h:1/x",
-            "redis://u:topsecret@[::1:1",
-        ] {
-            let err = NodeConfig::from_url(url).unwrap_err();
-            for text in [err.to_string(), format!("{err:?}")] {
-                assert!(!text.contains("secret"), "{url}: {text}");
-                assert!(text.contains("***"), "{url}: the message should show where the password was: {text}");
-            }
-        }
-        // The user name and the host stay, so the message still says which node is meant.
-        assert_eq!(redact("rediss://alice:pw@h:6379/0"), "rediss://alice:***@h:6379/0");
-        assert_eq!(redact("pw@h:1"), "***@h:1");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact("unix:///s?db=1&pass=pw"), "unix:///s?db=1&pass=***");
+        let node = NodeConfig { host: host.to_owned(), port, user, password, db, transport, tls: None };
+        options(query, node).map_err(|reason| bad(&reason))
     }
 }

@@ -109,24 +109,32 @@ impl LockOptions {
         self
     }
 
-    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) (a
-    /// resource may not live among the fence counters, under `fence_prefix`, nor among the
-    /// names redlease keeps for itself); returns the TTL that will be sent.
-    pub(crate) fn check(&self, token: &[u8], drift_factor: f64, fence_prefix: &str) -> Result<Duration, Misuse> {
-        let ttl = ttl_to_send(self.ttl, drift_factor)?;
+    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) under
+    /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
+    /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
+    /// that will be sent.
+    pub(crate) fn check(&self, token: &[u8], config: &crate::Config) -> Result<Duration, Misuse> {
+        let ttl = ttl_to_send(self.ttl, config.drift_factor)?;
         if self.resources.is_empty() || self.resources.iter().any(|r| r.is_empty()) {
             return Err(Misuse::EmptyResource);
         }
-        if let Some(r) = self.resources.iter().find(|r| r.starts_with(fence_prefix)) {
-            return Err(Misuse::ResourceInFenceSpace { resource: r.clone(), prefix: fence_prefix.to_owned() });
-        }
         use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX};
+        let prefix = config.key_prefix.as_str();
         for r in &self.resources {
-            if r.starts_with(QUEUE_PREFIX) {
-                return Err(Misuse::ReservedResource { resource: r.clone(), reserved: QUEUE_PREFIX });
+            // `{prefix}{r}` starts with `reserved`, without building it.
+            let starts = |reserved: &str| match reserved.strip_prefix(prefix) {
+                Some(rest) => r.starts_with(rest),
+                None => prefix.starts_with(reserved),
+            };
+            let key = || format!("{prefix}{r}");
+            if starts(&config.fence_prefix) {
+                return Err(Misuse::ResourceInFenceSpace { resource: key(), prefix: config.fence_prefix.clone() });
             }
-            if r == FORMAT_KEY {
-                return Err(Misuse::ReservedResource { resource: r.clone(), reserved: FORMAT_KEY });
+            if starts(QUEUE_PREFIX) {
+                return Err(Misuse::ReservedResource { resource: key(), reserved: QUEUE_PREFIX });
+            }
+            if FORMAT_KEY.strip_prefix(prefix) == Some(r.as_str()) {
+                return Err(Misuse::ReservedResource { resource: key(), reserved: FORMAT_KEY });
             }
         }
         if token.is_empty() {

@@ -1,12 +1,13 @@
-//! How long an acquisition tries, by default and when told: `lock` waits like a mutex with a
-//! bound (the config's `Retry`, 10 s), `try_lock` makes one attempt, a count or a wait of the
-//! call's own replaces the config's, and a misconfiguration fails at once. Simulated time.
+//! Defaults a user meets: how long an acquisition tries (`lock` waits like a mutex with a
+//! bound, the config's `Retry`, 10 s; `try_lock` makes one attempt; a count or a wait of the
+//! call's own replaces the config's; a misconfiguration fails at once), and the key prefix.
+//! Simulated time.
 
 mod rig;
 
 use std::time::Duration;
 
-use redlease_core::{AcquireError, Event, LockOptions, Retry};
+use redlease_core::{AcquireError, Config, ConfigError, Engine, Event, LockOptions, NodeConfig, Retry};
 use rig::Rig;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -88,4 +89,31 @@ fn a_majority_refusing_us_for_a_configuration_reason_fails_at_once() {
     let (attempts, error, _) = run(&mut rig, &LockOptions::new("r", TTL), Some(wrongtype));
     assert_eq!(attempts, 1, "retrying cannot mend it");
     assert!(matches!(error, AcquireError::Misconfigured { attempts: 1, .. }), "{error}");
+}
+
+/// A key prefix names every key of a resource after `{prefix}R` on the wire — the lock key
+/// and, derived from it, the fence counter — and the reserved spaces are judged on the
+/// prefixed name; a prefix that would put every key in a reserved space is refused.
+#[test]
+fn a_key_prefix_names_every_key_and_keeps_out_of_reserved_spaces() {
+    let mut rig = Rig::with(3, |c| c.key_prefix = "app1:".into());
+    let options = LockOptions::new("orders", TTL).fencing(true);
+    rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
+    let sent = rig.sent_commands();
+    let args: Vec<String> = sent[0][0].iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    assert!(args.iter().any(|a| a == "app1:orders"), "{args:?}");
+    assert!(args.iter().any(|a| a == "redlease:fence:app1:orders"), "{args:?}");
+    assert!(!args.iter().any(|a| a == "orders"), "{args:?}");
+    // `app1:` + `redlease:queue:x` is not a queue, but a prefix reaching into it is caught.
+    rig.engine.acquire(rig.t0, &LockOptions::new("redlease:queue:x", TTL), b"t2").unwrap();
+    let mut rig = Rig::with(3, |c| c.key_prefix = "redlease:".into());
+    let err = rig.engine.acquire(rig.t0, &LockOptions::new("queue:x", TTL), b"tok").unwrap_err();
+    assert!(err.to_string().contains("redlease:queue:x"), "{err}");
+    let err = rig.engine.acquire(rig.t0, &LockOptions::new("fence:x", TTL), b"tok").unwrap_err();
+    assert!(err.to_string().contains("redlease:fence:x"), "{err}");
+    for prefix in ["redlease:fence:", "redlease:queue:a:", "redlease:format"] {
+        let config = Config::new(vec![NodeConfig::new("h", 1)]).key_prefix(prefix);
+        let err = Engine::new(config).unwrap_err();
+        assert!(matches!(err, ConfigError::KeyPrefixReserved { .. }), "{prefix}: {err}");
+    }
 }

@@ -75,6 +75,7 @@ impl Guard {
     /// Release the lock on every node and report what they said: `Released`, `NotHeld`
     /// (it had expired or been taken over; nothing of another holder was deleted) or
     /// `Unreachable` (too few answers; keys left behind expire with their TTL).
+    #[doc(alias = "unlock")]
     pub fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
         let (reply, rx) = oneshot::channel();

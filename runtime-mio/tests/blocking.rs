@@ -57,8 +57,14 @@ fn contention_is_reported_as_held_and_wait_times_out() {
         }
         other => panic!("expected Held, got {other:?}"),
     }
+    let e = b.try_lock("busy", TTL).unwrap_err();
+    assert!(e.is_held() && !e.is_wait_timeout() && !e.is_unreachable() && !e.is_misconfigured(), "{e}");
     match b.lock_with(LockOptions::new("busy", TTL).wait(Duration::from_millis(300))) {
-        Err(Error::Acquire(AcquireError::WaitTimeout { last, .. })) if matches!(*last, AcquireError::Held { .. }) => {}
+        Err(e @ Error::Acquire(AcquireError::WaitTimeout { .. })) => {
+            let Error::Acquire(AcquireError::WaitTimeout { last, .. }) = &e else { unreachable!() };
+            assert!(matches!(**last, AcquireError::Held { .. }), "{e}");
+            assert!(e.is_held() && e.is_wait_timeout(), "the helpers look through the wait: {e}");
+        }
         other => panic!("expected WaitTimeout, got {other:?}"),
     }
     // The failed attempts (cleanup only deletes our token) left the holder's key its token,
@@ -351,6 +357,7 @@ fn a_wrong_password_fails_connect_as_misconfigured() {
     // A refused password is a configuration problem, named with the node's address.
     let Error::Unhealthy(health) = &err else { panic!("expected Unhealthy, got {text}") };
     assert!(health.misconfigured(), "{health}");
+    assert!(err.is_misconfigured() && !err.is_unreachable(), "{text}");
     assert!(text.contains("AUTH") && text.contains(&format!("#0 (redis://127.0.0.1:{})", node.port)), "{text}");
     assert!(!text.contains("wrong"), "no password in the message: {text}");
     let good = Client::connect([format!("redis://:right@127.0.0.1:{}", node.port)]).unwrap();
@@ -365,5 +372,6 @@ fn nothing_listening_fails_connect_as_unhealthy() {
     let err = Client::with_config(cfg).unwrap_err();
     let Error::Unhealthy(health) = &err else { panic!("expected Unhealthy, got {err}") };
     assert!(!health.misconfigured() && health.usable() == 0, "{health}");
+    assert!(err.is_unreachable() && !err.is_misconfigured(), "{err}");
     assert!(err.to_string().contains("0 of 1 ready"), "{err}");
 }

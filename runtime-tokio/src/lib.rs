@@ -21,6 +21,14 @@ impl aio::Runtime for Tokio {
     type Socket = Socket;
     type Timer = Timer;
 
+    fn available() -> Result<(), String> {
+        tokio::runtime::Handle::try_current().map(drop).map_err(|_| {
+            "no tokio runtime on this thread: make the redlease_tokio::Client inside one (#[tokio::main], \
+             or Runtime::block_on), built with its I/O and time drivers (enable_all)"
+                .to_owned()
+        })
+    }
+
     fn connect(host: &str, port: u16) -> aio::BoxFuture<io::Result<Socket>> {
         let host = host.to_owned();
         Box::pin(async move {

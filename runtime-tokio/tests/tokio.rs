@@ -201,3 +201,17 @@ fn a_cancelled_extend_leaves_the_guard_usable() {
         assert_eq!(guard.release().await.unwrap().outcome, ReleaseOutcome::Released);
     });
 }
+
+/// Made outside any tokio runtime (another executor, or none), the client says so instead of
+/// panicking in tokio's reactor.
+#[test]
+fn connect_outside_a_tokio_runtime_is_an_error_not_a_panic() {
+    let cluster = Cluster::start(1);
+    let mut connect = std::pin::pin!(Client::connect(cluster.urls()));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // Refused at the first poll, before anything touches tokio.
+    let std::task::Poll::Ready(result) = connect.as_mut().poll(&mut cx) else { panic!("pending outside a runtime") };
+    let err = result.unwrap_err();
+    assert!(matches!(err, Error::Runtime(_)), "{err:?}");
+    assert!(err.to_string().contains("no tokio runtime"), "{err}");
+}

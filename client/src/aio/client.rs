@@ -69,6 +69,7 @@ impl<R: Runtime> Client<R> {
     /// is done, or once [`close`](Self::close) is done.
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
         let config = seeded(config)?;
+        R::available().map_err(Error::Runtime)?;
         let (tx, rx) = command::queue();
         let driver = Driver::start(config, rx).await?;
         Ok((Client { tx, _runtime: PhantomData }, driver))

@@ -18,6 +18,12 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     /// A resettable one-shot timer.
     type Timer: Timer;
 
+    /// Whether the runtime can be used from here, checked before anything connects: `Err`
+    /// says what is missing (tokio: no runtime on this thread). The default: always.
+    fn available() -> Result<(), String> {
+        Ok(())
+    }
+
     /// Resolve `host` and connect to `host:port`, and tune the stream with
     /// [`configure_tcp`](crate::adapter::configure_tcp) (`TCP_NODELAY`, keepalive).
     ///
