@@ -9,6 +9,7 @@
 mod connect;
 mod demo;
 mod duration;
+mod help;
 mod inspect;
 mod run;
 mod secret;
@@ -17,6 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use help::{COMPLETIONS_HELP, EXIT_SUMMARY, RUN_EXIT_SUMMARY, RUN_MANUAL};
 
 /// Exit status for bad usage: no nodes, bad URL, bad duration or flag (BSD `EX_USAGE`).
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -29,83 +31,6 @@ pub(crate) const EXIT_LOST: u8 = 70;
 pub(crate) const EXIT_OSERR: u8 = 71;
 /// Default exit status when the lock is held by someone else (`EX_TEMPFAIL`); `-E` changes it.
 pub(crate) const EXIT_CONFLICT: u8 = 75;
-
-/// The exit codes, for `redlease --help`.
-const EXIT_SUMMARY: &str = "\
-Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unreachable,
-70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 126/127
-command not executable/not found, 128+N killed by signal N. `redlease run --help` explains each.";
-
-/// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
-const COMPLETIONS_HELP: &str = "\
-Print a completion script for a shell.
-
-Example: redlease completions bash > ~/.local/share/bash-completion/completions/redlease
-
-zsh: redlease completions zsh > \"${fpath[1]}/_redlease\"
-fish: redlease completions fish > ~/.config/fish/completions/redlease.fish";
-
-/// The exit codes, for `redlease run -h`.
-const RUN_EXIT_SUMMARY: &str = "\
-Exit status: the command's own; 64 bad usage; 69 nodes unreachable; 70 lock lost while the
-command ran; 75 lock held by someone else (-E N changes it); 126/127 command not executable/not
-found; 128+N killed by signal N. `redlease run --help` shows the whole manual.";
-
-/// The man page of `redlease run`, shown by `redlease run --help`.
-const RUN_MANUAL: &str = "\
-Examples:
-  redlease run -k nightly-backup ./backup.sh --full    # wait up to 30 s for the lock
-  redlease run -k nightly-backup -n ./backup.sh        # skip the run if someone holds it
-  redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
-
-Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m and 1h are accepted too.
-
-Environment:
-  REDLEASE_NODES   the nodes, when --nodes is not given: comma-separated
-                   redis://[user:pass@]host:port[/db] URLs, one per independent Redis
-                   master (3 or 5). Its value is never printed, and the command does not
-                   inherit it.
-  REDLEASE_KEY     (set for the command) the key it runs under.
-  REDLEASE_FENCE   (set for the command) the fencing token: a number that strictly increases
-                   from one holder of KEY to the next. Give it to the store the lock protects,
-                   and have the store refuse writes carrying a smaller token than it has seen
-                   (docs/operations.md shows how), so a holder that was paused past its lock
-                   cannot overwrite a later holder's work.
-
-The lock:
-  KEY is taken on a quorum (N/2 + 1) of the nodes with a time to live of --ttl, extended about
-  every TTL/3 while the command runs, and released when it exits. If redlease cannot extend it
-  in time (a majority refused or did not answer), the lock is lost: the command gets SIGTERM,
-  then SIGKILL after --grace, and redlease exits 70.
-
-Signals:
-  SIGTERM, SIGINT and SIGHUP sent to redlease are passed on to the command (SIGINT only when it
-  did not come from the terminal, which sends Ctrl-C to the command itself). redlease keeps
-  extending the lock until the command exits, sends it SIGKILL if it is still running --grace
-  after the first signal, then releases the lock and exits with the command's status (143
-  after SIGTERM, 137 after SIGKILL, ...). A signal that arrives before the command started
-  ends redlease with 128 + the signal (129 SIGHUP, 130 SIGINT, 143 SIGTERM).
-  If redlease itself dies, even by SIGKILL, the command gets SIGKILL from the kernel at once
-  (Linux: the parent-death signal), so it never runs on after the lock expires. Other systems
-  have no parent-death signal: there a command whose redlease was SIGKILLed keeps running
-  without the lock. Processes the command starts in the background are its own to stop:
-  have it exec its last program, or stop its jobs when it gets SIGTERM.
-
-Exit status:
-  0-255  the command's own status, when it ran and exited
-  128+N  the command was killed by signal N; or redlease got signal N before the command
-         started (129 SIGHUP, 130 SIGINT, 143 SIGTERM)
-  64     bad usage: no nodes, a bad URL, duration or flag (the message names it)
-  69     nodes unreachable: no quorum of nodes answered in time (down, timed out, a wrong
-         password or another refusal), so nobody can hold the lock right now
-  70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
-  71     the operating system refused something (the random source, a thread)
-  75     the lock is held by someone else: at once with -n, or when --wait ran out; -E N
-         makes this N (flock(1) uses 1)
-  126    the command could not be executed
-  127    the command was not found
-As with flock(1), the command's own status can take any of these values; pick an -E value
-that your command does not use if you must tell them apart.";
 
 #[derive(Parser, Debug)]
 #[command(
