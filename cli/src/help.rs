@@ -28,7 +28,8 @@ Examples:
   redlease run -k nightly-backup -n ./backup.sh        # skip the run if someone holds it
   redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
 
-Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m and 1h are accepted too.
+Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d are accepted too.
+-w forever (or -w inf) waits for the lock without a bound; -w 0 makes one attempt, as -n does.
 
 Environment:
   REDLEASE_NODES   the nodes, when --nodes is not given: comma-separated

@@ -138,17 +138,18 @@ struct RunCli {
     /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
     #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
-    /// Wait up to this long for the lock (seconds, or 500ms, 2m, ...), then exit 75 (or -E N).
+    /// Wait up to this long for the lock (seconds, or 500ms, 2m, 1d, ...), then exit 75 (or -E N).
+    /// `forever` (or `inf`): no bound; 0: one attempt, like -n.
     #[arg(
         short,
         long,
         visible_alias = "timeout",
         default_value = "30",
-        value_parser = duration::parse,
+        value_parser = duration::parse_bound,
         value_name = "SECONDS",
         conflicts_with = "nonblock"
     )]
-    wait: Duration,
+    wait: duration::Bound,
     /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
     #[arg(short, long)]
     nonblock: bool,

@@ -15,7 +15,7 @@ use redlease_tokio::{AcquireError, Client, Config, Error, Guard, LockOptions, Lo
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::duration::show;
+use crate::duration::{Bound, show};
 use crate::{EXIT_LOST, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, node_urls, warn};
 
 /// What `redlease run` was asked to do.
@@ -26,8 +26,8 @@ pub(crate) struct RunArgs {
     /// For rediss:// nodes.
     pub(crate) tls: redlease_core::TlsSettings,
     pub(crate) ttl: Duration,
-    /// `None`: one attempt only (`--nonblock`).
-    pub(crate) wait: Option<Duration>,
+    /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
+    pub(crate) wait: Option<Bound>,
     pub(crate) conflict_exit_code: u8,
     pub(crate) grace: Duration,
     /// The program and its arguments.
@@ -123,13 +123,14 @@ async fn acquire(
     client: &Client,
     key: &str,
     ttl: Duration,
-    wait: Option<Duration>,
+    wait: Option<Bound>,
     conflict_exit_code: u8,
     signals: &mut Signals,
 ) -> Result<Guard, Early> {
     let options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
     let options = match wait {
-        Some(wait) => options.wait(wait),
+        Some(Bound::For(wait)) => options.wait(wait),
+        Some(Bound::Forever) => options.attempts(u32::MAX),
         None => options.attempts(1),
     };
     let acquired = tokio::select! {
@@ -146,7 +147,8 @@ async fn acquire(
         Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
         Err(e) => {
             let within = match wait {
-                Some(w) => format!("within {}", show(w)),
+                Some(Bound::For(w)) => format!("within {}", show(w)),
+                Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
                 None => "at once (--nonblock)".to_owned(),
             };
             warn(&format!("could not acquire {key:?} {within}: {e}"));
