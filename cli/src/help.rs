@@ -3,8 +3,9 @@
 /// The exit codes, for `redlease --help`.
 pub(crate) const EXIT_SUMMARY: &str = "\
 Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unreachable,
-70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 126/127
-command not executable/not found, 128+N killed by signal N. `redlease run --help` explains each.";
+70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 78 nodes
+misconfigured (a wrong password, an ACL), 126/127 command not executable/not found, 128+N killed
+by signal N. `redlease run --help` explains each.";
 
 /// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
 pub(crate) const COMPLETIONS_HELP: &str = "\
@@ -18,8 +19,9 @@ fish: redlease completions fish > ~/.config/fish/completions/redlease.fish";
 /// The exit codes, for `redlease run -h`.
 pub(crate) const RUN_EXIT_SUMMARY: &str = "\
 Exit status: the command's own; 64 bad usage; 69 nodes unreachable; 70 lock lost while the
-command ran; 75 lock held by someone else (-E N changes it); 126/127 command not executable/not
-found; 128+N killed by signal N. `redlease run --help` shows the whole manual.";
+command ran; 75 lock held by someone else (-E N changes it); 78 nodes misconfigured (a wrong
+password, an ACL); 126/127 command not executable/not found; 128+N killed by signal N.
+`redlease run --help` shows the whole manual.";
 
 /// The man page of `redlease run`, shown by `redlease run --help`.
 pub(crate) const RUN_MANUAL: &str = "\
@@ -42,6 +44,11 @@ Environment:
                    and have the store refuse writes carrying a smaller token than it has seen
                    (docs/operations.md shows how), so a holder that was paused past its lock
                    cannot overwrite a later holder's work.
+
+The nodes:
+  redlease first waits for a quorum of nodes to answer: for the connect timeout (1s), or as
+  long as --wait-nodes says (forever: until they come up). -w is how long to wait for the lock
+  once they have. Nodes that refuse our password or commands end it at once with 78.
 
 The lock:
   KEY is taken on a quorum (N/2 + 1) of the nodes with a time to live of --ttl, extended about
@@ -67,8 +74,11 @@ Exit status:
   128+N  the command was killed by signal N; or redlease got signal N before the command
          started (129 SIGHUP, 130 SIGINT, 143 SIGTERM)
   64     bad usage: no nodes, a bad URL, duration or flag (the message names it)
-  69     nodes unreachable: no quorum of nodes answered in time (down, timed out, a wrong
-         password or another refusal), so nobody can hold the lock right now
+  69     nodes unreachable: no quorum of nodes answered (down, timed out) within the connect
+         timeout (1s) or --wait-nodes, or while waiting for the lock, so nobody can hold it now
+  78     nodes misconfigured: nodes refuse us for a configuration reason (a wrong password or
+         user, an ACL, a database they do not have) and leave no quorum; exits at once, before
+         or while waiting for the lock, since retrying does not fix it
   70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
   71     the operating system refused something (the random source, a thread)
   75     the lock is held by someone else: at once with -n, or when --wait ran out; -E N

@@ -6,11 +6,13 @@
 //! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
 //! - `redlease completions SHELL` — shell completions.
 
+mod acquire;
 mod connect;
 mod demo;
 mod duration;
 mod help;
 mod inspect;
+mod ready;
 mod run;
 mod secret;
 
@@ -29,6 +31,9 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 pub(crate) const EXIT_LOST: u8 = 70;
 /// Exit status when the operating system refused something (`EX_OSERR`).
 pub(crate) const EXIT_OSERR: u8 = 71;
+/// Exit status when nodes refuse us for a configuration reason (a wrong password or user, an
+/// ACL, a database) and no quorum is left: retrying does not help (`EX_CONFIG`).
+pub(crate) const EXIT_CONFIG: u8 = 78;
 /// Default exit status when the lock is held by someone else (`EX_TEMPFAIL`); `-E` changes it.
 pub(crate) const EXIT_CONFLICT: u8 = 75;
 
@@ -52,8 +57,9 @@ enum Cmd {
     ///
     /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
     /// while it runs and released when it exits; redlease exits with the command's status.
-    /// Exit 75 (or -E N): held by someone else. Exit 69: nodes unreachable. Exit 70: lock lost
-    /// while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
+    /// Exit 75 (or -E N): held by someone else. Exit 69: nodes unreachable. Exit 78: nodes
+    /// misconfigured. Exit 70: lock lost while running. Exit 64: bad usage. `--help` (not -h)
+    /// shows the whole manual.
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
@@ -150,6 +156,10 @@ struct RunCli {
         conflicts_with = "nonblock"
     )]
     wait: duration::Bound,
+    /// Wait up to this long for a quorum of nodes to answer (default: the connect timeout, 1s),
+    /// then exit 69; `forever` (or `inf`): no bound. Nodes refusing our password still exit 78 at once.
+    #[arg(long, value_parser = duration::parse_bound, value_name = "DURATION")]
+    wait_nodes: Option<duration::Bound>,
     /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
     #[arg(short, long)]
     nonblock: bool,
@@ -286,6 +296,7 @@ fn main() -> ExitCode {
                     nodes: args.nodes.nodes,
                     ttl: args.ttl,
                     wait: (!args.nonblock).then_some(args.wait),
+                    wait_nodes: args.wait_nodes,
                     conflict_exit_code: args.conflict_exit_code,
                     grace: args.grace,
                     argv,

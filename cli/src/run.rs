@@ -11,12 +11,12 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use redlease_tokio::{AcquireError, Client, Config, Error, Guard, LockOptions, LostReason, LostSignal};
+use redlease_tokio::{Config, LostReason, LostSignal};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::duration::{Bound, show};
-use crate::{EXIT_LOST, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, node_urls, warn};
+use crate::{EXIT_LOST, Usage, acquire, node_urls, ready, warn};
 
 /// What `redlease run` was asked to do.
 #[derive(Debug)]
@@ -28,6 +28,8 @@ pub(crate) struct RunArgs {
     pub(crate) ttl: Duration,
     /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
     pub(crate) wait: Option<Bound>,
+    /// How long to wait for a quorum of nodes to be usable; `None`: the connect timeout.
+    pub(crate) wait_nodes: Option<Bound>,
     pub(crate) conflict_exit_code: u8,
     pub(crate) grace: Duration,
     /// The program and its arguments.
@@ -46,7 +48,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
 }
 
 /// How `redlease run` ends before the command has run to its end.
-enum Early {
+pub(crate) enum Early {
     /// Exit with this status; why has been said on stderr.
     Exit(u8),
     /// Bad usage: exit 64 with this message.
@@ -61,7 +63,7 @@ impl From<Usage> for Early {
 
 /// The steps of [`run`]: connect, acquire, start the command, watch it and the lock, release.
 async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
-    let RunArgs { key, nodes, tls, ttl, wait, conflict_exit_code, grace, argv } = args;
+    let RunArgs { key, nodes, tls, ttl, wait, wait_nodes, conflict_exit_code, grace, argv } = args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()).into());
     }
@@ -72,8 +74,10 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     // Installed before anything else, so that a signal while connecting or waiting for the
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
-    let client = connect(Config::new(nodes).tls(tls), &mut signals, conflict_exit_code).await?;
-    let guard = acquire(&client, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
+    let config = Config::new(nodes).tls(tls);
+    let (client, health) = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
+    let since = ready::baseline(&health);
+    let guard = acquire::acquire(&client, &since, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
     let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default()) {
         Ok(child) => child,
         Err(code) => {
@@ -94,65 +98,6 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         Err(e) => {
             warn(&format!("waiting for the command failed: {e}"));
             Ok(1)
-        }
-    }
-}
-
-/// Connect to the nodes, unless a signal comes first.
-async fn connect(config: Config, signals: &mut Signals, conflict_exit_code: u8) -> Result<Client, Early> {
-    let client = tokio::select! {
-        client = Client::with_config(config) => client,
-        sig = signals.recv() => {
-            warn(&format!("got {} while connecting: giving up", signal_name(sig)));
-            return Err(Early::Exit(128 + sig as u8));
-        }
-    };
-    match client {
-        Ok(c) => Ok(c),
-        Err(Error::Config(e)) => Err(Usage(format!("--nodes: {e}")).into()),
-        Err(e) => {
-            warn(&format!("cannot connect to the nodes: {e}"));
-            Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
-        }
-    }
-}
-
-/// Take `key` with fencing and auto-extension: one attempt without `wait` (`--nonblock`), else
-/// retried for up to `wait`; a signal meanwhile gives up.
-async fn acquire(
-    client: &Client,
-    key: &str,
-    ttl: Duration,
-    wait: Option<Bound>,
-    conflict_exit_code: u8,
-    signals: &mut Signals,
-) -> Result<Guard, Early> {
-    let options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
-    let options = match wait {
-        Some(Bound::For(wait)) => options.wait(wait),
-        Some(Bound::Forever) => options.attempts(u32::MAX),
-        None => options.attempts(1),
-    };
-    let acquired = tokio::select! {
-        acquired = client.lock_with(options) => acquired,
-        sig = signals.recv() => {
-            warn(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
-            // Cancels the acquisition in flight and releases whatever it got.
-            client.close().await;
-            return Err(Early::Exit(128 + sig as u8));
-        }
-    };
-    match acquired {
-        Ok(g) => Ok(g),
-        Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
-        Err(e) => {
-            let within = match wait {
-                Some(Bound::For(w)) => format!("within {}", show(w)),
-                Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
-                None => "at once (--nonblock)".to_owned(),
-            };
-            warn(&format!("could not acquire {key:?} {within}: {e}"));
-            Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
     }
 }
@@ -240,26 +185,8 @@ fn pass_on(child: &Child, sig: i32) {
     send(child, sig);
 }
 
-/// The exit code for a failed connect or acquisition: the conflict code when someone else
-/// holds the lock, [`EXIT_UNAVAILABLE`] when no quorum of nodes answered.
-pub(crate) fn exit_code_of(e: &Error, conflict_exit_code: u8) -> u8 {
-    fn acquire(e: &AcquireError, conflict: u8) -> u8 {
-        match e {
-            AcquireError::Held { .. } => conflict,
-            AcquireError::WaitTimeout { last, .. } => acquire(last, conflict),
-            // Unreachable, refused logins, too slow for the TTL, and kinds added later.
-            _ => EXIT_UNAVAILABLE,
-        }
-    }
-    match e {
-        Error::Acquire(a) => acquire(a, conflict_exit_code),
-        Error::Io(_) => EXIT_OSERR,
-        _ => EXIT_UNAVAILABLE,
-    }
-}
-
 /// SIGTERM, SIGINT and SIGHUP, as a stream of signal numbers.
-struct Signals {
+pub(crate) struct Signals {
     term: Signal,
     int: Signal,
     hup: Signal,
@@ -276,7 +203,7 @@ impl Signals {
     }
 
     /// The next signal received.
-    async fn recv(&mut self) -> i32 {
+    pub(crate) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.term.recv() => libc::SIGTERM,
             _ = self.int.recv() => libc::SIGINT,
@@ -285,7 +212,7 @@ impl Signals {
     }
 }
 
-fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGTERM => "SIGTERM",
         libc::SIGINT => "SIGINT",

@@ -4,7 +4,7 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, wait_until};
 use redlease_cluster::Cluster;
@@ -30,4 +30,115 @@ fn wait_bounds_take_forever_and_days() {
     assert_eq!(out.status.code(), Some(0), "-w forever: {}", stderr(&out));
     assert_eq!(holder.wait().unwrap().code(), Some(0));
     cluster.assert_no_leaks();
+}
+
+const SECRET: &str = "cr0nS3cret";
+
+fn down_urls() -> &'static str {
+    "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"
+}
+
+#[test]
+fn nodes_down_fail_after_the_connect_timeout_not_the_lock_wait() {
+    // No node answers: 69 within seconds, although -w asks to wait 30 s for the lock.
+    for extra in [&["-w", "30"][..], &["-n"], &["-w", "forever"]] {
+        let started = Instant::now();
+        let out = run(redlease().args(["run", "-k", "job", "-N", down_urls()]).args(extra).arg("true"));
+        assert_eq!(out.status.code(), Some(69), "{extra:?}: {}", stderr(&out));
+        assert!(started.elapsed() < Duration::from_secs(10), "{extra:?}: took {:?}", started.elapsed());
+        assert!(stderr(&out).contains("nodes unreachable"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("redis://127.0.0.1:2: down"), "names the nodes: {}", stderr(&out));
+    }
+    // One node of three answers: still no quorum, still not 30 s.
+    let cluster = Cluster::start(3);
+    cluster.node(1).kill();
+    cluster.node(2).kill();
+    let started = Instant::now();
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "-w", "30", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn wait_nodes_waits_for_the_servers_to_come_up() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    cluster.node(1).kill();
+    cluster.node(2).kill();
+    // A bounded wait for the nodes runs out, after that bound rather than at once.
+    let started = Instant::now();
+    let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "--wait-nodes", "2", "true"]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(started.elapsed() >= Duration::from_millis(1500), "gave up early: {:?}", started.elapsed());
+    // Nodes that come back within --wait-nodes are waited for.
+    let waiter = redlease()
+        .args(["run", "-k", "job", "-N", &urls, "--wait-nodes", "forever", "-n", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.node(1).restart(false);
+    cluster.node(2).restart(false);
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_wrong_password_fails_at_once_naming_the_node_and_not_the_password() {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", SECRET).start();
+    let wrong = nodes(&cluster).replace(SECRET, "not-the-password");
+    for extra in [&["-w", "30"][..], &["-n"], &["--wait-nodes", "forever"]] {
+        let started = Instant::now();
+        let out = run(redlease().args(["run", "-k", "job", "-N", &wrong]).args(extra).arg("true"));
+        assert_eq!(out.status.code(), Some(78), "{extra:?}: {}", stderr(&out));
+        assert!(started.elapsed() < Duration::from_secs(5), "{extra:?}: took {:?}", started.elapsed());
+        let err = stderr(&out);
+        assert!(err.contains("misconfigured") && err.contains("WRONGPASS"), "{err}");
+        assert!(err.contains("node #0 redis://"), "names the node: {err}");
+        assert!(err.contains(&format!("@{}: MISCONFIGURED", cluster.node(0).addr())), "names the node: {err}");
+        assert!(!err.contains("not-the-password") && !err.contains(SECRET), "shows a password: {err}");
+    }
+}
+
+#[test]
+fn a_refusal_of_our_commands_while_waiting_ends_the_wait_at_once() {
+    let cluster = Cluster::builder().nodes(3).acl_user("alice", SECRET).start();
+    for node in cluster.nodes() {
+        node.conn().unwrap().ok(&["ACL", "SETUSER", "bob", "on", ">bobs-pw", "~*", "&*", "+@all"]).unwrap();
+    }
+    let mut holder = redlease()
+        .args(["run", "-k", "job", "-N", &nodes(&cluster), "--", "sleep", "30"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("job").unwrap().is_some());
+    let bob = nodes(&cluster).replace(&format!("alice:{SECRET}"), "bob:bobs-pw");
+    let waiter = redlease()
+        .args(["run", "-k", "job", "-N", &bob, "-w", "60", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let refused = Instant::now();
+    for node in cluster.nodes() {
+        node.conn().unwrap().ok(&["ACL", "SETUSER", "bob", "-evalsha", "-eval"]).unwrap();
+    }
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(refused.elapsed() < Duration::from_secs(10), "waited on: {:?}", refused.elapsed());
+    assert!(stderr(&out).contains("misconfigured"), "{}", stderr(&out));
+    common::signal(holder.id(), libc::SIGTERM);
+    let _ = holder.wait();
+}
+
+#[test]
+fn help_explains_the_wait_for_the_nodes_and_exit_78() {
+    let long = common::stdout(&run(redlease().args(["run", "--help"])));
+    assert!(long.contains("--wait-nodes") && long.contains("  78 "), "{long}");
+    let short = common::stdout(&run(redlease().args(["run", "-h"])));
+    assert!(short.contains("78 nodes misconfigured"), "{short}");
+    let top = common::stdout(&run(redlease().arg("--help")));
+    assert!(top.contains("78 nodes"), "{top}");
 }

@@ -135,16 +135,17 @@ fn a_wrong_or_right_password_on_real_nodes_never_shows() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_hidden("scan", &out);
 
-    // Wrong password: refused logins are "unreachable" (69), and neither password shows.
+    // Wrong password: `run` says misconfigured (78), `status` and `scan` that no quorum
+    // answered (69), and neither password shows.
     let wrong_secret = format!("{SECRET}-wrong");
     let wrong = urls.replace(SECRET, &wrong_secret);
-    for args in [
-        vec!["run", "-k", "job", "-N", &wrong, "-n", "true"],
-        vec!["status", "-k", "job", "-N", &wrong, "--json"],
-        vec!["scan", "-N", &wrong],
+    for (args, code) in [
+        (vec!["run", "-k", "job", "-N", &wrong, "-n", "true"], 78),
+        (vec!["status", "-k", "job", "-N", &wrong, "--json"], 69),
+        (vec!["scan", "-N", &wrong], 69),
     ] {
         let out = run(redlease().args(&args));
-        assert_eq!(out.status.code(), Some(69), "{args:?}: {}{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}{}", stdout(&out), stderr(&out));
         assert_hidden(&format!("{args:?}"), &out);
         let all = format!("{}{}", stdout(&out), stderr(&out));
         assert!(!all.contains("wrong"), "{args:?}: the wrong password shows: {all}");

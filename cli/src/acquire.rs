@@ -1,0 +1,144 @@
+//! `redlease run` up to the lock: connect, wait for a usable quorum of nodes (at most
+//! `--wait-nodes`), then take the lock (at most `--wait`), giving up at once on a
+//! misconfiguration and on a signal.
+
+use std::time::Duration;
+
+use redlease_tokio::{AcquireError, Client, Config, Error, Guard, Health, LockOptions};
+use tokio::time::Instant;
+
+use crate::duration::{Bound, show};
+use crate::ready::{self, Baseline, Unusable};
+use crate::run::{Early, Signals, signal_name};
+use crate::{EXIT_CONFIG, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, warn};
+
+/// How long to wait before connecting again when the client gave up on the nodes.
+const RECONNECT: Duration = Duration::from_millis(100);
+
+/// Connect to the nodes and wait until a quorum of them is usable: at most `wait_nodes` (`None`:
+/// the connect timeout), at once if a misconfiguration leaves no quorum possible, or until a
+/// signal. The client, and its health view then.
+pub(crate) async fn connect(
+    config: Config,
+    wait_nodes: Option<Bound>,
+    signals: &mut Signals,
+    conflict_exit_code: u8,
+) -> Result<(Client, Health), Early> {
+    let start = Instant::now();
+    let deadline = match wait_nodes {
+        None => Some(start + config.connect_timeout),
+        Some(Bound::For(d)) => Some(start + d),
+        Some(Bound::Forever) => None,
+    };
+    tokio::select! {
+        connected = connect_until(config, deadline, conflict_exit_code) => connected,
+        sig = signals.recv() => {
+            warn(&format!("got {} while connecting: giving up", signal_name(sig)));
+            Err(Early::Exit(128 + sig as u8))
+        }
+    }
+}
+
+/// [`connect`] without the signals.
+async fn connect_until(
+    config: Config,
+    deadline: Option<Instant>,
+    conflict_exit_code: u8,
+) -> Result<(Client, Health), Early> {
+    let give_up = |unusable: Unusable| {
+        warn(&format!("cannot lock: {}", unusable.message));
+        Early::Exit(unusable.code)
+    };
+    loop {
+        match Client::with_config(config.clone()).await {
+            Ok(client) => {
+                return match ready::quorum(&client, deadline).await {
+                    Ok(health) => Ok((client, health)),
+                    Err(unusable) => Err(give_up(unusable)),
+                };
+            }
+            Err(Error::Config(e)) => return Err(Usage(format!("--nodes: {e}")).into()),
+            // A client that gives up on the nodes itself: connect again while the nodes may
+            // still come within `deadline`.
+            Err(Error::Unhealthy(health)) => {
+                let unusable = ready::unusable(&health, None);
+                if unusable.code == EXIT_CONFIG || deadline.is_some_and(|d| Instant::now() + RECONNECT >= d) {
+                    return Err(give_up(unusable));
+                }
+                tokio::time::sleep(RECONNECT).await;
+            }
+            Err(e) => {
+                warn(&format!("cannot connect to the nodes: {e}"));
+                return Err(Early::Exit(exit_code_of(&e, conflict_exit_code)));
+            }
+        }
+    }
+}
+
+/// Take `key` with fencing and auto-extension: one attempt without `wait` (`--nonblock`), else
+/// retried for up to `wait`. Gives up when a signal comes, and at once when nodes refusing us
+/// for a configuration reason (beyond the refusals counted in `since`) leave no quorum.
+pub(crate) async fn acquire(
+    client: &Client,
+    since: &Baseline,
+    key: &str,
+    ttl: Duration,
+    wait: Option<Bound>,
+    conflict_exit_code: u8,
+    signals: &mut Signals,
+) -> Result<Guard, Early> {
+    let options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
+    let options = match wait {
+        Some(Bound::For(wait)) => options.wait(wait),
+        Some(Bound::Forever) => options.attempts(u32::MAX),
+        None => options.attempts(1),
+    };
+    let acquired = tokio::select! {
+        acquired = client.lock_with(options) => acquired,
+        unusable = ready::misconfiguration(client, since) => {
+            warn(&format!("could not acquire {key:?}: {}", unusable.message));
+            // Cancels the acquisition in flight and releases whatever it got.
+            client.close().await;
+            return Err(Early::Exit(unusable.code));
+        }
+        sig = signals.recv() => {
+            warn(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
+            client.close().await;
+            return Err(Early::Exit(128 + sig as u8));
+        }
+    };
+    match acquired {
+        Ok(g) => Ok(g),
+        Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
+        Err(e) => {
+            let within = match wait {
+                Some(Bound::For(w)) => format!("within {}", show(w)),
+                Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
+                None => "at once (--nonblock)".to_owned(),
+            };
+            warn(&format!("could not acquire {key:?} {within}: {e}"));
+            Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
+        }
+    }
+}
+
+/// The exit code for a failed connect or acquisition: the conflict code when someone else
+/// holds the lock, [`EXIT_CONFIG`] when nodes refuse us for a configuration reason,
+/// [`EXIT_UNAVAILABLE`] when no quorum of nodes answered.
+pub(crate) fn exit_code_of(e: &Error, conflict_exit_code: u8) -> u8 {
+    fn acquire(e: &AcquireError, conflict: u8) -> u8 {
+        match e {
+            AcquireError::Held { .. } => conflict,
+            AcquireError::Misconfigured { .. } => EXIT_CONFIG,
+            AcquireError::WaitTimeout { last, .. } => acquire(last, conflict),
+            // Unreachable, too slow for the TTL, and kinds added later.
+            _ => EXIT_UNAVAILABLE,
+        }
+    }
+    match e {
+        Error::Acquire(a) => acquire(a, conflict_exit_code),
+        Error::Unhealthy(health) if health.misconfigured() => EXIT_CONFIG,
+        Error::Io(_) => EXIT_OSERR,
+        _ => EXIT_UNAVAILABLE,
+    }
+}

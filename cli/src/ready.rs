@@ -1,0 +1,110 @@
+//! Whether the nodes can grant a lock at all, for `redlease run`.
+//!
+//! Before the lock is asked for, a quorum of nodes must be usable: redlease waits for one at most
+//! `--wait-nodes` (by default the connect timeout), not the lock's `--wait`. A node that refuses
+//! us for a configuration reason (a wrong password or user, an ACL, a database it does not have)
+//! will not come back by retrying: once such nodes leave fewer than a quorum that could ever be
+//! usable, redlease gives up at once, before the lock is asked for and while it waits for it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use redlease_tokio::{Client, Health, NodeHealth, NodeState};
+use tokio::time::Instant;
+
+use crate::{EXIT_CONFIG, EXIT_UNAVAILABLE};
+
+/// How often the health view is read while waiting.
+const POLL: Duration = Duration::from_millis(50);
+
+/// No quorum is usable: the exit code and what to tell the user (nodes named by address,
+/// never with a password).
+#[derive(Debug)]
+pub(crate) struct Unusable {
+    /// [`EXIT_CONFIG`] when nodes refuse us for a configuration reason, else
+    /// [`EXIT_UNAVAILABLE`].
+    pub(crate) code: u8,
+    /// Which nodes are not usable, and why.
+    pub(crate) message: String,
+}
+
+/// Each node's count of configuration refusals, to tell new ones from old ones.
+pub(crate) type Baseline = Vec<u64>;
+
+/// The configuration refusals counted so far, per node.
+pub(crate) fn baseline(health: &Health) -> Baseline {
+    health.nodes.iter().map(|n| n.stats.misconfigured).collect()
+}
+
+/// Wait until a quorum of nodes is usable, until `deadline` at most (`None`: without a bound);
+/// the health view then. Gives up at once when a misconfiguration leaves no quorum possible.
+pub(crate) async fn quorum(client: &Client, deadline: Option<Instant>) -> Result<Health, Unusable> {
+    loop {
+        let health = client.health().await.map_err(|e| Unusable { code: EXIT_UNAVAILABLE, message: e.to_string() })?;
+        if health.can_lock() {
+            return Ok(health);
+        }
+        if blocked_by_config(&health, None) || deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(unusable(&health, None));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Resolve once nodes that refuse us for a configuration reason (at connect, or refusals of our
+/// commands counted beyond `since`) leave fewer than a quorum: raced against the wait for the
+/// lock, which would otherwise retry until `--wait` runs out. Never resolves if the client
+/// closes (the lock call then says so).
+pub(crate) async fn misconfiguration(client: &Client, since: &[u64]) -> Unusable {
+    loop {
+        tokio::time::sleep(POLL).await;
+        let Ok(health) = client.health().await else {
+            return std::future::pending().await;
+        };
+        if blocked_by_config(&health, Some(since)) {
+            return unusable(&health, Some(since));
+        }
+    }
+}
+
+/// Whether `node` refuses us for a configuration reason: at connect, or (with `since`) by
+/// refusing our commands since then.
+fn refuses(node: &NodeHealth, i: usize, since: Option<&[u64]>) -> bool {
+    node.is_misconfigured() || since.and_then(|s| s.get(i)).is_some_and(|&b| node.stats.misconfigured > b)
+}
+
+/// Whether the nodes that refuse us leave fewer than a quorum that could ever be usable.
+fn blocked_by_config(health: &Health, since: Option<&[u64]>) -> bool {
+    let refusing = health.nodes.iter().enumerate().filter(|(i, n)| refuses(n, *i, since)).count();
+    refusing > 0 && health.nodes.len() - refusing < health.quorum
+}
+
+/// Why no quorum is usable: the exit code, and each node that is not usable with its state and
+/// last error.
+pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
+    let misconfigured = health.nodes.iter().enumerate().any(|(i, n)| refuses(n, i, since));
+    let mut message = if misconfigured {
+        "nodes misconfigured: nodes refuse us for a configuration reason (the password or user, an \
+         ACL, the database), which retrying does not fix, and leave no quorum"
+            .to_owned()
+    } else {
+        "nodes unreachable: no quorum".to_owned()
+    };
+    let _ = write!(message, " ({} of {} nodes needed, {} usable):", health.quorum, health.nodes.len(), health.usable());
+    for (i, n) in health.nodes.iter().enumerate() {
+        let state = match n.state {
+            _ if refuses(n, i, since) => "MISCONFIGURED",
+            NodeState::Ready => continue,
+            NodeState::Handshaking => "handshaking",
+            NodeState::Connecting => "connecting",
+            _ => "down",
+        };
+        let _ = write!(message, " node {} {}: {state}", n.node, n.addr);
+        if let Some(e) = &n.last_error {
+            let _ = write!(message, " ({e})");
+        }
+        message.push(';');
+    }
+    message.pop();
+    Unusable { code: if misconfigured { EXIT_CONFIG } else { EXIT_UNAVAILABLE }, message }
+}
