@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use crate::duration::{Bound, show};
 use crate::ready::{self, Baseline, Unusable};
 use crate::run::{Early, Signals, signal_name};
-use crate::{EXIT_CONFIG, EXIT_OSERR, EXIT_UNAVAILABLE, Usage, warn};
+use crate::say::{note, step, warn};
+use crate::{EXIT_CONFIG, EXIT_OSERR, EXIT_UNAVAILABLE, Usage};
 
 /// How long to wait before connecting again when the client gave up on the nodes.
 const RECONNECT: Duration = Duration::from_millis(100);
@@ -33,7 +34,7 @@ pub(crate) async fn connect(
     tokio::select! {
         connected = connect_until(config, deadline, conflict_exit_code) => connected,
         sig = signals.recv() => {
-            warn(&format!("got {} while connecting: giving up", signal_name(sig)));
+            note(&format!("got {} while connecting: giving up", signal_name(sig)));
             Err(Early::Exit(128 + sig as u8))
         }
     }
@@ -53,7 +54,10 @@ async fn connect_until(
         match Client::with_config(config.clone()).await {
             Ok(client) => {
                 return match ready::quorum(&client, deadline).await {
-                    Ok(health) => Ok((client, health)),
+                    Ok(health) => {
+                        ready::connected(&health);
+                        Ok((client, health))
+                    }
                     Err(unusable) => Err(give_up(unusable)),
                 };
             }
@@ -102,13 +106,17 @@ pub(crate) async fn acquire(
             return Err(Early::Exit(unusable.code));
         }
         sig = signals.recv() => {
-            warn(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
+            note(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
             client.close().await;
             return Err(Early::Exit(128 + sig as u8));
         }
     };
     match acquired {
-        Ok(g) => Ok(g),
+        Ok(g) => {
+            let fence = g.fence().map_or_else(String::new, |f| format!(" with fencing token {f}"));
+            step(&format!("acquired {key:?}{fence}; ttl {}, extended about every {}", show(ttl), show(ttl / 3)));
+            Ok(g)
+        }
         Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
         Err(e) => {
             let within = match wait {
@@ -116,9 +124,19 @@ pub(crate) async fn acquire(
                 Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
                 None => "at once (--nonblock)".to_owned(),
             };
-            warn(&format!("could not acquire {key:?} {within}: {e}"));
+            let say = if is_held(&e) { note } else { warn };
+            say(&format!("could not acquire {key:?} {within}: {e}"));
             Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
+    }
+}
+
+/// Whether the lock was not acquired because someone else holds it: an expected outcome.
+fn is_held(e: &Error) -> bool {
+    match e {
+        Error::Acquire(AcquireError::Held { .. }) => true,
+        Error::Acquire(AcquireError::WaitTimeout { last, .. }) => matches!(**last, AcquireError::Held { .. }),
+        _ => false,
     }
 }
 

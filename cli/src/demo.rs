@@ -89,7 +89,7 @@ async fn start_cluster(t0: Instant, tls: bool) -> Result<Option<Cluster>, Usage>
     let cluster = match cluster {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("redlease: {e}");
+            crate::warn(&e);
             return Ok(None);
         }
     };

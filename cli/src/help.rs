@@ -29,6 +29,7 @@ Examples:
   redlease run -k nightly-backup ./backup.sh --full    # wait up to 30 s for the lock
   redlease run -k nightly-backup -n ./backup.sh        # skip the run if someone holds it
   redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
+  */5 * * * * redlease run -k sync -n -q ./sync.sh     # crontab: skip silently if held
 
 Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d are accepted too.
 -w forever (or -w inf) waits for the lock without a bound; -w 0 makes one attempt, as -n does.
@@ -44,6 +45,12 @@ Environment:
                    and have the store refuse writes carrying a smaller token than it has seen
                    (docs/operations.md shows how), so a holder that was paused past its lock
                    cannot overwrite a later holder's work.
+
+Messages:
+  Errors go to stderr always. Expected outcomes (the lock held by someone else, a signal
+  passed on) too, unless -q; a run that goes well prints nothing, as flock(1). --verbose also
+  says each step: the nodes connected, the lock and its fencing token, the command's status,
+  the release.
 
 The nodes:
   redlease first waits for a quorum of nodes to answer: for the connect timeout (1s), or as

@@ -14,13 +14,16 @@ mod help;
 mod inspect;
 mod ready;
 mod run;
+mod say;
 mod secret;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use help::{COMPLETIONS_HELP, EXIT_SUMMARY, RUN_EXIT_SUMMARY, RUN_MANUAL};
+pub(crate) use say::warn;
 
 /// Exit status for bad usage: no nodes, bad URL, bad duration or flag (BSD `EX_USAGE`).
 pub(crate) const EXIT_USAGE: u8 = 64;
@@ -160,6 +163,14 @@ struct RunCli {
     /// then exit 69; `forever` (or `inf`): no bound. Nodes refusing our password still exit 78 at once.
     #[arg(long, value_parser = duration::parse_bound, value_name = "DURATION")]
     wait_nodes: Option<duration::Bound>,
+    /// Say nothing on stderr about expected outcomes (the lock held by someone else, a signal
+    /// passed on), as flock(1); errors still print.
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Say each step on stderr: the nodes connected, the lock and its fencing token, the
+    /// command's status, the release.
+    #[arg(short, long)]
+    verbose: bool,
     /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
     #[arg(short, long)]
     nonblock: bool,
@@ -219,11 +230,6 @@ impl NodesArg {
 #[derive(Debug)]
 pub(crate) struct Usage(pub String);
 
-/// Print `msg` on stderr with the `redlease:` prefix, any password in it hidden.
-pub(crate) fn warn(msg: &str) {
-    eprintln!("redlease: {}", secret::scrub(msg));
-}
-
 /// Parse `--nodes` / `REDLEASE_NODES` into URLs, checking each one.
 pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeConfig>, Usage> {
     let raw = nodes.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -262,7 +268,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             // clap quotes the arguments it rejects, which may be URLs with passwords.
-            eprint!("{}", secret::scrub(&e.render().to_string()));
+            let _ = write!(std::io::stderr(), "{}", secret::scrub(&e.render().to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -286,6 +292,11 @@ fn main() -> ExitCode {
                 until_interrupted(inspect::cluster(nodes, port, persist, tls)).await
             }
             Cmd::Run(args) => {
+                say::set(match (args.quiet, args.verbose) {
+                    (true, _) => say::Verbosity::Quiet,
+                    (_, true) => say::Verbosity::Verbose,
+                    _ => say::Verbosity::Normal,
+                });
                 let argv = match args.shell_command {
                     Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line],
                     None => args.argv,

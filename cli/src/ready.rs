@@ -12,6 +12,7 @@ use std::time::Duration;
 use redlease_tokio::{Client, Health, NodeHealth, NodeState};
 use tokio::time::Instant;
 
+use crate::say::{step, warn};
 use crate::{EXIT_CONFIG, EXIT_UNAVAILABLE};
 
 /// How often the health view is read while waiting.
@@ -79,6 +80,19 @@ fn blocked_by_config(health: &Health, since: Option<&[u64]>) -> bool {
     refusing > 0 && health.nodes.len() - refusing < health.quorum
 }
 
+/// Say which nodes the client is connected to (`--verbose`), and warn of nodes that refuse
+/// us although a quorum is usable: locking works, but an operator must act.
+pub(crate) fn connected(health: &Health) {
+    let n = health.nodes.len();
+    let (usable, quorum, tolerance) = (health.usable(), health.quorum, health.fault_tolerance());
+    let unready = unready(health, None);
+    let others = if unready.is_empty() { String::new() } else { format!("; not ready:{unready}") };
+    step(&format!("connected: {usable} of {n} nodes ready (quorum {quorum}, {tolerance} more may fail){others}"));
+    if health.misconfigured() {
+        warn(&format!("nodes refuse us for a configuration reason; locking works with {usable} of {n}:{unready}"));
+    }
+}
+
 /// Why no quorum is usable: the exit code, and each node that is not usable with its state and
 /// last error.
 pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
@@ -91,6 +105,14 @@ pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
         "nodes unreachable: no quorum".to_owned()
     };
     let _ = write!(message, " ({} of {} nodes needed, {} usable):", health.quorum, health.nodes.len(), health.usable());
+    message.push_str(&unready(health, since));
+    Unusable { code: if misconfigured { EXIT_CONFIG } else { EXIT_UNAVAILABLE }, message }
+}
+
+/// Each node that is not usable, with its state and last error: ` node #0 redis://h:1: down
+/// (connect failed: ...); node #1 ...`; empty when all are.
+fn unready(health: &Health, since: Option<&[u64]>) -> String {
+    let mut out = String::new();
     for (i, n) in health.nodes.iter().enumerate() {
         let state = match n.state {
             _ if refuses(n, i, since) => "MISCONFIGURED",
@@ -99,12 +121,11 @@ pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
             NodeState::Connecting => "connecting",
             _ => "down",
         };
-        let _ = write!(message, " node {} {}: {state}", n.node, n.addr);
+        let sep = if out.is_empty() { "" } else { ";" };
+        let _ = write!(out, "{sep} node {} {}: {state}", n.node, n.addr);
         if let Some(e) = &n.last_error {
-            let _ = write!(message, " ({e})");
+            let _ = write!(out, " ({e})");
         }
-        message.push(';');
     }
-    message.pop();
-    Unusable { code: if misconfigured { EXIT_CONFIG } else { EXIT_UNAVAILABLE }, message }
+    out
 }

@@ -11,12 +11,13 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use redlease_tokio::{Config, LostReason, LostSignal};
+use redlease_tokio::{Config, LostReason, LostSignal, ReleaseOutcome, ReleaseReport};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::duration::{Bound, show};
-use crate::{EXIT_LOST, Usage, acquire, node_urls, ready, warn};
+use crate::say::{note, step, warn};
+use crate::{EXIT_LOST, Usage, acquire, node_urls, ready};
 
 /// What `redlease run` was asked to do.
 #[derive(Debug)]
@@ -89,9 +90,12 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         let _ = guard.release().await;
         return Ok(EXIT_LOST);
     };
-    let report = guard.release().await;
-    if let Err(e) = &report {
-        warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)"));
+    if let Ok(s) = &status {
+        step(&format!("the command exited with status {}", status_code(*s)));
+    }
+    match guard.release().await {
+        Ok(r) => step(&format!("release of {key:?}: {}", released(&r))),
+        Err(e) => warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)")),
     }
     match status {
         Ok(s) => Ok(status_code(s)),
@@ -100,6 +104,17 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
             Ok(1)
         }
     }
+}
+
+/// A release's outcome, for `--verbose`.
+fn released(r: &ReleaseReport) -> String {
+    let what = match r.outcome {
+        ReleaseOutcome::Released => "released",
+        ReleaseOutcome::NotHeld => "no longer held (expired or taken)",
+        _ => "not confirmed by a quorum (the keys expire with their TTL)",
+    };
+    let nodes = r.deleted + r.absent + r.failed + r.pending;
+    format!("{what} ({} of {nodes} nodes deleted it)", r.deleted)
 }
 
 /// Start the command with `REDLEASE_KEY` and `REDLEASE_FENCE` set and without
@@ -116,6 +131,7 @@ fn spawn(argv: &[String], key: &str, fence: u64) -> Result<Child, u8> {
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
     die_with_parent(&mut command);
+    step(&format!("running {argv:?} with REDLEASE_FENCE={fence}"));
     command.spawn().map_err(|e| {
         warn(&format!("cannot run {:?}: {e}", argv[0]));
         if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
@@ -159,7 +175,7 @@ async fn supervise(
                 pass_on(child, sig);
                 if !stopping {
                     stopping = true;
-                    warn(&format!(
+                    note(&format!(
                         "got {}: passed it on to the command; the lock is held until it exits (SIGKILL in {})",
                         signal_name(sig),
                         show(grace)

@@ -142,3 +142,50 @@ fn help_explains_the_wait_for_the_nodes_and_exit_78() {
     let top = common::stdout(&run(redlease().arg("--help")));
     assert!(top.contains("78 nodes"), "{top}");
 }
+
+#[test]
+fn quiet_says_nothing_when_the_lock_is_held_and_errors_still_print() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let mut holder =
+        redlease().args(["run", "-k", "job", "-N", &urls, "--", "sleep", "5"]).stdin(Stdio::null()).spawn().unwrap();
+    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("job").unwrap().is_some());
+    for extra in [&["-n", "-q"][..], &["--quiet", "-w", "0.3"], &["-q", "-n", "-E", "0"]] {
+        let out = run(redlease().args(["run", "-k", "job", "-N", &urls]).args(extra).arg("true"));
+        let want = if extra.contains(&"-E") { 0 } else { 75 };
+        assert_eq!(out.status.code(), Some(want), "{extra:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{extra:?} printed on stderr");
+    }
+    // Without -q the same outcome says so.
+    let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-n", "true"]));
+    assert!(stderr(&out).contains("held by another client"), "{}", stderr(&out));
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    // Errors print with -q.
+    let out = run(redlease().args(["run", "-k", "job", "-N", down_urls(), "-q", "-n", "true"]));
+    assert_eq!(out.status.code(), Some(69));
+    assert!(stderr(&out).contains("nodes unreachable"), "{}", stderr(&out));
+    let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-q", "--verbose", "true"]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
+
+#[test]
+fn verbose_says_what_it_did() {
+    let cluster = Cluster::start(3);
+    let out =
+        run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "--verbose", "--", "sh", "-c", "exit 3"]));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    for step in [
+        "connected: ",
+        " of 3 nodes ready (quorum 2",
+        "acquired \"job\" with fencing token ",
+        "running [\"sh\", \"-c\", \"exit 3\"]",
+        "the command exited with status 3",
+        "release of \"job\": released (",
+    ] {
+        assert!(err.contains(step), "--verbose does not say {step:?}: {err}");
+    }
+    // Without it, a run that goes well says nothing.
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "true"]));
+    assert_eq!((out.status.code(), stderr(&out).as_str()), (Some(0), ""));
+}
