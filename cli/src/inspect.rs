@@ -143,6 +143,19 @@ impl<'a> Verdict<'a> {
         Verdict { nodes: states.len(), quorum, reachable, best, held_by, tolerance }
     }
 
+    /// Whether a quorum holds the key (`held`), cannot hold it whatever the nodes that did not
+    /// answer say (`not_held`), or too few nodes answered to tell (`unknown`).
+    fn state(&self) -> &'static str {
+        let agreeing = self.best.map_or(0, |(count, _)| count);
+        if self.held_by.is_some() {
+            "held"
+        } else if agreeing + (self.nodes - self.reachable) < self.quorum {
+            "not_held"
+        } else {
+            "unknown"
+        }
+    }
+
     /// 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
     fn code(&self) -> u8 {
         if self.reachable >= self.quorum { 0 } else { EXIT_UNAVAILABLE }
@@ -175,10 +188,11 @@ fn print_status_json(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
         })
         .collect();
     let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
+    let state = verdict.state();
     println!(
-        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
         json::string(key),
-        held_by.is_some(),
+        if state == "unknown" { "null".to_owned() } else { held_by.is_some().to_string() },
         json::opt_string(*held_by),
         best.map_or(0, |(count, _)| count),
         per_node.join(",")
@@ -208,6 +222,9 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
     match (verdict.best, verdict.held_by) {
         (Some((count, _)), Some(token)) => {
             println!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
+        }
+        _ if verdict.state() == "unknown" => {
+            println!("{key}: unknown: {reachable} of {nodes} nodes answered, too few to tell whether a quorum holds it")
         }
         (Some((count, _)), None) => println!("{key}: no quorum holds it (at most {count} of {nodes} nodes agree)"),
         (None, _) => println!("{key}: free on every reachable node"),

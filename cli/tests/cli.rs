@@ -418,7 +418,7 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(
         json.starts_with(&format!(
-            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"state\":\"held\",\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
         )),
         "{json}"
     );
@@ -442,7 +442,7 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
     assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
     let json = stdout(&out);
-    assert!(json.contains("\"reachable\":1,\"fault_tolerance\":0,\"held\":false,\"holder\":null"), "{json}");
+    assert!(json.contains("\"reachable\":1,\"fault_tolerance\":0,\"state\":\"unknown\",\"held\":null"), "{json}");
     assert!(json.contains("\"reachable\":false,\"fault\":\"unreachable\",\"error\":"), "{json}");
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
     assert_eq!(out.status.code(), Some(69));
