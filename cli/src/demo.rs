@@ -10,6 +10,7 @@ use redlease_tokio::{Client, Config, Error, LockOptions};
 
 use crate::Usage;
 use crate::duration::show;
+use crate::out::outln;
 
 const RESOURCE: &str = "demo:printer";
 const TTL: Duration = Duration::from_secs(5);
@@ -70,7 +71,7 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
 
 /// Print `msg` with the seconds since `t0`.
 fn say(t0: Instant, msg: &str) {
-    println!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
+    outln!("[{:>5.1}s] {msg}", t0.elapsed().as_secs_f64());
 }
 
 /// Start the 5 local nodes and list them; `None` (the reason printed) if they do not start.
@@ -171,16 +172,16 @@ fn summary(t0: Instant, tally: &Tally, workers: usize, leaks: usize) -> u8 {
     let acquired = tally.acquired.load(Ordering::SeqCst);
     let overlaps = tally.overlaps.load(Ordering::SeqCst);
     let regressions = tally.fence_regressions.load(Ordering::SeqCst);
-    println!();
-    println!("summary ({:.1}s):", t0.elapsed().as_secs_f64());
-    println!(
+    outln!();
+    outln!("summary ({:.1}s):", t0.elapsed().as_secs_f64());
+    outln!(
         "  {acquired} acquisitions by {workers} workers, {} failed attempts (contention)",
         tally.failures.load(Ordering::SeqCst)
     );
-    println!("  overlapping holders: {overlaps}; fencing tokens out of order: {regressions}");
-    println!("  with 2 of 5 nodes down the lock kept working; with 3 down it failed with a typed error");
-    println!("  the killed node was restarted and the client reconnected on its own (it was needed for the quorum)");
-    println!("  lock keys left without a TTL: {leaks}");
+    outln!("  overlapping holders: {overlaps}; fencing tokens out of order: {regressions}");
+    outln!("  with 2 of 5 nodes down the lock kept working; with 3 down it failed with a typed error");
+    outln!("  the killed node was restarted and the client reconnected on its own (it was needed for the quorum)");
+    outln!("  lock keys left without a TTL: {leaks}");
     if overlaps == 0 && regressions == 0 && leaks == 0 && acquired > 0 { 0 } else { 1 }
 }
 

@@ -5,7 +5,8 @@ pub(crate) const EXIT_SUMMARY: &str = "\
 Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unreachable,
 70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 78 nodes
 misconfigured (a wrong password, an ACL), 126/127 command not executable/not found, 128+N killed
-by signal N. `redlease run --help` explains each.";
+by signal N. `redlease run --help` explains each. Any subcommand whose output is closed early
+(`| head`) stops quietly with 141, as if killed by SIGPIPE.";
 
 /// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
 pub(crate) const COMPLETIONS_HELP: &str = "\

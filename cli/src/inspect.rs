@@ -7,6 +7,7 @@ use redlease_cluster::{Cluster, FENCE_PREFIX};
 use redlease_core::{NodeConfig, TlsSettings};
 
 use crate::connect::{nodes_of, open};
+use crate::out::outln;
 use crate::{EXIT_UNAVAILABLE, Usage};
 
 /// Start `n` local nodes in the foreground until Ctrl-C.
@@ -31,19 +32,19 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: boo
         .map_err(|e| Usage(format!("starting the nodes failed: {e}")))?
         .map_err(Usage)?;
     for node in cluster.nodes() {
-        println!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
+        outln!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
     }
-    println!("export REDLEASE_NODES={}", cluster.urls().join(","));
+    outln!("export REDLEASE_NODES={}", cluster.urls().join(","));
     #[cfg(feature = "tls")]
     if let Some(files) = cluster.tls() {
-        println!("export REDLEASE_TLS_CA={}", files.ca.display());
-        println!(
+        outln!("export REDLEASE_TLS_CA={}", files.ca.display());
+        outln!(
             "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
             files.client_cert.display(),
             files.client_key.display()
         );
     }
-    println!(
+    outln!(
         "{} node(s) running{}; press Ctrl-C to stop them.",
         n,
         if persist { " with appendfsync always" } else { "" }
@@ -60,7 +61,7 @@ struct StopOnDrop(Cluster);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        println!("stopping {} node(s).", self.0.len());
+        outln!("stopping {} node(s).", self.0.len());
     }
 }
 
@@ -189,7 +190,7 @@ fn print_status_json(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
         .collect();
     let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
     let state = verdict.state();
-    println!(
+    outln!(
         "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
         json::string(key),
         if state == "unknown" { "null".to_owned() } else { held_by.is_some().to_string() },
@@ -216,23 +217,23 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
             Ok(NodeState { fence: Some(f), .. }) => format!("  fence {f}"),
             _ => String::new(),
         };
-        println!("node {i} {node}  {line}{fence}");
+        outln!("node {i} {node}  {line}{fence}");
     }
     let Verdict { nodes, quorum, reachable, tolerance, .. } = verdict;
     match (verdict.best, verdict.held_by) {
         (Some((count, _)), Some(token)) => {
-            println!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
+            outln!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
         }
         _ if verdict.state() == "unknown" => {
-            println!("{key}: unknown: {reachable} of {nodes} nodes answered, too few to tell whether a quorum holds it")
+            outln!("{key}: unknown: {reachable} of {nodes} nodes answered, too few to tell whether a quorum holds it")
         }
-        (Some((count, _)), None) => println!("{key}: no quorum holds it (at most {count} of {nodes} nodes agree)"),
-        (None, _) => println!("{key}: free on every reachable node"),
+        (Some((count, _)), None) => outln!("{key}: no quorum holds it (at most {count} of {nodes} nodes agree)"),
+        (None, _) => outln!("{key}: free on every reachable node"),
     }
     if verdict.code() != 0 {
-        println!("only {reachable} of {nodes} nodes answered: no quorum ({quorum}) is reachable");
+        outln!("only {reachable} of {nodes} nodes answered: no quorum ({quorum}) is reachable");
     } else {
-        println!(
+        outln!(
             "{reachable} of {nodes} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops"
         );
     }
@@ -301,7 +302,7 @@ fn print_scan_json(
             }
         })
         .collect();
-    println!(
+    outln!(
         "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}]}}",
         json::string(pattern),
         per_node.join(",")
@@ -318,18 +319,18 @@ fn print_scan_text(
 ) {
     for (i, (node, found)) in nodes.iter().zip(found).enumerate() {
         match found {
-            Err(e) => println!("node {i} {node}: unreachable ({e})"),
+            Err(e) => outln!("node {i} {node}: unreachable ({e})"),
             Ok(keys) => {
                 for k in keys {
-                    println!("node {i} {node}: {k} has no TTL");
+                    outln!("node {i} {node}: {k} has no TTL");
                 }
             }
         }
     }
     if leaks > 0 {
-        println!("{leaks} key(s) without a TTL matching {pattern:?}");
+        outln!("{leaks} key(s) without a TTL matching {pattern:?}");
     } else {
-        println!(
+        outln!(
             "no keys without a TTL matching {pattern:?} on {} reachable node(s){}",
             nodes.len() - unreachable,
             if unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }

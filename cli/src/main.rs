@@ -12,6 +12,7 @@ mod demo;
 mod duration;
 mod help;
 mod inspect;
+mod out;
 mod ready;
 mod run;
 mod say;
@@ -242,19 +243,21 @@ pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeCo
         .collect()
 }
 
-/// Run `work` until it finishes or SIGINT/SIGTERM arrives. The handlers are installed before
-/// `work` starts anything, so an early Ctrl-C still drops (and so stops) every local node the
-/// work started instead of killing the process with the nodes left running. Exit 130 when
-/// interrupted.
+/// Run `work` until it finishes, SIGINT/SIGTERM arrives or stdout closes. The handlers are
+/// installed before `work` starts anything, so an early Ctrl-C still drops (and so stops) every
+/// local node the work started instead of killing the process with the nodes left running.
+/// Exit 130 when interrupted, 141 when stdout's reader went away.
 async fn until_interrupted(work: impl std::future::Future<Output = Result<u8, Usage>>) -> Result<u8, Usage> {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return Err(Usage("cannot install the SIGINT/SIGTERM handlers".into()));
     };
+    out::defer_exit();
     tokio::select! {
         result = work => result,
         _ = int.recv() => Ok(130),
         _ = term.recv() => Ok(130),
+        code = out::closed() => Ok(code),
     }
 }
 
@@ -273,7 +276,7 @@ fn main() -> ExitCode {
         }
     };
     if let Cmd::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "redlease", &mut std::io::stdout());
+        clap_complete::generate(shell, &mut Cli::command(), "redlease", &mut out::Stdout);
         return ExitCode::SUCCESS;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
