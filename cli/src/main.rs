@@ -175,8 +175,8 @@ struct RunCli {
     /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
     #[arg(short, long)]
     nonblock: bool,
-    /// Exit status when the lock is held by someone else (flock(1) uses 1).
-    #[arg(short = 'E', long, default_value_t = EXIT_CONFLICT, value_name = "N")]
+    /// Exit status when the lock is held by someone else, 0 to 255 (flock(1) uses 1).
+    #[arg(short = 'E', long, default_value_t = EXIT_CONFLICT, value_name = "N", value_parser = exit_status)]
     conflict_exit_code: u8,
     /// After a signal passed on or a lost lock: how long the command has to exit before SIGKILL.
     #[arg(short, long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
@@ -225,6 +225,11 @@ impl NodesArg {
         }
         tls
     }
+}
+
+/// Parse an exit status for `-E`: a number from 0 to 255.
+fn exit_status(s: &str) -> Result<u8, String> {
+    s.trim().parse().map_err(|_| format!("{s:?} is not an exit status: give a number from 0 to 255 (flock(1) uses 1)"))
 }
 
 /// A usage error: printed with the `redlease:` prefix, exit 64.

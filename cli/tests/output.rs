@@ -1,5 +1,5 @@
 //! What the commands print when there is little to say or nobody to read it: `status` with too
-//! few nodes to tell, output into a pipe whose reader is gone.
+//! few nodes to tell, output into a pipe whose reader is gone, an `-E` out of range.
 
 mod common;
 
@@ -92,5 +92,14 @@ fn a_reader_that_stops_after_the_first_bytes_is_no_error() {
         // 0 if everything fit in the pipe before the reader left, else 141; never a panic.
         assert!(matches!(out.status.code(), Some(0 | 141)), "{args:?}: {:?} {}", out.status, stderr(&out));
         assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
+
+#[test]
+fn conflict_exit_code_names_its_range() {
+    for bad in ["256", "x", "1000"] {
+        let out = run(redlease().args(["run", "-k", "k", "-N", "redis://127.0.0.1:1", "-E", bad, "true"]));
+        assert_eq!(out.status.code(), Some(64), "-E {bad}");
+        assert!(stderr(&out).contains("a number from 0 to 255"), "-E {bad}: {}", stderr(&out));
     }
 }
