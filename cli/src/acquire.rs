@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use redlease_tokio::{AcquireError, Client, Config, Error, Guard, Health, LockOptions};
+use redlease_tokio::{AcquireError, Client, Config, Error, Guard, LockOptions};
 use tokio::time::Instant;
 
 use crate::duration::{Bound, show};
-use crate::ready::{self, Baseline, Unusable};
+use crate::ready::{self, Unusable};
 use crate::run::{Early, Signals, signal_name};
 use crate::say::{note, step, warn};
 use crate::{EXIT_CONFIG, EXIT_OSERR, EXIT_UNAVAILABLE, Usage};
@@ -18,13 +18,13 @@ const RECONNECT: Duration = Duration::from_millis(100);
 
 /// Connect to the nodes and wait until a quorum of them is usable: at most `wait_nodes` (`None`:
 /// the connect timeout), at once if a misconfiguration leaves no quorum possible, or until a
-/// signal. The client, and its health view then.
+/// signal.
 pub(crate) async fn connect(
     config: Config,
     wait_nodes: Option<Bound>,
     signals: &mut Signals,
     conflict_exit_code: u8,
-) -> Result<(Client, Health), Early> {
+) -> Result<Client, Early> {
     let start = Instant::now();
     let deadline = match wait_nodes {
         None => Some(start + config.connect_timeout),
@@ -41,11 +41,7 @@ pub(crate) async fn connect(
 }
 
 /// [`connect`] without the signals.
-async fn connect_until(
-    config: Config,
-    deadline: Option<Instant>,
-    conflict_exit_code: u8,
-) -> Result<(Client, Health), Early> {
+async fn connect_until(config: Config, deadline: Option<Instant>, conflict_exit_code: u8) -> Result<Client, Early> {
     let give_up = |unusable: Unusable| {
         warn(&format!("cannot lock: {}", unusable.message));
         Early::Exit(unusable.code)
@@ -56,7 +52,7 @@ async fn connect_until(
                 return match ready::quorum(&client, deadline).await {
                     Ok(health) => {
                         ready::connected(&health);
-                        Ok((client, health))
+                        Ok(client)
                     }
                     Err(unusable) => Err(give_up(unusable)),
                 };
@@ -65,7 +61,7 @@ async fn connect_until(
             // A client that gives up on the nodes itself: connect again while the nodes may
             // still come within `deadline`.
             Err(Error::Unhealthy(health)) => {
-                let unusable = ready::unusable(&health, None);
+                let unusable = ready::unusable(&health);
                 if unusable.code == EXIT_CONFIG || deadline.is_some_and(|d| Instant::now() + RECONNECT >= d) {
                     return Err(give_up(unusable));
                 }
@@ -80,11 +76,10 @@ async fn connect_until(
 }
 
 /// Take `key` with fencing and auto-extension: one attempt without `wait` (`--nonblock`), else
-/// retried for up to `wait`. Gives up when a signal comes, and at once when nodes refusing us
-/// for a configuration reason (beyond the refusals counted in `since`) leave no quorum.
+/// retried for up to `wait`. Gives up when a signal comes; the client gives up at once when
+/// nodes refusing us for a configuration reason leave no quorum.
 pub(crate) async fn acquire(
     client: &Client,
-    since: &Baseline,
     key: &str,
     ttl: Duration,
     wait: Option<Bound>,
@@ -99,12 +94,6 @@ pub(crate) async fn acquire(
     };
     let acquired = tokio::select! {
         acquired = client.lock_with(options) => acquired,
-        unusable = ready::misconfiguration(client, since) => {
-            warn(&format!("could not acquire {key:?}: {}", unusable.message));
-            // Cancels the acquisition in flight and releases whatever it got.
-            client.close().await;
-            return Err(Early::Exit(unusable.code));
-        }
         sig = signals.recv() => {
             note(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
             client.close().await;
@@ -124,19 +113,10 @@ pub(crate) async fn acquire(
                 Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
                 None => "at once (--nonblock)".to_owned(),
             };
-            let say = if is_held(&e) { note } else { warn };
+            let say = if e.is_held() { note } else { warn };
             say(&format!("could not acquire {key:?} {within}: {e}"));
             Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
-    }
-}
-
-/// Whether the lock was not acquired because someone else holds it: an expected outcome.
-fn is_held(e: &Error) -> bool {
-    match e {
-        Error::Acquire(AcquireError::Held { .. }) => true,
-        Error::Acquire(AcquireError::WaitTimeout { last, .. }) => matches!(**last, AcquireError::Held { .. }),
-        _ => false,
     }
 }
 

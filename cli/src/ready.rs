@@ -4,12 +4,12 @@
 //! `--wait-nodes` (by default the connect timeout), not the lock's `--wait`. A node that refuses
 //! us for a configuration reason (a wrong password or user, an ACL, a database it does not have)
 //! will not come back by retrying: once such nodes leave fewer than a quorum that could ever be
-//! usable, redlease gives up at once, before the lock is asked for and while it waits for it.
+//! usable, redlease gives up at once (and so does the client's wait for the lock).
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use redlease_tokio::{Client, Health, NodeHealth, NodeState};
+use redlease_tokio::{Client, Health, NodeState};
 use tokio::time::Instant;
 
 use crate::say::{step, warn};
@@ -29,14 +29,6 @@ pub(crate) struct Unusable {
     pub(crate) message: String,
 }
 
-/// Each node's count of configuration refusals, to tell new ones from old ones.
-pub(crate) type Baseline = Vec<u64>;
-
-/// The configuration refusals counted so far, per node.
-pub(crate) fn baseline(health: &Health) -> Baseline {
-    health.nodes.iter().map(|n| n.stats.misconfigured).collect()
-}
-
 /// Wait until a quorum of nodes is usable, until `deadline` at most (`None`: without a bound);
 /// the health view then. Gives up at once when a misconfiguration leaves no quorum possible.
 pub(crate) async fn quorum(client: &Client, deadline: Option<Instant>) -> Result<Health, Unusable> {
@@ -45,38 +37,16 @@ pub(crate) async fn quorum(client: &Client, deadline: Option<Instant>) -> Result
         if health.can_lock() {
             return Ok(health);
         }
-        if blocked_by_config(&health, None) || deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(unusable(&health, None));
+        if blocked_by_config(&health) || deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(unusable(&health));
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// Resolve once nodes that refuse us for a configuration reason (at connect, or refusals of our
-/// commands counted beyond `since`) leave fewer than a quorum: raced against the wait for the
-/// lock, which would otherwise retry until `--wait` runs out. Never resolves if the client
-/// closes (the lock call then says so).
-pub(crate) async fn misconfiguration(client: &Client, since: &[u64]) -> Unusable {
-    loop {
-        tokio::time::sleep(POLL).await;
-        let Ok(health) = client.health().await else {
-            return std::future::pending().await;
-        };
-        if blocked_by_config(&health, Some(since)) {
-            return unusable(&health, Some(since));
-        }
-    }
-}
-
-/// Whether `node` refuses us for a configuration reason: at connect, or (with `since`) by
-/// refusing our commands since then.
-fn refuses(node: &NodeHealth, i: usize, since: Option<&[u64]>) -> bool {
-    node.is_misconfigured() || since.and_then(|s| s.get(i)).is_some_and(|&b| node.stats.misconfigured > b)
 }
 
 /// Whether the nodes that refuse us leave fewer than a quorum that could ever be usable.
-fn blocked_by_config(health: &Health, since: Option<&[u64]>) -> bool {
-    let refusing = health.nodes.iter().enumerate().filter(|(i, n)| refuses(n, *i, since)).count();
+fn blocked_by_config(health: &Health) -> bool {
+    let refusing = health.nodes.iter().filter(|n| n.is_misconfigured()).count();
     refusing > 0 && health.nodes.len() - refusing < health.quorum
 }
 
@@ -85,7 +55,7 @@ fn blocked_by_config(health: &Health, since: Option<&[u64]>) -> bool {
 pub(crate) fn connected(health: &Health) {
     let n = health.nodes.len();
     let (usable, quorum, tolerance) = (health.usable(), health.quorum, health.fault_tolerance());
-    let unready = unready(health, None);
+    let unready = unready(health);
     let others = if unready.is_empty() { String::new() } else { format!("; not ready:{unready}") };
     step(&format!("connected: {usable} of {n} nodes ready (quorum {quorum}, {tolerance} more may fail){others}"));
     if health.misconfigured() {
@@ -95,8 +65,8 @@ pub(crate) fn connected(health: &Health) {
 
 /// Why no quorum is usable: the exit code, and each node that is not usable with its state and
 /// last error.
-pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
-    let misconfigured = health.nodes.iter().enumerate().any(|(i, n)| refuses(n, i, since));
+pub(crate) fn unusable(health: &Health) -> Unusable {
+    let misconfigured = health.misconfigured();
     let mut message = if misconfigured {
         "nodes misconfigured: nodes refuse us for a configuration reason (the password or user, an \
          ACL, the database), which retrying does not fix, and leave no quorum"
@@ -105,17 +75,17 @@ pub(crate) fn unusable(health: &Health, since: Option<&[u64]>) -> Unusable {
         "nodes unreachable: no quorum".to_owned()
     };
     let _ = write!(message, " ({} of {} nodes needed, {} usable):", health.quorum, health.nodes.len(), health.usable());
-    message.push_str(&unready(health, since));
+    message.push_str(&unready(health));
     Unusable { code: if misconfigured { EXIT_CONFIG } else { EXIT_UNAVAILABLE }, message }
 }
 
 /// Each node that is not usable, with its state and last error: ` node #0 redis://h:1: down
 /// (connect failed: ...); node #1 ...`; empty when all are.
-fn unready(health: &Health, since: Option<&[u64]>) -> String {
+fn unready(health: &Health) -> String {
     let mut out = String::new();
-    for (i, n) in health.nodes.iter().enumerate() {
+    for n in &health.nodes {
         let state = match n.state {
-            _ if refuses(n, i, since) => "MISCONFIGURED",
+            _ if n.is_misconfigured() => "MISCONFIGURED",
             NodeState::Ready => continue,
             NodeState::Handshaking => "handshaking",
             NodeState::Connecting => "connecting",

@@ -17,7 +17,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::duration::{Bound, show};
 use crate::say::{note, step, warn};
-use crate::{EXIT_LOST, Usage, acquire, node_urls, ready};
+use crate::{EXIT_LOST, Usage, acquire, node_urls};
 
 /// What `redlease run` was asked to do.
 #[derive(Debug)]
@@ -76,9 +76,8 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
     let config = Config::new(nodes).tls(tls);
-    let (client, health) = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
-    let since = ready::baseline(&health);
-    let guard = acquire::acquire(&client, &since, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
+    let client = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
+    let guard = acquire::acquire(&client, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
     let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default()) {
         Ok(child) => child,
         Err(code) => {
