@@ -26,6 +26,7 @@ mod oneshot;
 mod random;
 mod router;
 mod sockets;
+mod spans;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -56,6 +57,12 @@ pub mod adapter {
     #[cfg(feature = "tls")]
     pub use crate::tls::{Blocking as BlockingTls, TlsClient, TlsStream};
     pub use crate::transport::{Layer, NodeTransport, Origin, Target, prepare};
+
+    /// The spans of the operations a caller waits for, made on the caller's side (children of
+    /// the caller's span) and handed to the [`Router`] with the command.
+    pub mod spans {
+        pub use crate::spans::*;
+    }
 
     /// One-shot replies that async and blocking callers both wait on.
     pub mod oneshot {

@@ -2,11 +2,22 @@
 //! for locks and links, and (with the `metrics` feature) counters, histograms and gauges
 //! through the `metrics` facade.
 //!
-//! Levels: nothing at INFO or above on the hot path of a healthy cluster. Lock spans and
-//! routine link events are DEBUG. A node that starts failing is reported once per change of
-//! its state — WARN when it is out of reach or speaks garbage, ERROR when it refuses us for a
-//! configuration reason (which no retry fixes) — and its recovery at INFO; the same failure
-//! again (every reconnect attempt) is DEBUG. A lost lock is WARN.
+//! Everything has the target `redlease`: a subscriber filtered with `info,redlease=debug`
+//! (`tracing_subscriber::fmt().with_env_filter("info,redlease=debug")`) shows every lock's
+//! outcome with each node's vote.
+//!
+//! Spans: `redlease.acquire`, `redlease.extend`, `redlease.release` and `redlease.with_lock`
+//! are made where the caller calls, so each is a child of the caller's span and lasts as long
+//! as the caller waits; the outcome, the votes and the duration are recorded on it.
+//! `redlease.auto_extend` (made when an automatic extension ends) has no caller: it is a root.
+//!
+//! Levels: nothing at INFO or above on the hot path of a healthy cluster. Lock spans, lock
+//! outcomes (`lock acquired`, `lock not acquired`, `lock extended`, `lock released`: DEBUG
+//! events inside the operation's span) and routine link events are DEBUG. A node that starts
+//! failing is reported once per change of its state — WARN when it is out of reach or speaks
+//! garbage, ERROR when it refuses us for a configuration reason (which no retry fixes) — and
+//! its recovery at INFO; the same failure again (every reconnect attempt) is DEBUG. A lost
+//! lock is WARN (a root event: whichever thread notices the loss, it is news of its own).
 //!
 //! Metric names (all prefixed `redlease_`):
 //!
@@ -89,7 +100,7 @@ fn votes_text(votes: &[Vote]) -> String {
 }
 
 /// Record the outcome, votes and duration on `op`'s span (only formatted when someone listens).
-fn close(op: Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, attempts: Option<u32>) {
+fn close(op: &Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, attempts: Option<u32>) {
     if op.span.is_disabled() {
         return;
     }
@@ -145,42 +156,6 @@ fn lost_reason(reason: &LostReason) -> &'static str {
 }
 
 impl Monitor {
-    /// A span for an acquisition of `resource` (and `more` others).
-    pub(crate) fn acquire_span(resource: &str, more: usize, fencing: bool, now: Instant) -> Op {
-        let span = tracing::debug_span!(
-            "redlease.acquire",
-            resource,
-            more_resources = more,
-            fencing,
-            attempts = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            votes = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-        );
-        Op { span, started: now }
-    }
-
-    /// A span for an extension or a release of the lock on `resource`.
-    pub(crate) fn op_span(name: &'static str, resource: &str, now: Instant) -> Op {
-        let span = match name {
-            "extend" => tracing::debug_span!(
-                "redlease.extend",
-                resource,
-                outcome = tracing::field::Empty,
-                votes = tracing::field::Empty,
-                duration_ms = tracing::field::Empty,
-            ),
-            _ => tracing::debug_span!(
-                "redlease.release",
-                resource,
-                outcome = tracing::field::Empty,
-                votes = tracing::field::Empty,
-                duration_ms = tracing::field::Empty,
-            ),
-        };
-        Op { span, started: now }
-    }
-
     pub(crate) fn acquired(&mut self, engine: &Engine, lock: LockId, op: Op, now: Instant, attempts: u32) {
         #[cfg(feature = "metrics")]
         {
@@ -191,7 +166,8 @@ impl Monitor {
                 metrics::histogram!("redlease_wait_seconds").record(secs);
             }
         }
-        close(op, engine, lock, now, "acquired", Some(attempts));
+        close(&op, engine, lock, now, "acquired", Some(attempts));
+        tracing::debug!(target: "redlease", parent: &op.span, "lock acquired");
     }
 
     pub(crate) fn acquire_failed(&mut self, engine: &Engine, lock: LockId, op: Op, now: Instant, error: &AcquireError) {
@@ -205,7 +181,8 @@ impl Monitor {
                 metrics::histogram!("redlease_wait_seconds").record(secs);
             }
         }
-        close(op, engine, lock, now, outcome, Some(attempts_of(error)));
+        close(&op, engine, lock, now, outcome, Some(attempts_of(error)));
+        tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock not acquired: {error}");
     }
 
     /// An extension ended; `op` is `None` for an automatic one.
@@ -224,21 +201,25 @@ impl Monitor {
             let auto = if op.is_none() { "true" } else { "false" };
             metrics::counter!("redlease_extensions_total", "outcome" => outcome, "auto" => auto).increment(1);
         }
-        match op {
-            Some(op) => close(op, engine, lock, now, outcome, None),
-            None => {
-                // An automatic extension has no caller, so no span was open: one is made at
-                // its end, with how long its round took.
-                let span = tracing::debug_span!(
-                    "redlease.auto_extend",
-                    resource,
-                    outcome = tracing::field::Empty,
-                    votes = tracing::field::Empty,
-                    duration_ms = tracing::field::Empty,
-                );
-                let started = engine.round(lock).map_or(now, |(start, _)| start);
-                close(Op { span, started }, engine, lock, now, outcome, None);
-            }
+        let op = op.unwrap_or_else(|| {
+            // An automatic extension has no caller, so no span was open: one is made at its
+            // end, with how long its round took, as a root (not a child of whatever the
+            // thread that drives the loop is doing).
+            let span = tracing::debug_span!(
+                target: "redlease",
+                parent: None,
+                "redlease.auto_extend",
+                resource,
+                outcome = tracing::field::Empty,
+                votes = tracing::field::Empty,
+                duration_ms = tracing::field::Empty,
+            );
+            Op { span, started: engine.round(lock).map_or(now, |(start, _)| start) }
+        });
+        close(&op, engine, lock, now, outcome, None);
+        match error {
+            None => tracing::debug!(target: "redlease", parent: &op.span, "lock extended"),
+            Some(error) => tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock not extended: {error}"),
         }
     }
 
@@ -260,15 +241,19 @@ impl Monitor {
             }
         }
         let _ = held_since;
+        // Without a span (released by `close`, or a grant nobody wanted) nobody waits: the
+        // holder, if any, was told by its lost signal and the WARN line.
         if let Some(op) = op {
-            close(op, engine, lock, now, outcome, None);
+            close(&op, engine, lock, now, outcome, None);
+            tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock released");
         }
     }
 
     pub(crate) fn lost(&mut self, resource: &str, reason: &LostReason) {
         #[cfg(feature = "metrics")]
         metrics::counter!("redlease_lost_total", "reason" => lost_reason(reason)).increment(1);
-        tracing::warn!(target: "redlease", resource, reason = lost_reason(reason), "lock lost: stop relying on it");
+        // A root: the loss is news of its own, whichever caller's thread happens to notice it.
+        tracing::warn!(target: "redlease", parent: None, resource, reason = lost_reason(reason), "lock lost: stop relying on it");
     }
 
     /// `node` completed a handshake.

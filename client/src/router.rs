@@ -11,6 +11,7 @@ use crate::Error;
 use crate::lease::{Lease, LockState};
 use crate::monitor::{Monitor, Op};
 use crate::oneshot::Sender;
+use tracing::Span;
 
 mod events;
 
@@ -106,7 +107,8 @@ impl Router {
         self.closed
     }
 
-    /// Start acquiring `options` with `token`; the outcome (a [`Lease`]) goes to `reply`.
+    /// Start acquiring `options` with `token`; the outcome (a [`Lease`]) goes to `reply`, and
+    /// onto `span` (made by the caller, [`spans::acquire`](crate::adapter::spans::acquire)).
     /// Returns the lock's id, unless the command was refused at once (the refusal is already
     /// in `reply`).
     pub fn acquire(
@@ -116,6 +118,7 @@ impl Router {
         options: LockOptions,
         token: String,
         reply: AcquireReply,
+        span: Span,
     ) -> Option<LockId> {
         if self.closed {
             let _ = reply.send(Err(Error::Closed));
@@ -123,8 +126,7 @@ impl Router {
         }
         match engine.acquire(now, &options, token.as_bytes()) {
             Ok(lock) => {
-                let first = options.resources.first().map_or("", String::as_str);
-                let op = Monitor::acquire_span(first, options.resources.len() - 1, options.fencing, now);
+                let op = Op { span, started: now };
                 let waiting = Acquiring { reply, resources: options.resources, token, op };
                 self.entries.insert(lock, Entry::new(Some(waiting)));
                 Some(lock)
@@ -136,8 +138,17 @@ impl Router {
         }
     }
 
-    /// Extend `lock` to `ttl` from now; the new deadline goes to `reply`.
-    pub fn extend(&mut self, engine: &mut Engine, now: Instant, lock: LockId, ttl: Duration, reply: ExtendReply) {
+    /// Extend `lock` to `ttl` from now; the new deadline goes to `reply`, the outcome onto
+    /// `span` ([`spans::extend`](crate::adapter::spans::extend)).
+    pub fn extend(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        lock: LockId,
+        ttl: Duration,
+        reply: ExtendReply,
+        span: Span,
+    ) {
         if self.closed {
             let _ = reply.send(Err(Error::Closed));
             return;
@@ -152,8 +163,7 @@ impl Router {
         }
         match (engine.extend(now, lock, Some(ttl)), self.entries.get_mut(&lock)) {
             (Ok(()), Some(entry)) => {
-                let op = Monitor::op_span("extend", entry.resource(), now);
-                entry.extend = Some((reply, op));
+                entry.extend = Some((reply, Op { span, started: now }));
             }
             (Ok(()), None) => {
                 let _ = reply.send(Err(Misuse::UnknownLock(lock).into()));
@@ -164,8 +174,16 @@ impl Router {
         }
     }
 
-    /// Release `lock`; the report goes to `reply`, or nowhere (`None`: the guard was dropped).
-    pub fn release(&mut self, engine: &mut Engine, now: Instant, lock: LockId, reply: Option<ReleaseReply>) {
+    /// Release `lock`; the report goes to `reply`, or nowhere (`None`: the guard was dropped),
+    /// the outcome onto `span` ([`spans::release`](crate::adapter::spans::release)).
+    pub fn release(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        lock: LockId,
+        reply: Option<ReleaseReply>,
+        span: Span,
+    ) {
         if self.closed {
             // `close` released it already.
             if let Some(reply) = reply {
@@ -177,7 +195,7 @@ impl Router {
             Ok(()) => {
                 let entry = self.entries.entry(lock).or_insert_with(|| Entry::new(None));
                 entry.release = reply.map_or(Release::Detached, Release::Waiting);
-                entry.release_op = Some(Monitor::op_span("release", entry.resource(), now));
+                entry.release_op = Some(Op { span, started: now });
                 // From now on the keys may be gone: a lease that outlives its guard (a clone
                 // handed to other work) must not look valid any more.
                 if let Some(state) = entry.state() {
@@ -289,26 +307,26 @@ mod tests {
         let now = Instant::now();
         let (mut engine, mut router) = (engine(now), Router::new());
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options().resources(["s"]), "tok".into(), tx);
+        router.acquire(&mut engine, now, options().resources(["s"]), "tok".into(), tx, Span::none());
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
         let lease = rx.try_recv().unwrap().unwrap().unwrap();
         assert_eq!((lease.resources(), lease.token()), (&["r".to_owned(), "s".to_owned()][..], "tok"));
         let (tx, rx) = oneshot::channel();
-        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx);
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx, Span::none());
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
         let extended = rx.try_recv().unwrap().unwrap().unwrap();
         assert_eq!(lease.valid_until(), extended, "the holder sees the new deadline");
         // An extension to a shorter TTL lowers the holder's deadline as soon as it is sent.
         let (tx, _rx) = oneshot::channel();
-        router.extend(&mut engine, now, lease.id(), Duration::from_secs(2), tx);
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(2), tx, Span::none());
         drain(&mut router, &mut engine, now);
         assert!(lease.valid_until() < extended && lease.valid_until() <= now + Duration::from_secs(2));
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
         let (tx, rx) = oneshot::channel();
-        router.release(&mut engine, now, lease.id(), Some(tx));
+        router.release(&mut engine, now, lease.id(), Some(tx), Span::none());
         assert_eq!(lease.remaining(), Duration::ZERO, "a lease being released is no longer valid");
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
@@ -321,17 +339,17 @@ mod tests {
         let now = Instant::now();
         let (mut engine, mut router) = (engine(now), Router::new());
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        router.acquire(&mut engine, now, options(), "tok".into(), tx, Span::none());
         engine.handle_data(now, NodeId(0), b"+OK\r\n"); // one resource: the first attempt is SET NX PX
         drain(&mut router, &mut engine, now);
         let lease = rx.try_recv().unwrap().unwrap().unwrap();
         // The first extension's caller gives up before the answer.
         let (tx, rx) = oneshot::channel();
-        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx);
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(20), tx, Span::none());
         drop(rx);
         // The next one is not refused as busy: it replaces the abandoned one.
         let (tx, rx) = oneshot::channel();
-        router.extend(&mut engine, now, lease.id(), Duration::from_secs(30), tx);
+        router.extend(&mut engine, now, lease.id(), Duration::from_secs(30), tx, Span::none());
         assert!(rx.try_recv().is_none(), "in flight, not refused");
         engine.handle_data(now, NodeId(0), b":1\r\n:1\r\n"); // the abandoned round's reply, then ours
         drain(&mut router, &mut engine, now);
@@ -343,7 +361,7 @@ mod tests {
         let now = Instant::now();
         let (mut engine, mut router) = (engine(now), Router::new());
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        router.acquire(&mut engine, now, options(), "tok".into(), tx, Span::none());
         drop(rx);
         engine.handle_data(now, NodeId(0), b"+OK\r\n");
         drain(&mut router, &mut engine, now);
@@ -359,23 +377,23 @@ mod tests {
         let now = Instant::now();
         let (mut engine, mut router) = (engine(now), Router::new());
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, LockOptions::new("", Duration::from_secs(1)), "tok".into(), tx);
+        router.acquire(&mut engine, now, LockOptions::new("", Duration::from_secs(1)), "tok".into(), tx, Span::none());
         assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Misuse(Misuse::EmptyResource))))));
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options(), "tok".into(), tx);
+        router.acquire(&mut engine, now, options(), "tok".into(), tx, Span::none());
         engine.handle_data(now, NodeId(0), b"$-1\r\n");
         drain(&mut router, &mut engine, now);
         assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Acquire(AcquireError::Held { .. }))))));
         // A held lock, then close: lost (Stopped) and released; new calls are refused.
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options(), "tok2".into(), tx);
+        router.acquire(&mut engine, now, options(), "tok2".into(), tx, Span::none());
         engine.handle_data(now, NodeId(0), b":1\r\n+OK\r\n"); // the cleanup's reply, then the grant
         drain(&mut router, &mut engine, now);
         let lease = rx.try_recv().unwrap().unwrap().unwrap();
         router.close(&mut engine, now);
         assert_eq!(lease.lost().reason(), Some(LostReason::Stopped));
         let (tx, rx) = oneshot::channel();
-        router.acquire(&mut engine, now, options(), "tok3".into(), tx);
+        router.acquire(&mut engine, now, options(), "tok3".into(), tx, Span::none());
         assert!(matches!(rx.try_recv(), Some(Ok(Err(Error::Closed)))));
         engine.handle_data(now, NodeId(0), b":1\r\n");
         drain(&mut router, &mut engine, now);
@@ -384,7 +402,7 @@ mod tests {
         let (tx, rx) = oneshot::channel::<Result<Lease, Error>>();
         let mut other = Router::new();
         let mut e2 = self::engine(now);
-        other.acquire(&mut e2, now, options(), "t".into(), tx);
+        other.acquire(&mut e2, now, options(), "t".into(), tx, Span::none());
         other.stop();
         assert!(matches!(rx.try_recv(), Some(Err(Dropped))));
     }

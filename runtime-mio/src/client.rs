@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token, Waker};
-use redlease_client::adapter::{Pump, oneshot};
+use redlease_client::adapter::{Pump, oneshot, spans};
 use redlease_client::{Error, Lease, new_token};
 use redlease_core::{Config, Health, LockOptions};
 
@@ -118,7 +118,11 @@ impl Client {
     /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
     /// automatic extension ([`LockOptions`]). Blocks until the lock is held or the
     /// acquisition has failed.
+    ///
+    /// Its span, `redlease.acquire`, is a child of the caller's span, entered while it waits.
     pub fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
+        let span = spans::acquire(&options);
+        let _entered = span.enter();
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
         let shared = &self.shared;
@@ -129,7 +133,7 @@ impl Client {
         }
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        let lock = router.acquire(driver.engine_mut(), now, options, token, reply);
+        let lock = router.acquire(driver.engine_mut(), now, options, token, reply, span.clone());
         shared.after_command(&mut st, now);
         let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
@@ -149,10 +153,15 @@ impl Client {
     /// and the lost signal (check `lease.is_lost()` before acting on the protected resource;
     /// it fires if an extension is refused or the validity runs out). The release's outcome
     /// is not reported (the work is done); a failure to acquire is.
+    ///
+    /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
+    /// acquisition, `f`'s work and the release are its children.
     pub fn with_lock<F, T>(&self, options: LockOptions, f: F) -> Result<T, Error>
     where
         F: FnOnce(Lease) -> T,
     {
+        let span = spans::with_lock(&options);
+        let _entered = span.enter();
         // Auto-extended: the client's extension thread drives the loop while `f` runs.
         let guard = self.lock_with(options.auto_extend(true))?;
         let out = f(guard.lease().clone());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_client::adapter::oneshot;
+use redlease_client::adapter::{oneshot, spans};
 use redlease_client::{Error, Lease, ReleaseReport};
 
 use crate::shared::{Shared, State};
@@ -62,12 +62,14 @@ impl Guard {
     /// means a majority no longer holds our token, `Unconfirmed` that too few nodes answered
     /// (the old deadline still stands), `Expired` that the validity had already run out.
     pub fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
+        let span = spans::extend(self.lease.resource());
+        let _entered = span.enter();
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
         let mut st = self.shared.lock();
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.extend(driver.engine_mut(), now, lock, ttl, reply);
+        router.extend(driver.engine_mut(), now, lock, ttl, reply, span.clone());
         self.shared.after_command(&mut st, now);
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
@@ -78,6 +80,8 @@ impl Guard {
     #[doc(alias = "unlock")]
     pub fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
+        let span = spans::release(self.lease.resource());
+        let _entered = span.enter();
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
         let mut st = self.shared.lock();
@@ -88,7 +92,7 @@ impl Guard {
         }
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.release(driver.engine_mut(), now, lock, Some(reply));
+        router.release(driver.engine_mut(), now, lock, Some(reply), span.clone());
         self.shared.after_command(&mut st, now);
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
@@ -134,7 +138,8 @@ impl Drop for Guard {
         let wake = self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        router.release(driver.engine_mut(), now, self.lease.id(), None);
+        let span = spans::release(self.lease.resource());
+        router.release(driver.engine_mut(), now, self.lease.id(), None, span);
         self.shared.after_command(&mut st, now);
         drop(st);
         if wake {

@@ -14,25 +14,29 @@ use std::time::{Duration, Instant};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redlease_core::{Config, LockOptions};
 use redlease_tests::Cluster;
+use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
-/// A closed span: its name and fields.
+/// A closed span: its name, fields, and its parent's name.
 #[derive(Clone, Debug)]
 struct SpanRecord {
     name: &'static str,
     fields: HashMap<String, String>,
+    parent: Option<&'static str>,
 }
 
-/// An event: its level, message and fields.
+/// An event: its level, message and fields, and the span it is in (name and resource).
 #[derive(Clone, Debug)]
 struct EventRecord {
     level: Level,
     fields: HashMap<String, String>,
+    span: Option<(&'static str, String)>,
 }
 
 #[derive(Default)]
@@ -62,7 +66,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let mut fields = HashMap::new();
         attrs.record(&mut Fields(&mut fields));
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SpanRecord { name: attrs.metadata().name(), fields });
+            let parent = span.parent().map(|p| p.name());
+            span.extensions_mut().insert(SpanRecord { name: attrs.metadata().name(), fields, parent });
         }
     }
 
@@ -80,10 +85,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         }
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut fields = HashMap::new();
         event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().events.push(EventRecord { level: *event.metadata().level(), fields });
+        let span = ctx.event_span(event).map(|s| {
+            let resource = s.extensions().get::<SpanRecord>().and_then(|r| r.fields.get("resource").cloned());
+            (s.name(), resource.unwrap_or_default())
+        });
+        self.0.lock().unwrap().events.push(EventRecord { level: *event.metadata().level(), fields, span });
     }
 }
 
@@ -322,4 +331,133 @@ fn a_node_refusing_wake_ups_is_polled_and_says_why() {
     let ours: Vec<_> = lines.iter().filter(|e| e.fields.get("addr").is_some_and(|a| a.contains(&polled))).collect();
     assert_eq!(ours.len(), 1, "one line for the change, not one per lock: {lines:?}");
     assert!(ours[0].fields.get("reason").is_some_and(|r| r.contains("NOPERM")), "{ours:?}");
+}
+
+/// The spans of `resource`'s operations, by name, each with its parent's name: every one a
+/// child of the caller's `http_request` span (or of the `with_lock` span around it), and the
+/// outcome events inside the operation's span.
+fn check_parents(resource: &str) {
+    let parents = |name: &str| {
+        let mut p: Vec<_> = spans(name, resource).into_iter().map(|s| s.parent.unwrap_or("(root)")).collect();
+        p.sort_unstable();
+        p
+    };
+    assert_eq!(parents("redlease.acquire"), ["http_request", "redlease.with_lock"]);
+    assert_eq!(parents("redlease.with_lock"), ["http_request"]);
+    assert_eq!(parents("redlease.extend"), ["http_request"]);
+    assert_eq!(parents("redlease.release"), ["http_request", "redlease.with_lock"]);
+    let inside = |text: &str, span: &'static str| {
+        let captured = capture().0.lock().unwrap();
+        let in_span = |e: &&EventRecord| e.span.as_ref().is_some_and(|(n, r)| *n == span && r == resource);
+        let said = |e: &&EventRecord| e.fields.get("message").is_some_and(|m| m.starts_with(text));
+        captured.events.iter().filter(in_span).filter(said).count()
+    };
+    assert_eq!(inside("lock acquired", "redlease.acquire"), 2);
+    assert_eq!(inside("lock extended", "redlease.extend"), 1);
+    assert_eq!(inside("lock released", "redlease.release"), 2);
+}
+
+#[test]
+fn tokio_operation_spans_are_children_of_the_callers_span() {
+    capture();
+    let cluster = Cluster::start(3);
+    let config = Config::from_urls(cluster.urls()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = redlease_tokio::Client::with_config(config).await.unwrap();
+        let request = async {
+            let opts = || LockOptions::new("obs:parent:tokio", Duration::from_secs(10));
+            let mut guard = client.lock_with(opts()).await.unwrap();
+            guard.extend(Duration::from_secs(10)).await.unwrap();
+            guard.release().await.unwrap();
+            client.with_lock(opts(), |_| async {}).await.unwrap();
+        };
+        request.instrument(tracing::info_span!("http_request")).await;
+        client.close().await;
+    });
+    check_parents("obs:parent:tokio");
+}
+
+#[test]
+fn blocking_mio_operation_spans_are_children_of_the_callers_span() {
+    capture();
+    let cluster = Cluster::start(3);
+    let client = redlease_mio::Client::with_config(Config::from_urls(cluster.urls()).unwrap()).unwrap();
+    tracing::info_span!("http_request").in_scope(|| {
+        let opts = || LockOptions::new("obs:parent:mio", Duration::from_secs(10));
+        let mut guard = client.lock_with(opts()).unwrap();
+        guard.extend(Duration::from_secs(10)).unwrap();
+        guard.release().unwrap();
+        client.with_lock(opts(), |_| ()).unwrap();
+    });
+    client.close();
+    check_parents("obs:parent:mio");
+}
+
+/// An `io::Write` into a shared buffer, for a `fmt` subscriber.
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buf {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a `fmt` subscriber prints while `run` runs on this thread: a plain
+/// `tracing_subscriber::fmt()` (level INFO), or with the filter the docs show,
+/// `info,redlease=debug`.
+fn fmt_output(redlease_debug: bool, run: impl FnOnce()) -> String {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let buf = Arc::clone(&buf);
+        move || Buf(Arc::clone(&buf))
+    };
+    if redlease_debug {
+        let filter: Targets = "info,redlease=debug".parse().unwrap();
+        let subscriber = Registry::default().with(tracing_subscriber::fmt::layer().with_writer(writer)).with(filter);
+        tracing::subscriber::with_default(subscriber, run);
+    } else {
+        tracing::subscriber::with_default(tracing_subscriber::fmt().with_writer(writer).finish(), run);
+    }
+    String::from_utf8(buf.lock().unwrap().clone()).unwrap()
+}
+
+/// A plain `fmt` subscriber shows a lost lock (WARN) and nothing of healthy locking; with
+/// `info,redlease=debug` it shows every outcome with each node's vote, inside the caller's span.
+#[test]
+fn a_fmt_subscriber_shows_lock_activity() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    // A current-thread runtime: the driver runs on this thread, where the subscriber is.
+    let cycle = |resource: &'static str, lose: bool| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let client = redlease_tokio::Client::with_config(Config::from_urls(&urls).unwrap()).await.unwrap();
+            let request = async {
+                let mut guard = client.lock(resource, Duration::from_secs(10)).await.unwrap();
+                if lose {
+                    for (i, key, _) in cluster.lock_keys() {
+                        cluster.node(i).conn().unwrap().del(&key).unwrap();
+                    }
+                    guard.extend(Duration::from_secs(10)).await.unwrap_err();
+                }
+                let _ = guard.release().await;
+            };
+            request.instrument(tracing::info_span!("http_request")).await;
+            client.close().await;
+        });
+    };
+    let plain = fmt_output(false, || cycle("obs:fmt:lost", true));
+    assert!(plain.contains("WARN") && plain.contains("lock lost"), "{plain}");
+    assert!(!plain.contains("lock acquired") && !plain.contains("lock released"), "{plain}");
+    let debug = fmt_output(true, || cycle("obs:fmt:debug", false));
+    let acquired = debug.lines().find(|l| l.contains("lock acquired")).unwrap_or_else(|| panic!("{debug}"));
+    assert!(acquired.contains("http_request:redlease.acquire{"), "{acquired}");
+    assert!(acquired.contains("votes=\"#0 ") && acquired.matches(" granted").count() >= 2, "{acquired}");
+    assert!(debug.lines().any(|l| l.contains("redlease.release{") && l.contains("lock released")), "{debug}");
 }

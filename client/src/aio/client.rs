@@ -5,8 +5,9 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::{Error, Lease, new_token, oneshot, seeded};
+use crate::{Error, Lease, new_token, oneshot, seeded, spans};
 use redlease_core::{Config, Health, LockOptions};
+use tracing::{Instrument, Span};
 
 use super::command::{self, Command, Sender};
 use super::driver::Driver;
@@ -93,10 +94,18 @@ impl<R> Client<R> {
     ///
     /// If this future is dropped before it finishes, the acquisition is cancelled, and a lock
     /// it got meanwhile is released.
+    ///
+    /// Its span, `redlease.acquire`, is a child of the caller's span and lasts as long as the
+    /// caller waits.
     pub async fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
+        let span = spans::acquire(&options);
+        self.acquire(options, span.clone()).instrument(span).await
+    }
+
+    async fn acquire(&self, options: LockOptions, span: Span) -> Result<Guard, Error> {
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Acquire { options, token, reply }).map_err(|_| Error::Closed)?;
+        self.tx.send(Command::Acquire { options, token, reply, span }).map_err(|_| Error::Closed)?;
         let mut waiting = Waiting { rx, tx: &self.tx, done: false };
         let answer = waiting.rx.recv().await;
         waiting.done = true;
@@ -111,16 +120,24 @@ impl<R> Client<R> {
     /// and the lost signal, which fires if an extension is refused or the validity runs out
     /// (select on `lease.lost().wait()` to stop work that is no longer protected). The
     /// release's own outcome is not reported (a lost lock was already signalled).
+    ///
+    /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
+    /// acquisition, `f`'s work and the release are its children.
     pub async fn with_lock<F, Fut, T>(&self, options: LockOptions, f: F) -> Result<T, Error>
     where
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.lock_with(options.auto_extend(true)).await?;
-        let out = f(guard.lease().clone()).await;
-        // The work is done; how the release went does not change its result.
-        let _ = guard.release().await;
-        Ok(out)
+        let span = spans::with_lock(&options);
+        async move {
+            let guard = self.lock_with(options.auto_extend(true)).await?;
+            let out = f(guard.lease().clone()).await;
+            // The work is done; how the release went does not change its result.
+            let _ = guard.release().await;
+            Ok(out)
+        }
+        .instrument(span)
+        .await
     }
 
     /// The nodes' health as the driver sees it now: each node's state (ready, handshaking,
@@ -164,7 +181,9 @@ impl Drop for Waiting<'_> {
             return;
         }
         let command = match self.rx.close() {
-            Some(Ok(lease)) => Command::Release { lock: lease.id(), reply: None },
+            Some(Ok(lease)) => {
+                Command::Release { lock: lease.id(), reply: None, span: spans::release(lease.resource()) }
+            }
             _ => Command::Sweep,
         };
         let _ = self.tx.send(command);

@@ -7,24 +7,30 @@ use std::time::Duration;
 
 use crate::router::{AcquireReply, ExtendReply, ReleaseReply};
 use redlease_core::{Health, LockId, LockOptions};
+use tracing::Span;
 
 /// One request to the driver; each answer goes back on the one-shot reply it carries.
 #[derive(Debug)]
 pub(crate) enum Command {
+    /// `span`, as in `Extend` and `Release`: the operation's span, made by the caller (a child
+    /// of the caller's span); the driver records the outcome on it.
     Acquire {
         options: LockOptions,
         token: String,
         reply: AcquireReply,
+        span: Span,
     },
     Extend {
         lock: LockId,
         ttl: Duration,
         reply: ExtendReply,
+        span: Span,
     },
     /// `reply: None`: a dropped guard; nobody waits for the report.
     Release {
         lock: LockId,
         reply: Option<ReleaseReply>,
+        span: Span,
     },
     AutoExtend {
         lock: LockId,
@@ -66,23 +72,32 @@ fn lock(shared: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A command was refused: the driver is gone or closed its queue.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
 /// The sending side: cloned into every client and guard.
 pub(crate) struct Sender {
     shared: Arc<Mutex<Queue>>,
 }
 
 impl Sender {
-    /// Queue `command` for the driver; gives it back if the driver is gone or closed the
-    /// queue (dropping it drops its reply, so its caller sees the client closed).
-    pub(crate) fn send(&self, command: Command) -> Result<(), Command> {
-        let driver = {
+    /// Queue `command` for the driver; refused if the driver is gone or closed the queue (the
+    /// command is dropped, and with it its reply, so its caller sees the client closed).
+    pub(crate) fn send(&self, command: Command) -> Result<(), Closed> {
+        let (driver, refused) = {
             let mut q = lock(&self.shared);
             if q.closed {
-                return Err(command);
+                (None, Some(command))
+            } else {
+                q.commands.push_back(command);
+                (q.driver.take(), None)
             }
-            q.commands.push_back(command);
-            q.driver.take()
         };
+        // Dropped outside the lock: a reply's drop wakes its caller.
+        if refused.is_some() {
+            return Err(Closed);
+        }
         if let Some(driver) = driver {
             driver.wake();
         }

@@ -250,11 +250,11 @@ impl<R: Runtime> Driver<R> {
     fn apply(&mut self, now: Instant, command: Command) {
         let (router, engine) = (&mut self.router, &mut self.engine);
         match command {
-            Command::Acquire { options, token, reply } => {
-                router.acquire(engine, now, options, token, reply);
+            Command::Acquire { options, token, reply, span } => {
+                router.acquire(engine, now, options, token, reply, span);
             }
-            Command::Extend { lock, ttl, reply } => router.extend(engine, now, lock, ttl, reply),
-            Command::Release { lock, reply } => router.release(engine, now, lock, reply),
+            Command::Extend { lock, ttl, reply, span } => router.extend(engine, now, lock, ttl, reply, span),
+            Command::Release { lock, reply, span } => router.release(engine, now, lock, reply, span),
             Command::AutoExtend { lock, on } => router.set_auto_extend(engine, now, lock, on),
             Command::Sweep => router.sweep(engine, now),
             Command::Health { reply } => {

@@ -4,7 +4,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use crate::{Error, Lease, ReleaseReport, oneshot};
+use crate::{Error, Lease, ReleaseReport, oneshot, spans};
+use tracing::Instrument;
 
 use super::command::{Command, Sender};
 
@@ -37,10 +38,11 @@ impl Guard {
     /// [`ExtendError::Unconfirmed`](redlease_core::ExtendError::Unconfirmed) that it is still
     /// valid until the old deadline at best.
     pub async fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
+        let span = spans::extend(self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
-        self.tx.send(Command::Extend { lock, ttl, reply }).map_err(|_| Error::Closed)?;
-        rx.recv().await.map_err(|_| Error::Closed)?
+        self.tx.send(Command::Extend { lock, ttl, reply, span: span.clone() }).map_err(|_| Error::Closed)?;
+        async move { rx.recv().await.map_err(|_| Error::Closed)? }.instrument(span).await
     }
 
     /// Release the lock on every node and report what they said:
@@ -51,10 +53,11 @@ impl Guard {
     /// with their TTL).
     pub async fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
+        let span = spans::release(self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
-        self.tx.send(Command::Release { lock, reply: Some(reply) }).map_err(|_| Error::Closed)?;
-        rx.recv().await.map_err(|_| Error::Closed)?
+        self.tx.send(Command::Release { lock, reply: Some(reply), span: span.clone() }).map_err(|_| Error::Closed)?;
+        async move { rx.recv().await.map_err(|_| Error::Closed)? }.instrument(span).await
     }
 
     /// Turn automatic extension (about every `ttl / 3`, by the driver) on or off.
@@ -76,7 +79,8 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if !self.released {
             // Fire and forget: the driver completes the release even after every client is gone.
-            let _ = self.tx.send(Command::Release { lock: self.lease.id(), reply: None });
+            let span = spans::release(self.lease.resource());
+            let _ = self.tx.send(Command::Release { lock: self.lease.id(), reply: None, span });
         }
     }
 }

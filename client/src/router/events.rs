@@ -103,8 +103,9 @@ impl Router {
     }
 
     fn released(&mut self, engine: &Engine, now: Instant, lock: LockId, report: ReleaseReport) {
-        if let Some(entry) = self.entries.remove(&lock) {
-            self.monitor.released(engine, lock, entry.release_op, now, report.outcome, entry.held_since);
+        if let Some(mut entry) = self.entries.remove(&lock) {
+            let op = entry.release_op.take();
+            self.monitor.released(engine, lock, op, now, report.outcome, entry.held_since);
             if let Release::Waiting(reply) = entry.release {
                 let _ = reply.send(Ok(report));
             }

@@ -1,0 +1,59 @@
+//! The spans of the operations a caller waits for, made on the caller's side: each is a child
+//! of the caller's current span (an `http_request` span, say), and the router records the
+//! outcome, the votes and the duration on it and emits the operation's events inside it.
+//!
+//! Every span is DEBUG, target `redlease`. An adapter makes the span, hands it to the
+//! [`Router`](crate::adapter::Router) with the command, and keeps it entered (or instruments
+//! its future with it) while the caller waits, so that the span lasts as long as the wait.
+
+use redlease_core::LockOptions;
+use tracing::Span;
+use tracing::field::Empty;
+
+/// The span of an acquisition of `options`' resources (`redlease.acquire`).
+pub fn acquire(options: &LockOptions) -> Span {
+    let resource = options.resources.first().map_or("", String::as_str);
+    tracing::debug_span!(
+        target: "redlease",
+        "redlease.acquire",
+        resource,
+        more_resources = options.resources.len().saturating_sub(1),
+        fencing = options.fencing,
+        attempts = Empty,
+        outcome = Empty,
+        votes = Empty,
+        duration_ms = Empty,
+    )
+}
+
+/// The span of an extension of the lock on `resource` (`redlease.extend`).
+pub fn extend(resource: &str) -> Span {
+    tracing::debug_span!(
+        target: "redlease",
+        "redlease.extend",
+        resource,
+        outcome = Empty,
+        votes = Empty,
+        duration_ms = Empty,
+    )
+}
+
+/// The span of a release of the lock on `resource` (`redlease.release`), also for the release
+/// of a dropped guard.
+pub fn release(resource: &str) -> Span {
+    tracing::debug_span!(
+        target: "redlease",
+        "redlease.release",
+        resource,
+        outcome = Empty,
+        votes = Empty,
+        duration_ms = Empty,
+    )
+}
+
+/// The span of a scoped `with_lock` call (`redlease.with_lock`): the parent of its
+/// acquisition, of the caller's work and of the release.
+pub fn with_lock(options: &LockOptions) -> Span {
+    let resource = options.resources.first().map_or("", String::as_str);
+    tracing::debug_span!(target: "redlease", "redlease.with_lock", resource)
+}
