@@ -23,19 +23,25 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | `redlease_acquire_seconds` | histogram | `outcome` | from the call to its outcome |
-//! | `redlease_wait_seconds` | histogram | | the same, for acquisitions that needed more than one attempt (time spent waiting for the lock) |
-//! | `redlease_acquisitions_total` | counter | `outcome` | `acquired`, `held`, `unreachable`, `misconfigured`, `too_slow`, `wait_timeout`, `fence_exhausted`, `cancelled` |
-//! | `redlease_extensions_total` | counter | `outcome`, `auto` | `extended`, `lost`, `unconfirmed`, `expired`, `cancelled` |
-//! | `redlease_releases_total` | counter | `outcome` | `released`, `not_held`, `unreachable` |
-//! | `redlease_hold_seconds` | histogram | | from the grant to the release |
-//! | `redlease_lost_total` | counter | `reason` | `expired`, `refused`, `stopped` |
-//! | `redlease_node_failures_total` | counter | `node`, `kind` | `unreachable`, `misconfigured`, `protocol` |
-//! | `redlease_node_up` | gauge | `node` | 1 while the node takes part in rounds |
-//! | `redlease_node_rtt_seconds` | gauge | `node` | the node's smoothed round trip |
-//! | `redlease_fault_tolerance` | gauge | | how many more nodes may fail before locking stops |
+//! | `redlease_acquire_seconds` | histogram | `client`, `outcome` | from the call to its outcome |
+//! | `redlease_wait_seconds` | histogram | `client` | the same, for acquisitions that needed more than one attempt (time spent waiting for the lock) |
+//! | `redlease_acquisitions_total` | counter | `client`, `outcome` | `acquired`, `held`, `unreachable`, `misconfigured`, `too_slow`, `wait_timeout`, `fence_exhausted`, `cancelled` |
+//! | `redlease_extensions_total` | counter | `client`, `outcome`, `auto` | `extended`, `lost`, `unconfirmed`, `expired`, `cancelled` |
+//! | `redlease_releases_total` | counter | `client`, `outcome` | `released`, `not_held`, `unreachable` |
+//! | `redlease_hold_seconds` | histogram | `client` | from the grant to the release |
+//! | `redlease_lost_total` | counter | `client`, `reason` | `expired`, `refused`, `stopped` |
+//! | `redlease_node_failures_total` | counter | `client`, `node`, `kind` | `unreachable`, `misconfigured`, `protocol` |
+//! | `redlease_node_up` | gauge | `client`, `node` | 1 while the node takes part in rounds |
+//! | `redlease_node_rtt_seconds` | gauge | `client`, `node` | the node's smoothed round trip |
+//! | `redlease_fault_tolerance` | gauge | `client` | how many more nodes may fail before locking stops |
 //!
-//! `node` is the node's address without its password.
+//! `node` is the node's address without its password. `client` is the client's name,
+//! [`Config::name`](redlease_core::Config::name) (default `client-<n>`, the process's `n`th
+//! client): it keeps the series of several clients in one process apart, and is also the
+//! `client` field of every span and event. When a client stops (closed, or its driver ended)
+//! its gauges are set to 0 — `redlease_node_up` and `redlease_node_rtt_seconds` of each node,
+//! and `redlease_fault_tolerance` — since the `metrics` facade cannot remove a series; they
+//! stay at 0 until a client of the same name reports again.
 
 use std::fmt::Write as _;
 #[cfg(feature = "metrics")]
@@ -46,6 +52,8 @@ use redlease_core::{
     AcquireError, Engine, ExtendError, Fault, LinkError, LockId, LostReason, NodeId, ReleaseOutcome, Vote, WakeState,
 };
 use tracing::Span;
+
+use crate::spans;
 
 /// How often the per-node gauges are refreshed at most, between link events.
 #[cfg(feature = "metrics")]
@@ -76,7 +84,20 @@ pub(crate) struct Monitor {
     /// Why waiters poll each node, as last reported (`None`: woken, or not known).
     polled: Vec<Option<String>>,
     #[cfg(feature = "metrics")]
+    metrics: Metrics,
+}
+
+/// What the metrics need to remember.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+struct Metrics {
+    /// The `client` label (the config's name), once known.
+    client: Option<metrics::SharedString>,
+    /// The `node` label of each node, once its gauges were set.
+    nodes: Vec<metrics::SharedString>,
     gauges_at: Option<Instant>,
+    /// The client has stopped: its gauges were set to 0 and stay there.
+    stopped: bool,
 }
 
 /// The votes, compactly: `#0 granted, #1 refused, #2 timed out`.
@@ -160,10 +181,13 @@ impl Monitor {
         #[cfg(feature = "metrics")]
         {
             let secs = now.saturating_duration_since(op.started).as_secs_f64();
-            metrics::histogram!("redlease_acquire_seconds", "outcome" => "acquired").record(secs);
-            metrics::counter!("redlease_acquisitions_total", "outcome" => "acquired").increment(1);
+            let client = self.client(engine);
+            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => "acquired")
+                .record(secs);
+            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => "acquired")
+                .increment(1);
             if attempts > 1 {
-                metrics::histogram!("redlease_wait_seconds").record(secs);
+                metrics::histogram!("redlease_wait_seconds", "client" => client).record(secs);
             }
         }
         close(&op, engine, lock, now, "acquired", Some(attempts));
@@ -175,10 +199,13 @@ impl Monitor {
         #[cfg(feature = "metrics")]
         {
             let secs = now.saturating_duration_since(op.started).as_secs_f64();
-            metrics::histogram!("redlease_acquire_seconds", "outcome" => outcome).record(secs);
-            metrics::counter!("redlease_acquisitions_total", "outcome" => outcome).increment(1);
+            let client = self.client(engine);
+            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => outcome)
+                .record(secs);
+            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => outcome)
+                .increment(1);
             if attempts_of(error) > 1 {
-                metrics::histogram!("redlease_wait_seconds").record(secs);
+                metrics::histogram!("redlease_wait_seconds", "client" => client).record(secs);
             }
         }
         close(&op, engine, lock, now, outcome, Some(attempts_of(error)));
@@ -199,7 +226,9 @@ impl Monitor {
         #[cfg(feature = "metrics")]
         {
             let auto = if op.is_none() { "true" } else { "false" };
-            metrics::counter!("redlease_extensions_total", "outcome" => outcome, "auto" => auto).increment(1);
+            let client = self.client(engine);
+            metrics::counter!("redlease_extensions_total", "client" => client, "outcome" => outcome, "auto" => auto)
+                .increment(1);
         }
         let op = op.unwrap_or_else(|| {
             // An automatic extension has no caller, so no span was open: one is made at its
@@ -235,9 +264,11 @@ impl Monitor {
         let outcome = release_outcome(outcome);
         #[cfg(feature = "metrics")]
         {
-            metrics::counter!("redlease_releases_total", "outcome" => outcome).increment(1);
+            let client = self.client(engine);
+            metrics::counter!("redlease_releases_total", "client" => client.clone(), "outcome" => outcome).increment(1);
             if let Some(since) = held_since {
-                metrics::histogram!("redlease_hold_seconds").record(now.saturating_duration_since(since).as_secs_f64());
+                let secs = now.saturating_duration_since(since).as_secs_f64();
+                metrics::histogram!("redlease_hold_seconds", "client" => client).record(secs);
             }
         }
         let _ = held_since;
@@ -249,19 +280,24 @@ impl Monitor {
         }
     }
 
-    pub(crate) fn lost(&mut self, resource: &str, reason: &LostReason) {
+    pub(crate) fn lost(&mut self, engine: &Engine, resource: &str, reason: &LostReason) {
         #[cfg(feature = "metrics")]
-        metrics::counter!("redlease_lost_total", "reason" => lost_reason(reason)).increment(1);
+        {
+            let client = self.client(engine);
+            metrics::counter!("redlease_lost_total", "client" => client, "reason" => lost_reason(reason)).increment(1);
+        }
+        let client = spans::client(engine.config());
+        let reason = lost_reason(reason);
         // A root: the loss is news of its own, whichever caller's thread happens to notice it.
-        tracing::warn!(target: "redlease", parent: None, resource, reason = lost_reason(reason), "lock lost: stop relying on it");
+        tracing::warn!(target: "redlease", parent: None, client, resource, reason, "lock lost: stop relying on it");
     }
 
     /// `node` completed a handshake.
     pub(crate) fn link_up(&mut self, engine: &Engine, node: NodeId, now: Instant) {
-        let addr = engine.node_addr(node).unwrap_or("?");
+        let (client, addr) = (spans::client(engine.config()), engine.node_addr(node).unwrap_or("?"));
         match self.swap(node, Reported::Up) {
-            Reported::Failing(..) => tracing::info!(target: "redlease", node = %node, addr, "node recovered"),
-            _ => tracing::debug!(target: "redlease", node = %node, addr, "node connected"),
+            Reported::Failing(..) => tracing::info!(target: "redlease", client, node = %node, addr, "node recovered"),
+            _ => tracing::debug!(target: "redlease", client, node = %node, addr, "node connected"),
         }
         self.wake_changed(engine, node);
         self.gauges(engine, now, true);
@@ -269,7 +305,7 @@ impl Monitor {
 
     /// Whether waiters poll `node` changed, maybe: one line per change, not one per lock.
     pub(crate) fn wake_changed(&mut self, engine: &Engine, node: NodeId) {
-        let addr = engine.node_addr(node).unwrap_or("?");
+        let (client, addr) = (spans::client(engine.config()), engine.node_addr(node).unwrap_or("?"));
         // (Not when the config turned wake-ups off: that is the user's choice, not news.)
         let polled = engine.wake_state(node).and_then(|w| match w {
             WakeState::Polling { reason } if engine.config().wake => Some(reason.as_str()),
@@ -280,9 +316,9 @@ impl Monitor {
         }
         if self.polled[node.index()].as_deref() != polled {
             if let Some(reason) = polled {
-                tracing::info!(target: "redlease", node = %node, addr, reason, "waiters poll this node: it does not announce releases");
+                tracing::info!(target: "redlease", client, node = %node, addr, reason, "waiters poll this node: it does not announce releases");
             } else if self.polled[node.index()].is_some() {
-                tracing::info!(target: "redlease", node = %node, addr, "waiters are woken by this node's releases again");
+                tracing::info!(target: "redlease", client, node = %node, addr, "waiters are woken by this node's releases again");
             }
             self.polled[node.index()] = polled.map(str::to_owned);
         }
@@ -300,23 +336,25 @@ impl Monitor {
                 Fault::Misconfigured => "misconfigured",
                 _ => "protocol",
             };
-            metrics::counter!("redlease_node_failures_total", "node" => error.addr().to_owned(), "kind" => kind)
+            let (client, node) = (self.client(engine), error.addr().to_owned());
+            metrics::counter!("redlease_node_failures_total", "client" => client, "node" => node, "kind" => kind)
                 .increment(1);
         }
         let was = self.swap(node, Reported::Failing(fault, reason));
         let repeated = matches!(&was, Reported::Failing(f, r) if *f == fault && *r == error.reason());
         let tolerance = engine.health().fault_tolerance();
+        let client = spans::client(engine.config());
         if repeated {
-            tracing::debug!(target: "redlease", node = %node, "{error} (again)");
+            tracing::debug!(target: "redlease", client, node = %node, "{error} (again)");
         } else if fault == Fault::Misconfigured {
-            tracing::error!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}: the node refuses us for a configuration reason; fix it (retrying does not help)");
+            tracing::error!(target: "redlease", client, node = %node, fault_tolerance = tolerance, "{error}: the node refuses us for a configuration reason; fix it (retrying does not help)");
         } else if was == Reported::Unknown
             && matches!(error, LinkError::ConnectFailed { .. } | LinkError::ConnectTimeout { .. })
         {
             // A node that never came up: say so once, loudly enough to see a typo in a URL.
-            tracing::warn!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}");
+            tracing::warn!(target: "redlease", client, node = %node, fault_tolerance = tolerance, "{error}");
         } else {
-            tracing::warn!(target: "redlease", node = %node, fault_tolerance = tolerance, "{error}; reconnecting");
+            tracing::warn!(target: "redlease", client, node = %node, fault_tolerance = tolerance, "{error}; reconnecting");
         }
         self.gauges(engine, now, true);
     }
@@ -325,22 +363,57 @@ impl Monitor {
     pub(crate) fn gauges(&mut self, engine: &Engine, now: Instant, force: bool) {
         #[cfg(feature = "metrics")]
         {
-            if !force && self.gauges_at.is_some_and(|t| now.saturating_duration_since(t) < GAUGE_PERIOD) {
+            let m = &self.metrics;
+            if m.stopped || (!force && m.gauges_at.is_some_and(|t| now.saturating_duration_since(t) < GAUGE_PERIOD)) {
                 return;
             }
-            self.gauges_at = Some(now);
+            self.metrics.gauges_at = Some(now);
+            let client = self.client(engine);
             let health = engine.health();
-            for n in &health.nodes {
-                let node = n.addr.to_string();
-                metrics::gauge!("redlease_node_up", "node" => node.clone()).set(if n.is_ready() { 1.0 } else { 0.0 });
+            let labels = &mut self.metrics.nodes;
+            for (i, n) in health.nodes.iter().enumerate() {
+                if labels.len() <= i {
+                    labels.push(metrics::SharedString::from_owned(n.addr.to_string()));
+                }
+                let node = labels[i].clone();
+                let up = if n.is_ready() { 1.0 } else { 0.0 };
+                metrics::gauge!("redlease_node_up", "client" => client.clone(), "node" => node.clone()).set(up);
                 if let Some(rtt) = n.stats.rtt() {
-                    metrics::gauge!("redlease_node_rtt_seconds", "node" => node).set(rtt.as_secs_f64());
+                    let rtt = rtt.as_secs_f64();
+                    metrics::gauge!("redlease_node_rtt_seconds", "client" => client.clone(), "node" => node).set(rtt);
                 }
             }
-            metrics::gauge!("redlease_fault_tolerance").set(health.fault_tolerance() as f64);
+            metrics::gauge!("redlease_fault_tolerance", "client" => client).set(health.fault_tolerance() as f64);
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (engine, now, force);
+    }
+
+    /// The client has stopped: the gauges it set read 0 from now on (its nodes are not up for
+    /// it, it has no round trips and no fault tolerance), so that they are not mistaken for a
+    /// live client's. The `metrics` facade cannot remove a series.
+    pub(crate) fn stop(&mut self) {
+        #[cfg(feature = "metrics")]
+        {
+            let m = &mut self.metrics;
+            if std::mem::replace(&mut m.stopped, true) {
+                return;
+            }
+            let Some(client) = m.client.clone() else { return };
+            for node in &m.nodes {
+                metrics::gauge!("redlease_node_up", "client" => client.clone(), "node" => node.clone()).set(0.0);
+                metrics::gauge!("redlease_node_rtt_seconds", "client" => client.clone(), "node" => node.clone())
+                    .set(0.0);
+            }
+            metrics::gauge!("redlease_fault_tolerance", "client" => client).set(0.0);
+        }
+    }
+
+    /// The `client` label: the config's name.
+    #[cfg(feature = "metrics")]
+    fn client(&mut self, engine: &Engine) -> metrics::SharedString {
+        let name = || metrics::SharedString::from_shared(std::sync::Arc::from(spans::client(engine.config())));
+        self.metrics.client.get_or_insert_with(name).clone()
     }
 
     fn swap(&mut self, node: NodeId, state: Reported) -> Reported {

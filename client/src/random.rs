@@ -1,6 +1,8 @@
-//! The OS randomness every client supplies to the core: lock tokens and the jitter seed.
+//! What every client supplies to the core from the OS and the process: lock tokens, the jitter
+//! seed, and a name unless the config has one.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redlease_core::Config;
 
@@ -17,9 +19,14 @@ pub fn new_token() -> Result<String, Error> {
 }
 
 /// Validate `config` and give it a jitter seed from the OS random source unless it has one,
-/// so that two clients never retry or reconnect in step.
+/// so that two clients never retry or reconnect in step; and a name (`client-<n>`, the
+/// process's `n`th client) unless it has one, so that two clients' metrics never mix.
 pub fn seeded(mut config: Config) -> Result<Config, Error> {
     config.validate()?;
+    if config.name.is_none() {
+        static CLIENTS: AtomicU64 = AtomicU64::new(1);
+        config.name = Some(format!("client-{}", CLIENTS.fetch_add(1, Ordering::Relaxed)));
+    }
     if config.seed.is_none() {
         let seed = getrandom::u64().map_err(|e| io::Error::other(format!("no random bytes for the seed: {e}")))?;
         config.seed = Some(seed);
@@ -49,6 +56,9 @@ mod tests {
         let config = Config::from_urls(["redis://127.0.0.1:7000"]).unwrap();
         let (a, b) = (seeded(config.clone()).unwrap(), seeded(config.clone()).unwrap());
         assert!(a.seed.is_some() && a.seed != b.seed);
+        let names = [&a, &b].map(|c| c.name.clone().unwrap());
+        assert!(names[0].starts_with("client-") && names[0] != names[1], "{names:?}");
+        assert_eq!(seeded(config.clone().name("orders")).unwrap().name.as_deref(), Some("orders"));
         assert_eq!(seeded(config.clone().seed(7)).unwrap().seed, Some(7));
         let err = seeded(config.connect_timeout(Duration::ZERO)).unwrap_err();
         assert!(matches!(err, Error::Config(ConfigError::ZeroConnectTimeout)), "{err}");

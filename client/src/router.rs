@@ -255,8 +255,10 @@ impl Router {
 
     /// The client stops for good: every lock still held is lost (nobody extends it any more)
     /// and every caller still waiting sees the client closed.
+    /// The gauges it set (with the `metrics` feature) read 0 from now on.
     pub fn stop(&mut self) {
         self.closed = true;
+        self.monitor.stop();
         for (_, entry) in self.entries.drain() {
             if let Some(state) = entry.state() {
                 state.mark_lost(LostReason::Stopped);

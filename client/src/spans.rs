@@ -2,20 +2,28 @@
 //! of the caller's current span (an `http_request` span, say), and the router records the
 //! outcome, the votes and the duration on it and emits the operation's events inside it.
 //!
-//! Every span is DEBUG, target `redlease`. An adapter makes the span, hands it to the
+//! Every span is DEBUG, target `redlease`, and carries the client's name (`client`, see
+//! [`client`]). An adapter makes the span, hands it to the
 //! [`Router`](crate::adapter::Router) with the command, and keeps it entered (or instruments
 //! its future with it) while the caller waits, so that the span lasts as long as the wait.
 
-use redlease_core::LockOptions;
+use redlease_core::{Config, LockOptions};
 use tracing::Span;
 use tracing::field::Empty;
 
-/// The span of an acquisition of `options`' resources (`redlease.acquire`).
-pub fn acquire(options: &LockOptions) -> Span {
+/// The client's name in its spans, events and metric labels: the config's
+/// [`name`](Config::name), which the clients always set ([`seeded`](crate::adapter::seeded)).
+pub fn client(config: &Config) -> &str {
+    config.name.as_deref().unwrap_or("")
+}
+
+/// The span of an acquisition of `options`' resources (`redlease.acquire`) by `client`.
+pub fn acquire(client: &str, options: &LockOptions) -> Span {
     let resource = options.resources.first().map_or("", String::as_str);
     tracing::debug_span!(
         target: "redlease",
         "redlease.acquire",
+        client,
         resource,
         more_resources = options.resources.len().saturating_sub(1),
         fencing = options.fencing,
@@ -26,11 +34,12 @@ pub fn acquire(options: &LockOptions) -> Span {
     )
 }
 
-/// The span of an extension of the lock on `resource` (`redlease.extend`).
-pub fn extend(resource: &str) -> Span {
+/// The span of an extension of `client`'s lock on `resource` (`redlease.extend`).
+pub fn extend(client: &str, resource: &str) -> Span {
     tracing::debug_span!(
         target: "redlease",
         "redlease.extend",
+        client,
         resource,
         outcome = Empty,
         votes = Empty,
@@ -38,12 +47,13 @@ pub fn extend(resource: &str) -> Span {
     )
 }
 
-/// The span of a release of the lock on `resource` (`redlease.release`), also for the release
-/// of a dropped guard.
-pub fn release(resource: &str) -> Span {
+/// The span of a release of `client`'s lock on `resource` (`redlease.release`), also for the
+/// release of a dropped guard.
+pub fn release(client: &str, resource: &str) -> Span {
     tracing::debug_span!(
         target: "redlease",
         "redlease.release",
+        client,
         resource,
         outcome = Empty,
         votes = Empty,
@@ -53,7 +63,7 @@ pub fn release(resource: &str) -> Span {
 
 /// The span of a scoped `with_lock` call (`redlease.with_lock`): the parent of its
 /// acquisition, of the caller's work and of the release.
-pub fn with_lock(options: &LockOptions) -> Span {
+pub fn with_lock(client: &str, options: &LockOptions) -> Span {
     let resource = options.resources.first().map_or("", String::as_str);
-    tracing::debug_span!(target: "redlease", "redlease.with_lock", resource)
+    tracing::debug_span!(target: "redlease", "redlease.with_lock", client, resource)
 }

@@ -106,6 +106,13 @@ pub struct Config {
     pub seed: Option<u64>,
     /// Name sent with `CLIENT SETNAME` on connect (`None`: not sent). A refusal is ignored.
     pub client_name: Option<String>,
+    /// The client's name in what it reports: the `client` field of its `tracing` spans and
+    /// events and the `client` label of its metrics, which keeps the series of several clients
+    /// in one process apart. `None` (the default): the client takes `client-<n>`, `n`
+    /// counting the clients made in this process from 1. Read by the clients; the engine does
+    /// not use it. Name a long-lived client so that its series keep their label across
+    /// restarts.
+    pub name: Option<String>,
     /// Prefix of the fencing counter keys: the counter of resource `R` is `{fence_prefix}R`.
     pub fence_prefix: String,
     /// Prepended to every resource name on the nodes, for programs that share one Redis
@@ -169,6 +176,7 @@ impl Config {
             retry: Retry::default(),
             seed: None,
             client_name: Some("redlease".to_owned()),
+            name: None,
             fence_prefix: "redlease:fence:".to_owned(),
             key_prefix: String::new(),
             connect_timeout: Duration::from_secs(1),
@@ -243,6 +251,12 @@ impl Config {
     /// Set [`key_prefix`](Self::key_prefix).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Set [`name`](Self::name), the client's name in its spans, events and metric labels.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 

@@ -121,7 +121,7 @@ impl Client {
     ///
     /// Its span, `redlease.acquire`, is a child of the caller's span, entered while it waits.
     pub fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
-        let span = spans::acquire(&options);
+        let span = spans::acquire(&self.shared.name, &options);
         let _entered = span.enter();
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
@@ -160,7 +160,7 @@ impl Client {
     where
         F: FnOnce(Lease) -> T,
     {
-        let span = spans::with_lock(&options);
+        let span = spans::with_lock(&self.shared.name, &options);
         let _entered = span.enter();
         // Auto-extended: the client's extension thread drives the loop while `f` runs.
         let guard = self.lock_with(options.auto_extend(true))?;

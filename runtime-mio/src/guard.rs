@@ -62,7 +62,7 @@ impl Guard {
     /// means a majority no longer holds our token, `Unconfirmed` that too few nodes answered
     /// (the old deadline still stands), `Expired` that the validity had already run out.
     pub fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
-        let span = spans::extend(self.lease.resource());
+        let span = spans::extend(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
@@ -80,7 +80,7 @@ impl Guard {
     #[doc(alias = "unlock")]
     pub fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
-        let span = spans::release(self.lease.resource());
+        let span = spans::release(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
@@ -138,7 +138,7 @@ impl Drop for Guard {
         let wake = self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
-        let span = spans::release(self.lease.resource());
+        let span = spans::release(&self.shared.name, self.lease.resource());
         router.release(driver.engine_mut(), now, self.lease.id(), None, span);
         self.shared.after_command(&mut st, now);
         drop(st);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use redlease_client::Error;
-use redlease_client::adapter::{Pump, Router};
+use redlease_client::adapter::{Pump, Router, spans};
 use redlease_core::LockId;
 
 use crate::driver::Driver;
@@ -94,11 +94,14 @@ impl State {
 pub(crate) struct Shared {
     state: Mutex<State>,
     waker: Waker,
+    /// The client's name (its config's), for the spans of the operations its callers wait for.
+    pub(crate) name: Box<str>,
 }
 
 impl Shared {
     pub(crate) fn new(state: State, waker: Waker) -> Self {
-        Shared { state: Mutex::new(state), waker }
+        let name = spans::client(state.driver.engine().config()).into();
+        Shared { state: Mutex::new(state), waker, name }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

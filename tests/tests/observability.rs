@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -258,6 +259,8 @@ fn tokio_client_traces_and_counts() {
             }
             // Let the reconnect attempts to the misconfigured node go on for a while.
             tokio::time::sleep(Duration::from_millis(300)).await;
+            // The gauges are read while the client is open: closing it sets them to 0.
+            series();
             client.close().await;
         });
     });
@@ -273,6 +276,7 @@ fn blocking_mio_client_traces_and_counts() {
             guard.release().unwrap();
         }
         client.run_for(Duration::from_millis(300)).unwrap();
+        series();
         client.close();
     });
 }
@@ -344,6 +348,8 @@ fn check_parents(resource: &str) {
     };
     assert_eq!(parents("redlease.acquire"), ["http_request", "redlease.with_lock"]);
     assert_eq!(parents("redlease.with_lock"), ["http_request"]);
+    let named = |s: &SpanRecord| s.fields.get("client").is_some_and(|c| c.starts_with("client-"));
+    assert!(spans("redlease.acquire", resource).iter().all(named), "each span names its client");
     assert_eq!(parents("redlease.extend"), ["http_request"]);
     assert_eq!(parents("redlease.release"), ["http_request", "redlease.with_lock"]);
     let inside = |text: &str, span: &'static str| {
@@ -460,4 +466,110 @@ fn a_fmt_subscriber_shows_lock_activity() {
     assert!(acquired.contains("http_request:redlease.acquire{"), "{acquired}");
     assert!(acquired.contains("votes=\"#0 ") && acquired.matches(" granted").count() >= 2, "{acquired}");
     assert!(debug.lines().any(|l| l.contains("redlease.release{") && l.contains("lock released")), "{debug}");
+}
+
+/// A recorder that keeps each counter's and gauge's current value (the debugging recorder
+/// drains gauges on every snapshot, so a gauge set to 0 could not be told from a drained one).
+#[derive(Default)]
+struct Values(Mutex<HashMap<SeriesId, Arc<AtomicU64>>>);
+
+impl Values {
+    fn cell(&self, key: &metrics::Key) -> Arc<AtomicU64> {
+        let labels = key.labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
+        Arc::clone(self.0.lock().unwrap().entry((key.name().to_owned(), labels)).or_default())
+    }
+
+    /// The value of gauge `name` for `client` (and, with `node`, the node at that address).
+    fn gauge(&self, name: &str, client: &str, node: Option<&str>) -> Option<f64> {
+        let label = |ls: &[(String, String)], k: &str| ls.iter().find(|(lk, _)| lk == k).map(|(_, v)| v.clone());
+        let values = self.0.lock().unwrap();
+        let mut found = values.iter().filter(|((n, ls), _)| {
+            n == name
+                && label(ls, "client").as_deref() == Some(client)
+                && node.is_none_or(|a| label(ls, "node").is_some_and(|v| v.contains(a)))
+        });
+        let value = found.next().map(|(_, v)| f64::from_bits(v.load(Ordering::SeqCst)));
+        assert!(found.next().is_none(), "one series of {name} for {client} {node:?}");
+        value
+    }
+
+    /// Every `client` label seen on a series of `name`.
+    fn clients(&self, name: &str) -> Vec<String> {
+        let values = self.0.lock().unwrap();
+        let mut clients: Vec<String> = values
+            .keys()
+            .filter(|(n, _)| n == name)
+            .flat_map(|(_, ls)| ls.iter().filter(|(k, _)| k == "client").map(|(_, v)| v.clone()))
+            .collect();
+        clients.sort_unstable();
+        clients.dedup();
+        clients
+    }
+}
+
+impl metrics::Recorder for Values {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(self.cell(key))
+    }
+
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(self.cell(key))
+    }
+
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// Two clients in one process, a tokio one named `obs-a` and a blocking mio one with the
+/// default name: every series carries its client's name, and a closed client's gauges read 0
+/// while the other's stay live. (A recorder of this thread only: both clients run here.)
+#[test]
+fn two_clients_keep_their_series_apart_and_a_closed_one_reads_zero() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    let addrs: Vec<String> = cluster.addrs().iter().map(ToString::to_string).collect();
+    let values = Values::default();
+    metrics::with_local_recorder(&values, || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let config = Config::from_urls(&urls).unwrap().name("obs-a");
+            let a = redlease_tokio::Client::with_config(config).await.unwrap();
+            let b = redlease_mio::Client::with_config(Config::from_urls(&urls).unwrap()).unwrap();
+            a.lock("obs:two:a", Duration::from_secs(10)).await.unwrap().release().await.unwrap();
+            b.lock("obs:two:b", Duration::from_secs(10)).unwrap().release().unwrap();
+            let clients = values.clients("redlease_acquisitions_total");
+            assert_eq!(clients.len(), 2, "{clients:?}");
+            assert_eq!(clients[1], "obs-a");
+            let b_name = clients[0].clone();
+            assert!(b_name.starts_with("client-"), "{b_name}");
+            for client in [&b_name, "obs-a"] {
+                for name in ["redlease_node_up", "redlease_fault_tolerance", "redlease_node_rtt_seconds"] {
+                    assert_eq!(values.clients(name), clients, "{name}");
+                }
+                for addr in &addrs {
+                    assert_eq!(values.gauge("redlease_node_up", client, Some(addr)), Some(1.0), "{client} {addr}");
+                }
+                assert_eq!(values.gauge("redlease_fault_tolerance", client, None), Some(1.0), "{client}");
+            }
+
+            a.close().await;
+            for addr in &addrs {
+                assert_eq!(values.gauge("redlease_node_up", "obs-a", Some(addr)), Some(0.0), "closed: {addr}");
+                assert_eq!(values.gauge("redlease_node_rtt_seconds", "obs-a", Some(addr)), Some(0.0));
+                assert_eq!(values.gauge("redlease_node_up", &b_name, Some(addr)), Some(1.0), "open: {addr}");
+            }
+            assert_eq!(values.gauge("redlease_fault_tolerance", "obs-a", None), Some(0.0));
+            assert_eq!(values.gauge("redlease_fault_tolerance", &b_name, None), Some(1.0));
+            b.close();
+            assert_eq!(values.gauge("redlease_fault_tolerance", &b_name, None), Some(0.0));
+            assert_eq!(values.gauge("redlease_node_up", &b_name, Some(&addrs[0])), Some(0.0));
+        });
+    });
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{Error, Lease, new_token, oneshot, seeded, spans};
@@ -21,18 +22,20 @@ use super::runtime::Runtime;
 /// flight at once over one connection per node.
 pub struct Client<R> {
     tx: Sender,
+    /// The config's name, for the spans made here.
+    name: Arc<str>,
     _runtime: PhantomData<fn() -> R>,
 }
 
 impl<R> Clone for Client<R> {
     fn clone(&self) -> Self {
-        Client { tx: self.tx.clone(), _runtime: PhantomData }
+        Client { tx: self.tx.clone(), name: Arc::clone(&self.name), _runtime: PhantomData }
     }
 }
 
 impl<R> fmt::Debug for Client<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").field("closed", &self.tx.is_closed()).finish_non_exhaustive()
+        f.debug_struct("Client").field("name", &self.name).field("closed", &self.tx.is_closed()).finish_non_exhaustive()
     }
 }
 
@@ -71,9 +74,10 @@ impl<R: Runtime> Client<R> {
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
         let config = seeded(config)?;
         R::available().map_err(Error::Runtime)?;
+        let name = Arc::from(spans::client(&config));
         let (tx, rx) = command::queue();
         let driver = Driver::start(config, rx).await?;
-        Ok((Client { tx, _runtime: PhantomData }, driver))
+        Ok((Client { tx, name, _runtime: PhantomData }, driver))
     }
 }
 
@@ -98,7 +102,7 @@ impl<R> Client<R> {
     /// Its span, `redlease.acquire`, is a child of the caller's span and lasts as long as the
     /// caller waits.
     pub async fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
-        let span = spans::acquire(&options);
+        let span = spans::acquire(&self.name, &options);
         self.acquire(options, span.clone()).instrument(span).await
     }
 
@@ -106,11 +110,11 @@ impl<R> Client<R> {
         let token = new_token()?;
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Acquire { options, token, reply, span }).map_err(|_| Error::Closed)?;
-        let mut waiting = Waiting { rx, tx: &self.tx, done: false };
+        let mut waiting = Waiting { rx, tx: &self.tx, name: &self.name, done: false };
         let answer = waiting.rx.recv().await;
         waiting.done = true;
         let lease = answer.map_err(|_| Error::Closed)??;
-        Ok(Guard::new(lease, self.tx.clone()))
+        Ok(Guard::new(lease, self.tx.clone(), Arc::clone(&self.name)))
     }
 
     /// Run `f` while holding a lock: acquire with `options` (automatic extension turned on),
@@ -128,7 +132,7 @@ impl<R> Client<R> {
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let span = spans::with_lock(&options);
+        let span = spans::with_lock(&self.name, &options);
         async move {
             let guard = self.lock_with(options.auto_extend(true)).await?;
             let out = f(guard.lease().clone()).await;
@@ -172,6 +176,7 @@ impl<R> Client<R> {
 struct Waiting<'a> {
     rx: oneshot::Receiver<Result<Lease, Error>>,
     tx: &'a Sender,
+    name: &'a str,
     done: bool,
 }
 
@@ -182,7 +187,7 @@ impl Drop for Waiting<'_> {
         }
         let command = match self.rx.close() {
             Some(Ok(lease)) => {
-                Command::Release { lock: lease.id(), reply: None, span: spans::release(lease.resource()) }
+                Command::Release { lock: lease.id(), reply: None, span: spans::release(self.name, lease.resource()) }
             }
             _ => Command::Sweep,
         };

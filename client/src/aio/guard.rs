@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{Error, Lease, ReleaseReport, oneshot, spans};
@@ -18,12 +19,14 @@ use super::command::{Command, Sender};
 pub struct Guard {
     lease: Lease,
     tx: Sender,
+    /// The client's name, for the spans made here.
+    client: Arc<str>,
     released: bool,
 }
 
 impl Guard {
-    pub(crate) fn new(lease: Lease, tx: Sender) -> Self {
-        Guard { lease, tx, released: false }
+    pub(crate) fn new(lease: Lease, tx: Sender, client: Arc<str>) -> Self {
+        Guard { lease, tx, client, released: false }
     }
 
     /// The holder's view of the lock (also reached through `Deref`).
@@ -38,7 +41,7 @@ impl Guard {
     /// [`ExtendError::Unconfirmed`](redlease_core::ExtendError::Unconfirmed) that it is still
     /// valid until the old deadline at best.
     pub async fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
-        let span = spans::extend(self.lease.resource());
+        let span = spans::extend(&self.client, self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
         self.tx.send(Command::Extend { lock, ttl, reply, span: span.clone() }).map_err(|_| Error::Closed)?;
@@ -53,7 +56,7 @@ impl Guard {
     /// with their TTL).
     pub async fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
-        let span = spans::release(self.lease.resource());
+        let span = spans::release(&self.client, self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
         let lock = self.lease.id();
         self.tx.send(Command::Release { lock, reply: Some(reply), span: span.clone() }).map_err(|_| Error::Closed)?;
@@ -79,7 +82,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if !self.released {
             // Fire and forget: the driver completes the release even after every client is gone.
-            let span = spans::release(self.lease.resource());
+            let span = spans::release(&self.client, self.lease.resource());
             let _ = self.tx.send(Command::Release { lock: self.lease.id(), reply: None, span });
         }
     }

@@ -42,7 +42,7 @@ impl Router {
             Event::ExtendFailed { lock, error } => self.extend_failed(engine, now, lock, error),
             Event::Lost { lock, reason } => {
                 if let Some(state) = self.entries.get(&lock).and_then(Entry::state) {
-                    self.monitor.lost(self.entries[&lock].resource(), &reason);
+                    self.monitor.lost(engine, self.entries[&lock].resource(), &reason);
                     state.mark_lost(reason);
                 }
             }
