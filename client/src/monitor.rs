@@ -238,6 +238,7 @@ impl Monitor {
                 target: "redlease",
                 parent: None,
                 "redlease.auto_extend",
+                client = spans::client(engine.config()),
                 resource,
                 outcome = tracing::field::Empty,
                 votes = tracing::field::Empty,
