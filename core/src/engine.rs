@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{AcquireError, ConfigError, ExtendError, Fault, Misuse, Vote};
+use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
 use crate::link::Links;
@@ -190,7 +190,8 @@ impl Engine {
     /// node's votes (`connect failed: {reason}`), and the next attempt is scheduled after the
     /// reconnect backoff. Ignored unless the node is [`LinkState::Connecting`].
     pub fn handle_connect_failed(&mut self, now: Instant, node: NodeId, reason: &str) {
-        if let Some(error) = self.links.connect_failed(now, node, reason, &mut self.rng) {
+        let error = |node, addr| LinkError::ConnectFailed { node, addr, reason: reason.to_owned() };
+        if let Some(error) = self.links.connect_failed(now, node, error, &mut self.rng) {
             self.events.push_back(Event::LinkFailed { error });
         }
     }

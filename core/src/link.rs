@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::error::{Fault, Vote};
 use crate::event::{LinkState, NodeId, WakeState};
 use crate::health::{NodeHealth, NodeState};
+use crate::node::Transport;
 use crate::resp;
 use crate::stats::NodeStats;
 use crate::wire::{Pending, Step};
@@ -60,6 +61,13 @@ struct Link {
     held_pending: VecDeque<(Pending, Instant)>,
     /// The wake channels this connection was sent `SUBSCRIBE` for.
     subs: BTreeSet<Vec<u8>>,
+    /// The node is reached over plain TCP (`redis://`): a connection that ends before its
+    /// first reply may be talking to a TLS port.
+    plain_tcp: bool,
+    /// The connect attempt reached its TLS handshake (a `rediss://` node).
+    tls_open: bool,
+    /// This connection has had a reply.
+    answered: bool,
     /// [`Links::subs_gen`] when `subs` was last brought in line with the channels.
     subs_gen: u64,
 }
@@ -183,7 +191,7 @@ impl Links {
         let links = config
             .nodes
             .iter()
-            .map(|_| Link {
+            .map(|node| Link {
                 state: LinkState::Down { retry_at: None },
                 backoff: config.reconnect_min,
                 out: Vec::new(),
@@ -203,6 +211,9 @@ impl Links {
                 held_pending: VecDeque::new(),
                 subs: BTreeSet::new(),
                 subs_gen: 0,
+                plain_tcp: node.transport == Transport::Tcp,
+                tls_open: false,
+                answered: false,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();

@@ -87,9 +87,10 @@ pub(crate) enum Reply<'a> {
     Nil,
     /// An array (never a valid answer to our requests); its length.
     Array(usize),
-    /// A RESP3 map, set or other aggregate that was skipped whole (`HELLO 3`'s answer); its
-    /// length.
-    Map(usize),
+    /// A RESP3 map, set or other aggregate that was skipped whole (`HELLO 3`'s answer): its
+    /// length, and the value of its top-level `mode` entry when it is a string (`standalone`,
+    /// `sentinel`, `cluster`; empty else).
+    Map { len: usize, mode: &'a [u8] },
     /// A RESP3 push frame: its kind (`message`, `subscribe`, `unsubscribe`, ...) and its next
     /// two elements when they are strings (the channel and the payload or count; empty else).
     Push { kind: &'a [u8], channel: &'a [u8], data: &'a [u8] },
@@ -109,7 +110,7 @@ impl Reply<'_> {
             Reply::Bulk(b) => format!("bulk {:?}", text(b)),
             Reply::Nil => "nil".to_owned(),
             Reply::Array(n) => format!("array of {n}"),
-            Reply::Map(n) => format!("aggregate of {n}"),
+            Reply::Map { len, .. } => format!("aggregate of {len}"),
             Reply::Push { kind, channel, .. } => format!("push {} {}", text(kind), text(channel)),
         }
     }
@@ -147,7 +148,11 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
         b'%' | b'~' | b'|' => {
             return match skip(buf, 0, &mut MAX_SKIPPED.clone())? {
                 None => Ok(None),
-                Some(used) => Ok(Some((Reply::Map(header(buf)?.map_or(0, |(n, _)| n.max(0) as usize)), used))),
+                Some(used) => {
+                    let len = header(buf)?.map_or(0, |(n, _)| n.max(0) as usize);
+                    let mode = if buf[0] == b'%' { map_entry(&buf[..used], b"mode")? } else { b"" };
+                    Ok(Some((Reply::Map { len, mode }, used)))
+                }
             };
         }
         b'_' if buf.len() < 3 => return Ok(None),
@@ -248,6 +253,34 @@ fn skip(buf: &[u8], depth: usize, budget: &mut usize) -> Result<Option<usize>, S
     }
 }
 
+/// The value of the top-level entry `key` of the whole map frame `buf` when both are strings
+/// (simple or bulk); empty if there is none.
+fn map_entry<'a>(buf: &'a [u8], key: &[u8]) -> Result<&'a [u8], String> {
+    let Some((n, mut pos)) = header(buf)? else { return Ok(b"") };
+    let string_at = |pos: usize| -> Result<(Option<&'a [u8]>, usize), String> {
+        let used = skip(&buf[pos..], 1, &mut MAX_SKIPPED.clone())?.unwrap_or(buf.len() - pos);
+        let text = match buf[pos] {
+            b'+' => Some(&buf[pos + 1..pos + used - 2]),
+            b'$' => match header(&buf[pos..])? {
+                Some((len, head)) if len >= 0 => Some(&buf[pos + head..pos + used - 2]),
+                _ => None,
+            },
+            _ => None,
+        };
+        Ok((text, used))
+    };
+    for _ in 0..n.max(0) {
+        let (name, used) = string_at(pos)?;
+        pos += used;
+        let (value, used) = string_at(pos)?;
+        pos += used;
+        if name.is_some_and(|name| name.eq_ignore_ascii_case(key)) {
+            return Ok(value.unwrap_or_default());
+        }
+    }
+    Ok(b"")
+}
+
 /// A push frame (`>`): its kind and the two elements after it when they are strings.
 fn decode_push(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
     let Some(used) = skip(buf, 0, &mut MAX_SKIPPED.clone())? else {
@@ -346,7 +379,16 @@ mod tests {
     #[test]
     fn decodes_the_resp3_frames_of_a_push_connection() {
         let hello = b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nmodules\r\n*0\r\n+OK\r\n";
-        assert_eq!(decode(hello), Ok(Some((Reply::Map(2), hello.len() - 5))));
+        assert_eq!(decode(hello), Ok(Some((Reply::Map { len: 2, mode: b"" }, hello.len() - 5))));
+        let cluster = b"%3\r\n$5\r\nproto\r\n:3\r\n$4\r\nmode\r\n$7\r\ncluster\r\n$4\r\nrole\r\n+master\r\n";
+        assert_eq!(decode(cluster), Ok(Some((Reply::Map { len: 3, mode: b"cluster" }, cluster.len()))));
+        let simple = b"%1\r\n+mode\r\n+standalone\r\n";
+        assert_eq!(decode(simple), Ok(Some((Reply::Map { len: 1, mode: b"standalone" }, simple.len()))));
+        // A set has no entries; a mode that is not a string is none.
+        let set = b"~2\r\n$4\r\nmode\r\n$7\r\ncluster\r\n";
+        assert_eq!(decode(set), Ok(Some((Reply::Map { len: 2, mode: b"" }, set.len()))));
+        let number = b"%1\r\n$4\r\nmode\r\n:1\r\n";
+        assert_eq!(decode(number), Ok(Some((Reply::Map { len: 1, mode: b"" }, number.len()))));
         for cut in 0..hello.len() - 5 {
             assert_eq!(decode(&hello[..cut]), Ok(None), "{cut}");
         }

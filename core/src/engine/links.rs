@@ -1,5 +1,5 @@
 //! What the links bring to the locks: the replies read from a node acted on in order, and
-//! the votes a link still owed when it goes down.
+//! the votes a link still owed when it goes down; and the inputs of a driver's TLS layer.
 
 use std::time::Instant;
 
@@ -8,6 +8,36 @@ use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, NodeId};
 use crate::link::Next;
 use crate::wire::Pending;
+
+/// The inputs of a driver's TLS layer (the engine hears of the connection itself once the
+/// TLS handshake is done).
+impl Engine {
+    /// The connection of the connect attempt to `node`, a `rediss://` node, is open and its
+    /// TLS handshake has begun (the engine hears of the connection itself, with
+    /// [`handle_connected`](Self::handle_connected), once the handshake is done). A connect
+    /// timeout from here on is reported as a TLS handshake the server did not answer
+    /// ([`LinkError::Tls`]): a plain port behind `rediss://`, or a server that stopped.
+    /// Ignored unless the node is [`LinkState::Connecting`](crate::LinkState::Connecting).
+    pub fn handle_tls_started(&mut self, now: Instant, node: NodeId) {
+        let _ = now;
+        self.links.tls_started(node);
+    }
+
+    /// The TLS handshake of the connect attempt to `node` failed in a way no retry fixes: the
+    /// server's certificate did not verify (an unknown issuer, another name, expired), or the
+    /// server answered something that is not TLS. `reason` says which and what to set; it is
+    /// recorded as a misconfiguration ([`LinkError::Tls`], `TLS handshake failed: {reason}`),
+    /// and the next attempt is scheduled after the reconnect backoff. Other TLS failures (the
+    /// server closed the connection, sent an alert) go to
+    /// [`handle_connect_failed`](Self::handle_connect_failed). Ignored unless the node is
+    /// [`LinkState::Connecting`](crate::LinkState::Connecting).
+    pub fn handle_tls_failed(&mut self, now: Instant, node: NodeId, reason: &str) {
+        let error = |node, addr| LinkError::Tls { node, addr, reason: reason.to_owned(), fault: Fault::Misconfigured };
+        if let Some(error) = self.links.connect_failed(now, node, error, &mut self.rng) {
+            self.events.push_back(Event::LinkFailed { error });
+        }
+    }
+}
 
 impl Engine {
     /// Decode and act on the whole replies at the front of `buf`. Returns how many bytes

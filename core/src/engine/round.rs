@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use super::Engine;
 use super::wake::Verdict;
-use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote};
+use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote, is_cluster_error};
 use crate::event::{Event, LockId, NodeId};
 use crate::lock::{Decision, Phase};
 use crate::quorum::valid_until;
-use crate::wire::{self, Answer, Op, Pending};
+use crate::wire::{self, Answer, Op, OpAnswer, Pending};
 
 impl Engine {
     /// Queue the slot's next wake-up in the timer table.
@@ -124,9 +124,16 @@ impl Engine {
             return Ok(());
         };
         let idx = lock.slot;
+        // A Redis Cluster node votes once, as misconfigured, and its link is failed for it.
+        let cluster = match &answer {
+            OpAnswer::Error(m) if is_cluster_error(m) => {
+                Some(LinkError::ClusterNode { node, addr: self.links.addr(node), evidence: m.clone() })
+            }
+            _ => None,
+        };
         if !self.locks.in_round(lock, round) {
             // A late reply to an earlier round: ignored.
-            return Ok(());
+            return cluster.map_or(Ok(()), Err);
         }
         let s = &mut self.locks[idx];
         let vote = match s.answer(op, answer) {
@@ -156,7 +163,7 @@ impl Engine {
             }
         };
         self.vote(now, idx, node.index(), vote);
-        Ok(())
+        cluster.map_or(Ok(()), Err)
     }
 
     // Always inlined into the reply path, so that the vote is built in place: copied through

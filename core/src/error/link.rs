@@ -103,6 +103,33 @@ pub enum LinkError {
         /// The connect timeout that passed.
         after: Duration,
     },
+    /// The TLS handshake of a `rediss://` node failed: the driver reported a certificate that
+    /// does not verify or a server that does not speak TLS
+    /// ([`Engine::handle_tls_failed`](crate::Engine::handle_tls_failed), a misconfiguration),
+    /// or the server did not answer it within the connect timeout (out of reach, or a plain
+    /// port).
+    Tls {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `rediss://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// What failed, and what to check.
+        reason: String,
+        /// [`Fault::Misconfigured`] for a failure the driver reported, [`Fault::Unreachable`]
+        /// for a handshake left unanswered.
+        fault: Fault,
+    },
+    /// The node is a Redis Cluster node (its `HELLO` says `mode cluster`, or it answered
+    /// `MOVED`, `ASK`, `CROSSSLOT` or `CLUSTERDOWN`): a misconfiguration, since every node of
+    /// a redlease client must be a standalone Redis.
+    ClusterNode {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// What gave it away: `HELLO says mode cluster`, or the server's error text.
+        evidence: String,
+    },
 }
 
 impl LinkError {
@@ -116,7 +143,9 @@ impl LinkError {
             | LinkError::Silent { node, .. }
             | LinkError::ConnectFailed { node, .. }
             | LinkError::Lost { node, .. }
-            | LinkError::ConnectTimeout { node, .. } => *node,
+            | LinkError::ConnectTimeout { node, .. }
+            | LinkError::Tls { node, .. }
+            | LinkError::ClusterNode { node, .. } => *node,
         }
     }
 
@@ -130,7 +159,9 @@ impl LinkError {
             | LinkError::Silent { addr, .. }
             | LinkError::ConnectFailed { addr, .. }
             | LinkError::Lost { addr, .. }
-            | LinkError::ConnectTimeout { addr, .. } => addr,
+            | LinkError::ConnectTimeout { addr, .. }
+            | LinkError::Tls { addr, .. }
+            | LinkError::ClusterNode { addr, .. } => addr,
         }
     }
 
@@ -158,6 +189,8 @@ impl LinkError {
             LinkError::Malformed { .. } | LinkError::Unexpected { .. } | LinkError::Unsolicited { .. } => {
                 Fault::Protocol
             }
+            LinkError::Tls { fault, .. } => *fault,
+            LinkError::ClusterNode { .. } => Fault::Misconfigured,
             LinkError::Silent { .. }
             | LinkError::ConnectFailed { .. }
             | LinkError::Lost { .. }
@@ -176,18 +209,40 @@ pub enum Fault {
     Unreachable,
     /// Refused for a configuration reason: a wrong password or user (`WRONGPASS`, `NOAUTH`),
     /// a database it does not have (`SELECT`), an ACL that forbids a command (`NOPERM`), a key
-    /// of another type (`WRONGTYPE`). Retrying does not help; an operator must.
+    /// of another type (`WRONGTYPE`), a Redis Cluster node given as a node (`MOVED`,
+    /// `CROSSSLOT`...), a TLS certificate that does not verify. Retrying does not help; an
+    /// operator must.
     Misconfigured,
     /// It answered something our requests cannot produce (garbage, a wrong type, an error).
     Protocol,
 }
 
 impl Fault {
-    /// The kind of a server error reply (`-WRONGPASS ...`, `-NOPERM ...`, `-ERR ...`).
+    /// The kind of a server error reply (`-WRONGPASS ...`, `-NOPERM ...`, `-MOVED ...`,
+    /// `-ERR ...`).
     pub fn of_server_error(text: &str) -> Fault {
         const CONFIG: [&str; 5] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "ERR DB index"];
-        if CONFIG.iter().any(|p| text.starts_with(p)) { Fault::Misconfigured } else { Fault::Protocol }
+        if CONFIG.iter().any(|p| text.starts_with(p)) || is_cluster_error(text) {
+            Fault::Misconfigured
+        } else {
+            Fault::Protocol
+        }
     }
+}
+
+/// Whether a server error reply is one only a Redis Cluster node gives: a redirection
+/// (`MOVED`, `ASK`), keys of several hash slots (`CROSSSLOT`), a cluster that is down
+/// (`CLUSTERDOWN`).
+pub(crate) fn is_cluster_error(text: &str) -> bool {
+    ["MOVED ", "ASK ", "CROSSSLOT ", "CLUSTERDOWN "].iter().any(|p| text.starts_with(p))
+}
+
+/// What a node that turned out to be a Redis Cluster node is told, with what gave it away.
+pub(crate) fn cluster_node(evidence: &str) -> String {
+    format!(
+        "the node is a Redis Cluster node ({evidence}): redlease needs standalone masters (or replicas' primaries); \
+         give one standalone Redis per node"
+    )
 }
 
 /// The part of a [`LinkError`]'s text after the node.
@@ -209,6 +264,8 @@ impl fmt::Display for Reason<'_> {
             LinkError::ConnectFailed { reason, .. } => write!(f, "connect failed: {reason}"),
             LinkError::Lost { reason, .. } => write!(f, "connection lost: {reason}"),
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
+            LinkError::Tls { reason, .. } => write!(f, "TLS handshake failed: {reason}"),
+            LinkError::ClusterNode { evidence, .. } => f.write_str(&cluster_node(evidence)),
         }
     }
 }

@@ -43,7 +43,14 @@ impl Links {
                 return Err(LinkError::Malformed { node, addr: addr(), detail });
             }
             Ok(None) => return Ok(Next::More),
-            Err(detail) => return Err(LinkError::Malformed { node, addr: addr(), detail }),
+            Err(mut detail) => {
+                let link = &self.links[node.index()];
+                // A TLS record (an alert, a handshake) where a plaintext reply belongs.
+                if link.plain_tcp && !link.answered && matches!(buf.first(), Some(0x15 | 0x16)) {
+                    detail.push_str(": a TLS record: is this a TLS port? (use rediss:// for it)");
+                }
+                return Err(LinkError::Malformed { node, addr: addr(), detail });
+            }
         };
         if let resp::Reply::Push { kind, channel, data } = reply {
             if kind.eq_ignore_ascii_case(b"message") {
@@ -55,6 +62,7 @@ impl Links {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
         };
         link.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+        link.answered = true;
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
             node,
             addr: addr(),
@@ -83,6 +91,9 @@ impl Links {
             }
             Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
             Answer::Step(step, StepAnswer::Refused(message)) => return Err(refused(step, message)),
+            Answer::Step(_, StepAnswer::Cluster(evidence)) => {
+                return Err(LinkError::ClusterNode { node, addr: addr(), evidence });
+            }
             Answer::Step(step, StepAnswer::Digest { matches: false }) => {
                 let message = "the server's script digest differs from the expected one".to_owned();
                 return Err(refused(step, message));

@@ -76,6 +76,7 @@ impl Links {
         let i = node.index();
         let link = &mut self.links[i];
         link.reset(LinkState::Up { since: now });
+        link.answered = false;
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
@@ -86,13 +87,13 @@ impl Links {
         self.closes.retain(|&n| n != node);
     }
 
-    /// The connect attempt to `node` failed for `reason`; ignored (`None`) unless it is
-    /// connecting. Returns the error to report.
+    /// The connect attempt to `node` failed with the error `error` makes of the node and its
+    /// address; ignored (`None`) unless it is connecting. Returns the error to report.
     pub(crate) fn connect_failed(
         &mut self,
         now: Instant,
         node: NodeId,
-        reason: &str,
+        error: impl FnOnce(NodeId, Arc<str>) -> LinkError,
         rng: &mut Rng,
     ) -> Option<LinkError> {
         let addr = Arc::clone(self.addrs.get(node.index())?);
@@ -100,12 +101,19 @@ impl Links {
         if !matches!(link.state, LinkState::Connecting { .. }) {
             return None;
         }
-        let error = LinkError::ConnectFailed { node, addr, reason: reason.to_owned() };
-        link.last_error = Some((Fault::Unreachable, error.reason()));
-        link.stats.fault(Fault::Unreachable);
+        let error = error(node, addr);
+        link.last_error = Some((error.fault(), error.reason()));
+        link.stats.fault(error.fault());
         link.attempts_ended += 1;
         self.schedule_reconnect(now, node.index(), None, rng);
         Some(error)
+    }
+
+    /// The connect attempt to `node` reached its TLS handshake.
+    pub(crate) fn tls_started(&mut self, node: NodeId) {
+        if let Some(link) = self.links.get_mut(node.index()) {
+            link.tls_open = matches!(link.state, LinkState::Connecting { .. });
+        }
     }
 
     /// The driver lost `node`'s connection for `reason` (end of stream, a socket error):
@@ -116,7 +124,13 @@ impl Links {
         if !link.is_up() {
             return None;
         }
-        let error = LinkError::Lost { node, addr, reason: reason.to_owned() };
+        // A TLS server drops a plaintext client at its first bytes, before any reply.
+        let reason = if link.plain_tcp && !link.answered {
+            format!("{reason}, before any reply to the handshake: is this a TLS port? (use rediss:// for it)")
+        } else {
+            reason.to_owned()
+        };
+        let error = LinkError::Lost { node, addr, reason };
         link.last_error = Some((Fault::Unreachable, error.reason()));
         link.stats.fault(Fault::Unreachable);
         Some(error)
@@ -184,6 +198,7 @@ impl Links {
             _ => false,
         })?;
         self.links[i].state = LinkState::Connecting { deadline: now + self.policy.connect_timeout };
+        self.links[i].tls_open = false;
         let node = NodeId(i as u16);
         // A new attempt replaces whatever was still held for the node.
         self.closes.retain(|&n| n != node);
@@ -207,7 +222,18 @@ impl Links {
                 }
                 LinkState::Connecting { deadline } if deadline <= now => {
                     let node = NodeId(i as u16);
-                    let error = LinkError::ConnectTimeout { node, addr: self.addr(node), after };
+                    let addr = self.addr(node);
+                    let error = if self.links[i].tls_open {
+                        // Connected, but no TLS answer: a plain Redis waits for the end of a
+                        // line that the client hello does not have.
+                        let reason = format!(
+                            "no answer within {after:?}: the server did not answer TLS: is it a plain port? \
+                             (use redis:// for it)"
+                        );
+                        LinkError::Tls { node, addr, reason, fault: Fault::Unreachable }
+                    } else {
+                        LinkError::ConnectTimeout { node, addr, after }
+                    };
                     let link = &mut self.links[i];
                     link.last_error = Some((error.fault(), error.reason()));
                     link.stats.fault(error.fault());

@@ -2,6 +2,7 @@
 //! and what a lock operation's reply is worth as a vote.
 
 use super::{Op, Pending, Step};
+use crate::error::is_cluster_error;
 use crate::event::LockId;
 use crate::resp::Reply;
 use crate::scripts;
@@ -16,6 +17,9 @@ pub(crate) enum StepAnswer {
     Digest {
         matches: bool,
     },
+    /// The node is a Redis Cluster node: what gave it away (`HELLO`'s mode, or a `MOVED`,
+    /// `CROSSSLOT`... error).
+    Cluster(String),
 }
 
 /// What a reply to a lock operation means (owned, so the input buffer can be released before
@@ -53,7 +57,10 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
     match (pending, reply) {
         // No request is answered by an array (and only its header was read).
         (_, Reply::Array(_)) => Err(pending.name()),
-        (Pending::Step(Step::Hello), Reply::Map(_)) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
+        (Pending::Step(Step::Hello), Reply::Map { mode, .. }) if mode.eq_ignore_ascii_case(b"cluster") => {
+            Ok(Answer::Step(Step::Hello, StepAnswer::Cluster("HELLO says mode cluster".to_owned())))
+        }
+        (Pending::Step(Step::Hello), Reply::Map { .. }) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
         (Pending::Subscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"subscribe") => {
             Ok(Answer::Ignored)
         }
@@ -61,8 +68,11 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             Ok(Answer::Ignored)
         }
         (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
-        (_, Reply::Map(_) | Reply::Push { .. }) => Err(pending.name()),
+        (_, Reply::Map { .. } | Reply::Push { .. }) => Err(pending.name()),
         (Pending::Cleanup | Pending::Step(Step::SetName), _) => Ok(Answer::Ignored),
+        (Pending::Step(step), Reply::Error(e)) if is_cluster_error(&text(e)) => {
+            Ok(Answer::Step(step, StepAnswer::Cluster(text(e))))
+        }
         (Pending::Step(step), Reply::Error(e)) => Ok(Answer::Step(step, StepAnswer::Refused(text(e)))),
         (Pending::Step(step @ (Step::Auth | Step::Select)), Reply::Status(_)) => Ok(Answer::Step(step, StepAnswer::Ok)),
         (Pending::Step(Step::Format), Reply::Bulk(b)) if *b == scripts::FORMAT.as_bytes() => {
