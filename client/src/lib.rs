@@ -56,7 +56,7 @@ pub mod adapter {
     pub use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
     #[cfg(feature = "tls")]
     pub use crate::tls::{Blocking as BlockingTls, TlsClient, TlsStream};
-    pub use crate::transport::{Layer, NodeTransport, Origin, Target, prepare};
+    pub use crate::transport::{Layer, LayerError, NodeTransport, Origin, Target, prepare};
 
     /// The spans of the operations a caller waits for, made on the caller's side (children of
     /// the caller's span) and handed to the [`Router`] with the command.

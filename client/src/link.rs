@@ -25,7 +25,7 @@ use std::time::Instant;
 use redlease_core::{Engine, NodeId};
 
 use crate::sockets::{AsSocket, reset_on_close};
-use crate::transport::{Layer, NodeTransport};
+use crate::transport::{Layer, LayerError, NodeTransport};
 
 /// Why a connection ended, as the engine records it (the engine adds the context: `connection
 /// lost: …`, `connect failed: …`). Each text is written here once.
@@ -70,6 +70,14 @@ pub enum Conn<C, S> {
 impl<C, S> Conn<C, S> {
     /// The socket, once connected.
     pub fn socket_mut(&mut self) -> Option<&mut S> {
+        match self {
+            Conn::Tls(s, _) | Conn::Up(s, _) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The socket, once connected, taken out.
+    fn into_socket(self) -> Option<S> {
         match self {
             Conn::Tls(s, _) | Conn::Up(s, _) => Some(s),
             _ => None,
@@ -206,7 +214,10 @@ impl<C, S: AsSocket> Links<C, S> {
     pub fn connected(&mut self, engine: &mut Engine, now: Instant, node: usize, socket: S) -> Option<S> {
         let n = &mut self.nodes[node];
         match n.transport.layer() {
-            Ok(layer) if layer.is_handshaking() => n.conn = Conn::Tls(socket, layer),
+            Ok(layer) if layer.is_handshaking() => {
+                n.conn = Conn::Tls(socket, layer);
+                engine.handle_tls_started(now, node_id(node));
+            }
             Ok(layer) => {
                 n.conn = Conn::Up(socket, layer);
                 engine.handle_connected(now, node_id(node));
@@ -255,8 +266,15 @@ impl<C, S: AsSocket> Links<C, S> {
                 Err(e) => return self.lose(engine, now, node, reason::read(&e)).map_or(Read::Drained, Read::Lost),
             };
             let fed = layer.input(&self.buf[..n], &mut self.plain, |p| engine.handle_data(now, id, p));
-            if let Err(why) = fed {
-                return self.lose(engine, now, node, why).map_or(Read::Drained, Read::Lost);
+            match fed {
+                Ok(()) => {}
+                Err(LayerError::Misconfigured(why)) if tls => {
+                    // The attempt ends here; the engine records why as a misconfiguration.
+                    engine.handle_tls_failed(now, id, &why);
+                    let conn = std::mem::replace(&mut self.nodes[node].conn, Conn::Down);
+                    return conn.into_socket().map_or(Read::Drained, Read::Lost);
+                }
+                Err(e) => return self.lose(engine, now, node, e.to_string()).map_or(Read::Drained, Read::Lost),
             }
             if tls && !layer.is_handshaking() {
                 self.tls_done(engine, now, node);

@@ -29,6 +29,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+use crate::transport::LayerError;
+
 /// What opening a TLS session to one node needs: the rustls configuration (shared by the
 /// nodes with the same settings) and the name to verify.
 #[derive(Clone)]
@@ -146,13 +148,14 @@ impl TlsStream {
     }
 
     /// Ciphertext read from the socket: decrypt it, append the plaintext to `plain`.
-    /// `Err` with the reason when the session fails (a certificate that does not verify, a
-    /// server that does not speak TLS, a corrupt record).
-    pub fn feed(&mut self, mut cipher: &[u8], plain: &mut Vec<u8>) -> Result<(), String> {
+    /// `Err` with the reason when the session fails: a misconfiguration (a certificate that
+    /// does not verify, a server that does not speak TLS), or another failure (an alert, a
+    /// corrupt record).
+    pub fn feed(&mut self, mut cipher: &[u8], plain: &mut Vec<u8>) -> Result<(), LayerError> {
         while !cipher.is_empty() {
             match self.conn.read_tls(&mut cipher) {
                 Ok(_) => {}
-                Err(e) => return Err(format!("TLS: {e}")),
+                Err(e) => return Err(LayerError::Failed(format!("TLS: {e}"))),
             }
             let state = self.conn.process_new_packets().map_err(|e| {
                 // Send the alert that says why, if the socket still takes it.
@@ -270,7 +273,7 @@ impl<S: Read + Write> Blocking<S> {
         let fed = self.session.feed(&buf[..n], &mut self.plain);
         // Whatever the session answers (a key update, or the alert that says why it failed).
         let pushed = self.push();
-        fed.map_err(|reason| io::Error::new(io::ErrorKind::InvalidData, reason))?;
+        fed.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         pushed?;
         Ok(true)
     }
@@ -302,15 +305,34 @@ impl<S: Read + Write> Write for Blocking<S> {
     }
 }
 
-/// A rustls error as a reason a person can act on.
-fn describe(e: &rustls::Error) -> String {
+/// A rustls error as a reason a person can act on: a certificate that does not verify and a
+/// server that does not speak TLS are misconfigurations, named with the setting to check.
+fn describe(e: &rustls::Error) -> LayerError {
+    use rustls::CertificateError as C;
     match e {
-        rustls::Error::InvalidCertificate(why) => format!("TLS handshake failed: invalid peer certificate: {why:?}"),
-        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
-            format!("TLS handshake failed: the server does not speak TLS here ({e})")
+        rustls::Error::InvalidCertificate(why) => {
+            let hint = match why {
+                C::NotValidForName | C::NotValidForNameContext { .. } => {
+                    "the certificate does not name the host it was checked against: connect by a name it has, or \
+                     set TlsSettings::server_name to one"
+                }
+                C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. } => {
+                    "check the certificate's dates and this machine's clock"
+                }
+                _ => {
+                    "trust the CA that signed the server's certificate: TlsSettings::ca_file (command line: \
+                     --tls-ca or REDLEASE_TLS_CA)"
+                }
+            };
+            LayerError::Misconfigured(format!("invalid peer certificate: {why:?}: {hint}"))
         }
-        rustls::Error::AlertReceived(alert) => format!("TLS handshake failed: the server sent alert {alert:?}"),
-        other => format!("TLS handshake failed: {other}"),
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => LayerError::Misconfigured(
+            format!("the server did not answer TLS: is it a plain port? (use redis:// for it) ({e})"),
+        ),
+        rustls::Error::AlertReceived(alert) => {
+            LayerError::Failed(format!("TLS handshake failed: the server sent alert {alert:?}"))
+        }
+        other => LayerError::Failed(format!("TLS handshake failed: {other}")),
     }
 }
 

@@ -128,7 +128,12 @@ impl Layer {
     /// Bytes read from the socket: hand the plaintext they carry to `deliver` (at once for a
     /// plain connection; after decryption, through `scratch`, for TLS). `Err`: the TLS session
     /// failed, with the reason.
-    pub fn input(&mut self, bytes: &[u8], scratch: &mut Vec<u8>, deliver: impl FnOnce(&[u8])) -> Result<(), String> {
+    pub fn input(
+        &mut self,
+        bytes: &[u8],
+        scratch: &mut Vec<u8>,
+        deliver: impl FnOnce(&[u8]),
+    ) -> Result<(), LayerError> {
         match self {
             Layer::Plain => {
                 let _ = scratch;
@@ -200,6 +205,27 @@ impl Layer {
             Layer::Plain => false,
             #[cfg(feature = "tls")]
             Layer::Tls(t) => !t.ciphertext().is_empty(),
+        }
+    }
+}
+
+/// Why a connection's byte layer (a TLS session) failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayerError {
+    /// The TLS handshake failed in a way no retry fixes: the server's certificate did not
+    /// verify, or the server does not speak TLS. The text says which and what to set, for
+    /// [`Engine::handle_tls_failed`](redlease_core::Engine::handle_tls_failed).
+    Misconfigured(String),
+    /// Another failure (an alert from the server, a corrupt record): the whole reason, for a
+    /// failed connect attempt or a lost connection.
+    Failed(String),
+}
+
+impl std::fmt::Display for LayerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LayerError::Misconfigured(why) => write!(f, "TLS handshake failed: {why}"),
+            LayerError::Failed(why) => f.write_str(why),
         }
     }
 }
