@@ -1,0 +1,194 @@
+//! Nodes that can never serve, on real servers: a TLS certificate the client does not trust,
+//! a URL whose scheme does not match the port (`redis://` on a TLS port, `rediss://` on a
+//! plain one), and a Redis Cluster node given as a node. The health view says which, with a
+//! hint naming the setting, and a lock attempt fails as misconfigured, never as a grant.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redlease_client::{AcquireError, Error};
+use redlease_core::{Config, Health, LockOptions, TlsSettings};
+use redlease_tests::{Cluster, Listen, RedisConn, TempDir};
+
+const CONNECT: Duration = Duration::from_millis(500);
+const CLUSTER: &str = "is a Redis Cluster node";
+
+/// A config for one node at `url` that needs it ready, with these TLS settings.
+fn config(url: &str, tls: TlsSettings) -> Config {
+    Config::from_urls([url]).unwrap().tls(tls).connect_timeout(CONNECT).require_all(true)
+}
+
+/// The health view each client (tokio, blocking mio) reports when `config`'s node does not
+/// become ready.
+fn unready(config: &Config) -> Vec<(&'static str, Health)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tokio = rt.block_on(redlease_tokio::Client::with_config(config.clone())).map(drop).unwrap_err();
+    let mio = redlease_mio::Client::with_config(config.clone()).map(drop).unwrap_err();
+    [("tokio", tokio), ("mio", mio)]
+        .into_iter()
+        .map(|(who, e)| match e {
+            Error::Unhealthy(health) => (who, *health),
+            other => panic!("[{who}] expected the health view, got {other}"),
+        })
+        .collect()
+}
+
+/// The node's last error, for each client; none doubles its context.
+fn last_errors(config: &Config) -> Vec<(&'static str, Health, String)> {
+    unready(config)
+        .into_iter()
+        .map(|(who, health)| {
+            let e = health.nodes[0].last_error.clone().unwrap_or_default();
+            assert!(!e.contains("connection lost: connection lost") && !e.contains("failed: connect failed"), "{e}");
+            (who, health, e)
+        })
+        .collect()
+}
+
+#[test]
+fn a_certificate_from_an_unknown_ca_is_misconfigured_and_names_the_setting() {
+    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
+    let files = cluster.tls().unwrap();
+    let untrusted = config(&cluster.node(0).tls_url(), TlsSettings::new().ca_file(&files.other_ca));
+    for (who, health, e) in last_errors(&untrusted) {
+        assert!(health.nodes[0].is_misconfigured() && health.misconfigured(), "[{who}] {health}");
+        assert!(health.to_string().contains("MISCONFIGURED"), "[{who}] {health}");
+        assert!(e.starts_with("TLS handshake failed: invalid peer certificate: UnknownIssuer"), "[{who}] {e}");
+        assert!(e.contains("ca_file") && e.contains("REDLEASE_TLS_CA"), "[{who}] {e}");
+    }
+    // Trusted, but for another name: the hint names the other setting.
+    let wrong_name = TlsSettings::new().ca_file(&files.ca).server_name("redis.example.com");
+    for (who, health, e) in last_errors(&config(&cluster.node(0).tls_url(), wrong_name)) {
+        assert!(health.nodes[0].is_misconfigured(), "[{who}] {health}");
+        assert!(e.contains("NotValidForName") && e.contains("server_name"), "[{who}] {e}");
+    }
+    // A lock attempt fails as misconfigured.
+    let client = redlease_mio::Client::with_config(untrusted.require_all(false)).unwrap();
+    match client.lock_with(LockOptions::new("tls:untrusted", Duration::from_secs(10)).attempts(1)) {
+        Err(Error::Acquire(AcquireError::Misconfigured { .. })) => {}
+        other => panic!("{:?}", other.map(drop)),
+    }
+    client.close();
+}
+
+#[test]
+fn a_scheme_that_does_not_match_the_port_gets_a_hint() {
+    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
+    let files = cluster.tls().unwrap();
+    let node = cluster.node(0);
+    // A TLS server behind redis://: it drops our plaintext handshake at once.
+    let tls_as_plain = format!("redis://{}", node.tls_addr());
+    for (who, health, e) in last_errors(&config(&tls_as_plain, TlsSettings::new())) {
+        assert!(e.contains("is this a TLS port? (use rediss:// for it)"), "[{who}] {e}\n{health}");
+    }
+    // A plain server behind rediss://: it waits for a line end (or answers an error), never TLS.
+    let plain_as_tls = node.plain_url().replacen("redis://", "rediss://", 1);
+    for (who, health, e) in last_errors(&config(&plain_as_tls, TlsSettings::new().ca_file(&files.ca))) {
+        assert!(e.contains("the server did not answer TLS: is it a plain port? (use redis:// for it)"), "[{who}] {e}");
+        assert!(!e.contains("connect timed out"), "[{who}] {e}\n{health}");
+    }
+}
+
+/// A one-master Redis Cluster (`cluster-enabled yes`, every slot its own), stopped on drop.
+struct ClusterModeNode {
+    child: Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+impl ClusterModeNode {
+    fn start() -> ClusterModeNode {
+        let dir = TempDir::new("redlease-cluster-mode").unwrap();
+        // The cluster bus listens on port + 10000: pick a port that leaves room for it.
+        let port = loop {
+            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+            if port < 55_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
+                break port;
+            }
+        };
+        let d = dir.path().display().to_string();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", &format!("{d}/nodes.conf"), "--dir", &d])
+            .args(["--save", "", "--appendonly", "no", "--logfile", &format!("{d}/redis.log")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let node = ClusterModeNode { child, port, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut conn = loop {
+            if let Ok(mut c) = RedisConn::connect(node.addr(), None) {
+                if c.ping().unwrap_or(false) {
+                    break c;
+                }
+            }
+            assert!(Instant::now() < deadline, "the cluster-mode node did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        conn.ok(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
+        while !conn.cmd(&["CLUSTER", "INFO"]).unwrap().as_text().unwrap_or_default().contains("cluster_state:ok") {
+            assert!(Instant::now() < deadline, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+}
+
+impl Drop for ClusterModeNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_redis_cluster_node_is_refused_as_misconfigured() {
+    let node = ClusterModeNode::start();
+    let url = format!("redis://{}", node.addr());
+    for (who, health, e) in last_errors(&config(&url, TlsSettings::new())) {
+        assert!(health.nodes[0].is_misconfigured() && health.to_string().contains("MISCONFIGURED"), "[{who}] {health}");
+        assert!(e.contains(CLUSTER) && e.contains("redlease needs standalone masters"), "[{who}] {e}");
+        assert!(e.contains("give one standalone Redis per node"), "[{who}] {e}");
+    }
+    // With two healthy nodes the quorum holds, and the cluster node's vote is a failure, not
+    // a grant; alone with one other node, the lock fails as misconfigured.
+    let standalone = Cluster::builder().nodes(2).start();
+    let mut urls = standalone.urls();
+    urls.insert(0, url.clone());
+    let client = redlease_mio::Client::with_config(Config::from_urls(&urls[..2]).unwrap()).unwrap();
+    match client.lock_with(LockOptions::new("cluster:node", Duration::from_secs(10)).attempts(1)) {
+        Err(Error::Acquire(AcquireError::Misconfigured { votes, .. })) => {
+            assert!(votes[0].fault() == Some(redlease_core::Fault::Misconfigured), "{votes:?}");
+        }
+        other => panic!("{:?}", other.map(drop)),
+    }
+    client.close();
+    let client = redlease_mio::Client::with_config(Config::from_urls(&urls).unwrap()).unwrap();
+    let guard = client.lock_with(LockOptions::new("cluster:node", Duration::from_secs(10))).unwrap();
+    assert!(client.health().nodes[0].is_misconfigured());
+    guard.release().unwrap();
+    client.close();
+    // A client that does not ask HELLO 3 (wake-ups off) meets the cluster's refusals instead:
+    // a waiter's script touches keys of several slots (CROSSSLOT).
+    let config = Config::from_urls([url]).unwrap().wake(false);
+    let client = redlease_mio::Client::with_config(config).unwrap();
+    let key = "cluster:resp2";
+    node_conn(&node).set_px(key, "someone-else", Duration::from_secs(10)).unwrap();
+    match client.lock_with(LockOptions::new(key, Duration::from_secs(10)).attempts(2)) {
+        Err(Error::Acquire(AcquireError::Misconfigured { votes, .. })) => {
+            assert!(matches!(&votes[0], redlease_core::Vote::Misconfigured(e) if e.contains(CLUSTER)), "{votes:?}");
+        }
+        other => panic!("{:?}", other.map(drop)),
+    }
+    client.close();
+}
+
+fn node_conn(node: &ClusterModeNode) -> RedisConn {
+    RedisConn::connect(node.addr(), None).unwrap()
+}
