@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::NodeTransport;
-use redlease_cluster::{Cluster, FENCE_PREFIX};
+use redlease_cluster::{Cluster, FENCE_PREFIX, RedisConn};
 use redlease_core::{NodeConfig, TlsSettings};
 
 use crate::connect::{nodes_of, open};
@@ -77,8 +77,23 @@ struct NodeState {
     rtt: Duration,
 }
 
-fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeState, String> {
+/// What a Redis Cluster node given as a node is told (the clients refuse it the same way).
+const CLUSTER_NODE: &str = "the node is a Redis Cluster node (INFO says cluster_enabled:1): redlease needs standalone \
+                            masters (or replicas' primaries); give one standalone Redis per node";
+
+/// Open a connection to `node` and refuse it if it is a Redis Cluster node, whose keys live on
+/// other nodes too (a node whose ACL refuses `INFO` is taken as standalone).
+fn open_standalone(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
     let mut c = open(node, how)?;
+    let info = c.cmd(&["INFO", "cluster"]).ok().and_then(|r| r.as_text()).unwrap_or_default();
+    if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+        return Err(CLUSTER_NODE.to_owned());
+    }
+    Ok(c)
+}
+
+fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeState, String> {
+    let mut c = open_standalone(node, how)?;
     let started = Instant::now();
     c.cmd(&["PING"]).map_err(|e| e.to_string())?;
     let rtt = started.elapsed();
@@ -93,10 +108,11 @@ fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeS
 }
 
 /// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
-/// password, user or database: an operator must act) or out of reach.
+/// password, user or database, a Redis Cluster node: an operator must act) or out of reach.
 fn fault_of(error: &str) -> &'static str {
     let e = error.to_ascii_uppercase();
-    let config = ["WRONGPASS", "NOAUTH", "NOPERM", "INVALID PASSWORD", "INVALID DB", "DB INDEX", "AUTH"];
+    let config =
+        ["WRONGPASS", "NOAUTH", "NOPERM", "INVALID PASSWORD", "INVALID DB", "DB INDEX", "AUTH", "REDIS CLUSTER NODE"];
     if config.iter().any(|c| e.contains(c)) { "misconfigured" } else { "unreachable" }
 }
 
@@ -268,7 +284,7 @@ pub(crate) fn scan(nodes: Option<&str>, tls: TlsSettings, pattern: &str, json: b
 /// The keys matching `pattern` on one node that have no TTL, fencing counters and the lock
 /// format key left out.
 fn keys_without_ttl(node: &NodeConfig, how: &NodeTransport, pattern: &str) -> Result<Vec<String>, String> {
-    let mut c = open(node, how)?;
+    let mut c = open_standalone(node, how)?;
     let keys = c.keys(pattern).map_err(|e| e.to_string())?;
     let mut no_ttl = Vec::new();
     for k in keys.into_iter().filter(|k| !k.starts_with(FENCE_PREFIX) && k != redlease_core::FORMAT_KEY) {
@@ -319,6 +335,7 @@ fn print_scan_text(
 ) {
     for (i, (node, found)) in nodes.iter().zip(found).enumerate() {
         match found {
+            Err(e) if fault_of(e) == "misconfigured" => outln!("node {i} {node}: MISCONFIGURED ({e})"),
             Err(e) => outln!("node {i} {node}: unreachable ({e})"),
             Ok(keys) => {
                 for k in keys {
