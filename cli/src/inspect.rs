@@ -108,11 +108,22 @@ fn node_state(node: &NodeConfig, how: &NodeTransport, key: &str) -> Result<NodeS
 }
 
 /// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
-/// password, user or database, a Redis Cluster node: an operator must act) or out of reach.
+/// password, user or database, a TLS certificate that does not verify, a Redis Cluster node:
+/// an operator must act) or out of reach.
 fn fault_of(error: &str) -> &'static str {
     let e = error.to_ascii_uppercase();
-    let config =
-        ["WRONGPASS", "NOAUTH", "NOPERM", "INVALID PASSWORD", "INVALID DB", "DB INDEX", "AUTH", "REDIS CLUSTER NODE"];
+    let config = [
+        "WRONGPASS",
+        "NOAUTH",
+        "NOPERM",
+        "INVALID PASSWORD",
+        "INVALID DB",
+        "DB INDEX",
+        "AUTH",
+        "INVALID PEER CERTIFICATE",
+        "DID NOT ANSWER TLS",
+        "REDIS CLUSTER NODE",
+    ];
     if config.iter().any(|c| e.contains(c)) { "misconfigured" } else { "unreachable" }
 }
 

@@ -573,16 +573,14 @@ fn status_and_scan_over_tls_and_unix_sockets() {
         assert_eq!(out.status.code(), Some(1), "[{listen:?}] {json}{}", stderr(&out));
         assert!(json.contains("\"keys_without_ttl\":3,\"unreachable\":0"), "[{listen:?}] {json}");
         if listen == Listen::Tls {
-            // Without the CA, the nodes' certificates do not verify: each is unreachable, and
-            // the reason says so.
+            // Without the CA, the nodes' certificates do not verify: each is misconfigured, and
+            // the reason says so and names the flag.
             let out = run(redlease().args(["status", "-k", "inspected", "-N", &urls]));
             let text = stdout(&out);
             assert_eq!(out.status.code(), Some(69), "{text}{}", stderr(&out));
-            assert_eq!(
-                text.matches("unreachable  (TLS handshake failed: invalid peer certificate: UnknownIssuer)").count(),
-                3,
-                "{text}"
-            );
+            let refused = "MISCONFIGURED  (TLS handshake failed: invalid peer certificate: UnknownIssuer: trust";
+            assert_eq!(text.matches(refused).count(), 3, "{text}");
+            assert_eq!(text.matches("--tls-ca or REDLEASE_TLS_CA").count(), 3, "{text}");
             // A CA file that does not exist is bad usage, named.
             let out = run(redlease().args(["scan", "-N", &urls, "--tls-ca", "/nonexistent/ca.pem"]));
             assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
