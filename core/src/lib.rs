@@ -25,7 +25,8 @@
 //!   [`Engine::last_error`], [`Engine::node_stats`] (round trips, replies, timeouts, failures
 //!   by kind), [`Engine::health`] (every node, and the fault tolerance left), ...
 //! - inputs: [`Engine::handle_connected`], [`Engine::handle_connect_failed`],
-//!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`];
+//!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`], and
+//!   for a driver with TLS [`Engine::handle_tls_started`] and [`Engine::handle_tls_failed`];
 //! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
 //!   [`Engine::cancel`] — misuse is an error returned at once ([`Misuse`]);
 //! - outputs: [`Engine::poll_close`], [`Engine::poll_connect`], [`Engine::poll_transmit`] /
