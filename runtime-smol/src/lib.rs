@@ -49,6 +49,8 @@ impl aio::Runtime for AsyncIo {
         })
     }
 
+    const DRIVER_THREAD: bool = true;
+
     fn timer(deadline: Instant) -> Timer {
         Timer(async_io::Timer::at(deadline))
     }

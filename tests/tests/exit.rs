@@ -11,7 +11,7 @@ use redlease_tests::Cluster;
 #[test]
 fn a_program_that_exits_without_close_leaves_no_key_behind() {
     let cluster = Cluster::start(3);
-    for runtime in ["tokio-mt", "tokio-ct", "mio"] {
+    for runtime in ["tokio-mt", "tokio-ct", "smol", "mio"] {
         for way in ["drop", "alive", "error"] {
             let key = format!("exit:{runtime}:{way}");
             let out = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))

@@ -13,7 +13,9 @@ macro_rules! async_api {
         ///
         /// Cheap to clone: every clone talks to the same driver, so many tasks can have locks
         /// in flight at once over one connection per node. Call [`close`](Client::close)
-        /// before the program ends: it releases what is still held.
+        /// before the program ends: it releases what is still held and waits for the nodes'
+        /// answers. A program that returns from `main` without it still sends the releases of
+        /// what it holds, without waiting for the answers.
         ///
         /// ```no_run
         #[doc = concat!("# use ", $krate, "::{Client, Error};")]

@@ -62,7 +62,11 @@ impl<R: Runtime> Client<R> {
     /// The config is checked first (a bad one fails as [`Error::Config`]). Without a seed, it
     /// gets one from the OS random source, so that separate clients do not jitter in step.
     pub async fn with_config(config: Config) -> Result<Self, Error> {
+        let linger = config.node_timeout.saturating_mul(2) + Duration::from_millis(100);
         let (client, driver) = Self::with_driver(config).await?;
+        if R::DRIVER_THREAD {
+            driver.linger(linger);
+        }
         R::spawn(driver)?;
         Ok(client)
     }

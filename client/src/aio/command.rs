@@ -1,9 +1,9 @@
 //! What clients and guards ask of the driver, and the queue that carries it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::router::{AcquireReply, ExtendReply, ReleaseReply};
 use redlease_core::{Health, LockId, LockOptions};
@@ -53,8 +53,36 @@ pub(crate) enum Command {
 /// A mutex around a queue and the driver's waker: a call takes it once to push, the driver
 /// once per command to pop. Nothing is allocated per command or per wait.
 pub(crate) fn queue() -> (Sender, Receiver) {
-    let shared = Arc::new(Mutex::new(Queue { commands: VecDeque::new(), senders: 1, closed: false, driver: None }));
+    let queue = Queue { commands: VecDeque::new(), senders: 1, closed: false, driver: None, linger: None };
+    let shared = Arc::new(Mutex::new(queue));
     (Sender { shared: Arc::clone(&shared) }, Receiver { shared })
+}
+
+/// Whether the driver has finished, for a last sender that waits for it.
+#[derive(Debug, Default)]
+struct Finished {
+    done: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Finished {
+    fn set(&self) {
+        *self.done.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.signal.notify_all();
+    }
+
+    /// Wait until set, or `bound` passes.
+    fn wait(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            done = self.signal.wait_timeout(done, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
 }
 
 struct Queue {
@@ -65,6 +93,9 @@ struct Queue {
     closed: bool,
     /// The driver's task, to wake when a command arrives or the last sender goes.
     driver: Option<Waker>,
+    /// For a driver on a thread of its own ([`Receiver::linger`]): how long the last sender
+    /// waits for it to finish, and the signal that it has.
+    linger: Option<(Duration, Arc<Finished>)>,
 }
 
 fn lock(shared: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -118,17 +149,24 @@ impl Clone for Sender {
 }
 
 impl Drop for Sender {
+    /// The last sender gone, the driver finishes (once the releases it has are done). A driver
+    /// on a thread of its own is waited for, within a bound, so that a program returning from
+    /// `main` right after dropping its last client or guard does not end the process before
+    /// the releases are out.
     fn drop(&mut self) {
-        let driver = {
+        let (driver, linger) = {
             let mut q = lock(&self.shared);
             q.senders -= 1;
             if q.senders > 0 {
                 return;
             }
-            q.driver.take()
+            (q.driver.take(), q.linger.clone())
         };
         if let Some(driver) = driver {
             driver.wake();
+        }
+        if let Some((bound, finished)) = linger {
+            finished.wait(bound);
         }
     }
 }
@@ -156,14 +194,26 @@ impl Receiver {
     /// Refuse further sends, and drop what is still queued: each command's reply is dropped,
     /// so its caller sees the client closed instead of waiting forever.
     pub(crate) fn close(&self) {
-        let queued = {
+        let (queued, linger) = {
             let mut q = lock(&self.shared);
             q.closed = true;
             q.driver = None;
-            std::mem::take(&mut q.commands)
+            (std::mem::take(&mut q.commands), q.linger.take())
         };
         // Dropped outside the lock: a reply's drop wakes its caller.
         drop(queued);
+        if let Some((_, finished)) = linger {
+            finished.set();
+        }
+    }
+
+    /// The driver runs on a thread of its own, which a returning `main` does not wait for:
+    /// the last sender to go waits up to `bound` for it to finish (see [`Sender`]'s drop).
+    pub(crate) fn linger(&self, bound: Duration) {
+        let mut q = lock(&self.shared);
+        if !q.closed {
+            q.linger = Some((bound, Arc::new(Finished::default())));
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redlease_core::{Config, Engine};
 
@@ -170,6 +170,12 @@ impl<R: Runtime> Driver<R> {
         Ok(driver)
     }
 
+    /// See [`Runtime::DRIVER_THREAD`]: the last client handle waits up to `bound` for this
+    /// driver to finish.
+    pub(crate) fn linger(&self, bound: Duration) {
+        self.commands.linger(bound);
+    }
+
     fn poll_loop(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // The sockets that their own wakers marked are read.
         self.readable.set_task(cx.waker());
@@ -222,9 +228,10 @@ impl<R: Runtime> Driver<R> {
 
     /// Done: refuse further commands, drop the sockets, answer the callers of `close`.
     fn finish(&mut self) {
-        self.commands.close();
         self.router.stop();
         self.links.close_all(drop);
+        // Closed last: a last client handle waiting for the driver's end goes on now.
+        self.commands.close();
         for done in self.closers.drain(..) {
             let _ = done.send(());
         }
@@ -397,7 +404,6 @@ impl<R: Runtime> Drop for Driver<R> {
     /// expires with its TTL. Then the holders see their locks lost and every caller still
     /// waiting sees the client closed.
     fn drop(&mut self) {
-        self.commands.close();
         if !self.router.is_empty() {
             let now = Instant::now();
             self.router.close(&mut self.engine, now);
@@ -411,6 +417,7 @@ impl<R: Runtime> Drop for Driver<R> {
             let _ = self.flush(&mut cx, now);
         }
         self.router.stop();
+        self.commands.close();
     }
 }
 

@@ -18,6 +18,12 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     /// A resettable one-shot timer.
     type Timer: Timer;
 
+    /// Whether [`spawn`](Self::spawn) runs the driver on a thread of its own (smol), which a
+    /// program returning from `main` would not wait for: the last client or guard dropped then
+    /// waits for the driver to send what it still has (bounded by twice the node timeout). The
+    /// default: no (tokio: a task of the caller's runtime, dropped with it).
+    const DRIVER_THREAD: bool = false;
+
     /// Whether the runtime can be used from here, checked before anything connects: `Err`
     /// says what is missing (tokio: no runtime on this thread). The default: always.
     fn available() -> Result<(), String> {

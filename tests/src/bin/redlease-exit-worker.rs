@@ -1,6 +1,6 @@
 //! A program that takes a lock and ends without calling `close()`, the ways real programs
-//! end: `redlease-exit-worker RUNTIME WAY KEY URL...` (RUNTIME: `tokio-mt`, `tokio-ct` or
-//! `mio`; WAY: `drop` (drop the guard, return from `main`), `alive` (return with the guard
+//! end: `redlease-exit-worker RUNTIME WAY KEY URL...` (RUNTIME: `tokio-mt`, `tokio-ct`, `smol`
+//! or `mio`; WAY: `drop` (drop the guard, return from `main`), `alive` (return with the guard
 //! still alive) or `error` (leave `main` through `?` with the guard alive)). Prints `held`
 //! once the lock is taken; exits 0, or 1 for `error`. Used by `tests/exit.rs`, which checks
 //! that no key is left behind.
@@ -13,7 +13,7 @@ const TTL: Duration = Duration::from_secs(30);
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [runtime, way, key, urls @ ..] = args.as_slice() else {
-        eprintln!("usage: redlease-exit-worker tokio-mt|tokio-ct|mio drop|alive|error KEY URL...");
+        eprintln!("usage: redlease-exit-worker tokio-mt|tokio-ct|smol|mio drop|alive|error KEY URL...");
         std::process::exit(64);
     };
     match runtime.as_str() {
@@ -24,6 +24,7 @@ fn main() -> Result<(), String> {
             tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(tokio(way, key, urls))
         }
         "mio" => mio(way, key, urls),
+        "smol" => futures_lite::future::block_on(smol(way, key, urls)),
         other => Err(format!("unknown runtime {other}")),
     }
 }
@@ -31,6 +32,13 @@ fn main() -> Result<(), String> {
 /// What `#[tokio::main]` runs: the runtime is dropped right after this returns.
 async fn tokio(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
     let client = redlease_tokio::Client::connect(urls).await.map_err(|e| e.to_string())?;
+    let guard = client.lock(key, TTL).await.map_err(|e| e.to_string())?;
+    println!("held");
+    end(way, guard)
+}
+
+async fn smol(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
+    let client = redlease_smol::Client::connect(urls).await.map_err(|e| e.to_string())?;
     let guard = client.lock(key, TTL).await.map_err(|e| e.to_string())?;
     println!("held");
     end(way, guard)
