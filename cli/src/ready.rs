@@ -69,7 +69,8 @@ pub(crate) fn unusable(health: &Health) -> Unusable {
     let misconfigured = health.misconfigured();
     let mut message = if misconfigured {
         "nodes misconfigured: nodes refuse us for a configuration reason (the password or user, an \
-         ACL, the database), which retrying does not fix, and leave no quorum"
+         ACL, the database, a certificate we do not trust), which retrying does not fix, and leave \
+         no quorum"
             .to_owned()
     } else {
         "nodes unreachable: no quorum".to_owned()
