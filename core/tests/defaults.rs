@@ -117,3 +117,33 @@ fn a_key_prefix_names_every_key_and_keeps_out_of_reserved_spaces() {
         assert!(matches!(err, ConfigError::KeyPrefixReserved { .. }), "{prefix}: {err}");
     }
 }
+
+/// Only a misconfiguration that alone leaves no quorum ends an acquisition at once: with one
+/// node refusing us for a configuration reason and another loading its data (out of reach for
+/// now, it heals), the acquisition keeps trying.
+#[test]
+fn a_misconfigured_minority_beside_a_loading_node_is_retried() {
+    let mut rig = Rig::new(3);
+    rig.engine.acquire(rig.t0, &LockOptions::new("r", TTL), b"tok").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    rig.reply(rig.t0, 1, b"-LOADING Redis is loading the dataset in memory\r\n");
+    rig.reply(rig.t0, 2, b"$-1\r\n");
+    let events = rig.events();
+    assert!(!events.iter().any(|e| matches!(e, Event::AcquireFailed { .. })), "{events:?}");
+    assert!(rig.engine.poll_timeout().is_some(), "a retry is armed");
+}
+
+/// A server loading its data after a restart answers the handshake's first data command with
+/// `LOADING`: the node is out of reach for now, not misconfigured.
+#[test]
+fn a_loading_node_is_out_of_reach_not_misconfigured() {
+    let mut rig = Rig::unconnected(1, |_| {});
+    rig.engine.handle_connected(rig.t0, redlease_core::NodeId(0));
+    rig.sent(0);
+    rig.reply(rig.t0, 0, b"-LOADING Redis is loading the dataset in memory\r\n");
+    let events = rig.events();
+    let Some(Event::LinkFailed { error }) = events.first() else { panic!("{events:?}") };
+    assert_eq!(error.fault(), redlease_core::Fault::Unreachable, "{error}");
+    assert!(!rig.engine.health().misconfigured());
+}

@@ -178,6 +178,7 @@ impl LinkError {
     /// spoke something other than what our requests can produce.
     pub fn fault(&self) -> Fault {
         match self {
+            LinkError::Handshake { message, .. } if is_transient(message) => Fault::Unreachable,
             LinkError::Handshake { step, message, .. } => {
                 let setup = ["AUTH", "SELECT", "the lock format check"].contains(step);
                 if setup || Fault::of_server_error(message) == Fault::Misconfigured {
@@ -220,14 +221,25 @@ pub enum Fault {
 impl Fault {
     /// The kind of a server error reply (`-WRONGPASS ...`, `-NOPERM ...`, `-MOVED ...`,
     /// `-ERR ...`).
+    ///
+    /// A server that cannot serve for a while — loading its data after a restart (`LOADING`),
+    /// busy with a script (`BUSY`), a replica without its master (`MASTERDOWN`) — is out of
+    /// reach for now, never misconfigured: it heals by itself.
     pub fn of_server_error(text: &str) -> Fault {
         const CONFIG: [&str; 5] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "ERR DB index"];
-        if CONFIG.iter().any(|p| text.starts_with(p)) || is_cluster_error(text) {
+        if is_transient(text) {
+            Fault::Unreachable
+        } else if CONFIG.iter().any(|p| text.starts_with(p)) || is_cluster_error(text) {
             Fault::Misconfigured
         } else {
             Fault::Protocol
         }
     }
+}
+
+/// Whether a server error reply says the server cannot serve for a while.
+fn is_transient(text: &str) -> bool {
+    ["LOADING ", "BUSY ", "MASTERDOWN "].iter().any(|p| text.starts_with(p))
 }
 
 /// Whether a server error reply is one only a Redis Cluster node gives: a redirection

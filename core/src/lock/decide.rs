@@ -156,12 +156,13 @@ impl Slot {
         Ok(Some(vote))
     }
 
-    /// Whether the last attempt failed for a reason retrying cannot mend: more nodes failed
-    /// than a quorum can spare, and some of them refused us for a configuration reason (a
-    /// wrong password or database, an ACL, a key of another type).
+    /// Whether the last attempt failed for a reason retrying cannot mend: the nodes that
+    /// refused us for a configuration reason (a wrong password or database, an ACL, a key of
+    /// another type) are alone more than a quorum can spare. Nodes out of reach may come back,
+    /// so they do not count.
     pub(crate) fn misconfigured(&self, q: usize) -> bool {
-        let tally = &self.round.tally;
-        tally.failed > tally.votes().len() - q && tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured))
+        let votes = self.round.tally.votes();
+        votes.iter().filter(|v| v.fault() == Some(Fault::Misconfigured)).count() > votes.len() - q
     }
 
     /// The error of an acquisition that gives up at `now` with quorum `q` (`addrs`: the
@@ -186,9 +187,9 @@ impl Slot {
         } else {
             AcquireError::Held { votes: votes(), attempts }
         };
-        if self.tries.made < self.tries.max && !matches!(error, AcquireError::Misconfigured { .. }) {
-            // Attempts were left, so the wait bound is what ended it (a misconfiguration ends
-            // it at once, whatever is left).
+        if self.tries.made < self.tries.max && !self.misconfigured(q) {
+            // Attempts were left, so the wait bound is what ended it (a misconfiguration that
+            // leaves no quorum ends it at once, whatever is left).
             let waited = now.saturating_duration_since(self.tries.called);
             return AcquireError::WaitTimeout { waited, attempts, last: Box::new(error) };
         }

@@ -169,6 +169,7 @@ pub fn error_kind(e: &Error) -> String {
             AcquireError::TooSlow { .. } => "too_slow".into(),
             AcquireError::WaitTimeout { last, .. } => format!("wait:{}", acquire(last)),
             AcquireError::Cancelled => "cancelled".into(),
+            AcquireError::Misconfigured { .. } => "misconfigured".into(),
             _ => "other".into(),
         }
     }
