@@ -135,7 +135,7 @@ pub(crate) fn exit_code_of(e: &Error, conflict_exit_code: u8) -> u8 {
     }
     match e {
         Error::Acquire(a) => acquire(a, conflict_exit_code),
-        Error::Unhealthy(health) if health.misconfigured() => EXIT_CONFIG,
+        Error::Unhealthy(_) if e.is_misconfigured() => EXIT_CONFIG,
         Error::Io(_) => EXIT_OSERR,
         _ => EXIT_UNAVAILABLE,
     }

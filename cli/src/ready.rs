@@ -66,7 +66,7 @@ pub(crate) fn connected(health: &Health) {
 /// Why no quorum is usable: the exit code, and each node that is not usable with its state and
 /// last error.
 pub(crate) fn unusable(health: &Health) -> Unusable {
-    let misconfigured = health.misconfigured();
+    let misconfigured = blocked_by_config(health);
     let mut message = if misconfigured {
         "nodes misconfigured: nodes refuse us for a configuration reason (the password or user, an \
          ACL, the database, a certificate we do not trust), which retrying does not fix, and leave \

@@ -96,7 +96,7 @@ impl Error {
     /// or `connect` without a quorum for reasons other than the setup).
     pub fn is_unreachable(&self) -> bool {
         match self {
-            Error::Unhealthy(health) => !health.misconfigured(),
+            Error::Unhealthy(_) => !self.is_misconfigured(),
             e => matches!(e.acquire(), Some(AcquireError::Unreachable { .. })),
         }
     }
@@ -107,7 +107,12 @@ impl Error {
     pub fn is_misconfigured(&self) -> bool {
         match self {
             Error::Config(_) => true,
-            Error::Unhealthy(health) => health.misconfigured(),
+            // Refused by nodes that alone leave no quorum (or, with a quorum ready, by the
+            // nodes `require_all` wanted too); nodes merely out of reach may come back.
+            Error::Unhealthy(health) => {
+                let refusing = health.nodes.iter().filter(|n| n.is_misconfigured()).count();
+                refusing > 0 && (health.can_lock() || refusing > health.nodes.len() - health.quorum)
+            }
             e => matches!(e.acquire(), Some(AcquireError::Misconfigured { .. })),
         }
     }

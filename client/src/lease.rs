@@ -17,7 +17,9 @@ use crate::Error;
 /// The lost state follows the clock as well as the driver: once the deadline has passed (and
 /// the lock was not released), the lock is lost ([`LostReason::Expired`]) for whoever asks,
 /// whether or not the driver has run since. The engine's own rule is the same (an extension
-/// confirmed after the deadline comes too late), so the two never disagree.
+/// confirmed after the deadline comes too late). An extension confirmed in the last instant
+/// before the deadline may reach the lease after a reader judged it lost: the lease then stays
+/// lost, which is the safe side.
 #[derive(Debug)]
 pub(crate) struct LockState {
     valid_until: Mutex<Instant>,
@@ -43,7 +45,10 @@ impl LockState {
         if let Some(r) = self.lost.get() {
             return Some(r.clone());
         }
-        if !self.released.load(Ordering::Acquire) && Instant::now() >= *self.deadline() {
+        // The deadline first, then the released flag: `mark_released` sets the flag before it
+        // moves the deadline, so a reader that sees the moved deadline sees the flag too.
+        let deadline = *self.deadline();
+        if Instant::now() >= deadline && !self.released.load(Ordering::Acquire) {
             self.mark_lost(LostReason::Expired);
         }
         self.lost.get().cloned()

@@ -167,6 +167,13 @@ impl NodeConfig {
             }
         };
         // The query starts at the first `?` after the user information (or `#` ends it all).
+        // An `@` after a `?` could end the user information or sit in the query: refused,
+        // rather than guessed.
+        if let (Some(q), Some(at)) = (rest.find('?'), rest.rfind('@')) {
+            if at > q {
+                return Err(bad("an @ after a ?: write @ in the query as %40 (or ? in the password as %3F)"));
+            }
+        }
         let after_at = rest.rfind('@').map_or(0, |i| i + 1);
         let (rest, query) = match rest[after_at..].find('?') {
             Some(i) => (&rest[..after_at + i], &rest[after_at + i + 1..]),

@@ -4,6 +4,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{oneshot, spans};
@@ -47,8 +48,9 @@ impl Guard {
 
     /// No longer count this lock among the auto-extended ones; the extension thread ends
     /// when none is left.
-    fn uncount_auto(&self, st: &mut State) -> bool {
-        self.auto.swap(false, Ordering::AcqRel) && Shared::auto_unlocked(st)
+    /// Returns the extension thread to stop when this was the last auto-extended lock.
+    fn uncount_auto(&self, st: &mut State) -> Option<JoinHandle<()>> {
+        if self.auto.swap(false, Ordering::AcqRel) { Shared::auto_unlocked(st) } else { None }
     }
 
     /// The holder's view of the lock (also reached through `Deref`).
@@ -85,9 +87,9 @@ impl Guard {
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
         let mut st = self.shared.lock();
-        if self.uncount_auto(&mut st) {
+        if let Some(keeper) = self.uncount_auto(&mut st) {
             drop(st);
-            self.shared.wake_all();
+            self.shared.stop_keeper(keeper);
             st = self.shared.lock();
         }
         let now = Instant::now();
@@ -109,14 +111,14 @@ impl Guard {
             let _ = self.count_auto();
         }
         let mut st = self.shared.lock();
-        let wake = !on && self.uncount_auto(&mut st);
+        let keeper = if on { None } else { self.uncount_auto(&mut st) };
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         router.set_auto_extend(driver.engine_mut(), now, self.lease.id(), on);
         self.shared.after_command(&mut st, now);
         drop(st);
-        if wake {
-            self.shared.wake_all();
+        if let Some(keeper) = keeper {
+            self.shared.stop_keeper(keeper);
         }
     }
 }
@@ -135,15 +137,15 @@ impl Drop for Guard {
             return;
         }
         let mut st = self.shared.lock();
-        let wake = self.uncount_auto(&mut st);
+        let keeper = self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         let span = spans::release(&self.shared.name, self.lease.resource());
         router.release(driver.engine_mut(), now, self.lease.id(), None, span);
         self.shared.after_command(&mut st, now);
         drop(st);
-        if wake {
-            self.shared.wake_all();
+        if let Some(keeper) = keeper {
+            self.shared.stop_keeper(keeper);
         }
     }
 }

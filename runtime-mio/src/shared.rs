@@ -37,6 +37,8 @@ pub(crate) struct State {
     auto_locks: usize,
     /// The keeper thread (which drives the loop while `auto_locks > 0`) is running.
     keeper: bool,
+    /// The keeper thread, joined by whoever uncounts the last auto-extended lock.
+    keeper_thread: Option<std::thread::JoinHandle<()>>,
     /// The threads inside [`Shared::wait`].
     waiters: Vec<Waiter>,
     next_waiter: u64,
@@ -54,6 +56,7 @@ impl State {
             closed: false,
             auto_locks: 0,
             keeper: false,
+            keeper_thread: None,
             waiters: Vec::new(),
             next_waiter: 0,
             woken: false,
@@ -241,7 +244,7 @@ impl Shared {
         }
         // The thread waits for the state's lock, which the caller holds until it has counted.
         let shared = Arc::clone(self);
-        std::thread::Builder::new().name("redlease-mio-extend".into()).spawn(move || {
+        let thread = std::thread::Builder::new().name("redlease-mio-extend".into()).spawn(move || {
             let st = shared.lock();
             let done = shared.wait_for(st, None, |st| (st.auto_locks == 0).then(|| st.keeper = false));
             if done.is_err() {
@@ -250,18 +253,27 @@ impl Shared {
             }
         })?;
         st.keeper = true;
+        st.keeper_thread = Some(thread);
         st.auto_locks += 1;
         Ok(())
     }
 
     /// One held lock no longer wants automatic extension (turned off, released or dropped).
-    /// Returns whether the keeper must be woken to see that none is left ([`wake_all`]
-    /// once the state's lock is let go).
-    ///
-    /// [`wake_all`]: Self::wake_all
-    pub(crate) fn auto_unlocked(st: &mut State) -> bool {
+    /// When it was the last, returns the keeper thread, which the caller wakes
+    /// ([`wake_all`](Self::wake_all)) and joins once the state's lock is let go
+    /// ([`stop_keeper`](Self::stop_keeper)): the keeper writes out what is queued (a release)
+    /// before it ends, so that a program whose `main` returns next leaves nothing unsent.
+    pub(crate) fn auto_unlocked(st: &mut State) -> Option<std::thread::JoinHandle<()>> {
         st.auto_locks = st.auto_locks.saturating_sub(1);
-        st.auto_locks == 0 && st.keeper
+        if st.auto_locks == 0 { st.keeper_thread.take() } else { None }
+    }
+
+    /// Wake the keeper thread and wait for it to end (it ends at once: no auto-extended lock
+    /// is left, or the client is closed).
+    pub(crate) fn stop_keeper(&self, keeper: std::thread::JoinHandle<()>) {
+        self.wake_all();
+        // The thread only waits and polls; it has nothing to report.
+        let _ = keeper.join();
     }
 
     /// Stop waiters of a keep-alive: wake every sleeper and the poller.

@@ -1,7 +1,8 @@
 //! A program that ends without `close()` leaves no lock behind: it returns from `main` after
 //! dropping its guard, with the guard still alive, or through `?` — on tokio (multi-thread and
-//! current-thread runtimes, the driver dropped with the runtime) and with the blocking mio
-//! client. Each runs as a process of its own (`src/bin/redlease-exit-worker.rs`).
+//! current-thread runtimes, the driver dropped with the runtime), on smol (its driver on a
+//! thread of its own) and with the blocking mio client, with and without auto-extension (whose
+//! thread drives the client's loop). Each runs as a process of its own (`src/bin/redlease-exit-worker.rs`).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use redlease_tests::Cluster;
 #[test]
 fn a_program_that_exits_without_close_leaves_no_key_behind() {
     let cluster = Cluster::start(3);
-    for runtime in ["tokio-mt", "tokio-ct", "smol", "mio"] {
+    for runtime in ["tokio-mt", "tokio-ct", "smol", "mio", "mio-auto"] {
         for way in ["drop", "alive", "error"] {
             let key = format!("exit:{runtime}:{way}");
             let out = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))

@@ -58,8 +58,16 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
             "protocol" if value.eq_ignore_ascii_case("resp3") || value.eq_ignore_ascii_case("resp2") => {}
             "protocol" => return Err(format!("unknown protocol {value:?}: resp3 or resp2")),
             _ => {
+                // The key is shown only when it cannot be the tail of a password holding a
+                // raw `&` (no password option in the query, and it has a value).
+                let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
+                let named = if secret || !pair.contains('=') {
+                    "an unknown option".to_owned()
+                } else {
+                    format!("unknown option {key:?}")
+                };
                 return Err(format!(
-                    "unknown option {key:?}: the options are db, user, password and protocol (resp3 or resp2)"
+                    "{named}: the options are db, user, password and protocol (resp3 or resp2); write & in a value as %26"
                 ));
             }
         }
@@ -93,11 +101,20 @@ fn redact_query(url: &str) -> String {
     let Some(q) = url.find('?') else {
         return url.to_owned();
     };
+    // A piece without `=` right after a password may be its tail (a raw `&` in it): hidden too.
+    let mut in_password = false;
     let pairs: Vec<String> = url[q + 1..]
         .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
-            _ => pair.to_owned(),
+        .filter_map(|pair| match pair.split_once('=') {
+            Some((k, _)) if k == "pass" || k == "password" => {
+                in_password = true;
+                Some(format!("{k}=***"))
+            }
+            None if in_password => None,
+            _ => {
+                in_password = false;
+                Some(pair.to_owned())
+            }
         })
         .collect();
     format!("{}?{}", &url[..q], pairs.join("&"))
@@ -198,6 +215,18 @@ mod tests {
         }
         let err = NodeConfig::from_url("redis://h:1?password=topsecret&x=1").unwrap_err().to_string();
         assert!(!err.contains("topsecret"), "{err}");
+        // A raw `&` in a password: its tail is not echoed as an option's name.
+        for url in ["redis://h:1?password=top&secret", "unix:///s?pass=top&sec&ret&db=1"] {
+            let err = NodeConfig::from_url(url).unwrap_err().to_string();
+            assert!(!err.contains("sec") && err.contains("%26"), "{url}: {err}");
+        }
+        let err = NodeConfig::from_url("redis://h:1?db=0&flag").unwrap_err().to_string();
+        assert!(err.contains("an unknown option") && err.contains("%26"), "{err}");
+        // An `@` in the query is not taken for the end of a password.
+        let err = NodeConfig::from_url("redis://h:1?user=alice@corp.com").unwrap_err().to_string();
+        assert!(err.contains("%40"), "{err}");
+        let n = NodeConfig::from_url("redis://h:1?user=alice%40corp.com").unwrap();
+        assert_eq!((n.host.as_str(), n.user.as_deref()), ("h", Some("alice@corp.com")));
     }
 
     #[test]

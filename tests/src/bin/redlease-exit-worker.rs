@@ -1,6 +1,6 @@
 //! A program that takes a lock and ends without calling `close()`, the ways real programs
-//! end: `redlease-exit-worker RUNTIME WAY KEY URL...` (RUNTIME: `tokio-mt`, `tokio-ct`, `smol`
-//! or `mio`; WAY: `drop` (drop the guard, return from `main`), `alive` (return with the guard
+//! end: `redlease-exit-worker RUNTIME WAY KEY URL...` (RUNTIME: `tokio-mt`, `tokio-ct`, `smol`,
+//! `mio` or `mio-auto` (auto-extended); WAY: `drop` (drop the guard, return from `main`), `alive` (return with the guard
 //! still alive) or `error` (leave `main` through `?` with the guard alive)). Prints `held`
 //! once the lock is taken; exits 0, or 1 for `error`. Used by `tests/exit.rs`, which checks
 //! that no key is left behind.
@@ -13,7 +13,7 @@ const TTL: Duration = Duration::from_secs(30);
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [runtime, way, key, urls @ ..] = args.as_slice() else {
-        eprintln!("usage: redlease-exit-worker tokio-mt|tokio-ct|smol|mio drop|alive|error KEY URL...");
+        eprintln!("usage: redlease-exit-worker tokio-mt|tokio-ct|smol|mio|mio-auto drop|alive|error KEY URL...");
         std::process::exit(64);
     };
     match runtime.as_str() {
@@ -23,7 +23,8 @@ fn main() -> Result<(), String> {
         "tokio-ct" => {
             tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(tokio(way, key, urls))
         }
-        "mio" => mio(way, key, urls),
+        "mio" => mio(way, key, urls, false),
+        "mio-auto" => mio(way, key, urls, true),
         "smol" => futures_lite::future::block_on(smol(way, key, urls)),
         other => Err(format!("unknown runtime {other}")),
     }
@@ -44,9 +45,11 @@ async fn smol(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
     end(way, guard)
 }
 
-fn mio(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
+/// `auto`: with auto-extension, whose thread drives the client's loop.
+fn mio(way: &str, key: &str, urls: &[String], auto: bool) -> Result<(), String> {
     let client = redlease_mio::Client::connect(urls).map_err(|e| e.to_string())?;
-    let guard = client.lock(key, TTL).map_err(|e| e.to_string())?;
+    let options = redlease_mio::LockOptions::new(key, TTL).auto_extend(auto);
+    let guard = client.lock_with(options).map_err(|e| e.to_string())?;
     println!("held");
     end(way, guard)
 }
