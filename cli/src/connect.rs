@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redlease_client::adapter::{NodeTransport, Target};
 use redlease_cluster::{Duplex, RedisConn};
-use redlease_core::{Config, NodeConfig, TlsSettings};
+use redlease_core::{Config, NodeConfig, TlsSettings, Transport};
 
 use crate::{Usage, node_urls};
 
@@ -42,17 +42,48 @@ pub(crate) fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, 
     #[cfg(feature = "tls")]
     let socket: Box<dyn Duplex> = match how.tls() {
         Some(client) => {
-            Box::new(Tls(redlease_client::adapter::BlockingTls::connect(client, socket).map_err(|e| e.to_string())?))
+            Box::new(Tls(redlease_client::adapter::BlockingTls::connect(client, socket).map_err(tls_hint)?))
         }
         None => socket,
     };
+    let plain_tcp = node.transport == Transport::Tcp;
+    let first_reply = |e: std::io::Error| if plain_tcp { plain_hint(e) } else { e.to_string() };
     let user = node.user.as_deref().unwrap_or("default");
     let auth = node.password.as_deref().map(|p| (user, p));
-    let mut conn = RedisConn::over(socket, auth).map_err(|e| e.to_string())?;
+    let mut conn = RedisConn::over(socket, auth).map_err(first_reply)?;
+    if plain_tcp && auth.is_none() {
+        // The first reply tells a TLS port from a plain one, before any report reads it.
+        conn.ping().map_err(first_reply)?;
+    }
     if node.db != 0 {
         conn.ok(&["SELECT", &node.db.to_string()]).map_err(|e| e.to_string())?;
     }
     Ok(conn)
+}
+
+/// A TLS handshake that got no answer: usually a plain port behind a `rediss://` URL (the
+/// server waits for a line end that TLS never sends), so say so.
+#[cfg(feature = "tls")]
+fn tls_hint(e: std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::WouldBlock | K::TimedOut => format!(
+            "TLS handshake failed: no answer ({e}): the server did not answer TLS: is it a plain port? (use redis:// for it)"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// A plain connection that ended before its first reply: usually a TLS port behind a
+/// `redis://` URL (the server drops what is not TLS), so say so.
+fn plain_hint(e: std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof | K::BrokenPipe => {
+            format!("{e}, before any reply: is this a TLS port? (use rediss:// for it)")
+        }
+        _ => e.to_string(),
+    }
 }
 
 #[cfg(unix)]
