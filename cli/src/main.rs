@@ -211,6 +211,10 @@ struct NodesArg {
     /// The client certificate's private key (PEM) (with --tls-cert).
     #[arg(long, env = "REDLEASE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// Prefix of every lock key on the nodes, as the library's Config::key_prefix (programs
+    /// sharing one Redis): KEY is the key PREFIX+KEY, and scan's pattern PREFIX+PATTERN.
+    #[arg(long, env = "REDLEASE_KEY_PREFIX", value_name = "PREFIX", default_value = "")]
+    key_prefix: String,
 }
 
 impl NodesArg {
@@ -312,6 +316,7 @@ fn main() -> ExitCode {
                 run::run(run::RunArgs {
                     key: args.key,
                     tls: args.nodes.tls(),
+                    key_prefix: args.nodes.key_prefix.clone(),
                     nodes: args.nodes.nodes,
                     ttl: args.ttl,
                     wait: (!args.nonblock).then_some(args.wait),
@@ -322,8 +327,14 @@ fn main() -> ExitCode {
                 })
                 .await
             }
-            Cmd::Status { key, nodes, json } => inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json),
-            Cmd::Scan { nodes, pattern, json } => inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json),
+            Cmd::Status { key, nodes, json } => {
+                let key = format!("{}{key}", nodes.key_prefix);
+                inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json)
+            }
+            Cmd::Scan { nodes, pattern, json } => {
+                let pattern = format!("{}{pattern}", nodes.key_prefix);
+                inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json)
+            }
             Cmd::Completions { .. } => Ok(0),
         }
     });

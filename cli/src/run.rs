@@ -26,6 +26,8 @@ pub(crate) struct RunArgs {
     pub(crate) nodes: Option<String>,
     /// For rediss:// nodes.
     pub(crate) tls: redlease_core::TlsSettings,
+    /// `Config::key_prefix`: the lock key is this followed by `key`.
+    pub(crate) key_prefix: String,
     pub(crate) ttl: Duration,
     /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
     pub(crate) wait: Option<Bound>,
@@ -64,7 +66,7 @@ impl From<Usage> for Early {
 
 /// The steps of [`run`]: connect, acquire, start the command, watch it and the lock, release.
 async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
-    let RunArgs { key, nodes, tls, ttl, wait, wait_nodes, conflict_exit_code, grace, argv } = args;
+    let RunArgs { key, nodes, tls, key_prefix, ttl, wait, wait_nodes, conflict_exit_code, grace, argv } = args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()).into());
     }
@@ -75,7 +77,7 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     // Installed before anything else, so that a signal while connecting or waiting for the
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
-    let config = Config::new(nodes).tls(tls);
+    let config = Config::new(nodes).tls(tls).key_prefix(key_prefix);
     let client = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
     let guard = acquire::acquire(&client, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
     let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default()) {

@@ -15,7 +15,7 @@ fn from_env_child() {
     match Config::from_env() {
         Ok(c) => {
             let nodes: Vec<String> = c.nodes.iter().map(|n| n.to_string()).collect();
-            println!("RESULT ok {} ca={}", nodes.join(" "), c.tls.ca.is_some());
+            println!("RESULT ok {} ca={} prefix={}", nodes.join(" "), c.tls.ca.is_some(), c.key_prefix);
         }
         Err(e) => println!("RESULT err {e}"),
     }
@@ -25,7 +25,7 @@ fn from_env_child() {
 fn from_env(vars: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "from_env_child", "--nocapture", "--test-threads=1"]).env("REDLEASE_ENV_CHILD", "1");
-    for var in ["REDLEASE_NODES", "REDLEASE_TLS_CA", "REDLEASE_TLS_CERT", "REDLEASE_TLS_KEY"] {
+    for var in ["REDLEASE_NODES", "REDLEASE_TLS_CA", "REDLEASE_TLS_CERT", "REDLEASE_TLS_KEY", "REDLEASE_KEY_PREFIX"] {
         cmd.env_remove(var);
     }
     cmd.envs(vars.iter().copied());
@@ -42,8 +42,8 @@ fn from_env(vars: &[(&str, &str)]) -> String {
 fn from_env_reads_the_nodes_and_the_tls_files_as_the_command_does() {
     let nodes = "redis://:s3cret@10.0.0.1:6379, redis://10.0.0.2:6379,,rediss://10.0.0.3:6380";
     assert_eq!(
-        from_env(&[("REDLEASE_NODES", nodes), ("REDLEASE_TLS_CA", "/etc/ca.pem")]),
-        "ok redis://10.0.0.1:6379 redis://10.0.0.2:6379 rediss://10.0.0.3:6380 ca=true"
+        from_env(&[("REDLEASE_NODES", nodes), ("REDLEASE_TLS_CA", "/etc/ca.pem"), ("REDLEASE_KEY_PREFIX", "app1:")]),
+        "ok redis://10.0.0.1:6379 redis://10.0.0.2:6379 rediss://10.0.0.3:6380 ca=true prefix=app1:"
     );
     let unset = from_env(&[]);
     assert!(unset.starts_with("err REDLEASE_NODES: not set"), "{unset}");

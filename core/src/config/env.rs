@@ -7,8 +7,9 @@ impl Config {
     /// A config from the environment, read as the `redlease` command reads it:
     /// `REDLEASE_NODES` holds the node URLs, comma-separated (required), and
     /// `REDLEASE_TLS_CA`, `REDLEASE_TLS_CERT` / `REDLEASE_TLS_KEY` the CA certificates and the
-    /// client certificate for `rediss://` nodes (optional, PEM files). Everything else has its
-    /// default; chain the setters to change it.
+    /// client certificate for `rediss://` nodes (optional, PEM files), `REDLEASE_KEY_PREFIX` the
+    /// [`key_prefix`](Config::key_prefix) (optional). Everything else has its default; chain
+    /// the setters to change it.
     ///
     /// ```no_run
     /// # use redlease_core::Config;
@@ -28,6 +29,9 @@ impl Config {
         })?;
         let urls = nodes.split(',').map(str::trim).filter(|u| !u.is_empty());
         let mut config = Config::from_urls(urls)?;
+        if let Some(prefix) = var("REDLEASE_KEY_PREFIX")? {
+            config.key_prefix = prefix;
+        }
         if let Some(ca) = var("REDLEASE_TLS_CA")? {
             config.tls = config.tls.ca_file(ca);
         }

@@ -1,0 +1,36 @@
+//! `--key-prefix` (or `REDLEASE_KEY_PREFIX`): `run` locks PREFIX+KEY, as a library client with
+//! the same `Config::key_prefix` does, and `status` looks at the same key.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{nodes, redlease, run, stdout, wait_until};
+use redlease_cluster::Cluster;
+
+#[test]
+fn run_and_status_use_the_key_prefix() {
+    let cluster = Cluster::start(3);
+    let urls = nodes(&cluster);
+    let mut holder = redlease()
+        .args(["run", "-k", "job", "-N", &urls, "--key-prefix", "app1:", "--", "sleep", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = |prefix: Option<&str>| {
+        let mut cmd = redlease();
+        cmd.args(["status", "-k", "job", "-N", &urls, "--json"]);
+        if let Some(p) = prefix {
+            cmd.env("REDLEASE_KEY_PREFIX", p);
+        }
+        stdout(&run(&mut cmd)).contains("\"state\":\"held\"")
+    };
+    wait_until(Duration::from_secs(10), || held(Some("app1:")));
+    assert!(!held(None), "the key without the prefix is free");
+    let mut conn = cluster.node(0).conn().unwrap();
+    assert!(conn.get("app1:job").unwrap().is_some() && conn.get("job").unwrap().is_none());
+    assert!(holder.wait().unwrap().success());
+    cluster.assert_no_leaks();
+}
