@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redlease_tokio::{AcquireError, Client, Config, Error, Guard, LockOptions};
+use redlease_tokio::{AcquireError, Client, Config, ConfigError, Error, Guard, LockOptions};
 use tokio::time::Instant;
 
 use crate::duration::{Bound, show};
@@ -56,6 +56,9 @@ async fn connect_until(config: Config, deadline: Option<Instant>, conflict_exit_
                     }
                     Err(unusable) => Err(give_up(unusable)),
                 };
+            }
+            Err(Error::Config(e @ ConfigError::KeyPrefixReserved { .. })) => {
+                return Err(Usage(format!("--key-prefix: {e}")).into());
             }
             Err(Error::Config(e)) => return Err(Usage(format!("--nodes: {e}")).into()),
             // A client that gives up on the nodes itself: connect again while the nodes may

@@ -53,7 +53,8 @@ pub(crate) fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, 
     let mut conn = RedisConn::over(socket, auth).map_err(first_reply)?;
     if plain_tcp && auth.is_none() {
         // The first reply tells a TLS port from a plain one, before any report reads it.
-        conn.ping().map_err(first_reply)?;
+        // Any reply, an error (NOPERM, NOAUTH) included, shows the port speaks plain RESP.
+        conn.cmd(&["PING"]).map_err(first_reply)?;
     }
     if node.db != 0 {
         conn.ok(&["SELECT", &node.db.to_string()]).map_err(|e| e.to_string())?;
@@ -67,9 +68,10 @@ pub(crate) fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, 
 fn tls_hint(e: std::io::Error) -> String {
     use std::io::ErrorKind as K;
     match e.kind() {
-        K::WouldBlock | K::TimedOut => format!(
-            "TLS handshake failed: no answer ({e}): the server did not answer TLS: is it a plain port? (use redis:// for it)"
-        ),
+        // Out of reach, not misconfigured: a paused TLS node looks the same.
+        K::WouldBlock | K::TimedOut => {
+            format!("TLS handshake got no answer ({e}): is it a plain port? (use redis:// for it)")
+        }
         _ => e.to_string(),
     }
 }

@@ -332,7 +332,13 @@ fn main() -> ExitCode {
                 inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json)
             }
             Cmd::Scan { nodes, pattern, json } => {
-                let pattern = format!("{}{pattern}", nodes.key_prefix);
+                // The prefix is literal: its glob characters are escaped.
+                let literal: String = nodes
+                    .key_prefix
+                    .chars()
+                    .flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] })
+                    .collect();
+                let pattern = format!("{literal}{pattern}");
                 inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json)
             }
             Cmd::Completions { .. } => Ok(0),

@@ -32,5 +32,13 @@ fn run_and_status_use_the_key_prefix() {
     let mut conn = cluster.node(0).conn().unwrap();
     assert!(conn.get("app1:job").unwrap().is_some() && conn.get("job").unwrap().is_none());
     assert!(holder.wait().unwrap().success());
+    // scan looks under the prefix only.
+    conn.set("app1:leak", "x").unwrap();
+    conn.set("other:leak", "x").unwrap();
+    let out = run(redlease().args(["scan", "-p", "*", "-N", &urls, "--key-prefix", "app1:"]));
+    let text = stdout(&out);
+    assert!(text.contains("app1:leak") && !text.contains("other:leak"), "{text}");
+    conn.del("app1:leak").unwrap();
+    conn.del("other:leak").unwrap();
     cluster.assert_no_leaks();
 }

@@ -22,5 +22,5 @@ fn status_hints_at_a_scheme_that_does_not_match_the_port() {
     let plain_as_tls = node.plain_url().replacen("redis://", "rediss://", 1);
     let out = run(redlease().args(["status", "-k", "k", "-N", &plain_as_tls, "--tls-ca", &ca]));
     let text = stdout(&out);
-    assert!(text.contains("plain port"), "{text}");
+    assert!(text.contains("is it a plain port? (use redis:// for it)") && text.contains("unreachable"), "{text}");
 }

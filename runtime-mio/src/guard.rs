@@ -4,13 +4,12 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{oneshot, spans};
 use redlease_client::{Error, Lease, ReleaseReport};
 
-use crate::shared::{Shared, State};
+use crate::shared::{Keeper, Shared, State};
 
 /// A held lock: its [`Lease`] (every getter: `fence`, `valid_until`, `lost`, ... through
 /// `Deref`) plus the client it came from. Dropping it without [`release`](Guard::release)
@@ -49,7 +48,7 @@ impl Guard {
     /// No longer count this lock among the auto-extended ones; the extension thread ends
     /// when none is left.
     /// Returns the extension thread to stop when this was the last auto-extended lock.
-    fn uncount_auto(&self, st: &mut State) -> Option<JoinHandle<()>> {
+    fn uncount_auto(&self, st: &mut State) -> Option<Keeper> {
         if self.auto.swap(false, Ordering::AcqRel) { Shared::auto_unlocked(st) } else { None }
     }
 
@@ -87,15 +86,17 @@ impl Guard {
         let (reply, rx) = oneshot::channel();
         let lock = self.lease.id();
         let mut st = self.shared.lock();
-        if let Some(keeper) = self.uncount_auto(&mut st) {
-            drop(st);
-            self.shared.stop_keeper(keeper);
-            st = self.shared.lock();
-        }
+        let keeper = self.uncount_auto(&mut st);
         let now = Instant::now();
         let State { driver, router, .. } = &mut *st;
         router.release(driver.engine_mut(), now, lock, Some(reply), span.clone());
         self.shared.after_command(&mut st, now);
+        if let Some(keeper) = keeper {
+            // The release is queued: the keeper writes it out as it ends.
+            drop(st);
+            self.shared.stop_keeper(keeper);
+            st = self.shared.lock();
+        }
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
 

@@ -35,10 +35,14 @@ pub(crate) struct State {
     pub(crate) closed: bool,
     /// Held locks whose guard asked for automatic extension.
     auto_locks: usize,
-    /// The keeper thread (which drives the loop while `auto_locks > 0`) is running.
+    /// A keeper thread (which drives the loop while `auto_locks > 0`) is running and counts
+    /// the current locks: set when one starts, cleared when the last lock is uncounted.
     keeper: bool,
-    /// The keeper thread, joined by whoever uncounts the last auto-extended lock.
-    keeper_thread: Option<std::thread::JoinHandle<()>>,
+    /// Which keeper is the current one: a keeper whose generation is not the current one has
+    /// been told to end (the last lock it served was uncounted), even if new locks came since.
+    keeper_gen: u64,
+    /// The current keeper's end signal, taken by whoever uncounts the last auto-extended lock.
+    keeper_thread: Option<Keeper>,
     /// The threads inside [`Shared::wait`].
     waiters: Vec<Waiter>,
     next_waiter: u64,
@@ -56,6 +60,7 @@ impl State {
             closed: false,
             auto_locks: 0,
             keeper: false,
+            keeper_gen: 0,
             keeper_thread: None,
             waiters: Vec::new(),
             next_waiter: 0,
@@ -87,6 +92,9 @@ impl State {
         self.dispatch(now);
     }
 }
+
+/// The end signal of a keeper thread (it sends once, when it has written out what was queued).
+pub(crate) struct Keeper(std::sync::mpsc::Receiver<()>);
 
 /// What the threads of one client share.
 ///
@@ -244,36 +252,49 @@ impl Shared {
         }
         // The thread waits for the state's lock, which the caller holds until it has counted.
         let shared = Arc::clone(self);
-        let thread = std::thread::Builder::new().name("redlease-mio-extend".into()).spawn(move || {
+        let generation = st.keeper_gen.wrapping_add(1);
+        let (ended, end) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new().name("redlease-mio-extend".into()).spawn(move || {
             let st = shared.lock();
-            let done = shared.wait_for(st, None, |st| (st.auto_locks == 0).then(|| st.keeper = false));
-            if done.is_err() {
-                // Closed: whoever counts next starts a new keeper if it can still be used.
-                shared.lock().keeper = false;
+            // Ends when told to (another generation is current), or when the client closes
+            // (then every caller sees `Closed`); what is queued is written out first.
+            let _ = shared.wait_for(st, None, |st| (st.keeper_gen != generation).then_some(()));
+            let mut st = shared.lock();
+            if st.keeper_gen == generation {
+                st.keeper = false;
             }
+            drop(st);
+            let _ = ended.send(());
         })?;
         st.keeper = true;
-        st.keeper_thread = Some(thread);
+        st.keeper_gen = generation;
+        st.keeper_thread = Some(Keeper(end));
         st.auto_locks += 1;
         Ok(())
     }
 
     /// One held lock no longer wants automatic extension (turned off, released or dropped).
-    /// When it was the last, returns the keeper thread, which the caller wakes
-    /// ([`wake_all`](Self::wake_all)) and joins once the state's lock is let go
-    /// ([`stop_keeper`](Self::stop_keeper)): the keeper writes out what is queued (a release)
-    /// before it ends, so that a program whose `main` returns next leaves nothing unsent.
-    pub(crate) fn auto_unlocked(st: &mut State) -> Option<std::thread::JoinHandle<()>> {
+    /// When it was the last, the keeper is told to end, and returned: the caller wakes it and
+    /// waits for its end once the state's lock is let go ([`stop_keeper`](Self::stop_keeper)).
+    /// The keeper writes out what is queued (a release) before it ends, so that a program
+    /// whose `main` returns next leaves nothing unsent. A lock counted meanwhile starts a new
+    /// keeper.
+    pub(crate) fn auto_unlocked(st: &mut State) -> Option<Keeper> {
         st.auto_locks = st.auto_locks.saturating_sub(1);
-        if st.auto_locks == 0 { st.keeper_thread.take() } else { None }
+        if st.auto_locks > 0 || !st.keeper {
+            return None;
+        }
+        st.keeper = false;
+        st.keeper_gen = st.keeper_gen.wrapping_add(1);
+        st.keeper_thread.take()
     }
 
-    /// Wake the keeper thread and wait for it to end (it ends at once: no auto-extended lock
-    /// is left, or the client is closed).
-    pub(crate) fn stop_keeper(&self, keeper: std::thread::JoinHandle<()>) {
+    /// Wake the keeper and wait for it to end, at most the release bound (it ends at once once
+    /// woken; if it cannot be woken, it ends at its next poll and nobody waits for it).
+    pub(crate) fn stop_keeper(&self, keeper: Keeper) {
         self.wake_all();
-        // The thread only waits and polls; it has nothing to report.
-        let _ = keeper.join();
+        let bound = Shared::release_bound(&self.lock());
+        let _ = keeper.0.recv_timeout(bound);
     }
 
     /// Stop waiters of a keep-alive: wake every sleeper and the poller.

@@ -43,14 +43,25 @@ pub(super) fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
     options(query, NodeConfig { user, password, ..NodeConfig::unix(path) })
 }
 
+/// The query options a node URL takes.
+const KNOWN: [&str; 6] = ["db", "user", "username", "pass", "password", "protocol"];
+
 /// Apply a URL's query options to `node`: `db`, `user` (or `username`), `pass` (or
 /// `password`), and `protocol` (`resp3` or `resp2`, accepted as redis-rs writes them; redlease
 /// asks for RESP3 with `HELLO 3` and keeps RESP2 where a node refuses it). Any other option is
 /// refused by name, so that a setting redlease would not apply is never silently dropped.
 pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, String> {
+    let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(value).ok_or_else(|| format!("the value of {key} has a bad %-escape"))?;
+        let value = percent_decode(value).ok_or_else(|| {
+            // With a password in the query, an unknown key may be a piece of it: not named.
+            if secret && !KNOWN.contains(&key) {
+                "a value has a bad %-escape".to_owned()
+            } else {
+                format!("the value of {key} has a bad %-escape")
+            }
+        })?;
         match key {
             "db" => node.db = value.parse().map_err(|_| "db must be a number, e.g. ?db=0".to_owned())?,
             "user" | "username" => node.user = Some(value).filter(|s| !s.is_empty()),
@@ -60,7 +71,6 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
             _ => {
                 // The key is shown only when it cannot be the tail of a password holding a
                 // raw `&` (no password option in the query, and it has a value).
-                let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
                 let named = if secret || !pair.contains('=') {
                     "an unknown option".to_owned()
                 } else {
@@ -101,19 +111,23 @@ fn redact_query(url: &str) -> String {
     let Some(q) = url.find('?') else {
         return url.to_owned();
     };
-    // A piece without `=` right after a password may be its tail (a raw `&` in it): hidden too.
+    // What follows a password up to the next known option may be its tail (a raw `&` in it):
+    // hidden too.
     let mut in_password = false;
     let pairs: Vec<String> = url[q + 1..]
         .split('&')
-        .filter_map(|pair| match pair.split_once('=') {
-            Some((k, _)) if k == "pass" || k == "password" => {
-                in_password = true;
-                Some(format!("{k}=***"))
-            }
-            None if in_password => None,
-            _ => {
-                in_password = false;
-                Some(pair.to_owned())
+        .filter_map(|pair| {
+            let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+            match key {
+                "pass" | "password" => {
+                    in_password = true;
+                    Some(format!("{key}=***"))
+                }
+                _ if in_password && !KNOWN.contains(&key) => None,
+                _ => {
+                    in_password = false;
+                    Some(pair.to_owned())
+                }
             }
         })
         .collect();
@@ -216,10 +230,14 @@ mod tests {
         let err = NodeConfig::from_url("redis://h:1?password=topsecret&x=1").unwrap_err().to_string();
         assert!(!err.contains("topsecret"), "{err}");
         // A raw `&` in a password: its tail is not echoed as an option's name.
-        for url in ["redis://h:1?password=top&secret", "unix:///s?pass=top&sec&ret&db=1"] {
+        for url in
+            ["redis://h:1?password=top&secret", "unix:///s?pass=top&sec&ret&db=1", "redis://h:1?password=top&se=cret"]
+        {
             let err = NodeConfig::from_url(url).unwrap_err().to_string();
             assert!(!err.contains("sec") && err.contains("%26"), "{url}: {err}");
         }
+        let err = NodeConfig::from_url("redis://h:1?password=top&se=%zz").unwrap_err().to_string();
+        assert!(!err.contains("the value of se") && err.contains("a value has a bad %-escape"), "{err}");
         let err = NodeConfig::from_url("redis://h:1?db=0&flag").unwrap_err().to_string();
         assert!(err.contains("an unknown option") && err.contains("%26"), "{err}");
         // An `@` in the query is not taken for the end of a password.
