@@ -231,6 +231,11 @@ impl NodesArg {
     }
 }
 
+/// `text` as a literal in a `SCAN` pattern: its glob characters escaped.
+fn glob_literal(text: &str) -> String {
+    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
+
 /// Parse an exit status for `-E`: a number from 0 to 255.
 fn exit_status(s: &str) -> Result<u8, String> {
     s.trim().parse().map_err(|_| format!("{s:?} is not an exit status: give a number from 0 to 255 (flock(1) uses 1)"))
@@ -332,13 +337,7 @@ fn main() -> ExitCode {
                 inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json)
             }
             Cmd::Scan { nodes, pattern, json } => {
-                // The prefix is literal: its glob characters are escaped.
-                let literal: String = nodes
-                    .key_prefix
-                    .chars()
-                    .flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] })
-                    .collect();
-                let pattern = format!("{literal}{pattern}");
+                let pattern = format!("{}{pattern}", glob_literal(&nodes.key_prefix));
                 inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json)
             }
             Cmd::Completions { .. } => Ok(0),
