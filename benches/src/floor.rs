@@ -35,13 +35,13 @@ const RELEASE: &str =
 /// A round not decided in this long fails (never in a healthy run).
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The two quorum floors and the pipelined ceiling, in table order.
+/// The two quorum floors, in table order (the pipelined ceiling is
+/// `pipelined::Pipelined`).
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     const SEQ: &[Scenario] = &[Scenario::Sequential];
     vec![
         Box::new(Generic::new(ASYNC, ASYNC, SEQ, Floor::<Vec<tokio::net::TcpStream>>(PhantomData))),
         Box::new(Generic::new(BLOCKING, BLOCKING, SEQ, Floor::<MioSocks>(PhantomData))),
-        Box::new(crate::pipelined::Pipelined),
     ]
 }
 

@@ -5,6 +5,8 @@ use std::time::Duration;
 use crate::plan::{Plan, Scenario};
 use crate::stats::Hist;
 use crate::turns::Recorder;
+/// The figures of sequential cycles, kept by the turn recorder that takes them.
+pub use crate::turns::Seq;
 use crate::usage::Usage;
 
 /// Who a subject is: its name (in the tables and for `--only`), the quorum floor it takes
@@ -55,27 +57,6 @@ pub trait Subject: Sync {
 /// The error of a measurement the subject does not take part in (the runner never asks).
 fn absent<T>(name: &str) -> Result<T, String> {
     Err(format!("{name} does not take part in this scenario"))
-}
-
-/// The figures of sequential cycles: whole lock+unlock cycles, acquisitions alone, releases
-/// alone, and the CPU time over the recorded cycles.
-#[derive(Clone, Debug, Default)]
-#[allow(missing_docs)] // Said above.
-pub struct Seq {
-    pub cycle: Hist,
-    pub acquire: Hist,
-    pub release: Hist,
-    pub usage: Usage,
-}
-
-impl Seq {
-    /// Add another round's figures.
-    pub fn add(&mut self, other: &Seq) {
-        self.usage = self.usage + other.usage;
-        self.cycle.add(&other.cycle);
-        self.acquire.add(&other.acquire);
-        self.release.add(&other.release);
-    }
 }
 
 /// The figures of a lockers window: the cycles completed in it, its length, their latency,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::plan;
-use crate::subject::Seq;
+use crate::stats::Hist;
 use crate::usage::Usage;
 
 #[derive(Debug, Default)]
@@ -53,6 +53,27 @@ impl Side {
         state.1[self.me] |= leave;
         drop(state);
         self.shared.changed.notify_all();
+    }
+}
+
+/// The figures of sequential cycles: whole lock+unlock cycles, acquisitions alone, releases
+/// alone, and the CPU time over the recorded cycles.
+#[derive(Clone, Debug, Default)]
+#[allow(missing_docs)] // Said above.
+pub struct Seq {
+    pub cycle: Hist,
+    pub acquire: Hist,
+    pub release: Hist,
+    pub usage: Usage,
+}
+
+impl Seq {
+    /// Add another round's figures.
+    pub fn add(&mut self, other: &Seq) {
+        self.usage = self.usage + other.usage;
+        self.cycle.add(&other.cycle);
+        self.acquire.add(&other.acquire);
+        self.release.add(&other.release);
     }
 }
 

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::duration::{Bound, show};
 use crate::ready::{self, Unusable};
-use crate::run::{Early, Signals, signal_name};
 use crate::say::{note, step, warn};
+use crate::signals::{Early, Signals, signal_name};
 use crate::{EXIT_CONFIG, EXIT_OSERR, EXIT_UNAVAILABLE, Usage};
 
 /// How long to wait before connecting again when the client gave up on the nodes.

@@ -17,6 +17,7 @@ mod ready;
 mod run;
 mod say;
 mod secret;
+mod signals;
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use redlease_tokio::{Config, LostReason, LostSignal, ReleaseOutcome, ReleaseReport};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::duration::{Bound, show};
 use crate::say::{note, step, warn};
+use crate::signals::{Early, Signals, signal_name};
 use crate::{EXIT_LOST, Usage, acquire, node_urls};
 
 /// What `redlease run` was asked to do.
@@ -47,20 +47,6 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
     match lock_and_run(args).await {
         Ok(code) | Err(Early::Exit(code)) => Ok(code),
         Err(Early::Usage(usage)) => Err(usage),
-    }
-}
-
-/// How `redlease run` ends before the command has run to its end.
-pub(crate) enum Early {
-    /// Exit with this status; why has been said on stderr.
-    Exit(u8),
-    /// Bad usage: exit 64 with this message.
-    Usage(Usage),
-}
-
-impl From<Usage> for Early {
-    fn from(usage: Usage) -> Self {
-        Early::Usage(usage)
     }
 }
 
@@ -200,43 +186,6 @@ fn pass_on(child: &Child, sig: i32) {
         return;
     }
     send(child, sig);
-}
-
-/// SIGTERM, SIGINT and SIGHUP, as a stream of signal numbers.
-pub(crate) struct Signals {
-    term: Signal,
-    int: Signal,
-    hup: Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Self, Usage> {
-        let install = |kind| signal(kind).map_err(|e| Usage(format!("cannot install the signal handlers: {e}")));
-        Ok(Signals {
-            term: install(SignalKind::terminate())?,
-            int: install(SignalKind::interrupt())?,
-            hup: install(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal received.
-    pub(crate) async fn recv(&mut self) -> i32 {
-        tokio::select! {
-            _ = self.term.recv() => libc::SIGTERM,
-            _ = self.int.recv() => libc::SIGINT,
-            _ = self.hup.recv() => libc::SIGHUP,
-        }
-    }
-}
-
-pub(crate) fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGKILL => "SIGKILL",
-        _ => "a signal",
-    }
 }
 
 /// SIGTERM, then SIGKILL after `grace`.

@@ -19,6 +19,7 @@
 mod aio;
 mod connect;
 mod error;
+mod layer_error;
 mod lease;
 mod link;
 pub mod monitor;
@@ -48,6 +49,7 @@ pub use api::*;
 /// For adapter authors only: the pieces an adapter is assembled from. Users never need these.
 pub mod adapter {
     pub use crate::connect::{connect_settled, connected};
+    pub use crate::layer_error::LayerError;
     pub use crate::lease::Pump;
     pub use crate::link::{Conn, Flush, Links, Read, ReadUntil, SocketIo, node_id};
     pub use crate::random::seeded;
@@ -56,7 +58,7 @@ pub mod adapter {
     pub use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
     #[cfg(feature = "tls")]
     pub use crate::tls::{Blocking as BlockingTls, TlsClient, TlsStream};
-    pub use crate::transport::{Layer, LayerError, NodeTransport, Origin, Target, prepare};
+    pub use crate::transport::{Layer, NodeTransport, Origin, Target, prepare};
 
     /// The spans of the operations a caller waits for, made on the caller's side (children of
     /// the caller's span) and handed to the [`Router`] with the command.

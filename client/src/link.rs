@@ -24,8 +24,9 @@ use std::time::Instant;
 
 use redlease_core::{Engine, NodeId};
 
+use crate::layer_error::LayerError;
 use crate::sockets::{AsSocket, reset_on_close};
-use crate::transport::{Layer, LayerError, NodeTransport};
+use crate::transport::{Layer, NodeTransport};
 
 /// Why a connection ended, as the engine records it (the engine adds the context: `connection
 /// lost: …`, `connect failed: …`). Each text is written here once.

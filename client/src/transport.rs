@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use redlease_core::{Config, ConfigError, Engine, NodeId, Transport};
 
+use crate::layer_error::LayerError;
+
 #[cfg(feature = "tls")]
 use crate::tls::{TlsClient, TlsStream};
 
@@ -205,27 +207,6 @@ impl Layer {
             Layer::Plain => false,
             #[cfg(feature = "tls")]
             Layer::Tls(t) => !t.ciphertext().is_empty(),
-        }
-    }
-}
-
-/// Why a connection's byte layer (a TLS session) failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LayerError {
-    /// The TLS handshake failed in a way no retry fixes: the server's certificate did not
-    /// verify, or the server does not speak TLS. The text says which and what to set, for
-    /// [`Engine::handle_tls_failed`](redlease_core::Engine::handle_tls_failed).
-    Misconfigured(String),
-    /// Another failure (an alert from the server, a corrupt record): the whole reason, for a
-    /// failed connect attempt or a lost connection.
-    Failed(String),
-}
-
-impl std::fmt::Display for LayerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LayerError::Misconfigured(why) => write!(f, "TLS handshake failed: {why}"),
-            LayerError::Failed(why) => f.write_str(why),
         }
     }
 }

@@ -3,7 +3,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use crate::node::{Node, TlsHandle, make_url};
+use crate::conf::TlsHandle;
+use crate::node::{Node, make_url};
 use crate::placement::{Listen, Placement, default_listen};
 use crate::process;
 

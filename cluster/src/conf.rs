@@ -6,7 +6,15 @@ use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use crate::node::TlsHandle;
+/// The certificates of a TLS cluster, shared by its nodes.
+#[cfg(feature = "tls")]
+pub(crate) type TlsHandle = std::sync::Arc<crate::tls::TlsFiles>;
+
+/// Without the `tls` feature no node has certificates: a handle that cannot exist (not `Copy`,
+/// so the code that clones the real handle reads the same in both builds).
+#[cfg(not(feature = "tls"))]
+#[derive(Clone, Debug)]
+pub(crate) enum TlsHandle {}
 
 /// The directory the server keeps its data in (RDB and AOF files).
 pub(crate) fn data_dir(dir: &Path) -> PathBuf {

@@ -9,7 +9,7 @@ use std::process::Child;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::conf::{self, RedisConf};
+use crate::conf::{self, RedisConf, TlsHandle};
 use crate::placement::{Listen, Placement};
 use crate::process;
 use crate::resp::RedisConn;
@@ -17,16 +17,6 @@ use crate::tempdir::TempDir;
 
 /// How long a starting server may take to answer `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The certificates of a TLS cluster, shared by its nodes.
-#[cfg(feature = "tls")]
-pub(crate) type TlsHandle = std::sync::Arc<crate::tls::TlsFiles>;
-
-/// Without the `tls` feature no node has certificates: a handle that cannot exist (not `Copy`,
-/// so the code that clones the real handle reads the same in both builds).
-#[cfg(not(feature = "tls"))]
-#[derive(Clone, Debug)]
-pub(crate) enum TlsHandle {}
 
 /// One `redis-server` process of a [`Cluster`](crate::Cluster), in its own temp dir, on a fixed
 /// port.
