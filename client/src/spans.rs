@@ -34,31 +34,31 @@ pub fn acquire(client: &str, options: &LockOptions) -> Span {
     )
 }
 
+/// The span of an operation on a held lock: its name (a callsite needs it as a literal), the
+/// client and the resource, and the fields the router records.
+macro_rules! held_span {
+    ($name:literal, $client:expr, $resource:expr) => {
+        tracing::debug_span!(
+            target: "redlease",
+            $name,
+            client = $client,
+            resource = $resource,
+            outcome = Empty,
+            votes = Empty,
+            duration_ms = Empty,
+        )
+    };
+}
+
 /// The span of an extension of `client`'s lock on `resource` (`redlease.extend`).
 pub fn extend(client: &str, resource: &str) -> Span {
-    tracing::debug_span!(
-        target: "redlease",
-        "redlease.extend",
-        client,
-        resource,
-        outcome = Empty,
-        votes = Empty,
-        duration_ms = Empty,
-    )
+    held_span!("redlease.extend", client, resource)
 }
 
 /// The span of a release of `client`'s lock on `resource` (`redlease.release`), also for the
 /// release of a dropped guard.
 pub fn release(client: &str, resource: &str) -> Span {
-    tracing::debug_span!(
-        target: "redlease",
-        "redlease.release",
-        client,
-        resource,
-        outcome = Empty,
-        votes = Empty,
-        duration_ms = Empty,
-    )
+    held_span!("redlease.release", client, resource)
 }
 
 /// The span of a scoped `with_lock` call (`redlease.with_lock`): the parent of its

@@ -17,6 +17,7 @@
 //! [`ClusterBuilder::try_start`] fails) with one line saying how to install it.
 
 mod cluster;
+mod cluster_mode;
 mod conf;
 mod node;
 mod placement;
@@ -27,6 +28,7 @@ mod tempdir;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, FORMAT_KEY};
+pub use cluster_mode::ClusterModeNode;
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]

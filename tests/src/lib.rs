@@ -24,7 +24,9 @@ pub mod faults;
 mod proxy;
 
 pub use proxy::{Mode, Proxy};
-pub use redlease_cluster::{Cluster, ClusterBuilder, Listen, Node, RedisConn, Reply, TempDir, with_listen};
+pub use redlease_cluster::{
+    Cluster, ClusterBuilder, ClusterModeNode, Listen, Node, RedisConn, Reply, TempDir, with_listen,
+};
 
 /// The code in the READMEs of the crates that do not make their README their crate docs (it
 /// is doc-tested here, so a README cannot drift from the API).

@@ -3,13 +3,11 @@
 //! plain one), and a Redis Cluster node given as a node. The health view says which, with a
 //! hint naming the setting, and a lock attempt fails as misconfigured, never as a grant.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlease_client::{AcquireError, Error};
 use redlease_core::{Config, Health, LockOptions, TlsSettings};
-use redlease_tests::{Cluster, Listen, RedisConn, TempDir};
+use redlease_tests::{Cluster, ClusterModeNode, Listen};
 
 const CONNECT: Duration = Duration::from_millis(500);
 const CLUSTER: &str = "is a Redis Cluster node";
@@ -88,67 +86,10 @@ fn a_scheme_that_does_not_match_the_port_gets_a_hint() {
     }
 }
 
-/// A one-master Redis Cluster (`cluster-enabled yes`, every slot its own), stopped on drop.
-struct ClusterModeNode {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-impl ClusterModeNode {
-    fn start() -> ClusterModeNode {
-        let dir = TempDir::new("redlease-cluster-mode").unwrap();
-        // The cluster bus listens on port + 10000: pick a port that leaves room for it.
-        let port = loop {
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
-            if port < 55_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
-                break port;
-            }
-        };
-        let d = dir.path().display().to_string();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--cluster-enabled", "yes"])
-            .args(["--cluster-config-file", &format!("{d}/nodes.conf"), "--dir", &d])
-            .args(["--save", "", "--appendonly", "no", "--logfile", &format!("{d}/redis.log")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        let node = ClusterModeNode { child, port, _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut conn = loop {
-            if let Ok(mut c) = RedisConn::connect(node.addr(), None) {
-                if c.ping().unwrap_or(false) {
-                    break c;
-                }
-            }
-            assert!(Instant::now() < deadline, "the cluster-mode node did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        conn.ok(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
-        while !conn.cmd(&["CLUSTER", "INFO"]).unwrap().as_text().unwrap_or_default().contains("cluster_state:ok") {
-            assert!(Instant::now() < deadline, "the cluster did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        node
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
-    }
-}
-
-impl Drop for ClusterModeNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_redis_cluster_node_is_refused_as_misconfigured() {
     let node = ClusterModeNode::start();
-    let url = format!("redis://{}", node.addr());
+    let url = node.url();
     for (who, health, e) in last_errors(&config(&url, TlsSettings::new())) {
         assert!(health.nodes[0].is_misconfigured() && health.to_string().contains("MISCONFIGURED"), "[{who}] {health}");
         assert!(e.contains(CLUSTER) && e.contains("redlease needs standalone masters"), "[{who}] {e}");
@@ -174,7 +115,7 @@ fn a_redis_cluster_node_is_refused_as_misconfigured() {
     let config = Config::from_urls([url]).unwrap().wake(false);
     let client = redlease_mio::Client::with_config(config).unwrap();
     let key = "cluster:resp2";
-    node_conn(&node).set_px(key, "someone-else", Duration::from_secs(10)).unwrap();
+    node.conn().unwrap().set_px(key, "someone-else", Duration::from_secs(10)).unwrap();
     match client.lock_with(LockOptions::new(key, Duration::from_secs(10)).attempts(2)) {
         Err(Error::Acquire(AcquireError::Misconfigured { votes, .. })) => {
             assert!(matches!(&votes[0], redlease_core::Vote::Misconfigured(e) if e.contains(CLUSTER)), "{votes:?}");
@@ -182,8 +123,4 @@ fn a_redis_cluster_node_is_refused_as_misconfigured() {
         other => panic!("{:?}", other.map(drop)),
     }
     client.close();
-}
-
-fn node_conn(node: &ClusterModeNode) -> RedisConn {
-    RedisConn::connect(node.addr(), None).unwrap()
 }
