@@ -37,17 +37,11 @@ pub(crate) async fn quorum(client: &Client, deadline: Option<Instant>) -> Result
         if health.can_lock() {
             return Ok(health);
         }
-        if blocked_by_config(&health) || deadline.is_some_and(|d| Instant::now() >= d) {
+        if health.misconfigured_beyond_quorum() || deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(unusable(&health));
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// Whether the nodes that refuse us leave fewer than a quorum that could ever be usable.
-fn blocked_by_config(health: &Health) -> bool {
-    let refusing = health.nodes.iter().filter(|n| n.is_misconfigured()).count();
-    refusing > 0 && health.nodes.len() - refusing < health.quorum
 }
 
 /// Say which nodes the client is connected to (`--verbose`), and warn of nodes that refuse
@@ -66,7 +60,7 @@ pub(crate) fn connected(health: &Health) {
 /// Why no quorum is usable: the exit code, and each node that is not usable with its state and
 /// last error.
 pub(crate) fn unusable(health: &Health) -> Unusable {
-    let misconfigured = blocked_by_config(health);
+    let misconfigured = health.misconfigured_beyond_quorum();
     let mut message = if misconfigured {
         "nodes misconfigured: nodes refuse us for a configuration reason (the password or user, an \
          ACL, the database, a certificate we do not trust), which retrying does not fix, and leave \

@@ -110,8 +110,7 @@ impl Error {
             // Refused by nodes that alone leave no quorum (or, with a quorum ready, by the
             // nodes `require_all` wanted too); nodes merely out of reach may come back.
             Error::Unhealthy(health) => {
-                let refusing = health.nodes.iter().filter(|n| n.is_misconfigured()).count();
-                refusing > 0 && (health.can_lock() || refusing > health.nodes.len() - health.quorum)
+                health.misconfigured_beyond_quorum() || (health.can_lock() && health.misconfigured())
             }
             e => matches!(e.acquire(), Some(AcquireError::Misconfigured { .. })),
         }

@@ -108,6 +108,14 @@ impl Health {
         self.nodes.iter().any(NodeHealth::is_misconfigured)
     }
 
+    /// Whether the nodes that refuse us for a configuration reason are alone more than a
+    /// quorum can spare: no quorum can be usable until an operator acts (retrying does not
+    /// help), whatever the nodes out of reach do.
+    pub fn misconfigured_beyond_quorum(&self) -> bool {
+        let refusing = self.nodes.iter().filter(|n| n.is_misconfigured()).count();
+        refusing > self.design_tolerance()
+    }
+
     /// Whether every node is usable.
     pub fn all_ready(&self) -> bool {
         self.nodes.iter().all(NodeHealth::is_ready)
@@ -189,6 +197,13 @@ mod tests {
         h.nodes[1] = node(1, down, Some(Fault::Unreachable));
         assert_eq!((h.usable(), h.fault_tolerance()), (3, 0));
         assert!(h.can_lock() && h.misconfigured() && !h.all_ready());
+        // One refusal, one node down: out of reach may come back, so the quorum is not lost
+        // for good; a third refusal would make it so.
+        assert!(!h.misconfigured_beyond_quorum());
+        let mut refused = h.clone();
+        refused.nodes[1] = node(1, NodeState::Handshaking, Some(Fault::Misconfigured));
+        refused.nodes[2] = node(2, NodeState::Handshaking, Some(Fault::Misconfigured));
+        assert!(refused.misconfigured_beyond_quorum());
         // A node that refuses us is shown as such while it tries again; one out of reach is down.
         let table = h.to_string();
         let lines: Vec<&str> = table.lines().collect();
