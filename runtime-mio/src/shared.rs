@@ -35,13 +35,11 @@ pub(crate) struct State {
     pub(crate) closed: bool,
     /// Held locks whose guard asked for automatic extension.
     auto_locks: usize,
-    /// A keeper thread (which drives the loop while `auto_locks > 0`) is running and counts
-    /// the current locks: set when one starts, cleared when the last lock is uncounted.
-    keeper: bool,
     /// Which keeper is the current one: a keeper whose generation is not the current one has
     /// been told to end (the last lock it served was uncounted), even if new locks came since.
     keeper_gen: u64,
-    /// The current keeper's end signal, taken by whoever uncounts the last auto-extended lock.
+    /// The current keeper (which drives the loop while `auto_locks > 0`), by its end signal:
+    /// `None` when none runs, taken by whoever uncounts the last auto-extended lock.
     keeper_thread: Option<Keeper>,
     /// The threads inside [`Shared::wait`].
     waiters: Vec<Waiter>,
@@ -59,7 +57,6 @@ impl State {
             router: Router::new(),
             closed: false,
             auto_locks: 0,
-            keeper: false,
             keeper_gen: 0,
             keeper_thread: None,
             waiters: Vec::new(),
@@ -246,7 +243,7 @@ impl Shared {
     /// the client closes, so that auto-extension never depends on what the caller's threads
     /// are doing.
     pub(crate) fn auto_locked(self: &Arc<Self>, st: &mut State) -> Result<(), Error> {
-        if st.keeper {
+        if st.keeper_thread.is_some() {
             st.auto_locks += 1;
             return Ok(());
         }
@@ -261,12 +258,11 @@ impl Shared {
             let _ = shared.wait_for(st, None, |st| (st.keeper_gen != generation).then_some(()));
             let mut st = shared.lock();
             if st.keeper_gen == generation {
-                st.keeper = false;
+                st.keeper_thread = None;
             }
             drop(st);
             let _ = ended.send(());
         })?;
-        st.keeper = true;
         st.keeper_gen = generation;
         st.keeper_thread = Some(Keeper(end));
         st.auto_locks += 1;
@@ -281,10 +277,9 @@ impl Shared {
     /// keeper.
     pub(crate) fn auto_unlocked(st: &mut State) -> Option<Keeper> {
         st.auto_locks = st.auto_locks.saturating_sub(1);
-        if st.auto_locks > 0 || !st.keeper {
+        if st.auto_locks > 0 {
             return None;
         }
-        st.keeper = false;
         st.keeper_gen = st.keeper_gen.wrapping_add(1);
         st.keeper_thread.take()
     }
