@@ -130,6 +130,7 @@ struct Held {
     resources: Vec<String>,
     token: String,
     fence: Option<u64>,
+    permits: Vec<u16>,
     state: Arc<LockState>,
 }
 
@@ -141,7 +142,15 @@ impl Lease {
         fence: Option<u64>,
         state: Arc<LockState>,
     ) -> Self {
-        Lease { held: Arc::new(Held { lock, resources, token, fence, state }), pump: None }
+        Lease { held: Arc::new(Held { lock, resources, token, fence, permits: Vec::new(), state }), pump: None }
+    }
+
+    /// The same lease, holding these slots of a semaphore.
+    pub(crate) fn holding(mut self, permits: &[u16]) -> Self {
+        if let Some(held) = Arc::get_mut(&mut self.held) {
+            held.permits = permits.to_vec();
+        }
+        self
     }
 
     /// The state shared with the router.
@@ -182,6 +191,14 @@ impl Lease {
     /// across successful acquisitions of the resource: hand it to the store you protect.
     pub fn fence(&self) -> Option<u64> {
         self.held.fence
+    }
+
+    /// The semaphore slots this lease holds (numbers from 0 to the limit − 1, ascending), when
+    /// it was taken with [`LockOptions::semaphore`](redlease_core::LockOptions::semaphore);
+    /// empty for a mutex. With fencing, [`fence`](Self::fence) strictly increases across the
+    /// holders of each slot: a protected store keeps the highest token it has seen per slot.
+    pub fn permits(&self) -> &[u16] {
+        &self.held.permits
     }
 
     /// The lock is valid until this instant of the monotonic clock (moved on by every

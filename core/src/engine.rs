@@ -155,6 +155,19 @@ impl Engine {
         self.locks.get(lock).ok()?.info()
     }
 
+    /// The slots of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
+    /// its [`Event::Acquired`] on, and readable after its final event until the id is reused.
+    /// `None` for a mutex, an unknown id, or a semaphore not granted yet.
+    ///
+    /// Each slot is a lock key of its own: a store that a semaphore's holders write to keeps
+    /// the highest fencing token it has seen *per slot*, and refuses a write with a lower
+    /// token for the same slot (the token strictly increases across the holders of a slot).
+    pub fn permits(&self, lock: LockId) -> Option<&[u16]> {
+        let s = self.locks.last(lock)?;
+        let slots = s.permits.slots();
+        (s.permits.on() && !slots.is_empty()).then_some(slots)
+    }
+
     /// The votes of `lock`'s current round (or its last one, after its final event, until the
     /// id is reused: read them right after the event), by node, and when that round started.
     /// For logs and traces; no allocation.

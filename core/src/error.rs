@@ -199,4 +199,14 @@ pub enum Misuse {
         /// The reserved name or prefix.
         reserved: &'static str,
     },
+    /// A semaphore's limit or permits are out of range, or do not go together.
+    #[error("semaphore limit {limit:?}, permits {permits}: {reason}")]
+    Permits {
+        /// The limit asked for (`None`: not a semaphore).
+        limit: Option<u32>,
+        /// The permits asked for.
+        permits: u32,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }

@@ -5,6 +5,7 @@
 
 mod decide;
 mod hold;
+mod permits;
 mod tally;
 
 use std::time::{Duration, Instant};
@@ -13,10 +14,11 @@ use crate::config::{Config, Retry};
 use crate::error::Vote;
 use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
-use crate::wire::{Call, Op, Queue};
+use crate::wire::{Call, Names, Op, Queue};
 
 pub(crate) use decide::Decision;
 use hold::Hold;
+pub(crate) use permits::Permits;
 use tally::{Round, Tally};
 
 /// The resource names of a lock, back to back (one buffer, reused with the slot).
@@ -35,6 +37,16 @@ impl Keys {
         for name in names {
             self.bytes.extend_from_slice(prefix.as_bytes());
             self.bytes.extend_from_slice(name.as_ref().as_bytes());
+            self.ends.push(self.bytes.len() as u32);
+        }
+    }
+
+    /// These keys, as they are.
+    pub(crate) fn set_bytes<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
+        self.bytes.clear();
+        self.ends.clear();
+        for key in keys {
+            self.bytes.extend_from_slice(key);
             self.ends.push(self.bytes.len() as u32);
         }
     }
@@ -128,6 +140,9 @@ pub(crate) struct Slot {
     /// How long a key handed to this waiter stays reserved for it, in ms (its queue entries
     /// say so): short when it hears release messages, a retry delay when it polls.
     pub(crate) reserve_ms: u64,
+    /// A semaphore's slots (off for a mutex): while acquiring, `keys` are every slot in the
+    /// client's order; once a quorum granted, the slots held.
+    pub(crate) permits: Permits,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -170,6 +185,7 @@ impl Slot {
             wakes: 0,
             queue: Queue::No,
             reserve_ms: 0,
+            permits: Permits::default(),
         }
     }
 
@@ -188,6 +204,8 @@ impl Slot {
         self.keys.set(&config.key_prefix, &options.resources);
         self.token.clear();
         self.token.extend_from_slice(token);
+        let (limit, want) = (options.limit.unwrap_or(0), options.permits);
+        self.permits.start(&config.key_prefix, &options.resources[0], limit, want, token);
         self.ttl = ttl;
         self.fencing = options.fencing;
         self.auto_extend = options.auto_extend;
@@ -269,6 +287,14 @@ impl Slot {
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
+            (Op::Acquire | Op::Permits, _) if self.permits.on() => Some(Call::Permits {
+                ttl_ms: self.ttl.as_millis() as u64,
+                fencing: self.fencing,
+                queue: self.queue,
+                queue_ttl_ms: self.queue_ttl_ms(retry),
+                reserve_ms: self.reserve_ms,
+                want: u32::from(self.permits.want),
+            }),
             (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
             }
@@ -277,13 +303,7 @@ impl Slot {
                 ttl_ms: self.ttl.as_millis() as u64,
                 fencing: self.fencing,
                 queue: self.queue,
-                // The queue outlives a waiter that stopped retrying without leaving it (a
-                // crash) by a few fallback delays; unused (0) without a queue.
-                queue_ttl_ms: if self.queued() {
-                    (retry.max_delay * 4).max(self.ttl).max(Duration::from_secs(1)).as_millis() as u64
-                } else {
-                    0
-                },
+                queue_ttl_ms: self.queue_ttl_ms(retry),
                 reserve_ms: self.reserve_ms,
             }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
@@ -293,12 +313,39 @@ impl Slot {
         }
     }
 
+    /// How long the queue outlives a waiter that stopped retrying without leaving it (a
+    /// crash): a few fallback delays; unused (0) without a queue.
+    fn queue_ttl_ms(&self, retry: Retry) -> u64 {
+        if self.queued() {
+            (retry.max_delay * 4).max(self.ttl).max(Duration::from_secs(1)).as_millis() as u64
+        } else {
+            0
+        }
+    }
+
+    /// The keys a release or cleanup names: a mutex's keys; every slot of a semaphore (its
+    /// script deletes only those that hold our token, late grants included).
+    pub(crate) fn release_keys(&self) -> &Keys {
+        if self.permits.on() { &self.permits.all } else { &self.keys }
+    }
+
+    /// The names a call derives from the keys, under `fence_prefix`.
+    pub(crate) fn names<'a>(&'a self, fence_prefix: &'a [u8]) -> Names<'a> {
+        let sem = self.permits.on().then_some((self.permits.limit_key.as_slice(), self.permits.queue.as_slice()));
+        Names { fence_prefix, sem }
+    }
+
     /// Count a new attempt over `n` nodes, which has heard no release message yet. A queued
     /// waiter joins at the back (unless already in the queue), or back at the front if it was
     /// named next and still refused (other nodes named another waiter, or the reservation ran
     /// out first).
     pub(crate) fn next_attempt(&mut self, n: usize) {
         self.tries.made += 1;
+        if self.permits.on() {
+            // Every slot is a candidate again, in the client's order.
+            self.keys.set_bytes(self.permits.all.iter());
+            self.permits.reset_round(n);
+        }
         if self.queued() {
             self.queue = if self.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };
         }

@@ -9,6 +9,9 @@ use crate::quorum::{drift, whole_ms};
 /// Longest TTL accepted (about 34 years), far inside Redis' millisecond range.
 const MAX_TTL_MS: u128 = 1 << 40;
 
+/// The largest semaphore limit: every attempt's script reads each slot once.
+pub const MAX_PERMITS: u32 = 1024;
+
 /// What to lock and how: the argument of [`Engine::acquire`](crate::Engine::acquire), and of
 /// every client's `lock_with` and scoped `with_lock`.
 ///
@@ -48,6 +51,10 @@ pub struct LockOptions {
     pub max_hold: Option<Duration>,
     /// Extend the lock automatically about every `ttl / 3` while it is held.
     pub auto_extend: bool,
+    /// A semaphore of this many permits (see [`semaphore`](Self::semaphore)); `None`: a mutex.
+    pub limit: Option<u32>,
+    /// How many of the semaphore's permits to take at once, all or nothing (1 for a mutex).
+    pub permits: u32,
 }
 
 impl LockOptions {
@@ -62,6 +69,8 @@ impl LockOptions {
             wait: None,
             max_hold: None,
             auto_extend: false,
+            limit: None,
+            permits: 1,
         }
     }
 
@@ -109,6 +118,36 @@ impl LockOptions {
         self
     }
 
+    /// Make this a semaphore of `limit` permits named by the resource: at most `limit` holders
+    /// at once, across every client that uses the name with the same limit. A permit is one
+    /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
+    /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
+    /// quorum granted ([`Engine::permits`](crate::Engine::permits)). Its keys are
+    /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
+    ///
+    /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
+    /// gives another limit for the name is refused as misconfigured (`WRONGLIMIT`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    ///
+    /// // Two of the eight permits of "exports", all or nothing.
+    /// let options = LockOptions::new("exports", Duration::from_secs(30)).semaphore(8).permits(2);
+    /// assert_eq!((options.limit, options.permits), (Some(8), 2));
+    /// ```
+    pub fn semaphore(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Take `n` permits of the [`semaphore`](Self::semaphore) at once, all or nothing (1 to
+    /// its limit; the default is 1).
+    pub fn permits(mut self, n: u32) -> Self {
+        self.permits = n;
+        self
+    }
+
     /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) under
     /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
     /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
@@ -118,7 +157,8 @@ impl LockOptions {
         if self.resources.is_empty() || self.resources.iter().any(|r| r.is_empty()) {
             return Err(Misuse::EmptyResource);
         }
-        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX};
+        self.check_permits()?;
+        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, SEM_PREFIX};
         let prefix = config.key_prefix.as_str();
         for r in &self.resources {
             // `{prefix}{r}` starts with `reserved`, without building it.
@@ -133,6 +173,9 @@ impl LockOptions {
             if starts(QUEUE_PREFIX) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: QUEUE_PREFIX });
             }
+            if starts(SEM_PREFIX) && self.limit.is_none() {
+                return Err(Misuse::ReservedResource { resource: key(), reserved: SEM_PREFIX });
+            }
             if FORMAT_KEY.strip_prefix(prefix) == Some(r.as_str()) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: FORMAT_KEY });
             }
@@ -144,6 +187,24 @@ impl LockOptions {
             return Err(Misuse::ColonInToken);
         }
         Ok(ttl)
+    }
+}
+
+impl LockOptions {
+    /// A semaphore names one resource, its limit is 1 to [`MAX_PERMITS`], and it takes 1 to
+    /// its limit permits; a mutex takes one.
+    fn check_permits(&self) -> Result<(), Misuse> {
+        let (permits, resources) = (self.permits, self.resources.len());
+        let reason = match self.limit {
+            None if permits != 1 => "permits other than 1 need a semaphore: add .semaphore(limit)",
+            None => return Ok(()),
+            Some(0) => "a semaphore needs a limit of at least 1",
+            Some(l) if l > MAX_PERMITS => "the limit is above MAX_PERMITS (1024)",
+            Some(_) if resources != 1 => "a semaphore is named by one resource",
+            Some(l) if permits == 0 || permits > l => "permits must be 1 to the semaphore's limit",
+            Some(_) => return Ok(()),
+        };
+        Err(Misuse::Permits { limit: self.limit, permits, reason })
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) enum Op {
     Extend,
     Release,
     Fence,
+    /// A semaphore's acquire ([`Call::Permits`]): its grant names the slots taken.
+    Permits,
 }
 
 impl Op {
@@ -55,6 +57,7 @@ impl Op {
             Op::Extend => "the extend script",
             Op::Release => "the release script",
             Op::Fence => "the fence write-back script",
+            Op::Permits => "the semaphore acquire script",
         }
     }
 }
@@ -105,6 +108,19 @@ pub(crate) enum Call {
     Release { leave: bool, reserve_ms: u64 },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
+    /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
+    /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
+    Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
+}
+
+/// The names a call derives from its keys besides the keys themselves.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Names<'a> {
+    /// The prefix of the fence counters.
+    pub(crate) fence_prefix: &'a [u8],
+    /// A semaphore's limit key and its one waiter queue (a mutex key's queue is
+    /// [`scripts::QUEUE_PREFIX`] + the key).
+    pub(crate) sem: Option<(&'a [u8], &'a [u8])>,
 }
 
 /// Whether a refused acquire attempt marks the keys that refused it as waited for and joins
@@ -119,6 +135,17 @@ pub(crate) enum Queue {
     Front,
 }
 
+impl Queue {
+    /// The wait mode argument of the acquire scripts.
+    fn arg(self) -> &'static [u8] {
+        match self {
+            Queue::No => b"0",
+            Queue::Back => b"1",
+            Queue::Front => b"2",
+        }
+    }
+}
+
 /// Encode one call on `keys` with `token`: `SET .. NX PX` for [`Call::SetNx`], else a script
 /// by `EVALSHA`, or `EVAL` with the source (after a `NOSCRIPT`, and for cleanups, whose reply
 /// is never looked at).
@@ -127,12 +154,16 @@ pub(crate) fn encode<'k>(
     call: Call,
     mut keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
     token: &[u8],
-    fence_prefix: &[u8],
+    names: Names<'_>,
     eval: bool,
 ) {
     let nkeys = keys.len();
     if let Call::SetNx { ttl_ms } = call {
         set_nx(out, keys.next().unwrap_or_default(), token, ttl_ms);
+        return;
+    }
+    if let Call::Permits { .. } = call {
+        permits(out, call, keys, token, names, eval);
         return;
     }
     // One key, not leaving its queue: the release whose common path is a plain
@@ -144,6 +175,7 @@ pub(crate) fn encode<'k>(
         Call::Release { .. } if one => (scripts::RELEASE_ONE, scripts::RELEASE_ONE_SHA),
         Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
+        Call::Permits { .. } => (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA),
     };
     // Every key a script touches is in KEYS: the lock keys, their queues where the call uses
     // them, the fence counters.
@@ -161,7 +193,7 @@ pub(crate) fn encode<'k>(
         Call::Extend { .. } => 2,
         Call::Release { .. } if one => 1,
         Call::Release { .. } => 3,
-        Call::Fence { .. } => 1,
+        Call::Fence { .. } | Call::Permits { .. } => 1,
     };
     resp::array(out, 3 + script_keys + extra);
     if eval {
@@ -179,12 +211,15 @@ pub(crate) fn encode<'k>(
     }
     if queues {
         for k in keys.clone() {
-            resp::bulk2(out, scripts::QUEUE_PREFIX.as_bytes(), k);
+            match names.sem {
+                Some((_, queue)) => resp::bulk(out, queue),
+                None => resp::bulk2(out, scripts::QUEUE_PREFIX.as_bytes(), k),
+            }
         }
     }
     if fences {
         for k in keys {
-            resp::bulk2(out, fence_prefix, k);
+            resp::bulk2(out, names.fence_prefix, k);
         }
     }
     if let Call::Fence { proposal } = call {
@@ -193,6 +228,49 @@ pub(crate) fn encode<'k>(
     }
     resp::bulk(out, token);
     script_args(out, call, nkeys, one);
+}
+
+/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the slot keys, the limit key, the queue,
+/// the fence counters with fencing; then the token, TTL, limit, permits wanted, wait mode,
+/// queue TTL and reservation.
+fn permits<'k>(
+    out: &mut Vec<u8>,
+    call: Call,
+    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
+    token: &[u8],
+    names: Names<'_>,
+    eval: bool,
+) {
+    let Call::Permits { ttl_ms, fencing, queue, queue_ttl_ms, reserve_ms, want } = call else { return };
+    let (limit_key, queue_key) = names.sem.unwrap_or_default();
+    let n = keys.len();
+    let script_keys = n + 2 + if fencing { n } else { 0 };
+    resp::array(out, 3 + script_keys + 7);
+    if eval {
+        resp::bulk(out, b"EVAL");
+        resp::bulk(out, scripts::SEM_ACQUIRE.as_bytes());
+    } else {
+        resp::bulk(out, b"EVALSHA");
+        resp::bulk(out, scripts::SEM_ACQUIRE_SHA.as_bytes());
+    }
+    resp::bulk_uint(out, script_keys as u64);
+    for k in keys.clone() {
+        resp::bulk(out, k);
+    }
+    resp::bulk(out, limit_key);
+    resp::bulk(out, queue_key);
+    if fencing {
+        for k in keys {
+            resp::bulk2(out, names.fence_prefix, k);
+        }
+    }
+    resp::bulk(out, token);
+    resp::bulk_uint(out, ttl_ms);
+    resp::bulk_uint(out, n as u64);
+    resp::bulk_uint(out, u64::from(want));
+    resp::bulk(out, queue.arg());
+    resp::bulk_uint(out, queue_ttl_ms);
+    resp::bulk_uint(out, reserve_ms);
 }
 
 /// `SET key token NX PX ttl_ms`: the cheap acquire of one key.
@@ -215,14 +293,7 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
         Call::Acquire { ttl_ms, queue, queue_ttl_ms, reserve_ms, .. } => {
             resp::bulk_uint(out, ttl_ms);
             resp::bulk_uint(out, nkeys as u64);
-            resp::bulk(
-                out,
-                match queue {
-                    Queue::No => b"0",
-                    Queue::Back => b"1",
-                    Queue::Front => b"2",
-                },
-            );
+            resp::bulk(out, queue.arg());
             resp::bulk_uint(out, queue_ttl_ms);
             resp::bulk_uint(out, reserve_ms);
         }
@@ -232,7 +303,7 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
             resp::bulk(out, if leave { b"1" } else { b"0" });
             resp::bulk_uint(out, reserve_ms);
         }
-        Call::Fence { .. } | Call::SetNx { .. } => {}
+        Call::Fence { .. } | Call::SetNx { .. } | Call::Permits { .. } => {}
     }
 }
 
@@ -244,18 +315,22 @@ pub(crate) use classify::{Answer, OpAnswer, StepAnswer, classify};
 mod tests {
     use super::*;
 
+    fn names(fence_prefix: &[u8]) -> Names<'_> {
+        Names { fence_prefix, sem: None }
+    }
+
     #[test]
     fn encodes_calls_from_narrow_arguments() {
         let keys: [&[u8]; 2] = [b"a", b"b"];
         let mut out = Vec::new();
-        encode(&mut out, Call::Fence { proposal: 7 }, keys.iter().copied(), b"tok", b"f:", false);
+        encode(&mut out, Call::Fence { proposal: 7 }, keys.iter().copied(), b"tok", names(b"f:"), false);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*6\r\n$7\r\nEVALSHA\r\n"), "{text}");
         assert!(text.ends_with("$1\r\n2\r\n$3\r\nf:a\r\n$3\r\nf:b\r\n$1\r\n7\r\n"), "{text}");
         let mut out = Vec::new();
         let acquire =
             Call::Acquire { ttl_ms: 10, fencing: true, queue: Queue::Front, queue_ttl_ms: 500, reserve_ms: 20 };
-        encode(&mut out, acquire, keys.iter().copied(), b"t", b"f:", true);
+        encode(&mut out, acquire, keys.iter().copied(), b"t", names(b"f:"), true);
         let text = String::from_utf8(out).unwrap();
         // EVAL, source, 6 keys (2 locks, their 2 queues, 2 fence counters), token, ttl, number
         // of lock keys, queue mode, queue TTL, reservation.
@@ -266,11 +341,18 @@ mod tests {
         // Not waiting: no queue keys.
         let mut out = Vec::new();
         let acquire = Call::Acquire { ttl_ms: 10, fencing: false, queue: Queue::No, queue_ttl_ms: 0, reserve_ms: 0 };
-        encode(&mut out, acquire, keys.iter().copied(), b"t", b"f:", false);
+        encode(&mut out, acquire, keys.iter().copied(), b"t", names(b"f:"), false);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*11\r\n") && text.contains("$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nt\r\n"), "{text}");
         let mut out = Vec::new();
-        encode(&mut out, Call::Release { leave: true, reserve_ms: 20 }, keys[..1].iter().copied(), b"t", b"", false);
+        encode(
+            &mut out,
+            Call::Release { leave: true, reserve_ms: 20 },
+            keys[..1].iter().copied(),
+            b"t",
+            names(b""),
+            false,
+        );
         let text = String::from_utf8(out).unwrap();
         let tail = "$1\r\n2\r\n$1\r\na\r\n$16\r\nredlease:queue:a\r\n$1\r\nt\r\n$1\r\n1\r\n$2\r\n20\r\n";
         assert!(text.starts_with("*8\r\n$7\r\nEVALSHA\r\n") && text.ends_with(tail), "{text}");
@@ -279,7 +361,7 @@ mod tests {
         for eval in [false, true] {
             let mut out = Vec::new();
             let release = Call::Release { leave: false, reserve_ms: 20 };
-            encode(&mut out, release, keys[..1].iter().copied(), b"t", b"", eval);
+            encode(&mut out, release, keys[..1].iter().copied(), b"t", names(b""), eval);
             let text = String::from_utf8(out).unwrap();
             let script = if eval { scripts::RELEASE_ONE } else { scripts::RELEASE_ONE_SHA };
             let head = format!(
@@ -296,7 +378,7 @@ mod tests {
         }
         // Several keys: the general release, whether leaving or not.
         let mut out = Vec::new();
-        encode(&mut out, Call::Release { leave: false, reserve_ms: 20 }, keys.iter().copied(), b"t", b"", false);
+        encode(&mut out, Call::Release { leave: false, reserve_ms: 20 }, keys.iter().copied(), b"t", names(b""), false);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*10\r\n") && text.contains(scripts::RELEASE_SHA), "{text}");
         assert!(text.ends_with("$1\r\nt\r\n$1\r\n0\r\n$2\r\n20\r\n"), "{text}");

@@ -75,7 +75,8 @@ impl Router {
         let unwanted = match entry.acquire.take() {
             Some(a) => {
                 self.monitor.acquired(engine, lock, a.op, now, attempts);
-                let lease = Lease::new(lock, a.resources, a.token, fence, state);
+                let lease = Lease::new(lock, a.resources, a.token, fence, state)
+                    .holding(engine.permits(lock).unwrap_or_default());
                 entry.lease = Some(lease.clone());
                 a.reply.send(Ok(lease)).is_err()
             }

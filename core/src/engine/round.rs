@@ -73,10 +73,15 @@ impl Engine {
         let Some(call) = s.call(op, self.config.retry) else { return };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, self.config.fence_prefix.as_bytes(), false);
+        let keys = if op == Op::Release { s.release_keys() } else { &s.keys };
+        wire::encode(&mut cmd, call, keys.iter(), &s.token, s.names(self.config.fence_prefix.as_bytes()), false);
         let lock = LockId { slot: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
-        let op = if matches!(call, wire::Call::SetNx { .. }) { Op::SetNx } else { op };
+        let op = match call {
+            wire::Call::SetNx { .. } => Op::SetNx,
+            wire::Call::Permits { .. } => Op::Permits,
+            _ => op,
+        };
         let pending = Pending::Op { op, lock, round: s.round.id };
         let tally = &mut s.round.tally;
         self.links.broadcast(now, &cmd, pending, |node, vote| {
@@ -103,7 +108,10 @@ impl Engine {
         let call = s.release_call(leave);
         let leaves = matches!(call, wire::Call::Release { leave: true, .. });
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
-            && matches!(s.call(Op::Acquire, self.config.retry), Some(wire::Call::Acquire { .. }));
+            && matches!(
+                s.call(Op::Acquire, self.config.retry),
+                Some(wire::Call::Acquire { .. } | wire::Call::Permits { .. })
+            );
         let votes = s.round.tally.votes();
         let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);
         if (0..self.links.len()).all(took_nothing) {
@@ -111,7 +119,7 @@ impl Engine {
         }
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, b"", true);
+        wire::encode(&mut cmd, call, s.release_keys().iter(), &s.token, s.names(b""), true);
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
             self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         }
@@ -136,7 +144,7 @@ impl Engine {
             return cluster.map_or(Ok(()), Err);
         }
         let s = &mut self.locks[idx];
-        let vote = match s.answer(op, answer) {
+        let vote = match s.answer(node.index(), op, answer) {
             Ok(Some(vote)) => {
                 if let Some(fault) = vote.fault() {
                     self.links.count_fault(node, fault);
@@ -146,19 +154,19 @@ impl Engine {
             Ok(None) => {
                 // The script cache was flushed: resend with the script text (which reloads it).
                 let Some(call) = s.call(op, self.config.retry) else { return Ok(()) };
-                let prefix = self.config.fence_prefix.as_bytes();
-                let (keys, token) = (s.keys.iter(), &s.token);
+                let names = s.names(self.config.fence_prefix.as_bytes());
+                let keys = if op == Op::Release { s.release_keys() } else { &s.keys };
+                let (keys, token) = (keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
-                let sent =
-                    self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, prefix, true));
+                let sent = self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, names, true));
                 if sent {
                     return Ok(());
                 }
                 // The node's backlog is full: it counts as failed for this round.
                 Vote::Error("backlog full: the script could not be resent".to_owned())
             }
-            Err(v) => {
-                let (addr, request, reply) = (self.links.addr(node), op.name(), format!(":{v}"));
+            Err(reply) => {
+                let (addr, request) = (self.links.addr(node), op.name());
                 return Err(LinkError::Unexpected { node, addr, request, reply });
             }
         };
@@ -182,7 +190,15 @@ impl Engine {
         let (n, q) = (self.links.len(), self.quorum);
         let s = &self.locks[idx];
         let lock = self.locks.id(idx);
-        match s.decide(now, n, q, self.config.drift_factor) {
+        let decision = s.decide(now, n, q, self.config.drift_factor);
+        let settle = matches!(decision, Decision::Grant { .. } | Decision::Fence { .. })
+            && s.permits.on()
+            && matches!(s.phase, Phase::Acquiring { .. });
+        if settle {
+            self.settle_permits(now, idx);
+        }
+        let s = &self.locks[idx];
+        match decision {
             Decision::Open => return false,
             Decision::Grant { valid, fence } => self.granted(idx, valid, fence),
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
@@ -232,6 +248,30 @@ impl Engine {
             Decision::Drained => self.free(idx),
         }
         true
+    }
+
+    /// A quorum granted enough of a semaphore's slots: hold the first ones in the client's
+    /// order (it no longer waits on the others), and release every other slot a node granted,
+    /// on that node, at once.
+    fn settle_permits(&mut self, now: Instant, idx: u32) {
+        self.unregister(idx);
+        let q = self.quorum;
+        let s = &mut self.locks[idx];
+        s.permits.choose(q, &mut s.keys);
+        let s = &self.locks[idx];
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let names = s.names(b"");
+        let mut cmd = std::mem::take(&mut self.scratch);
+        for node in 0..self.links.len() {
+            let extras = s.permits.extras(node);
+            if extras.is_empty() {
+                continue;
+            }
+            cmd.clear();
+            wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
+            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        }
+        self.scratch = cmd;
     }
 
     fn extend_unconfirmed(&mut self, now: Instant, idx: u32) {

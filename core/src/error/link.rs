@@ -226,7 +226,7 @@ impl Fault {
     /// busy with a script (`BUSY`), a replica without its master (`MASTERDOWN`) — is out of
     /// reach for now, never misconfigured: it heals by itself.
     pub fn of_server_error(text: &str) -> Fault {
-        const CONFIG: [&str; 5] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "ERR DB index"];
+        const CONFIG: [&str; 6] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "WRONGLIMIT", "ERR DB index"];
         if is_transient(text) {
             Fault::Unreachable
         } else if CONFIG.iter().any(|p| text.starts_with(p)) || is_cluster_error(text) {

@@ -50,7 +50,10 @@ impl Slot {
         let possible = yes + open >= q;
         match &self.phase {
             Phase::Acquiring { proposal, .. } => {
-                if yes >= q {
+                // A semaphore's round is won when enough of its slots each have a quorum.
+                let (won, possible) =
+                    if self.permits.on() { self.permits.standing(q, open) } else { (yes >= q, possible) };
+                if won {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
                         Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
                         Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
@@ -119,11 +122,12 @@ impl Slot {
         }
     }
 
-    /// The vote an answer to `op` of the current round casts: `Ok(None)` for a `NOSCRIPT`
-    /// (the engine resends with the source), `Err(v)` for a number the script cannot return.
-    /// Keeps the fencing bookkeeping of the acquire and fence rounds.
+    /// The vote an answer of `node` to `op` of the current round casts: `Ok(None)` for a
+    /// `NOSCRIPT` (the engine resends with the source), `Err` with the reply for one the
+    /// script cannot return. Keeps the fencing bookkeeping of the acquire and fence rounds,
+    /// and which slots each node granted a semaphore.
     #[inline]
-    pub(crate) fn answer(&mut self, op: Op, answer: OpAnswer) -> Result<Option<Vote>, i64> {
+    pub(crate) fn answer(&mut self, node: usize, op: Op, answer: OpAnswer) -> Result<Option<Vote>, String> {
         let v = match answer {
             OpAnswer::NoScript => return Ok(None),
             OpAnswer::Error(m) if is_cluster_error(&m) => return Ok(Some(Vote::Misconfigured(cluster_node(&m)))),
@@ -131,6 +135,14 @@ impl Slot {
                 return Ok(Some(Vote::Misconfigured(m)));
             }
             OpAnswer::Error(m) => return Ok(Some(Vote::Error(m))),
+            OpAnswer::Slots { proposal: p, positions } => {
+                let Phase::Acquiring { proposal, .. } = &mut self.phase else {
+                    return Err(format!("slots {positions:?}"));
+                };
+                self.permits.record(node, &positions)?;
+                *proposal = (*proposal).max(p);
+                return Ok(Some(Vote::Granted));
+            }
             OpAnswer::Int(v) => v,
         };
         let vote = match (op, &mut self.phase) {
@@ -150,8 +162,8 @@ impl Slot {
                 Vote::Granted
             }
             (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,
-            (Op::Acquire | Op::SetNx | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
-            _ => return Err(v),
+            (Op::Acquire | Op::SetNx | Op::Permits | Op::Release | Op::Extend, _) if v == 0 => Vote::Refused,
+            _ => return Err(format!(":{v}")),
         };
         Ok(Some(vote))
     }

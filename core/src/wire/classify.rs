@@ -31,6 +31,12 @@ pub(crate) enum OpAnswer {
     NoScript,
     /// A server error (its text).
     Error(String),
+    /// A semaphore's grant: the node's fencing proposal, and the 1-based positions of the
+    /// slots it took in the order of the call's keys.
+    Slots {
+        proposal: u64,
+        positions: Vec<u16>,
+    },
 }
 
 /// A reply, classified against the request it answers.
@@ -111,11 +117,26 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
         }
         (Pending::Op { op: Op::SetNx, .. }, _) => Err(pending.name()),
+        (Pending::Op { op: op @ Op::Permits, lock, round }, Reply::Bulk(b)) => match slots(b) {
+            Some((proposal, positions)) => {
+                Ok(Answer::Op { op, lock, round, answer: OpAnswer::Slots { proposal, positions } })
+            }
+            None => Err(pending.name()),
+        },
         (Pending::Op { op, lock, round }, Reply::Int(i)) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
         }
         _ => Err(pending.name()),
     }
+}
+
+/// A semaphore grant, `"proposal p1 p2 ..."`: the proposal and at least one position.
+fn slots(b: &[u8]) -> Option<(u64, Vec<u16>)> {
+    let text = std::str::from_utf8(b).ok()?;
+    let mut parts = text.split(' ');
+    let proposal = parts.next()?.parse().ok()?;
+    let positions = parts.map(|p| p.parse().ok()).collect::<Option<Vec<u16>>>()?;
+    (!positions.is_empty()).then_some((proposal, positions))
 }
 
 #[cfg(test)]
@@ -151,6 +172,28 @@ mod tests {
             classify(Pending::Step(load), &Reply::Bulk(b"AB")),
             Ok(Answer::Step(load, StepAnswer::Digest { matches: true }))
         );
+    }
+
+    #[test]
+    fn a_semaphore_grant_is_a_proposal_and_positions() {
+        let op = Pending::Op { op: Op::Permits, lock: lock(), round: 1 };
+        let slots = |proposal, positions: &[u16]| {
+            Ok(Answer::Op {
+                op: Op::Permits,
+                lock: lock(),
+                round: 1,
+                answer: OpAnswer::Slots { proposal, positions: positions.to_vec() },
+            })
+        };
+        assert_eq!(classify(op, &Reply::Bulk(b"1 3")), slots(1, &[3]));
+        assert_eq!(classify(op, &Reply::Bulk(b"9007199254740991 2 1")), slots((1 << 53) - 1, &[2, 1]));
+        assert_eq!(
+            classify(op, &Reply::Int(0)),
+            Ok(Answer::Op { op: Op::Permits, lock: lock(), round: 1, answer: OpAnswer::Int(0) })
+        );
+        for garbage in [&b"1"[..], b"", b"1 x", b"-1 2", b"1  2", b"1 70000", b"1e+15 1"] {
+            assert_eq!(classify(op, &Reply::Bulk(garbage)), Err("the semaphore acquire script"), "{garbage:?}");
+        }
     }
 
     #[test]

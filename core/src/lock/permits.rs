@@ -1,0 +1,205 @@
+//! A semaphore's slots: the client's order of them, what each node granted in the current
+//! round, and the slots the lock holds once a quorum granted them.
+//!
+//! A semaphore of limit L is L slots, each a mutex over the same nodes: a slot is held when a
+//! quorum granted it, so two holders of one slot would need two intersecting quorums to grant
+//! it to two tokens at once, which no node does. Each node's script takes the first free slots
+//! in the client's order (its rendezvous order, so uncontended clients rarely pick the same
+//! one), and nodes may differ: the lock holds the first `want` slots, in that order, that a
+//! quorum granted, and releases every other grant at once.
+
+use super::Keys;
+use crate::scripts::{QUEUE_PREFIX, SEM_PREFIX};
+
+/// The slot state of a semaphore acquisition; `limit == 0` for a mutex.
+#[derive(Debug, Default)]
+pub(crate) struct Permits {
+    pub(crate) limit: u16,
+    pub(crate) want: u16,
+    /// The slot number at each position of the client's order.
+    order: Vec<u16>,
+    /// Every slot key, in the client's order.
+    pub(crate) all: Keys,
+    /// `{prefix}redlease:sem:{NAME}:limit`.
+    pub(crate) limit_key: Vec<u8>,
+    /// The semaphore's one waiter queue.
+    pub(crate) queue: Vec<u8>,
+    /// Per node, the positions (0-based) it granted in the current round.
+    granted: Vec<Vec<u16>>,
+    /// Per position, how many nodes granted it in the current round.
+    votes: Vec<u16>,
+    /// The positions held (after a quorum granted them), in the client's order.
+    chosen: Vec<u16>,
+    /// The slot numbers held, ascending.
+    slots: Vec<u16>,
+}
+
+impl Permits {
+    /// Whether this acquisition is a semaphore's.
+    pub(crate) fn on(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// Set up a semaphore `name` (under `prefix`) of `limit` slots, taking `want` of them, in
+    /// the order that `token` ranks them; `limit == 0`: a mutex.
+    pub(crate) fn start(&mut self, prefix: &str, name: &str, limit: u32, want: u32, token: &[u8]) {
+        self.limit = limit as u16;
+        self.want = want as u16;
+        self.chosen.clear();
+        self.slots.clear();
+        if limit == 0 {
+            return;
+        }
+        let seed = fnv(token);
+        self.order.clear();
+        self.order.extend(0..limit as u16);
+        self.order.sort_by_key(|&k| std::cmp::Reverse(mix(seed ^ u64::from(k))));
+        let base = format!("{prefix}{SEM_PREFIX}{{{name}}}");
+        let names: Vec<String> = self.order.iter().map(|k| format!("{base}:{k}")).collect();
+        self.all.set("", &names);
+        self.limit_key.clear();
+        self.limit_key.extend_from_slice(format!("{base}:limit").as_bytes());
+        self.queue.clear();
+        self.queue.extend_from_slice(format!("{QUEUE_PREFIX}{base}").as_bytes());
+    }
+
+    /// A new round over `n` nodes: nothing granted yet.
+    pub(crate) fn reset_round(&mut self, n: usize) {
+        self.granted.resize_with(n, Vec::new);
+        for g in &mut self.granted {
+            g.clear();
+        }
+        self.votes.clear();
+        self.votes.resize(self.limit as usize, 0);
+    }
+
+    /// Node `node` granted the 1-based `positions` (as its script returns them). `Err` with a
+    /// description when they cannot be an answer: out of range, repeated, or not `want` of
+    /// them.
+    pub(crate) fn record(&mut self, node: usize, positions: &[u16]) -> Result<(), String> {
+        let bad = positions.len() != self.want as usize
+            || positions.iter().any(|&p| p == 0 || p > self.limit)
+            || (1..positions.len()).any(|i| positions[..i].contains(&positions[i]));
+        if bad || node >= self.granted.len() {
+            return Err(format!("slots {positions:?} of a semaphore of {} taking {}", self.limit, self.want));
+        }
+        let g = &mut self.granted[node];
+        g.clear();
+        for &p in positions {
+            g.push(p - 1);
+            self.votes[p as usize - 1] += 1;
+        }
+        Ok(())
+    }
+
+    /// Whether the round is won (`want` positions have a quorum `q` of grants), and whether it
+    /// still can be with `open` nodes yet to answer.
+    pub(crate) fn standing(&self, q: usize, open: usize) -> (bool, bool) {
+        let won = self.votes.iter().filter(|&&v| v as usize >= q).count() >= self.want as usize;
+        let possible = self.votes.iter().filter(|&&v| v as usize + open >= q).count() >= self.want as usize;
+        (won, possible)
+    }
+
+    /// Hold the first `want` positions that a quorum `q` granted, and return the keys to hold.
+    pub(crate) fn choose(&mut self, q: usize, keys: &mut Keys) {
+        self.chosen.clear();
+        for (p, &v) in self.votes.iter().enumerate() {
+            if v as usize >= q && self.chosen.len() < self.want as usize {
+                self.chosen.push(p as u16);
+            }
+        }
+        self.slots.clear();
+        self.slots.extend(self.chosen.iter().map(|&p| self.order[p as usize]));
+        self.slots.sort_unstable();
+        let all: Vec<&[u8]> = self.all.iter().collect();
+        keys.set_bytes(self.chosen.iter().map(|&p| all[p as usize]));
+    }
+
+    /// The keys `node` granted that the lock does not hold: released at once.
+    pub(crate) fn extras(&self, node: usize) -> Vec<&[u8]> {
+        let Some(g) = self.granted.get(node) else { return Vec::new() };
+        let all: Vec<&[u8]> = self.all.iter().collect();
+        g.iter().filter(|p| !self.chosen.contains(p)).map(|&p| all[p as usize]).collect()
+    }
+
+    /// The slot numbers held, ascending (empty until a quorum granted them).
+    pub(crate) fn slots(&self) -> &[u16] {
+        &self.slots
+    }
+}
+
+/// FNV-1a of the token: the seed of the client's slot order.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// SplitMix64's finalizer: a slot's rank for one token.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sem(limit: u32, want: u32, token: &[u8]) -> Permits {
+        let mut p = Permits::default();
+        p.start("", "api", limit, want, token);
+        p.reset_round(3);
+        p
+    }
+
+    #[test]
+    fn every_key_shares_the_names_hash_tag_and_the_order_is_a_permutation() {
+        let p = sem(4, 1, b"tok");
+        let keys: Vec<String> = p.all.iter().map(|k| String::from_utf8(k.to_vec()).unwrap()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            ["redlease:sem:{api}:0", "redlease:sem:{api}:1", "redlease:sem:{api}:2", "redlease:sem:{api}:3"]
+        );
+        assert_eq!(p.limit_key, b"redlease:sem:{api}:limit");
+        assert_eq!(p.queue, b"redlease:queue:redlease:sem:{api}");
+        // Tokens rank the slots differently: over many tokens, each slot comes first sometimes.
+        let mut first = [0; 4];
+        for i in 0..400u32 {
+            first[sem(4, 1, &i.to_le_bytes()).order[0] as usize] += 1;
+        }
+        assert!(first.iter().all(|&c| c > 50), "{first:?}");
+    }
+
+    #[test]
+    fn a_slot_is_held_only_where_a_quorum_granted_it() {
+        // Three nodes grant three different slots (the AB/BC/AC split): nothing is held.
+        let mut p = sem(3, 1, b"t");
+        p.record(0, &[1]).unwrap();
+        p.record(1, &[2]).unwrap();
+        assert_eq!(p.standing(2, 1), (false, true));
+        p.record(2, &[3]).unwrap();
+        assert_eq!(p.standing(2, 0), (false, false));
+        // Two of three agree on a slot: it is held, the odd grant is an extra.
+        let mut p = sem(3, 1, b"t");
+        p.record(0, &[2]).unwrap();
+        p.record(1, &[1]).unwrap();
+        p.record(2, &[2]).unwrap();
+        assert_eq!(p.standing(2, 0), (true, true));
+        let mut keys = Keys::default();
+        p.choose(2, &mut keys);
+        assert_eq!(keys.len(), 1);
+        assert_eq!(p.extras(1).len(), 1);
+        assert!(p.extras(0).is_empty() && p.extras(2).is_empty());
+        assert_eq!(p.slots(), [p.order[1]]);
+    }
+
+    #[test]
+    fn answers_that_cannot_be_grants_are_refused() {
+        let mut p = sem(4, 2, b"t");
+        for bad in [&[1][..], &[1, 1], &[0, 2], &[2, 5], &[1, 2, 3]] {
+            assert!(p.record(0, bad).is_err(), "{bad:?}");
+        }
+        assert!(p.record(0, &[4, 1]).is_ok());
+    }
+}
