@@ -232,12 +232,13 @@ impl Cluster {
     /// The lock keys (everything but fencing counters and the lock format key) on every
     /// running, unpaused node, as `(node index, key, PTTL)`.
     pub fn lock_keys(&self) -> Vec<(usize, String, i64)> {
-        self.all_keys().into_iter().filter(|(_, k, _)| !k.starts_with(FENCE_PREFIX) && k != FORMAT_KEY).collect()
+        let record = |k: &str| k == FORMAT_KEY || (k.starts_with("redlease:sem:") && k.ends_with("}:limit"));
+        self.all_keys().into_iter().filter(|(_, k, _)| !k.starts_with(FENCE_PREFIX) && !record(k)).collect()
     }
 
     /// Assert that no lock key is left without a TTL on any running, unpaused node. Fencing
-    /// counters (prefix `redlease:fence:`) and the lock format key are meant to live forever
-    /// and are skipped.
+    /// counters (prefix `redlease:fence:`), the lock format key and the limits semaphores
+    /// record (`redlease:sem:{NAME}:limit`) are meant to live forever and are skipped.
     ///
     /// # Panics
     ///

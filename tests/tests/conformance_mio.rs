@@ -109,6 +109,10 @@ impl Subject for MioSubject {
         guard.fence()
     }
 
+    fn permits(guard: &Guard) -> Vec<u16> {
+        guard.permits().to_vec()
+    }
+
     fn lost(guard: &Guard) -> LostSignal {
         guard.lost()
     }

@@ -13,17 +13,17 @@ use redlease_core::{
 use super::{Failure, FailureKind, HolderLog, LockSpec, Options, Subject};
 use crate::{Cluster, Mode, Proxy, Reply};
 
-fn ms(n: u64) -> Duration {
+pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
 /// Unwrap an adapter result, naming the adapter and the step.
-fn ok<S: Subject, T>(r: Result<T, Failure>, what: &str) -> T {
+pub(super) fn ok<S: Subject, T>(r: Result<T, Failure>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("[{}] {what}: {e}", S::NAME))
 }
 
 /// Expect an error, naming the adapter and the step.
-fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
+pub(super) fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
     match r {
         Ok(_) => panic!("[{}] {what}: succeeded, but an error was expected", S::NAME),
         Err(e) => e,
@@ -32,7 +32,7 @@ fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
 
 /// Connect to nodes that are all up, and wait until the client is connected to every one of
 /// them (`connect` itself is ready at a quorum; the cases check every node's keys).
-async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
+pub(super) async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
     let client = connect_partial::<S>(urls, options).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     for i in 0.. {
@@ -56,17 +56,17 @@ async fn connect_partial<S: Subject>(urls: Vec<String>, options: Options) -> S::
     client
 }
 
-async fn lock<S: Subject>(client: &S::Client, spec: LockSpec) -> S::Guard {
+pub(super) async fn lock<S: Subject>(client: &S::Client, spec: LockSpec) -> S::Guard {
     let what = format!("lock {:?}", spec.resource);
     ok::<S, _>(S::lock(client, spec).await, &what)
 }
 
-async fn release<S: Subject>(guard: S::Guard) -> ReleaseReport {
+pub(super) async fn release<S: Subject>(guard: S::Guard) -> ReleaseReport {
     ok::<S, _>(S::release(guard).await, "release")
 }
 
 /// Poll `check` every 10 ms until it holds; panic after `timeout`.
-async fn eventually<S: Subject>(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+pub(super) async fn eventually<S: Subject>(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check() {
         assert!(Instant::now() < deadline, "[{}] not within {timeout:?}: {what}", S::NAME);
@@ -75,7 +75,7 @@ async fn eventually<S: Subject>(timeout: Duration, what: &str, mut check: impl F
 }
 
 /// `(value, PTTL)` of `key` on each live node (`None` for a node that is down or paused).
-fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
+pub(super) fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
     cluster
         .nodes()
         .iter()

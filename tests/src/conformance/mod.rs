@@ -39,13 +39,19 @@
 //! | [`health_view`] | of five nodes one refuses the password and one is killed: the health view names both with their kind, 3 usable, no fault tolerance left, RTTs for the rest, no password anywhere; after the fix every node is ready and 2 may fail |
 //! | [`wake_on_release`] | a release nobody waits for publishes nothing; a waiter's refused attempt marks the holder's key on a quorum of nodes at least (`token:`, expiry untouched); with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it), also one waiting on two resources; keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |
 //! | [`waiters_in_order`] | two waiters with a 5 s retry delay are served in the order they queued, each within 2 s of the release before (the release names the next waiter and reserves the key for it: the releaser's own next call is refused); no queue is left |
+//! | [`semaphore_limit`] | 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot, 3 at once reached |
+//! | [`semaphore_permits`] | permits are slot keys with the token and a TTL on a quorum; the limit is recorded and another refused as misconfigured at once; 2 permits all or nothing; extend; a slot taken away is lost |
+//! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per slot the tokens strictly increase |
+//! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
 mod recorder;
+mod semaphore;
 mod subject;
 
 pub use cases::*;
+pub use semaphore::*;
 pub use recorder::{Hold, HolderLog};
 pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work, failure};
 
@@ -88,6 +94,10 @@ macro_rules! conformance_tests {
             health_view,
             wake_on_release,
             waiters_in_order,
+            semaphore_limit,
+            semaphore_permits,
+            semaphore_fencing,
+            semaphore_wake,
         );
     };
     (@cases $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {

@@ -87,12 +87,22 @@ pub struct LockSpec {
     pub wait: Option<Duration>,
     /// More resources locked together with `resource` (`.resources(..)`).
     pub also: Vec<String>,
+    /// A semaphore: `(limit, permits)` (`.semaphore(limit).permits(permits)`).
+    pub semaphore: Option<(u32, u32)>,
 }
 
 impl LockSpec {
     /// `lock(resource, ttl)`: the client's retry schedule.
     pub fn new(resource: &str, ttl: Duration) -> LockSpec {
-        LockSpec { resource: resource.to_owned(), ttl, fencing: false, attempts: None, wait: None, also: Vec::new() }
+        LockSpec {
+            resource: resource.to_owned(),
+            ttl,
+            fencing: false,
+            attempts: None,
+            wait: None,
+            also: Vec::new(),
+            semaphore: None,
+        }
     }
 
     /// `try_lock`: exactly one attempt.
@@ -119,6 +129,12 @@ impl LockSpec {
         self
     }
 
+    /// Take `permits` of the semaphore of `limit` named by the resource.
+    pub fn semaphore(mut self, limit: u32, permits: u32) -> LockSpec {
+        self.semaphore = Some((limit, permits));
+        self
+    }
+
     /// The [`LockOptions`] every adapter's `lock_with` takes.
     pub fn options(&self) -> LockOptions {
         let mut options =
@@ -128,6 +144,9 @@ impl LockSpec {
         }
         if let Some(wait) = self.wait {
             options = options.wait(wait);
+        }
+        if let Some((limit, permits)) = self.semaphore {
+            options = options.semaphore(limit).permits(permits);
         }
         options
     }
@@ -258,6 +277,8 @@ pub trait Subject: 'static {
     fn valid_until(guard: &Self::Guard) -> Instant;
     /// `guard.fence()`.
     fn fence(guard: &Self::Guard) -> Option<u64>;
+    /// `guard.permits()`: the semaphore slots held.
+    fn permits(guard: &Self::Guard) -> Vec<u16>;
     /// `guard.lost()`.
     fn lost(guard: &Self::Guard) -> Self::Lost;
     /// `guard.set_auto_extend(on)`.

@@ -184,6 +184,10 @@ impl<E: Executor> Subject for AsyncSubject<E> {
         guard.fence()
     }
 
+    fn permits(guard: &Guard<E>) -> Vec<u16> {
+        guard.permits().to_vec()
+    }
+
     fn lost(guard: &Guard<E>) -> LostSignal {
         guard.lost()
     }

@@ -1,0 +1,246 @@
+//! The semaphore's cases: the limit holds under contention, m permits are all or nothing, a
+//! permit is a slot key like a mutex key (token, TTL, extend, release, lost), the limit is
+//! recorded and a mismatch refused, fencing per slot, and a release wakes a waiter.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlease_core::{AcquireError, ExtendError, ReleaseOutcome, Retry};
+
+use super::cases::{connect, eventually, lock, ms, ok, release, values};
+use super::{FailureKind, LockSpec, Options, Subject};
+use crate::Cluster;
+
+/// The key of slot `k` of semaphore `name`.
+fn slot_key(name: &str, k: u16) -> String {
+    format!("redlease:sem:{{{name}}}:{k}")
+}
+
+/// Nodes on which slot `k` of `name` holds `token` (marked or not) with a TTL.
+fn holding(cluster: &Cluster, name: &str, k: u16, token: &str) -> usize {
+    let marked = format!("{token}:");
+    values(cluster, &slot_key(name, k))
+        .into_iter()
+        .flatten()
+        .filter(|(v, pttl)| (v.as_deref() == Some(token) || v.as_deref() == Some(&*marked)) && *pttl > 0)
+        .count()
+}
+
+/// Slot keys of `name` present on any node.
+fn slots_present(cluster: &Cluster, name: &str, limit: u16) -> usize {
+    (0..limit).map(|k| values(cluster, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count()).sum()
+}
+
+/// 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot,
+/// and 3 at once is reached.
+pub fn semaphore_limit<S: Subject>() {
+    const TASKS: usize = 8;
+    const CYCLES: usize = 6;
+    const LIMIT: u32 = 3;
+    let cluster = Cluster::start(3);
+    let active = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..LIMIT).map(|_| AtomicBool::new(false)).collect());
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let (client, active, most, busy) = (client.clone(), active.clone(), most.clone(), busy.clone());
+            tasks.push(S::spawn(async move {
+                for i in 0..CYCLES {
+                    let spec = LockSpec::new("workers", Duration::from_secs(10))
+                        .semaphore(LIMIT, 1)
+                        .wait(Duration::from_secs(60));
+                    let guard = lock::<S>(&client, spec).await;
+                    let slots = S::permits(&guard);
+                    assert!(slots.len() == 1 && u32::from(slots[0]) < LIMIT, "[{}] slots {slots:?}", S::NAME);
+                    let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= LIMIT, "[{}] task {t} #{i}: {now} holders of a semaphore of {LIMIT}", S::NAME);
+                    let was = busy[slots[0] as usize].swap(true, Ordering::SeqCst);
+                    assert!(!was, "[{}] task {t} #{i}: slot {} held twice", S::NAME, slots[0]);
+                    S::sleep(ms(40)).await;
+                    busy[slots[0] as usize].store(false, Ordering::SeqCst);
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    let report = release::<S>(guard).await;
+                    assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t} #{i}: {report:?}", S::NAME);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+        eventually::<S>(Duration::from_secs(3), "every slot free at the end", || slots_present(&cluster, "workers", 3) == 0)
+            .await;
+    });
+    assert_eq!(most.load(Ordering::SeqCst), LIMIT, "[{}] 8 contenders never filled the 3 permits", S::NAME);
+    cluster.assert_no_leaks();
+}
+
+/// A semaphore of 4: permits are slot keys with the holder's token and a TTL, the limit is
+/// recorded on every node and another limit refused as misconfigured; 2 permits are taken
+/// all or nothing; extend moves a slot's TTL; a slot taken away is lost at the next extend.
+pub fn semaphore_permits<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let ttl = Duration::from_secs(10);
+        let one = || LockSpec::new("pool", ttl).semaphore(4, 1);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(lock::<S>(&client, one().once()).await);
+        }
+        let mut slots: Vec<u16> = held.iter().flat_map(S::permits).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), 3, "[{}] three holders, three distinct slots: {slots:?}", S::NAME);
+        for g in &held {
+            let (k, token) = (S::permits(g)[0], S::token(g));
+            assert!(holding(&cluster, "pool", k, &token) >= 2, "[{}] slot {k} not held on a quorum", S::NAME);
+        }
+        eventually::<S>(Duration::from_secs(3), "the limit recorded on every node, without a TTL", || {
+            values(&cluster, "redlease:sem:{pool}:limit").iter().all(|v| matches!(v, Some((Some(l), -1)) if l == "4"))
+        })
+        .await;
+
+        // One permit is free: two at once are refused, and take nothing.
+        let refused = S::lock(&client, one().semaphore(4, 2).once()).await;
+        match refused {
+            Err(f) => assert!(matches!(f.kind, FailureKind::Acquire(AcquireError::Held { .. })), "[{}] {f}", S::NAME),
+            Ok(_) => panic!("[{}] 2 permits granted with 1 free", S::NAME),
+        }
+        let tokens: Vec<String> = held.iter().map(S::token).collect();
+        for k in 0..4 {
+            for (v, _) in values(&cluster, &slot_key("pool", k)).into_iter().flatten() {
+                let token = v.as_deref().map(|v| v.trim_end_matches(':'));
+                let ours = token.is_none_or(|t| tokens.iter().any(|h| h == t));
+                assert!(ours, "[{}] slot {k}: {v:?} left by the refused attempt", S::NAME);
+            }
+        }
+        let last = held.pop().unwrap_or_else(|| unreachable!());
+        assert_eq!(release::<S>(last).await.outcome, ReleaseOutcome::Released);
+        let two = lock::<S>(&client, one().semaphore(4, 2).wait(Duration::from_secs(5))).await;
+        let pair = S::permits(&two);
+        assert_eq!(pair.len(), 2, "[{}] {pair:?}", S::NAME);
+        assert!(held.iter().all(|g| !pair.contains(&S::permits(g)[0])), "[{}] a held slot granted again", S::NAME);
+        for &k in &pair {
+            assert!(holding(&cluster, "pool", k, &S::token(&two)) >= 2, "[{}] slot {k} of the pair", S::NAME);
+        }
+
+        // Another limit for the name is a misconfiguration, reported at once, naming the limits.
+        let other = S::lock(&client, LockSpec::new("pool", ttl).semaphore(5, 1).wait(Duration::from_secs(30))).await;
+        let started = Instant::now();
+        match other {
+            Err(f) => {
+                let shown = f.message.contains("WRONGLIMIT") && f.message.contains('4') && f.message.contains('5');
+                assert!(
+                    matches!(f.kind, FailureKind::Acquire(AcquireError::Misconfigured { .. })) && shown,
+                    "[{}] {f}",
+                    S::NAME
+                );
+            }
+            Ok(_) => panic!("[{}] a limit of 5 was granted where 4 is recorded", S::NAME),
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "[{}] a mismatch must not wait out its bound", S::NAME);
+
+        // Extend moves the slot's TTL; a slot taken away from every node is lost.
+        let mut first = held.remove(0);
+        let k = S::permits(&first)[0];
+        ok::<S, _>(S::extend(&mut first, Duration::from_secs(30)).await, "extend a permit");
+        let longer = values(&cluster, &slot_key("pool", k)).into_iter().flatten().filter(|(_, p)| *p > 10_000).count();
+        assert!(longer >= 2, "[{}] the extended slot's TTL", S::NAME);
+        let mut second = held.remove(0);
+        let gone = S::permits(&second)[0];
+        for node in cluster.nodes() {
+            node.conn().and_then(|mut c| c.del(&slot_key("pool", gone))).expect("DEL on a node");
+        }
+        match S::extend(&mut second, ttl).await {
+            Err(f) => assert!(matches!(f.kind, FailureKind::Extend(ExtendError::Lost { .. })), "[{}] {f}", S::NAME),
+            Ok(_) => panic!("[{}] a permit deleted on every node was extended", S::NAME),
+        }
+        assert!(S::wait_lost(&S::lost(&second), Duration::from_secs(2)).await, "[{}] the lost signal", S::NAME);
+        assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::NotHeld);
+        for g in [first, two] {
+            assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
+        }
+        eventually::<S>(Duration::from_secs(3), "every slot free", || slots_present(&cluster, "pool", 4) == 0).await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// 4 tasks × 10 fenced acquisitions of a semaphore of 2: per slot, the tokens strictly
+/// increase from holder to holder.
+pub fn semaphore_fencing<S: Subject>() {
+    let cluster = Cluster::start(3);
+    let seen: Arc<Mutex<HashMap<u16, Vec<u64>>>> = Arc::default();
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let (client, seen) = (client.clone(), seen.clone());
+            tasks.push(S::spawn(async move {
+                for _ in 0..10 {
+                    let spec = LockSpec::new("fenced-pool", Duration::from_secs(5))
+                        .semaphore(2, 1)
+                        .fencing()
+                        .wait(Duration::from_secs(60));
+                    let guard = lock::<S>(&client, spec).await;
+                    let fence = S::fence(&guard).unwrap_or_else(|| panic!("[{}] no fencing token", S::NAME));
+                    // Recorded while held: the holders of one slot take turns.
+                    seen.lock().unwrap_or_else(|e| e.into_inner()).entry(S::permits(&guard)[0]).or_default().push(fence);
+                    S::sleep(ms(5)).await;
+                    assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+    });
+    let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(seen.values().map(Vec::len).sum::<usize>(), 40);
+    for (slot, fences) in seen.iter() {
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "[{}] slot {slot}: tokens {fences:?}", S::NAME);
+    }
+    cluster.assert_no_leaks();
+}
+
+/// With a 5 s retry delay, a waiter on a full semaphore gets the permit within 2 s of a
+/// release: the release message woke it.
+pub fn semaphore_wake<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let spec = LockSpec::new("wake-pool", Duration::from_secs(30)).semaphore(2, 1);
+        let a = lock::<S>(&holder, spec.clone().once()).await;
+        let b = lock::<S>(&holder, spec.clone().once()).await;
+        let waiting = {
+            let (waiter, spec) = (waiter.clone(), spec.clone().wait(Duration::from_secs(20)));
+            S::spawn(async move { S::lock(&waiter, spec).await })
+        };
+        // Its first attempt is refused, and it queues.
+        S::sleep(ms(300)).await;
+        let freed = S::permits(&a)[0];
+        let released = Instant::now();
+        assert_eq!(release::<S>(a).await.outcome, ReleaseOutcome::Released);
+        let got = ok::<S, _>(waiting.await, "the waiter after a release");
+        let took = released.elapsed();
+        assert!(took < Duration::from_secs(2), "[{}] the handoff took {took:?}: no wake-up came", S::NAME);
+        assert_eq!(S::permits(&got), [freed], "[{}] the waiter got the freed slot", S::NAME);
+        for g in [b, got] {
+            assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
+        }
+        eventually::<S>(Duration::from_secs(3), "no queue left", || {
+            cluster.nodes().iter().all(|n| {
+                let pttl = n.conn().and_then(|mut c| c.pttl("redlease:queue:redlease:sem:{wake-pool}"));
+                pttl.expect("PTTL on a node") == -2
+            })
+        })
+        .await;
+    });
+    cluster.assert_no_leaks();
+}
