@@ -160,6 +160,18 @@ impl Host {
         }
     }
 
+    /// Try once for `permits` of the semaphore `name` of `limit`: the slots held, or `None`.
+    fn try_permits(&mut self, name: &str, limit: u32, permits: u32) -> Option<(LockId, Vec<u16>)> {
+        let token = new_token().unwrap();
+        let options = LockOptions::new(name, Duration::from_secs(5)).semaphore(limit).permits(permits).attempts(1);
+        let lock = self.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
+        match self.outcome(lock) {
+            Event::Acquired { .. } => Some((lock, self.driver.permits(lock).expect("a semaphore's slots").to_vec())),
+            Event::AcquireFailed { .. } => None,
+            other => panic!("semaphore {name}: {other:?}"),
+        }
+    }
+
     fn release(&mut self, lock: LockId) {
         self.driver.release(Instant::now(), lock).unwrap();
         match self.outcome(lock) {
@@ -269,5 +281,34 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert!(total >= (5 * 2 * CLIENTS) as u64, "{total} echoes");
     assert_eq!(total as usize, echoes.load(Ordering::SeqCst));
+    cluster.assert_no_leaks();
+}
+
+#[test]
+fn an_embedded_driver_takes_a_semaphores_permits() {
+    let cluster = Cluster::start(3);
+    let poll = Poll::new().unwrap();
+    let mut listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    poll.registry().register(&mut listener, LISTENER, Interest::READABLE).unwrap();
+    let mut driver = Driver::new(Config::from_urls(cluster.urls()).unwrap(), REDLEASE).unwrap();
+    driver.register(poll.registry(), Instant::now()).unwrap();
+    let echo = Echo { listener, conns: HashMap::new(), next: FIRST_CONN };
+    let mut host = Host { poll, events: Events::with_capacity(128), echo, driver, seen: Vec::new(), leader: None };
+    host.run_until("every node tried", |h| h.driver.all_nodes_tried());
+
+    // Three permits: two held one by one, then the last two at once are refused, one is not.
+    let (a, sa) = host.try_permits("embedded-pool", 3, 1).expect("a first permit");
+    let (b, sb) = host.try_permits("embedded-pool", 3, 1).expect("a second permit");
+    assert!(sa.len() == 1 && sb.len() == 1 && sa != sb, "{sa:?} {sb:?}");
+    assert!(host.try_permits("embedded-pool", 3, 2).is_none(), "2 permits granted with 1 free");
+    let (c, sc) = host.try_permits("embedded-pool", 3, 1).expect("the third permit");
+    assert!(!sa.contains(&sc[0]) && !sb.contains(&sc[0]));
+    assert!(host.try_permits("embedded-pool", 3, 1).is_none(), "a fourth permit of three");
+    for lock in [a, b, c] {
+        host.release(lock);
+    }
+    let (all, slots) = host.try_permits("embedded-pool", 3, 3).expect("every permit once all are free");
+    assert_eq!(slots, [0, 1, 2]);
+    host.release(all);
     cluster.assert_no_leaks();
 }

@@ -42,6 +42,7 @@
 //! | [`semaphore_limit`] | 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot, 3 at once reached |
 //! | [`semaphore_permits`] | permits are slot keys with the token and a TTL on a quorum; the limit is recorded and another refused as misconfigured at once; 2 permits all or nothing; extend; a slot taken away is lost |
 //! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per slot the tokens strictly increase |
+//! | [`semaphore_faults`] | 8 workers on a semaphore of 3 over 5 nodes, one node paused and another killed: never more than 3 holders, progress throughout, nothing left without a TTL |
 //! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
@@ -51,8 +52,8 @@ mod semaphore;
 mod subject;
 
 pub use cases::*;
-pub use semaphore::*;
 pub use recorder::{Hold, HolderLog};
+pub use semaphore::*;
 pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work, failure};
 
 /// Generate one `#[test]` per conformance case for a [`Subject`] type.
@@ -98,6 +99,7 @@ macro_rules! conformance_tests {
             semaphore_permits,
             semaphore_fencing,
             semaphore_wake,
+            semaphore_faults,
         );
     };
     (@cases $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {

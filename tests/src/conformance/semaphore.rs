@@ -30,7 +30,9 @@ fn holding(cluster: &Cluster, name: &str, k: u16, token: &str) -> usize {
 
 /// Slot keys of `name` present on any node.
 fn slots_present(cluster: &Cluster, name: &str, limit: u16) -> usize {
-    (0..limit).map(|k| values(cluster, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count()).sum()
+    (0..limit)
+        .map(|k| values(cluster, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count())
+        .sum()
 }
 
 /// 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot,
@@ -72,10 +74,66 @@ pub fn semaphore_limit<S: Subject>() {
         for task in tasks {
             task.await;
         }
-        eventually::<S>(Duration::from_secs(3), "every slot free at the end", || slots_present(&cluster, "workers", 3) == 0)
-            .await;
+        eventually::<S>(Duration::from_secs(3), "every slot free at the end", || {
+            slots_present(&cluster, "workers", 3) == 0
+        })
+        .await;
     });
     assert_eq!(most.load(Ordering::SeqCst), LIMIT, "[{}] 8 contenders never filled the 3 permits", S::NAME);
+    cluster.assert_no_leaks();
+}
+
+/// 8 workers contend for a semaphore of 3 over 5 nodes while one node is paused (SIGSTOP)
+/// and another killed: never more than 3 holders, progress throughout, and once the nodes are
+/// back nothing is left without a TTL.
+pub fn semaphore_faults<S: Subject>() {
+    const WORKERS: usize = 8;
+    const LIMIT: u32 = 3;
+    let cluster = Cluster::start(5);
+    let active = Arc::new(AtomicU32::new(0));
+    let done = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    S::block_on(async {
+        let options = Options { node_timeout: ms(100), ..Options::default() };
+        let client = connect::<S>(cluster.urls(), options).await;
+        let mut workers = Vec::new();
+        for w in 0..WORKERS {
+            let (client, active, done, stop) = (client.clone(), active.clone(), done.clone(), stop.clone());
+            workers.push(S::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let spec = LockSpec::new("faulty-pool", Duration::from_secs(2))
+                        .semaphore(LIMIT, 1)
+                        .wait(Duration::from_secs(30));
+                    let guard = lock::<S>(&client, spec).await;
+                    let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(now <= LIMIT, "[{}] worker {w}: {now} holders of a semaphore of {LIMIT}", S::NAME);
+                    S::sleep(ms(10)).await;
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    // A release may find a node down: the outcome is what a quorum said.
+                    let _ = S::release(guard).await;
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        let progress = |what: &'static str| {
+            let (done, before) = (done.clone(), done.load(Ordering::SeqCst));
+            async move {
+                eventually::<S>(Duration::from_secs(10), what, || done.load(Ordering::SeqCst) >= before + 20).await;
+            }
+        };
+        progress("cycles with every node up").await;
+        cluster.node(0).pause();
+        progress("cycles with node 0 paused").await;
+        cluster.node(1).kill();
+        progress("cycles with node 0 paused and node 1 killed").await;
+        cluster.node(0).resume();
+        cluster.node(1).restart(false);
+        progress("cycles with every node back").await;
+        stop.store(true, Ordering::SeqCst);
+        for w in workers {
+            w.await;
+        }
+    });
     cluster.assert_no_leaks();
 }
 
@@ -189,7 +247,11 @@ pub fn semaphore_fencing<S: Subject>() {
                     let guard = lock::<S>(&client, spec).await;
                     let fence = S::fence(&guard).unwrap_or_else(|| panic!("[{}] no fencing token", S::NAME));
                     // Recorded while held: the holders of one slot take turns.
-                    seen.lock().unwrap_or_else(|e| e.into_inner()).entry(S::permits(&guard)[0]).or_default().push(fence);
+                    seen.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(S::permits(&guard)[0])
+                        .or_default()
+                        .push(fence);
                     S::sleep(ms(5)).await;
                     assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
                 }
