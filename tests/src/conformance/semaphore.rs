@@ -94,8 +94,7 @@ pub fn semaphore_faults<S: Subject>() {
     let done = Arc::new(AtomicU32::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     S::block_on(async {
-        let options = Options { node_timeout: ms(100), ..Options::default() };
-        let client = connect::<S>(cluster.urls(), options).await;
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
         let mut workers = Vec::new();
         for w in 0..WORKERS {
             let (client, active, done, stop) = (client.clone(), active.clone(), done.clone(), stop.clone());
