@@ -135,6 +135,12 @@ fn close(op: &Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, at
     }
 }
 
+/// The `kind` label of an acquisition's metrics: `mutex` or `semaphore`.
+#[cfg(feature = "metrics")]
+fn kind(engine: &Engine, lock: LockId) -> &'static str {
+    if engine.limit(lock).is_some() { "semaphore" } else { "mutex" }
+}
+
 pub(crate) fn acquire_outcome(error: &AcquireError) -> &'static str {
     match error {
         AcquireError::Held { .. } => "held",
@@ -182,15 +188,19 @@ impl Monitor {
         {
             let secs = now.saturating_duration_since(op.started).as_secs_f64();
             let client = self.client(engine);
-            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => "acquired")
+            let kind = kind(engine, lock);
+            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => "acquired", "kind" => kind)
                 .record(secs);
-            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => "acquired")
+            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => "acquired", "kind" => kind)
                 .increment(1);
             if attempts > 1 {
                 metrics::histogram!("redlease_wait_seconds", "client" => client).record(secs);
             }
         }
         close(&op, engine, lock, now, "acquired", Some(attempts));
+        if let Some(slots) = engine.permits(lock).filter(|_| !op.span.is_disabled()) {
+            op.span.record("slots", format!("{slots:?}").as_str());
+        }
         tracing::debug!(target: "redlease", parent: &op.span, "lock acquired");
     }
 
@@ -200,9 +210,10 @@ impl Monitor {
         {
             let secs = now.saturating_duration_since(op.started).as_secs_f64();
             let client = self.client(engine);
-            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => outcome)
+            let kind = kind(engine, lock);
+            metrics::histogram!("redlease_acquire_seconds", "client" => client.clone(), "outcome" => outcome, "kind" => kind)
                 .record(secs);
-            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => outcome)
+            metrics::counter!("redlease_acquisitions_total", "client" => client.clone(), "outcome" => outcome, "kind" => kind)
                 .increment(1);
             if attempts_of(error) > 1 {
                 metrics::histogram!("redlease_wait_seconds", "client" => client).record(secs);

@@ -17,7 +17,9 @@ pub fn client(config: &Config) -> &str {
     config.name.as_deref().unwrap_or("")
 }
 
-/// The span of an acquisition of `options`' resources (`redlease.acquire`) by `client`.
+/// The span of an acquisition of `options`' resources (`redlease.acquire`) by `client`: for a
+/// semaphore, its `limit` and the `permits` asked for (a mutex: limit 0, 1 permit), and the
+/// `slots` granted.
 pub fn acquire(client: &str, options: &LockOptions) -> Span {
     let resource = options.resources.first().map_or("", String::as_str);
     tracing::debug_span!(
@@ -27,6 +29,9 @@ pub fn acquire(client: &str, options: &LockOptions) -> Span {
         resource,
         more_resources = options.resources.len().saturating_sub(1),
         fencing = options.fencing,
+        limit = options.limit.unwrap_or(0),
+        permits = options.permits,
+        slots = Empty,
         attempts = Empty,
         outcome = Empty,
         votes = Empty,

@@ -168,6 +168,13 @@ impl Engine {
         (s.permits.on() && !slots.is_empty()).then_some(slots)
     }
 
+    /// The limit of the semaphore `lock` takes permits of; `None` for a mutex or an unknown id.
+    /// Readable after the lock's final event until the id is reused.
+    pub fn limit(&self, lock: LockId) -> Option<u32> {
+        let s = self.locks.last(lock)?;
+        s.permits.on().then_some(u32::from(s.permits.limit))
+    }
+
     /// The votes of `lock`'s current round (or its last one, after its final event, until the
     /// id is reused: read them right after the event), by node, and when that round started.
     /// For logs and traces; no allocation.
