@@ -149,6 +149,26 @@ impl Router {
         reply: ExtendReply,
         span: Span,
     ) {
+        self.stretch(engine, now, lock, reply, span, |e| e.extend(now, lock, Some(ttl)));
+    }
+
+    /// Turn the write lock `lock` into a read lock ([`Engine::downgrade`]); its new deadline
+    /// goes to `reply`, the outcome onto `span`
+    /// ([`spans::downgrade`](crate::adapter::spans::downgrade)).
+    pub fn downgrade(&mut self, engine: &mut Engine, now: Instant, lock: LockId, reply: ExtendReply, span: Span) {
+        self.stretch(engine, now, lock, reply, span, |e| e.downgrade(now, lock));
+    }
+
+    /// An extension or a downgrade, which `start` asks the engine for.
+    fn stretch(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        lock: LockId,
+        reply: ExtendReply,
+        span: Span,
+        start: impl FnOnce(&mut Engine) -> Result<(), Misuse>,
+    ) {
         if self.closed {
             let _ = reply.send(Err(Error::Closed));
             return;
@@ -161,7 +181,7 @@ impl Router {
             entry.extend = None;
             entry.extend_cancelled = engine.cancel(now, lock).is_ok();
         }
-        match (engine.extend(now, lock, Some(ttl)), self.entries.get_mut(&lock)) {
+        match (start(engine), self.entries.get_mut(&lock)) {
             (Ok(()), Some(entry)) => {
                 entry.extend = Some((reply, Op { span, started: now }));
             }

@@ -60,6 +60,12 @@ pub fn extend(client: &str, resource: &str) -> Span {
     held_span!("redlease.extend", client, resource)
 }
 
+/// The span of a downgrade of `client`'s write lock on `resource` to a read lock
+/// (`redlease.downgrade`).
+pub fn downgrade(client: &str, resource: &str) -> Span {
+    held_span!("redlease.downgrade", client, resource)
+}
+
 /// The span of a release of `client`'s lock on `resource` (`redlease.release`), also for the
 /// release of a dropped guard.
 pub fn release(client: &str, resource: &str) -> Span {

@@ -199,8 +199,9 @@ pub enum Misuse {
         /// The reserved name or prefix.
         reserved: &'static str,
     },
-    /// A semaphore's limit or permits are out of range, or do not go together.
-    #[error("semaphore limit {limit:?}, permits {permits}: {reason}")]
+    /// A semaphore's limit or permits are out of range or do not go together, or a read lock
+    /// is asked of several resources or of a semaphore.
+    #[error("lock shape (semaphore limit {limit:?}, permits {permits}): {reason}")]
     Permits {
         /// The limit asked for (`None`: not a semaphore).
         limit: Option<u32>,

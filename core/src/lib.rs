@@ -236,6 +236,15 @@ pub const LOCK_FORMAT: &str = scripts::FORMAT;
 /// fencing counters. Every name redlease uses is in the crate docs' [names](crate#names).
 pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 
+/// The value a lock key holds while readers share it ([`LockOptions::shared`]); followed by
+/// `:` once a writer waits. For tools that inspect the nodes: the readers themselves are the
+/// members of the sorted set [`READERS_PREFIX`] + key, scored by their expiry (ms since the
+/// epoch, on the node's clock).
+pub const READERS_VALUE: &str = scripts::READERS;
+
+/// The prefix of the sorted set of a lock key's readers.
+pub const READERS_PREFIX: &str = scripts::READERS_PREFIX;
+
 /// SHA-1 digests of the five scripts, in the order the handshake loads them (acquire, extend,
 /// release, fence write-back, and the release of one key that leaves no queue, which every
 /// lock of one resource uses). Useful to answer `SCRIPT LOAD` in tests.

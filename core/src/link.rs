@@ -70,6 +70,9 @@ struct Link {
     answered: bool,
     /// [`Links::subs_gen`] when `subs` was last brought in line with the channels.
     subs_gen: u64,
+    /// The scripts the handshake does not load (a semaphore's, a read lock's) that this
+    /// connection was sent with their source: bits of [`Call::lazy`](crate::wire::Call::lazy).
+    sourced: u8,
 }
 
 impl Link {
@@ -211,6 +214,7 @@ impl Links {
                 held_pending: VecDeque::new(),
                 subs: BTreeSet::new(),
                 subs_gen: 0,
+                sourced: 0,
                 plain_tcp: node.transport == Transport::Tcp,
                 tls_open: false,
                 answered: false,
@@ -367,6 +371,19 @@ impl Links {
                 down(i, link.down_vote());
             }
         }
+    }
+
+    /// Whether a link that takes requests has not been sent the lazily loaded script `bit`
+    /// yet ([`Call::lazy`](crate::wire::Call::lazy)): the next broadcast then carries its
+    /// source, so that no node answers `NOSCRIPT` (whose resend would wait for a late node's
+    /// reply to be read). Marks every such link as sent it.
+    pub(crate) fn needs_source(&mut self, bit: u8) -> bool {
+        let mut needs = false;
+        for link in self.links.iter_mut().filter(|l| l.takes_requests()) {
+            needs |= link.sourced & bit == 0;
+            link.sourced |= bit;
+        }
+        needs
     }
 
     /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it

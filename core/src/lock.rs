@@ -95,12 +95,14 @@ pub(crate) enum Phase {
         at: Instant,
     },
     Held(Hold),
-    /// An extension to `ttl` is in flight; `manual`: asked for by the caller.
+    /// An extension to `ttl` is in flight; `manual`: asked for by the caller; `downgrade`: it
+    /// also turns the write lock into a read lock.
     Extending {
         hold: Hold,
         deadline: Instant,
         ttl: Duration,
         manual: bool,
+        downgrade: bool,
     },
     Releasing {
         hold: Hold,
@@ -143,6 +145,8 @@ pub(crate) struct Slot {
     /// A semaphore's slots (off for a mutex): while acquiring, `keys` are every slot in the
     /// client's order; once a quorum granted, the slots held.
     pub(crate) permits: Permits,
+    /// A read lock (a write lock that was downgraded included).
+    pub(crate) shared: bool,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -186,6 +190,7 @@ impl Slot {
             queue: Queue::No,
             reserve_ms: 0,
             permits: Permits::default(),
+            shared: false,
         }
     }
 
@@ -208,6 +213,7 @@ impl Slot {
         self.permits.start(&config.key_prefix, &options.resources[0], limit, want, token);
         self.ttl = ttl;
         self.fencing = options.fencing;
+        self.shared = options.shared;
         self.auto_extend = options.auto_extend;
         self.max_hold = options.max_hold;
         self.wakes = 0;
@@ -266,6 +272,10 @@ impl Slot {
     /// The release call: hand each key to the next queued waiter; with `leave`, leave the
     /// queues this acquisition joined too.
     pub(crate) fn release_call(&self, leave: bool) -> Call {
+        if self.shared {
+            // A reader joins no queue: it leaves the readers, whatever the phase.
+            return Call::ReadRelease;
+        }
         Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms }
     }
 
@@ -287,6 +297,15 @@ impl Slot {
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
+            (Op::Acquire, _) if self.shared => {
+                Some(Call::Read { ttl_ms: self.ttl.as_millis() as u64, fencing: self.fencing, waits: self.queued() })
+            }
+            (Op::Extend, Phase::Extending { ttl, downgrade: true, .. }) => {
+                Some(Call::Downgrade { ttl_ms: ttl.as_millis().max(1) as u64 })
+            }
+            (Op::Extend, Phase::Extending { ttl, .. }) if self.shared => {
+                Some(Call::ReadExtend { ttl_ms: ttl.as_millis().max(1) as u64 })
+            }
             (Op::Acquire | Op::Permits, _) if self.permits.on() => Some(Call::Permits {
                 ttl_ms: self.ttl.as_millis() as u64,
                 fencing: self.fencing,

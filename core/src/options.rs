@@ -55,6 +55,8 @@ pub struct LockOptions {
     pub limit: Option<u32>,
     /// How many of the semaphore's permits to take at once, all or nothing (1 for a mutex).
     pub permits: u32,
+    /// A read lock (see [`shared`](Self::shared)); `false`: a write lock, the mutex.
+    pub shared: bool,
 }
 
 impl LockOptions {
@@ -71,6 +73,7 @@ impl LockOptions {
             auto_extend: false,
             limit: None,
             permits: 1,
+            shared: false,
         }
     }
 
@@ -148,6 +151,32 @@ impl LockOptions {
         self
     }
 
+    /// Make this a read lock of the resource: readers share it, and exclude every writer —
+    /// the mutex of the same name (a plain lock is the write lock). Readers and writers use
+    /// the same nodes and quorum (a majority each, so that every read quorum meets every write
+    /// quorum, and any two write quorums meet).
+    ///
+    /// Each reader expires by its own TTL on each node's clock: a crashed reader holds writers
+    /// off until its TTL only. Writers have preference: once a waiting writer was refused by the
+    /// readers, no new reader joins until they have left, and the key passes to the writer. A
+    /// read lock extends, releases, wakes up and is lost like a mutex; with
+    /// [`fencing`](Self::fencing) its token is the writer epoch it reads under (the fencing
+    /// token of the last writer a quorum saw), with no extra round trip. A held write lock
+    /// turns into a read lock with `downgrade` ([`Engine::downgrade`](crate::Engine::downgrade)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    ///
+    /// let read = LockOptions::new("catalog", Duration::from_secs(10)).shared(true);
+    /// let write = LockOptions::new("catalog", Duration::from_secs(10)); // excludes the readers
+    /// assert!(read.shared && !write.shared);
+    /// ```
+    pub fn shared(mut self, on: bool) -> Self {
+        self.shared = on;
+        self
+    }
+
     /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) under
     /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
     /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
@@ -158,7 +187,7 @@ impl LockOptions {
             return Err(Misuse::EmptyResource);
         }
         self.check_permits()?;
-        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, SEM_PREFIX};
+        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
         let prefix = config.key_prefix.as_str();
         for r in &self.resources {
             // `{prefix}{r}` starts with `reserved`, without building it.
@@ -172,6 +201,9 @@ impl LockOptions {
             }
             if starts(QUEUE_PREFIX) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: QUEUE_PREFIX });
+            }
+            if starts(READERS_PREFIX) {
+                return Err(Misuse::ReservedResource { resource: key(), reserved: READERS_PREFIX });
             }
             if starts(SEM_PREFIX) && self.limit.is_none() {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: SEM_PREFIX });
@@ -192,10 +224,12 @@ impl LockOptions {
 
 impl LockOptions {
     /// A semaphore names one resource, its limit is 1 to [`MAX_PERMITS`], and it takes 1 to
-    /// its limit permits; a mutex takes one.
+    /// its limit permits; a mutex takes one; a read lock is of one resource, not a semaphore.
     fn check_permits(&self) -> Result<(), Misuse> {
         let (permits, resources) = (self.permits, self.resources.len());
         let reason = match self.limit {
+            _ if self.shared && resources != 1 => "a read lock is of one resource",
+            Some(_) if self.shared => "a semaphore has no read locks: use .shared(true) on a lock without .semaphore",
             None if permits != 1 => "permits other than 1 need a semaphore: add .semaphore(limit)",
             None => return Ok(()),
             Some(0) => "a semaphore needs a limit of at least 1",

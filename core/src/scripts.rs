@@ -183,6 +183,147 @@ return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
 /// SHA-1 of [`SEM_ACQUIRE`].
 pub(crate) const SEM_ACQUIRE_SHA: &str = "54eadbfc633231ee9fd80ebe366eb58eb79b6ba7";
 
+/// The value a lock key holds while readers share it: not a token (tokens never contain `:`),
+/// so every mutex and write lock of the name is refused meanwhile. Followed by [`WAITED`] once
+/// a writer was refused by it: no new reader joins until the readers there have left.
+pub(crate) const READERS: &str = ":readers";
+/// The prefix of a resource's readers, a sorted set of reader tokens scored by the expiry of
+/// each on the node's own clock.
+pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
+
+/// Take a read lock: join the readers of the lock key. A reader is a token in the readers'
+/// sorted set scored by its expiry on the node's clock (`TIME`), so a crashed reader holds
+/// writers off until its own TTL only; the lock key holds [`READERS`] and the readers' set
+/// each expire with the last live reader.
+///
+/// Refused (0) while a writer holds the key (a mutex or write lock of the name), or while a
+/// writer waits ([`READERS`] marked) unless the token already reads (a re-entry). A refused
+/// waiter (`ARGV[3]` = `1`) marks a writer's key like [`ACQUIRE`] does, so the writer's release
+/// announces itself. Returns one more than the fence counter: the writer epoch read under.
+///
+/// `KEYS`: the lock key, its readers, (with fencing) its fence counter. `ARGV`: token, TTL in
+/// ms, whether the reader waits.
+pub(crate) const READ_ACQUIRE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+local mine = redis.call('ZSCORE', KEYS[2], t)
+if not (v == nil or v == false or v == ':readers' or (v == ':readers:' and mine)) then
+  if ARGV[3] == '1' and string.byte(v, -1) ~= 58 then redis.call('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+  return 0
+end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+if not v then redis.call('SET', KEYS[1], ':readers') end
+settle()
+local f = 0
+if #KEYS > 2 then f = tonumber(redis.call('GET', KEYS[3]) or '0') or 0 end
+return f + 1
+";
+/// SHA-1 of [`READ_ACQUIRE`].
+pub(crate) const READ_ACQUIRE_SHA: &str = "af4abe298530cb15bcf0f744a75c4e6448be472d";
+
+/// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
+/// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
+pub(crate) const READ_EXTEND: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+if not redis.call('ZSCORE', KEYS[2], t) or (v ~= ':readers' and v ~= ':readers:') then return 0 end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+settle()
+return 1
+";
+/// SHA-1 of [`READ_EXTEND`].
+pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
+
+/// Leave the readers; the last live reader deletes the lock key, and if a writer marked it,
+/// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does.
+/// Returns 1 if the token was a reader, else 0.
+///
+/// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token.
+pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local d = redis.call('ZREM', KEYS[2], t)
+local v = redis.call('GET', KEYS[1])
+if v ~= ':readers' and v ~= ':readers:' then return d end
+if settle() then return d end
+redis.call('DEL', KEYS[1])
+if v == ':readers:' then
+  local nxt = ''
+  local head = redis.pcall('LINDEX', KEYS[3], 0)
+  if type(head) == 'string' then
+    local tok, hold = string.match(head, '^([^:]*):(%d+)$')
+    if not tok then
+      redis.pcall('LPOP', KEYS[3])
+    else
+      redis.pcall('LPOP', KEYS[3])
+      redis.call('SET', KEYS[1], tok .. ':', 'PX', hold)
+      nxt = tok
+    end
+  end
+  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
+end
+return d
+";
+/// SHA-1 of [`READ_RELEASE`].
+pub(crate) const READ_RELEASE_SHA: &str = "00b9b3bead75042d0ad345c2c363963a94a48d1e";
+
+/// Turn a write lock into a read lock, atomically on this node: the token joins the readers
+/// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.
+/// Returns 1, or 0 if the key is not the token's.
+///
+/// `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
+pub(crate) const DOWNGRADE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+if v ~= t and v ~= t .. ':' then return 0 end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+redis.call('SET', KEYS[1], ':readers')
+settle()
+if v == t .. ':' then redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
+return 1
+";
+/// SHA-1 of [`DOWNGRADE`].
+pub(crate) const DOWNGRADE_SHA: &str = "44be5418825e9167e46922e6b953923ea0f573a3";
+
 /// The mark a lock key's value carries after its token once a waiter was refused by it
 /// (see [`ACQUIRE`]); tokens may not contain it.
 pub(crate) const WAITED: u8 = b':';
@@ -347,6 +488,10 @@ mod tests {
             (FENCE, FENCE_SHA),
             (RELEASE_ONE, RELEASE_ONE_SHA),
             (SEM_ACQUIRE, SEM_ACQUIRE_SHA),
+            (READ_ACQUIRE, READ_ACQUIRE_SHA),
+            (READ_EXTEND, READ_EXTEND_SHA),
+            (READ_RELEASE, READ_RELEASE_SHA),
+            (DOWNGRADE, DOWNGRADE_SHA),
         ] {
             assert_eq!(sha1_hex(script.as_bytes()), sha, "the digest constant of a script is stale");
         }

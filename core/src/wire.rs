@@ -111,6 +111,29 @@ pub(crate) enum Call {
     /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
     /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
     Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
+    /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks a writer's key.
+    Read { ttl_ms: u64, fencing: bool, waits: bool },
+    /// Extend a read lock to `ttl_ms`.
+    ReadExtend { ttl_ms: u64 },
+    /// Leave the readers (the last one hands the key on, as a release does).
+    ReadRelease,
+    /// Turn the write lock into a read lock for `ttl_ms`.
+    Downgrade { ttl_ms: u64 },
+}
+
+impl Call {
+    /// The bit of a script the handshake does not load (0 for those it loads): sent with its
+    /// source on a connection's first use ([`Links::needs_source`](crate::link::Links)).
+    pub(crate) fn lazy(self) -> u8 {
+        match self {
+            Call::Permits { .. } => 1,
+            Call::Read { .. } => 2,
+            Call::ReadExtend { .. } => 4,
+            Call::ReadRelease => 8,
+            Call::Downgrade { .. } => 16,
+            _ => 0,
+        }
+    }
 }
 
 /// The names a call derives from its keys besides the keys themselves.
@@ -166,6 +189,10 @@ pub(crate) fn encode<'k>(
         permits(out, call, keys, token, names, eval);
         return;
     }
+    if let Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease | Call::Downgrade { .. } = call {
+        read(out, call, keys.next().unwrap_or_default(), token, names, eval);
+        return;
+    }
     // One key, not leaving its queue: the release whose common path is a plain
     // compare-and-delete.
     let one = matches!(call, Call::Release { leave: false, .. }) && nkeys == 1;
@@ -176,6 +203,7 @@ pub(crate) fn encode<'k>(
         Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
         Call::Permits { .. } => (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA),
+        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease | Call::Downgrade { .. } => return,
     };
     // Every key a script touches is in KEYS: the lock keys, their queues where the call uses
     // them, the fence counters.
@@ -193,7 +221,7 @@ pub(crate) fn encode<'k>(
         Call::Extend { .. } => 2,
         Call::Release { .. } if one => 1,
         Call::Release { .. } => 3,
-        Call::Fence { .. } | Call::Permits { .. } => 1,
+        _ => 1,
     };
     resp::array(out, 3 + script_keys + extra);
     if eval {
@@ -303,7 +331,47 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
             resp::bulk(out, if leave { b"1" } else { b"0" });
             resp::bulk_uint(out, reserve_ms);
         }
-        Call::Fence { .. } | Call::SetNx { .. } | Call::Permits { .. } => {}
+        _ => {}
+    }
+}
+
+/// A read lock's call on `key` ([`scripts::READ_ACQUIRE`] and its kin): the key, its readers,
+/// then the queue (a release) or the fence counter (an acquire with fencing); the token and the
+/// TTL or the wait flag.
+fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_>, eval: bool) {
+    let (script, sha, third, ttl_ms) = match call {
+        Call::Read { ttl_ms, fencing, .. } => {
+            (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA, fencing.then_some(names.fence_prefix), Some(ttl_ms))
+        }
+        Call::ReadExtend { ttl_ms } => (scripts::READ_EXTEND, scripts::READ_EXTEND_SHA, None, Some(ttl_ms)),
+        Call::ReadRelease => {
+            (scripts::READ_RELEASE, scripts::READ_RELEASE_SHA, Some(scripts::QUEUE_PREFIX.as_bytes()), None)
+        }
+        Call::Downgrade { ttl_ms } => (scripts::DOWNGRADE, scripts::DOWNGRADE_SHA, None, Some(ttl_ms)),
+        _ => return,
+    };
+    let nkeys = 2 + usize::from(third.is_some());
+    let waits = matches!(call, Call::Read { .. });
+    resp::array(out, 3 + nkeys + 1 + usize::from(ttl_ms.is_some()) + usize::from(waits));
+    if eval {
+        resp::bulk(out, b"EVAL");
+        resp::bulk(out, script.as_bytes());
+    } else {
+        resp::bulk(out, b"EVALSHA");
+        resp::bulk(out, sha.as_bytes());
+    }
+    resp::bulk_uint(out, nkeys as u64);
+    resp::bulk(out, key);
+    resp::bulk2(out, scripts::READERS_PREFIX.as_bytes(), key);
+    if let Some(prefix) = third {
+        resp::bulk2(out, prefix, key);
+    }
+    resp::bulk(out, token);
+    if let Some(ttl_ms) = ttl_ms {
+        resp::bulk_uint(out, ttl_ms);
+    }
+    if let Call::Read { waits, .. } = call {
+        resp::bulk(out, if waits { b"1" } else { b"0" });
     }
 }
 

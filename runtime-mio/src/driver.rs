@@ -265,6 +265,12 @@ impl Driver {
         self.engine.extend(now, lock, ttl)
     }
 
+    /// Turn a held write lock into a read lock ([`Engine::downgrade`]); the outcome arrives
+    /// as [`Event::Extended`] or [`Event::ExtendFailed`].
+    pub fn downgrade(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        self.engine.downgrade(now, lock)
+    }
+
     /// Release a held lock on every node ([`Engine::release`]); the outcome arrives as
     /// [`Event::Released`].
     pub fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {

@@ -75,6 +75,25 @@ impl Guard {
         self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
 
+    /// Turn this write lock into a read lock, atomically on each node, for its TTL from now;
+    /// returns the read lock's deadline. Writers still wait; other readers may join at once.
+    ///
+    /// A downgrade that no quorum confirmed loses the lock (its lost signal fires): some nodes
+    /// may hold it as a reader and others as a writer. Refused ([`Misuse`](crate::Misuse)) for
+    /// a read lock, a semaphore or several resources.
+    pub fn downgrade(&mut self) -> Result<Instant, Error> {
+        let span = spans::downgrade(&self.shared.name, self.lease.resource());
+        let _entered = span.enter();
+        let (reply, rx) = oneshot::channel();
+        let lock = self.lease.id();
+        let mut st = self.shared.lock();
+        let now = Instant::now();
+        let State { driver, router, .. } = &mut *st;
+        router.downgrade(driver.engine_mut(), now, lock, reply, span.clone());
+        self.shared.after_command(&mut st, now);
+        self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
+    }
+
     /// Release the lock on every node and report what they said: `Released`, `NotHeld`
     /// (it had expired or been taken over; nothing of another holder was deleted) or
     /// `Unreachable` (too few answers; keys left behind expire with their TTL).

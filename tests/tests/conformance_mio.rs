@@ -125,6 +125,10 @@ impl Subject for MioSubject {
         Box::pin(async move { guard.extend(ttl).map_err(failure) })
     }
 
+    fn downgrade(guard: &mut Guard) -> BoxFuture<'_, Result<Instant, Failure>> {
+        Box::pin(async move { guard.downgrade().map_err(failure) })
+    }
+
     fn release(guard: Guard) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
         Box::pin(async move { guard.release().map_err(failure) })
     }

@@ -215,6 +215,16 @@ macro_rules! async_api {
                 self.0.extend(ttl).await
             }
 
+            /// Turn this write lock into a read lock
+            /// ([`LockOptions::shared`](redlease_core::LockOptions::shared)), atomically on each
+            /// node, for its TTL from now; returns the read lock's deadline. Writers still wait;
+            /// other readers may join at once. A downgrade that no quorum confirmed loses the
+            /// lock (its lost signal fires). Refused ([`Misuse`](redlease_core::Misuse)) for a
+            /// read lock, a semaphore or several resources.
+            pub async fn downgrade(&mut self) -> Result<std::time::Instant, Error> {
+                self.0.downgrade().await
+            }
+
             /// Release the lock on every node and report what they said:
             /// [`Released`](ReleaseOutcome::Released), [`NotHeld`](ReleaseOutcome::NotHeld) (it
             /// had expired or been taken over; nothing of another holder was deleted) or

@@ -26,6 +26,11 @@ pub(crate) enum Command {
         reply: ExtendReply,
         span: Span,
     },
+    Downgrade {
+        lock: LockId,
+        reply: ExtendReply,
+        span: Span,
+    },
     /// `reply: None`: a dropped guard; nobody waits for the report.
     Release {
         lock: LockId,

@@ -261,6 +261,7 @@ impl<R: Runtime> Driver<R> {
                 router.acquire(engine, now, options, token, reply, span);
             }
             Command::Extend { lock, ttl, reply, span } => router.extend(engine, now, lock, ttl, reply, span),
+            Command::Downgrade { lock, reply, span } => router.downgrade(engine, now, lock, reply, span),
             Command::Release { lock, reply, span } => router.release(engine, now, lock, reply, span),
             Command::AutoExtend { lock, on } => router.set_auto_extend(engine, now, lock, on),
             Command::Sweep => router.sweep(engine, now),

@@ -48,6 +48,20 @@ impl Guard {
         async move { rx.recv().await.map_err(|_| Error::Closed)? }.instrument(span).await
     }
 
+    /// Turn this write lock into a read lock, atomically on each node, for its TTL from now;
+    /// returns the read lock's deadline. Writers still wait; other readers may join at once.
+    ///
+    /// A downgrade that no quorum confirmed loses the lock (its lost signal fires): some nodes
+    /// may hold it as a reader and others as a writer. Refused
+    /// ([`Misuse`](redlease_core::Misuse)) for a read lock, a semaphore or several resources.
+    pub async fn downgrade(&mut self) -> Result<Instant, Error> {
+        let span = spans::downgrade(&self.client, self.lease.resource());
+        let (reply, mut rx) = oneshot::channel();
+        let lock = self.lease.id();
+        self.tx.send(Command::Downgrade { lock, reply, span: span.clone() }).map_err(|_| Error::Closed)?;
+        async move { rx.recv().await.map_err(|_| Error::Closed)? }.instrument(span).await
+    }
+
     /// Release the lock on every node and report what they said:
     /// [`Released`](redlease_core::ReleaseOutcome::Released),
     /// [`NotHeld`](redlease_core::ReleaseOutcome::NotHeld) (it had expired or been taken over;

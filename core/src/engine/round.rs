@@ -47,8 +47,16 @@ impl Engine {
     /// Start extending the held lock to `ttl` (`manual`: the caller asked for it): a round
     /// sent to every node.
     pub(super) fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
-        let Phase::Held(mut hold) = self.locks[idx].phase else {
-            return;
+        self.start_extend_as(now, idx, ttl, manual, false);
+    }
+
+    /// [`start_extend`](Self::start_extend); with `downgrade`, the round also turns the write
+    /// lock into a read lock.
+    pub(super) fn start_extend_as(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool, downgrade: bool) {
+        let mut hold = match self.locks[idx].phase {
+            Phase::Held(hold) => hold,
+            Phase::Extending { hold, .. } if downgrade => hold,
+            _ => return,
         };
         // Any node may apply the new TTL, whatever the round's outcome: when it is shorter
         // than what is left, the shorter deadline holds from now on.
@@ -59,7 +67,7 @@ impl Engine {
         }
         hold.auto_at = None;
         let deadline = now + self.config.node_timeout;
-        self.begin_round(now, idx, Phase::Extending { hold, deadline, ttl, manual });
+        self.begin_round(now, idx, Phase::Extending { hold, deadline, ttl, manual, downgrade });
         self.send_round(now, idx, Op::Extend);
     }
 
@@ -74,7 +82,8 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let keys = if op == Op::Release { s.release_keys() } else { &s.keys };
-        wire::encode(&mut cmd, call, keys.iter(), &s.token, s.names(self.config.fence_prefix.as_bytes()), false);
+        let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
+        wire::encode(&mut cmd, call, keys.iter(), &s.token, s.names(self.config.fence_prefix.as_bytes()), eval);
         let lock = LockId { slot: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
@@ -110,7 +119,7 @@ impl Engine {
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
             && matches!(
                 s.call(Op::Acquire, self.config.retry),
-                Some(wire::Call::Acquire { .. } | wire::Call::Permits { .. })
+                Some(wire::Call::Acquire { .. } | wire::Call::Permits { .. } | wire::Call::Read { .. })
             );
         let votes = s.round.tally.votes();
         let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);
@@ -277,12 +286,42 @@ impl Engine {
     fn extend_unconfirmed(&mut self, now: Instant, idx: u32) {
         let s = &self.locks[idx];
         let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
+        if matches!(s.phase, Phase::Extending { downgrade: true, .. }) {
+            // Some nodes may have turned the lock into a read lock, and others not: it is
+            // neither any more. It is lost, and its release clears both forms.
+            return self.downgrade_failed(now, idx, manual);
+        }
         let lock = self.locks.id(idx);
         let error =
             ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
         self.locks[idx].back_to_held(now);
         if manual {
             self.events.push_back(Event::ExtendFailed { lock, error });
+        }
+    }
+
+    /// A downgrade that no quorum confirmed: the lock is lost.
+    fn downgrade_failed(&mut self, now: Instant, idx: u32, manual: bool) {
+        let lock = self.locks.id(idx);
+        let s = &self.locks[idx];
+        let error =
+            ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
+        let already = self.locks[idx].extension_refused(now);
+        // Leave the readers where the downgrade went through (the last reader there deletes
+        // the key); where it did not, the key is still ours, and the release deletes it.
+        let s = &self.locks[idx];
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        wire::encode(&mut cmd, wire::Call::ReadRelease, s.keys.iter(), &s.token, s.names(b""), true);
+        for node in 0..self.links.len() {
+            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        }
+        self.scratch = cmd;
+        if manual {
+            self.events.push_back(Event::ExtendFailed { lock, error });
+        }
+        if !already {
+            self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
         }
     }
 

@@ -77,6 +77,7 @@ impl Links {
         let link = &mut self.links[i];
         link.reset(LinkState::Up { since: now });
         link.answered = false;
+        link.sourced = 0;
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));

@@ -56,6 +56,10 @@ impl Slot {
                 if won {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
                         Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
+                        // A reader's token is the writer epoch it reads under: no fence round.
+                        Some(valid) if self.fencing && self.shared => {
+                            Decision::Grant { valid, fence: Some(proposal.saturating_sub(1)) }
+                        }
                         Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
                         Some(valid) => Decision::Grant { valid, fence: None },
                         None => Decision::AttemptFailed,
@@ -186,7 +190,10 @@ impl Slot {
         // Nodes that had not answered when the attempt was decided stay `Pending`: they
         // neither refused nor failed (a node timeout turns them into `TimedOut` first).
         // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
-        let too_slow = tally.yes >= q || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
+        // (A semaphore's quorum is per slot: a quorum of nodes granting different slots won
+        // nothing.)
+        let won = if self.permits.on() { self.permits.standing(q, 0).0 } else { tally.yes >= q };
+        let too_slow = won || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
         let n = tally.votes().len();
         let votes = || Votes::new(tally.votes().to_vec(), addrs);
         let misconfigured = tally.votes().iter().any(|v| v.fault() == Some(Fault::Misconfigured));

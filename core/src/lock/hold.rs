@@ -97,9 +97,10 @@ impl Slot {
     /// The extension round succeeded: valid until `valid`, the next one a third of its TTL
     /// after it started.
     pub(crate) fn extended(&mut self, valid: Instant) {
-        let Phase::Extending { mut hold, ttl, .. } = self.phase else {
+        let Phase::Extending { mut hold, ttl, downgrade, .. } = self.phase else {
             return;
         };
+        self.shared |= downgrade;
         hold.valid_until = valid;
         hold.auto_at = self.auto_extend.then(|| self.round.start + ttl / 3);
         self.enter(Phase::Held(hold));

@@ -44,15 +44,20 @@
 //! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per slot the tokens strictly increase |
 //! | [`semaphore_faults`] | 8 workers on a semaphore of 3 over 5 nodes, one node paused and another killed: never more than 3 holders, progress throughout, nothing left without a TTL |
 //! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
+//! | [`rw_lock`] | readers share and refuse a writer; a waiting writer marks the key, stops new readers and is woken by the last reader; a writer refuses readers; downgrade lets a reader in and still refuses writers; a reader's fencing token is the last writer's |
+//! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
+//! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
 mod recorder;
+mod rwlock;
 mod semaphore;
 mod subject;
 
 pub use cases::*;
 pub use recorder::{Hold, HolderLog};
+pub use rwlock::*;
 pub use semaphore::*;
 pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work, failure};
 
@@ -100,6 +105,9 @@ macro_rules! conformance_tests {
             semaphore_fencing,
             semaphore_wake,
             semaphore_faults,
+            rw_lock,
+            rw_crashed_reader,
+            rw_exclusion,
         );
     };
     (@cases $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {

@@ -89,6 +89,8 @@ pub struct LockSpec {
     pub also: Vec<String>,
     /// A semaphore: `(limit, permits)` (`.semaphore(limit).permits(permits)`).
     pub semaphore: Option<(u32, u32)>,
+    /// A read lock (`.shared(true)`).
+    pub shared: bool,
 }
 
 impl LockSpec {
@@ -102,6 +104,7 @@ impl LockSpec {
             wait: None,
             also: Vec::new(),
             semaphore: None,
+            shared: false,
         }
     }
 
@@ -129,6 +132,12 @@ impl LockSpec {
         self
     }
 
+    /// A read lock.
+    pub fn shared(mut self) -> LockSpec {
+        self.shared = true;
+        self
+    }
+
     /// Take `permits` of the semaphore of `limit` named by the resource.
     pub fn semaphore(mut self, limit: u32, permits: u32) -> LockSpec {
         self.semaphore = Some((limit, permits));
@@ -148,7 +157,7 @@ impl LockSpec {
         if let Some((limit, permits)) = self.semaphore {
             options = options.semaphore(limit).permits(permits);
         }
-        options
+        options.shared(self.shared)
     }
 }
 
@@ -285,6 +294,8 @@ pub trait Subject: 'static {
     fn set_auto_extend(guard: &Self::Guard, on: bool);
     /// `guard.extend(ttl)`: the new validity deadline.
     fn extend(guard: &mut Self::Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>>;
+    /// `guard.downgrade()`: the read lock's deadline.
+    fn downgrade(guard: &mut Self::Guard) -> BoxFuture<'_, Result<Instant, Failure>>;
     /// `guard.release()`.
     fn release(guard: Self::Guard) -> BoxFuture<'static, Result<ReleaseReport, Failure>>;
 

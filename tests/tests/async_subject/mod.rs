@@ -29,6 +29,7 @@ pub(crate) trait Adapter: 'static {
     fn close(client: &Self::Client) -> BoxFuture<'static, ()>;
     fn set_auto_extend(guard: &Self::Guard, on: bool);
     fn extend(guard: &mut Self::Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Error>>;
+    fn downgrade(guard: &mut Self::Guard) -> BoxFuture<'_, Result<Instant, Error>>;
     fn release(guard: Self::Guard) -> BoxFuture<'static, Result<ReleaseReport, Error>>;
 }
 
@@ -72,6 +73,12 @@ macro_rules! adapter {
 
             fn set_auto_extend(guard: &$krate::Guard, on: bool) {
                 guard.set_auto_extend(on);
+            }
+
+            fn downgrade(
+                guard: &mut $krate::Guard,
+            ) -> redlease_tests::conformance::BoxFuture<'_, Result<std::time::Instant, $krate::Error>> {
+                Box::pin(guard.downgrade())
             }
 
             fn extend(
@@ -199,6 +206,11 @@ impl<E: Executor> Subject for AsyncSubject<E> {
     fn extend(guard: &mut Guard<E>, ttl: Duration) -> BoxFuture<'_, Result<Instant, Failure>> {
         let extended = E::Adapter::extend(guard, ttl);
         Box::pin(async move { extended.await.map_err(failure) })
+    }
+
+    fn downgrade(guard: &mut Guard<E>) -> BoxFuture<'_, Result<Instant, Failure>> {
+        let downgraded = E::Adapter::downgrade(guard);
+        Box::pin(async move { downgraded.await.map_err(failure) })
     }
 
     fn release(guard: Guard<E>) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {

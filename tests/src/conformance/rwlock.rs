@@ -1,0 +1,196 @@
+//! The reader-writer lock's cases: readers share and exclude writers (a plain lock is the
+//! write lock), a waiting writer stops new readers and gets the key when they leave, a crashed
+//! reader holds writers off for its own TTL only, downgrade, the writer epoch under fencing,
+//! and mixed readers and writers under contention.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use redlease_core::{AcquireError, ReleaseOutcome, Retry};
+
+use super::cases::{connect, eventually, lock, ms, ok, release, values};
+use super::{Failure, FailureKind, LockSpec, Options, Subject};
+use crate::{Cluster, Reply};
+
+fn held(f: &Failure) -> bool {
+    matches!(f.kind, FailureKind::Acquire(AcquireError::Held { .. }))
+}
+
+/// The elements of an array reply, as text.
+fn texts(reply: Reply) -> Vec<String> {
+    match reply {
+        Reply::Array(Some(items)) => items.iter().filter_map(Reply::as_text).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The readers' tokens on each node (its sorted set `redlease:readers:KEY`).
+fn readers(cluster: &Cluster, key: &str) -> Vec<Vec<String>> {
+    cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mut c = n.conn().expect("a connection to a node");
+            let set = format!("redlease:readers:{key}");
+            let reply = c.checked(&["ZRANGE", set.as_str(), "0", "-1"]).expect("ZRANGE");
+            texts(reply)
+        })
+        .collect()
+}
+
+/// Readers share; writers wait for them, have preference over new readers, and are woken by
+/// the last reader; a writer excludes readers; downgrade lets readers in at once; a reader's
+/// fencing token is the writer epoch.
+pub fn rw_lock<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let ttl = Duration::from_secs(10);
+        let read = || LockSpec::new("catalog", ttl).shared();
+        let write = || LockSpec::new("catalog", ttl);
+
+        let r1 = lock::<S>(&client, read().once()).await;
+        let r2 = lock::<S>(&client, read().once()).await;
+        eventually::<S>(Duration::from_secs(3), "both readers on every node, the key shared", || {
+            let shared = values(&cluster, "catalog")
+                .iter()
+                .all(|v| matches!(v, Some((Some(v), p)) if v == ":readers" && *p > 0));
+            shared && readers(&cluster, "catalog").iter().all(|r| r.len() == 2)
+        })
+        .await;
+        let refused = S::lock(&client, write().once())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("[{}] a writer among readers", S::NAME));
+        assert!(held(&refused), "[{}] {refused}", S::NAME);
+
+        // A waiting writer: from its first refusal on, no new reader joins.
+        let writing = {
+            let (waiter, spec) = (waiter.clone(), write().wait(Duration::from_secs(20)));
+            S::spawn(async move { S::lock(&waiter, spec).await })
+        };
+        eventually::<S>(Duration::from_secs(3), "the writer's mark on a quorum", || {
+            values(&cluster, "catalog").iter().flatten().filter(|(v, _)| v.as_deref() == Some(":readers:")).count() >= 2
+        })
+        .await;
+        let late = S::lock(&client, read().once())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("[{}] a reader overtook a waiting writer", S::NAME));
+        assert!(held(&late), "[{}] {late}", S::NAME);
+        assert_eq!(release::<S>(r1).await.outcome, ReleaseOutcome::Released);
+        let released = Instant::now();
+        assert_eq!(release::<S>(r2).await.outcome, ReleaseOutcome::Released);
+        let mut w = ok::<S, _>(writing.await, "the writer after the readers left");
+        assert!(released.elapsed() < Duration::from_secs(2), "[{}] the last reader did not wake the writer", S::NAME);
+        let refused = S::lock(&client, read().once())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("[{}] a reader beside a writer", S::NAME));
+        assert!(held(&refused), "[{}] {refused}", S::NAME);
+
+        // Downgrade: the writer reads, a reader joins at once, a writer still waits.
+        ok::<S, _>(S::downgrade(&mut w).await, "downgrade");
+        let r3 = lock::<S>(&client, read().once()).await;
+        let refused = S::lock(&client, write().once())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("[{}] a writer beside readers", S::NAME));
+        assert!(held(&refused), "[{}] {refused}", S::NAME);
+        for g in [w, r3] {
+            assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
+        }
+        eventually::<S>(Duration::from_secs(3), "nothing left of the lock", || {
+            values(&cluster, "catalog").iter().flatten().all(|(v, _)| v.is_none())
+                && readers(&cluster, "catalog").iter().all(Vec::is_empty)
+        })
+        .await;
+
+        // Fencing: a reader's token is the epoch of the last writer.
+        let fenced = lock::<S>(&client, write().fencing().once()).await;
+        let epoch = S::fence(&fenced).unwrap_or_else(|| panic!("[{}] a fenced writer has a token", S::NAME));
+        assert_eq!(release::<S>(fenced).await.outcome, ReleaseOutcome::Released);
+        let reader = lock::<S>(&client, read().fencing().once()).await;
+        assert_eq!(S::fence(&reader), Some(epoch), "[{}] the reader's epoch", S::NAME);
+        assert_eq!(release::<S>(reader).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// A reader that crashed (its entry left on the nodes, with a 1 s TTL) holds writers off until
+/// its own TTL, not for as long as another reader keeps renewing.
+pub fn rw_crashed_reader<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        // The crashed reader: what its acquisition left on every node.
+        for node in cluster.nodes() {
+            let mut c = node.conn().expect("a connection to a node");
+            let time = c.checked(&["TIME"]).expect("TIME");
+            let parts = texts(time);
+            let now_ms = parts[0].parse::<u64>().expect("seconds") * 1000 + parts[1].parse::<u64>().expect("µs") / 1000;
+            let score = (now_ms + 1_000).to_string();
+            c.checked(&["ZADD", "redlease:readers:ledger", score.as_str(), "crashed"]).expect("ZADD");
+            c.checked(&["PEXPIRE", "redlease:readers:ledger", "1000"]).expect("PEXPIRE");
+            c.checked(&["SET", "ledger", ":readers", "PX", "1000"]).expect("SET");
+        }
+        let mut reader = lock::<S>(&client, LockSpec::new("ledger", Duration::from_secs(2)).shared().once()).await;
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(2_500) {
+            ok::<S, _>(S::extend(&mut reader, Duration::from_secs(2)).await, "the live reader renews");
+            S::sleep(ms(300)).await;
+        }
+        assert_eq!(release::<S>(reader).await.outcome, ReleaseOutcome::Released);
+        // The crashed reader's second is long past: the key is free for a writer at once.
+        let writer = lock::<S>(&client, LockSpec::new("ledger", Duration::from_secs(5)).once()).await;
+        assert_eq!(release::<S>(writer).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
+/// 8 tasks, each now reading and now writing one resource: never a writer with anyone else,
+/// and readers do overlap.
+pub fn rw_exclusion<S: Subject>() {
+    const TASKS: u32 = 8;
+    let cluster = Cluster::start(3);
+    let (reading, writing, most) =
+        (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)));
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let (client, reading, writing, most) = (client.clone(), reading.clone(), writing.clone(), most.clone());
+            tasks.push(S::spawn(async move {
+                for i in 0..8u32 {
+                    let write = (t + i) % 4 == 0;
+                    let mut spec = LockSpec::new("mixed", Duration::from_secs(10)).wait(Duration::from_secs(60));
+                    if !write {
+                        spec = spec.shared();
+                    }
+                    let guard = lock::<S>(&client, spec).await;
+                    if write {
+                        assert!(!writing.swap(true, Ordering::SeqCst), "[{}] two writers", S::NAME);
+                        assert_eq!(reading.load(Ordering::SeqCst), 0, "[{}] a writer among readers", S::NAME);
+                        S::sleep(ms(20)).await;
+                        writing.store(false, Ordering::SeqCst);
+                    } else {
+                        let now = reading.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        assert!(!writing.load(Ordering::SeqCst), "[{}] a reader beside a writer", S::NAME);
+                        S::sleep(ms(20)).await;
+                        reading.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+    });
+    assert!(most.load(Ordering::SeqCst) >= 2, "[{}] readers never shared the lock", S::NAME);
+    cluster.assert_no_leaks();
+}
