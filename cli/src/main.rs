@@ -72,14 +72,21 @@ enum Cmd {
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
-    /// and whether a waiter was refused by that holder ("waited for").
+    /// and whether a waiter was refused by that holder ("waited for"); for a semaphore
+    /// (run --permits), its limit and who holds each permit.
     ///
     /// Example: redlease status -k backup --json
+    ///
+    /// When the nodes record a semaphore of the name, status shows its occupancy: each node's
+    /// limit and slots, then each slot held somewhere (holder, nodes, shortest PTTL, fencing
+    /// counter) and how many permits are held and free. The key's own lines are left out while no
+    /// node holds it. With --json the object's "semaphore" member says the same (null when
+    /// none is recorded).
     ///
     /// Exit 0 when a quorum of nodes answered, 69 when not (usable as a health check), 64 on
     /// bad usage.
     Status {
-        /// The lock key (resource name).
+        /// The lock key (resource name), or a semaphore's name.
         #[arg(short, long)]
         key: String,
         #[command(flatten)]
@@ -88,17 +95,19 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List keys with no TTL on any node (a lock leak check).
+    /// List keys with no TTL on any node (a lock leak check), and the semaphores.
     ///
     /// Example: redlease scan -p 'jobs:*' --json
     ///
-    /// Fencing counters (redlease:fence:*) live without a TTL by design and are never
-    /// reported. Exit 1 if a key without TTL was found, else 69 if a node did not answer,
-    /// else 0.
+    /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
+    /// name: the limit the nodes record and the slots each node holds; a slot without a TTL is
+    /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
+    /// (redlease:sem:{NAME}:limit) live without a TTL by design and are never reported. Exit 1
+    /// if a key without TTL was found, else 69 if a node did not answer, else 0.
     Scan {
         #[command(flatten)]
         nodes: NodesArg,
-        /// Key pattern (Redis glob).
+        /// Key pattern (Redis glob); it matches semaphores by name.
         #[arg(short, long, default_value = "*")]
         pattern: String,
         /// One JSON object on stdout instead of the list.
@@ -272,11 +281,6 @@ impl NodesArg {
     }
 }
 
-/// `text` as a literal in a `SCAN` pattern: its glob characters escaped.
-fn glob_literal(text: &str) -> String {
-    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
-}
-
 /// Parse an exit status for `-E`: a number from 0 to 255.
 fn exit_status(s: &str) -> Result<u8, String> {
     s.trim().parse().map_err(|_| format!("{s:?} is not an exit status: give a number from 0 to 255 (flock(1) uses 1)"))
@@ -351,12 +355,10 @@ fn main() -> ExitCode {
             }
             Cmd::Run(args) => run::run(args.into_run_args()?).await,
             Cmd::Status { key, nodes, json } => {
-                let key = format!("{}{key}", nodes.key_prefix);
-                inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json)
+                inspect::status(&nodes.key_prefix, &key, nodes.nodes.as_deref(), nodes.tls(), json)
             }
             Cmd::Scan { nodes, pattern, json } => {
-                let pattern = format!("{}{pattern}", glob_literal(&nodes.key_prefix));
-                inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json)
+                inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &nodes.key_prefix, &pattern, json)
             }
             Cmd::Completions { .. } => Ok(0),
         }

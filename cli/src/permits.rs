@@ -9,6 +9,10 @@ use redlease_tokio::{AcquireError, Error, Vote};
 
 use crate::Usage;
 
+/// The prefix of a semaphore's keys, after the key prefix: `redlease:sem:{NAME}:0` .. `:L-1`
+/// (the slots) and `redlease:sem:{NAME}:limit` (the limit, recorded without a TTL).
+pub(crate) const SEM_PREFIX: &str = "redlease:sem:";
+
 /// A semaphore's limit and how many of its permits to take at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Semaphore {
@@ -34,7 +38,12 @@ impl Semaphore {
 
 /// The key of the limit a semaphore records on each node.
 pub(crate) fn limit_key(key_prefix: &str, name: &str) -> String {
-    format!("{key_prefix}redlease:sem:{{{name}}}:limit")
+    format!("{key_prefix}{SEM_PREFIX}{{{name}}}:limit")
+}
+
+/// The key of slot `slot` of a semaphore.
+pub(crate) fn slot_key(key_prefix: &str, name: &str, slot: u32) -> String {
+    format!("{key_prefix}{SEM_PREFIX}{{{name}}}:{slot}")
 }
 
 /// Slot numbers as the command sees them in `REDLEASE_PERMIT`: `2`, or `0,2`.
@@ -135,6 +144,7 @@ mod tests {
         assert_eq!(Semaphore::of(Some(3), None).unwrap(), Some(Semaphore { limit: 3, take: 1 }));
         assert!(Semaphore::of(Some(3), Some(4)).unwrap_err().0.contains("--take 4"));
         assert_eq!(limit_key("app:", "jobs"), "app:redlease:sem:{jobs}:limit");
+        assert_eq!(slot_key("", "jobs", 2), "redlease:sem:{jobs}:2");
         assert_eq!(slot_list(&[0, 2]), "0,2");
         let sem = Some(Semaphore { limit: 3, take: 2 });
         assert_eq!(Named { key: "jobs", semaphore: sem }.to_string(), "2 permits of \"jobs\" (limit 3)");
