@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use redlease_tokio::{AcquireError, Client, Config, ConfigError, Error, Guard, LockOptions};
+use redlease_tokio::{AcquireError, Client, Config, ConfigError, Error, Guard, LockOptions, Misuse};
 use tokio::time::Instant;
 
 use crate::duration::{Bound, show};
+use crate::permits::{Named, Semaphore, slot_list, wrong_limit};
 use crate::ready::{self, Unusable};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
@@ -78,18 +79,33 @@ async fn connect_until(config: Config, deadline: Option<Instant>, conflict_exit_
     }
 }
 
-/// Take `key` with fencing and auto-extension: one attempt without `wait` (`--nonblock`), else
-/// retried for up to `wait`. Gives up when a signal comes; the client gives up at once when
-/// nodes refusing us for a configuration reason leave no quorum.
+/// What `run` asks for: a key (or a semaphore's permits), for how long, waiting how long.
+pub(crate) struct Ask<'a> {
+    pub(crate) key: &'a str,
+    /// `Config::key_prefix`, to name a semaphore's limit key in messages.
+    pub(crate) key_prefix: &'a str,
+    /// `--permits` (and `--take`); `None`: a mutex.
+    pub(crate) semaphore: Option<Semaphore>,
+    pub(crate) ttl: Duration,
+    /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
+    pub(crate) wait: Option<Bound>,
+}
+
+/// Take the key (or the permits) with fencing and auto-extension: one attempt without `wait`
+/// (`--nonblock`), else retried for up to `wait`. Gives up when a signal comes; the client
+/// gives up at once when nodes refusing us for a configuration reason leave no quorum.
 pub(crate) async fn acquire(
     client: &Client,
-    key: &str,
-    ttl: Duration,
-    wait: Option<Bound>,
+    ask: &Ask<'_>,
     conflict_exit_code: u8,
     signals: &mut Signals,
 ) -> Result<Guard, Early> {
-    let options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
+    let Ask { key, key_prefix, semaphore, ttl, wait } = *ask;
+    let named = Named { key, semaphore };
+    let mut options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
+    if let Some(Semaphore { limit, take }) = semaphore {
+        options = options.semaphore(limit).permits(take);
+    }
     let options = match wait {
         Some(Bound::For(wait)) => options.wait(wait),
         Some(Bound::Forever) => options.attempts(u32::MAX),
@@ -98,7 +114,7 @@ pub(crate) async fn acquire(
     let acquired = tokio::select! {
         acquired = client.lock_with(options) => acquired,
         sig = signals.recv() => {
-            note(&format!("got {} while waiting for {key:?}: giving up", signal_name(sig)));
+            note(&format!("got {} while waiting for {named}: giving up", signal_name(sig)));
             client.close().await;
             return Err(Early::Exit(128 + sig as u8));
         }
@@ -106,21 +122,42 @@ pub(crate) async fn acquire(
     match acquired {
         Ok(g) => {
             let fence = g.fence().map_or_else(String::new, |f| format!(" with fencing token {f}"));
-            step(&format!("acquired {key:?}{fence}; ttl {}, extended about every {}", show(ttl), show(ttl / 3)));
+            let what = match (semaphore, g.permits()) {
+                (Some(Semaphore { limit, .. }), [slot]) => format!("permit {slot} of {key:?} (limit {limit})"),
+                (Some(Semaphore { limit, .. }), slots) => {
+                    format!("permits {} of {key:?} (limit {limit})", slot_list(slots))
+                }
+                (None, _) => format!("{key:?}"),
+            };
+            step(&format!("acquired {what}{fence}; ttl {}, extended about every {}", show(ttl), show(ttl / 3)));
             Ok(g)
         }
-        Err(Error::Misuse(e)) => Err(Usage(format!("--ttl: {e}")).into()),
+        Err(Error::Misuse(e)) => Err(Usage(misuse(&e)).into()),
         Err(e) => {
             let within = match wait {
                 Some(Bound::For(w)) => format!("within {}", show(w)),
                 Some(Bound::Forever) => "(waiting without a bound)".to_owned(),
                 None => "at once (--nonblock)".to_owned(),
             };
+            let limits = semaphore.and_then(|s| wrong_limit(&e, key_prefix, key, s.limit));
             let say = if e.is_held() { note } else { warn };
-            say(&format!("could not acquire {key:?} {within}: {e}"));
+            match limits {
+                Some(why) => say(&format!("could not acquire {named}: {why}")),
+                None => say(&format!("could not acquire {named} {within}: {e}")),
+            }
             Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
     }
+}
+
+/// A lock request the library refused before sending it, naming the flag to change.
+fn misuse(e: &Misuse) -> String {
+    let flag = match e {
+        Misuse::Permits { .. } => "--permits",
+        Misuse::EmptyResource | Misuse::ReservedResource { .. } | Misuse::ResourceInFenceSpace { .. } => "--key",
+        _ => "--ttl",
+    };
+    format!("{flag}: {e}")
 }
 
 /// The exit code for a failed connect or acquisition: the conflict code when someone else

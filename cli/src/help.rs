@@ -4,9 +4,10 @@
 pub(crate) const EXIT_SUMMARY: &str = "\
 Exit status of `redlease run`: the command's own, or 64 bad usage, 69 nodes unreachable,
 70 lock lost while the command ran, 75 lock held by someone else (-E changes it), 78 nodes
-misconfigured (a wrong password, an ACL), 126/127 command not executable/not found, 128+N killed
-by signal N. `redlease run --help` explains each. Any subcommand whose output is closed early
-(`| head`) stops quietly with 141, as if killed by SIGPIPE.";
+misconfigured (a wrong password, an ACL, another --permits limit), 126/127 command not
+executable/not found, 128+N killed by signal N. `redlease run --help` explains each. Any
+subcommand whose output is closed early (`| head`) stops quietly with 141, as if killed by
+SIGPIPE.";
 
 /// The long help of `redlease completions` (not a doc comment: rustdoc reads `[1]` as a link).
 pub(crate) const COMPLETIONS_HELP: &str = "\
@@ -21,8 +22,8 @@ fish: redlease completions fish > ~/.config/fish/completions/redlease.fish";
 pub(crate) const RUN_EXIT_SUMMARY: &str = "\
 Exit status: the command's own; 64 bad usage; 69 nodes unreachable; 70 lock lost while the
 command ran; 75 lock held by someone else (-E N changes it); 78 nodes misconfigured (a wrong
-password, an ACL); 126/127 command not executable/not found; 128+N killed by signal N.
-`redlease run --help` shows the whole manual.";
+password, an ACL, another --permits limit); 126/127 command not executable/not found; 128+N
+killed by signal N. `redlease run --help` shows the whole manual.";
 
 /// The man page of `redlease run`, shown by `redlease run --help`.
 pub(crate) const RUN_MANUAL: &str = "\
@@ -31,6 +32,7 @@ Examples:
   redlease run -k nightly-backup -n ./backup.sh        # skip the run if someone holds it
   redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
   */5 * * * * redlease run -k sync -n -q ./sync.sh     # crontab: skip silently if held
+  redlease run -k exports --permits 3 ./export.sh      # at most 3 exports at once
 
 Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d are accepted too.
 -w forever (or -w inf) waits for the lock without a bound; -w 0 makes one attempt, as -n does.
@@ -45,7 +47,11 @@ Environment:
                    from one holder of KEY to the next. Give it to the store the lock protects,
                    and have the store refuse writes carrying a smaller token than it has seen
                    (docs/operations.md shows how), so a holder that was paused past its lock
-                   cannot overwrite a later holder's work.
+                   cannot overwrite a later holder's work. With --permits it increases from
+                   one holder of each permit to the next: keep the highest per permit.
+  REDLEASE_PERMIT  (set for the command, with --permits) the permit it holds, 0 to L-1; with
+                   --take M, the M permits, ascending, comma-separated (0,2). Two commands
+                   running at once never hold the same permit.
 
 Messages:
   Errors go to stderr always. Expected outcomes (the lock held by someone else, a signal
@@ -63,6 +69,15 @@ The lock:
   every TTL/3 while the command runs, and released when it exits. If redlease cannot extend it
   in time (a majority refused or did not answer), the lock is lost: the command gets SIGTERM,
   then SIGKILL after --grace, and redlease exits 70.
+
+Semaphores (--permits L):
+  KEY names a semaphore of L permits, apart from KEY's lock: at most L commands run at once
+  under it, across every machine (a distributed sem). Each permit is a lock of its own, taken,
+  extended, lost and released as above; --take M takes M permits at once, all or nothing.
+  Every run of KEY must give the same L: the first run records it on each node (it stays
+  there, without a TTL), and a run with another L is refused by those nodes and exits 78,
+  naming them and both limits. To change L, stop every holder and delete
+  redlease:sem:{KEY}:limit on every node. `redlease status -k KEY` shows who holds which permit.
 
 Signals:
   SIGTERM, SIGINT and SIGHUP sent to redlease are passed on to the command (SIGINT only when it
@@ -86,12 +101,13 @@ Exit status:
          timeout (1s) or --wait-nodes, or while waiting for the lock, so nobody can hold it now
   78     nodes misconfigured: nodes refuse us for a configuration reason (a wrong password or
          user, an ACL, a database they do not have, a TLS certificate not trusted: --tls-ca, or
-         a Redis Cluster node) and leave no quorum; exits at once, before or while waiting for
-         the lock, since retrying does not fix it
+         a Redis Cluster node; with --permits, another limit recorded for KEY) and leave no
+         quorum; exits at once, before or while waiting for the lock, since retrying does not
+         fix it
   70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
   71     the operating system refused something (the random source, a thread)
-  75     the lock is held by someone else: at once with -n, or when --wait ran out; -E N
-         makes this N (flock(1) uses 1)
+  75     the lock is held by someone else (with --permits: every permit is taken): at once
+         with -n, or when --wait ran out; -E N makes this N (flock(1) uses 1)
   126    the command could not be executed
   127    the command was not found
 As with flock(1), the command's own status can take any of these values; pick an -E value

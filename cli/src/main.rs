@@ -13,6 +13,7 @@ mod duration;
 mod help;
 mod inspect;
 mod out;
+mod permits;
 mod ready;
 mod run;
 mod say;
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use help::{COMPLETIONS_HELP, EXIT_SUMMARY, RUN_EXIT_SUMMARY, RUN_MANUAL};
+use redlease_core::MAX_PERMITS;
 pub(crate) use say::warn;
 
 /// Exit status for bad usage: no nodes, bad URL, bad duration or flag (BSD `EX_USAGE`).
@@ -62,20 +64,29 @@ enum Cmd {
     ///
     /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
     /// while it runs and released when it exits; redlease exits with the command's status.
-    /// Exit 75 (or -E N): held by someone else. Exit 69: nodes unreachable. Exit 78: nodes
-    /// misconfigured. Exit 70: lock lost while running. Exit 64: bad usage. `--help` (not -h)
-    /// shows the whole manual.
+    /// With --permits L, KEY names a semaphore: at most L commands run at once under it, across
+    /// every machine, and the command sees its permit (0 to L-1) in REDLEASE_PERMIT.
+    /// Exit 75 (or -E N): held by someone else (every permit taken). Exit 69: nodes unreachable.
+    /// Exit 78: nodes misconfigured (or they record another --permits limit for KEY). Exit 70:
+    /// lock lost while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
-    /// and whether a waiter was refused by that holder ("waited for").
+    /// and whether a waiter was refused by that holder ("waited for"); for a semaphore
+    /// (run --permits), its limit and who holds each permit.
     ///
     /// Example: redlease status -k backup --json
+    ///
+    /// When the nodes record a semaphore of the name, status shows its occupancy: each node's
+    /// limit and slots, then each slot held somewhere (holder, nodes, shortest PTTL, fencing
+    /// counter) and how many permits are held and free. The key's own lines are left out while no
+    /// node holds it. With --json the object's "semaphore" member says the same (null when
+    /// none is recorded).
     ///
     /// Exit 0 when a quorum of nodes answered, 69 when not (usable as a health check), 64 on
     /// bad usage.
     Status {
-        /// The lock key (resource name).
+        /// The lock key (resource name), or a semaphore's name.
         #[arg(short, long)]
         key: String,
         #[command(flatten)]
@@ -84,17 +95,19 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List keys with no TTL on any node (a lock leak check).
+    /// List keys with no TTL on any node (a lock leak check), and the semaphores.
     ///
     /// Example: redlease scan -p 'jobs:*' --json
     ///
-    /// Fencing counters (redlease:fence:*) live without a TTL by design and are never
-    /// reported. Exit 1 if a key without TTL was found, else 69 if a node did not answer,
-    /// else 0.
+    /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
+    /// name: the limit the nodes record and the slots each node holds; a slot without a TTL is
+    /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
+    /// (redlease:sem:{NAME}:limit) live without a TTL by design and are never reported. Exit 1
+    /// if a key without TTL was found, else 69 if a node did not answer, else 0.
     Scan {
         #[command(flatten)]
         nodes: NodesArg,
-        /// Key pattern (Redis glob).
+        /// Key pattern (Redis glob); it matches semaphores by name.
         #[arg(short, long, default_value = "*")]
         pattern: String,
         /// One JSON object on stdout instead of the list.
@@ -141,11 +154,19 @@ enum Cmd {
 /// The options of `redlease run`.
 #[derive(Args, Debug)]
 struct RunCli {
-    /// The lock key (resource name).
+    /// The lock key (resource name); with --permits, the semaphore's name.
     #[arg(short, long)]
     key: String,
     #[command(flatten)]
     nodes: NodesArg,
+    /// A semaphore of L permits named KEY instead of the key's lock: at most L commands run at
+    /// once, across every machine (each run holds one permit; the command sees which one in
+    /// REDLEASE_PERMIT). Every run of KEY must give the same L.
+    #[arg(long, value_name = "L", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PERMITS)))]
+    permits: Option<u32>,
+    /// With --permits: take M of the permits at once, all or nothing (default 1).
+    #[arg(long, value_name = "M", requires = "permits", value_parser = clap::value_parser!(u32).range(1..))]
+    take: Option<u32>,
     /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
     #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
@@ -169,8 +190,8 @@ struct RunCli {
     /// passed on), as flock(1); errors still print.
     #[arg(short, long, conflicts_with = "verbose")]
     quiet: bool,
-    /// Say each step on stderr: the nodes connected, the lock and its fencing token, the
-    /// command's status, the release.
+    /// Say each step on stderr: the nodes connected, the lock (or permits) and its fencing
+    /// token, the command's status, the release.
     #[arg(short, long)]
     verbose: bool,
     /// Make one attempt and exit 75 (or -E N) at once if someone else holds the lock.
@@ -188,6 +209,34 @@ struct RunCli {
     /// The command and its arguments (after `--` if the command starts with a dash).
     #[arg(trailing_var_arg = true, value_name = "CMD", required_unless_present = "shell_command")]
     argv: Vec<String>,
+}
+
+impl RunCli {
+    /// What `run` was asked to do; sets how much it says on stderr.
+    fn into_run_args(self) -> Result<run::RunArgs, Usage> {
+        say::set(match (self.quiet, self.verbose) {
+            (true, _) => say::Verbosity::Quiet,
+            (_, true) => say::Verbosity::Verbose,
+            _ => say::Verbosity::Normal,
+        });
+        let argv = match self.shell_command {
+            Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line],
+            None => self.argv,
+        };
+        Ok(run::RunArgs {
+            key: self.key,
+            tls: self.nodes.tls(),
+            key_prefix: self.nodes.key_prefix.clone(),
+            nodes: self.nodes.nodes,
+            ttl: self.ttl,
+            wait: (!self.nonblock).then_some(self.wait),
+            wait_nodes: self.wait_nodes,
+            conflict_exit_code: self.conflict_exit_code,
+            grace: self.grace,
+            semaphore: permits::Semaphore::of(self.permits, self.take)?,
+            argv,
+        })
+    }
 }
 
 /// The nodes, from `--nodes` or `REDLEASE_NODES`. The value is never shown in `--help`.
@@ -230,11 +279,6 @@ impl NodesArg {
         }
         tls
     }
-}
-
-/// `text` as a literal in a `SCAN` pattern: its glob characters escaped.
-fn glob_literal(text: &str) -> String {
-    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
 }
 
 /// Parse an exit status for `-E`: a number from 0 to 255.
@@ -309,37 +353,12 @@ fn main() -> ExitCode {
             Cmd::Cluster { nodes, port, persist, tls } => {
                 until_interrupted(inspect::cluster(nodes, port, persist, tls)).await
             }
-            Cmd::Run(args) => {
-                say::set(match (args.quiet, args.verbose) {
-                    (true, _) => say::Verbosity::Quiet,
-                    (_, true) => say::Verbosity::Verbose,
-                    _ => say::Verbosity::Normal,
-                });
-                let argv = match args.shell_command {
-                    Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line],
-                    None => args.argv,
-                };
-                run::run(run::RunArgs {
-                    key: args.key,
-                    tls: args.nodes.tls(),
-                    key_prefix: args.nodes.key_prefix.clone(),
-                    nodes: args.nodes.nodes,
-                    ttl: args.ttl,
-                    wait: (!args.nonblock).then_some(args.wait),
-                    wait_nodes: args.wait_nodes,
-                    conflict_exit_code: args.conflict_exit_code,
-                    grace: args.grace,
-                    argv,
-                })
-                .await
-            }
+            Cmd::Run(args) => run::run(args.into_run_args()?).await,
             Cmd::Status { key, nodes, json } => {
-                let key = format!("{}{key}", nodes.key_prefix);
-                inspect::status(&key, nodes.nodes.as_deref(), nodes.tls(), json)
+                inspect::status(&nodes.key_prefix, &key, nodes.nodes.as_deref(), nodes.tls(), json)
             }
             Cmd::Scan { nodes, pattern, json } => {
-                let pattern = format!("{}{pattern}", glob_literal(&nodes.key_prefix));
-                inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &pattern, json)
+                inspect::scan(nodes.nodes.as_deref(), nodes.tls(), &nodes.key_prefix, &pattern, json)
             }
             Cmd::Completions { .. } => Ok(0),
         }

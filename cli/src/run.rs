@@ -14,10 +14,12 @@ use std::time::Duration;
 use redlease_tokio::{Config, LostReason, LostSignal, ReleaseOutcome, ReleaseReport};
 use tokio::process::{Child, Command};
 
+use crate::acquire::{self, Ask};
 use crate::duration::{Bound, show};
+use crate::permits::{Semaphore, slot_list};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
-use crate::{EXIT_LOST, Usage, acquire, node_urls};
+use crate::{EXIT_LOST, Usage, node_urls};
 
 /// What `redlease run` was asked to do.
 #[derive(Debug)]
@@ -35,6 +37,8 @@ pub(crate) struct RunArgs {
     pub(crate) wait_nodes: Option<Bound>,
     pub(crate) conflict_exit_code: u8,
     pub(crate) grace: Duration,
+    /// `--permits` (and `--take`): a semaphore's permits instead of the key's mutex.
+    pub(crate) semaphore: Option<Semaphore>,
     /// The program and its arguments.
     pub(crate) argv: Vec<String>,
 }
@@ -52,7 +56,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
 
 /// The steps of [`run`]: connect, acquire, start the command, watch it and the lock, release.
 async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
-    let RunArgs { key, nodes, tls, key_prefix, ttl, wait, wait_nodes, conflict_exit_code, grace, argv } = args;
+    let RunArgs { key, nodes, tls, key_prefix, ttl, wait, wait_nodes, conflict_exit_code, grace, semaphore, argv } =
+        args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()).into());
     }
@@ -63,17 +68,24 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     // Installed before anything else, so that a signal while connecting or waiting for the
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
-    let config = Config::new(nodes).tls(tls).key_prefix(key_prefix);
+    let config = Config::new(nodes).tls(tls).key_prefix(key_prefix.clone());
     let client = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
-    let guard = acquire::acquire(&client, &key, ttl, wait, conflict_exit_code, &mut signals).await?;
-    let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default()) {
+    let ask = Ask { key: &key, key_prefix: &key_prefix, semaphore, ttl, wait };
+    let guard = acquire::acquire(&client, &ask, conflict_exit_code, &mut signals).await?;
+    // What the lock is, in messages: the key, or the permits held.
+    let held = match guard.permits() {
+        [] => format!("{key:?}"),
+        [slot] => format!("permit {slot} of {key:?}"),
+        slots => format!("permits {} of {key:?}", slot_list(slots)),
+    };
+    let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default(), guard.permits()) {
         Ok(child) => child,
         Err(code) => {
             let _ = guard.release().await;
             return Ok(code);
         }
     };
-    let Some(status) = supervise(&mut child, &guard.lost(), &mut signals, &key, grace).await else {
+    let Some(status) = supervise(&mut child, &guard.lost(), &mut signals, &held, grace).await else {
         let _ = guard.release().await;
         return Ok(EXIT_LOST);
     };
@@ -81,8 +93,8 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         step(&format!("the command exited with status {}", status_code(*s)));
     }
     match guard.release().await {
-        Ok(r) => step(&format!("release of {key:?}: {}", released(&r))),
-        Err(e) => warn(&format!("release of {key:?} failed: {e} (the keys expire with their TTL)")),
+        Ok(r) => step(&format!("release of {held}: {}", released(&r))),
+        Err(e) => warn(&format!("release of {held} failed: {e} (the keys expire with their TTL)")),
     }
     match status {
         Ok(s) => Ok(status_code(s)),
@@ -104,10 +116,10 @@ fn released(r: &ReleaseReport) -> String {
     format!("{what} ({} of {nodes} nodes deleted it)", r.deleted)
 }
 
-/// Start the command with `REDLEASE_KEY` and `REDLEASE_FENCE` set and without
-/// `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit code: 127 not
-/// found, 126 not executable.
-fn spawn(argv: &[String], key: &str, fence: u64) -> Result<Child, u8> {
+/// Start the command with `REDLEASE_KEY`, `REDLEASE_FENCE` and (a semaphore's) `REDLEASE_PERMIT`
+/// set and without `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit
+/// code: 127 not found, 126 not executable.
+fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16]) -> Result<Child, u8> {
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -117,8 +129,16 @@ fn spawn(argv: &[String], key: &str, fence: u64) -> Result<Child, u8> {
         .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
+    let permit = if permits.is_empty() {
+        // A mutex: no permit, whatever a semaphore's run around redlease set.
+        command.env_remove("REDLEASE_PERMIT");
+        String::new()
+    } else {
+        command.env("REDLEASE_PERMIT", slot_list(permits));
+        format!(" REDLEASE_PERMIT={}", slot_list(permits))
+    };
     die_with_parent(&mut command);
-    step(&format!("running {argv:?} with REDLEASE_FENCE={fence}"));
+    step(&format!("running {argv:?} with REDLEASE_FENCE={fence}{permit}"));
     command.spawn().map_err(|e| {
         warn(&format!("cannot run {:?}: {e}", argv[0]));
         if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
@@ -126,13 +146,13 @@ fn spawn(argv: &[String], key: &str, fence: u64) -> Result<Child, u8> {
 }
 
 /// Wait for the command to exit, passing signals on (SIGKILL once `grace` has passed after the
-/// first) and watching the lock. `None` when the lock was lost: the command got SIGTERM, then
-/// SIGKILL after `grace`, and has exited.
+/// first) and watching the lock (`held` names it). `None` when the lock was lost: the command
+/// got SIGTERM, then SIGKILL after `grace`, and has exited.
 async fn supervise(
     child: &mut Child,
     lost: &LostSignal,
     signals: &mut Signals,
-    key: &str,
+    held: &str,
     grace: Duration,
 ) -> Option<io::Result<ExitStatus>> {
     // Once a signal was passed on: when the command gets SIGKILL if it is still running
@@ -154,7 +174,7 @@ async fn supervise(
                     Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
                     Some(r) => format!("{r:?}").to_lowercase(),
                 };
-                warn(&format!("lock on {key:?} lost ({why}) while the command ran: stopping it"));
+                warn(&format!("lock on {held} lost ({why}) while the command ran: stopping it"));
                 stop(child, grace).await;
                 return None;
             }

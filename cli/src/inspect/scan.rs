@@ -1,0 +1,258 @@
+//! `redlease scan`: the lock keys left without a TTL on each node (a leak check), and the
+//! semaphores, their slot keys grouped by name, apart from the mutex keys.
+
+use std::collections::BTreeMap;
+
+use redlease_cluster::FENCE_PREFIX;
+use redlease_core::{FORMAT_KEY, NodeConfig, TlsSettings};
+
+use super::{Open, fault_of, json, open_all};
+use crate::out::outln;
+use crate::permits::SEM_PREFIX;
+use crate::{EXIT_UNAVAILABLE, Usage};
+
+/// What one node holds that matches the pattern.
+struct Found {
+    /// Mutex keys without a TTL.
+    keys: Vec<String>,
+    /// The semaphores whose names match, by name.
+    semaphores: BTreeMap<String, Semaphore>,
+}
+
+/// One semaphore on one node.
+#[derive(Default)]
+struct Semaphore {
+    /// The limit the node records (`None`: none).
+    limit: Option<String>,
+    /// The slots it has a holder for, ascending.
+    held: Vec<u32>,
+    /// Those of them without a TTL.
+    no_ttl: Vec<u32>,
+}
+
+/// Keys without a TTL under `key_prefix` matching `pattern` on any node, and the semaphores
+/// whose names match it: exit 1 if a key (a semaphore's slot included) has no TTL, else
+/// [`EXIT_UNAVAILABLE`] if a node did not answer, else 0.
+pub(crate) fn scan(
+    nodes: Option<&str>,
+    tls: TlsSettings,
+    key_prefix: &str,
+    pattern: &str,
+    json: bool,
+) -> Result<u8, Usage> {
+    let (nodes, mut conns) = open_all(nodes, tls)?;
+    let prefix = glob_literal(key_prefix);
+    let patterns = Patterns {
+        keys: format!("{prefix}{pattern}"),
+        semaphores: format!("{prefix}{SEM_PREFIX}{{{pattern}}}:*"),
+        sem_root: format!("{key_prefix}{SEM_PREFIX}"),
+    };
+    let found: Vec<Result<Found, String>> = conns
+        .iter_mut()
+        .map(|c| match c {
+            Ok(open) => found_on(open, &patterns),
+            Err(e) => Err(e.clone()),
+        })
+        .collect();
+    let leaks: usize = found.iter().filter_map(|f| f.as_ref().ok()).map(|f| f.keys.len()).sum();
+    let slot_leaks: usize =
+        found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.semaphores.values()).map(|s| s.no_ttl.len()).sum();
+    let unreachable = found.iter().filter(|f| f.is_err()).count();
+    let counts = Counts { leaks, slot_leaks, unreachable };
+    if json {
+        print_scan_json(&patterns.keys, &nodes, &found, &counts);
+    } else {
+        print_scan_text(&patterns.keys, &nodes, &found, &counts);
+    }
+    Ok(if leaks + slot_leaks > 0 {
+        1
+    } else if unreachable > 0 {
+        EXIT_UNAVAILABLE
+    } else {
+        0
+    })
+}
+
+/// `text` as a literal in a `SCAN` pattern: its glob characters escaped.
+fn glob_literal(text: &str) -> String {
+    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
+
+/// What a scan looks for.
+struct Patterns {
+    /// The lock keys: `PREFIX` + the pattern.
+    keys: String,
+    /// Every key of the semaphores whose names match the pattern.
+    semaphores: String,
+    /// Where the semaphores' keys start (`PREFIX` + `redlease:sem:`), not a pattern.
+    sem_root: String,
+}
+
+/// How many keys have no TTL (mutex keys, semaphore slots) and how many nodes did not answer.
+struct Counts {
+    leaks: usize,
+    slot_leaks: usize,
+    unreachable: usize,
+}
+
+/// What one node holds that matches: its mutex keys without a TTL (fencing counters, the lock
+/// format key and the semaphores' keys left out), and its semaphores.
+fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, String> {
+    let c = &mut open.conn;
+    let keys = c.keys(&patterns.keys).map_err(|e| e.to_string())?;
+    let mut no_ttl = Vec::new();
+    for k in keys {
+        if k.starts_with(FENCE_PREFIX) || k == FORMAT_KEY || k.starts_with(&patterns.sem_root) {
+            continue;
+        }
+        if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
+            no_ttl.push(k);
+        }
+    }
+    let mut semaphores: BTreeMap<String, Semaphore> = BTreeMap::new();
+    for k in c.keys(&patterns.semaphores).map_err(|e| e.to_string())? {
+        // `{NAME}:limit` or `{NAME}:SLOT`; a name may hold `}:` itself, the suffix may not.
+        let rest = k.strip_prefix(&patterns.sem_root).and_then(|r| r.strip_prefix('{'));
+        let Some((name, suffix)) = rest.and_then(|r| r.rsplit_once("}:")) else {
+            continue;
+        };
+        let sem = semaphores.entry(name.to_owned()).or_default();
+        if suffix == "limit" {
+            sem.limit = c.get(&k).map_err(|e| e.to_string())?;
+        } else if let Ok(slot) = suffix.parse::<u32>() {
+            sem.held.push(slot);
+            if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
+                sem.no_ttl.push(slot);
+            }
+        }
+    }
+    for sem in semaphores.values_mut() {
+        sem.held.sort_unstable();
+        sem.no_ttl.sort_unstable();
+    }
+    Ok(Found { keys: no_ttl, semaphores })
+}
+
+/// Every semaphore name any node holds, ascending.
+fn names(found: &[Result<Found, String>]) -> Vec<&str> {
+    let mut names: Vec<&str> =
+        found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.semaphores.keys().map(String::as_str)).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// `scan --json`: one object, with one object per node (its mutex keys without a TTL), then the
+/// semaphores, each with what every node that answered holds of it.
+fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, String>], counts: &Counts) {
+    let per_node: Vec<String> = nodes
+        .iter()
+        .zip(found)
+        .enumerate()
+        .map(|(i, (node, found))| {
+            let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+            match found {
+                Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                Ok(found) => {
+                    let keys: Vec<String> = found.keys.iter().map(|k| json::string(k)).collect();
+                    format!("{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]}}", keys.join(","))
+                }
+            }
+        })
+        .collect();
+    let numbers = |n: &[u32]| n.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let semaphores: Vec<String> = names(found)
+        .into_iter()
+        .map(|name| {
+            let on_nodes: Vec<String> = found
+                .iter()
+                .enumerate()
+                .filter_map(|(i, f)| Some((i, f.as_ref().ok()?)))
+                .map(|(i, f)| {
+                    let none = Semaphore::default();
+                    let sem = f.semaphores.get(name).unwrap_or(&none);
+                    format!(
+                        "{{\"node\":{i},\"limit\":{},\"slots\":[{}],\"slots_without_ttl\":[{}]}}",
+                        json::opt_number(sem.limit.as_deref().and_then(|l| l.parse::<u32>().ok())),
+                        numbers(&sem.held),
+                        numbers(&sem.no_ttl)
+                    )
+                })
+                .collect();
+            format!("{{\"name\":{},\"nodes\":[{}]}}", json::string(name), on_nodes.join(","))
+        })
+        .collect();
+    let Counts { leaks, slot_leaks, unreachable } = counts;
+    outln!(
+        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"slots_without_ttl\":{slot_leaks},\"semaphores\":[{}]}}",
+        json::string(pattern),
+        per_node.join(","),
+        semaphores.join(",")
+    );
+}
+
+/// `scan`: a line per key without a TTL or unreachable node, a line per semaphore, then the
+/// count.
+fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, String>], counts: &Counts) {
+    for (i, (node, found)) in nodes.iter().zip(found).enumerate() {
+        match found {
+            Err(e) if fault_of(e) == "misconfigured" => outln!("node {i} {node}: MISCONFIGURED ({e})"),
+            Err(e) => outln!("node {i} {node}: unreachable ({e})"),
+            Ok(found) => {
+                for k in &found.keys {
+                    outln!("node {i} {node}: {k} has no TTL");
+                }
+                for (name, sem) in &found.semaphores {
+                    for slot in &sem.no_ttl {
+                        outln!("node {i} {node}: semaphore {name:?} slot {slot} has no TTL");
+                    }
+                }
+            }
+        }
+    }
+    for name in names(found) {
+        outln!("{}", semaphore_line(name, found));
+    }
+    let Counts { leaks, slot_leaks, unreachable } = counts;
+    if leaks + slot_leaks > 0 {
+        outln!("{} key(s) without a TTL matching {pattern:?}", leaks + slot_leaks);
+    } else {
+        outln!(
+            "no keys without a TTL matching {pattern:?} on {} reachable node(s){}",
+            nodes.len() - unreachable,
+            if *unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }
+        );
+    }
+}
+
+/// A semaphore as `scan` lists it: the limit most nodes record (and any other), and the slots
+/// each node that answered has a holder for.
+fn semaphore_line(name: &str, found: &[Result<Found, String>]) -> String {
+    let on_nodes: Vec<(usize, Option<&Semaphore>)> =
+        found.iter().enumerate().filter_map(|(i, f)| Some((i, f.as_ref().ok()?.semaphores.get(name)))).collect();
+    let mut limits: Vec<&str> = on_nodes.iter().filter_map(|(_, s)| (*s)?.limit.as_deref()).collect();
+    limits.sort_unstable();
+    let limit = limits.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max().map(|(_, l)| l);
+    let mut head = match limit {
+        Some(l) => format!("semaphore {name:?} (limit {l}"),
+        None => format!("semaphore {name:?} (no limit recorded"),
+    };
+    for (i, sem) in &on_nodes {
+        let recorded = sem.and_then(|s| s.limit.as_deref());
+        if recorded != limit {
+            head.push_str(&format!("; node {i} records {}", recorded.unwrap_or("none")));
+        }
+    }
+    let held: Vec<String> = on_nodes
+        .iter()
+        .map(|(i, sem)| match sem.map(|s| s.held.as_slice()).unwrap_or_default() {
+            [] => format!("node {i} holds none"),
+            [slot] => format!("node {i} holds slot {slot}"),
+            slots => {
+                let slots: Vec<String> = slots.iter().map(u32::to_string).collect();
+                format!("node {i} holds slots {}", slots.join(","))
+            }
+        })
+        .collect();
+    format!("{head}): {}", held.join("; "))
+}

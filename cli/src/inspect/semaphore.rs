@@ -1,0 +1,264 @@
+//! `redlease status` on a semaphore: the limit each node recorded, who holds each slot on each
+//! node, and which slots a quorum holds (each slot is a mutex of its own).
+
+use std::time::Duration;
+
+use redlease_cluster::FENCE_PREFIX;
+use redlease_core::{MAX_PERMITS, NodeConfig};
+
+use super::status::{Verdict, pttl_text, unanswered};
+use super::{Open, json, mget, ms, short};
+use crate::out::outln;
+use crate::permits::{limit_key, slot_key};
+
+/// One slot on one node.
+struct Slot {
+    /// The holder's token.
+    holder: Option<String>,
+    /// A waiter was refused by this holder (the value carries the `:` mark).
+    waited_for: bool,
+    pttl: i64,
+    /// The slot's fencing counter.
+    fence: Option<u64>,
+}
+
+/// What one node records of the semaphore.
+struct OnNode {
+    /// The limit recorded, as the node has it (`None`: none yet).
+    limit: Option<String>,
+    /// Slots `0..width`.
+    slots: Vec<Slot>,
+    rtt: Duration,
+}
+
+impl OnNode {
+    /// The slot numbers this node has a holder for.
+    fn held(&self) -> Vec<usize> {
+        self.slots.iter().enumerate().filter(|(_, s)| s.holder.is_some()).map(|(k, _)| k).collect()
+    }
+}
+
+/// A semaphore as the nodes record it.
+pub(super) struct Occupancy {
+    name: String,
+    /// The limit most nodes recorded (the largest of equally common ones).
+    limit: u32,
+    /// Slots read on each node: up to the largest limit any node recorded.
+    width: u32,
+    nodes: Vec<Result<OnNode, String>>,
+}
+
+/// Read the semaphore `name` on every node that answered; `None` when no node records a limit
+/// for it (no semaphore of that name was used on these nodes).
+pub(super) fn read(conns: &mut [Result<Open, String>], key_prefix: &str, name: &str) -> Option<Occupancy> {
+    let limit_key = limit_key(key_prefix, name);
+    let limits: Vec<Result<Option<String>, String>> = conns
+        .iter_mut()
+        .map(|c| {
+            let open = c.as_mut().map_err(|e| e.clone())?;
+            open.conn.get(&limit_key).map_err(|e| e.to_string())
+        })
+        .collect();
+    let mut recorded: Vec<u32> =
+        limits.iter().filter_map(|l| l.as_ref().ok()?.as_deref()?.parse().ok()).filter(|&l| l > 0).collect();
+    let width = recorded.iter().copied().max()?.min(MAX_PERMITS);
+    recorded.sort_unstable();
+    let limit = recorded.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max()?.1;
+    let nodes = conns
+        .iter_mut()
+        .zip(limits)
+        .map(|(c, limit)| {
+            let open = c.as_mut().map_err(|e| e.clone())?;
+            let slots = read_slots(open, key_prefix, name, width)?;
+            Ok(OnNode { limit: limit?, slots, rtt: open.rtt })
+        })
+        .collect();
+    Some(Occupancy { name: name.to_owned(), limit, width, nodes })
+}
+
+/// Slots `0..width` on one node: holder, PTTL (of the held ones) and fencing counter.
+fn read_slots(open: &mut Open, key_prefix: &str, name: &str, width: u32) -> Result<Vec<Slot>, String> {
+    let keys: Vec<String> = (0..width).map(|k| slot_key(key_prefix, name, k)).collect();
+    let fence_keys: Vec<String> = keys.iter().map(|k| format!("{FENCE_PREFIX}{k}")).collect();
+    let values = mget(&mut open.conn, &keys)?;
+    let fences = mget(&mut open.conn, &fence_keys)?;
+    let mut slots = Vec::with_capacity(keys.len());
+    for ((key, value), fence) in keys.iter().zip(values).zip(fences) {
+        let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
+            Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
+            None => (None, false),
+        };
+        let pttl = if holder.is_some() { open.conn.pttl(key).map_err(|e| e.to_string())? } else { -2 };
+        slots.push(Slot { holder, waited_for, pttl, fence: fence.and_then(|f| f.parse().ok()) });
+    }
+    Ok(slots)
+}
+
+impl Occupancy {
+    /// The verdict on slot `k`, as on a mutex key.
+    fn verdict(&self, k: usize) -> Verdict<'_> {
+        let reachable = self.nodes.iter().filter(|n| n.is_ok()).count();
+        let holders = self.nodes.iter().filter_map(|n| n.as_ref().ok()?.slots.get(k)?.holder.as_deref()).collect();
+        Verdict::of_holders(self.nodes.len(), reachable, holders)
+    }
+
+    /// The slots some node has a holder for, ascending.
+    fn used(&self) -> Vec<usize> {
+        (0..self.width as usize)
+            .filter(|&k| self.nodes.iter().any(|n| n.as_ref().is_ok_and(|n| n.slots[k].holder.is_some())))
+            .collect()
+    }
+
+    /// Of the limit's slots: those a quorum holds, and how many cannot be told (too few nodes
+    /// answered); the others are free.
+    fn counts(&self) -> (Vec<usize>, usize) {
+        let states: Vec<(usize, &str)> = (0..self.limit as usize).map(|k| (k, self.verdict(k).state())).collect();
+        let held = states.iter().filter(|(_, s)| *s == "held").map(|(k, _)| *k).collect();
+        (held, states.iter().filter(|(_, s)| *s == "unknown").count())
+    }
+
+    /// The slot `k` on the nodes whose holder is `token`: the `(node, slot)` pairs.
+    fn holding<'s>(&'s self, k: usize, token: &'s str) -> impl Iterator<Item = (usize, &'s Slot)> + 's {
+        self.nodes.iter().enumerate().filter_map(move |(i, n)| {
+            let slot = n.as_ref().ok()?.slots.get(k)?;
+            (slot.holder.as_deref() == Some(token)).then_some((i, slot))
+        })
+    }
+
+    /// The distinct limits the nodes recorded, each with the nodes that have it, when they
+    /// differ.
+    fn disagreement(&self) -> Option<Vec<(&str, Vec<usize>)>> {
+        let mut by_limit: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, limit) in
+            self.nodes.iter().enumerate().filter_map(|(i, n)| Some((i, n.as_ref().ok()?.limit.as_deref()?)))
+        {
+            match by_limit.iter_mut().find(|(l, _)| *l == limit) {
+                Some((_, nodes)) => nodes.push(i),
+                None => by_limit.push((limit, vec![i])),
+            }
+        }
+        (by_limit.len() > 1).then_some(by_limit)
+    }
+}
+
+/// `status` on a semaphore: a line per node (its limit and the slots it has holders for), a
+/// line per slot that some node holds, then the occupancy.
+pub(super) fn print_text(sem: &Occupancy, nodes: &[NodeConfig]) {
+    for (i, (node, on)) in nodes.iter().zip(&sem.nodes).enumerate() {
+        let line = match on {
+            Err(e) => unanswered(e),
+            Ok(on) => {
+                let limit =
+                    on.limit.as_deref().map_or_else(|| "no limit recorded".to_owned(), |l| format!("limit {l}"));
+                let held = match on.held().as_slice() {
+                    [] => "holds no slot".to_owned(),
+                    held => format!("holds {}", slots(held)),
+                };
+                format!("reachable    rtt {} ms  {limit}  {held}", ms(on.rtt))
+            }
+        };
+        outln!("node {i} {node}  {line}");
+    }
+    for k in sem.used() {
+        outln!("  slot {k}  {}", slot_line(sem, k));
+    }
+    let (held, unknown) = sem.counts();
+    let free = sem.limit as usize - held.len() - unknown;
+    let which = if held.is_empty() { String::new() } else { format!(" ({})", slots(&held)) };
+    let unknown = if unknown > 0 { format!(", {unknown} unknown (too few nodes answered)") } else { String::new() };
+    outln!("{}: semaphore of {} permits: {} held{which}, {free} free{unknown}", sem.name, sem.limit, held.len());
+    if let Some(limits) = sem.disagreement() {
+        let each: Vec<String> = limits.iter().map(|(l, nodes)| format!("{l} on node(s) {}", list(nodes))).collect();
+        outln!(
+            "limits differ across nodes ({}): a run is refused (exit 78) by the nodes whose limit is not its --permits",
+            each.join("; ")
+        );
+    }
+}
+
+/// Slot `k`'s line: who holds it on how many nodes, its PTTL (the shortest among them), and
+/// its waited-for mark and fencing counter.
+fn slot_line(sem: &Occupancy, k: usize) -> String {
+    let v = sem.verdict(k);
+    let (nodes, quorum) = (v.nodes, v.quorum);
+    match (v.best, v.held_by) {
+        (_, Some(token)) => {
+            let holding: Vec<&Slot> = sem.holding(k, token).map(|(_, s)| s).collect();
+            let pttl = holding.iter().map(|s| s.pttl).min().unwrap_or(-2);
+            let count = holding.len();
+            let waited = if holding.iter().any(|s| s.waited_for) { "  waited for" } else { "" };
+            let fence =
+                holding.iter().filter_map(|s| s.fence).max().map_or_else(String::new, |f| format!("  fence {f}"));
+            format!(
+                "held by {} on {count} of {nodes} nodes (quorum {quorum})  {}{waited}{fence}",
+                short(token),
+                pttl_text(pttl)
+            )
+        }
+        _ if v.state() == "unknown" => "unknown: too few nodes answered to tell whether a quorum holds it".to_owned(),
+        (Some((count, token)), None) => {
+            format!("not held: at most {count} of {nodes} nodes agree ({}), quorum {quorum}", short(token))
+        }
+        (None, None) => "free".to_owned(),
+    }
+}
+
+/// Numbers as the tables list them: `0,2`.
+fn list(numbers: &[usize]) -> String {
+    numbers.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Slot numbers in a sentence: `slot 2`, `slots 0,2`.
+fn slots(numbers: &[usize]) -> String {
+    if numbers.len() == 1 { format!("slot {}", numbers[0]) } else { format!("slots {}", list(numbers)) }
+}
+
+/// `status --json`'s `semaphore` object: the limit (most nodes') and each node's, the counts,
+/// and each slot that some node holds: its state, its holder when a quorum agrees, and each
+/// node that has a holder for it.
+pub(super) fn json(sem: &Occupancy) -> String {
+    let limits: Vec<String> = sem
+        .nodes
+        .iter()
+        .map(|n| json::opt_number(n.as_ref().ok().and_then(|n| n.limit.as_deref()?.parse::<u32>().ok())))
+        .collect();
+    let slots: Vec<String> = sem
+        .used()
+        .into_iter()
+        .map(|k| {
+            let v = sem.verdict(k);
+            let nodes: Vec<String> = sem
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| Some((i, n.as_ref().ok()?.slots.get(k)?)))
+                .filter_map(|(i, s)| {
+                    Some(format!(
+                        "{{\"node\":{i},\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{}}}",
+                        json::string(s.holder.as_deref()?),
+                        s.waited_for,
+                        s.pttl,
+                        json::opt_number(s.fence)
+                    ))
+                })
+                .collect();
+            format!(
+                "{{\"slot\":{k},\"state\":\"{}\",\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+                v.state(),
+                json::opt_string(v.held_by),
+                v.best.map_or(0, |(count, _)| count),
+                nodes.join(",")
+            )
+        })
+        .collect();
+    let (held, unknown) = sem.counts();
+    let free = sem.limit as usize - held.len() - unknown;
+    format!(
+        "{{\"name\":{},\"limit\":{},\"limits\":[{}],\"held\":{},\"free\":{free},\"unknown\":{unknown},\"slots\":[{}]}}",
+        json::string(&sem.name),
+        sem.limit,
+        limits.join(","),
+        held.len(),
+        slots.join(",")
+    )
+}

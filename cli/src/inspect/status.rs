@@ -1,0 +1,228 @@
+//! `redlease status`: who holds a key on each node and whether a quorum does, and the
+//! occupancy of the semaphore of the same name when the nodes record one.
+
+use std::time::Duration;
+
+use redlease_cluster::FENCE_PREFIX;
+use redlease_core::{NodeConfig, TlsSettings};
+
+use super::semaphore::{self, Occupancy};
+use super::{Open, fault_of, json, ms, open_all, short};
+use crate::out::outln;
+use crate::{EXIT_UNAVAILABLE, Usage};
+
+/// What one node said about a key.
+struct NodeState {
+    /// The holder's token.
+    holder: Option<String>,
+    /// A waiter was refused by this holder: the key's value is the token followed by `:`.
+    waited_for: bool,
+    pttl: i64,
+    fence: Option<String>,
+    /// The round trip of a `PING` on the open connection.
+    rtt: Duration,
+}
+
+fn node_state(open: &mut Open, key: &str) -> Result<NodeState, String> {
+    let c = &mut open.conn;
+    let value = c.get(key).map_err(|e| e.to_string())?;
+    let pttl = c.pttl(key).map_err(|e| e.to_string())?;
+    let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
+    let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
+        Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
+        None => (None, false),
+    };
+    Ok(NodeState { holder, waited_for, pttl, fence, rtt: open.rtt })
+}
+
+/// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict; and
+/// the semaphore `name`'s slots when the nodes record a limit for it. Exit 0 when a quorum of
+/// nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
+pub(crate) fn status(
+    key_prefix: &str,
+    name: &str,
+    nodes: Option<&str>,
+    tls: TlsSettings,
+    json: bool,
+) -> Result<u8, Usage> {
+    let key = format!("{key_prefix}{name}");
+    let (nodes, mut conns) = open_all(nodes, tls)?;
+    let states: Vec<Result<NodeState, String>> = conns
+        .iter_mut()
+        .map(|c| match c {
+            Ok(open) => node_state(open, &key),
+            Err(e) => Err(e.clone()),
+        })
+        .collect();
+    let sem = semaphore::read(&mut conns, key_prefix, name);
+    let verdict = Verdict::of(&states);
+    if json {
+        print_status_json(&key, &nodes, &states, &verdict, sem.as_ref());
+        return Ok(verdict.code());
+    }
+    // A name used as a semaphore only: its slots, without a table of its free mutex key.
+    let mutex_used = states.iter().any(|s| s.as_ref().is_ok_and(|s| s.holder.is_some()));
+    if sem.is_none() || mutex_used {
+        print_status_text(&key, &nodes, &states, &verdict);
+    }
+    if let Some(sem) = &sem {
+        semaphore::print_text(sem, &nodes);
+    }
+    print_reachable(&verdict);
+    Ok(verdict.code())
+}
+
+/// What the nodes said about a key (or a semaphore's slot), taken together.
+pub(super) struct Verdict<'a> {
+    pub(super) nodes: usize,
+    pub(super) quorum: usize,
+    reachable: usize,
+    /// The token held on the most nodes, and on how many.
+    pub(super) best: Option<(usize, &'a str)>,
+    /// That token, when a quorum of nodes holds it.
+    pub(super) held_by: Option<&'a str>,
+    /// How many more nodes may fail before no quorum is left.
+    tolerance: usize,
+}
+
+impl<'a> Verdict<'a> {
+    fn of(states: &'a [Result<NodeState, String>]) -> Self {
+        let reachable = states.iter().filter(|s| s.is_ok()).count();
+        let holders = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
+        Verdict::of_holders(states.len(), reachable, holders)
+    }
+
+    /// The verdict over `nodes` nodes, `reachable` of which answered, and the tokens those hold.
+    pub(super) fn of_holders(nodes: usize, reachable: usize, mut holders: Vec<&'a str>) -> Self {
+        let quorum = nodes / 2 + 1;
+        holders.sort_unstable();
+        let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
+        let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
+        let tolerance = reachable.saturating_sub(quorum);
+        Verdict { nodes, quorum, reachable, best, held_by, tolerance }
+    }
+
+    /// Whether a quorum holds the key (`held`), cannot hold it whatever the nodes that did not
+    /// answer say (`not_held`), or too few nodes answered to tell (`unknown`).
+    pub(super) fn state(&self) -> &'static str {
+        let agreeing = self.best.map_or(0, |(count, _)| count);
+        if self.held_by.is_some() {
+            "held"
+        } else if agreeing + (self.nodes - self.reachable) < self.quorum {
+            "not_held"
+        } else {
+            "unknown"
+        }
+    }
+
+    /// 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
+    fn code(&self) -> u8 {
+        if self.reachable >= self.quorum { 0 } else { EXIT_UNAVAILABLE }
+    }
+}
+
+/// `status --json`: one object, with one object per node, and the semaphore of the name
+/// (`null` when no node records one).
+fn print_status_json(
+    key: &str,
+    nodes: &[NodeConfig],
+    states: &[Result<NodeState, String>],
+    verdict: &Verdict<'_>,
+    sem: Option<&Occupancy>,
+) {
+    let per_node: Vec<String> = nodes
+        .iter()
+        .zip(states)
+        .enumerate()
+        .map(|(i, (node, state))| {
+            let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
+            match state {
+                Err(e) => format!(
+                    "{{{head},\"reachable\":false,\"fault\":\"{}\",\"error\":{}}}",
+                    fault_of(e),
+                    json::string(e)
+                ),
+                Ok(s) => format!(
+                    "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
+                    json::opt_string(s.holder.as_deref()),
+                    s.waited_for,
+                    json::opt_number(s.holder.as_ref().map(|_| s.pttl)),
+                    json::opt_number(s.fence.as_deref().and_then(|f| f.parse::<u64>().ok())),
+                    ms(s.rtt),
+                ),
+            }
+        })
+        .collect();
+    let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
+    let state = verdict.state();
+    outln!(
+        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}],\"semaphore\":{}}}",
+        json::string(key),
+        if state == "unknown" { "null".to_owned() } else { held_by.is_some().to_string() },
+        json::opt_string(*held_by),
+        best.map_or(0, |(count, _)| count),
+        per_node.join(","),
+        sem.map_or_else(|| "null".to_owned(), semaphore::json),
+    );
+}
+
+/// `status`: a line per node, then who holds the key.
+fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, String>], verdict: &Verdict<'_>) {
+    for (i, (node, state)) in nodes.iter().zip(states).enumerate() {
+        let line = match state {
+            Err(e) => unanswered(e),
+            Ok(NodeState { holder: None, rtt, .. }) => format!("reachable    rtt {} ms  free", ms(*rtt)),
+            Ok(NodeState { holder: Some(token), waited_for, pttl, rtt, .. }) => {
+                let waited = if *waited_for { "  waited for" } else { "" };
+                format!("reachable    rtt {} ms  held by {}  {}{waited}", ms(*rtt), short(token), pttl_text(*pttl))
+            }
+        };
+        let fence = match state {
+            Ok(NodeState { fence: Some(f), .. }) => format!("  fence {f}"),
+            _ => String::new(),
+        };
+        outln!("node {i} {node}  {line}{fence}");
+    }
+    let Verdict { nodes, quorum, reachable, .. } = verdict;
+    match (verdict.best, verdict.held_by) {
+        (Some((count, _)), Some(token)) => {
+            outln!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
+        }
+        _ if verdict.state() == "unknown" => {
+            outln!("{key}: unknown: {reachable} of {nodes} nodes answered, too few to tell whether a quorum holds it")
+        }
+        (Some((count, _)), None) => outln!("{key}: no quorum holds it (at most {count} of {nodes} nodes agree)"),
+        (None, _) => outln!("{key}: free on every reachable node"),
+    }
+}
+
+/// A node that did not answer, as its line in the tables says it.
+pub(super) fn unanswered(error: &str) -> String {
+    if fault_of(error) == "misconfigured" {
+        format!("MISCONFIGURED  ({error})")
+    } else {
+        format!("unreachable  ({error})")
+    }
+}
+
+/// A key's PTTL as the tables say it: `-1` is a key without a TTL, `-2` one that expired
+/// between the reads.
+pub(super) fn pttl_text(pttl: i64) -> String {
+    match pttl {
+        -1 => "NO TTL (leak)".to_owned(),
+        ..0 => "expired".to_owned(),
+        _ => format!("pttl {pttl}ms"),
+    }
+}
+
+/// The last line: how many nodes answered, and how many more may fail.
+fn print_reachable(verdict: &Verdict<'_>) {
+    let Verdict { nodes, quorum, reachable, tolerance, .. } = verdict;
+    if verdict.code() != 0 {
+        outln!("only {reachable} of {nodes} nodes answered: no quorum ({quorum}) is reachable");
+    } else {
+        outln!(
+            "{reachable} of {nodes} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops"
+        );
+    }
+}
