@@ -365,16 +365,18 @@ impl Config {
         if self.fence_prefix.is_empty() {
             return Err(ConfigError::EmptyFencePrefix);
         }
-        // A fence counter `{prefix}R` must never be a queue (`redlease:queue:R'`) or the
-        // format key: neither name may start the other.
-        for reserved in [crate::scripts::QUEUE_PREFIX, crate::scripts::FORMAT_KEY] {
+        // A fence counter `{prefix}R` must never be a queue (`redlease:queue:R'`), a readers'
+        // set, a semaphore's key or the format key: neither name may start the other.
+        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
+        for reserved in [QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX, FORMAT_KEY] {
             if reserved.starts_with(&self.fence_prefix) || self.fence_prefix.starts_with(reserved) {
                 let prefix = self.fence_prefix.clone();
                 return Err(ConfigError::FencePrefixReserved { prefix, reserved });
             }
         }
-        // Every key `{key_prefix}R` would be a fence counter, a queue or the format key.
-        for reserved in [self.fence_prefix.as_str(), crate::scripts::QUEUE_PREFIX, crate::scripts::FORMAT_KEY] {
+        // Every key `{key_prefix}R` would be a fence counter, a queue, a readers' set, a
+        // semaphore's key or the format key.
+        for reserved in [self.fence_prefix.as_str(), QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX, FORMAT_KEY] {
             if !self.key_prefix.is_empty() && self.key_prefix.starts_with(reserved) {
                 return Err(ConfigError::KeyPrefixReserved { prefix: self.key_prefix.clone() });
             }

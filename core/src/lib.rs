@@ -180,11 +180,19 @@
 //! | its fencing counter | `{fence_prefix}K` (default `redlease:fence:K`) | integer, no TTL |
 //! | its waiter queue | `redlease:queue:K` | list of `token:reservation_ms`, with a TTL |
 //! | its wake channel | `redlease:wake:K` | pub/sub channel |
+//! | its readers ([`LockOptions::shared`]) | `redlease:readers:K` | sorted set of reader tokens scored by their expiry (ms, the node's clock), with a TTL; `K` holds [`READERS_VALUE`] meanwhile |
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
+//! A semaphore `S` of limit L ([`LockOptions::semaphore`]) has the keys `P` + `:0` .. `:{L-1}`
+//! (its slots, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
+//! no TTL) and one waiter queue `redlease:queue:P`, where `P` is
+//! `{key_prefix}redlease:sem:{S}` ([`SEMAPHORE_PREFIX`]): every key of one semaphore carries
+//! the hash tag `{S}`.
+//!
 //! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A lock key
-//! may not start with the fence prefix or `redlease:queue:`, nor be `redlease:format`, and the
-//! fence prefix and the key prefix may not overlap those names ([`Misuse::ReservedResource`],
+//! may not start with the fence prefix, `redlease:queue:`, `redlease:readers:` or
+//! `redlease:sem:`, nor be `redlease:format`, and the fence prefix and the key prefix may not
+//! overlap those names ([`Misuse::ReservedResource`],
 //! [`ConfigError::FencePrefixReserved`], [`ConfigError::KeyPrefixReserved`]).
 //!
 //! What the scripts store is lock format [`LOCK_FORMAT`]. Every connection's handshake records
@@ -241,6 +249,10 @@ pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 /// members of the sorted set [`READERS_PREFIX`] + key, scored by their expiry (ms since the
 /// epoch, on the node's clock).
 pub const READERS_VALUE: &str = scripts::READERS;
+
+/// The prefix of a semaphore's keys (after the key prefix): `redlease:sem:{NAME}:k` for its
+/// slots, `redlease:sem:{NAME}:limit` for its recorded limit.
+pub const SEMAPHORE_PREFIX: &str = scripts::SEM_PREFIX;
 
 /// The prefix of the sorted set of a lock key's readers.
 pub const READERS_PREFIX: &str = scripts::READERS_PREFIX;

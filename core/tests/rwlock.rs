@@ -1,0 +1,171 @@
+//! Scripted read locks: the wire form of the read scripts (their source on a connection's
+//! first use, the digest after), a reader's fencing token without a fence round, downgrade,
+//! and the shapes refused.
+
+mod rig;
+
+use std::time::Duration;
+
+use redlease_core::{AcquireError, Event, ExtendError, LockOptions, LostReason, Misuse, ReleaseOutcome};
+use rig::Rig;
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn read() -> LockOptions {
+    LockOptions::new("doc", TTL).shared(true).attempts(1)
+}
+
+/// The command name and key arguments of the first command each node was sent.
+fn first_command(rig: &mut Rig) -> Vec<Vec<Vec<u8>>> {
+    rig.sent_commands().into_iter().map(|cmds| cmds.into_iter().next().expect("a command")).collect()
+}
+
+#[test]
+fn a_read_lock_sends_its_source_once_per_connection_then_its_digest() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &read(), b"r1").unwrap();
+    for cmd in first_command(&mut rig) {
+        assert_eq!(cmd[0], b"EVAL", "a connection's first read lock carries the script");
+        // Two keys: the lock key and its readers; the token, the TTL, the wait flag.
+        assert_eq!(&cmd[2..], [&b"2"[..], b"doc", b"redlease:readers:doc", b"r1", b"10000", b"0"]);
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { fence: None, .. }]));
+    assert!(rig.engine.is_shared(lock));
+    rig.engine.release(rig.t0, lock).unwrap();
+    for cmd in first_command(&mut rig) {
+        assert_eq!(cmd[0], b"EVAL", "the read release's first use carries its source");
+        assert_eq!(&cmd[3..6], [&b"doc"[..], b"redlease:readers:doc", b"redlease:queue:doc"]);
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::Released { .. }]));
+    // The next reader on the same connections: digests.
+    rig.engine.acquire(rig.t0, &read(), b"r2").unwrap();
+    for cmd in first_command(&mut rig) {
+        assert_eq!(cmd[0], b"EVALSHA");
+    }
+}
+
+#[test]
+fn a_readers_fencing_token_is_the_writer_epoch_with_no_fence_round() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &read().fencing(true), b"r1").unwrap();
+    for cmd in first_command(&mut rig) {
+        // Three keys: the fence counter too.
+        assert_eq!(&cmd[2..6], [&b"3"[..], b"doc", b"redlease:readers:doc", b"redlease:fence:doc"]);
+    }
+    // The nodes say one more than their counters: 7, 8 (the last writer's token), 8.
+    for (i, r) in [b":7\r\n", b":9\r\n", b":9\r\n"].into_iter().enumerate() {
+        rig.reply(rig.t0, i, r);
+    }
+    match rig.events().as_slice() {
+        [Event::Acquired { lock: l, fence: Some(8), .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "no fence round for a reader");
+}
+
+#[test]
+fn a_downgrade_turns_the_write_lock_into_a_read_lock_at_a_quorum() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &LockOptions::new("doc", TTL).attempts(1), b"w1").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    rig.events();
+    assert!(!rig.engine.is_shared(lock));
+    let at = rig.at(100);
+    rig.engine.downgrade(at, lock).unwrap();
+    for cmd in first_command(&mut rig) {
+        assert_eq!(cmd[0], b"EVAL");
+        assert_eq!(&cmd[2..], [&b"2"[..], b"doc", b"redlease:readers:doc", b"w1", b"10000"]);
+    }
+    rig.reply(at, 0, b":1\r\n");
+    rig.reply(at, 1, b":1\r\n");
+    match rig.events().as_slice() {
+        [Event::Extended { lock: l, valid_until }] if *l == lock => assert!(*valid_until > at),
+        other => panic!("{other:?}"),
+    }
+    assert!(rig.engine.is_shared(lock));
+    assert!(rig.engine.downgrade(at, lock).is_err(), "a read lock does not downgrade");
+    // Its extension and release are the read scripts'.
+    rig.reply(at, 2, b":1\r\n");
+    rig.engine.release(at, lock).unwrap();
+    let sent = first_command(&mut rig);
+    assert!(sent.iter().all(|c| c[4] == b"redlease:readers:doc"), "{sent:?}");
+    for i in 0..3 {
+        rig.reply(at, i, b":1\r\n");
+    }
+    match rig.events().as_slice() {
+        [Event::Released { report, .. }] => assert_eq!(report.outcome, ReleaseOutcome::Released),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_downgrade_no_quorum_confirmed_loses_the_lock_and_leaves_the_readers() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &LockOptions::new("doc", TTL).attempts(1), b"w1").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    rig.events();
+    rig.engine.downgrade(rig.t0, lock).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, b":1\r\n");
+    // The others never answer: the node timeout decides.
+    rig.engine.handle_timeout(rig.at(300));
+    let events = rig.events();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::ExtendFailed { error: ExtendError::Unconfirmed { .. }, .. })),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| matches!(e, Event::Lost { reason: LostReason::Refused, .. })), "{events:?}");
+    // Every node is told to drop the reader it may have become.
+    for cmds in rig.sent_commands() {
+        assert!(cmds.iter().any(|c| c.len() > 4 && c[4] == b"redlease:readers:doc"), "{cmds:?}");
+    }
+}
+
+#[test]
+fn read_locks_of_several_resources_or_of_a_semaphore_are_refused() {
+    let mut rig = Rig::new(3);
+    let several = read().resources(["other"]);
+    assert!(matches!(rig.engine.acquire(rig.t0, &several, b"t"), Err(Misuse::Permits { .. })));
+    let semaphore = read().semaphore(3);
+    assert!(matches!(rig.engine.acquire(rig.t0, &semaphore, b"t"), Err(Misuse::Permits { .. })));
+    let reserved = LockOptions::new("redlease:readers:doc", TTL);
+    assert!(matches!(rig.engine.acquire(rig.t0, &reserved, b"t"), Err(Misuse::ReservedResource { .. })));
+}
+
+#[test]
+fn a_refused_reader_is_held_and_a_waiting_one_asks_to_mark_the_writer() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &read(), b"r1").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":0\r\n");
+    }
+    match rig.events().as_slice() {
+        [Event::AcquireFailed { lock: l, error: AcquireError::Held { .. } }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    // A reader that waits: its retries set the wait flag.
+    let waiting = LockOptions::new("doc", TTL).shared(true).attempts(3);
+    rig.engine.acquire(rig.t0, &waiting, b"r2").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":0\r\n");
+    }
+    // (Within the liveness bound: the cleanup sent to the node that had not answered when the
+    // attempt was decided stays unanswered here.)
+    rig.engine.handle_timeout(rig.at(400));
+    let retry: Vec<_> = rig.sent_commands().into_iter().map(|c| c.into_iter().last().expect("a retry")).collect();
+    assert!(retry.iter().all(|c| c.last().map(Vec::as_slice) == Some(&b"1"[..])), "{retry:?}");
+}
