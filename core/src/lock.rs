@@ -273,8 +273,7 @@ impl Slot {
     /// queues this acquisition joined too.
     pub(crate) fn release_call(&self, leave: bool) -> Call {
         if self.shared {
-            // A reader joins no queue: it leaves the readers, whatever the phase.
-            return Call::ReadRelease;
+            return Call::ReadRelease { leave: leave && self.queued(), reserve_ms: self.reserve_ms };
         }
         Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms }
     }
@@ -297,9 +296,13 @@ impl Slot {
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
-            (Op::Acquire, _) if self.shared => {
-                Some(Call::Read { ttl_ms: self.ttl.as_millis() as u64, fencing: self.fencing, waits: self.queued() })
-            }
+            (Op::Acquire, _) if self.shared => Some(Call::Read {
+                ttl_ms: self.ttl.as_millis() as u64,
+                fencing: self.fencing,
+                queue: self.queue,
+                queue_ttl_ms: self.queue_ttl_ms(retry),
+                reserve_ms: self.reserve_ms,
+            }),
             (Op::Extend, Phase::Extending { ttl, downgrade: true, .. }) => {
                 Some(Call::Downgrade { ttl_ms: ttl.as_millis().max(1) as u64 })
             }

@@ -198,11 +198,15 @@ pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
 ///
 /// Refused (0) while a writer holds the key (a mutex or write lock of the name), or while a
 /// writer waits ([`READERS`] marked) unless the token already reads (a re-entry). A refused
-/// waiter (`ARGV[3]` = `1`) marks a writer's key like [`ACQUIRE`] does, so the writer's release
-/// announces itself. Returns one more than the fence counter: the writer epoch read under.
+/// waiter (wait mode `1` or `2`, as for [`ACQUIRE`]) marks the key and joins its waiter queue
+/// — the writers' queue: readers and writers are handed the key in the order they queued, so
+/// neither starves. A key handed to the token (`token:`) turns into [`READERS`], and if others
+/// still queue, a release message wakes them: readers join, a writer marks the key again (and
+/// is handed it by the last reader). Returns one
+/// more than the fence counter: the writer epoch read under.
 ///
-/// `KEYS`: the lock key, its readers, (with fencing) its fence counter. `ARGV`: token, TTL in
-/// ms, whether the reader waits.
+/// `KEYS`: the lock key, its readers, its waiter queue, (with fencing) its fence counter.
+/// `ARGV`: token, TTL in ms, wait mode, queue TTL in ms, the waiter's reservation in ms.
 pub(crate) const READ_ACQUIRE: &str = r"local t = ARGV[1]
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -217,19 +221,40 @@ local function settle()
 end
 local v = redis.call('GET', KEYS[1])
 local mine = redis.call('ZSCORE', KEYS[2], t)
-if not (v == nil or v == false or v == ':readers' or (v == ':readers:' and mine)) then
-  if ARGV[3] == '1' and string.byte(v, -1) ~= 58 then redis.call('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+local handed = v == t .. ':'
+local q = ARGV[3]
+local entry = t .. ':' .. ARGV[5]
+if not (not v or v == ':readers' or handed or (v == ':readers:' and mine)) then
+  if q == '1' or q == '2' then
+    if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+    local at = redis.pcall('LPOS', KEYS[3], entry)
+    if type(at) ~= 'table' then
+      if q == '2' and at ~= 0 then
+        if at then redis.pcall('LREM', KEYS[3], 1, entry) end
+        redis.pcall('LPUSH', KEYS[3], entry)
+      elseif not at then
+        redis.pcall('RPUSH', KEYS[3], entry)
+      end
+      local left = redis.pcall('PTTL', KEYS[3])
+      if type(left) == 'number' and left < tonumber(ARGV[4]) then redis.pcall('PEXPIRE', KEYS[3], ARGV[4]) end
+    end
+  end
   return 0
 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
-if not v then redis.call('SET', KEYS[1], ':readers') end
+if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, entry) end
+if not v or handed then redis.call('SET', KEYS[1], ':readers') end
+if handed and type(redis.pcall('LINDEX', KEYS[3], 0)) == 'string' then
+  -- The others queued wake up: readers join us, a writer marks the key again.
+  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
+end
 settle()
 local f = 0
-if #KEYS > 2 then f = tonumber(redis.call('GET', KEYS[3]) or '0') or 0 end
+if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return f + 1
 ";
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "af4abe298530cb15bcf0f744a75c4e6448be472d";
+pub(crate) const READ_ACQUIRE_SHA: &str = "485380d881cba17d45ac96a40aae33e2a3da0651";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
@@ -258,7 +283,8 @@ pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b6
 /// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does.
 /// Returns 1 if the token was a reader, else 0.
 ///
-/// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token.
+/// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
+/// the queue, with the entry our reservation `ARGV[3]` made).
 pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -272,6 +298,7 @@ local function settle()
   return true
 end
 local d = redis.call('ZREM', KEYS[2], t)
+if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
 local v = redis.call('GET', KEYS[1])
 if v ~= ':readers' and v ~= ':readers:' then return d end
 if settle() then return d end
@@ -294,7 +321,7 @@ end
 return d
 ";
 /// SHA-1 of [`READ_RELEASE`].
-pub(crate) const READ_RELEASE_SHA: &str = "00b9b3bead75042d0ad345c2c363963a94a48d1e";
+pub(crate) const READ_RELEASE_SHA: &str = "30732249fbe5fa6332ed83f751245522a85d8b4c";
 
 /// Turn a write lock into a read lock, atomically on this node: the token joins the readers
 /// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.

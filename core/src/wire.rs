@@ -111,12 +111,14 @@ pub(crate) enum Call {
     /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
     /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
     Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
-    /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks a writer's key.
-    Read { ttl_ms: u64, fencing: bool, waits: bool },
+    /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and
+    /// queues as [`Acquire`](Call::Acquire) does.
+    Read { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64 },
     /// Extend a read lock to `ttl_ms`.
     ReadExtend { ttl_ms: u64 },
-    /// Leave the readers (the last one hands the key on, as a release does).
-    ReadRelease,
+    /// Leave the readers (the last one hands the key on, as a release does); with `leave`,
+    /// also leave the queue (the entry of reservation `reserve_ms`).
+    ReadRelease { leave: bool, reserve_ms: u64 },
     /// Turn the write lock into a read lock for `ttl_ms`.
     Downgrade { ttl_ms: u64 },
 }
@@ -129,7 +131,7 @@ impl Call {
             Call::Permits { .. } => 1,
             Call::Read { .. } => 2,
             Call::ReadExtend { .. } => 4,
-            Call::ReadRelease => 8,
+            Call::ReadRelease { .. } => 8,
             Call::Downgrade { .. } => 16,
             _ => 0,
         }
@@ -189,7 +191,7 @@ pub(crate) fn encode<'k>(
         permits(out, call, keys, token, names, eval);
         return;
     }
-    if let Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease | Call::Downgrade { .. } = call {
+    if let Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } = call {
         read(out, call, keys.next().unwrap_or_default(), token, names, eval);
         return;
     }
@@ -203,7 +205,7 @@ pub(crate) fn encode<'k>(
         Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
         Call::Permits { .. } => (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA),
-        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease | Call::Downgrade { .. } => return,
+        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => return,
     };
     // Every key a script touches is in KEYS: the lock keys, their queues where the call uses
     // them, the fence counters.
@@ -336,23 +338,25 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
 }
 
 /// A read lock's call on `key` ([`scripts::READ_ACQUIRE`] and its kin): the key, its readers,
-/// then the queue (a release) or the fence counter (an acquire with fencing); the token and the
-/// TTL or the wait flag.
+/// then the queue (an acquire or a release) and the fence counter (an acquire with fencing);
+/// the token, the TTL, and an acquire's wait mode, queue TTL and reservation.
 fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_>, eval: bool) {
-    let (script, sha, third, ttl_ms) = match call {
+    let (script, sha, queue, fence, ttl_ms) = match call {
         Call::Read { ttl_ms, fencing, .. } => {
-            (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA, fencing.then_some(names.fence_prefix), Some(ttl_ms))
+            (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA, true, fencing, Some(ttl_ms))
         }
-        Call::ReadExtend { ttl_ms } => (scripts::READ_EXTEND, scripts::READ_EXTEND_SHA, None, Some(ttl_ms)),
-        Call::ReadRelease => {
-            (scripts::READ_RELEASE, scripts::READ_RELEASE_SHA, Some(scripts::QUEUE_PREFIX.as_bytes()), None)
-        }
-        Call::Downgrade { ttl_ms } => (scripts::DOWNGRADE, scripts::DOWNGRADE_SHA, None, Some(ttl_ms)),
+        Call::ReadExtend { ttl_ms } => (scripts::READ_EXTEND, scripts::READ_EXTEND_SHA, false, false, Some(ttl_ms)),
+        Call::ReadRelease { .. } => (scripts::READ_RELEASE, scripts::READ_RELEASE_SHA, true, false, None),
+        Call::Downgrade { ttl_ms } => (scripts::DOWNGRADE, scripts::DOWNGRADE_SHA, false, false, Some(ttl_ms)),
         _ => return,
     };
-    let nkeys = 2 + usize::from(third.is_some());
-    let waits = matches!(call, Call::Read { .. });
-    resp::array(out, 3 + nkeys + 1 + usize::from(ttl_ms.is_some()) + usize::from(waits));
+    let nkeys = 2 + usize::from(queue) + usize::from(fence);
+    let more = match call {
+        Call::Read { .. } => 3,
+        Call::ReadRelease { .. } => 2,
+        _ => 0,
+    };
+    resp::array(out, 3 + nkeys + 1 + usize::from(ttl_ms.is_some()) + more);
     if eval {
         resp::bulk(out, b"EVAL");
         resp::bulk(out, script.as_bytes());
@@ -363,15 +367,24 @@ fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_
     resp::bulk_uint(out, nkeys as u64);
     resp::bulk(out, key);
     resp::bulk2(out, scripts::READERS_PREFIX.as_bytes(), key);
-    if let Some(prefix) = third {
-        resp::bulk2(out, prefix, key);
+    if queue {
+        resp::bulk2(out, scripts::QUEUE_PREFIX.as_bytes(), key);
+    }
+    if fence {
+        resp::bulk2(out, names.fence_prefix, key);
     }
     resp::bulk(out, token);
     if let Some(ttl_ms) = ttl_ms {
         resp::bulk_uint(out, ttl_ms);
     }
-    if let Call::Read { waits, .. } = call {
-        resp::bulk(out, if waits { b"1" } else { b"0" });
+    if let Call::Read { queue, queue_ttl_ms, reserve_ms, .. } = call {
+        resp::bulk(out, queue.arg());
+        resp::bulk_uint(out, queue_ttl_ms);
+        resp::bulk_uint(out, reserve_ms);
+    }
+    if let Call::ReadRelease { leave, reserve_ms } = call {
+        resp::bulk(out, if leave { b"1" } else { b"0" });
+        resp::bulk_uint(out, reserve_ms);
     }
 }
 

@@ -26,8 +26,11 @@ fn a_read_lock_sends_its_source_once_per_connection_then_its_digest() {
     let lock = rig.engine.acquire(rig.t0, &read(), b"r1").unwrap();
     for cmd in first_command(&mut rig) {
         assert_eq!(cmd[0], b"EVAL", "a connection's first read lock carries the script");
-        // Two keys: the lock key and its readers; the token, the TTL, the wait flag.
-        assert_eq!(&cmd[2..], [&b"2"[..], b"doc", b"redlease:readers:doc", b"r1", b"10000", b"0"]);
+        // Three keys: the lock key, its readers, its queue; the token, the TTL, the wait mode
+        // (not waiting), the queue's TTL and the reservation (unused without a queue).
+        let args =
+            [&b"3"[..], b"doc", b"redlease:readers:doc", b"redlease:queue:doc", b"r1", b"10000", b"0", b"0", b"0"];
+        assert_eq!(&cmd[2..], args);
     }
     for i in 0..3 {
         rig.reply(rig.t0, i, b":1\r\n");
@@ -55,8 +58,11 @@ fn a_readers_fencing_token_is_the_writer_epoch_with_no_fence_round() {
     let mut rig = Rig::new(3);
     let lock = rig.engine.acquire(rig.t0, &read().fencing(true), b"r1").unwrap();
     for cmd in first_command(&mut rig) {
-        // Three keys: the fence counter too.
-        assert_eq!(&cmd[2..6], [&b"3"[..], b"doc", b"redlease:readers:doc", b"redlease:fence:doc"]);
+        // Four keys: the fence counter too.
+        assert_eq!(
+            &cmd[2..7],
+            [&b"4"[..], b"doc", b"redlease:readers:doc", b"redlease:queue:doc", b"redlease:fence:doc"]
+        );
     }
     // The nodes say one more than their counters: 7, 8 (the last writer's token), 8.
     for (i, r) in [b":7\r\n", b":9\r\n", b":9\r\n"].into_iter().enumerate() {
@@ -145,7 +151,7 @@ fn read_locks_of_several_resources_or_of_a_semaphore_are_refused() {
 }
 
 #[test]
-fn a_refused_reader_is_held_and_a_waiting_one_asks_to_mark_the_writer() {
+fn a_refused_reader_is_held_and_a_waiting_one_marks_the_key_and_queues() {
     let mut rig = Rig::new(3);
     let lock = rig.engine.acquire(rig.t0, &read(), b"r1").unwrap();
     rig.sent_commands();
@@ -167,5 +173,6 @@ fn a_refused_reader_is_held_and_a_waiting_one_asks_to_mark_the_writer() {
     // attempt was decided stays unanswered here.)
     rig.engine.handle_timeout(rig.at(400));
     let retry: Vec<_> = rig.sent_commands().into_iter().map(|c| c.into_iter().last().expect("a retry")).collect();
-    assert!(retry.iter().all(|c| c.last().map(Vec::as_slice) == Some(&b"1"[..])), "{retry:?}");
+    // Wait mode 1 (mark and join the queue at the back), a queue TTL, a reservation.
+    assert!(retry.iter().all(|c| c[c.len() - 3] == b"1" && c[c.len() - 1] != b"0"), "{retry:?}");
 }

@@ -312,7 +312,14 @@ impl Engine {
         let s = &self.locks[idx];
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, wire::Call::ReadRelease, s.keys.iter(), &s.token, s.names(b""), true);
+        wire::encode(
+            &mut cmd,
+            wire::Call::ReadRelease { leave: false, reserve_ms: 0 },
+            s.keys.iter(),
+            &s.token,
+            s.names(b""),
+            true,
+        );
         for node in 0..self.links.len() {
             self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         }

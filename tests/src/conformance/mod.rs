@@ -45,6 +45,7 @@
 //! | [`semaphore_faults`] | 8 workers on a semaphore of 3 over 5 nodes, one node paused and another killed: never more than 3 holders, progress throughout, nothing left without a TTL |
 //! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
 //! | [`rw_lock`] | readers share and refuse a writer; a waiting writer marks the key, stops new readers and is woken by the last reader; a writer refuses readers; downgrade lets a reader in and still refuses writers; a reader's fencing token is the last writer's |
+//! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
 //! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
@@ -106,6 +107,7 @@ macro_rules! conformance_tests {
             semaphore_wake,
             semaphore_faults,
             rw_lock,
+            rw_fair_order,
             rw_crashed_reader,
             rw_exclusion,
         );

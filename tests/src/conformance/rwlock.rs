@@ -120,6 +120,46 @@ pub fn rw_lock<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
+/// Readers and writers that wait are served in the order they queued: a reader waiting on a
+/// writer goes before a writer that came after it (neither kind starves), each within 2 s of
+/// the release before it (with a 5 s retry delay: the release handed the key on).
+pub fn rw_fair_order<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow =
+            || Options { retry: Retry::new(3, Duration::from_secs(5), Duration::from_secs(5)), ..Options::default() };
+        let (reader_client, writer_client) =
+            (connect::<S>(cluster.urls(), slow()).await, connect::<S>(cluster.urls(), slow()).await);
+        let ttl = Duration::from_secs(10);
+        let w1 = lock::<S>(&client, LockSpec::new("queue-order", ttl).once()).await;
+        let reading = {
+            let spec = LockSpec::new("queue-order", ttl).shared().wait(Duration::from_secs(20));
+            S::spawn(async move { (S::lock(&reader_client, spec).await, Instant::now()) })
+        };
+        S::sleep(ms(300)).await;
+        let writing = {
+            let spec = LockSpec::new("queue-order", ttl).wait(Duration::from_secs(20));
+            S::spawn(async move { (S::lock(&writer_client, spec).await, Instant::now()) })
+        };
+        S::sleep(ms(300)).await;
+        let released = Instant::now();
+        assert_eq!(release::<S>(w1).await.outcome, ReleaseOutcome::Released);
+        let (r, read_at) = reading.await;
+        let r = ok::<S, _>(r, "the queued reader");
+        assert!(read_at - released < Duration::from_secs(2), "[{}] the reader was not handed the key", S::NAME);
+        S::sleep(ms(300)).await;
+        let released = Instant::now();
+        assert_eq!(release::<S>(r).await.outcome, ReleaseOutcome::Released);
+        let (w2, write_at) = writing.await;
+        let w2 = ok::<S, _>(w2, "the writer queued after the reader");
+        assert!(write_at > read_at, "[{}] the writer that queued later went first", S::NAME);
+        assert!(write_at - released < Duration::from_secs(2), "[{}] the last reader did not hand the key on", S::NAME);
+        assert_eq!(release::<S>(w2).await.outcome, ReleaseOutcome::Released);
+    });
+    cluster.assert_no_leaks();
+}
+
 /// A reader that crashed (its entry left on the nodes, with a 1 s TTL) holds writers off until
 /// its own TTL, not for as long as another reader keeps renewing.
 pub fn rw_crashed_reader<S: Subject>() {
