@@ -119,8 +119,25 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
     assert!(matches!(got, Ok(true)), "the waiter got the lock");
     assert_eq!(polled, None, "the guide's user may subscribe to the wake channels");
 
+    // A semaphore's permit, and a read lock that a writer then waits for, as that user.
+    let options = redlease_mio::LockOptions::new("ops:sem", Duration::from_secs(10)).semaphore(2).fencing(true);
+    let permit = client.lock_with(options).unwrap();
+    assert_eq!(permit.permits().len(), 1);
+    permit.release().unwrap();
+    let read = redlease_mio::LockOptions::new("ops:doc", Duration::from_secs(10)).shared(true);
+    let reader = client.lock_with(read).unwrap();
+    let writer = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    let writing = std::thread::spawn(move || {
+        let options = redlease_mio::LockOptions::new("ops:doc", Duration::from_secs(10)).wait(Duration::from_secs(10));
+        writer.lock_with(options).map(|g| g.release().is_ok())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(reader.release().unwrap().outcome, redlease_mio::ReleaseOutcome::Released);
+    assert!(matches!(writing.join().unwrap(), Ok(true)), "the writer got the lock after the reader");
+
     let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
     assert_eq!(conn.pttl("ops:doc").unwrap(), -2);
+    assert_eq!(conn.pttl("redlease:readers:ops:doc").unwrap(), -2, "no reader left");
     assert_eq!(conn.pttl("redlease:queue:ops:doc").unwrap(), -2, "nobody left queued");
     assert_eq!(conn.get("redlease:fence:ops:doc").unwrap().as_deref(), Some("1"));
     assert!(conn.keys("*").is_ok(), "redlease scan needs SCAN");
