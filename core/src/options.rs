@@ -173,7 +173,9 @@ impl LockOptions {
             if starts(QUEUE_PREFIX) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: QUEUE_PREFIX });
             }
-            if starts(SEM_PREFIX) && self.limit.is_none() {
+            // A semaphore's keys are `{prefix}redlease:sem:{NAME}:...`: a mutex named so would
+            // be one of its slots (and its key may not start so under another prefix either).
+            if (r.starts_with(SEM_PREFIX) || starts(SEM_PREFIX)) && self.limit.is_none() {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: SEM_PREFIX });
             }
             if FORMAT_KEY.strip_prefix(prefix) == Some(r.as_str()) {
