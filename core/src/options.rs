@@ -122,7 +122,7 @@ impl LockOptions {
     /// at once, across every client that uses the name with the same limit. A permit is one
     /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
     /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
-    /// quorum granted ([`Engine::permits`](crate::Engine::permits)). Its keys are
+    /// quorum of nodes granted, the same slots on each ([`Engine::permits`](crate::Engine::permits)). Its keys are
     /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
     ///
     /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
