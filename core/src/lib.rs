@@ -264,6 +264,13 @@ pub fn script_digests() -> [&'static str; 5] {
     [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA, scripts::RELEASE_ONE_SHA]
 }
 
+/// The semaphore acquire script: its Lua source and SHA-1 digest. The handshake does not load
+/// it: a connection's first semaphore attempt meets `NOSCRIPT` and is resent by `EVAL`, which
+/// loads it. Useful to recognise and answer it in tests.
+pub fn semaphore_script() -> (&'static str, &'static str) {
+    (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA)
+}
+
 /// Encode random bytes as a lock token: lowercase hex, two characters per byte.
 ///
 /// The core takes no randomness; adapters draw the bytes (20 from the OS random source) and

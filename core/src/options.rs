@@ -125,7 +125,7 @@ impl LockOptions {
     /// at once, across every client that uses the name with the same limit. A permit is one
     /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
     /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
-    /// quorum granted ([`Engine::permits`](crate::Engine::permits)). Its keys are
+    /// quorum of nodes granted, the same slots on each ([`Engine::permits`](crate::Engine::permits)). Its keys are
     /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
     ///
     /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
@@ -205,7 +205,9 @@ impl LockOptions {
             if starts(READERS_PREFIX) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: READERS_PREFIX });
             }
-            if starts(SEM_PREFIX) && self.limit.is_none() {
+            // A semaphore's keys are `{prefix}redlease:sem:{NAME}:...`: a mutex named so would
+            // be one of its slots (and its key may not start so under another prefix either).
+            if (r.starts_with(SEM_PREFIX) || starts(SEM_PREFIX)) && self.limit.is_none() {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: SEM_PREFIX });
             }
             if FORMAT_KEY.strip_prefix(prefix) == Some(r.as_str()) {

@@ -6,6 +6,8 @@
 //! ```text
 //! SIM_SEED=1234 SIM_PROFILE=safe cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture
 //! ```
+//!
+//! (With `SIM_SEMAPHORES=1`, the same seed's semaphore run of `semaphore_simulation.rs`.)
 
 mod sim;
 
@@ -214,7 +216,11 @@ fn trace_one_seed() {
         "delayedrestart" => Profile::DelayedRestart,
         _ => Profile::Safe,
     };
-    let sc = Scenario::generate(seed, profile);
+    // SIM_SEMAPHORES=1: the run of `semaphore_simulation.rs` (every lock a semaphore's).
+    let sc = match std::env::var("SIM_SEMAPHORES").as_deref() {
+        Ok("1") => Scenario::semaphores(seed, profile),
+        _ => Scenario::generate(seed, profile),
+    };
     println!("{sc:#?}");
     let out = run(&sc, true);
     for line in &out.trace {
@@ -231,7 +237,15 @@ fn trace_one_seed() {
 // ----- the checker itself can fail ---------------------------------------------------------
 
 fn hold(client: usize, token: &str, start: u64, end: u64, fence: Option<u64>) -> Hold {
-    Hold { client, token: token.into(), resources: vec![b"r".to_vec()], start: start * MS, end: end * MS, fence }
+    Hold {
+        client,
+        token: token.into(),
+        resources: vec![b"r".to_vec()],
+        start: start * MS,
+        end: end * MS,
+        fence,
+        semaphore: None,
+    }
 }
 
 fn seg(token: &str, from: u64, to: u64) -> Segment {

@@ -259,9 +259,8 @@ impl Engine {
         true
     }
 
-    /// A quorum granted enough of a semaphore's slots: hold the first ones in the client's
-    /// order (it no longer waits on the others), and release every other slot a node granted,
-    /// on that node, at once.
+    /// A quorum of nodes granted the same slots of a semaphore: hold them (it no longer waits
+    /// on the others), and release every other slot a node granted, on that node, at once.
     fn settle_permits(&mut self, now: Instant, idx: u32) {
         self.unregister(idx);
         let q = self.quorum;

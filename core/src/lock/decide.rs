@@ -189,9 +189,8 @@ impl Slot {
         let attempts = self.tries.made;
         // Nodes that had not answered when the attempt was decided stay `Pending`: they
         // neither refused nor failed (a node timeout turns them into `TimedOut` first).
-        // Too slow: a quorum granted but too late, or the attempt's validity ran out first.
-        // (A semaphore's quorum is per slot: a quorum of nodes granting different slots won
-        // nothing.)
+        // Too slow: a quorum granted but too late, or the attempt's validity ran out first. A
+        // semaphore's nodes may each grant other slots: its quorum is on the slots.
         let won = if self.permits.on() { self.permits.standing(q, 0).0 } else { tally.yes >= q };
         let too_slow = won || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
         let n = tally.votes().len();

@@ -5,8 +5,10 @@
 //! quorum granted it, so two holders of one slot would need two intersecting quorums to grant
 //! it to two tokens at once, which no node does. Each node's script takes the first free slots
 //! in the client's order (its rendezvous order, so uncontended clients rarely pick the same
-//! one), and nodes may differ: the lock holds the first `want` slots, in that order, that a
-//! quorum granted, and releases every other grant at once.
+//! one), and nodes may differ: the lock holds the slots when a quorum of nodes granted the
+//! very same ones, and releases every other grant at once. (Slots held by quorums of their
+//! own could not be extended: each node's extend script needs every slot of the lock, as for
+//! a mutex of several resources, and no quorum would have them all.)
 
 use super::Keys;
 use crate::scripts::{QUEUE_PREFIX, SEM_PREFIX};
@@ -24,10 +26,8 @@ pub(crate) struct Permits {
     pub(crate) limit_key: Vec<u8>,
     /// The semaphore's one waiter queue.
     pub(crate) queue: Vec<u8>,
-    /// Per node, the positions (0-based) it granted in the current round.
+    /// Per node, the positions (0-based, ascending) it granted in the current round.
     granted: Vec<Vec<u16>>,
-    /// Per position, how many nodes granted it in the current round.
-    votes: Vec<u16>,
     /// The positions held (after a quorum granted them), in the client's order.
     chosen: Vec<u16>,
     /// The slot numbers held, ascending.
@@ -69,8 +69,6 @@ impl Permits {
         for g in &mut self.granted {
             g.clear();
         }
-        self.votes.clear();
-        self.votes.resize(self.limit as usize, 0);
     }
 
     /// Node `node` granted the 1-based `positions` (as its script returns them). `Err` with a
@@ -85,27 +83,37 @@ impl Permits {
         }
         let g = &mut self.granted[node];
         g.clear();
-        for &p in positions {
-            g.push(p - 1);
-            self.votes[p as usize - 1] += 1;
-        }
+        g.extend(positions.iter().map(|&p| p - 1));
+        g.sort_unstable();
         Ok(())
     }
 
-    /// Whether the round is won (`want` positions have a quorum `q` of grants), and whether it
-    /// still can be with `open` nodes yet to answer.
-    pub(crate) fn standing(&self, q: usize, open: usize) -> (bool, bool) {
-        let won = self.votes.iter().filter(|&&v| v as usize >= q).count() >= self.want as usize;
-        let possible = self.votes.iter().filter(|&&v| v as usize + open >= q).count() >= self.want as usize;
-        (won, possible)
+    /// The most nodes that granted one and the same positions, and one of them (`None` when
+    /// no node granted).
+    fn agreement(&self) -> (usize, Option<usize>) {
+        let mut best = (0, None);
+        for (node, g) in self.granted.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let same = self.granted.iter().filter(|other| *other == g).count();
+            if same > best.0 {
+                best = (same, Some(node));
+            }
+        }
+        best
     }
 
-    /// Hold the first `want` positions that a quorum `q` granted, and return the keys to hold.
+    /// Whether the round is won (a quorum `q` of nodes granted the very same slots), and
+    /// whether it still can be with `open` nodes yet to answer.
+    pub(crate) fn standing(&self, q: usize, open: usize) -> (bool, bool) {
+        let (most, _) = self.agreement();
+        (most >= q, most + open >= q)
+    }
+
+    /// Hold the positions that a quorum `q` of nodes granted, and return the keys to hold.
     pub(crate) fn choose(&mut self, q: usize, keys: &mut Keys) {
         self.chosen.clear();
-        for (p, &v) in self.votes.iter().enumerate() {
-            if v as usize >= q && self.chosen.len() < self.want as usize {
-                self.chosen.push(p as u16);
+        if let (most, Some(node)) = self.agreement() {
+            if most >= q {
+                self.chosen.extend_from_slice(&self.granted[node]);
             }
         }
         self.slots.clear();
@@ -192,6 +200,23 @@ mod tests {
         assert_eq!(p.extras(1).len(), 1);
         assert!(p.extras(0).is_empty() && p.extras(2).is_empty());
         assert_eq!(p.slots(), [p.order[1]]);
+        // Two permits, each slot granted by two nodes of three, but no two nodes agree on
+        // both: nothing is held (no quorum could extend them together).
+        let mut p = sem(3, 2, b"t");
+        p.record(0, &[1, 2]).unwrap();
+        p.record(1, &[3, 1]).unwrap();
+        p.record(2, &[2, 3]).unwrap();
+        assert_eq!(p.standing(2, 0), (false, false));
+        // Two that agree, whatever order their scripts named the slots in.
+        let mut p = sem(3, 2, b"t");
+        p.record(0, &[2, 1]).unwrap();
+        p.record(1, &[1, 3]).unwrap();
+        assert_eq!(p.standing(2, 1), (false, true));
+        p.record(2, &[1, 2]).unwrap();
+        assert_eq!(p.standing(2, 0), (true, true));
+        p.choose(2, &mut keys);
+        assert_eq!(keys.len(), 2);
+        assert_eq!(p.extras(1).len(), 1);
     }
 
     #[test]

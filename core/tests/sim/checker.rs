@@ -4,10 +4,15 @@
 //! the `Acquired` event to the earlier of the release call and the engine's validity
 //! deadline (as the engine reported it at each moment). The checker asserts:
 //!
-//! - **mutual exclusion**: two holds of the same resource never overlap;
+//! - **mutual exclusion**: two holds of the same resource never overlap (a semaphore's
+//!   resources are the slots it holds: each slot is a mutex);
+//! - **the limit**: at no instant do the holds of a semaphore have more permits than its
+//!   limit, counted over the holds themselves whatever slots they name;
 //! - **validity never overstated**: at every instant of a hold, a quorum of nodes really had
-//!   all its keys under its token (from the nodes' ownership spans);
-//! - **fencing**: fencing tokens strictly increase in holder order, per resource.
+//!   all its keys under its token (from the nodes' ownership spans); for a semaphore, a quorum
+//!   had each of its slots (each slot is a mutex of its own, its quorum not necessarily the
+//!   other slots');
+//! - **fencing**: fencing tokens strictly increase in holder order, per resource (per slot).
 //!
 //! Node-side rule breaks (a lock key without TTL, malformed requests) and engine oddities
 //! are reported by the model and the world and end up in the same list.
@@ -15,6 +20,9 @@
 use std::fmt;
 
 use super::node::{MS, Segment, Time};
+
+/// A semaphore: its name and its limit.
+pub(crate) type Semaphore = (Vec<u8>, u32);
 
 /// One holder interval `[start, end)` on the global clock.
 #[derive(Clone, Debug)]
@@ -25,6 +33,8 @@ pub(crate) struct Hold {
     pub(crate) start: Time,
     pub(crate) end: Time,
     pub(crate) fence: Option<u64>,
+    /// A semaphore's hold: its name and limit; it holds one permit per resource (slot key).
+    pub(crate) semaphore: Option<Semaphore>,
 }
 
 impl fmt::Display for Hold {
@@ -58,6 +68,8 @@ pub(crate) enum Violation {
     Overstated { hold: Hold, from: Time, to: Time, nodes: usize, quorum: usize },
     /// Fencing tokens did not increase from one holder to the next.
     FenceOrder { resource: String, first: Hold, second: Hold },
+    /// More permits of a semaphore were held at once than its limit: the holds at `at`.
+    OverLimit { semaphore: String, limit: u32, at: Time, holds: Vec<Hold> },
     /// A node saw something a correct engine never sends (or a key without TTL).
     Node { node: usize, what: String },
     /// The engine reported something it should not have.
@@ -80,6 +92,16 @@ impl fmt::Display for Violation {
             ),
             Violation::FenceOrder { resource, first, second } => {
                 write!(f, "fencing tokens not increasing on {resource:?}: {first} then {second}")
+            }
+            Violation::OverLimit { semaphore, limit, at, holds } => {
+                let permits: usize = holds.iter().map(|h| h.resources.len()).sum();
+                let list: Vec<String> = holds.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "semaphore {semaphore:?} of {limit} permits had {permits} held at {}: {}",
+                    ms(*at),
+                    list.join("; ")
+                )
             }
             Violation::Node { node, what } => write!(f, "node {node}: {what}"),
             Violation::Engine { client, what } => write!(f, "client {client}: {what}"),
@@ -122,12 +144,64 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
             }
         }
     }
+    let mut semaphores: Vec<&Semaphore> = held.iter().filter_map(|h| h.semaphore.as_ref()).collect();
+    semaphores.sort();
+    semaphores.dedup();
+    for sem in semaphores {
+        let on_s: Vec<&Hold> = held.iter().copied().filter(|h| h.semaphore.as_ref() == Some(sem)).collect();
+        out.extend(over_limit(sem, &on_s));
+    }
     for h in held {
-        if let Some(v) = overstated(h, nodes, dbs, quorum) {
-            out.push(v);
+        if h.semaphore.is_none() {
+            out.extend(overstated(h, nodes, dbs, quorum));
+            continue;
+        }
+        for slot in &h.resources {
+            let one = Hold { resources: vec![slot.clone()], ..h.clone() };
+            out.extend(overstated(&one, nodes, dbs, quorum));
         }
     }
     out
+}
+
+/// Whether `holds` (of semaphore `sem`: name, limit) ever have more permits at once than the
+/// limit: the mutex's overlap rule with a count.
+fn over_limit((name, limit): &Semaphore, holds: &[&Hold]) -> Option<Violation> {
+    let (peak, at, live) = peak_permits(holds);
+    (peak > u64::from(*limit)).then(|| Violation::OverLimit {
+        semaphore: String::from_utf8_lossy(name).into_owned(),
+        limit: *limit,
+        at,
+        holds: live.into_iter().cloned().collect(),
+    })
+}
+
+/// The most permits `holds` have at once (each holds one per resource), the first instant
+/// they do, and the holds then. Holds are `[start, end)`: one that ends when another starts
+/// does not count with it.
+pub(crate) fn peak_permits<'h>(holds: &[&'h Hold]) -> (u64, Time, Vec<&'h Hold>) {
+    // (time, -permits at an end or +permits at a start, hold): ends sort before starts.
+    let mut edges: Vec<(Time, i64, usize)> = Vec::new();
+    for (i, h) in holds.iter().enumerate().filter(|(_, h)| h.end > h.start) {
+        let permits = h.resources.len() as i64;
+        edges.push((h.start, permits, i));
+        edges.push((h.end, -permits, i));
+    }
+    edges.sort_unstable();
+    let (mut count, mut peak) = (0, (0, 0, Vec::new()));
+    let mut live: Vec<usize> = Vec::new();
+    for (at, delta, i) in edges {
+        count += delta;
+        if delta < 0 {
+            live.retain(|&l| l != i);
+        } else {
+            live.push(i);
+            if count as u64 > peak.0 {
+                peak = (count as u64, at, live.clone());
+            }
+        }
+    }
+    (peak.0, peak.1, peak.2.into_iter().map(|l| holds[l]).collect())
 }
 
 /// Whether, at some instant of `h`, fewer than `quorum` nodes held all its keys.

@@ -1,7 +1,7 @@
 //! An in-memory model of one Redis node: the commands the engine sends (AUTH, SELECT,
-//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL, `SET key token NX PX ttl`), the five scripts executed natively, key
-//! expiry on the node's own clock, crashes with or without the data, pauses and script-cache
-//! flushes.
+//! CLIENT SETNAME, SCRIPT LOAD, EVALSHA, EVAL, `SET key token NX PX ttl`), the six scripts
+//! (the five the handshake loads and the semaphore's acquire) executed natively, key expiry on
+//! the node's own clock, crashes with or without the data, pauses and script-cache flushes.
 //!
 //! Besides serving requests the model keeps the ground truth the checker needs: for every
 //! lock key, the spans of global time during which it held a given token (`history`).
@@ -149,7 +149,8 @@ pub(crate) struct Node {
     data: BTreeMap<Key, Entry>,
     /// Lock keys of a crash without persistence: nobody can take them until the restart.
     lost: Vec<(Key, Entry)>,
-    scripts: [bool; 5],
+    /// The script cache: which of [`known_scripts`] were loaded (by `SCRIPT LOAD` or `EVAL`).
+    scripts: [bool; 6],
     pub(crate) up: bool,
     pub(crate) paused: bool,
     held: Vec<(usize, Vec<u8>)>,
@@ -163,19 +164,70 @@ pub(crate) struct Node {
     resp2: bool,
     /// Release messages of the command being executed: `(channel, message)`.
     published: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Waiter queues by lock key, oldest first (the real script's `redlease:queue:<key>`
-    /// lists; their TTL is not modelled: the engine leaves them when it ends).
+    /// Waiter queues by name, oldest first (the real scripts' `redlease:queue:<key>` lists,
+    /// one per mutex key and one per semaphore; their TTL is not modelled, only checked to be
+    /// passed: the engine leaves them when it ends).
     queues: BTreeMap<Key, VecDeque<Vec<u8>>>,
     /// Push messages for connections other than the one whose input is being processed.
     pub(crate) outbox: Vec<(usize, Vec<u8>)>,
 }
 
+#[derive(Clone, Copy)]
 enum Script {
     Acquire,
     Extend,
     Release,
     Fence,
     ReleaseOne,
+    SemAcquire,
+}
+
+/// Every script the model runs: source, SHA-1 digest, and which one it is.
+fn known_scripts() -> [(&'static str, &'static str, Script); 6] {
+    let (s, d) = (redlease_core::script_sources(), redlease_core::script_digests());
+    let (sem, sem_sha) = redlease_core::semaphore_script();
+    [
+        (s[0], d[0], Script::Acquire),
+        (s[1], d[1], Script::Extend),
+        (s[2], d[2], Script::Release),
+        (s[3], d[3], Script::Fence),
+        (s[4], d[4], Script::ReleaseOne),
+        (sem, sem_sha, Script::SemAcquire),
+    ]
+}
+
+/// What a script answers.
+enum Reply {
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// A server error the script raises on purpose (a real answer, not a model problem).
+    Error(String),
+}
+
+/// The prefix of a semaphore's keys (after the key prefix; the simulation uses none).
+const SEM_PREFIX: &[u8] = b"redlease:sem:";
+
+/// Whether `key` is a semaphore's recorded limit (`redlease:sem:{NAME}:limit`, no TTL).
+fn is_limit_key(key: &[u8]) -> bool {
+    key.starts_with(SEM_PREFIX) && key.ends_with(b"}:limit")
+}
+
+/// A semaphore slot key `redlease:sem:{NAME}:k`: its base `redlease:sem:{NAME}` and `k`.
+fn slot_of(key: &[u8]) -> Option<(&[u8], u32)> {
+    if !key.starts_with(SEM_PREFIX) {
+        return None;
+    }
+    let at = key.iter().rposition(|&b| b == b':')?;
+    let (base, k) = (&key[..at], &key[at + 1..]);
+    let k = std::str::from_utf8(k).ok()?.parse().ok()?;
+    (base.ends_with(b"}") && base[SEM_PREFIX.len()..].starts_with(b"{")).then_some((base, k))
+}
+
+/// The waiter queue a lock key's release hands it over from: `redlease:queue:` + the key,
+/// or + the semaphore's base for a slot (one queue per semaphore).
+fn queue_of(key: &[u8]) -> Vec<u8> {
+    let name = slot_of(key).map_or(key, |(base, _)| base);
+    [b"redlease:queue:".as_slice(), name].concat()
 }
 
 impl Node {
@@ -186,7 +238,7 @@ impl Node {
             fence_prefix: fence_prefix.to_vec(),
             data: BTreeMap::new(),
             lost: Vec::new(),
-            scripts: [false; 5],
+            scripts: [false; 6],
             up: true,
             paused: false,
             held: Vec::new(),
@@ -202,7 +254,7 @@ impl Node {
     }
 
     fn is_lock_key(&self, key: &[u8]) -> bool {
-        !key.starts_with(&self.fence_prefix) && key != b"redlease:format"
+        !key.starts_with(&self.fence_prefix) && key != b"redlease:format" && !is_limit_key(key)
     }
 
     /// Write a plain key (no TTL) directly, as an operator would; for scripted tests.
@@ -318,7 +370,7 @@ impl Node {
     pub(crate) fn restart(&mut self, now: Time) {
         self.up = true;
         // The script cache does not survive a restart.
-        self.scripts = [false; 5];
+        self.scripts = [false; 6];
         for ((db, key), e) in std::mem::take(&mut self.lost) {
             let expiry = e.expires.map_or(Time::MAX, |x| self.clock.when_reads(x, e.since));
             let to = expiry.min(now).max(e.since);
@@ -327,7 +379,7 @@ impl Node {
     }
 
     pub(crate) fn flush_scripts(&mut self) {
-        self.scripts = [false; 5];
+        self.scripts = [false; 6];
     }
 
     /// End of the run: close every open span (live keys end when they would expire).
@@ -482,10 +534,10 @@ impl Node {
                 out.extend_from_slice(format!(":{}\r\n", session.channels.len()).as_bytes());
             }
             (b"SCRIPT", 3) if args[1].eq_ignore_ascii_case(b"LOAD") => {
-                match redlease_core::script_sources().iter().position(|s| s.as_bytes() == args[2].as_slice()) {
+                match known_scripts().iter().position(|s| s.0.as_bytes() == args[2].as_slice()) {
                     Some(i) => {
                         self.scripts[i] = true;
-                        bulk(out, redlease_core::script_digests()[i].as_bytes());
+                        bulk(out, known_scripts()[i].1.as_bytes());
                     }
                     None => {
                         self.problems.push("SCRIPT LOAD of a script the model does not know".into());
@@ -513,7 +565,7 @@ impl Node {
             }
             (b"EVALSHA", n) if n >= 3 => {
                 let sha = args[1].to_ascii_lowercase();
-                match redlease_core::script_digests().iter().position(|d| d.as_bytes() == sha.as_slice()) {
+                match known_scripts().iter().position(|s| s.1.as_bytes() == sha.as_slice()) {
                     Some(i) if self.scripts[i] => self.run_script(now, session.db, i, &args[2..], out),
                     _ => {
                         self.stats.noscript += 1;
@@ -535,7 +587,7 @@ impl Node {
             }
             (b"EVAL", n) if n >= 3 => {
                 self.stats.evals += 1;
-                match redlease_core::script_sources().iter().position(|s| s.as_bytes() == args[1].as_slice()) {
+                match known_scripts().iter().position(|s| s.0.as_bytes() == args[1].as_slice()) {
                     Some(i) => {
                         self.scripts[i] = true;
                         self.run_script(now, session.db, i, &args[2..], out);
@@ -572,7 +624,7 @@ impl Node {
         }
     }
 
-    /// `numkeys key... arg...` of script number `i` (the order of `script_sources()`).
+    /// `numkeys key... arg...` of script number `i` (the order of [`known_scripts`]).
     fn run_script(&mut self, now: Time, db: u32, i: usize, rest: &[Vec<u8>], out: &mut Vec<u8>) {
         let Some(numkeys) = parse_int(&rest[0]).filter(|&n| n >= 0 && (n as usize) < rest.len()) else {
             self.problems.push("bad numkeys in a script call".into());
@@ -581,22 +633,23 @@ impl Node {
         };
         let keys = &rest[1..1 + numkeys as usize];
         let argv = &rest[1 + numkeys as usize..];
-        let script =
-            [Script::Acquire, Script::Extend, Script::Release, Script::Fence, Script::ReleaseOne].into_iter().nth(i);
-        let result = match script {
-            Some(Script::Acquire) => self.acquire(now, db, keys, argv),
-            Some(Script::Extend) => self.extend(now, db, keys, argv),
-            Some(Script::Release) => self.release(now, db, keys, argv),
-            Some(Script::Fence) => self.fence(now, db, keys, argv),
-            Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv),
+        let result = match known_scripts().get(i).map(|s| s.2) {
+            Some(Script::Acquire) => self.acquire(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Extend) => self.extend(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Release) => self.release(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Fence) => self.fence(now, db, keys, argv).map(Reply::Int),
+            Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv).map(Reply::Int),
+            Some(Script::SemAcquire) => self.sem_acquire(now, db, keys, argv),
             None => Err("no such script".into()),
         };
         match result {
-            Ok(v) => {
+            Ok(Reply::Int(v)) => {
                 out.push(b':');
                 out.extend_from_slice(v.to_string().as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
+            Ok(Reply::Bulk(b)) => bulk(out, &b),
+            Ok(Reply::Error(e)) => out.extend_from_slice(format!("-{e}\r\n").as_bytes()),
             Err(e) => {
                 self.problems.push(format!("script error: {e}"));
                 out.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
@@ -634,7 +687,8 @@ impl Node {
         let (qkeys, fences) = rest.split_at(queues);
         if locks.iter().any(|k| !self.is_lock_key(k))
             || fences.iter().any(|k| self.is_lock_key(k))
-            || qkeys.iter().zip(locks).any(|(q, k)| *q != [b"redlease:queue:".as_slice(), k].concat())
+            || locks.iter().any(|k| slot_of(k).is_some())
+            || qkeys.iter().zip(locks).any(|(q, k)| *q != queue_of(k))
         {
             return Err("acquire: lock, queue and fence keys mixed up".into());
         }
@@ -649,15 +703,8 @@ impl Node {
                         e.marked = true;
                     }
                 }
-                for k in locks {
-                    let q = self.queues.entry((db, k.clone())).or_default();
-                    let at = q.iter().position(|t| *t == entry);
-                    if front && at != Some(0) {
-                        q.retain(|t| *t != entry);
-                        q.push_front(entry.clone());
-                    } else if at.is_none() {
-                        q.push_back(entry.clone());
-                    }
+                for q in qkeys {
+                    self.join_queue(&(db, q.clone()), &entry, front);
                 }
             }
             return Ok(0);
@@ -666,8 +713,8 @@ impl Node {
             self.set(now, db, k, token, Some(ttl));
         }
         if front.is_some() {
-            for k in locks {
-                self.leave_queue(&(db, k.clone()), &entry);
+            for q in qkeys {
+                self.leave_queue(&(db, q.clone()), &entry);
             }
         }
         let mut f = 0;
@@ -675,6 +722,120 @@ impl Node {
             f = f.max(self.get(db, k).and_then(parse_int).unwrap_or(0));
         }
         Ok(f + 1)
+    }
+
+    /// The semaphore's acquire. KEYS: the n slot keys (in the client's order), the limit key,
+    /// the semaphore's one queue, then (with fencing) the n slots' fence counters; ARGV: token,
+    /// ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms.
+    ///
+    /// Records the limit on first use (no TTL) and answers `WRONGLIMIT` for another. Takes m
+    /// slots, all or nothing: those holding the token first (marked or not: a re-entry or a
+    /// hand-over), then free ones, in KEYS order; replies 0 when fewer than m are ours or free
+    /// (a queuing waiter then marks every slot another token holds and joins the queue), else
+    /// `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the slots taken (1
+    /// without fencing) and the 1-based positions of the slots taken, leaving the queue.
+    fn sem_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
+        let [token, ttl, limit, m, queue, queue_ttl, reserve] = argv else {
+            return Err(format!("the semaphore acquire takes 7 arguments, got {}", argv.len()));
+        };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("semaphore: the TTL must be a positive integer")?;
+        let n = parse_int(limit).filter(|&n| n >= 1).ok_or("semaphore: the limit must be a positive integer")? as usize;
+        let m =
+            parse_int(m).filter(|&m| m >= 1 && m as usize <= n).ok_or("semaphore: permits must be 1 to the limit")?;
+        let front = match queue.as_slice() {
+            b"0" => None,
+            b"1" => Some(false),
+            b"2" => Some(true),
+            _ => return Err("semaphore: bad wait mode".into()),
+        };
+        if front.is_some() {
+            parse_int(queue_ttl).filter(|&t| t > 0).ok_or("semaphore: the queue TTL must be a positive integer")?;
+            parse_int(reserve).filter(|&t| t > 0).ok_or("semaphore: the reservation must be a positive integer")?;
+        }
+        let fencing = match keys.len() {
+            k if k == n + 2 => false,
+            k if k == 2 * n + 2 => true,
+            k => return Err(format!("semaphore: {k} keys for a limit of {n}")),
+        };
+        let (slots, rest) = keys.split_at(n);
+        let (limit_key, qkey, fences) = (&rest[0], &rest[1], &rest[2..]);
+        // Every key the script touches is in KEYS: the n distinct slots of one semaphore, its
+        // limit, its queue, and the slots' own fence counters, in the slots' order.
+        let base = slot_of(&slots[0]).map(|(b, _)| b.to_vec()).ok_or("semaphore: not a slot key")?;
+        let mut seen = vec![false; n];
+        for k in slots {
+            match slot_of(k) {
+                Some((b, i)) if b == base && (i as usize) < n && !seen[i as usize] => seen[i as usize] = true,
+                _ => return Err("semaphore: the slot keys are not the limit's slots of one semaphore".into()),
+            }
+        }
+        if *limit_key != [base.as_slice(), b":limit"].concat()
+            || *qkey != queue_of(&slots[0])
+            || (fencing && fences.iter().zip(slots).any(|(f, k)| *f != [self.fence_prefix.as_slice(), k].concat()))
+        {
+            return Err("semaphore: slot, limit, queue and fence keys mixed up".into());
+        }
+        match self.get(db, limit_key) {
+            None => self.set(now, db, limit_key, limit, None),
+            Some(v) if v != limit.as_slice() => {
+                let had = String::from_utf8_lossy(v).into_owned();
+                let asked = String::from_utf8_lossy(limit);
+                return Ok(Reply::Error(format!(
+                    "WRONGLIMIT the semaphore has {had} permits on this node, the client asks for a limit of {asked}"
+                )));
+            }
+            Some(_) => {}
+        }
+        let (mut mine, mut free) = (Vec::new(), Vec::new());
+        for (i, k) in slots.iter().enumerate() {
+            match self.get(db, k) {
+                Some(v) if v == token.as_slice() => mine.push(i),
+                None => free.push(i),
+                Some(_) => {}
+            }
+        }
+        let entry = [token.as_slice(), b":", reserve].concat();
+        if mine.len() + free.len() < m as usize {
+            if let Some(front) = front {
+                for k in slots {
+                    // Every slot another token holds is marked (once), keeping its TTL.
+                    if let Some(e) = self.data.get_mut(&(db, k.clone())) {
+                        if e.value != *token {
+                            e.marked = true;
+                        }
+                    }
+                }
+                self.join_queue(&(db, qkey.clone()), &entry, front);
+            }
+            return Ok(Reply::Int(0));
+        }
+        let take: Vec<usize> = mine.iter().chain(&free).copied().take(m as usize).collect();
+        let mut f = 0;
+        for &i in &take {
+            // A slot already ours keeps its value (and mark); only the TTL is set again.
+            self.set(now, db, &slots[i], token, Some(ttl));
+            if fencing {
+                f = f.max(self.get(db, &fences[i]).and_then(parse_int).unwrap_or(0));
+            }
+        }
+        if front.is_some() {
+            self.leave_queue(&(db, qkey.clone()), &entry);
+        }
+        let positions: Vec<String> = take.iter().map(|i| (i + 1).to_string()).collect();
+        Ok(Reply::Bulk(format!("{} {}", f + 1, positions.join(" ")).into_bytes()))
+    }
+
+    /// Join queue `key` as `entry`: at the back unless already in it, or (`front`) at the
+    /// front unless already heading it (the scripts' `LPOS`, `LREM`, `LPUSH`, `RPUSH`).
+    fn join_queue(&mut self, key: &Key, entry: &[u8], front: bool) {
+        let q = self.queues.entry(key.clone()).or_default();
+        let at = q.iter().position(|t| t == entry);
+        if front && at != Some(0) {
+            q.retain(|t| t != entry);
+            q.push_front(entry.to_vec());
+        } else if at.is_none() {
+            q.push_back(entry.to_vec());
+        }
     }
 
     fn leave_queue(&mut self, key: &Key, entry: &[u8]) {
@@ -741,14 +902,15 @@ impl Node {
         leave: Option<&[u8]>,
     ) -> Result<i64, String> {
         let (locks, qkeys) = keys.split_at(keys.len() / 2);
-        if qkeys.iter().zip(locks).any(|(q, k)| *q != [b"redlease:queue:".as_slice(), k].concat()) {
+        if locks.iter().any(|k| !self.is_lock_key(k)) || qkeys.iter().zip(locks).any(|(q, k)| *q != queue_of(k)) {
             return Err("release: lock and queue keys mixed up".into());
         }
         let mut d = 0;
-        for k in locks {
+        for (k, qname) in locks.iter().zip(qkeys) {
             let key = (db, k.clone());
+            let queue = (db, qname.clone());
             if let Some(entry) = leave {
-                self.leave_queue(&key, entry);
+                self.leave_queue(&queue, entry);
             }
             let marked = self.data.get(&key).is_some_and(|e| e.marked);
             if self.get(db, k) == Some(token) && self.del(now, db, k) {
@@ -759,7 +921,7 @@ impl Node {
                     continue;
                 }
                 let mut next = Vec::new();
-                if let Some(q) = self.queues.get_mut(&key) {
+                if let Some(q) = self.queues.get_mut(&queue) {
                     if let Some(head) = q.front().cloned() {
                         let split = head.iter().rposition(|&b| b == b':');
                         let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
@@ -780,8 +942,8 @@ impl Node {
                             }
                         }
                     }
-                    if self.queues.get(&key).is_some_and(VecDeque::is_empty) {
-                        self.queues.remove(&key);
+                    if self.queues.get(&queue).is_some_and(VecDeque::is_empty) {
+                        self.queues.remove(&queue);
                     }
                 }
                 let channel = [b"redlease:wake:".as_slice(), k].concat();

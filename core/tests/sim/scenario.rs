@@ -91,6 +91,12 @@ pub(crate) struct Scenario {
     /// Per-message chance (‰) that a node drops a release message without breaking the
     /// connection (the fallback retry must still hand the lock over).
     pub(crate) publish_loss_per_mille: u64,
+    /// Semaphore runs: the limit of each resource name, every lock a semaphore's (empty:
+    /// mutexes).
+    pub(crate) limits: Vec<u32>,
+    /// Per-lock chance (‰) that a semaphore lock takes more than one permit (of 2 to its
+    /// limit, when the limit is above 1).
+    pub(crate) multi_permit_per_mille: u64,
 }
 
 impl Scenario {
@@ -240,7 +246,24 @@ impl Scenario {
             wake,
             resp2,
             publish_loss_per_mille,
+            limits: Vec::new(),
+            multi_permit_per_mille: 0,
         }
+    }
+
+    /// Draw a semaphore run of `profile` from `seed`: the faults, timings and knobs of
+    /// [`generate`](Self::generate)'s run, but every lock is a semaphore's, of a limit of 1 to
+    /// 4 per resource name, some taking several permits at once, and there are one or two
+    /// clients more than the largest limit (up to six), so that permits are contended.
+    pub(crate) fn semaphores(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::generate(seed, profile);
+        let mut rng = Rng::new(seed ^ 0x5E3A_F0E5);
+        sc.limits = (0..sc.resources).map(|_| rng.range(1, 4) as u32).collect();
+        let most = sc.limits.iter().copied().max().unwrap_or(1) as usize;
+        sc.clients = sc.clients.max((most + rng.range(1, 2) as usize).min(6));
+        sc.multi = false;
+        sc.multi_permit_per_mille = rng.pick(&[0, 200, 400]);
+        sc
     }
 
     /// How long after a holder vanishes another client must have the lock: the longest a

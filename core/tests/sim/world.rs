@@ -15,7 +15,7 @@ use redlease_core::{
     ReleaseOutcome,
 };
 
-use super::checker::{self, Hold, Violation, ms};
+use super::checker::{self, Hold, Semaphore, Violation, ms};
 use super::node::{MS, Node, Segment, Time};
 use super::rng::Rng;
 use super::scenario::{Fault, Scenario, US};
@@ -62,9 +62,24 @@ struct Conn {
 #[derive(Debug)]
 enum Work {
     Idle,
-    Acquiring { lock: LockId, resources: Vec<usize>, token: Vec<u8>, fencing: bool },
-    Holding { lock: LockId, hold: usize, extend: Option<(Time, Duration)>, release_at: Time },
-    Releasing { lock: LockId },
+    /// `permits`: how many permits of the semaphore `resources[0]` it asked for (`None`: a
+    /// mutex of `resources`).
+    Acquiring {
+        lock: LockId,
+        resources: Vec<usize>,
+        token: Vec<u8>,
+        fencing: bool,
+        permits: Option<u32>,
+    },
+    Holding {
+        lock: LockId,
+        hold: usize,
+        extend: Option<(Time, Duration)>,
+        release_at: Time,
+    },
+    Releasing {
+        lock: LockId,
+    },
     Gone,
 }
 
@@ -107,6 +122,14 @@ pub(crate) struct Stats {
     /// Keys deleted by releases nobody waited for, which published nothing.
     pub(crate) quiet_releases: u64,
     pub(crate) liveness_checked: bool,
+    /// Semaphore holds, the permits they held, and those that held more than one at once.
+    pub(crate) sem_holds: u64,
+    pub(crate) permits: u64,
+    pub(crate) multi_permit_holds: u64,
+    /// Semaphores whose holds reached their limit at some instant (all permits taken at once).
+    pub(crate) at_limit: u64,
+    /// Semaphores in play (each resource name of a semaphore run that was held).
+    pub(crate) semaphores: u64,
 }
 
 impl Stats {
@@ -131,6 +154,11 @@ impl Stats {
         self.published += o.published;
         self.publish_dropped += o.publish_dropped;
         self.quiet_releases += o.quiet_releases;
+        self.sem_holds += o.sem_holds;
+        self.permits += o.permits;
+        self.multi_permit_holds += o.multi_permit_holds;
+        self.at_limit += o.at_limit;
+        self.semaphores += o.semaphores;
     }
 }
 
@@ -159,6 +187,17 @@ pub(crate) fn run(sc: &Scenario, trace: bool) -> Outcome {
     w.finish()
 }
 
+/// The holder that vanished.
+struct Vanished {
+    client: usize,
+    at: Time,
+    /// The resource names it asked for (a semaphore's name).
+    resources: Vec<usize>,
+    /// The keys it held (a semaphore's slots): another client's hold of them all shows that
+    /// they came back.
+    keys: Vec<Vec<u8>>,
+}
+
 struct World {
     sc: Scenario,
     rng: Rng,
@@ -178,8 +217,7 @@ struct World {
     problems: Vec<(usize, String)>,
     calm: bool,
     vanish_armed: bool,
-    /// `(client, time, resources)` of the holder that vanished.
-    vanished: Option<(usize, Time, Vec<usize>)>,
+    vanished: Option<Vanished>,
     stats: Stats,
     trace: Option<Vec<String>>,
 }
@@ -674,18 +712,35 @@ impl World {
         }
     }
 
+    /// A new acquisition: of one resource or two (a mutex), or in a semaphore run some permits
+    /// of one semaphore. Once a holder vanished, every client asks for what it held: the same
+    /// resources, or all the permits of its semaphore (a grant then shows that the vanished
+    /// holder's slots came back).
     fn start_acquire(&mut self, c: usize) {
         let resources: Vec<usize> = match &self.vanished {
-            Some((_, _, r)) => r.clone(),
+            Some(v) => v.resources.clone(),
             None if self.sc.multi && self.rng.chance(300) => vec![0, 1],
             None => vec![self.rng.below(self.sc.resources as u64) as usize],
         };
+        let limit = self.sc.limits.get(resources[0]).copied();
+        let permits = limit.map(|limit| {
+            if self.vanished.is_some() {
+                limit
+            } else if limit > 1 && self.rng.chance(self.sc.multi_permit_per_mille) {
+                self.rng.range(2, u64::from(limit)) as u32
+            } else {
+                1
+            }
+        });
         self.clients[c].issued += 1;
         let token = format!("c{c}-{}", self.clients[c].issued).into_bytes();
         let ttl = Duration::from_millis(self.rng.range(self.sc.ttl_ms.0, self.sc.ttl_ms.1));
         let keys: Vec<&[u8]> = resources.iter().map(|&r| NAMES[r]).collect();
         let mut req = LockOptions::new("", ttl);
         req.resources = keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
+        if let (Some(limit), Some(permits)) = (limit, permits) {
+            req = req.semaphore(limit).permits(permits);
+        }
         req.fencing = self.sc.fencing && self.rng.chance(700);
         req.auto_extend = self.sc.auto_extend && self.rng.chance(500);
         if req.auto_extend && self.rng.chance(300) {
@@ -697,10 +752,19 @@ impl World {
             _ => {}
         }
         let fencing = req.fencing;
-        trace!(self, "c{c} acquires {:?} token {} ttl {ttl:?} fencing {fencing}", show(&keys.concat()), show(&token));
+        let what = match (limit, permits) {
+            (Some(limit), Some(permits)) => format!("{permits} of {limit} permits of "),
+            _ => String::new(),
+        };
+        trace!(
+            self,
+            "c{c} acquires {what}{:?} token {} ttl {ttl:?} fencing {fencing}",
+            show(&keys.concat()),
+            show(&token)
+        );
         match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
-                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing };
+                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
                     self.schedule_wake(c, at);
@@ -712,15 +776,50 @@ impl World {
         self.settle(c);
     }
 
+    /// What an `Acquired` lock holds: the resources' keys, or a semaphore's slot keys (from
+    /// `Engine::permits`), with the semaphore's name and limit.
+    fn held_keys(
+        &mut self,
+        c: usize,
+        lock: LockId,
+        resources: &[usize],
+        permits: Option<u32>,
+    ) -> (Vec<Vec<u8>>, Option<Semaphore>) {
+        let slots = self.clients[c].engine.as_ref().and_then(|e| e.permits(lock)).map(<[u16]>::to_vec);
+        let Some(want) = permits else {
+            if slots.is_some() {
+                self.problem(c, format!("a mutex {lock:?} names semaphore slots {slots:?}"));
+            }
+            return (resources.iter().map(|&r| NAMES[r].to_vec()).collect(), None);
+        };
+        let (name, limit) = (NAMES[resources[0]], self.sc.limits[resources[0]]);
+        let slots = slots.unwrap_or_default();
+        let ascending = slots.windows(2).all(|w| w[0] < w[1]);
+        if slots.len() != want as usize || !ascending || slots.iter().any(|&k| u32::from(k) >= limit) {
+            self.problem(c, format!("{lock:?} asked for {want} of {limit} permits and holds slots {slots:?}"));
+        }
+        let keys = slots
+            .iter()
+            .map(|k| format!("redlease:sem:{{{}}}:{k}", String::from_utf8_lossy(name)).into_bytes())
+            .collect();
+        (keys, Some((name.to_vec(), limit)))
+    }
+
     fn on_event(&mut self, c: usize, ev: Event) {
         match ev {
             Event::Acquired { lock, valid_until, fence, .. } => {
-                let (resources, token, fencing) = match &self.clients[c].work {
-                    Work::Acquiring { lock: l, resources, token, fencing } if *l == lock => {
-                        (resources.clone(), token.clone(), *fencing)
+                let (resources, token, fencing, permits) = match &self.clients[c].work {
+                    Work::Acquiring { lock: l, resources, token, fencing, permits } if *l == lock => {
+                        (resources.clone(), token.clone(), *fencing, *permits)
                     }
                     _ => return self.problem(c, format!("Acquired for {lock:?}, which it was not acquiring")),
                 };
+                let (keys, semaphore) = self.held_keys(c, lock, &resources, permits);
+                if semaphore.is_some() {
+                    self.stats.sem_holds += 1;
+                    self.stats.permits += keys.len() as u64;
+                    self.stats.multi_permit_holds += u64::from(keys.len() > 1);
+                }
                 if fence.is_some() != fencing {
                     self.problem(c, format!("fence {fence:?} but fencing asked: {fencing}"));
                 }
@@ -729,22 +828,23 @@ impl World {
                     self.problem(c, format!("Acquired with a deadline {} not after now", ms(claim)));
                 }
                 let hold = self.holds.len();
-                self.holds.push(Hold {
-                    client: c,
-                    token,
-                    resources: resources.iter().map(|&r| NAMES[r].to_vec()).collect(),
-                    start: self.now,
-                    end: Time::MAX,
-                    fence,
-                });
-                self.claims.push(claim);
-                self.stats.acquired += 1;
-                if let Some((vc, _, r)) = &self.vanished {
-                    if c != *vc && r == &resources {
+                if let Some(v) = &self.vanished {
+                    if c != v.client && v.keys.iter().all(|k| keys.contains(k)) {
                         // Liveness shown: the lock came back. Finish soon.
                         self.end = self.end.min(self.now + 2 * MS);
                     }
                 }
+                self.holds.push(Hold {
+                    client: c,
+                    token,
+                    resources: keys,
+                    start: self.now,
+                    end: Time::MAX,
+                    fence,
+                    semaphore,
+                });
+                self.claims.push(claim);
+                self.stats.acquired += 1;
                 self.stats.fenced += u64::from(fence.is_some());
                 let valid = claim.saturating_sub(self.now).max(1);
                 if c == 0 && self.vanish_armed {
@@ -847,10 +947,16 @@ impl World {
         };
         self.expire_hold(c);
         self.close_hold(hold, self.now);
-        let resources: Vec<usize> =
-            (0..NAMES.len()).filter(|&r| self.holds[hold].resources.iter().any(|x| x == NAMES[r])).collect();
-        trace!(self, "c{c} VANISHES holding {resources:?}");
-        self.vanished = Some((c, self.now, resources));
+        let h = &self.holds[hold];
+        let resources: Vec<usize> = (0..NAMES.len())
+            .filter(|&r| match &h.semaphore {
+                Some((name, _)) => name == NAMES[r],
+                None => h.resources.iter().any(|x| x == NAMES[r]),
+            })
+            .collect();
+        let keys = h.resources.clone();
+        trace!(self, "c{c} VANISHES holding {resources:?}: {:?}", keys.iter().map(|k| show(k)).collect::<Vec<_>>());
+        self.vanished = Some(Vanished { client: c, at: self.now, resources, keys });
         self.end = self.now + self.sc.liveness_bound() + MS;
         self.clients[c].engine = None;
         self.clients[c].work = Work::Gone;
@@ -876,6 +982,14 @@ impl World {
             self.stats.noscript += n.stats.noscript;
             self.stats.quiet_releases += n.stats.quiet_releases;
         }
+        for (r, &limit) in self.sc.limits.iter().enumerate() {
+            let on_r: Vec<&Hold> =
+                self.holds.iter().filter(|h| h.semaphore.as_ref().is_some_and(|s| s.0 == NAMES[r])).collect();
+            if !on_r.is_empty() {
+                self.stats.semaphores += 1;
+                self.stats.at_limit += u64::from(checker::peak_permits(&on_r).0 >= u64::from(limit));
+            }
+        }
         let histories: Vec<&[Segment]> = self.nodes.iter().map(|n| n.history.as_slice()).collect();
         let dbs = vec![self.sc.db; self.sc.nodes];
         let quorum = self.sc.nodes / 2 + 1;
@@ -888,14 +1002,13 @@ impl World {
         for (c, p) in &self.problems {
             violations.push(Violation::Engine { client: *c, what: p.clone() });
         }
-        if let Some((vc, v, resources)) = &self.vanished {
+        if let Some(Vanished { client: vc, at: v, resources, keys }) = &self.vanished {
             self.stats.liveness_checked = true;
             let deadline = v + self.sc.liveness_bound();
-            let names: Vec<Vec<u8>> = resources.iter().map(|&r| NAMES[r].to_vec()).collect();
             let next = self
                 .holds
                 .iter()
-                .filter(|h| h.client != *vc && h.start >= *v && names.iter().all(|r| h.resources.contains(r)))
+                .filter(|h| h.client != *vc && h.start >= *v && keys.iter().all(|r| h.resources.contains(r)))
                 .map(|h| h.start)
                 .min();
             if next.is_none_or(|t| t > deadline) {

@@ -1,0 +1,893 @@
+//! Semaphores: the wire form of an attempt and what the engine makes of hand-written replies
+//! (scripted, through the rig); why a semaphore is slots and not a count (the AB/BC/AC
+//! schedule, against a counting model and against the engine over model nodes); and how
+//! waiters for permits fare (a starvation measurement over model nodes).
+
+mod rig;
+
+#[allow(dead_code)]
+#[path = "sim/node.rs"]
+mod node;
+
+use std::time::Duration;
+
+use redlease_core::{AcquireError, Event, LockId, LockOptions, Misuse, ReleaseOutcome, Vote};
+use rig::Rig;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// The semaphore's waiter queue and recorded limit, for the name `api`.
+const QUEUE: &[u8] = b"redlease:queue:redlease:sem:{api}";
+const LIMIT_KEY: &[u8] = b"redlease:sem:{api}:limit";
+
+/// A node's answer when the script is not in its cache (the handshake does not load it).
+const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
+
+/// A node's refusal: fewer than the permits wanted are free there.
+const REFUSE: &[u8] = b":0\r\n";
+
+/// One attempt at `permits` of the semaphore `api` of `limit`.
+fn sem(limit: u32, permits: u32) -> LockOptions {
+    LockOptions::new("api", TTL).semaphore(limit).permits(permits).attempts(1)
+}
+
+/// The key of slot `k` of `api`.
+fn slot_key(k: u16) -> Vec<u8> {
+    format!("redlease:sem:{{api}}:{k}").into_bytes()
+}
+
+/// A node's grant: its fencing proposal and the 1-based positions (in the call's KEYS) of the
+/// slots it took.
+fn grant(proposal: u64, positions: &[u16]) -> Vec<u8> {
+    let list: Vec<String> = positions.iter().map(ToString::to_string).collect();
+    let text = format!("{proposal} {}", list.join(" "));
+    format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+}
+
+/// The slot numbers a semaphore call names, in its order (the client's order).
+fn order(cmd: &[Vec<u8>], limit: usize) -> Vec<u16> {
+    cmd[3..3 + limit]
+        .iter()
+        .map(|k| {
+            let k = std::str::from_utf8(k).unwrap();
+            assert!(k.starts_with("redlease:sem:{api}:"), "{k}");
+            k.rsplit(':').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+/// Whether `cmd` runs the script `(source, sha)`, by `EVALSHA` or by `EVAL`.
+fn runs(cmd: &[Vec<u8>], (source, sha): (&str, &str)) -> bool {
+    (cmd[0] == b"EVALSHA" && cmd[1] == sha.as_bytes()) || (cmd[0] == b"EVAL" && cmd[1] == source.as_bytes())
+}
+
+/// The release script: the general one (index 2) or the one-key release (index 4).
+fn is_release(cmd: &[Vec<u8>]) -> bool {
+    let (sources, digests) = (redlease_core::script_sources(), redlease_core::script_digests());
+    [2, 4].into_iter().any(|i| runs(cmd, (sources[i], digests[i])))
+}
+
+/// The lock keys a release names (its KEYS are the keys, then as many queues), and the queues.
+fn release_keys(cmd: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let n: usize = std::str::from_utf8(&cmd[2]).unwrap().parse().unwrap();
+    let keys = &cmd[3..3 + n];
+    (keys[..n / 2].to_vec(), keys[n / 2..].to_vec())
+}
+
+/// Acquire with `options` and `token` at `t0`; every node answers the first `EVALSHA` with
+/// `NOSCRIPT`, and the attempt is resent with the source. Returns the lock and the client's
+/// order of the slots.
+fn start(rig: &mut Rig, options: &LockOptions, token: &[u8]) -> (LockId, Vec<u16>) {
+    let lock = rig.engine.acquire(rig.t0, options, token).unwrap();
+    let limit = options.limit.unwrap() as usize;
+    let first = rig.sent_commands();
+    for (i, cmds) in first.iter().enumerate() {
+        assert_eq!(cmds.len(), 1, "node {i}: one script call per attempt");
+        assert!(runs(&cmds[0], redlease_core::semaphore_script()), "node {i}: {:?}", cmds[0][0]);
+        rig.reply(rig.t0, i, NOSCRIPT);
+    }
+    let resent = rig.sent_commands();
+    for (i, cmds) in resent.iter().enumerate() {
+        assert_eq!(cmds.len(), 1, "node {i}");
+        assert_eq!(cmds[0][0], b"EVAL", "node {i}: resent with the source");
+        assert_eq!(cmds[0][2..], first[i][0][2..], "node {i}: the same keys and arguments");
+    }
+    (lock, order(&resent[0][0], limit))
+}
+
+/// Answer the cleanups the engine sent (they are not waited for, but their replies come
+/// first on each connection).
+fn answer_cleanups(rig: &mut Rig) {
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        for c in cmds {
+            assert!(is_release(c), "node {i}: {:?}", String::from_utf8_lossy(&c[0]));
+            rig.reply(rig.t0, i, b":0\r\n");
+        }
+    }
+}
+
+/// Drain the events of the locks.
+fn events(rig: &mut Rig) -> Vec<Event> {
+    rig.events().into_iter().filter(|e| e.lock().is_some()).collect()
+}
+
+#[test]
+fn an_attempt_is_one_script_call_naming_every_slot_the_limit_and_the_queue() {
+    let mut rig = Rig::new(3);
+    for (fencing, numkeys) in [(false, 6), (true, 10)] {
+        rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
+        let cmds = rig.sent_commands();
+        let cmd = &cmds[0][0];
+        for c in &cmds {
+            assert_eq!(c, &cmds[0], "the same call to every node");
+        }
+        let (_, sha) = redlease_core::semaphore_script();
+        assert_eq!((cmd[0].as_slice(), cmd[1].as_slice()), (&b"EVALSHA"[..], sha.as_bytes()));
+        assert_eq!(cmd[2], numkeys.to_string().as_bytes());
+        // KEYS: the four slots in the client's order (a permutation), the limit, the queue,
+        // then with fencing the slots' fence counters in the same order.
+        let slots = order(cmd, 4);
+        let mut sorted = slots.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3]);
+        assert_eq!(cmd[7], LIMIT_KEY);
+        assert_eq!(cmd[8], QUEUE);
+        if fencing {
+            for (i, &k) in slots.iter().enumerate() {
+                assert_eq!(cmd[9 + i], [b"redlease:fence:".as_slice(), &slot_key(k)].concat());
+            }
+        }
+        // ARGV: token, TTL ms, limit, permits, wait mode (a first attempt does not queue),
+        // queue TTL and reservation (unused).
+        let argv: Vec<&[u8]> = cmd[3 + numkeys..].iter().map(Vec::as_slice).collect();
+        assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0"]);
+        // The client's order comes from the token: the same token, the same order.
+        rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
+        assert_eq!(order(&rig.sent_commands()[1][0], 4), slots);
+    }
+}
+
+#[test]
+fn noscript_resends_the_attempt_with_the_source_and_its_grant_counts() {
+    let mut rig = Rig::new(3);
+    let (lock, order) = start(&mut rig, &sem(3, 1), b"tok");
+    for i in 0..2 {
+        rig.reply(rig.t0, i, &grant(1, &[1]));
+    }
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, fence: None, attempts: 1, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.engine.permits(lock), Some(&[order[0]][..]));
+    // The source went out once per connection: the next attempt there is by EVALSHA again.
+    rig.engine.acquire(rig.t0, &sem(3, 1), b"tok2").unwrap();
+    for cmds in rig.sent_commands() {
+        assert_eq!(cmds.last().unwrap()[0], b"EVALSHA");
+    }
+}
+
+#[test]
+fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
+    let mut rig = Rig::new(5);
+    let (lock, order) = start(&mut rig, &sem(3, 1), b"tok");
+    // Nodes 0 and 1 grant the client's first slot, node 2 its second (the first is taken
+    // there): no quorum (3 of 5) yet.
+    rig.reply(rig.t0, 0, &grant(1, &[1]));
+    rig.reply(rig.t0, 1, &grant(1, &[1]));
+    rig.reply(rig.t0, 2, &grant(1, &[2]));
+    assert!(events(&mut rig).is_empty());
+    assert_eq!(rig.engine.permits(lock), None, "nothing held before the grant");
+    rig.reply(rig.t0, 3, &grant(1, &[1]));
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.engine.permits(lock), Some(&[order[0]][..]));
+    // A mutex names no slots.
+    let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("m", TTL), b"m").unwrap();
+    assert_eq!(rig.engine.permits(mutex), None);
+}
+
+#[test]
+fn a_split_vote_fails_the_attempt_as_held_and_cleans_up_every_slot() {
+    // The AB/BC/AC shape: each node grants a different slot, so no slot has a quorum.
+    let mut rig = Rig::new(3);
+    let (lock, _) = start(&mut rig, &sem(3, 1), b"tok");
+    rig.reply(rig.t0, 0, &grant(1, &[1]));
+    rig.reply(rig.t0, 1, &grant(1, &[2]));
+    assert!(events(&mut rig).is_empty(), "node 2 could still make a quorum on either slot");
+    rig.reply(rig.t0, 2, &grant(1, &[3]));
+    match events(&mut rig).as_slice() {
+        [Event::AcquireFailed { lock: l, error: AcquireError::Held { votes, attempts: 1 } }] if *l == lock => {
+            assert!(votes.iter().all(|v| *v == Vote::Granted), "{votes:?}");
+        }
+        other => panic!("a split vote is held by others, not too slow: {other:?}"),
+    }
+    assert_eq!(rig.engine.permits(lock), None);
+    // Each node took a slot: each gets the cleanup, which names every slot (the script
+    // deletes those holding our token), each with the semaphore's one queue.
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        assert_eq!(cmds.len(), 1, "node {i}");
+        assert!(is_release(&cmds[0]), "node {i}");
+        let (keys, queues) = release_keys(&cmds[0]);
+        let mut keys = keys.clone();
+        keys.sort();
+        assert_eq!(keys, (0..3).map(slot_key).collect::<Vec<_>>(), "node {i}");
+        assert!(queues.iter().all(|q| q == QUEUE), "node {i}: {queues:?}");
+    }
+}
+
+#[test]
+fn grants_beyond_the_held_slots_are_released_on_the_nodes_that_made_them() {
+    let mut rig = Rig::new(3);
+    let (lock, order) = start(&mut rig, &sem(3, 1), b"tok");
+    rig.reply(rig.t0, 0, &grant(1, &[2]));
+    rig.reply(rig.t0, 1, &grant(1, &[1]));
+    assert!(events(&mut rig).is_empty());
+    rig.reply(rig.t0, 2, &grant(1, &[2]));
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.engine.permits(lock), Some(&[order[1]][..]));
+    // Node 1 granted the first slot, which is not held: released there, and only there.
+    let cmds = rig.sent_commands();
+    assert!(cmds[0].is_empty() && cmds[2].is_empty(), "{cmds:?}");
+    assert_eq!(cmds[1].len(), 1);
+    assert!(is_release(&cmds[1][0]));
+    assert_eq!(release_keys(&cmds[1][0]), (vec![slot_key(order[0])], vec![QUEUE.to_vec()]));
+    assert_eq!(cmds[1][0].last().unwrap(), b"tok");
+    // The held slot is what extensions name.
+    rig.engine.extend(rig.at(1), lock, None).unwrap();
+    for cmds in rig.sent_commands() {
+        assert_eq!(cmds[0][2..4], [b"1".to_vec(), slot_key(order[1])]);
+    }
+}
+
+#[test]
+fn several_permits_are_held_all_together_or_not_at_all() {
+    let ms = Duration::from_millis(1);
+    let mut rig = Rig::with(3, |c| c.retry = redlease_core::Retry::new(2, ms, ms));
+    let (lock, order) = start(&mut rig, &sem(3, 2).attempts(2), b"tok");
+    // Node 0 took the first two slots, node 1 none (fewer than two were free), node 2 the
+    // first and third: only the first slot has a quorum, and two are wanted.
+    rig.reply(rig.t0, 0, &grant(1, &[1, 2]));
+    rig.reply(rig.t0, 1, REFUSE);
+    rig.reply(rig.t0, 2, &grant(1, &[1, 3]));
+    assert!(events(&mut rig).is_empty(), "the first attempt failed; the second comes");
+    assert_eq!(rig.engine.permits(lock), None);
+    // The cleanup where slots were taken (node 1 took nothing).
+    let cmds = rig.sent_commands();
+    assert!(cmds[1].is_empty());
+    for i in [0, 2] {
+        assert_eq!(cmds[i].len(), 1, "node {i}");
+        assert!(is_release(&cmds[i][0]));
+        rig.reply(rig.t0, i, b":2\r\n");
+    }
+    rig.engine.handle_timeout(rig.at(1));
+    for (i, c) in rig.sent_commands().iter().enumerate() {
+        assert_eq!(c.len(), 1, "node {i}");
+        assert!(runs(&c[0], redlease_core::semaphore_script()), "node {i}: the retry");
+    }
+    // Now two nodes agree on the first two slots.
+    rig.reply(rig.at(1), 0, &grant(1, &[1, 2]));
+    rig.reply(rig.at(1), 1, &grant(1, &[2, 1]));
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, attempts: 2, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    let mut held = vec![order[0], order[1]];
+    held.sort_unstable();
+    assert_eq!(rig.engine.permits(lock), Some(held.as_slice()));
+    rig.reply(rig.at(1), 2, REFUSE); // late: ignored
+    // A grant of fewer (or more) positions than wanted is no answer the script gives.
+    let (bad, _) = start(&mut rig, &sem(3, 2), b"tok2");
+    rig.reply(rig.t0, 0, &grant(1, &[1]));
+    assert!(matches!(rig.events().as_slice(), [Event::LinkFailed { .. }]), "garbage fails the link");
+    assert_eq!(rig.engine.permits(bad), None);
+}
+
+/// Two permits granted by different quorums (one slot by nodes 0 and 1, the other by nodes 0
+/// and 2) are not held: no quorum of nodes has both, so no extension could ever reach a
+/// quorum (each node's extend script needs every slot), and the lock would be reported lost
+/// although each slot is held. A quorum must grant the very same slots.
+#[test]
+fn permits_granted_by_different_quorums_are_not_held_together() {
+    let mut rig = Rig::new(3);
+    let (lock, _) = start(&mut rig, &sem(3, 2), b"tok");
+    rig.reply(rig.t0, 0, &grant(1, &[1, 2]));
+    rig.reply(rig.t0, 1, &grant(1, &[1, 3]));
+    rig.reply(rig.t0, 2, &grant(1, &[2, 3]));
+    match events(&mut rig).as_slice() {
+        [Event::AcquireFailed { lock: l, error: AcquireError::Held { .. } }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    answer_cleanups(&mut rig);
+    // When a quorum agrees, the lock holds those slots and extends on that quorum.
+    let (lock, order) = start(&mut rig, &sem(3, 2), b"tok2");
+    rig.reply(rig.t0, 0, &grant(1, &[1, 2]));
+    rig.reply(rig.t0, 1, &grant(1, &[1, 3]));
+    rig.reply(rig.t0, 2, &grant(1, &[2, 1]));
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    let mut held = vec![order[0], order[1]];
+    held.sort_unstable();
+    assert_eq!(rig.engine.permits(lock), Some(held.as_slice()));
+    let cmds = rig.sent_commands();
+    // Node 1's third slot is released at once.
+    assert_eq!(release_keys(&cmds[1][0]).0, vec![slot_key(order[2])]);
+    rig.engine.extend(rig.at(1), lock, None).unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(2), 0, b":1\r\n");
+    rig.reply(rig.at(2), 2, b":1\r\n");
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Extended { .. }]));
+}
+
+#[test]
+fn a_wrong_limit_on_a_majority_fails_at_once_as_misconfigured_naming_the_nodes() {
+    let ms = Duration::from_millis(1);
+    let mut rig = Rig::with(3, |c| c.retry = redlease_core::Retry::new(10, ms, ms));
+    let wrong = b"-WRONGLIMIT the semaphore has 2 permits on this node, the client asks for a limit of 3\r\n";
+    let (lock, _) = start(&mut rig, &sem(3, 1).attempts(10), b"tok");
+    rig.reply(rig.t0, 0, wrong);
+    rig.reply(rig.t0, 1, wrong);
+    match events(&mut rig).as_slice() {
+        [Event::AcquireFailed { lock: l, error: e @ AcquireError::Misconfigured { votes, attempts: 1 } }]
+            if *l == lock =>
+        {
+            assert!(matches!(&votes[0], Vote::Misconfigured(m) if m.starts_with("WRONGLIMIT")), "{votes:?}");
+            assert!(matches!(&votes[1], Vote::Misconfigured(m) if m.starts_with("WRONGLIMIT")), "{votes:?}");
+            let text = e.to_string();
+            assert!(text.contains("node #0 (redis://127.0.0.1:7000)") && text.contains("node #1"), "{text}");
+            assert!(text.contains("has 2 permits"), "{text}");
+        }
+        other => panic!("no retry can mend a wrong limit: {other:?}"),
+    }
+    rig.reply(rig.t0, 2, REFUSE); // late: ignored
+    answer_cleanups(&mut rig);
+    // On a minority, the others still decide.
+    let (lock, order) = start(&mut rig, &sem(3, 1), b"tok2");
+    rig.reply(rig.t0, 0, wrong);
+    rig.reply(rig.t0, 1, &grant(1, &[1]));
+    rig.reply(rig.t0, 2, &grant(1, &[1]));
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+    assert_eq!(rig.engine.permits(lock), Some(&[order[0]][..]));
+}
+
+#[test]
+fn the_release_names_every_slot_with_the_semaphores_queue() {
+    for limit in [1u16, 4] {
+        let mut rig = Rig::new(3);
+        let (lock, order) = start(&mut rig, &sem(u32::from(limit), 1), b"tok");
+        for i in 0..3 {
+            rig.reply(rig.t0, i, &grant(1, &[1]));
+        }
+        assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { .. }]));
+        rig.engine.release(rig.at(5), lock).unwrap();
+        for (i, cmds) in rig.sent_commands().iter().enumerate() {
+            assert_eq!(cmds.len(), 1, "node {i}");
+            assert!(is_release(&cmds[0]), "node {i}");
+            // Every slot (late grants included), in the client's order, each with the queue.
+            let (keys, queues) = release_keys(&cmds[0]);
+            assert_eq!(keys, order.iter().map(|&k| slot_key(k)).collect::<Vec<_>>(), "node {i}");
+            assert_eq!(queues, vec![QUEUE.to_vec(); usize::from(limit)], "node {i}");
+        }
+        for i in 0..3 {
+            rig.reply(rig.at(6), i, b":1\r\n");
+        }
+        match events(&mut rig).as_slice() {
+            [Event::Released { lock: l, report }] if *l == lock => assert_eq!(report.outcome, ReleaseOutcome::Released),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn fencing_gives_one_token_for_the_slots_held() {
+    let mut rig = Rig::new(3);
+    let (lock, order) = start(&mut rig, &sem(4, 2).fencing(true), b"tok");
+    // Each node proposes one more than the largest counter of the slots it took.
+    rig.reply(rig.t0, 0, &grant(8, &[1, 2]));
+    rig.reply(rig.t0, 1, &grant(5, &[2, 1]));
+    assert!(events(&mut rig).is_empty(), "the fence round comes first");
+    let cmds = rig.sent_commands();
+    let mut held = vec![order[0], order[1]];
+    held.sort_unstable();
+    for (i, c) in cmds.iter().enumerate() {
+        let fence = c.last().unwrap();
+        let (source, sha) = (redlease_core::script_sources()[3], redlease_core::script_digests()[3]);
+        assert!(runs(fence, (source, sha)), "node {i}: the fence round");
+        // The counters of the two slots held, and the largest proposal.
+        let mut counters = fence[3..5].to_vec();
+        counters.sort();
+        let want: Vec<Vec<u8>> = held.iter().map(|&k| [b"redlease:fence:".as_slice(), &slot_key(k)].concat()).collect();
+        assert_eq!(counters, want, "node {i}");
+        assert_eq!(fence[5], b"8", "node {i}");
+    }
+    rig.reply(rig.t0, 2, REFUSE);
+    rig.reply(rig.t0, 0, b":7\r\n");
+    rig.reply(rig.t0, 1, b":4\r\n");
+    match events(&mut rig).as_slice() {
+        [Event::Acquired { lock: l, fence: Some(8), .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rig.engine.permits(lock), Some(held.as_slice()));
+}
+
+#[test]
+fn bad_limits_and_permits_are_misuse() {
+    let mut rig = Rig::new(3);
+    let cases = [
+        (LockOptions::new("api", TTL).semaphore(0), Some(0), 1),
+        (LockOptions::new("api", TTL).semaphore(redlease_core::MAX_PERMITS + 1), Some(1025), 1),
+        (LockOptions::new("api", TTL).semaphore(3).permits(0), Some(3), 0),
+        (LockOptions::new("api", TTL).semaphore(3).permits(4), Some(3), 4),
+        (LockOptions::new("api", TTL).semaphore(3).resources(["other"]), Some(3), 1),
+        (LockOptions::new("api", TTL).permits(2), None, 2),
+    ];
+    for (options, limit, permits) in cases {
+        match rig.engine.acquire(rig.t0, &options, b"tok") {
+            Err(Misuse::Permits { limit: l, permits: p, .. }) => assert_eq!((l, p), (limit, permits)),
+            other => panic!("{options:?}: {other:?}"),
+        }
+    }
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "nothing was sent");
+    // The limit's ends are fine.
+    for limit in [1, redlease_core::MAX_PERMITS] {
+        let options = LockOptions::new("api", TTL).semaphore(limit).permits(limit);
+        assert!(rig.engine.acquire(rig.t0, &options, b"tok").is_ok(), "{limit}");
+    }
+}
+
+#[test]
+fn a_mutex_may_not_live_among_semaphore_keys() {
+    let mut rig = Rig::with(3, |c| c.key_prefix = "app:".into());
+    for name in ["redlease:sem:{api}:0", "redlease:sem:x"] {
+        match rig.engine.acquire(rig.t0, &LockOptions::new(name, TTL), b"tok") {
+            Err(Misuse::ReservedResource { resource, reserved: "redlease:sem:" }) => {
+                assert_eq!(resource, format!("app:{name}"));
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // A semaphore's own keys are under the key prefix.
+    rig.engine.acquire(rig.t0, &sem(2, 1), b"tok").unwrap();
+    let cmd = &rig.sent_commands()[0][0];
+    assert!(cmd[3].starts_with(b"app:redlease:sem:{api}:"), "{:?}", String::from_utf8_lossy(&cmd[3]));
+    assert_eq!(cmd[5], b"app:redlease:sem:{api}:limit");
+    assert_eq!(cmd[6], b"redlease:queue:app:redlease:sem:{api}");
+}
+
+// ----- why slots: the AB/BC/AC schedule ------------------------------------------------------
+
+/// Which nodes (A, B, C) each of the three clients reaches: X only A and B, Y only B and C, Z
+/// only A and C. Every pair of them shares one node.
+const REACH: [[bool; 3]; 3] = [[true, true, false], [false, true, true], [true, false, true]];
+
+/// A semaphore counted per node, granted at a majority: each node grants while fewer than
+/// `limit` clients hold it there; a client holds when a majority of the nodes granted it.
+/// Returns how many clients hold at once when they come in `arrivals` order.
+fn counting_holders(limit: usize, arrivals: &[usize]) -> usize {
+    let mut count = [0; 3];
+    let mut holders = 0;
+    for &c in arrivals {
+        let granted: Vec<usize> = (0..3).filter(|&n| REACH[c][n] && count[n] < limit).collect();
+        for &n in &granted {
+            count[n] += 1;
+        }
+        if granted.len() >= 2 {
+            holders += 1;
+        } else {
+            // A client that misses its majority gives back what it got.
+            for &n in &granted {
+                count[n] -= 1;
+            }
+        }
+    }
+    holders
+}
+
+/// Three engines over three model nodes; each engine has connections to the two nodes it
+/// reaches only (the third stays down for it and votes so at once). Bytes move at once.
+struct Triangle {
+    t0: std::time::Instant,
+    nodes: Vec<node::Node>,
+    engines: Vec<redlease_core::Engine>,
+}
+
+impl Triangle {
+    fn new(seed: u64) -> Self {
+        let mut t = Triangle {
+            t0: std::time::Instant::now(),
+            nodes: (0..3).map(|_| node::Node::new(node::Clock::new(0, 0), None, b"redlease:fence:", false)).collect(),
+            engines: Vec::new(),
+        };
+        for (c, reach) in REACH.iter().enumerate() {
+            let nodes = (0..3).map(|i| redlease_core::NodeConfig::new("sim", 7000 + i)).collect();
+            let mut config = redlease_core::Config::new(nodes);
+            config.client_name = None;
+            config.seed = Some(seed * 3 + c as u64);
+            let ms = Duration::from_millis(1);
+            config.retry = redlease_core::Retry::new(3, ms, 2 * ms);
+            let mut engine = redlease_core::Engine::new(config).unwrap();
+            for n in (0..3).filter(|&n| reach[n]) {
+                t.nodes[n].accept(c * 16 + n);
+                engine.handle_connected(t.t0, redlease_core::NodeId(n as u16));
+            }
+            t.engines.push(engine);
+        }
+        t.pump(0);
+        t
+    }
+
+    /// Move bytes both ways on every connection until nothing moves, at `ms`.
+    fn pump(&mut self, ms: u64) {
+        let now = self.t0 + Duration::from_millis(ms);
+        loop {
+            let mut moved = false;
+            for (c, reach) in REACH.iter().enumerate() {
+                for n in (0..3).filter(|&n| reach[n]) {
+                    let id = redlease_core::NodeId(n as u16);
+                    let mut bytes = Vec::new();
+                    while let Some(b) = self.engines[c].poll_transmit(id) {
+                        bytes.extend_from_slice(b);
+                        let len = b.len();
+                        self.engines[c].advance_transmit(id, len);
+                    }
+                    if bytes.is_empty() {
+                        continue;
+                    }
+                    moved = true;
+                    let reply = self.nodes[n].receive(ms * node::MS, c * 16 + n, &bytes);
+                    self.engines[c].handle_data(now, id, &reply);
+                    for (conn, push) in std::mem::take(&mut self.nodes[n].outbox) {
+                        self.engines[conn / 16].handle_data(now, redlease_core::NodeId(n as u16), &push);
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_count_per_node_admits_three_holders_of_two_permits_and_slots_admit_two() {
+    let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    // (a) Counted per node, granted at a majority: every arrival order admits all three,
+    // L + 1 = 3 = N·L/Q holders of a semaphore of 2 (each node sees only two of them).
+    for arrivals in orders {
+        assert_eq!(counting_holders(2, &arrivals), 3, "{arrivals:?}");
+    }
+    // (b) The engine's slots, over model nodes, under the same schedule: never more than two,
+    // whatever slot orders the tokens draw and whatever order the clients come in, retries
+    // included. Nobody releases: every grant is held at once with every other.
+    let mut most = [0; 3];
+    for seed in 0..40u64 {
+        for arrivals in orders {
+            let mut t = Triangle::new(seed);
+            let mut locks = [None; 3];
+            for (step, &c) in arrivals.iter().enumerate() {
+                let token = format!("s{seed}-c{c}");
+                let options = LockOptions::new("api", TTL).semaphore(2).attempts(3);
+                let now = t.t0 + Duration::from_millis(step as u64);
+                locks[c] = Some(t.engines[c].acquire(now, &options, token.as_bytes()).unwrap());
+                t.pump(step as u64);
+            }
+            // Let the retries run out.
+            for ms in 3..60 {
+                for e in &mut t.engines {
+                    e.handle_timeout(t.t0 + Duration::from_millis(ms));
+                }
+                t.pump(ms);
+            }
+            let mut holders = Vec::new();
+            for (c, e) in t.engines.iter_mut().enumerate() {
+                let events: Vec<Event> = std::iter::from_fn(|| e.poll_event()).filter(|e| e.lock().is_some()).collect();
+                match events.as_slice() {
+                    [Event::Acquired { lock, .. }] if Some(*lock) == locks[c] => {
+                        holders.push(e.permits(*lock).unwrap()[0]);
+                    }
+                    [Event::AcquireFailed { error: AcquireError::Held { .. }, .. }] => {}
+                    other => panic!("seed {seed}, {arrivals:?}, client {c}: {other:?}"),
+                }
+            }
+            assert!(holders.len() <= 2, "seed {seed}, {arrivals:?}: {} holders of 2 permits", holders.len());
+            let count = holders.len();
+            holders.sort_unstable();
+            holders.dedup();
+            assert_eq!(holders.len(), count, "seed {seed}, {arrivals:?}: two holders of one slot");
+            most[count] += 1;
+        }
+    }
+    println!("holders at once over 240 trials (none, one, two): {most:?}");
+    assert_eq!(most[0], 0, "the first comer always holds");
+    assert!(most[2] > 0, "two holders at once happen: the limit is reached, not just kept");
+}
+
+// ----- waiters for permits: a starvation measurement -----------------------------------------
+
+mod waiters {
+    //! Clients contending for a semaphore of 2 over three model nodes, each holding its
+    //! permits 5 ms and asking again at once: waiters that hear release messages, one that
+    //! takes both permits at once, and one with wake-ups off (it polls).
+
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use redlease_core::{Config, Engine, Event, LockId, LockOptions, NodeConfig, NodeId};
+
+    use super::node::{Clock, MS, Node, Time};
+
+    /// The semaphore's limit.
+    pub(super) const LIMIT: u32 = 2;
+    /// One-way network delay.
+    const DELAY: Time = MS / 5;
+    /// How long each client holds its permits.
+    const HOLD: Time = 5 * MS;
+    /// Simulated time per run.
+    pub(super) const RUN: Time = 2_000 * MS;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    pub(super) enum Kind {
+        /// One permit, wake-ups on.
+        One,
+        /// Both permits at once, wake-ups on.
+        Both,
+        /// One permit, wake-ups off.
+        Poller,
+    }
+
+    impl Kind {
+        fn permits(self) -> u32 {
+            if self == Kind::Both { LIMIT } else { 1 }
+        }
+    }
+
+    enum Ev {
+        ToNode { node: usize, conn: usize, bytes: Vec<u8> },
+        ToClient { client: usize, node: usize, bytes: Vec<u8> },
+        Timer { client: usize },
+        Release { client: usize },
+        Acquire { client: usize },
+    }
+
+    struct Client {
+        kind: Kind,
+        engine: Engine,
+        lock: Option<LockId>,
+        asked_at: Time,
+        timer_at: Option<Time>,
+        grants: u32,
+        longest_wait: Time,
+        /// Holding its permits (between its grant and its release call).
+        holding: bool,
+    }
+
+    /// What one client had in a run.
+    pub(super) struct Tally {
+        pub(super) grants: u32,
+        pub(super) longest_wait: Time,
+    }
+
+    struct World {
+        base: Instant,
+        now: Time,
+        seq: u64,
+        queue: BTreeMap<(Time, u64), Ev>,
+        nodes: Vec<Node>,
+        clients: Vec<Client>,
+        /// The most permits held at once, and what broke a rule.
+        peak: u32,
+        violations: Vec<String>,
+    }
+
+    impl World {
+        fn push(&mut self, at: Time, ev: Ev) {
+            self.seq += 1;
+            self.queue.insert((at, self.seq), ev);
+        }
+
+        fn instant(&self, t: Time) -> Instant {
+            self.base + Duration::from_nanos(t)
+        }
+
+        /// After any call into a client's engine: send what it wrote, act on its events,
+        /// re-arm its timer.
+        fn settle(&mut self, c: usize) {
+            for n in 0..3 {
+                let id = NodeId(n as u16);
+                let mut bytes = Vec::new();
+                while let Some(b) = self.clients[c].engine.poll_transmit(id) {
+                    bytes.extend_from_slice(b);
+                    let len = b.len();
+                    self.clients[c].engine.advance_transmit(id, len);
+                }
+                if !bytes.is_empty() {
+                    self.push(self.now + DELAY, Ev::ToNode { node: n, conn: c * 16 + n, bytes });
+                }
+            }
+            while let Some(ev) = self.clients[c].engine.poll_event() {
+                self.on_event(c, ev);
+            }
+            if let Some(at) = self.clients[c].engine.poll_timeout() {
+                let at = at.saturating_duration_since(self.base).as_nanos() as Time;
+                if self.clients[c].timer_at != Some(at) {
+                    self.clients[c].timer_at = Some(at);
+                    self.push(at.max(self.now), Ev::Timer { client: c });
+                }
+            }
+        }
+
+        fn held(&self) -> u32 {
+            self.clients.iter().filter(|c| c.holding).map(|c| c.kind.permits()).sum()
+        }
+
+        fn on_event(&mut self, c: usize, ev: Event) {
+            match ev {
+                Event::Acquired { lock, .. } if Some(lock) == self.clients[c].lock => {
+                    let slots = self.clients[c].engine.permits(lock).map_or(0, <[u16]>::len) as u32;
+                    if slots != self.clients[c].kind.permits() {
+                        self.violations.push(format!("client {c} holds {slots} slots"));
+                    }
+                    self.clients[c].holding = true;
+                    let held = self.held();
+                    self.peak = self.peak.max(held);
+                    if held > LIMIT {
+                        self.violations.push(format!("{held} permits held at {}", self.now));
+                    }
+                    let client = &mut self.clients[c];
+                    client.grants += 1;
+                    client.longest_wait = client.longest_wait.max(self.now - client.asked_at);
+                    self.push(self.now + HOLD, Ev::Release { client: c });
+                }
+                Event::AcquireFailed { lock, error } if Some(lock) == self.clients[c].lock => {
+                    self.violations.push(format!("client {c} gave up: {error}"));
+                    self.clients[c].lock = None;
+                    self.push(self.now, Ev::Acquire { client: c });
+                }
+                Event::Released { lock, .. } if Some(lock) == self.clients[c].lock => {
+                    self.clients[c].lock = None;
+                    self.push(self.now, Ev::Acquire { client: c });
+                }
+                _ => {}
+            }
+        }
+
+        fn acquire(&mut self, c: usize) {
+            let options = LockOptions::new("pool", Duration::from_secs(10))
+                .semaphore(LIMIT)
+                .permits(self.clients[c].kind.permits())
+                .wait(Duration::from_secs(60));
+            let token = format!("c{c}-{}", self.clients[c].grants);
+            let now = self.instant(self.now);
+            let lock = self.clients[c].engine.acquire(now, &options, token.as_bytes()).expect("valid options");
+            self.clients[c].lock = Some(lock);
+            self.clients[c].asked_at = self.now;
+            self.settle(c);
+        }
+
+        fn dispatch(&mut self, ev: Ev) {
+            let now = self.instant(self.now);
+            match ev {
+                Ev::ToNode { node, conn, bytes } => {
+                    let reply = self.nodes[node].receive(self.now, conn, &bytes);
+                    if !reply.is_empty() {
+                        self.push(self.now + DELAY, Ev::ToClient { client: conn / 16, node, bytes: reply });
+                    }
+                    for (other, push) in std::mem::take(&mut self.nodes[node].outbox) {
+                        self.push(self.now + DELAY, Ev::ToClient { client: other / 16, node, bytes: push });
+                    }
+                }
+                Ev::ToClient { client, node, bytes } => {
+                    self.clients[client].engine.handle_data(now, NodeId(node as u16), &bytes);
+                    self.settle(client);
+                }
+                Ev::Timer { client } => {
+                    if self.clients[client].timer_at.is_some_and(|t| t <= self.now) {
+                        self.clients[client].timer_at = None;
+                        self.clients[client].engine.handle_timeout(now);
+                        self.settle(client);
+                    }
+                }
+                Ev::Release { client } => {
+                    self.clients[client].holding = false;
+                    let lock = self.clients[client].lock.expect("a holder has a lock");
+                    self.clients[client].engine.release(now, lock).expect("held");
+                    self.settle(client);
+                }
+                Ev::Acquire { client } => self.acquire(client),
+            }
+        }
+    }
+
+    /// One run of `kinds` from `seed`: each client's tally, the most permits held at once,
+    /// and what broke a rule.
+    pub(super) fn run(seed: u64, kinds: &[Kind]) -> (Vec<Tally>, u32, Vec<String>) {
+        let mut world = World {
+            base: Instant::now(),
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            nodes: (0..3).map(|_| Node::new(Clock::new(0, 0), None, b"redlease:fence:", false)).collect(),
+            clients: Vec::new(),
+            peak: 0,
+            violations: Vec::new(),
+        };
+        for (c, &kind) in kinds.iter().enumerate() {
+            let mut config = Config::new((0..3).map(|i| NodeConfig::new("sim", 7000 + i)).collect());
+            config.client_name = None;
+            config.seed = Some(seed * 31 + c as u64);
+            config.wake = kind != Kind::Poller;
+            let mut engine = Engine::new(config).expect("valid config");
+            // Connect at once; the handshake goes through the model nodes like anything else.
+            let now = world.instant(0);
+            while let Some(n) = engine.poll_connect(now) {
+                world.nodes[n.index()].accept(c * 16 + n.index());
+                engine.handle_connected(now, n);
+            }
+            world.clients.push(Client {
+                kind,
+                engine,
+                lock: None,
+                asked_at: 0,
+                timer_at: None,
+                grants: 0,
+                longest_wait: 0,
+                holding: false,
+            });
+        }
+        for c in 0..kinds.len() {
+            world.settle(c);
+            // Start a little apart, after the handshakes.
+            world.push(10 * MS + c as Time * MS / 10, Ev::Acquire { client: c });
+        }
+        while let Some(((t, _), ev)) = world.queue.pop_first() {
+            if t > RUN {
+                break;
+            }
+            world.now = t;
+            world.dispatch(ev);
+        }
+        let tally = world.clients.iter().map(|c| Tally { grants: c.grants, longest_wait: c.longest_wait }).collect();
+        (tally, world.peak, world.violations)
+    }
+}
+
+#[test]
+fn every_waiter_for_permits_gets_them() {
+    use waiters::{Kind, LIMIT, RUN};
+    let kinds = [Kind::One, Kind::One, Kind::One, Kind::One, Kind::Both, Kind::Poller];
+    let runs = 8;
+    // Per client: acquisitions over the runs, the fewest in a run, the longest wait.
+    let mut total = vec![(0u32, u32::MAX, 0u64); kinds.len()];
+    for seed in 0..runs {
+        let (tally, peak, violations) = waiters::run(seed, &kinds);
+        assert!(violations.is_empty(), "seed {seed}: {violations:?}");
+        assert_eq!(peak, LIMIT, "seed {seed}: the semaphore was used to its limit");
+        for (t, x) in tally.iter().zip(&mut total) {
+            x.0 += t.grants;
+            x.1 = x.1.min(t.grants);
+            x.2 = x.2.max(t.longest_wait);
+        }
+    }
+    // Six clients sharing two permits, 5 ms holds, for 2 s each run: at most 2 × 2000 / 5 = 800
+    // permits taken per run in all (the two-permit client takes two at a time).
+    for (c, (&kind, &(grants, fewest, longest))) in kinds.iter().zip(&total).enumerate() {
+        println!(
+            "client {c} ({kind:?}, {} permit(s)): {grants} acquisitions over {runs} runs of {} s ({} per run on average, \
+             at least {fewest}), longest wait {} ms",
+            if kind == Kind::Both { LIMIT } else { 1 },
+            RUN / 1_000 / node::MS,
+            grants / runs as u32,
+            longest / node::MS
+        );
+    }
+    for (c, (&kind, &(_, fewest, longest))) in kinds.iter().zip(&total).enumerate() {
+        assert!(fewest >= 4, "client {c} ({kind:?}): only {fewest} acquisitions in a run: it starves");
+        assert!(longest < RUN / 3, "client {c} ({kind:?}): waited {} ms", longest / node::MS);
+    }
+}
