@@ -345,12 +345,6 @@ impl Slot {
         }
     }
 
-    /// The keys a release or cleanup names: a mutex's keys; every slot of a semaphore (its
-    /// script deletes only those that hold our token, late grants included).
-    pub(crate) fn release_keys(&self) -> &Keys {
-        if self.permits.on() { &self.permits.all } else { &self.keys }
-    }
-
     /// The names a call derives from the keys, under `fence_prefix`.
     pub(crate) fn names<'a>(&'a self, fence_prefix: &'a [u8]) -> Names<'a> {
         let sem = self.permits.on().then_some((self.permits.limit_key.as_slice(), self.permits.queue.as_slice()));

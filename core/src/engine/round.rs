@@ -81,7 +81,7 @@ impl Engine {
         let Some(call) = s.call(op, self.config.retry) else { return };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        let keys = if op == Op::Release { s.release_keys() } else { &s.keys };
+        let keys = &s.keys;
         let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
         wire::encode(&mut cmd, call, keys.iter(), &s.token, s.names(self.config.fence_prefix.as_bytes()), eval);
         let lock = LockId { slot: idx, generation: s.generation };
@@ -128,7 +128,7 @@ impl Engine {
         }
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, s.release_keys().iter(), &s.token, s.names(b""), true);
+        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
             self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         }
@@ -148,6 +148,11 @@ impl Engine {
             }
             _ => None,
         };
+        if let OpAnswer::Slots { positions, .. } = &answer {
+            if !self.locks.in_round(lock, round) {
+                self.trim_late(now, node, lock, positions);
+            }
+        }
         if !self.locks.in_round(lock, round) {
             // A late reply to an earlier round: ignored.
             return cluster.map_or(Ok(()), Err);
@@ -164,8 +169,7 @@ impl Engine {
                 // The script cache was flushed: resend with the script text (which reloads it).
                 let Some(call) = s.call(op, self.config.retry) else { return Ok(()) };
                 let names = s.names(self.config.fence_prefix.as_bytes());
-                let keys = if op == Op::Release { s.release_keys() } else { &s.keys };
-                let (keys, token) = (keys.iter(), &s.token);
+                let (keys, token) = (s.keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
                 let sent = self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, names, true));
                 if sent {
@@ -279,6 +283,22 @@ impl Engine {
             wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
             self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         }
+        self.scratch = cmd;
+    }
+
+    /// A semaphore's node granted slots after its round was decided: release those the lock
+    /// does not hold, on that node (the lock's release names only the slots it holds).
+    fn trim_late(&mut self, now: Instant, node: NodeId, lock: LockId, positions: &[u16]) {
+        let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) else { return };
+        let extras = s.permits.late_extras(positions);
+        if extras.is_empty() {
+            return;
+        }
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        wire::encode(&mut cmd, call, extras.into_iter(), &s.token, s.names(b""), true);
+        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         self.scratch = cmd;
     }
 

@@ -130,6 +130,18 @@ impl Permits {
         g.iter().filter(|p| !self.chosen.contains(p)).map(|&p| all[p as usize]).collect()
     }
 
+    /// The keys of a late grant (the 1-based `positions` a node took after the round was
+    /// decided) that the lock does not hold; empty if it holds none (its attempt failed, and
+    /// the cleanup sent to the node covers them).
+    pub(crate) fn late_extras(&self, positions: &[u16]) -> Vec<&[u8]> {
+        if self.chosen.is_empty() {
+            return Vec::new();
+        }
+        let all: Vec<&[u8]> = self.all.iter().collect();
+        let late = positions.iter().filter_map(|&p| p.checked_sub(1)).filter(|p| (*p as usize) < all.len());
+        late.filter(|p| !self.chosen.contains(p)).map(|p| all[p as usize]).collect()
+    }
+
     /// The slot numbers held, ascending (empty until a quorum granted them).
     pub(crate) fn slots(&self) -> &[u16] {
         &self.slots
