@@ -1,5 +1,6 @@
 //! The redlease adapters, each with the bench config (node timeout 50 ms, 3 attempts
-//! 20–200 ms apart, wake-on-release on) and one client shared by every locker.
+//! 20–200 ms apart, wake-on-release on) and one client shared by every locker; each locks a
+//! mutex, or one permit of a semaphore of 4 (the subjects named `…-sem4`).
 
 use std::time::Duration;
 
@@ -8,21 +9,27 @@ use redlease_core::{Config, ReleaseOutcome, Retry, TlsSettings, Transport};
 use crate::exec::{AsyncStd, Exec, Smol, Threads, Tokio};
 use crate::floor::{ASYNC, BLOCKING};
 use crate::generic::{Generic, Locker, Target};
-use crate::plan::{Scenario, TTL, WAIT};
+use crate::plan::{Scenario, Shape, WAIT};
 use crate::subject::Subject;
 
 /// The five adapters run through [`Generic`], in table order (the embedded mio driver,
-/// a subject of its own, is `embedded::Embedded`).
+/// a subject of its own, is `embedded::Embedded`), then two of them on a semaphore of 4, each
+/// paired with its own mutex.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     use Scenario::{Handoff, Lockers, Sequential, Stalled, Tls};
+    use Shape::Mutex;
     const ALL: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff];
     const WITH_TLS: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls];
+    const SEM: &[Scenario] = &[Sequential, Handoff];
+    let sem4 = Shape::Semaphore(4);
     vec![
-        Box::new(Generic::new("tokio-mt", ASYNC, WITH_TLS, TokioAdapter(|| Tokio::new(true)))),
-        Box::new(Generic::new("tokio-ct", ASYNC, ALL, TokioAdapter(|| Tokio::new(false)))),
-        Box::new(Generic::new("smol", ASYNC, ALL, SmolAdapter(|| Ok(Smol::default())))),
-        Box::new(Generic::new("async-std", ASYNC, ALL, SmolAdapter(|| Ok(AsyncStd)))),
-        Box::new(Generic::new("mio-blocking", BLOCKING, ALL, MioBlocking)),
+        Box::new(Generic::new("tokio-mt", ASYNC, WITH_TLS, TokioAdapter(|| Tokio::new(true), Mutex))),
+        Box::new(Generic::new("tokio-ct", ASYNC, ALL, TokioAdapter(|| Tokio::new(false), Mutex))),
+        Box::new(Generic::new("smol", ASYNC, ALL, SmolAdapter(|| Ok(Smol::default()), Mutex))),
+        Box::new(Generic::new("async-std", ASYNC, ALL, SmolAdapter(|| Ok(AsyncStd), Mutex))),
+        Box::new(Generic::new("mio-blocking", BLOCKING, ALL, MioBlocking(Mutex))),
+        Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", SEM, TokioAdapter(|| Tokio::new(true), sem4))),
+        Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, MioBlocking(sem4))),
     ]
 }
 
@@ -47,13 +54,13 @@ pub(crate) fn released(outcome: ReleaseOutcome) -> Result<(), String> {
 }
 
 /// An async adapter: its client (`with_driver`, the driver spawned on the runtime the
-/// function makes, as `with_config` does) and a clone of it per locker. The two crates name
-/// their types alike.
+/// function makes, as `with_config` does) and a clone of it per locker, locking the shape
+/// given. The two crates name their types alike.
 macro_rules! async_adapter {
     ($target:ident, $locker:ident, $krate:ident) => {
         #[doc = concat!("`", stringify!($krate), "` on the runtime its function makes.")]
         #[derive(Debug)]
-        pub struct $target<E>(pub fn() -> Result<E, String>);
+        pub struct $target<E>(pub fn() -> Result<E, String>, pub Shape);
 
         impl<E: Exec> Target for $target<E> {
             type Exec = E;
@@ -71,19 +78,23 @@ macro_rules! async_adapter {
             }
 
             fn locker(&self, client: &$krate::Client) -> Result<$locker, String> {
-                Ok($locker(client.clone()))
+                Ok($locker(client.clone(), self.1))
+            }
+
+            fn shape(&self) -> Shape {
+                self.1
             }
         }
 
-        #[doc = concat!("A clone of a `", stringify!($krate), "` client.")]
+        #[doc = concat!("A clone of a `", stringify!($krate), "` client, and what it locks.")]
         #[derive(Debug)]
-        pub struct $locker($krate::Client);
+        pub struct $locker($krate::Client, Shape);
 
         impl Locker for $locker {
             type Held = $krate::Guard;
 
             async fn lock(&mut self, key: &str) -> Result<$krate::Guard, String> {
-                self.0.lock(key, TTL).await.map_err(|e| e.to_string())
+                self.0.lock_with(self.1.options(key)).await.map_err(|e| e.to_string())
             }
 
             async fn unlock(&mut self, held: $krate::Guard) -> Result<(), String> {
@@ -91,7 +102,11 @@ macro_rules! async_adapter {
             }
 
             async fn lock_wait(&mut self, key: &str) -> Result<$krate::Guard, String> {
-                self.0.lock_with($krate::LockOptions::new(key, TTL).wait(WAIT)).await.map_err(|e| e.to_string())
+                self.0.lock_with(self.1.options(key).wait(WAIT)).await.map_err(|e| e.to_string())
+            }
+
+            fn slot(held: &$krate::Guard) -> u16 {
+                held.permits().first().copied().unwrap_or(0)
             }
         }
     };
@@ -100,9 +115,9 @@ macro_rules! async_adapter {
 async_adapter!(TokioAdapter, TokioLocker, redlease_tokio);
 async_adapter!(SmolAdapter, SmolLocker, redlease_smol);
 
-/// redlease-mio's blocking client, a clone per locker thread.
+/// redlease-mio's blocking client, a clone per locker thread, locking the shape given.
 #[derive(Debug)]
-pub struct MioBlocking;
+pub struct MioBlocking(pub Shape);
 
 impl Target for MioBlocking {
     type Exec = Threads;
@@ -118,19 +133,23 @@ impl Target for MioBlocking {
     }
 
     fn locker(&self, client: &redlease_mio::Client) -> Result<MioLocker, String> {
-        Ok(MioLocker(client.clone()))
+        Ok(MioLocker(client.clone(), self.0))
+    }
+
+    fn shape(&self) -> Shape {
+        self.0
     }
 }
 
-/// A clone of the blocking client.
+/// A clone of the blocking client, and what it locks.
 #[derive(Debug)]
-pub struct MioLocker(redlease_mio::Client);
+pub struct MioLocker(redlease_mio::Client, Shape);
 
 impl Locker for MioLocker {
     type Held = redlease_mio::Guard;
 
     async fn lock(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
-        self.0.lock(key, TTL).map_err(|e| e.to_string())
+        self.0.lock_with(self.1.options(key)).map_err(|e| e.to_string())
     }
 
     async fn unlock(&mut self, held: redlease_mio::Guard) -> Result<(), String> {
@@ -138,6 +157,10 @@ impl Locker for MioLocker {
     }
 
     async fn lock_wait(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
-        self.0.lock_with(redlease_mio::LockOptions::new(key, TTL).wait(WAIT)).map_err(|e| e.to_string())
+        self.0.lock_with(self.1.options(key).wait(WAIT)).map_err(|e| e.to_string())
+    }
+
+    fn slot(held: &redlease_mio::Guard) -> u16 {
+        held.permits().first().copied().unwrap_or(0)
     }
 }

@@ -1,13 +1,14 @@
 //! Subjects made of a runtime, a client and its lockers ([`Target`], [`Locker`]), and every
 //! scenario written once for them ([`Generic`]).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::exec::Exec;
-use crate::plan::{Plan, Scenario};
+use crate::plan::{Plan, Scenario, Shape};
 use crate::subject::{Handoff, Info, Level, Load, Seq, Subject};
 use crate::turns::Recorder;
 use crate::usage::Usage;
@@ -26,6 +27,10 @@ pub trait Target: Send + Sync + 'static {
     fn connect(&self, exec: &Self::Exec, urls: &[String]) -> impl Future<Output = Result<Self::Client, String>>;
     /// One more locker (inside `exec.block_on`): a clone of the client, or connections of its own.
     fn locker(&self, client: &Self::Client) -> Result<Self::Locker, String>;
+    /// What its lockers lock.
+    fn shape(&self) -> Shape {
+        Shape::Mutex
+    }
 }
 
 /// One locker's lock calls.
@@ -45,6 +50,11 @@ pub trait Locker: Send + 'static {
     fn unlock_detached(&mut self, held: Self::Held) {
         drop(held);
     }
+    /// The semaphore slot it holds (a mutex is slot 0).
+    fn slot(held: &Self::Held) -> u16 {
+        let _ = held;
+        0
+    }
 }
 
 /// A [`Subject`] for any [`Target`].
@@ -55,9 +65,9 @@ pub struct Generic<T> {
 }
 
 impl<T: Target> Generic<T> {
-    /// A subject called `name`, paired with `floor`, that takes part in `scenarios`.
-    pub fn new(name: &'static str, floor: &'static str, scenarios: &'static [Scenario], target: T) -> Self {
-        Generic { info: Info { name, floor, scenarios }, target }
+    /// A subject called `name`, paired with `partner`, that takes part in `scenarios`.
+    pub fn new(name: &'static str, partner: &'static str, scenarios: &'static [Scenario], target: T) -> Self {
+        Generic { info: Info { name, partner, scenarios, shape: target.shape() }, target }
     }
 }
 
@@ -152,14 +162,19 @@ impl<T: Target> Subject for Generic<T> {
                 task.await;
             }
             let mut turns = std::mem::take(&mut *log.turns.lock().expect("not poisoned"));
-            // Each grant's handoff counts from the release call of the turn granted before it.
+            // Each grant's handoff counts from the release call of the slot's previous holder
+            // (a mutex is one slot): the latest release of any slot may have freed another.
             turns.sort_by_key(|t| t.1);
-            let mut out = Handoff { elapsed: to - from, ..Handoff::default() };
-            for (i, &(called, granted, _)) in turns.iter().enumerate().filter(|(_, t)| t.1 >= from && t.1 < to) {
-                out.grants += 1;
-                out.wait.record(granted - called);
-                if let Some(before) = i.checked_sub(1).map(|b| turns[b]) {
-                    out.handoff.record(granted.saturating_duration_since(before.2));
+            let (mut freed, holders) = (HashMap::new(), self.info.shape.holders());
+            let mut out = Handoff { elapsed: to - from, holders, ..Handoff::default() };
+            for &(called, granted, released, slot) in &turns {
+                let before = freed.insert(slot, released);
+                if granted >= from && granted < to {
+                    out.grants += 1;
+                    out.wait.record(granted - called);
+                    if let Some(before) = before {
+                        out.handoff.record(granted.saturating_duration_since(before));
+                    }
                 }
             }
             Ok(out)
@@ -168,12 +183,13 @@ impl<T: Target> Subject for Generic<T> {
 }
 
 /// What the tasks of a timed window share with the thread that times it: whether to stop,
-/// whether the window is open, and the handoff contenders' turns (called, granted, released).
+/// whether the window is open, and the handoff contenders' turns (called, granted, released,
+/// the slot held).
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,
     recording: AtomicBool,
-    turns: Mutex<Vec<(Instant, Instant, Instant)>>,
+    turns: Mutex<Vec<(Instant, Instant, Instant, u16)>>,
 }
 
 /// Lock and unlock the key of locker `i` until told to stop; the cycles that ended while
@@ -217,11 +233,11 @@ async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, l
     while !log.stop.load(Relaxed) {
         let called = Instant::now();
         let Ok(held) = locker.lock_wait("bench:hot").await else { continue };
-        let granted = Instant::now();
+        let (granted, slot) = (Instant::now(), L::slot(&held));
         exec.sleep(hold).await;
         let released = Instant::now();
         if locker.unlock(held).await.is_ok() {
-            log.turns.lock().expect("not poisoned").push((called, granted, released));
+            log.turns.lock().expect("not poisoned").push((called, granted, released, slot));
         }
     }
 }

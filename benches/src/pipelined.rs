@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use crate::floor::{MioSocks, connect};
-use crate::plan::{Plan, Scenario};
+use crate::plan::{Plan, Scenario, Shape};
 use crate::subject::{Info, Load, Subject};
 use crate::usage::Usage;
 
@@ -15,7 +15,8 @@ pub struct Pipelined;
 
 impl Subject for Pipelined {
     fn info(&self) -> &Info {
-        const INFO: Info = Info { name: "floor-pipelined", floor: "", scenarios: &[Scenario::Lockers] };
+        const INFO: Info =
+            Info { name: "floor-pipelined", partner: "", scenarios: &[Scenario::Lockers], shape: Shape::Mutex };
         &INFO
     }
 

@@ -2,12 +2,42 @@
 
 use std::time::Duration;
 
+use redlease_core::LockOptions;
+
 /// TTL of every lock.
 pub const TTL: Duration = Duration::from_secs(10);
 /// Nodes of every cluster.
 pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
+
+/// What a subject locks: a mutex, or one permit of a semaphore of this many slots (another
+/// kind of lock would be another shape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // Said above.
+pub enum Shape {
+    Mutex,
+    Semaphore(u32),
+}
+
+impl Shape {
+    /// How many can hold it at once.
+    pub fn holders(self) -> u32 {
+        match self {
+            Shape::Mutex => 1,
+            Shape::Semaphore(limit) => limit,
+        }
+    }
+
+    /// The options of a lock of this shape on `key`, with every other option the default.
+    pub fn options(self, key: &str) -> LockOptions {
+        let options = LockOptions::new(key, TTL);
+        match self {
+            Shape::Mutex => options,
+            Shape::Semaphore(limit) => options.semaphore(limit),
+        }
+    }
+}
 
 /// One of the measurements, in the order they run (see `docs/benchmarks.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +70,8 @@ usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   full run 
 
 options:
   --only WORDS   comma-separated scenario names (sequential, lockers, stalled, handoff, tls)
-                 and/or parts of subject names (tokio, mio, floor, rslock, ...; =NAME for
-                 exactly that subject); the partners its ratios need still run
+                 and/or parts of subject names (tokio, mio, floor, sem, rslock, ...; =NAME
+                 for exactly that subject); the partners its ratios need still run
   --quick        the smoke run's tiny counts under cargo bench
   -h, --help     this text
 
@@ -107,7 +137,8 @@ fn is_scenario(word: &str) -> bool {
 
 /// How much one run measures: the sequential and tls scenarios; the locker counts and the
 /// window of the lockers scenario; the stalled scenario's most acquisitions and time per
-/// level; the contender counts, each one's hold and the window of the handoff scenario.
+/// level; the contender counts (on a mutex, on a semaphore), each one's hold and the window
+/// of the handoff scenario.
 #[derive(Clone, Debug)]
 #[allow(missing_docs)] // Said above.
 pub struct Plan {
@@ -116,6 +147,7 @@ pub struct Plan {
     pub load: Window,
     pub stall: (usize, Duration),
     pub contenders: Vec<usize>,
+    pub sem_contenders: Vec<usize>,
     pub hold: Duration,
     pub handoff: Window,
 }
@@ -151,6 +183,7 @@ impl Plan {
                 load: window(500, 3_000),
                 stall: (2_000, ms(3_000)),
                 contenders: vec![2, 16],
+                sem_contenders: vec![16],
                 hold: ms(5),
                 handoff: window(500, 3_000),
             },
@@ -160,10 +193,16 @@ impl Plan {
                 load: window(100, 300),
                 stall: (20, ms(200)),
                 contenders: vec![2],
+                sem_contenders: vec![6],
                 hold: ms(2),
                 handoff: window(20, 150),
             },
         }
+    }
+
+    /// The handoff scenario's contender counts on a lock of `shape`.
+    pub fn contenders(&self, shape: Shape) -> &[usize] {
+        if shape == Shape::Mutex { &self.contenders } else { &self.sem_contenders }
     }
 }
 
@@ -176,5 +215,8 @@ fn modes_and_filters() {
     assert!(o.wants_subject("tokio-mt") && !o.wants_subject("smol") && !o.wants_scenario(Scenario::Tls));
     let o = parse(&["--only=floor,=smol"]).unwrap();
     assert!(o.wants_subject("floor-mio") && o.wants_subject("smol") && o.wants_scenario(Scenario::Tls));
+    let o = parse(&["--only", "sem"]).unwrap();
+    assert!(o.wants_subject("mio-blocking-sem4") && !o.wants_subject("mio-blocking"));
+    assert!(Plan::new(false).contenders(Shape::Semaphore(4)).iter().all(|&k| k > 4), "more than the slots");
     assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
 }

@@ -48,22 +48,24 @@ fn table(title: &str, about: &str, head: &str, left: usize, rows: Vec<Result<Vec
 /// The sequential scenario.
 pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
     let rslock = pairs.iter().find(|p| p.0 == "rslock").and_then(|p| p.2.as_ref().ok()?.0.cycle.p50());
-    let rows = pairs.iter().map(|(name, floor, r)| {
+    let rows = pairs.iter().map(|(name, partner, r)| {
         let (s, f) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
         let ((c, sv), (fc, fsv), p50) = (s.usage.per(s.cycle.len()), f.usage.per(f.cycle.len()), s.cycle.p50());
-        let mut row = vec![name.to_string(), floor.to_string()];
-        row.extend([p50, s.cycle.at(0.9), s.cycle.p99(), s.acquire.p50(), s.release.p50(), c, sv].map(dur));
+        let mut row = vec![name.to_string(), partner.to_string()];
+        row.extend(
+            [p50, s.cycle.at(0.9), s.cycle.p99(), s.acquire.p50(), s.release.p50(), c, sv, f.cycle.p50()].map(dur),
+        );
         row.extend([(p50, f.cycle.p50()), (c, fc), (sv, fsv), (p50, rslock)].map(|(a, b)| over(a, b)));
         Ok(row)
     });
     let q = plan.seq;
     let about = format!(
-        "Each subject taking turns with the floor of its style on one cluster: {} rounds of {} + {} cycles per \
-         side, turns of {}.",
+        "Each subject taking turns on one cluster with the floor of its style (a semaphore: with the mutex of its \
+         adapter): {} rounds of {} + {} cycles per side, turns of {}.",
         q.rounds, q.warmup, q.cycles, q.turn
     );
-    let head = "subject|paired with|cycle p50|p90|p99|acquire p50|release p50|client CPU|server CPU|p50 ÷ floor|\
-                client CPU ÷ floor|server CPU ÷ floor|p50 ÷ rslock";
+    let head = "subject|paired with|cycle p50|p90|p99|acquire p50|release p50|client CPU|server CPU|partner p50|\
+                p50 ÷ partner|client CPU ÷ partner|server CPU ÷ partner|p50 ÷ rslock";
     table("Sequential lock+unlock", &about, head, 2, rows.collect())
 }
 
@@ -120,15 +122,19 @@ pub fn stalled(rows: &[(&'static str, Result<[Level; 2], String>)]) -> String {
 pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
     let rows = points.iter().map(|(name, k, r)| {
         let h = r.as_ref().map_err(|e| format!("{name}, K = {k}: {e}"))?;
-        let (longest, kh) = (h.wait.at(1.0), plan.hold * u32::try_from(*k).unwrap_or(u32::MAX));
+        let fair = plan.hold * u32::try_from(*k).unwrap_or(u32::MAX) / h.holders.max(1);
+        let longest = h.wait.at(1.0);
         let mut row = vec![name.to_string(), k.to_string()];
         row.extend([h.handoff.p50(), h.handoff.p99(), h.wait.p50(), longest].map(dur));
-        row.extend([over(longest, Some(kh)), rate(h.grants as f64 / h.elapsed.as_secs_f64())]);
+        row.extend([over(longest, Some(fair)), rate(h.grants as f64 / h.elapsed.as_secs_f64())]);
         Ok(row)
     });
-    let about =
-        format!("K clients on one key, each holding it {}; handoff: release call to next grant.", dur(Some(plan.hold)));
-    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K × hold|grants/s";
+    let about = format!(
+        "K clients on one key (a mutex, L = 1, or a semaphore of L slots), each holding it {}; handoff: a slot's \
+         release call to its next grant.",
+        dur(Some(plan.hold))
+    );
+    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K/L × hold|grants/s";
     table("Handoff", &about, head, 1, rows.collect())
 }
 

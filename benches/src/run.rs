@@ -25,31 +25,35 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     let chosen = |sc: Scenario| -> Vec<&dyn Subject> {
         all.iter().map(|s| s.as_ref()).filter(|s| s.takes(sc) && opts.wants_subject(s.name())).collect()
     };
-    let floor = |s: &dyn Subject| all.iter().map(|f| f.as_ref()).find(|f| f.name() == s.info().floor);
-    let seq_pairs: Vec<_> = chosen(Scenario::Sequential).into_iter().filter_map(|s| Some((s, floor(s)?))).collect();
+    let partner = |s: &dyn Subject| all.iter().map(|f| f.as_ref()).find(|f| f.name() == s.info().partner);
+    let seq_pairs: Vec<_> = chosen(Scenario::Sequential).into_iter().filter_map(|s| Some((s, partner(s)?))).collect();
     let tls_pairs: Vec<_> = chosen(Scenario::Tls).into_iter().map(|s| (s, s)).collect();
-    let scenarios: Vec<Scenario> = Scenario::ALL.into_iter().filter(|&s| opts.wants_scenario(s)).collect();
-    let total = scenarios.iter().map(|&sc| match sc {
+    let contenders = |s: &dyn Subject| plan.contenders(s.info().shape);
+    let steps = |sc: Scenario| match sc {
         Scenario::Sequential => seq_pairs.len() * plan.seq.rounds,
         Scenario::Tls => tls_pairs.len() * plan.seq.rounds,
         Scenario::Lockers => chosen(sc).len() * plan.lockers.len(),
         Scenario::Stalled => chosen(sc).len(),
-        Scenario::Handoff => chosen(sc).len() * plan.contenders.len(),
-    });
+        Scenario::Handoff => chosen(sc).into_iter().map(|s| contenders(s).len()).sum(),
+    };
+    // A scenario none of the chosen subjects takes part in prints no table.
+    let scenarios: Vec<Scenario> =
+        Scenario::ALL.into_iter().filter(|&sc| opts.wants_scenario(sc) && steps(sc) > 0).collect();
     Cluster::builder().nodes(1).try_start().map_err(|e| format!("cannot start redis-server: {e}"))?;
-    let mut p = Progress { plan: &plan, step: 0, total: total.sum(), started: Instant::now(), failures: Vec::new() };
+    let total = scenarios.iter().map(|&sc| steps(sc)).sum();
+    let mut p = Progress { plan: &plan, step: 0, total, started: Instant::now(), failures: Vec::new() };
     let mut page = report::header(opts.full);
     for sc in scenarios {
         let table = match sc {
             Scenario::Sequential => report::sequential(&plan, &p.pairs(sc, &seq_pairs)),
             Scenario::Tls => report::tls(&p.pairs(sc, &tls_pairs)),
             Scenario::Lockers => {
-                let rows = p.points(&plan.lockers, &chosen(sc), "lockers", |s, urls, n| s.lockers(urls, &plan, n));
+                let rows = p.points(|_| &plan.lockers, &chosen(sc), "lockers", |s, urls, n| s.lockers(urls, &plan, n));
                 report::lockers(&plan, &rows)
             }
             Scenario::Handoff => {
                 let what = "contenders, handoff";
-                let rows = p.points(&plan.contenders, &chosen(sc), what, |s, urls, k| s.handoff(urls, &plan, k));
+                let rows = p.points(contenders, &chosen(sc), what, |s, urls, k| s.handoff(urls, &plan, k));
                 report::handoff(&plan, &rows)
             }
             Scenario::Stalled => {
@@ -144,20 +148,20 @@ impl Progress<'_> {
         result
     }
 
-    /// Every subject at every count (lockers, contenders), one after another.
-    fn points<T: Figures>(
+    /// Every subject at each of its counts (lockers, contenders), one after another, by count.
+    fn points<'c, T: Figures>(
         &mut self,
-        counts: &[usize],
+        counts: impl Fn(&dyn Subject) -> &'c [usize],
         subjects: &[&dyn Subject],
         what: &str,
         measure: impl Fn(&dyn Subject, &[String], usize) -> Result<T, String>,
     ) -> Vec<Point<T>> {
+        let mut points: Vec<_> = subjects.iter().flat_map(|&s| counts(s).iter().map(move |&n| (n, s))).collect();
+        points.sort_by_key(|&(n, _)| n);
         let mut rows = Vec::new();
-        for &n in counts {
-            for &s in subjects {
-                let r = self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n));
-                rows.push((s.name(), n, r));
-            }
+        for (n, s) in points {
+            let r = self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n));
+            rows.push((s.name(), n, r));
         }
         rows
     }

@@ -2,22 +2,23 @@
 
 use std::time::Duration;
 
-use crate::plan::{Plan, Scenario};
+use crate::plan::{Plan, Scenario, Shape};
 use crate::stats::Hist;
 use crate::turns::Recorder;
 /// The figures of sequential cycles, kept by the turn recorder that takes them.
 pub use crate::turns::Seq;
 use crate::usage::Usage;
 
-/// Who a subject is: its name (in the tables and for `--only`), the quorum floor it takes
-/// turns with in the sequential scenario (the floor of its I/O style; a floor names itself),
-/// and the scenarios it takes part in.
+/// Who a subject is: its name (in the tables and for `--only`), the subject it takes turns
+/// with in the sequential scenario (the quorum floor of its I/O style, which names itself; for
+/// a semaphore, the mutex of its adapter), the scenarios it takes part in, and what it locks.
 #[derive(Clone, Copy, Debug)]
 #[allow(missing_docs)] // Said above.
 pub struct Info {
     pub name: &'static str,
-    pub floor: &'static str,
+    pub partner: &'static str,
     pub scenarios: &'static [Scenario],
+    pub shape: Shape,
 }
 
 /// One client under test. Each measurement connects to `urls` (the nodes of a cluster
@@ -47,8 +48,8 @@ pub trait Subject: Sync {
     fn stalled(&self, _urls: &[String], _plan: &Plan, _pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
         absent(self.name())
     }
-    /// `contenders` clients of their own on one key, each acquiring it (waiting as long as
-    /// it takes), holding it for the plan's hold, releasing it, and again.
+    /// `contenders` clients of their own on one key (a mutex or a semaphore), each acquiring
+    /// it (waiting as long as it takes), holding it for the plan's hold, releasing it, and again.
     fn handoff(&self, _urls: &[String], _plan: &Plan, _contenders: usize) -> Result<Handoff, String> {
         absent(self.name())
     }
@@ -109,8 +110,9 @@ pub struct Level {
     pub errors: u64,
 }
 
-/// The figures of the handoff scenario: handoffs (from a release call to the next grant),
-/// waits (from a lock call to its grant), grants in the window, and its length.
+/// The figures of the handoff scenario: handoffs (from a slot's release call to its next
+/// grant), waits (from a lock call to its grant), grants in the window, its length, and how
+/// many could hold the lock at once.
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Handoff {
@@ -118,4 +120,5 @@ pub struct Handoff {
     pub wait: Hist,
     pub grants: u64,
     pub elapsed: Duration,
+    pub holders: u32,
 }
