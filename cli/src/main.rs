@@ -64,6 +64,9 @@ enum Cmd {
     ///
     /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
     /// while it runs and released when it exits; redlease exits with the command's status.
+    /// With -s (as flock -s), a read lock of KEY: runs with -s overlap one another, and a run
+    /// without it (the write lock, -x) excludes them and is excluded by them; the command's
+    /// REDLEASE_FENCE is then the writer epoch (the fencing token of KEY's last writer).
     /// With --permits L, KEY names a semaphore: at most L commands run at once under it, across
     /// every machine, and the command sees its permit (0 to L-1) in REDLEASE_PERMIT.
     /// Exit 75 (or -E N): held by someone else (every permit taken). Exit 69: nodes unreachable.
@@ -167,6 +170,15 @@ struct RunCli {
     /// With --permits: take M of the permits at once, all or nothing (default 1).
     #[arg(long, value_name = "M", requires = "permits", value_parser = clap::value_parser!(u32).range(1..))]
     take: Option<u32>,
+    /// A read lock of KEY, as flock -s: runs with -s share KEY and overlap one another; a run
+    /// without -s excludes them. The command's REDLEASE_FENCE is the writer epoch it reads
+    /// under: the fencing token of KEY's last writer (0 before any), the same for every reader.
+    #[arg(short, long, overrides_with = "exclusive", conflicts_with = "permits")]
+    shared: bool,
+    /// The write lock of KEY, as flock -x (the default): excludes every other run of KEY, with
+    /// -s or not. The last of -s and -x given wins.
+    #[arg(short = 'x', long, visible_short_alias = 'e', overrides_with = "shared")]
+    exclusive: bool,
     /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
     #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
@@ -234,6 +246,8 @@ impl RunCli {
             conflict_exit_code: self.conflict_exit_code,
             grace: self.grace,
             semaphore: permits::Semaphore::of(self.permits, self.take)?,
+            // The last of -s and -x wins: at most one of them is set.
+            shared: self.shared && !self.exclusive,
             argv,
         })
     }
