@@ -75,10 +75,17 @@ enum Cmd {
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
-    /// and whether a waiter was refused by that holder ("waited for"); for a semaphore
-    /// (run --permits), its limit and who holds each permit.
+    /// and whether a waiter was refused by that holder ("waited for"); for a key readers share
+    /// (run -s), each node's readers; for a semaphore (run --permits), its limit and who holds
+    /// each permit.
     ///
     /// Example: redlease status -k backup --json
+    ///
+    /// While readers hold the key (its value is :readers on a node), each node's line says how
+    /// many, and whether a writer waits there (no new reader joins it then), followed by a line per
+    /// reader: its token and the time it has left on that node's clock. The last line says how
+    /// many readers hold the key on a quorum of nodes. With --json the object's "readers" member
+    /// says the same (null when no node holds the key for readers).
     ///
     /// When the nodes record a semaphore of the name, status shows its occupancy: each node's
     /// limit and slots, then each slot held somewhere (holder, nodes, shortest PTTL, fencing
@@ -98,10 +105,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List keys with no TTL on any node (a lock leak check), and the semaphores.
+    /// List keys with no TTL on any node (a lock leak check), the semaphores, and the keys
+    /// readers share.
     ///
     /// Example: redlease scan -p 'jobs:*' --json
     ///
+    /// A key held by readers (run -s) is listed with the number of readers that hold it on a
+    /// quorum of nodes and on each node ("shared" with --json); its set of readers
+    /// (redlease:readers:KEY) has a TTL while they hold it, and counts as a leak without one.
     /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
     /// name: the limit the nodes record and the slots each node holds; a slot without a TTL is
     /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
@@ -110,7 +121,7 @@ enum Cmd {
     Scan {
         #[command(flatten)]
         nodes: NodesArg,
-        /// Key pattern (Redis glob); it matches semaphores by name.
+        /// Key pattern (Redis glob); it matches semaphores by name, and readers' sets by their key.
         #[arg(short, long, default_value = "*")]
         pattern: String,
         /// One JSON object on stdout instead of the list.
