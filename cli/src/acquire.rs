@@ -86,12 +86,15 @@ pub(crate) struct Ask<'a> {
     pub(crate) key_prefix: &'a str,
     /// `--permits` (and `--take`); `None`: a mutex.
     pub(crate) semaphore: Option<Semaphore>,
+    /// `--shared`: a read lock of the key; `false`: its write lock (the mutex).
+    pub(crate) shared: bool,
     pub(crate) ttl: Duration,
     /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
     pub(crate) wait: Option<Bound>,
 }
 
-/// Take the key (or the permits) with fencing and auto-extension: one attempt without `wait`
+/// Take the key's write or read lock (or the permits) with fencing and auto-extension (a
+/// reader's token is the writer epoch it reads under): one attempt without `wait`
 /// (`--nonblock`), else retried for up to `wait`. Gives up when a signal comes; the client
 /// gives up at once when nodes refusing us for a configuration reason leave no quorum.
 pub(crate) async fn acquire(
@@ -100,9 +103,9 @@ pub(crate) async fn acquire(
     conflict_exit_code: u8,
     signals: &mut Signals,
 ) -> Result<Guard, Early> {
-    let Ask { key, key_prefix, semaphore, ttl, wait } = *ask;
-    let named = Named { key, semaphore };
-    let mut options = LockOptions::new(key, ttl).fencing(true).auto_extend(true);
+    let Ask { key, key_prefix, semaphore, shared, ttl, wait } = *ask;
+    let named = Named { key, semaphore, shared };
+    let mut options = LockOptions::new(key, ttl).fencing(true).auto_extend(true).shared(shared);
     if let Some(Semaphore { limit, take }) = semaphore {
         options = options.semaphore(limit).permits(take);
     }
@@ -121,15 +124,12 @@ pub(crate) async fn acquire(
     };
     match acquired {
         Ok(g) => {
-            let fence = g.fence().map_or_else(String::new, |f| format!(" with fencing token {f}"));
-            let what = match (semaphore, g.permits()) {
-                (Some(Semaphore { limit, .. }), [slot]) => format!("permit {slot} of {key:?} (limit {limit})"),
-                (Some(Semaphore { limit, .. }), slots) => {
-                    format!("permits {} of {key:?} (limit {limit})", slot_list(slots))
-                }
-                (None, _) => format!("{key:?}"),
-            };
-            step(&format!("acquired {what}{fence}; ttl {}, extended about every {}", show(ttl), show(ttl / 3)));
+            step(&format!(
+                "acquired {}; ttl {}, extended about every {}",
+                acquired_what(ask, &g),
+                show(ttl),
+                show(ttl / 3)
+            ));
             Ok(g)
         }
         Err(Error::Misuse(e)) => Err(Usage(misuse(&e)).into()),
@@ -147,6 +147,23 @@ pub(crate) async fn acquire(
             }
             Err(Early::Exit(exit_code_of(&e, conflict_exit_code)))
         }
+    }
+}
+
+/// What `guard` holds and its fencing token, for `--verbose`: `the write lock on "k" with
+/// fencing token 7`, `a read lock on "k" under writer epoch 7`, `permit 2 of "k" (limit 3) ...`.
+fn acquired_what(ask: &Ask<'_>, guard: &Guard) -> String {
+    let key = ask.key;
+    let what = match (ask.semaphore, guard.permits()) {
+        (Some(Semaphore { limit, .. }), [slot]) => format!("permit {slot} of {key:?} (limit {limit})"),
+        (Some(Semaphore { limit, .. }), slots) => format!("permits {} of {key:?} (limit {limit})", slot_list(slots)),
+        (None, _) if ask.shared => format!("a read lock on {key:?}"),
+        (None, _) => format!("the write lock on {key:?}"),
+    };
+    match guard.fence() {
+        Some(f) if ask.shared => format!("{what} under writer epoch {f} (the fencing token of its last writer)"),
+        Some(f) => format!("{what} with fencing token {f}"),
+        None => what,
     }
 }
 

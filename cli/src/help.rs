@@ -33,6 +33,8 @@ Examples:
   redlease run -k deploy -w 120 -E 0 -c 'make deploy'  # wait 2 min; exit 0 if still held
   */5 * * * * redlease run -k sync -n -q ./sync.sh     # crontab: skip silently if held
   redlease run -k exports --permits 3 ./export.sh      # at most 3 exports at once
+  redlease run -k catalog -s ./report.sh               # readers overlap; a run without -s
+  redlease run -k catalog ./rebuild-catalog.sh         #   (the writer) excludes them
 
 Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d are accepted too.
 -w forever (or -w inf) waits for the lock without a bound; -w 0 makes one attempt, as -n does.
@@ -48,7 +50,10 @@ Environment:
                    and have the store refuse writes carrying a smaller token than it has seen
                    (docs/operations.md shows how), so a holder that was paused past its lock
                    cannot overwrite a later holder's work. With --permits it increases from
-                   one holder of each permit to the next: keep the highest per permit.
+                   one holder of each permit to the next: keep the highest per permit. With -s
+                   it is the writer epoch the command reads under: the fencing token of KEY's
+                   last writer (a run without -s), 0 before any; every reader under one writer
+                   sees the same number, and the next writer a larger one.
   REDLEASE_PERMIT  (set for the command, with --permits) the permit it holds, 0 to L-1; with
                    --take M, the M permits, ascending, comma-separated (0,2). Two commands
                    running at once never hold the same permit.
@@ -69,6 +74,14 @@ The lock:
   every TTL/3 while the command runs, and released when it exits. If redlease cannot extend it
   in time (a majority refused or did not answer), the lock is lost: the command gets SIGTERM,
   then SIGKILL after --grace, and redlease exits 70.
+
+Read and write locks (-s, -x):
+  As flock -s and -x. With -s, the command runs under a read lock of KEY: runs with -s share
+  KEY and run at once; a run without -s (-x, the default: KEY's write lock) waits until no run
+  with -s holds KEY, and runs with -s wait while it does. Writers go first: once a waiting
+  writer was refused by the readers, no new reader joins until they have left. Each reader is
+  extended, lost and released as above, and expires by its own TTL if its redlease dies. -s
+  does not go with --permits. `redlease status -k KEY` shows the readers on each node.
 
 Semaphores (--permits L):
   KEY names a semaphore of L permits, apart from KEY's lock: at most L commands run at once
@@ -106,8 +119,9 @@ Exit status:
          fix it
   70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
   71     the operating system refused something (the random source, a thread)
-  75     the lock is held by someone else (with --permits: every permit is taken): at once
-         with -n, or when --wait ran out; -E N makes this N (flock(1) uses 1)
+  75     the lock is held by someone else (with --permits: every permit is taken; with -s:
+         a writer holds KEY or waits for it): at once with -n, or when --wait ran out; -E N
+         makes this N (flock(1) uses 1)
   126    the command could not be executed
   127    the command was not found
 As with flock(1), the command's own status can take any of these values; pick an -E value

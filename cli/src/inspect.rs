@@ -2,6 +2,7 @@
 //! connections to the nodes, how a node's failure is classed, and the shapes of the output.
 
 mod json;
+mod readers;
 mod scan;
 mod semaphore;
 mod status;

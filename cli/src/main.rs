@@ -64,6 +64,9 @@ enum Cmd {
     ///
     /// The command sees REDLEASE_KEY and REDLEASE_FENCE (the fencing token). The lock is extended
     /// while it runs and released when it exits; redlease exits with the command's status.
+    /// With -s (as flock -s), a read lock of KEY: runs with -s overlap one another, and a run
+    /// without it (the write lock, -x) excludes them and is excluded by them; the command's
+    /// REDLEASE_FENCE is then the writer epoch (the fencing token of KEY's last writer).
     /// With --permits L, KEY names a semaphore: at most L commands run at once under it, across
     /// every machine, and the command sees its permit (0 to L-1) in REDLEASE_PERMIT.
     /// Exit 75 (or -E N): held by someone else (every permit taken). Exit 69: nodes unreachable.
@@ -72,10 +75,17 @@ enum Cmd {
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
-    /// and whether a waiter was refused by that holder ("waited for"); for a semaphore
-    /// (run --permits), its limit and who holds each permit.
+    /// and whether a waiter was refused by that holder ("waited for"); for a key readers share
+    /// (run -s), each node's readers; for a semaphore (run --permits), its limit and who holds
+    /// each permit.
     ///
     /// Example: redlease status -k backup --json
+    ///
+    /// While readers hold the key (its value is :readers on a node), each node's line says how
+    /// many, and whether a writer waits there (no new reader joins it then), followed by a line per
+    /// reader: its token and the time it has left on that node's clock. The last line says how
+    /// many readers hold the key on a quorum of nodes. With --json the object's "readers" member
+    /// says the same (null when no node holds the key for readers).
     ///
     /// When the nodes record a semaphore of the name, status shows its occupancy: each node's
     /// limit and slots, then each slot held somewhere (holder, nodes, shortest PTTL, fencing
@@ -95,10 +105,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List keys with no TTL on any node (a lock leak check), and the semaphores.
+    /// List keys with no TTL on any node (a lock leak check), the semaphores, and the keys
+    /// readers share.
     ///
     /// Example: redlease scan -p 'jobs:*' --json
     ///
+    /// A key held by readers (run -s) is listed with the number of readers that hold it on a
+    /// quorum of nodes and on each node ("shared" with --json); its set of readers
+    /// (redlease:readers:KEY) has a TTL while they hold it, and counts as a leak without one.
     /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
     /// name: the limit the nodes record and the slots each node holds; a slot without a TTL is
     /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
@@ -107,7 +121,7 @@ enum Cmd {
     Scan {
         #[command(flatten)]
         nodes: NodesArg,
-        /// Key pattern (Redis glob); it matches semaphores by name.
+        /// Key pattern (Redis glob); it matches semaphores by name, and readers' sets by their key.
         #[arg(short, long, default_value = "*")]
         pattern: String,
         /// One JSON object on stdout instead of the list.
@@ -167,6 +181,15 @@ struct RunCli {
     /// With --permits: take M of the permits at once, all or nothing (default 1).
     #[arg(long, value_name = "M", requires = "permits", value_parser = clap::value_parser!(u32).range(1..))]
     take: Option<u32>,
+    /// A read lock of KEY, as flock -s: runs with -s share KEY and overlap one another; a run
+    /// without -s excludes them. The command's REDLEASE_FENCE is the writer epoch it reads
+    /// under: the fencing token of KEY's last writer (0 before any), the same for every reader.
+    #[arg(short, long, overrides_with = "exclusive", conflicts_with = "permits")]
+    shared: bool,
+    /// The write lock of KEY, as flock -x (the default): excludes every other run of KEY, with
+    /// -s or not. The last of -s and -x given wins.
+    #[arg(short = 'x', long, visible_short_alias = 'e', overrides_with = "shared")]
+    exclusive: bool,
     /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
     #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
@@ -234,6 +257,8 @@ impl RunCli {
             conflict_exit_code: self.conflict_exit_code,
             grace: self.grace,
             semaphore: permits::Semaphore::of(self.permits, self.take)?,
+            // The last of -s and -x wins: at most one of them is set.
+            shared: self.shared && !self.exclusive,
             argv,
         })
     }

@@ -51,15 +51,19 @@ pub(crate) fn slot_list(slots: &[u16]) -> String {
     slots.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// What a run locks, for messages: `"backup"`, or `a permit of "exports" (limit 3)`.
+/// What a run locks, for messages: `"backup"` (its write lock), `a read lock on "backup"`, or
+/// `a permit of "exports" (limit 3)`.
 pub(crate) struct Named<'a> {
     pub(crate) key: &'a str,
     pub(crate) semaphore: Option<Semaphore>,
+    /// `--shared`: a read lock of the key.
+    pub(crate) shared: bool,
 }
 
 impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.semaphore {
+            None if self.shared => write!(f, "a read lock on {:?}", self.key),
             None => write!(f, "{:?}", self.key),
             Some(Semaphore { limit, take: 1 }) => write!(f, "a permit of {:?} (limit {limit})", self.key),
             Some(Semaphore { limit, take }) => write!(f, "{take} permits of {:?} (limit {limit})", self.key),
@@ -147,7 +151,8 @@ mod tests {
         assert_eq!(slot_key("", "jobs", 2), "redlease:sem:{jobs}:2");
         assert_eq!(slot_list(&[0, 2]), "0,2");
         let sem = Some(Semaphore { limit: 3, take: 2 });
-        assert_eq!(Named { key: "jobs", semaphore: sem }.to_string(), "2 permits of \"jobs\" (limit 3)");
-        assert_eq!(Named { key: "jobs", semaphore: None }.to_string(), "\"jobs\"");
+        assert_eq!(Named { key: "jobs", semaphore: sem, shared: false }.to_string(), "2 permits of \"jobs\" (limit 3)");
+        assert_eq!(Named { key: "jobs", semaphore: None, shared: false }.to_string(), "\"jobs\"");
+        assert_eq!(Named { key: "jobs", semaphore: None, shared: true }.to_string(), "a read lock on \"jobs\"");
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct RunArgs {
     pub(crate) grace: Duration,
     /// `--permits` (and `--take`): a semaphore's permits instead of the key's mutex.
     pub(crate) semaphore: Option<Semaphore>,
+    /// `--shared`: a read lock of the key instead of its write lock (the mutex).
+    pub(crate) shared: bool,
     /// The program and its arguments.
     pub(crate) argv: Vec<String>,
 }
@@ -56,8 +58,20 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Usage> {
 
 /// The steps of [`run`]: connect, acquire, start the command, watch it and the lock, release.
 async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
-    let RunArgs { key, nodes, tls, key_prefix, ttl, wait, wait_nodes, conflict_exit_code, grace, semaphore, argv } =
-        args;
+    let RunArgs {
+        key,
+        nodes,
+        tls,
+        key_prefix,
+        ttl,
+        wait,
+        wait_nodes,
+        conflict_exit_code,
+        grace,
+        semaphore,
+        shared,
+        argv,
+    } = args;
     if key.is_empty() {
         return Err(Usage("--key is empty: name the resource to lock".into()).into());
     }
@@ -70,11 +84,12 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     let mut signals = Signals::install()?;
     let config = Config::new(nodes).tls(tls).key_prefix(key_prefix.clone());
     let client = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
-    let ask = Ask { key: &key, key_prefix: &key_prefix, semaphore, ttl, wait };
+    let ask = Ask { key: &key, key_prefix: &key_prefix, semaphore, shared, ttl, wait };
     let guard = acquire::acquire(&client, &ask, conflict_exit_code, &mut signals).await?;
-    // What the lock is, in messages: the key, or the permits held.
+    // What the lock is, in messages: the key's read or write lock, or the permits held.
     let held = match guard.permits() {
-        [] => format!("{key:?}"),
+        [] if shared => format!("a read lock on {key:?}"),
+        [] => format!("the write lock on {key:?}"),
         [slot] => format!("permit {slot} of {key:?}"),
         slots => format!("permits {} of {key:?}", slot_list(slots)),
     };
@@ -174,7 +189,7 @@ async fn supervise(
                     Some(LostReason::Stopped) | None => "the client stopped".to_owned(),
                     Some(r) => format!("{r:?}").to_lowercase(),
                 };
-                warn(&format!("lock on {held} lost ({why}) while the command ran: stopping it"));
+                warn(&format!("{held} lost ({why}) while the command ran: stopping it"));
                 stop(child, grace).await;
                 return None;
             }

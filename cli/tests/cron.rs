@@ -178,10 +178,10 @@ fn verbose_says_what_it_did() {
     for step in [
         "connected: ",
         " of 3 nodes ready (quorum 2",
-        "acquired \"job\" with fencing token ",
+        "acquired the write lock on \"job\" with fencing token ",
         "running [\"sh\", \"-c\", \"exit 3\"]",
         "the command exited with status 3",
-        "release of \"job\": released (",
+        "release of the write lock on \"job\": released (",
     ] {
         assert!(err.contains(step), "--verbose does not say {step:?}: {err}");
     }

@@ -206,7 +206,7 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     let slots_json = format!("\"limit\":3,\"slots\":[{p}],\"slots_without_ttl\":[]}}");
     assert_eq!(json.matches(&slots_json).count(), holding, "{json}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "-p", "other*", "--json"])));
-    assert!(json.ends_with("\"slots_without_ttl\":0,\"semaphores\":[]}\n"), "{json}");
+    assert!(json.ends_with("\"slots_without_ttl\":0,\"semaphores\":[],\"shared\":[]}\n"), "{json}");
 
     std::fs::write(&stop, "").unwrap();
     let out = holder.wait_with_output().unwrap();

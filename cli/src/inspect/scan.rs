@@ -1,11 +1,13 @@
-//! `redlease scan`: the lock keys left without a TTL on each node (a leak check), and the
-//! semaphores, their slot keys grouped by name, apart from the mutex keys.
+//! `redlease scan`: the lock keys left without a TTL on each node (a leak check), the
+//! semaphores, their slot keys grouped by name, apart from the mutex keys, and the keys that
+//! readers hold.
 
 use std::collections::BTreeMap;
 
 use redlease_cluster::FENCE_PREFIX;
-use redlease_core::{FORMAT_KEY, NodeConfig, TlsSettings};
+use redlease_core::{FORMAT_KEY, NodeConfig, READERS_PREFIX, TlsSettings};
 
+use super::readers::{self, Reader};
 use super::{Open, fault_of, json, open_all};
 use crate::out::outln;
 use crate::permits::SEM_PREFIX;
@@ -13,10 +15,12 @@ use crate::{EXIT_UNAVAILABLE, Usage};
 
 /// What one node holds that matches the pattern.
 struct Found {
-    /// Mutex keys without a TTL.
+    /// Mutex keys without a TTL (readers' sets included).
     keys: Vec<String>,
     /// The semaphores whose names match, by name.
     semaphores: BTreeMap<String, Semaphore>,
+    /// The keys readers hold, with their live readers.
+    shared: readers::Shared,
 }
 
 /// One semaphore on one node.
@@ -46,6 +50,7 @@ pub(crate) fn scan(
         keys: format!("{prefix}{pattern}"),
         semaphores: format!("{prefix}{SEM_PREFIX}{{{pattern}}}:*"),
         sem_root: format!("{key_prefix}{SEM_PREFIX}"),
+        readers: format!("{READERS_PREFIX}{prefix}{pattern}"),
     };
     let found: Vec<Result<Found, String>> = conns
         .iter_mut()
@@ -86,6 +91,8 @@ struct Patterns {
     semaphores: String,
     /// Where the semaphores' keys start (`PREFIX` + `redlease:sem:`), not a pattern.
     sem_root: String,
+    /// The readers' sets of the lock keys: `redlease:readers:` + `PREFIX` + the pattern.
+    readers: String,
 }
 
 /// How many keys have no TTL (mutex keys, semaphore slots) and how many nodes did not answer.
@@ -96,7 +103,8 @@ struct Counts {
 }
 
 /// What one node holds that matches: its mutex keys without a TTL (fencing counters, the lock
-/// format key and the semaphores' keys left out), and its semaphores.
+/// format key and the semaphores' keys left out; the readers' sets of the keys in), its
+/// semaphores, and the keys readers hold.
 fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, String> {
     let c = &mut open.conn;
     let keys = c.keys(&patterns.keys).map_err(|e| e.to_string())?;
@@ -130,7 +138,29 @@ fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, String> {
         sem.held.sort_unstable();
         sem.no_ttl.sort_unstable();
     }
-    Ok(Found { keys: no_ttl, semaphores })
+    let (shared, sets) = readers::on_node(c, &patterns.readers)?;
+    // A pattern that matches the readers' sets themselves finds them twice.
+    no_ttl.extend(sets);
+    no_ttl.sort_unstable();
+    no_ttl.dedup();
+    Ok(Found { keys: no_ttl, semaphores, shared })
+}
+
+/// Every key that readers hold on some node, ascending.
+fn shared_keys(found: &[Result<Found, String>]) -> Vec<&str> {
+    let mut keys: Vec<&str> =
+        found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.shared.keys().map(String::as_str)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The readers of `key` on each node that answered (none where it has no readers' set).
+fn readers_of<'a>(found: &'a [Result<Found, String>], key: &str) -> Vec<(usize, &'a [Reader])> {
+    let on = |(i, f): (usize, &'a Result<Found, String>)| {
+        Some((i, f.as_ref().ok()?.shared.get(key).map_or(&[][..], Vec::as_slice)))
+    };
+    found.iter().enumerate().filter_map(on).collect()
 }
 
 /// Every semaphore name any node holds, ascending.
@@ -182,12 +212,15 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, S
             format!("{{\"name\":{},\"nodes\":[{}]}}", json::string(name), on_nodes.join(","))
         })
         .collect();
+    let shared: Vec<String> =
+        shared_keys(found).into_iter().map(|k| readers::scan_json(k, nodes.len(), &readers_of(found, k))).collect();
     let Counts { leaks, slot_leaks, unreachable } = counts;
     outln!(
-        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"slots_without_ttl\":{slot_leaks},\"semaphores\":[{}]}}",
+        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"slots_without_ttl\":{slot_leaks},\"semaphores\":[{}],\"shared\":[{}]}}",
         json::string(pattern),
         per_node.join(","),
-        semaphores.join(",")
+        semaphores.join(","),
+        shared.join(",")
     );
 }
 
@@ -212,6 +245,9 @@ fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, S
     }
     for name in names(found) {
         outln!("{}", semaphore_line(name, found));
+    }
+    for key in shared_keys(found) {
+        outln!("{}", readers::scan_line(key, nodes.len(), &readers_of(found, key)));
     }
     let Counts { leaks, slot_leaks, unreachable } = counts;
     if leaks + slot_leaks > 0 {

@@ -1,11 +1,13 @@
-//! `redlease status`: who holds a key on each node and whether a quorum does, and the
-//! occupancy of the semaphore of the same name when the nodes record one.
+//! `redlease status`: who holds a key on each node and whether a quorum does (a writer, or
+//! readers: which ones, for how long), and the occupancy of the semaphore of the same name when
+//! the nodes record one.
 
 use std::time::Duration;
 
 use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{NodeConfig, TlsSettings};
 
+use super::readers::{self, Reader};
 use super::semaphore::{self, Occupancy};
 use super::{Open, fault_of, json, ms, open_all, short};
 use crate::out::outln;
@@ -17,6 +19,8 @@ struct NodeState {
     holder: Option<String>,
     /// A waiter was refused by this holder: the key's value is the token followed by `:`.
     waited_for: bool,
+    /// When readers hold the key: the live ones, the one expiring last first.
+    readers: Option<Vec<Reader>>,
     pttl: i64,
     fence: Option<String>,
     /// The round trip of a `PING` on the open connection.
@@ -32,10 +36,13 @@ fn node_state(open: &mut Open, key: &str) -> Result<NodeState, String> {
         Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
         None => (None, false),
     };
-    Ok(NodeState { holder, waited_for, pttl, fence, rtt: open.rtt })
+    let readers =
+        if readers::is_readers(holder.as_deref()) { Some(readers::read(c, &readers::set_of(key))?) } else { None };
+    Ok(NodeState { holder, waited_for, readers, pttl, fence, rtt: open.rtt })
 }
 
-/// Per node: reachable, holder token (shortened), PTTL, fencing counter; then the verdict; and
+/// Per node: reachable, holder token (shortened) or readers, PTTL, fencing counter; then the
+/// verdict; and
 /// the semaphore `name`'s slots when the nodes record a limit for it. Exit 0 when a quorum of
 /// nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
 pub(crate) fn status(
@@ -121,8 +128,8 @@ impl<'a> Verdict<'a> {
     }
 }
 
-/// `status --json`: one object, with one object per node, and the semaphore of the name
-/// (`null` when no node records one).
+/// `status --json`: one object, with one object per node, the semaphore of the name (`null`
+/// when no node records one) and the key's readers (`null` when no node holds it for readers).
 fn print_status_json(
     key: &str,
     nodes: &[NodeConfig],
@@ -155,8 +162,10 @@ fn print_status_json(
         .collect();
     let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
     let state = verdict.state();
+    let readers = reading(states);
+    let readers = if readers.is_empty() { "null".to_owned() } else { readers::json(*quorum, &readers) };
     outln!(
-        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}],\"semaphore\":{}}}",
+        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}],\"semaphore\":{},\"readers\":{readers}}}",
         json::string(key),
         if state == "unknown" { "null".to_owned() } else { held_by.is_some().to_string() },
         json::opt_string(*held_by),
@@ -166,12 +175,28 @@ fn print_status_json(
     );
 }
 
-/// `status`: a line per node, then who holds the key.
+/// The nodes that hold the key for readers, with their readers.
+fn reading(states: &[Result<NodeState, String>]) -> Vec<readers::OnNode<'_>> {
+    let mut on = Vec::new();
+    for (node, state) in states.iter().enumerate() {
+        if let Ok(NodeState { readers: Some(readers), waited_for, .. }) = state {
+            on.push(readers::OnNode { node, readers, writer_waits: *waited_for });
+        }
+    }
+    on
+}
+
+/// `status`: a line per node (and one per reader it has), then who holds the key.
 fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, String>], verdict: &Verdict<'_>) {
     for (i, (node, state)) in nodes.iter().zip(states).enumerate() {
         let line = match state {
             Err(e) => unanswered(e),
             Ok(NodeState { holder: None, rtt, .. }) => format!("reachable    rtt {} ms  free", ms(*rtt)),
+            Ok(NodeState { readers: Some(readers), waited_for, pttl, rtt, .. }) => {
+                let waits = if *waited_for { "  a writer waits" } else { "" };
+                let n = readers::count(readers.len());
+                format!("reachable    rtt {} ms  read by {n}  {}{waits}", ms(*rtt), pttl_text(*pttl))
+            }
             Ok(NodeState { holder: Some(token), waited_for, pttl, rtt, .. }) => {
                 let waited = if *waited_for { "  waited for" } else { "" };
                 format!("reachable    rtt {} ms  held by {}  {}{waited}", ms(*rtt), short(token), pttl_text(*pttl))
@@ -182,9 +207,15 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
             _ => String::new(),
         };
         outln!("node {i} {node}  {line}{fence}");
+        for r in state.as_ref().ok().and_then(|s| s.readers.as_deref()).unwrap_or_default() {
+            outln!("  reader {}  {}ms left", short(&r.token), r.left_ms);
+        }
     }
     let Verdict { nodes, quorum, reachable, .. } = verdict;
     match (verdict.best, verdict.held_by) {
+        (Some((count, _)), Some(token)) if readers::is_readers(Some(token)) => {
+            outln!("{}", readers::summary(key, verdict, count, &reading(states)))
+        }
         (Some((count, _)), Some(token)) => {
             outln!("{key}: held by {} on {count} of {nodes} nodes (quorum {quorum})", short(token))
         }
