@@ -199,6 +199,7 @@ pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
 /// Refused (0) while a writer holds the key (a mutex or write lock of the name), or while a
 /// writer waits ([`READERS`] marked) unless the token already reads (a re-entry). A refused
 /// waiter (wait mode `1` or `2`, as for [`ACQUIRE`]) marks the key and joins its waiter queue
+/// (a mark whose queue is gone, a crashed writer's, is dropped)
 /// — the writers' queue: readers and writers are handed the key in the order they queued, so
 /// neither starves. A key handed to the token (`token:`) turns into [`READERS`], and if others
 /// still queue, a release message wakes them: readers join, a writer marks the key again (and
@@ -220,6 +221,11 @@ local function settle()
   return true
 end
 local v = redis.call('GET', KEYS[1])
+if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
+  -- The writer that marked it is gone (its queue expired): no one waits.
+  redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
+  v = ':readers'
+end
 local mine = redis.call('ZSCORE', KEYS[2], t)
 local handed = v == t .. ':'
 local q = ARGV[3]
@@ -254,7 +260,7 @@ if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return f + 1
 ";
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "485380d881cba17d45ac96a40aae33e2a3da0651";
+pub(crate) const READ_ACQUIRE_SHA: &str = "0eb7440b8cfcf269dd3dd8bd731d3b63bbf2082b";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
@@ -390,6 +396,10 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// what its own failed attempt took while it heads the queue keeps its place and names nobody;
 /// an entry that is not `token:ms` is dropped.
 ///
+/// A waiter that leaves (it gave up) while readers share the key it marked (`:readers:`, see
+/// [`READ_ACQUIRE`]) takes its mark back: new readers join again, and a writer still waiting
+/// marks the key at its next attempt.
+///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
 pub(crate) const RELEASE: &str = r"local d = 0
@@ -400,7 +410,9 @@ for i = 1, n do
   local name = KEYS[n + i]
   if ARGV[2] == '1' then redis.pcall('LREM', name, 1, entry) end
   local v = redis.call('GET', KEYS[i])
-  if v == t then
+  if v == ':readers:' and ARGV[2] == '1' then
+    redis.call('SET', KEYS[i], ':readers', 'KEEPTTL')
+  elseif v == t then
     d = d + redis.call('DEL', KEYS[i])
   elseif v == t .. ':' then
     d = d + redis.call('DEL', KEYS[i])
@@ -449,7 +461,7 @@ return 1
 pub(crate) const RELEASE_ONE_SHA: &str = "960a4e28d56cc34159c841d5c10203147f2999e2";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "80e20f3f731c4d87f40c9ab61ec7ffc0e9f28fd2";
+pub(crate) const RELEASE_SHA: &str = "d92427d661e2772d68dcfcc95eb055fecb3ebcbf";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

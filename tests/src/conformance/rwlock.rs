@@ -66,6 +66,12 @@ pub fn rw_lock<S: Subject>() {
             .err()
             .unwrap_or_else(|| panic!("[{}] a writer among readers", S::NAME));
         assert!(held(&refused), "[{}] {refused}", S::NAME);
+        // A writer that waits, then gives up, takes its mark back: readers join again.
+        let gave_up = S::lock(&client, write().wait(ms(300))).await.err();
+        let gave_up = gave_up.unwrap_or_else(|| panic!("[{}] a writer among readers", S::NAME));
+        assert!(matches!(gave_up.kind, FailureKind::WaitTimeout { .. }), "[{}] {gave_up}", S::NAME);
+        let joined = lock::<S>(&client, read().once()).await;
+        assert_eq!(release::<S>(joined).await.outcome, ReleaseOutcome::Released);
 
         // A waiting writer: from its first refusal on, no new reader joins.
         let writing = {
