@@ -13,11 +13,11 @@ use crate::plan::{Scenario, Shape, WAIT};
 use crate::subject::Subject;
 
 /// The five adapters run through [`Generic`], in table order (the embedded mio driver,
-/// a subject of its own, is `embedded::Embedded`), then two of them on a semaphore of 4, each
-/// paired with its own mutex.
+/// a subject of its own, is `embedded::Embedded`), then two of them on a semaphore of 4 and
+/// with a read lock, each paired with its own mutex.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     use Scenario::{Handoff, Lockers, Sequential, Stalled, Tls};
-    use Shape::Mutex;
+    use Shape::{Mutex, Read};
     const ALL: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff];
     const WITH_TLS: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls];
     const SEM: &[Scenario] = &[Sequential, Handoff];
@@ -30,6 +30,8 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new("mio-blocking", BLOCKING, ALL, MioBlocking(Mutex))),
         Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", SEM, TokioAdapter(|| Tokio::new(true), sem4))),
         Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, MioBlocking(sem4))),
+        Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], TokioAdapter(|| Tokio::new(true), Read))),
+        Box::new(Generic::new("mio-blocking-read", "mio-blocking", &[Sequential], MioBlocking(Read))),
     ]
 }
 

@@ -11,13 +11,14 @@ pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
-/// What a subject locks: a mutex, or one permit of a semaphore of this many slots (another
-/// kind of lock would be another shape).
+/// What a subject locks: a mutex, one permit of a semaphore of this many slots, or a read
+/// lock (readers share it; a read-lock subject takes part in the sequential scenario only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)] // Said above.
 pub enum Shape {
     Mutex,
     Semaphore(u32),
+    Read,
 }
 
 impl Shape {
@@ -26,6 +27,7 @@ impl Shape {
         match self {
             Shape::Mutex => 1,
             Shape::Semaphore(limit) => limit,
+            Shape::Read => u32::MAX,
         }
     }
 
@@ -35,6 +37,7 @@ impl Shape {
         match self {
             Shape::Mutex => options,
             Shape::Semaphore(limit) => options.semaphore(limit),
+            Shape::Read => options.shared(true),
         }
     }
 }
