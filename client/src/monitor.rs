@@ -135,10 +135,16 @@ fn close(op: &Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, at
     }
 }
 
-/// The `kind` label of an acquisition's metrics: `mutex` or `semaphore`.
+/// The `kind` label of an acquisition's metrics: `mutex`, `semaphore` or `read`.
 #[cfg(feature = "metrics")]
 fn kind(engine: &Engine, lock: LockId) -> &'static str {
-    if engine.limit(lock).is_some() { "semaphore" } else { "mutex" }
+    if engine.limit(lock).is_some() {
+        "semaphore"
+    } else if engine.is_shared(lock) {
+        "read"
+    } else {
+        "mutex"
+    }
 }
 
 pub(crate) fn acquire_outcome(error: &AcquireError) -> &'static str {

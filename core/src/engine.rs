@@ -5,6 +5,7 @@
 
 mod links;
 mod round;
+mod shapes;
 mod wake;
 
 use std::collections::VecDeque;
@@ -153,26 +154,6 @@ impl Engine {
     /// A snapshot of a lock, or `None` for an unknown id.
     pub fn lock_info(&self, lock: LockId) -> Option<LockInfo> {
         self.locks.get(lock).ok()?.info()
-    }
-
-    /// The slots of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
-    /// its [`Event::Acquired`] on, and readable after its final event until the id is reused.
-    /// `None` for a mutex, an unknown id, or a semaphore not granted yet.
-    ///
-    /// Each slot is a lock key of its own: a store that a semaphore's holders write to keeps
-    /// the highest fencing token it has seen *per slot*, and refuses a write with a lower
-    /// token for the same slot (the token strictly increases across the holders of a slot).
-    pub fn permits(&self, lock: LockId) -> Option<&[u16]> {
-        let s = self.locks.last(lock)?;
-        let slots = s.permits.slots();
-        (s.permits.on() && !slots.is_empty()).then_some(slots)
-    }
-
-    /// The limit of the semaphore `lock` takes permits of; `None` for a mutex or an unknown id.
-    /// Readable after the lock's final event until the id is reused.
-    pub fn limit(&self, lock: LockId) -> Option<u32> {
-        let s = self.locks.last(lock)?;
-        s.permits.on().then_some(u32::from(s.permits.limit))
     }
 
     /// The votes of `lock`'s current round (or its last one, after its final event, until the
@@ -346,52 +327,6 @@ impl Engine {
         self.start_extend(now, idx, ttl, true);
         self.arm(idx);
         Ok(())
-    }
-
-    /// Turn a held write lock (a plain lock of one resource) into a read lock, atomically on
-    /// each node, with its acquire TTL from now: it then shares the resource with other
-    /// readers ([`LockOptions::shared`]), and writers waiting for it are told.
-    ///
-    /// The outcome arrives as [`Event::Extended`] (the read lock's deadline) or
-    /// [`Event::ExtendFailed`]; a downgrade that no quorum confirmed loses the lock
-    /// ([`Event::Lost`]): some nodes may hold it as a reader and others as a writer. Misuse for
-    /// a read lock, a semaphore or a lock of several resources.
-    pub fn downgrade(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        let s = self.locks.get(lock)?;
-        if s.shared || s.permits.on() || s.keys.len() != 1 {
-            let reason = "only a write lock of one resource downgrades";
-            return Err(Misuse::Permits {
-                limit: s.permits.on().then_some(u32::from(s.permits.limit)),
-                permits: 1,
-                reason,
-            });
-        }
-        let ttl = ttl_to_send(s.ttl, self.config.drift_factor)?;
-        let idx = lock.slot;
-        let hold = match &self.locks[idx].phase {
-            // An automatic extension in flight is overtaken: the downgrade extends too, and goes
-            // out behind it on every connection.
-            Phase::Held(hold) | Phase::Extending { hold, manual: false, downgrade: false, .. } => *hold,
-            Phase::Extending { .. } | Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
-            _ => return Err(Misuse::NotAcquired(lock)),
-        };
-        if self.expire_if_due(now, idx) || hold.lost {
-            let error = if hold.valid_until <= now {
-                ExtendError::Expired
-            } else {
-                ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
-            };
-            self.events.push_back(Event::ExtendFailed { lock, error });
-            return Ok(());
-        }
-        self.start_extend_as(now, idx, ttl, true, true);
-        self.arm(idx);
-        Ok(())
-    }
-
-    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`], or downgraded).
-    pub fn is_shared(&self, lock: LockId) -> bool {
-        self.locks.last(lock).is_some_and(|s| s.shared)
     }
 
     /// Release a held lock: the compare-and-delete script on every node.

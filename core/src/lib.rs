@@ -27,8 +27,10 @@
 //! - inputs: [`Engine::handle_connected`], [`Engine::handle_connect_failed`],
 //!   [`Engine::handle_data`], [`Engine::handle_disconnected`], [`Engine::handle_timeout`], and
 //!   for a driver with TLS [`Engine::handle_tls_started`] and [`Engine::handle_tls_failed`];
-//! - commands: [`Engine::acquire`], [`Engine::extend`], [`Engine::release`],
-//!   [`Engine::cancel`] — misuse is an error returned at once ([`Misuse`]);
+//! - commands: [`Engine::acquire`] (a mutex, a semaphore's permits with
+//!   [`LockOptions::semaphore`], a read lock with [`LockOptions::shared`]),
+//!   [`Engine::extend`], [`Engine::downgrade`], [`Engine::release`], [`Engine::cancel`] —
+//!   misuse is an error returned at once ([`Misuse`]);
 //! - outputs: [`Engine::poll_close`], [`Engine::poll_connect`], [`Engine::poll_transmit`] /
 //!   [`Engine::advance_transmit`] per node, [`Engine::poll_timeout`], [`Engine::poll_event`]
 //!   — outcomes are [`Event`]s.

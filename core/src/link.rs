@@ -73,7 +73,13 @@ struct Link {
     /// The scripts the handshake does not load (a semaphore's, a read lock's) that this
     /// connection was sent with their source: bits of [`Call::lazy`](crate::wire::Call::lazy).
     sourced: u8,
+    /// Semaphores (their limit keys) whose limit the node confirmed on this connection, with
+    /// that limit (at most [`MAX_LIMITS`] of them).
+    limits: Vec<(Vec<u8>, u16)>,
 }
+
+/// Semaphore limits remembered per connection.
+const MAX_LIMITS: usize = 256;
 
 impl Link {
     fn is_up(&self) -> bool {
@@ -215,6 +221,7 @@ impl Links {
                 subs: BTreeSet::new(),
                 subs_gen: 0,
                 sourced: 0,
+                limits: Vec::new(),
                 plain_tcp: node.transport == Transport::Tcp,
                 tls_open: false,
                 answered: false,
@@ -384,6 +391,22 @@ impl Links {
             link.sourced |= bit;
         }
         needs
+    }
+
+    /// The node confirmed on this connection that the semaphore of `limit_key` has `limit`
+    /// permits (its script ran without `WRONGLIMIT`).
+    pub(crate) fn confirm_limit(&mut self, node: NodeId, limit_key: &[u8], limit: u16) {
+        let Some(link) = self.links.get_mut(node.index()) else { return };
+        if link.limits.len() < MAX_LIMITS && !link.limits.iter().any(|(k, _)| k == limit_key) {
+            link.limits.push((limit_key.to_vec(), limit));
+        }
+    }
+
+    /// Whether every link that takes requests confirmed `limit` for the semaphore of
+    /// `limit_key` (and at least one does): its first slot can then be taken by `SET NX`.
+    pub(crate) fn limit_confirmed(&self, limit_key: &[u8], limit: u16) -> bool {
+        let mut up = self.links.iter().filter(|l| l.takes_requests()).peekable();
+        up.peek().is_some() && up.all(|l| l.limits.iter().any(|(k, n)| k == limit_key && *n == limit))
     }
 
     /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it

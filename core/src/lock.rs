@@ -5,6 +5,7 @@
 
 mod decide;
 mod hold;
+mod keys;
 mod permits;
 mod tally;
 
@@ -17,51 +18,10 @@ use crate::options::LockOptions;
 use crate::wire::{Call, Names, Op, Queue};
 
 pub(crate) use decide::Decision;
+pub(crate) use keys::Keys;
 use hold::Hold;
 pub(crate) use permits::Permits;
 use tally::{Round, Tally};
-
-/// The resource names of a lock, back to back (one buffer, reused with the slot).
-#[derive(Debug, Default)]
-pub(crate) struct Keys {
-    bytes: Vec<u8>,
-    /// `ends[i]` is the end of the i-th name.
-    ends: Vec<u32>,
-}
-
-impl Keys {
-    /// The keys `{prefix}{name}` of `names`.
-    pub(crate) fn set<S: AsRef<str>>(&mut self, prefix: &str, names: &[S]) {
-        self.bytes.clear();
-        self.ends.clear();
-        for name in names {
-            self.bytes.extend_from_slice(prefix.as_bytes());
-            self.bytes.extend_from_slice(name.as_ref().as_bytes());
-            self.ends.push(self.bytes.len() as u32);
-        }
-    }
-
-    /// These keys, as they are.
-    pub(crate) fn set_bytes<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
-        self.bytes.clear();
-        self.ends.clear();
-        for key in keys {
-            self.bytes.extend_from_slice(key);
-            self.ends.push(self.bytes.len() as u32);
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + Clone + '_ {
-        (0..self.ends.len()).map(move |i| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            &self.bytes[start..self.ends[i] as usize]
-        })
-    }
-}
 
 /// How the acquisition is bounded.
 #[derive(Clone, Copy, Debug)]
@@ -309,6 +269,7 @@ impl Slot {
             (Op::Extend, Phase::Extending { ttl, .. }) if self.shared => {
                 Some(Call::ReadExtend { ttl_ms: ttl.as_millis().max(1) as u64 })
             }
+            (Op::Acquire, _) if self.permits.fast => Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::Acquire | Op::Permits, _) if self.permits.on() => Some(Call::Permits {
                 ttl_ms: self.ttl.as_millis() as u64,
                 fencing: self.fencing,
@@ -361,6 +322,7 @@ impl Slot {
             // Every slot is a candidate again, in the client's order.
             self.keys.set_bytes(self.permits.all.iter());
             self.permits.reset_round(n);
+            self.permits.fast = false;
         }
         if self.queued() {
             self.queue = if self.heard_count().named_us > 0 { Queue::Front } else { Queue::Back };

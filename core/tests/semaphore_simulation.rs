@@ -64,7 +64,9 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     assert!(stats.multi_permit_holds > 0 && stats.permits > stats.sem_holds, "{stats:?}");
     assert!(stats.held_by_others > 0 && stats.released > 0 && stats.extended > 0, "{stats:?}");
     assert!(stats.at_limit * 2 > stats.semaphores, "semaphores rarely filled up: {stats:?}");
-    assert!(stats.published > 0 && stats.noscript > 0, "{stats:?}");
+    // (A connection's first semaphore call carries the script: `NOSCRIPT` comes from the
+    // script flushes of the safe profile only.)
+    assert!(stats.published > 0 && (stats.noscript > 0 || profile != Profile::Safe), "{stats:?}");
     assert!(liveness * 10 > n * 9, "liveness checked in {liveness} of {n} runs");
     if profile != Profile::DelayedRestart {
         assert!(stats.fenced > 0, "{stats:?}");

@@ -29,6 +29,9 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.next_attempt(n);
+        if s.permits.on() && s.tries.made == 1 && !s.fencing && s.permits.want == 1 {
+            s.permits.fast = self.links.limit_confirmed(&s.permits.limit_key, s.permits.limit);
+        }
         let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
         let deadline = (now + self.config.node_timeout).min(limit);
         self.begin_round(now, idx, Phase::Acquiring { deadline, proposal: 0 });
@@ -148,6 +151,12 @@ impl Engine {
             }
             _ => None,
         };
+        if op == Op::Permits && matches!(answer, OpAnswer::Slots { .. } | OpAnswer::Int(_)) {
+            // The script ran: the node has this semaphore's limit.
+            if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
+                self.links.confirm_limit(node, &s.permits.limit_key, s.permits.limit);
+            }
+        }
         if let OpAnswer::Slots { positions, .. } = &answer {
             if !self.locks.in_round(lock, round) {
                 self.trim_late(now, node, lock, positions);
@@ -263,45 +272,6 @@ impl Engine {
         true
     }
 
-    /// A quorum of nodes granted the same slots of a semaphore: hold them (it no longer waits
-    /// on the others), and release every other slot a node granted, on that node, at once.
-    fn settle_permits(&mut self, now: Instant, idx: u32) {
-        self.unregister(idx);
-        let q = self.quorum;
-        let s = &mut self.locks[idx];
-        s.permits.choose(q, &mut s.keys);
-        let s = &self.locks[idx];
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
-        let names = s.names(b"");
-        let mut cmd = std::mem::take(&mut self.scratch);
-        for node in 0..self.links.len() {
-            let extras = s.permits.extras(node);
-            if extras.is_empty() {
-                continue;
-            }
-            cmd.clear();
-            wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
-        }
-        self.scratch = cmd;
-    }
-
-    /// A semaphore's node granted slots after its round was decided: release those the lock
-    /// does not hold, on that node (the lock's release names only the slots it holds).
-    fn trim_late(&mut self, now: Instant, node: NodeId, lock: LockId, positions: &[u16]) {
-        let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) else { return };
-        let extras = s.permits.late_extras(positions);
-        if extras.is_empty() {
-            return;
-        }
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        wire::encode(&mut cmd, call, extras.into_iter(), &s.token, s.names(b""), true);
-        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
-        self.scratch = cmd;
-    }
-
     fn extend_unconfirmed(&mut self, now: Instant, idx: u32) {
         let s = &self.locks[idx];
         let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
@@ -316,38 +286,6 @@ impl Engine {
         self.locks[idx].back_to_held(now);
         if manual {
             self.events.push_back(Event::ExtendFailed { lock, error });
-        }
-    }
-
-    /// A downgrade that no quorum confirmed: the lock is lost.
-    fn downgrade_failed(&mut self, now: Instant, idx: u32, manual: bool) {
-        let lock = self.locks.id(idx);
-        let s = &self.locks[idx];
-        let error =
-            ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
-        let already = self.locks[idx].extension_refused(now);
-        // Leave the readers where the downgrade went through (the last reader there deletes
-        // the key); where it did not, the key is still ours, and the release deletes it.
-        let s = &self.locks[idx];
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        wire::encode(
-            &mut cmd,
-            wire::Call::ReadRelease { leave: false, reserve_ms: 0 },
-            s.keys.iter(),
-            &s.token,
-            s.names(b""),
-            true,
-        );
-        for node in 0..self.links.len() {
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
-        }
-        self.scratch = cmd;
-        if manual {
-            self.events.push_back(Event::ExtendFailed { lock, error });
-        }
-        if !already {
-            self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
         }
     }
 

@@ -78,6 +78,7 @@ impl Links {
         link.reset(LinkState::Up { since: now });
         link.answered = false;
         link.sourced = 0;
+        link.limits.clear();
         let (bytes, steps) = &self.handshakes[i];
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));

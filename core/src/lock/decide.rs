@@ -163,6 +163,10 @@ impl Slot {
             // The node's fencing proposal: one more than its largest counter.
             (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
                 *proposal = (*proposal).max(v as u64);
+                if self.permits.fast {
+                    // `SET NX` of the first slot in the client's order.
+                    self.permits.record(node, &[1])?;
+                }
                 Vote::Granted
             }
             (Op::Release | Op::Extend, _) if v > 0 => Vote::Granted,

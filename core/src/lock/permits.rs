@@ -32,6 +32,10 @@ pub(crate) struct Permits {
     chosen: Vec<u16>,
     /// The slot numbers held, ascending.
     slots: Vec<u16>,
+    /// The current attempt takes the first slot in the client's order by `SET NX` (every
+    /// node confirmed the limit on its connection before, and the attempt is a fresh token's
+    /// first, for one permit, without fencing: the script would take that slot if free).
+    pub(crate) fast: bool,
 }
 
 impl Permits {
@@ -65,6 +69,10 @@ impl Permits {
 
     /// A new round over `n` nodes: nothing granted yet.
     pub(crate) fn reset_round(&mut self, n: usize) {
+        // No slot is held during an attempt: a late grant of an earlier attempt is never
+        // trimmed against an old choice (this attempt may re-enter and count that slot).
+        self.chosen.clear();
+        self.slots.clear();
         self.granted.resize_with(n, Vec::new);
         for g in &mut self.granted {
             g.clear();
@@ -132,7 +140,8 @@ impl Permits {
 
     /// The keys of a late grant (the 1-based `positions` a node took after the round was
     /// decided) that the lock does not hold; empty if it holds none (its attempt failed, and
-    /// the cleanup sent to the node covers them).
+    /// the cleanup sent to the node covers them; or a later attempt is in flight, which may
+    /// re-enter them).
     pub(crate) fn late_extras(&self, positions: &[u16]) -> Vec<&[u8]> {
         if self.chosen.is_empty() {
             return Vec::new();

@@ -1,0 +1,153 @@
+//! The engine's side of the lock shapes beyond the mutex: a semaphore's slots (which it
+//! holds, the grants it does not hold released at once) and a read lock (a write lock's
+//! downgrade, and what a downgrade no quorum confirmed leaves behind).
+
+use std::time::Instant;
+
+use super::Engine;
+use crate::error::{ExtendError, LostReason, Misuse};
+use crate::event::{Event, LockId, NodeId};
+use crate::lock::Phase;
+use crate::options::ttl_to_send;
+use crate::wire::{self, Pending};
+
+impl Engine {
+    /// The slots of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
+    /// its [`Event::Acquired`] on, and readable after its final event until the id is reused.
+    /// `None` for a mutex, an unknown id, or a semaphore not granted yet.
+    ///
+    /// Each slot is a lock key of its own: a store that a semaphore's holders write to keeps
+    /// the highest fencing token it has seen *per slot*, and refuses a write with a lower
+    /// token for the same slot (the token strictly increases across the holders of a slot).
+    pub fn permits(&self, lock: LockId) -> Option<&[u16]> {
+        let s = self.locks.last(lock)?;
+        let slots = s.permits.slots();
+        (s.permits.on() && !slots.is_empty()).then_some(slots)
+    }
+
+    /// The limit of the semaphore `lock` takes permits of; `None` for a mutex or an unknown id.
+    /// Readable after the lock's final event until the id is reused.
+    pub fn limit(&self, lock: LockId) -> Option<u32> {
+        let s = self.locks.last(lock)?;
+        s.permits.on().then_some(u32::from(s.permits.limit))
+    }
+
+    /// Turn a held write lock (a plain lock of one resource) into a read lock, atomically on
+    /// each node, with its acquire TTL from now: it then shares the resource with other
+    /// readers ([`LockOptions::shared`]), and writers waiting for it are told.
+    ///
+    /// The outcome arrives as [`Event::Extended`] (the read lock's deadline) or
+    /// [`Event::ExtendFailed`]; a downgrade that no quorum confirmed loses the lock
+    /// ([`Event::Lost`]): some nodes may hold it as a reader and others as a writer. Misuse for
+    /// a read lock, a semaphore or a lock of several resources.
+    pub fn downgrade(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
+        let s = self.locks.get(lock)?;
+        if s.shared || s.permits.on() || s.keys.len() != 1 {
+            let reason = "only a write lock of one resource downgrades";
+            return Err(Misuse::Permits {
+                limit: s.permits.on().then_some(u32::from(s.permits.limit)),
+                permits: 1,
+                reason,
+            });
+        }
+        let ttl = ttl_to_send(s.ttl, self.config.drift_factor)?;
+        let idx = lock.slot;
+        let hold = match &self.locks[idx].phase {
+            // An automatic extension in flight is overtaken: the downgrade extends too, and goes
+            // out behind it on every connection.
+            Phase::Held(hold) | Phase::Extending { hold, manual: false, downgrade: false, .. } => *hold,
+            Phase::Extending { .. } | Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
+            _ => return Err(Misuse::NotAcquired(lock)),
+        };
+        if self.expire_if_due(now, idx) || hold.lost {
+            let error = if hold.valid_until <= now {
+                ExtendError::Expired
+            } else {
+                ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
+            };
+            self.events.push_back(Event::ExtendFailed { lock, error });
+            return Ok(());
+        }
+        self.start_extend_as(now, idx, ttl, true, true);
+        self.arm(idx);
+        Ok(())
+    }
+
+    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`], or downgraded).
+    pub fn is_shared(&self, lock: LockId) -> bool {
+        self.locks.last(lock).is_some_and(|s| s.shared)
+    }
+}
+
+impl Engine {
+    /// A quorum of nodes granted the same slots of a semaphore: hold them (it no longer waits
+    /// on the others), and release every other slot a node granted, on that node, at once.
+    pub(super) fn settle_permits(&mut self, now: Instant, idx: u32) {
+        self.unregister(idx);
+        let q = self.quorum;
+        let s = &mut self.locks[idx];
+        s.permits.choose(q, &mut s.keys);
+        let s = &self.locks[idx];
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let names = s.names(b"");
+        let mut cmd = std::mem::take(&mut self.scratch);
+        for node in 0..self.links.len() {
+            let extras = s.permits.extras(node);
+            if extras.is_empty() {
+                continue;
+            }
+            cmd.clear();
+            wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
+            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        }
+        self.scratch = cmd;
+    }
+
+    /// A semaphore's node granted slots after its round was decided: release those the lock
+    /// does not hold, on that node (the lock's release names only the slots it holds).
+    pub(super) fn trim_late(&mut self, now: Instant, node: NodeId, lock: LockId, positions: &[u16]) {
+        let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) else { return };
+        let extras = s.permits.late_extras(positions);
+        if extras.is_empty() {
+            return;
+        }
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        wire::encode(&mut cmd, call, extras.into_iter(), &s.token, s.names(b""), true);
+        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        self.scratch = cmd;
+    }
+
+    /// A downgrade that no quorum confirmed: the lock is lost.
+    pub(super) fn downgrade_failed(&mut self, now: Instant, idx: u32, manual: bool) {
+        let lock = self.locks.id(idx);
+        let s = &self.locks[idx];
+        let error =
+            ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
+        let already = self.locks[idx].extension_refused(now);
+        // Leave the readers where the downgrade went through (the last reader there deletes
+        // the key); where it did not, the key is still ours, and the release deletes it.
+        let s = &self.locks[idx];
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        wire::encode(
+            &mut cmd,
+            wire::Call::ReadRelease { leave: false, reserve_ms: 0 },
+            s.keys.iter(),
+            &s.token,
+            s.names(b""),
+            true,
+        );
+        for node in 0..self.links.len() {
+            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        }
+        self.scratch = cmd;
+        if manual {
+            self.events.push_back(Event::ExtendFailed { lock, error });
+        }
+        if !already {
+            self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
+        }
+    }
+}

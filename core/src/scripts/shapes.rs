@@ -1,0 +1,267 @@
+//! The scripts of the lock shapes beyond the mutex: a semaphore's acquire (its slots are
+//! mutex keys, released and extended by the mutex's scripts), and a read lock's acquire,
+//! extension, release and the write lock's downgrade. The handshake does not load them: a
+//! connection's first call of each carries its source.
+
+#[cfg(doc)]
+use super::{ACQUIRE, RELEASE, WAITED};
+
+/// The prefix of every key of a semaphore (after the config's key prefix): the slots are
+/// `redlease:sem:{NAME}:0` .. `:{L-1}`, the recorded limit `redlease:sem:{NAME}:limit`, the
+/// waiter queue `redlease:queue:` + `redlease:sem:{NAME}` (with the key prefix before each
+/// name). Every key of one semaphore carries the hash tag `{NAME}`.
+pub(crate) const SEM_PREFIX: &str = "redlease:sem:";
+
+/// Take `m` of a semaphore's `n` slots, all or nothing on this node: the slots that already
+/// hold our token first (a re-entry, or a slot a release handed to us), then free ones, in
+/// the order of `KEYS` (the client's own order of the slots). Each slot is a lock key like a
+/// mutex's: the holder's token, marked with [`WAITED`] once a waiter was refused by it.
+///
+/// `KEYS`: the `n` slot keys, the limit key, the waiter queue, then (with fencing) the `n`
+/// fence counters. `ARGV`: token, TTL in ms, `n` (the limit), `m`, wait mode, queue TTL in
+/// ms, the waiter's reservation in ms (as [`ACQUIRE`]).
+///
+/// The limit is recorded on first use (without a TTL, like the fence counters); another limit
+/// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` slots are ours or free
+/// (a queuing waiter then marks the taken slots and joins the one queue of the semaphore),
+/// else a string: the fencing proposal (one more than the largest counter of the slots taken)
+/// and the 1-based positions in `KEYS` of the slots taken, separated by spaces.
+pub(crate) const SEM_ACQUIRE: &str = r"local t = ARGV[1]
+local n = tonumber(ARGV[3])
+local m = tonumber(ARGV[4])
+local q = ARGV[5]
+local lim = redis.call('GET', KEYS[n + 1])
+if not lim then
+  redis.call('SET', KEYS[n + 1], ARGV[3])
+elseif lim ~= ARGV[3] then
+  return redis.error_reply('WRONGLIMIT the semaphore has ' .. lim .. ' permits on this node, the client asks for a limit of ' .. ARGV[3])
+end
+local vals, mine, free = {}, {}, {}
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  vals[i] = v
+  if v == t or v == t .. ':' then
+    mine[#mine + 1] = i
+  elseif not v then
+    free[#free + 1] = i
+  end
+end
+local queues = q == '1' or q == '2'
+local entry = t .. ':' .. ARGV[7]
+if #mine + #free < m then
+  if queues then
+    for i = 1, n do
+      local v = vals[i]
+      if v and v ~= t and v ~= t .. ':' and string.byte(v, -1) ~= 58 then
+        redis.pcall('SET', KEYS[i], v .. ':', 'KEEPTTL')
+      end
+    end
+    local qk = KEYS[n + 2]
+    local at = redis.pcall('LPOS', qk, entry)
+    if type(at) ~= 'table' then
+      if q == '2' and at ~= 0 then
+        if at then redis.pcall('LREM', qk, 1, entry) end
+        redis.pcall('LPUSH', qk, entry)
+      elseif not at then
+        redis.pcall('RPUSH', qk, entry)
+      end
+      local left = redis.pcall('PTTL', qk)
+      if type(left) == 'number' and left < tonumber(ARGV[6]) then redis.pcall('PEXPIRE', qk, ARGV[6]) end
+    end
+  end
+  return 0
+end
+local take = {}
+for _, i in ipairs(mine) do
+  if #take < m then take[#take + 1] = i end
+end
+for _, i in ipairs(free) do
+  if #take < m then take[#take + 1] = i end
+end
+local f = 0
+for _, i in ipairs(take) do
+  redis.call('SET', KEYS[i], vals[i] or t, 'PX', ARGV[2])
+  if #KEYS > n + 2 then
+    local c = tonumber(redis.call('GET', KEYS[n + 2 + i]) or '0') or 0
+    if c > f then f = c end
+  end
+end
+if queues then redis.pcall('LREM', KEYS[n + 2], 1, entry) end
+return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
+";
+/// SHA-1 of [`SEM_ACQUIRE`].
+pub(crate) const SEM_ACQUIRE_SHA: &str = "54eadbfc633231ee9fd80ebe366eb58eb79b6ba7";
+
+/// The value a lock key holds while readers share it: not a token (tokens never contain `:`),
+/// so every mutex and write lock of the name is refused meanwhile. Followed by [`WAITED`] once
+/// a writer was refused by it: no new reader joins until the readers there have left.
+pub(crate) const READERS: &str = ":readers";
+/// The prefix of a resource's readers, a sorted set of reader tokens scored by the expiry of
+/// each on the node's own clock.
+pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
+
+/// Take a read lock: join the readers of the lock key. A reader is a token in the readers'
+/// sorted set scored by its expiry on the node's clock (`TIME`), so a crashed reader holds
+/// writers off until its own TTL only; the lock key holds [`READERS`] and the readers' set
+/// each expire with the last live reader.
+///
+/// Refused (0) while a writer holds the key (a mutex or write lock of the name), or while a
+/// writer waits ([`READERS`] marked) unless the token already reads (a re-entry). A refused
+/// waiter (wait mode `1` or `2`, as for [`ACQUIRE`]) marks the key and joins its waiter queue
+/// (a mark whose queue is gone, a crashed writer's, is dropped)
+/// — the writers' queue: readers and writers are handed the key in the order they queued, so
+/// neither starves. A key handed to the token (`token:`) turns into [`READERS`], and if others
+/// still queue, a release message wakes them: readers join, a writer marks the key again (and
+/// is handed it by the last reader). Returns one
+/// more than the fence counter: the writer epoch read under.
+///
+/// `KEYS`: the lock key, its readers, its waiter queue, (with fencing) its fence counter.
+/// `ARGV`: token, TTL in ms, wait mode, queue TTL in ms, the waiter's reservation in ms.
+pub(crate) const READ_ACQUIRE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
+  -- The writer that marked it is gone (its queue expired): no one waits.
+  redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
+  v = ':readers'
+end
+local mine = redis.call('ZSCORE', KEYS[2], t)
+local handed = v == t .. ':'
+local q = ARGV[3]
+local entry = t .. ':' .. ARGV[5]
+if not (not v or v == ':readers' or handed or (v == ':readers:' and mine)) then
+  if q == '1' or q == '2' then
+    if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+    local at = redis.pcall('LPOS', KEYS[3], entry)
+    if type(at) ~= 'table' then
+      if q == '2' and at ~= 0 then
+        if at then redis.pcall('LREM', KEYS[3], 1, entry) end
+        redis.pcall('LPUSH', KEYS[3], entry)
+      elseif not at then
+        redis.pcall('RPUSH', KEYS[3], entry)
+      end
+      local left = redis.pcall('PTTL', KEYS[3])
+      if type(left) == 'number' and left < tonumber(ARGV[4]) then redis.pcall('PEXPIRE', KEYS[3], ARGV[4]) end
+    end
+  end
+  return 0
+end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, entry) end
+if not v or handed then redis.call('SET', KEYS[1], ':readers') end
+if handed and type(redis.pcall('LINDEX', KEYS[3], 0)) == 'string' then
+  -- The others queued wake up: readers join us, a writer marks the key again.
+  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
+end
+settle()
+local f = 0
+if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
+return f + 1
+";
+/// SHA-1 of [`READ_ACQUIRE`].
+pub(crate) const READ_ACQUIRE_SHA: &str = "0eb7440b8cfcf269dd3dd8bd731d3b63bbf2082b";
+
+/// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
+/// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
+pub(crate) const READ_EXTEND: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+if not redis.call('ZSCORE', KEYS[2], t) or (v ~= ':readers' and v ~= ':readers:') then return 0 end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+settle()
+return 1
+";
+/// SHA-1 of [`READ_EXTEND`].
+pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
+
+/// Leave the readers; the last live reader deletes the lock key, and if a writer marked it,
+/// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does.
+/// Returns 1 if the token was a reader, else 0.
+///
+/// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
+/// the queue, with the entry our reservation `ARGV[3]` made).
+pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local d = redis.call('ZREM', KEYS[2], t)
+if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
+local v = redis.call('GET', KEYS[1])
+if v ~= ':readers' and v ~= ':readers:' then return d end
+if settle() then return d end
+redis.call('DEL', KEYS[1])
+if v == ':readers:' then
+  local nxt = ''
+  local head = redis.pcall('LINDEX', KEYS[3], 0)
+  if type(head) == 'string' then
+    local tok, hold = string.match(head, '^([^:]*):(%d+)$')
+    if not tok then
+      redis.pcall('LPOP', KEYS[3])
+    else
+      redis.pcall('LPOP', KEYS[3])
+      redis.call('SET', KEYS[1], tok .. ':', 'PX', hold)
+      nxt = tok
+    end
+  end
+  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
+end
+return d
+";
+/// SHA-1 of [`READ_RELEASE`].
+pub(crate) const READ_RELEASE_SHA: &str = "30732249fbe5fa6332ed83f751245522a85d8b4c";
+
+/// Turn a write lock into a read lock, atomically on this node: the token joins the readers
+/// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.
+/// Returns 1, or 0 if the key is not the token's.
+///
+/// `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
+pub(crate) const DOWNGRADE: &str = r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+local v = redis.call('GET', KEYS[1])
+if v ~= t and v ~= t .. ':' then return 0 end
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
+redis.call('SET', KEYS[1], ':readers')
+settle()
+if v == t .. ':' then redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
+return 1
+";
+/// SHA-1 of [`DOWNGRADE`].
+pub(crate) const DOWNGRADE_SHA: &str = "44be5418825e9167e46922e6b953923ea0f573a3";
