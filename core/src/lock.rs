@@ -18,8 +18,8 @@ use crate::options::LockOptions;
 use crate::wire::{Call, Names, Op, Queue};
 
 pub(crate) use decide::Decision;
-pub(crate) use keys::Keys;
 use hold::Hold;
+pub(crate) use keys::Keys;
 pub(crate) use permits::Permits;
 use tally::{Round, Tally};
 

@@ -140,6 +140,10 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// what its own failed attempt took while it heads the queue keeps its place and names nobody;
 /// an entry that is not `token:ms` is dropped.
 ///
+/// Keys that share one queue (a semaphore's slots) all go to the same next waiter: a waiter
+/// of several permits gets the slots one release frees together, rather than one each to
+/// several waiters, none of whom could then complete.
+///
 /// A waiter that leaves (it gave up) while readers share the key it marked (`:readers:`, see
 /// [`READ_ACQUIRE`]) takes its mark back: new readers join again, and a writer still waiting
 /// marks the key at its next attempt.
@@ -150,6 +154,7 @@ pub(crate) const RELEASE: &str = r"local d = 0
 local t = ARGV[1]
 local n = #KEYS / 2
 local entry = t .. ':' .. ARGV[3]
+local given = {}
 for i = 1, n do
   local name = KEYS[n + i]
   if ARGV[2] == '1' then redis.pcall('LREM', name, 1, entry) end
@@ -162,7 +167,10 @@ for i = 1, n do
     d = d + redis.call('DEL', KEYS[i])
     local nxt = ''
     local head = redis.pcall('LINDEX', name, 0)
-    if type(head) == 'string' then
+    if given[name] then
+      redis.call('SET', KEYS[i], given[name][1] .. ':', 'PX', given[name][2])
+      nxt = given[name][1]
+    elseif type(head) == 'string' then
       local tok, ms = string.match(head, '^([^:]*):(%d+)$')
       if not tok then
         redis.pcall('LPOP', name)
@@ -170,6 +178,7 @@ for i = 1, n do
         redis.pcall('LPOP', name)
         redis.call('SET', KEYS[i], tok .. ':', 'PX', ms)
         nxt = tok
+        given[name] = { tok, ms }
       end
     end
     redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
@@ -205,7 +214,7 @@ return 1
 pub(crate) const RELEASE_ONE_SHA: &str = "960a4e28d56cc34159c841d5c10203147f2999e2";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "d92427d661e2772d68dcfcc95eb055fecb3ebcbf";
+pub(crate) const RELEASE_SHA: &str = "51f1dbbb50b0e439d7e0b0a4bc44ba0fe7b515fa";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

@@ -289,7 +289,6 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
     }
 }
 
-
 mod classify;
 mod shapes;
 

@@ -912,3 +912,45 @@ fn every_waiter_for_permits_gets_them() {
         assert!(longest < RUN / 3, "client {c} ({kind:?}): waited {} ms", longest / node::MS);
     }
 }
+
+#[test]
+fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_slot() {
+    let mut rig = Rig::new(3);
+    let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
+    // The first acquisition runs the script, which confirms the limit on every connection.
+    let (lock, _) = start(&mut rig, &waits(), b"tok1");
+    for i in 0..3 {
+        rig.reply(rig.t0, i, &grant(1, &[1]));
+    }
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { .. }]));
+    rig.engine.release(rig.t0, lock).unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    events(&mut rig);
+    // The next one: SET NX PX of its own first slot, no script.
+    let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
+    let sent = rig.sent_commands();
+    let first = sent[0][0][1].clone();
+    for cmds in &sent {
+        assert_eq!(cmds[0][0], b"SET");
+        assert_eq!(cmds[0][1], first, "the same slot on every node");
+        assert_eq!(&cmds[0][3..], [&b"NX"[..], b"PX", b"10000"]);
+    }
+    // Taken on two nodes: the script tries the other slots at once (after a cleanup).
+    rig.reply(rig.t0, 0, b"+OK\r\n");
+    rig.reply(rig.t0, 1, b"$-1\r\n");
+    rig.reply(rig.t0, 2, b"$-1\r\n");
+    let retry = rig.sent_commands();
+    for (i, cmds) in retry.iter().enumerate() {
+        assert!(cmds.iter().any(|c| runs(c, redlease_core::semaphore_script())), "node {i}: {cmds:?}");
+    }
+    assert!(events(&mut rig).is_empty(), "no outcome yet");
+    let _ = lock;
+    // A single try never takes the shortcut: it must not fail while another slot is free.
+    rig.engine.acquire(rig.t0, &waits().attempts(1), b"tok3").unwrap();
+    for cmds in rig.sent_commands() {
+        assert!(cmds.iter().any(|c| runs(c, redlease_core::semaphore_script())), "{cmds:?}");
+    }
+}

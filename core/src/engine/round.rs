@@ -29,7 +29,9 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.next_attempt(n);
-        if s.permits.on() && s.tries.made == 1 && !s.fencing && s.permits.want == 1 {
+        // (Only when a second attempt may follow at once: the script takes any free slot, and
+        // a try must not fail while one is free.)
+        if s.permits.on() && s.tries.made == 1 && s.tries.max > 1 && !s.fencing && s.permits.want == 1 {
             s.permits.fast = self.links.limit_confirmed(&s.permits.limit_key, s.permits.limit);
         }
         let limit = valid_until(now, s.ttl, self.config.drift_factor).unwrap_or(now);
@@ -317,6 +319,12 @@ impl Engine {
             tries.max = tries.made;
         }
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
+        if may_retry && self.locks[idx].permits.fast {
+            // The client's first slot was taken: the script tries the others, at once.
+            self.send_cleanup(now, idx, false);
+            self.start_attempt(now, idx);
+            return;
+        }
         let mut cleaned = false;
         if may_retry && !self.locks[idx].waiting {
             // An acquisition that waits queues from its first refusal on, whatever kind of

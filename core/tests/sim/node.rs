@@ -906,6 +906,8 @@ impl Node {
             return Err("release: lock and queue keys mixed up".into());
         }
         let mut d = 0;
+        // Keys sharing one queue (a semaphore's slots) all go to the same next waiter.
+        let mut given: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = BTreeMap::new();
         for (k, qname) in locks.iter().zip(qkeys) {
             let key = (db, k.clone());
             let queue = (db, qname.clone());
@@ -921,6 +923,15 @@ impl Node {
                     continue;
                 }
                 let mut next = Vec::new();
+                if let Some((tok, ms)) = given.get(qname).cloned() {
+                    self.set(now, db, k, &tok, Some(ms));
+                    if let Some(e) = self.data.get_mut(&key) {
+                        e.marked = true;
+                    }
+                    let channel = [b"redlease:wake:".as_slice(), k].concat();
+                    self.published.push((channel, [token, b":", &tok].concat()));
+                    continue;
+                }
                 if let Some(q) = self.queues.get_mut(&queue) {
                     if let Some(head) = q.front().cloned() {
                         let split = head.iter().rposition(|&b| b == b':');
@@ -934,6 +945,7 @@ impl Node {
                                 let (tok, ms) = (tok.to_vec(), ms);
                                 q.pop_front();
                                 next = tok;
+                                given.insert(qname.clone(), (next.clone(), ms));
                                 self.set(now, db, k, &next, Some(ms));
                                 // The reservation stays marked: other waiters may still listen.
                                 if let Some(e) = self.data.get_mut(&key) {
