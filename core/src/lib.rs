@@ -273,6 +273,19 @@ pub fn semaphore_script() -> (&'static str, &'static str) {
     (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA)
 }
 
+/// The read-lock scripts: the Lua source and SHA-1 digest of the read acquire, the read
+/// extension, the read release and the write lock's downgrade, in that order. The handshake
+/// does not load them: a connection's first call of each carries its source (`EVAL`), later
+/// ones its digest. Useful to recognise and answer them in tests.
+pub fn read_lock_scripts() -> [(&'static str, &'static str); 4] {
+    [
+        (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA),
+        (scripts::READ_EXTEND, scripts::READ_EXTEND_SHA),
+        (scripts::READ_RELEASE, scripts::READ_RELEASE_SHA),
+        (scripts::DOWNGRADE, scripts::DOWNGRADE_SHA),
+    ]
+}
+
 /// Encode random bytes as a lock token: lowercase hex, two characters per byte.
 ///
 /// The core takes no randomness; adapters draw the bytes (20 from the OS random source) and
