@@ -148,6 +148,7 @@ fn hold(client: usize, token: &str, slots: &[u32], start: u64, end: u64, fence: 
         end: end * MS,
         fence,
         semaphore: Some((b"s".to_vec(), 2)),
+        shared: false,
     }
 }
 

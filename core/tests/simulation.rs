@@ -216,9 +216,11 @@ fn trace_one_seed() {
         "delayedrestart" => Profile::DelayedRestart,
         _ => Profile::Safe,
     };
-    // SIM_SEMAPHORES=1: the run of `semaphore_simulation.rs` (every lock a semaphore's).
+    // SIM_SEMAPHORES=1: the run of `semaphore_simulation.rs` (every lock a semaphore's);
+    // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks).
     let sc = match std::env::var("SIM_SEMAPHORES").as_deref() {
         Ok("1") => Scenario::semaphores(seed, profile),
+        _ if std::env::var("SIM_RWLOCKS").as_deref() == Ok("1") => Scenario::rwlocks(seed, profile),
         _ => Scenario::generate(seed, profile),
     };
     println!("{sc:#?}");
@@ -245,6 +247,7 @@ fn hold(client: usize, token: &str, start: u64, end: u64, fence: Option<u64>) ->
         end: end * MS,
         fence,
         semaphore: None,
+        shared: false,
     }
 }
 

@@ -35,6 +35,10 @@ pub(crate) struct Hold {
     pub(crate) fence: Option<u64>,
     /// A semaphore's hold: its name and limit; it holds one permit per resource (slot key).
     pub(crate) semaphore: Option<Semaphore>,
+    /// A read lock's hold (of a read lock, or of a write lock once its downgrade was
+    /// confirmed): it may overlap other readers, never a writer; its fencing token is the
+    /// writer epoch, and its keys on the nodes are its membership of `redlease:readers:K`.
+    pub(crate) shared: bool,
 }
 
 impl fmt::Display for Hold {
@@ -47,6 +51,9 @@ impl fmt::Display for Hold {
             ms(self.start),
             ms(self.end)
         )?;
+        if self.shared {
+            write!(f, " (reader)")?;
+        }
         if let Some(t) = self.fence {
             write!(f, " fence {t}")?;
         }
@@ -70,6 +77,9 @@ pub(crate) enum Violation {
     FenceOrder { resource: String, first: Hold, second: Hold },
     /// More permits of a semaphore were held at once than its limit: the holds at `at`.
     OverLimit { semaphore: String, limit: u32, at: Time, holds: Vec<Hold> },
+    /// A reader's fencing token (its writer epoch) is below the token of a writer whose
+    /// hold ended before the reader was granted.
+    Epoch { resource: String, writer: Hold, reader: Hold },
     /// A node saw something a correct engine never sends (or a key without TTL).
     Node { node: usize, what: String },
     /// The engine reported something it should not have.
@@ -103,6 +113,9 @@ impl fmt::Display for Violation {
                     list.join("; ")
                 )
             }
+            Violation::Epoch { resource, writer, reader } => {
+                write!(f, "reader's epoch below an earlier writer's token on {resource:?}: {writer} then {reader}")
+            }
             Violation::Node { node, what } => write!(f, "node {node}: {what}"),
             Violation::Engine { client, what } => write!(f, "client {client}: {what}"),
             Violation::Liveness { what } => write!(f, "liveness: {what}"),
@@ -120,8 +133,10 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
     resources.dedup();
     for r in resources {
         let name = String::from_utf8_lossy(r).into_owned();
-        let mut on_r: Vec<&Hold> = held.iter().copied().filter(|h| h.resources.contains(r)).collect();
-        on_r.sort_by_key(|h| (h.start, h.end));
+        let mut all: Vec<&Hold> = held.iter().copied().filter(|h| h.resources.contains(r)).collect();
+        all.sort_by_key(|h| (h.start, h.end));
+        let (readers, on_r): (Vec<&Hold>, Vec<&Hold>) = all.into_iter().partition(|h| h.shared);
+        out.extend(readers_and_writers(&name, &readers, &on_r));
         let mut latest: Option<&Hold> = None;
         for &h in &on_r {
             if let Some(prev) = latest {
@@ -162,6 +177,39 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
         }
     }
     out
+}
+
+/// The rules of a resource's readers (`readers`) against its writers (`writers`), both in
+/// the order of their start: no reader overlaps a writer, and a reader's epoch is at least
+/// the token of every writer whose hold ended before the reader's began.
+fn readers_and_writers(name: &str, readers: &[&Hold], writers: &[&Hold]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for r in readers {
+        for w in writers {
+            if w.start < r.end && r.start < w.end {
+                let (first, second) = if w.start <= r.start { (w, r) } else { (r, w) };
+                out.push(Violation::Overlap {
+                    resource: name.to_owned(),
+                    first: (*first).clone(),
+                    second: (*second).clone(),
+                });
+            } else if w.end <= r.start && r.fence.is_some() && w.fence.is_some() && r.fence < w.fence {
+                out.push(Violation::Epoch { resource: name.to_owned(), writer: (*w).clone(), reader: (*r).clone() });
+            }
+        }
+    }
+    out
+}
+
+/// How many pairs of `holds` (readers of one resource) overlap.
+pub(crate) fn reader_overlaps(holds: &[&Hold]) -> u64 {
+    let mut n = 0;
+    for (i, a) in holds.iter().enumerate() {
+        for b in &holds[i + 1..] {
+            n += u64::from(a.start < b.end && b.start < a.end && a.end > a.start && b.end > b.start);
+        }
+    }
+    n
 }
 
 /// Whether `holds` (of semaphore `sem`: name, limit) ever have more permits at once than the
@@ -206,7 +254,12 @@ pub(crate) fn peak_permits<'h>(holds: &[&'h Hold]) -> (u64, Time, Vec<&'h Hold>)
 
 /// Whether, at some instant of `h`, fewer than `quorum` nodes held all its keys.
 fn overstated(h: &Hold, nodes: &[&[Segment]], dbs: &[u32], quorum: usize) -> Option<Violation> {
-    let ours = |n: usize, s: &&Segment| s.db == dbs[n] && s.token == h.token && h.resources.contains(&s.key);
+    // A reader's keys on the nodes are its membership of each resource's readers. A writer's
+    // are its lock keys, or its membership where its downgrade went through ahead of the
+    // confirmation (still no other writer's, and the rule against readers is judged apart).
+    let readers_of = |r: &Vec<u8>| [super::node::READERS_PREFIX, r].concat();
+    let backs = |s: &Segment, r: &Vec<u8>| s.key == readers_of(r) || (!h.shared && s.key == *r);
+    let ours = |n: usize, s: &&Segment| s.db == dbs[n] && s.token == h.token && h.resources.iter().any(|r| backs(s, r));
     let mut cuts = vec![h.start, h.end];
     for (n, segs) in nodes.iter().enumerate() {
         for s in segs.iter().filter(|s| ours(n, s)) {
@@ -227,7 +280,7 @@ fn overstated(h: &Hold, nodes: &[&[Segment]], dbs: &[u32], quorum: usize) -> Opt
             .filter(|(n, segs)| {
                 h.resources
                     .iter()
-                    .all(|r| segs.iter().any(|s| ours(*n, &s) && &s.key == r && s.from <= from && s.to >= to))
+                    .all(|r| segs.iter().any(|s| ours(*n, &s) && backs(s, r) && s.from <= from && s.to >= to))
             })
             .count();
         if count < quorum {

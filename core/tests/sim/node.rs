@@ -140,6 +140,20 @@ pub(crate) struct NodeStats {
 
 type Key = (u32, Vec<u8>);
 
+/// The value of a lock key while readers share it (`:readers:` when marked).
+pub(crate) const READERS: &[u8] = b":readers";
+/// The prefix of a lock key's readers (a sorted set).
+pub(crate) const READERS_PREFIX: &[u8] = b"redlease:readers:";
+
+/// A lock key's readers (`redlease:readers:K`): each token's score (its expiry in ms on the
+/// node's clock) and since when (global time) it has had that score.
+#[derive(Clone, Debug, Default)]
+struct ReaderSet {
+    members: BTreeMap<Vec<u8>, (i64, Time)>,
+    /// The set's own expiry, as a reading of the node's clock (ns).
+    expires: i64,
+}
+
 /// One Redis node.
 #[derive(Debug)]
 pub(crate) struct Node {
@@ -150,7 +164,7 @@ pub(crate) struct Node {
     /// Lock keys of a crash without persistence: nobody can take them until the restart.
     lost: Vec<(Key, Entry)>,
     /// The script cache: which of [`known_scripts`] were loaded (by `SCRIPT LOAD` or `EVAL`).
-    scripts: [bool; 6],
+    scripts: [bool; SCRIPTS],
     pub(crate) up: bool,
     pub(crate) paused: bool,
     held: Vec<(usize, Vec<u8>)>,
@@ -168,6 +182,14 @@ pub(crate) struct Node {
     /// one per mutex key and one per semaphore; their TTL is not modelled, only checked to be
     /// passed: the engine leaves them when it ends).
     queues: BTreeMap<Key, VecDeque<Vec<u8>>>,
+    /// The readers of each lock key, by the lock key.
+    readers: BTreeMap<Key, ReaderSet>,
+    /// Readers of a crash without persistence: they hold writers off until the restart.
+    lost_readers: Vec<(Key, ReaderSet)>,
+    /// Closed spans of reader membership (key: the lock key); at the end of the run each is
+    /// cut to the spans in which the key really held `:readers`, and recorded in `history`
+    /// under the readers' key (`redlease:readers:K`) with the reader's token.
+    memberships: Vec<Segment>,
     /// Push messages for connections other than the one whose input is being processed.
     pub(crate) outbox: Vec<(usize, Vec<u8>)>,
 }
@@ -180,12 +202,20 @@ enum Script {
     Fence,
     ReleaseOne,
     SemAcquire,
+    ReadAcquire,
+    ReadExtend,
+    ReadRelease,
+    Downgrade,
 }
 
+/// How many scripts the model knows.
+const SCRIPTS: usize = 10;
+
 /// Every script the model runs: source, SHA-1 digest, and which one it is.
-fn known_scripts() -> [(&'static str, &'static str, Script); 6] {
+fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
     let (s, d) = (redlease_core::script_sources(), redlease_core::script_digests());
     let (sem, sem_sha) = redlease_core::semaphore_script();
+    let r = redlease_core::read_lock_scripts();
     [
         (s[0], d[0], Script::Acquire),
         (s[1], d[1], Script::Extend),
@@ -193,6 +223,10 @@ fn known_scripts() -> [(&'static str, &'static str, Script); 6] {
         (s[3], d[3], Script::Fence),
         (s[4], d[4], Script::ReleaseOne),
         (sem, sem_sha, Script::SemAcquire),
+        (r[0].0, r[0].1, Script::ReadAcquire),
+        (r[1].0, r[1].1, Script::ReadExtend),
+        (r[2].0, r[2].1, Script::ReadRelease),
+        (r[3].0, r[3].1, Script::Downgrade),
     ]
 }
 
@@ -238,7 +272,7 @@ impl Node {
             fence_prefix: fence_prefix.to_vec(),
             data: BTreeMap::new(),
             lost: Vec::new(),
-            scripts: [false; 6],
+            scripts: [false; SCRIPTS],
             up: true,
             paused: false,
             held: Vec::new(),
@@ -249,6 +283,9 @@ impl Node {
             resp2,
             published: Vec::new(),
             queues: BTreeMap::new(),
+            readers: BTreeMap::new(),
+            lost_readers: Vec::new(),
+            memberships: Vec::new(),
             outbox: Vec::new(),
         }
     }
@@ -358,6 +395,7 @@ impl Node {
         if !keep_data {
             self.queues.clear();
             self.purge(now);
+            self.lost_readers.extend(std::mem::take(&mut self.readers));
             let data = std::mem::take(&mut self.data);
             for (k, e) in data {
                 if self.is_lock_key(&k.1) {
@@ -370,7 +408,10 @@ impl Node {
     pub(crate) fn restart(&mut self, now: Time) {
         self.up = true;
         // The script cache does not survive a restart.
-        self.scripts = [false; 6];
+        self.scripts = [false; SCRIPTS];
+        for (k, set) in std::mem::take(&mut self.lost_readers) {
+            self.close_members(&k, set, now);
+        }
         for ((db, key), e) in std::mem::take(&mut self.lost) {
             let expiry = e.expires.map_or(Time::MAX, |x| self.clock.when_reads(x, e.since));
             let to = expiry.min(now).max(e.since);
@@ -379,7 +420,7 @@ impl Node {
     }
 
     pub(crate) fn flush_scripts(&mut self) {
-        self.scripts = [false; 6];
+        self.scripts = [false; SCRIPTS];
     }
 
     /// End of the run: close every open span (live keys end when they would expire).
@@ -401,6 +442,20 @@ impl Node {
             };
             self.history.push(Segment { db, key, token: e.value, from: e.since, to });
         }
+        for (k, set) in std::mem::take(&mut self.readers) {
+            self.close_members(&k, set, Time::MAX);
+        }
+        // A reader owns the key while it is a live member and the key holds `:readers`.
+        let shared: Vec<Segment> = self.history.iter().filter(|s| s.token == READERS).cloned().collect();
+        for m in std::mem::take(&mut self.memberships) {
+            for s in shared.iter().filter(|s| s.db == m.db && s.key == m.key) {
+                let (from, to) = (m.from.max(s.from), m.to.min(s.to));
+                if from < to {
+                    let key = [READERS_PREFIX, &m.key].concat();
+                    self.history.push(Segment { db: m.db, key, token: m.token.clone(), from, to });
+                }
+            }
+        }
     }
 
     // ----- the keyspace --------------------------------------------------------------------
@@ -413,6 +468,11 @@ impl Node {
         let local = self.clock.local(now);
         let expired: Vec<Key> =
             self.data.iter().filter(|(_, e)| e.expires.is_some_and(|x| x <= local)).map(|(k, _)| k.clone()).collect();
+        let gone: Vec<Key> = self.readers.iter().filter(|(_, r)| r.expires <= local).map(|(k, _)| k.clone()).collect();
+        for k in gone {
+            let set = self.readers.remove(&k).expect("listed above");
+            self.close_members(&k, set, now);
+        }
         for k in expired {
             let e = self.data.remove(&k).expect("listed above");
             if self.is_lock_key(&k.1) {
@@ -640,6 +700,10 @@ impl Node {
             Some(Script::Fence) => self.fence(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv).map(Reply::Int),
             Some(Script::SemAcquire) => self.sem_acquire(now, db, keys, argv),
+            Some(Script::ReadAcquire) => self.read_acquire(now, db, keys, argv).map(Reply::Int),
+            Some(Script::ReadExtend) => self.read_extend(now, db, keys, argv).map(Reply::Int),
+            Some(Script::ReadRelease) => self.read_release(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Downgrade) => self.downgrade(now, db, keys, argv).map(Reply::Int),
             None => Err("no such script".into()),
         };
         match result {
@@ -915,6 +979,13 @@ impl Node {
                 self.leave_queue(&queue, entry);
             }
             let marked = self.data.get(&key).is_some_and(|e| e.marked);
+            if leave.is_some() && marked && self.get(db, k) == Some(READERS) {
+                // A waiter that leaves takes its mark off a key readers share.
+                if let Some(e) = self.data.get_mut(&key) {
+                    e.marked = false;
+                }
+                continue;
+            }
             if self.get(db, k) == Some(token) && self.del(now, db, k) {
                 d += 1;
                 if !marked {
@@ -963,6 +1034,257 @@ impl Node {
             }
         }
         Ok(d)
+    }
+
+    // ----- read locks ----------------------------------------------------------------------
+
+    /// Close the spans of every member of `set` (readers of `key`) at `at`, or when its score
+    /// passed if earlier.
+    fn close_members(&mut self, key: &Key, set: ReaderSet, at: Time) {
+        for (token, (score, since)) in set.members {
+            self.close_member(key, token, score, since, at);
+        }
+    }
+
+    fn close_member(&mut self, (db, key): &Key, token: Vec<u8>, score: i64, since: Time, at: Time) {
+        let to = at.min(self.clock.when_reads(score * MS as i64, since)).max(since);
+        self.memberships.push(Segment { db: *db, key: key.clone(), token, from: since, to });
+    }
+
+    /// The node's `TIME` in whole ms, and the readers whose expiry it reached dropped
+    /// (`ZREMRANGEBYSCORE readers -inf ms`).
+    fn read_start(&mut self, now: Time, key: &Key) -> i64 {
+        let ms = self.clock.local(now).div_euclid(MS as i64);
+        if let Some(mut set) = self.readers.remove(key) {
+            let expired: Vec<Vec<u8>> =
+                set.members.iter().filter(|(_, (score, _))| *score <= ms).map(|(t, _)| t.clone()).collect();
+            for t in expired {
+                let (score, since) = set.members.remove(&t).expect("listed above");
+                self.close_member(key, t, score, since, now);
+            }
+            if !set.members.is_empty() {
+                self.readers.insert(key.clone(), set);
+            }
+        }
+        ms
+    }
+
+    /// `ZADD readers score token` (the set, if new, expires with `settle`).
+    fn zadd(&mut self, now: Time, key: &Key, token: &[u8], score: i64) {
+        let old = self.readers.entry(key.clone()).or_default().members.insert(token.to_vec(), (score, now));
+        if let Some((s, since)) = old {
+            self.close_member(key, token.to_vec(), s, since, now);
+        }
+    }
+
+    fn zrem(&mut self, now: Time, key: &Key, token: &[u8]) -> bool {
+        let Some(set) = self.readers.get_mut(key) else { return false };
+        let Some((score, since)) = set.members.remove(token) else { return false };
+        if set.members.is_empty() {
+            self.readers.remove(key);
+        }
+        self.close_member(key, token.to_vec(), score, since, now);
+        true
+    }
+
+    /// The scripts' `settle`: the lock key and its readers expire with the latest live reader.
+    /// Returns false when no reader is left.
+    fn settle(&mut self, now: Time, key: &Key, ms: i64) -> bool {
+        let Some(set) = self.readers.get_mut(key) else { return false };
+        let Some(top) = set.members.values().map(|m| m.0).max() else { return false };
+        let left = (top - ms).max(1);
+        set.expires = (ms + left) * MS as i64;
+        self.pexpire(now, key.0, &key.1, left);
+        true
+    }
+
+    /// Check that `keys` are a read script's: the lock key, its readers, then (`queue`) its
+    /// queue, then (`fence`, when there are that many) its fence counter. Returns whether the
+    /// fence counter is there.
+    fn read_keys(&self, keys: &[Vec<u8>], queue: bool, fence: bool, what: &str) -> Result<bool, String> {
+        let base = 2 + usize::from(queue);
+        let fenced = fence && keys.len() == base + 1;
+        if keys.len() != base && !fenced {
+            return Err(format!("{what}: {} keys", keys.len()));
+        }
+        let k = &keys[0];
+        let mut want = vec![k.clone(), [READERS_PREFIX, k].concat()];
+        if queue {
+            want.push(queue_of(k));
+        }
+        if fenced {
+            want.push([self.fence_prefix.as_slice(), k].concat());
+        }
+        if !self.is_lock_key(k) || slot_of(k).is_some() || k.starts_with(b"redlease:") || *keys != want[..] {
+            return Err(format!("{what}: the lock key, its readers, queue and fence counter mixed up"));
+        }
+        Ok(fenced)
+    }
+
+    fn marked(&self, key: &Key) -> bool {
+        self.data.get(key).is_some_and(|e| e.marked)
+    }
+
+    fn mark(&mut self, key: &Key) {
+        if let Some(e) = self.data.get_mut(key) {
+            e.marked = true;
+        }
+    }
+
+    /// The read acquire. KEYS: the lock key, its readers, its queue, (with fencing) its fence
+    /// counter; ARGV: token, ttl ms, wait mode, queue TTL, reservation ms. Joins the readers
+    /// unless a writer holds the key or marked it (a re-entry still joins), or it is reserved
+    /// for another; a key handed to the token becomes `:readers` and, if others queue, is
+    /// announced. A refused waiter marks the key and queues. Returns 0, or one more than the
+    /// fence counter.
+    fn read_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, ttl, queue, queue_ttl, reserve] = argv else {
+            return Err(format!("the read acquire takes 5 arguments, got {}", argv.len()));
+        };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("read acquire: the TTL must be a positive integer")?;
+        let front = match queue.as_slice() {
+            b"0" => None,
+            b"1" => Some(false),
+            b"2" => Some(true),
+            _ => return Err("read acquire: bad wait mode".into()),
+        };
+        if front.is_some() {
+            parse_int(queue_ttl).filter(|&t| t > 0).ok_or("read acquire: the queue TTL must be positive")?;
+            parse_int(reserve).filter(|&t| t > 0).ok_or("read acquire: the reservation must be positive")?;
+        }
+        let fenced = self.read_keys(keys, true, true, "read acquire")?;
+        let key = (db, keys[0].clone());
+        let qkey = (db, keys[2].clone());
+        let ms = self.read_start(now, &key);
+        let no_queue = self.queues.get(&qkey).is_none_or(VecDeque::is_empty);
+        if self.get(db, &key.1) == Some(READERS) && self.marked(&key) && no_queue {
+            // The writer that marked it is gone (its queue expired).
+            if let Some(e) = self.data.get_mut(&key) {
+                e.marked = false;
+            }
+        }
+        let v = self.get(db, &key.1).map(<[u8]>::to_vec);
+        let marked = self.marked(&key);
+        let mine = self.readers.get(&key).is_some_and(|s| s.members.contains_key(token));
+        let handed = v.as_deref() == Some(token.as_slice()) && marked;
+        let shared = v.as_deref() == Some(READERS);
+        let entry = [token.as_slice(), b":", reserve].concat();
+        let joins = v.is_none() || handed || (shared && (!marked || mine));
+        if !joins {
+            if let Some(front) = front {
+                self.mark(&key);
+                self.join_queue(&qkey, &entry, front);
+            }
+            return Ok(0);
+        }
+        self.zadd(now, &key, token, ms + ttl);
+        if front.is_some() {
+            self.leave_queue(&qkey, &entry);
+        }
+        if v.is_none() || handed {
+            // `SET K :readers` (no TTL until `settle`, a moment later in the same script).
+            self.set(now, db, &key.1, READERS, Some(ttl));
+            if let Some(e) = self.data.get_mut(&key) {
+                e.marked = false;
+            }
+        }
+        if handed && self.queues.get(&qkey).is_some_and(|q| !q.is_empty()) {
+            let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
+            self.published.push((channel, [token.as_slice(), b":"].concat()));
+        }
+        self.settle(now, &key, ms);
+        let f = if fenced { self.get(db, &keys[3]).and_then(parse_int).unwrap_or(0) } else { 0 };
+        Ok(f + 1)
+    }
+
+    /// KEYS: the lock key, its readers; ARGV: token, ttl ms. 1 if the token still reads (its
+    /// expiry is then `ttl` from the node's now), else 0.
+    fn read_extend(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, ttl] = argv else { return Err(format!("the read extend takes 2 arguments, got {}", argv.len())) };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("read extend: the TTL must be a positive integer")?;
+        self.read_keys(keys, false, false, "read extend")?;
+        let key = (db, keys[0].clone());
+        let ms = self.read_start(now, &key);
+        let mine = self.readers.get(&key).is_some_and(|s| s.members.contains_key(token));
+        if !mine || self.get(db, &key.1) != Some(READERS) {
+            return Ok(0);
+        }
+        self.zadd(now, &key, token, ms + ttl);
+        self.settle(now, &key, ms);
+        Ok(1)
+    }
+
+    /// KEYS: the lock key, its readers, its queue; ARGV: token, leave, reservation ms. Leaves
+    /// the readers (and with `leave` the queue); the last live reader deletes the key and, if
+    /// a writer marked it, hands it to the head of the queue and announces it.
+    fn read_release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, leave, reserve] = argv else {
+            return Err(format!("the read release takes 3 arguments, got {}", argv.len()));
+        };
+        let leave = match leave.as_slice() {
+            b"0" => false,
+            b"1" => true,
+            _ => return Err("read release: leave must be 0 or 1".into()),
+        };
+        self.read_keys(keys, true, false, "read release")?;
+        let key = (db, keys[0].clone());
+        let qkey = (db, keys[2].clone());
+        let ms = self.read_start(now, &key);
+        let d = i64::from(self.zrem(now, &key, token));
+        if leave {
+            self.leave_queue(&qkey, &[token.as_slice(), b":", reserve].concat());
+        }
+        if self.get(db, &key.1) != Some(READERS) || self.settle(now, &key, ms) {
+            return Ok(d);
+        }
+        let marked = self.marked(&key);
+        self.del(now, db, &key.1);
+        if !marked {
+            self.stats.quiet_releases += 1;
+            return Ok(d);
+        }
+        let mut next = Vec::new();
+        if let Some(q) = self.queues.get_mut(&qkey) {
+            if let Some(head) = q.pop_front() {
+                let split = head.iter().rposition(|&b| b == b':');
+                if let Some((tok, ms)) = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?))) {
+                    next = tok.to_vec();
+                    self.set(now, db, &key.1, &next, Some(ms));
+                    self.mark(&key);
+                }
+            }
+            if self.queues.get(&qkey).is_some_and(VecDeque::is_empty) {
+                self.queues.remove(&qkey);
+            }
+        }
+        let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
+        self.published.push((channel, [token.as_slice(), b":", &next].concat()));
+        Ok(d)
+    }
+
+    /// KEYS: the lock key, its readers; ARGV: token, ttl ms. Turns the token's write lock into
+    /// a read lock (announced if a waiter marked the key); 1, or 0 if the key is not ours.
+    fn downgrade(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, ttl] = argv else { return Err(format!("the downgrade takes 2 arguments, got {}", argv.len())) };
+        let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("downgrade: the TTL must be a positive integer")?;
+        self.read_keys(keys, false, false, "downgrade")?;
+        let key = (db, keys[0].clone());
+        let ms = self.read_start(now, &key);
+        if self.get(db, &key.1) != Some(token.as_slice()) {
+            return Ok(0);
+        }
+        let marked = self.marked(&key);
+        self.zadd(now, &key, token, ms + ttl);
+        self.set(now, db, &key.1, READERS, Some(ttl));
+        if let Some(e) = self.data.get_mut(&key) {
+            e.marked = false;
+        }
+        self.settle(now, &key, ms);
+        if marked {
+            let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
+            self.published.push((channel, [token.as_slice(), b":"].concat()));
+        }
+        Ok(1)
     }
 
     /// KEYS: fence keys; ARGV: the proposed token. Raise each counter to at least the

@@ -97,6 +97,10 @@ pub(crate) struct Scenario {
     /// Per-lock chance (‰) that a semaphore lock takes more than one permit (of 2 to its
     /// limit, when the limit is above 1).
     pub(crate) multi_permit_per_mille: u64,
+    /// Reader-writer runs: per-lock chance (‰) of a read lock (0: no read locks), and of a
+    /// write lock being downgraded while held.
+    pub(crate) read_per_mille: u64,
+    pub(crate) downgrade_per_mille: u64,
 }
 
 impl Scenario {
@@ -248,6 +252,8 @@ impl Scenario {
             publish_loss_per_mille,
             limits: Vec::new(),
             multi_permit_per_mille: 0,
+            read_per_mille: 0,
+            downgrade_per_mille: 0,
         }
     }
 
@@ -263,6 +269,20 @@ impl Scenario {
         sc.clients = sc.clients.max((most + rng.range(1, 2) as usize).min(6));
         sc.multi = false;
         sc.multi_permit_per_mille = rng.pick(&[0, 200, 400]);
+        sc
+    }
+
+    /// Draw a reader-writer run of `profile` from `seed`: the faults, timings and knobs of
+    /// [`generate`](Self::generate)'s run, every lock of one resource, a read lock (shared)
+    /// or a write lock (the plain lock of the name) at random, some write locks downgraded
+    /// while held, and three to five clients, so that readers share and writers contend.
+    pub(crate) fn rwlocks(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::generate(seed, profile);
+        let mut rng = Rng::new(seed ^ 0x2E4D_10C5);
+        sc.multi = false;
+        sc.clients = sc.clients.max(rng.range(3, 5) as usize);
+        sc.read_per_mille = rng.pick(&[400, 600, 800]);
+        sc.downgrade_per_mille = rng.pick(&[0, 250, 500]);
         sc
     }
 

@@ -70,12 +70,17 @@ enum Work {
         token: Vec<u8>,
         fencing: bool,
         permits: Option<u32>,
+        /// A read lock.
+        shared: bool,
     },
     Holding {
         lock: LockId,
         hold: usize,
         extend: Option<(Time, Duration)>,
         release_at: Time,
+        /// When a write lock is to be downgraded, and whether its downgrade is in flight.
+        downgrade_at: Option<Time>,
+        downgrading: bool,
     },
     Releasing {
         lock: LockId,
@@ -130,6 +135,13 @@ pub(crate) struct Stats {
     pub(crate) at_limit: u64,
     /// Semaphores in play (each resource name of a semaphore run that was held).
     pub(crate) semaphores: u64,
+    /// Read locks and write locks of a reader-writer run granted, downgrades asked for and
+    /// confirmed, and pairs of read holds of one resource that overlapped.
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
+    pub(crate) downgrades_asked: u64,
+    pub(crate) downgrades: u64,
+    pub(crate) reader_overlaps: u64,
 }
 
 impl Stats {
@@ -159,6 +171,11 @@ impl Stats {
         self.multi_permit_holds += o.multi_permit_holds;
         self.at_limit += o.at_limit;
         self.semaphores += o.semaphores;
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.downgrades_asked += o.downgrades_asked;
+        self.downgrades += o.downgrades;
+        self.reader_overlaps += o.reader_overlaps;
     }
 }
 
@@ -682,13 +699,40 @@ impl World {
                     self.problem(c, format!("cancel refused while acquiring: {e}"));
                 }
             }
-            Work::Holding { lock, hold, extend: Some((at, ttl)), release_at } if self.now >= at => {
+            Work::Holding { lock, downgrade_at: Some(at), release_at, extend, .. } if self.now >= at => {
+                let extend_at = extend.map(|e| e.0);
+                if let Work::Holding { downgrade_at, .. } = &mut self.clients[c].work {
+                    *downgrade_at = None;
+                }
+                trace!(self, "c{c} downgrades {lock:?}");
+                self.stats.downgrades_asked += 1;
+                // The writer's exclusive hold ends when it asks to downgrade: each node lets
+                // readers in as soon as it has applied the downgrade, which may be before the
+                // quorum's confirmation reaches the client. Its hold as a reader begins at the
+                // confirmation.
+                if let Work::Holding { hold, .. } = self.clients[c].work {
+                    self.expire_hold(c);
+                    self.close_hold(hold, self.now);
+                }
+                match self.step(c, |e, now| e.downgrade(now, lock)) {
+                    Some(Ok(())) => {
+                        if let Work::Holding { downgrading, .. } = &mut self.clients[c].work {
+                            *downgrading = true;
+                        }
+                    }
+                    Some(Err(Misuse::Busy(_))) | None => {}
+                    Some(Err(e)) => self.problem(c, format!("downgrade refused: {e}")),
+                }
+                self.schedule_wake(c, extend_at.map_or(release_at, |a| a.min(release_at)));
+            }
+            Work::Holding { lock, hold, extend: Some((at, ttl)), release_at, .. } if self.now >= at => {
                 if let Work::Holding { extend, .. } = &mut self.clients[c].work {
                     *extend = None;
                 }
                 trace!(self, "c{c} extends {lock:?} by {ttl:?}");
                 match self.step(c, |e, now| e.extend(now, lock, Some(ttl))) {
-                    Some(Ok(())) | Some(Err(Misuse::CapReached(_))) | None => {}
+                    // (Busy: a downgrade is in flight.)
+                    Some(Ok(())) | Some(Err(Misuse::CapReached(_) | Misuse::Busy(_))) | None => {}
                     Some(Err(e)) => self.problem(c, format!("extend of hold {hold} refused: {e}")),
                 }
                 self.schedule_wake(c, release_at);
@@ -741,6 +785,9 @@ impl World {
         if let (Some(limit), Some(permits)) = (limit, permits) {
             req = req.semaphore(limit).permits(permits);
         }
+        // Once a holder vanished, write locks show that its lock came back.
+        let shared = self.vanished.is_none() && self.sc.read_per_mille > 0 && self.rng.chance(self.sc.read_per_mille);
+        req = req.shared(shared);
         req.fencing = self.sc.fencing && self.rng.chance(700);
         req.auto_extend = self.sc.auto_extend && self.rng.chance(500);
         if req.auto_extend && self.rng.chance(300) {
@@ -758,13 +805,14 @@ impl World {
         };
         trace!(
             self,
-            "c{c} acquires {what}{:?} token {} ttl {ttl:?} fencing {fencing}",
+            "c{c} acquires {what}{}{:?} token {} ttl {ttl:?} fencing {fencing}",
+            if shared { "to read " } else { "" },
             show(&keys.concat()),
             show(&token)
         );
         match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
-                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits };
+                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits, shared };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
                     self.schedule_wake(c, at);
@@ -808,9 +856,9 @@ impl World {
     fn on_event(&mut self, c: usize, ev: Event) {
         match ev {
             Event::Acquired { lock, valid_until, fence, .. } => {
-                let (resources, token, fencing, permits) = match &self.clients[c].work {
-                    Work::Acquiring { lock: l, resources, token, fencing, permits } if *l == lock => {
-                        (resources.clone(), token.clone(), *fencing, *permits)
+                let (resources, token, fencing, permits, shared) = match &self.clients[c].work {
+                    Work::Acquiring { lock: l, resources, token, fencing, permits, shared } if *l == lock => {
+                        (resources.clone(), token.clone(), *fencing, *permits, *shared)
                     }
                     _ => return self.problem(c, format!("Acquired for {lock:?}, which it was not acquiring")),
                 };
@@ -842,7 +890,16 @@ impl World {
                     end: Time::MAX,
                     fence,
                     semaphore,
+                    shared,
                 });
+                if self.sc.read_per_mille > 0 {
+                    self.stats.reads += u64::from(shared);
+                    self.stats.writes += u64::from(!shared);
+                }
+                let is_shared = self.clients[c].engine.as_ref().is_some_and(|e| e.is_shared(lock));
+                if is_shared != shared {
+                    self.problem(c, format!("{lock:?} is_shared {is_shared}, asked shared {shared}"));
+                }
                 self.claims.push(claim);
                 self.stats.acquired += 1;
                 self.stats.fenced += u64::from(fence.is_some());
@@ -852,7 +909,14 @@ impl World {
                     self.vanish_armed = false;
                     let at = self.now + self.rng.range(0, valid);
                     self.push(at, Ev::Vanish { client: c });
-                    self.clients[c].work = Work::Holding { lock, hold, extend: None, release_at: Time::MAX };
+                    self.clients[c].work = Work::Holding {
+                        lock,
+                        hold,
+                        extend: None,
+                        release_at: Time::MAX,
+                        downgrade_at: None,
+                        downgrading: false,
+                    };
                     return;
                 }
                 let work = if self.rng.chance(150) {
@@ -866,8 +930,12 @@ impl World {
                     let ttl = self.rng.range((self.sc.ttl_ms.0 / 2).max(5), 2 * self.sc.ttl_ms.1);
                     (at, Duration::from_millis(ttl))
                 });
-                self.clients[c].work = Work::Holding { lock, hold, extend, release_at };
-                self.schedule_wake(c, extend.map_or(release_at, |e| e.0));
+                let downgrade_at = (!shared && self.rng.chance(self.sc.downgrade_per_mille))
+                    .then(|| self.now + self.rng.range(0, work / 2));
+                self.clients[c].work =
+                    Work::Holding { lock, hold, extend, release_at, downgrade_at, downgrading: false };
+                let first = [extend.map(|e| e.0), downgrade_at, Some(release_at)].into_iter().flatten().min();
+                self.schedule_wake(c, first.unwrap_or(release_at));
             }
             Event::AcquireFailed { lock, error } => {
                 // A wait bound that ran out is counted by its last attempt's outcome.
@@ -891,16 +959,37 @@ impl World {
                     _ => self.problem(c, format!("AcquireFailed for {lock:?}, which it was not acquiring")),
                 }
             }
-            Event::Extended { lock, .. } => {
+            Event::Extended { lock, valid_until } => {
                 self.stats.extended += 1;
-                if !matches!(self.clients[c].work, Work::Holding { lock: l, .. } if l == lock) {
-                    self.problem(c, format!("Extended for {lock:?}, which it does not hold"));
+                let Work::Holding { lock: l, hold, downgrading, .. } = self.clients[c].work else {
+                    return self.problem(c, format!("Extended for {lock:?}, which it does not hold"));
+                };
+                if l != lock {
+                    return self.problem(c, format!("Extended for {lock:?}, which it does not hold"));
+                }
+                let shared = self.clients[c].engine.as_ref().is_some_and(|e| e.is_shared(lock));
+                if downgrading && shared {
+                    // The downgrade is confirmed: a reader's hold begins (the writer's ended
+                    // when it asked).
+                    self.stats.downgrades += 1;
+                    let reader = Hold { start: self.now, end: Time::MAX, shared: true, ..self.holds[hold].clone() };
+                    let next = self.holds.len();
+                    self.holds.push(reader);
+                    self.claims.push(self.time(valid_until));
+                    trace!(self, "c{c} downgraded: hold {hold} ends, reader hold {next} begins");
+                    if let Work::Holding { hold, downgrading, .. } = &mut self.clients[c].work {
+                        *hold = next;
+                        *downgrading = false;
+                    }
                 }
             }
             // The world reads the engine's deadline through `lock_info` (refresh_hold).
             Event::Shortened { .. } => {}
             Event::LinkUp { .. } => {}
             Event::ExtendFailed { error, .. } => {
+                if let Work::Holding { downgrading, .. } = &mut self.clients[c].work {
+                    *downgrading = false;
+                }
                 if error != ExtendError::Cancelled {
                     self.stats.extend_failed += 1;
                 }
@@ -989,6 +1078,11 @@ impl World {
                 self.stats.semaphores += 1;
                 self.stats.at_limit += u64::from(checker::peak_permits(&on_r).0 >= u64::from(limit));
             }
+        }
+        for name in NAMES {
+            let readers: Vec<&Hold> =
+                self.holds.iter().filter(|h| h.shared && h.resources.iter().any(|r| r == name)).collect();
+            self.stats.reader_overlaps += checker::reader_overlaps(&readers);
         }
         let histories: Vec<&[Segment]> = self.nodes.iter().map(|n| n.history.as_slice()).collect();
         let dbs = vec![self.sc.db; self.sc.nodes];
