@@ -77,23 +77,23 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
 }
 
 #[test]
-fn safe_rwlocks_seeds_0_to_500() {
-    assert_safe(Profile::Safe, 0..500);
+fn safe_rwlocks_seeds_0_to_400() {
+    assert_safe(Profile::Safe, 0..400);
 }
 
 #[test]
-fn safe_rwlocks_seeds_500_to_1000() {
-    assert_safe(Profile::Safe, 500..1000);
+fn safe_rwlocks_seeds_400_to_800() {
+    assert_safe(Profile::Safe, 400..800);
 }
 
 #[test]
-fn safe_rwlocks_seeds_1000_to_1500() {
-    assert_safe(Profile::Safe, 1000..1500);
+fn safe_rwlocks_seeds_800_to_1200() {
+    assert_safe(Profile::Safe, 800..1200);
 }
 
 #[test]
-fn safe_rwlocks_seeds_1500_to_2000() {
-    assert_safe(Profile::Safe, 1500..2000);
+fn safe_rwlocks_seeds_1200_to_1600() {
+    assert_safe(Profile::Safe, 1200..1600);
 }
 
 #[test]

@@ -930,8 +930,9 @@ impl World {
                     let ttl = self.rng.range((self.sc.ttl_ms.0 / 2).max(5), 2 * self.sc.ttl_ms.1);
                     (at, Duration::from_millis(ttl))
                 });
-                let downgrade_at = (!shared && self.rng.chance(self.sc.downgrade_per_mille))
-                    .then(|| self.now + self.rng.range(0, work / 2));
+                let downgrade_at =
+                    (!shared && self.sc.downgrade_per_mille > 0 && self.rng.chance(self.sc.downgrade_per_mille))
+                        .then(|| self.now + self.rng.range(0, work / 2));
                 self.clients[c].work =
                     Work::Holding { lock, hold, extend, release_at, downgrade_at, downgrading: false };
                 let first = [extend.map(|e| e.0), downgrade_at, Some(release_at)].into_iter().flatten().min();
