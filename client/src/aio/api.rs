@@ -218,9 +218,11 @@ macro_rules! async_api {
             /// Turn this write lock into a read lock
             /// ([`LockOptions::shared`](redlease_core::LockOptions::shared)), atomically on each
             /// node, for its TTL from now; returns the read lock's deadline. Writers still wait;
-            /// other readers may join at once. A downgrade that no quorum confirmed loses the
-            /// lock (its lost signal fires). Refused ([`Misuse`](redlease_core::Misuse)) for a
-            /// read lock, a semaphore or several resources.
+            /// other readers may join at once: from the call on, the lock is no longer
+            /// exclusive, so stop writing before calling it. A downgrade that no quorum
+            /// confirmed loses the lock (its lost signal fires). Refused
+            /// ([`Misuse`](redlease_core::Misuse)) for a read lock, a semaphore or several
+            /// resources.
             pub async fn downgrade(&mut self) -> Result<std::time::Instant, Error> {
                 self.0.downgrade().await
             }

@@ -49,7 +49,8 @@ impl Guard {
     }
 
     /// Turn this write lock into a read lock, atomically on each node, for its TTL from now;
-    /// returns the read lock's deadline. Writers still wait; other readers may join at once.
+    /// returns the read lock's deadline. Writers still wait; other readers may join at once —
+    /// from the call on, the lock is no longer exclusive: stop writing before calling it.
     ///
     /// A downgrade that no quorum confirmed loses the lock (its lost signal fires): some nodes
     /// may hold it as a reader and others as a writer. Refused

@@ -36,6 +36,9 @@ impl Engine {
     /// each node, with its acquire TTL from now: it then shares the resource with other
     /// readers ([`LockOptions::shared`]), and writers waiting for it are told.
     ///
+    /// **From the call on, the lock is no longer exclusive**: a node that has applied the
+    /// downgrade admits readers before the others have, so stop writing before calling it.
+    ///
     /// The outcome arrives as [`Event::Extended`] (the read lock's deadline) or
     /// [`Event::ExtendFailed`]; a downgrade that no quorum confirmed loses the lock
     /// ([`Event::Lost`]): some nodes may hold it as a reader and others as a writer. Misuse for
@@ -73,7 +76,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`], or downgraded).
+    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`], or downgraded and
+    /// confirmed; a downgrade in flight already makes it non-exclusive, see
+    /// [`downgrade`](Self::downgrade)).
     pub fn is_shared(&self, lock: LockId) -> bool {
         self.locks.last(lock).is_some_and(|s| s.shared)
     }
