@@ -6,6 +6,7 @@ mod readers;
 mod scan;
 mod semaphore;
 mod status;
+mod verdict;
 
 use std::time::{Duration, Instant};
 

@@ -43,6 +43,9 @@
 //! and `redlease_fault_tolerance` — since the `metrics` facade cannot remove a series; they
 //! stay at 0 until a client of the same name reports again.
 
+mod labels;
+
+use labels::*;
 use std::fmt::Write as _;
 #[cfg(feature = "metrics")]
 use std::time::Duration;
@@ -132,59 +135,6 @@ fn close(op: &Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, at
     }
     if let Some((_, votes)) = engine.round(lock) {
         op.span.record("votes", votes_text(votes).as_str());
-    }
-}
-
-/// The `kind` label of an acquisition's metrics: `mutex`, `semaphore` or `read`.
-#[cfg(feature = "metrics")]
-fn kind(engine: &Engine, lock: LockId) -> &'static str {
-    if engine.limit(lock).is_some() {
-        "semaphore"
-    } else if engine.is_shared(lock) {
-        "read"
-    } else {
-        "mutex"
-    }
-}
-
-pub(crate) fn acquire_outcome(error: &AcquireError) -> &'static str {
-    match error {
-        AcquireError::Held { .. } => "held",
-        AcquireError::Unreachable { .. } => "unreachable",
-        AcquireError::Misconfigured { .. } => "misconfigured",
-        AcquireError::TooSlow { .. } => "too_slow",
-        AcquireError::WaitTimeout { .. } => "wait_timeout",
-        AcquireError::FenceExhausted { .. } => "fence_exhausted",
-        AcquireError::Cancelled => "cancelled",
-        _ => "other",
-    }
-}
-
-fn extend_outcome(error: &ExtendError) -> &'static str {
-    match error {
-        ExtendError::Lost { .. } => "lost",
-        ExtendError::Unconfirmed { .. } => "unconfirmed",
-        ExtendError::Expired => "expired",
-        ExtendError::Cancelled => "cancelled",
-        _ => "other",
-    }
-}
-
-fn release_outcome(outcome: ReleaseOutcome) -> &'static str {
-    match outcome {
-        ReleaseOutcome::Released => "released",
-        ReleaseOutcome::NotHeld => "not_held",
-        ReleaseOutcome::Unreachable => "unreachable",
-        _ => "other",
-    }
-}
-
-fn lost_reason(reason: &LostReason) -> &'static str {
-    match reason {
-        LostReason::Expired => "expired",
-        LostReason::Refused => "refused",
-        LostReason::Stopped => "stopped",
-        _ => "other",
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod reply;
 mod schedule;
+mod shapes;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -378,35 +379,6 @@ impl Links {
                 down(i, link.down_vote());
             }
         }
-    }
-
-    /// Whether a link that takes requests has not been sent the lazily loaded script `bit`
-    /// yet ([`Call::lazy`](crate::wire::Call::lazy)): the next broadcast then carries its
-    /// source, so that no node answers `NOSCRIPT` (whose resend would wait for a late node's
-    /// reply to be read). Marks every such link as sent it.
-    pub(crate) fn needs_source(&mut self, bit: u8) -> bool {
-        let mut needs = false;
-        for link in self.links.iter_mut().filter(|l| l.takes_requests()) {
-            needs |= link.sourced & bit == 0;
-            link.sourced |= bit;
-        }
-        needs
-    }
-
-    /// The node confirmed on this connection that the semaphore of `limit_key` has `limit`
-    /// permits (its script ran without `WRONGLIMIT`).
-    pub(crate) fn confirm_limit(&mut self, node: NodeId, limit_key: &[u8], limit: u16) {
-        let Some(link) = self.links.get_mut(node.index()) else { return };
-        if link.limits.len() < MAX_LIMITS && !link.limits.iter().any(|(k, _)| k == limit_key) {
-            link.limits.push((limit_key.to_vec(), limit));
-        }
-    }
-
-    /// Whether every link that takes requests confirmed `limit` for the semaphore of
-    /// `limit_key` (and at least one does): its first slot can then be taken by `SET NX`.
-    pub(crate) fn limit_confirmed(&self, limit_key: &[u8], limit: u16) -> bool {
-        let mut up = self.links.iter().filter(|l| l.takes_requests()).peekable();
-        up.peek().is_some() && up.all(|l| l.limits.iter().any(|(k, n)| k == limit_key && *n == limit))
     }
 
     /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it

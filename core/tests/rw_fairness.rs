@@ -121,7 +121,8 @@ impl World {
                 let reads = self.clients[c].kind.reads();
                 if self.writer.is_some() || (!reads && !self.readers.is_empty()) {
                     let (w, r) = (self.writer, &self.readers);
-                    self.violations.push(format!("client {c} granted at {} beside writer {w:?}, readers {r:?}", self.now));
+                    self.violations
+                        .push(format!("client {c} granted at {} beside writer {w:?}, readers {r:?}", self.now));
                 }
                 if reads {
                     self.shared += u32::from(!self.readers.is_empty());

@@ -8,7 +8,7 @@ use redlease_cluster::{RedisConn, Reply};
 use redlease_core::{READERS_PREFIX, READERS_VALUE};
 
 use super::json;
-use super::status::Verdict;
+use super::verdict::Verdict;
 
 /// One reader of a key on one node.
 pub(super) struct Reader {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{MAX_PERMITS, NodeConfig};
 
-use super::status::{Verdict, pttl_text, unanswered};
+use super::verdict::{Verdict, pttl_text, unanswered};
 use super::{Open, json, mget, ms, short};
 use crate::out::outln;
 use crate::permits::{limit_key, slot_key};

@@ -9,9 +9,10 @@ use redlease_core::{NodeConfig, TlsSettings};
 
 use super::readers::{self, Reader};
 use super::semaphore::{self, Occupancy};
+use super::verdict::{Verdict, pttl_text, unanswered};
 use super::{Open, fault_of, json, ms, open_all, short};
+use crate::Usage;
 use crate::out::outln;
-use crate::{EXIT_UNAVAILABLE, Usage};
 
 /// What one node said about a key.
 struct NodeState {
@@ -62,7 +63,7 @@ pub(crate) fn status(
         })
         .collect();
     let sem = semaphore::read(&mut conns, key_prefix, name);
-    let verdict = Verdict::of(&states);
+    let verdict = verdict_of(&states);
     if json {
         print_status_json(&key, &nodes, &states, &verdict, sem.as_ref());
         return Ok(verdict.code());
@@ -77,55 +78,6 @@ pub(crate) fn status(
     }
     print_reachable(&verdict);
     Ok(verdict.code())
-}
-
-/// What the nodes said about a key (or a semaphore's slot), taken together.
-pub(super) struct Verdict<'a> {
-    pub(super) nodes: usize,
-    pub(super) quorum: usize,
-    reachable: usize,
-    /// The token held on the most nodes, and on how many.
-    pub(super) best: Option<(usize, &'a str)>,
-    /// That token, when a quorum of nodes holds it.
-    pub(super) held_by: Option<&'a str>,
-    /// How many more nodes may fail before no quorum is left.
-    tolerance: usize,
-}
-
-impl<'a> Verdict<'a> {
-    fn of(states: &'a [Result<NodeState, String>]) -> Self {
-        let reachable = states.iter().filter(|s| s.is_ok()).count();
-        let holders = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
-        Verdict::of_holders(states.len(), reachable, holders)
-    }
-
-    /// The verdict over `nodes` nodes, `reachable` of which answered, and the tokens those hold.
-    pub(super) fn of_holders(nodes: usize, reachable: usize, mut holders: Vec<&'a str>) -> Self {
-        let quorum = nodes / 2 + 1;
-        holders.sort_unstable();
-        let best = holders.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).max();
-        let held_by = best.filter(|(count, _)| *count >= quorum).map(|(_, token)| token);
-        let tolerance = reachable.saturating_sub(quorum);
-        Verdict { nodes, quorum, reachable, best, held_by, tolerance }
-    }
-
-    /// Whether a quorum holds the key (`held`), cannot hold it whatever the nodes that did not
-    /// answer say (`not_held`), or too few nodes answered to tell (`unknown`).
-    pub(super) fn state(&self) -> &'static str {
-        let agreeing = self.best.map_or(0, |(count, _)| count);
-        if self.held_by.is_some() {
-            "held"
-        } else if agreeing + (self.nodes - self.reachable) < self.quorum {
-            "not_held"
-        } else {
-            "unknown"
-        }
-    }
-
-    /// 0 when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
-    fn code(&self) -> u8 {
-        if self.reachable >= self.quorum { 0 } else { EXIT_UNAVAILABLE }
-    }
 }
 
 /// `status --json`: one object, with one object per node, the semaphore of the name (`null`
@@ -227,25 +179,6 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
     }
 }
 
-/// A node that did not answer, as its line in the tables says it.
-pub(super) fn unanswered(error: &str) -> String {
-    if fault_of(error) == "misconfigured" {
-        format!("MISCONFIGURED  ({error})")
-    } else {
-        format!("unreachable  ({error})")
-    }
-}
-
-/// A key's PTTL as the tables say it: `-1` is a key without a TTL, `-2` one that expired
-/// between the reads.
-pub(super) fn pttl_text(pttl: i64) -> String {
-    match pttl {
-        -1 => "NO TTL (leak)".to_owned(),
-        ..0 => "expired".to_owned(),
-        _ => format!("pttl {pttl}ms"),
-    }
-}
-
 /// The last line: how many nodes answered, and how many more may fail.
 fn print_reachable(verdict: &Verdict<'_>) {
     let Verdict { nodes, quorum, reachable, tolerance, .. } = verdict;
@@ -256,4 +189,11 @@ fn print_reachable(verdict: &Verdict<'_>) {
             "{reachable} of {nodes} nodes reachable, quorum {quorum}: {tolerance} more may fail before locking stops"
         );
     }
+}
+
+/// The verdict of the nodes' states.
+fn verdict_of(states: &[Result<NodeState, String>]) -> Verdict<'_> {
+    let reachable = states.iter().filter(|s| s.is_ok()).count();
+    let holders = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
+    Verdict::of_holders(states.len(), reachable, holders)
 }

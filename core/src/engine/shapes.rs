@@ -34,7 +34,7 @@ impl Engine {
 
     /// Turn a held write lock (a plain lock of one resource) into a read lock, atomically on
     /// each node, with its acquire TTL from now: it then shares the resource with other
-    /// readers ([`LockOptions::shared`]), and writers waiting for it are told.
+    /// readers ([`LockOptions::shared`](crate::LockOptions::shared)), and writers waiting for it are told.
     ///
     /// **From the call on, the lock is no longer exclusive**: a node that has applied the
     /// downgrade admits readers before the others have, so stop writing before calling it.
@@ -76,7 +76,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`], or downgraded and
+    /// Whether `lock` is a read lock (taken with [`LockOptions::shared`](crate::LockOptions::shared), or downgraded and
     /// confirmed; a downgrade in flight already makes it non-exclusive, see
     /// [`downgrade`](Self::downgrade)).
     pub fn is_shared(&self, lock: LockId) -> bool {
