@@ -5,12 +5,17 @@
 //!
 //! A waiter must not starve because of how others wait: the release hands the key to the head
 //! of its queue, so every kind of waiter queues.
+//!
+//! Readers and writers of one resource both get it too: three readers and two writers that
+//! hear release messages and a reader that polls. Writers have preference (a waiting writer
+//! stops new readers); readers queue with the writers and are handed the key in turn, so
+//! neither kind starves, and readers still share it.
 
 #[allow(dead_code)]
 #[path = "sim/node.rs"]
 mod node;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use node::{Clock, MS, Node, Time};
@@ -33,6 +38,16 @@ enum Kind {
     Poller,
     /// One key, over connections of its own to nodes that refuse `HELLO 3`.
     Resp2,
+    /// Read locks of one key, wake-ups on.
+    Reader,
+    /// Read locks of one key, wake-ups off in its config.
+    PollingReader,
+}
+
+impl Kind {
+    fn reads(self) -> bool {
+        matches!(self, Kind::Reader | Kind::PollingReader)
+    }
 }
 
 enum Ev {
@@ -61,8 +76,12 @@ struct World {
     /// The three nodes; they refuse `HELLO 3` on the RESP2 client's connections only.
     nodes: Vec<Node>,
     clients: Vec<Client>,
-    /// Who holds `r0` now, and since when.
-    holder: Option<(usize, Time)>,
+    /// The writer (a mutex holder) holding `r0` now, if any.
+    writer: Option<usize>,
+    /// The readers holding `r0` now.
+    readers: BTreeSet<usize>,
+    /// Grants to a reader while another reader held it.
+    shared: u32,
     violations: Vec<String>,
 }
 
@@ -111,11 +130,18 @@ impl World {
     fn on_event(&mut self, c: usize, ev: Event) {
         match ev {
             Event::Acquired { lock, .. } if Some(lock) == self.clients[c].lock => {
-                if let Some((other, since)) = self.holder {
+                let reads = self.clients[c].kind.reads();
+                if self.writer.is_some() || (!reads && !self.readers.is_empty()) {
+                    let (w, r) = (self.writer, &self.readers);
                     self.violations
-                        .push(format!("client {c} granted at {} while {other} holds since {since}", self.now));
+                        .push(format!("client {c} granted at {} beside writer {w:?}, readers {r:?}", self.now));
                 }
-                self.holder = Some((c, self.now));
+                if reads {
+                    self.shared += u32::from(!self.readers.is_empty());
+                    self.readers.insert(c);
+                } else {
+                    self.writer = Some(c);
+                }
                 let client = &mut self.clients[c];
                 client.grants += 1;
                 client.longest_wait = client.longest_wait.max(self.now - client.asked_at);
@@ -138,6 +164,7 @@ impl World {
         let resources: &[&str] = if self.clients[c].kind == Kind::TwoKeys { &["r0", "r1"] } else { &["r0"] };
         let mut options = LockOptions::new(resources[0], Duration::from_secs(10)).wait(Duration::from_secs(60));
         options.resources = resources.iter().map(|r| (*r).to_owned()).collect();
+        options.shared = self.clients[c].kind.reads();
         let token = format!("c{c}-{}", self.clients[c].grants);
         let now = self.instant(self.now);
         let lock = self.clients[c].engine.acquire(now, &options, token.as_bytes()).expect("valid options");
@@ -171,9 +198,10 @@ impl World {
                 }
             }
             Ev::Release { client } => {
-                if self.holder.is_some_and(|(h, _)| h == client) {
-                    self.holder = None;
+                if self.writer == Some(client) {
+                    self.writer = None;
                 }
+                self.readers.remove(&client);
                 let lock = self.clients[client].lock.expect("a holder has a lock");
                 self.clients[client].engine.release(now, lock).expect("held");
                 self.settle(client);
@@ -190,7 +218,7 @@ fn engine(kind: Kind, seed: u64) -> Engine {
     let mut config = Config::new(nodes);
     config.client_name = None;
     config.seed = Some(seed);
-    config.wake = kind != Kind::Poller;
+    config.wake = !matches!(kind, Kind::Poller | Kind::PollingReader);
     Engine::new(config).expect("valid config")
 }
 
@@ -199,8 +227,8 @@ struct Tally {
     longest_wait: Time,
 }
 
-/// One run: three listeners, a two-key waiter, a poller and a RESP2 client; each kind's tally.
-fn run(seed: u64, kinds: &[Kind]) -> (BTreeMap<String, Tally>, Vec<String>) {
+/// One run of `kinds`: each kind's tally, how often readers shared, the violations.
+fn run(seed: u64, kinds: &[Kind]) -> (BTreeMap<String, Tally>, u32, Vec<String>) {
     let mut nodes: Vec<Node> = (0..3).map(|_| Node::new(Clock::new(0, 0), None, b"redlease:fence:", false)).collect();
     let mut world = World {
         base: Instant::now(),
@@ -209,7 +237,9 @@ fn run(seed: u64, kinds: &[Kind]) -> (BTreeMap<String, Tally>, Vec<String>) {
         queue: BTreeMap::new(),
         nodes: Vec::new(),
         clients: Vec::new(),
-        holder: None,
+        writer: None,
+        readers: BTreeSet::new(),
+        shared: 0,
         violations: Vec::new(),
     };
     for (c, &kind) in kinds.iter().enumerate() {
@@ -253,16 +283,18 @@ fn run(seed: u64, kinds: &[Kind]) -> (BTreeMap<String, Tally>, Vec<String>) {
         t.grants += c.grants;
         t.longest_wait = t.longest_wait.max(c.longest_wait);
     }
-    (tally, world.violations)
+    (tally, world.shared, world.violations)
 }
 
-#[test]
-fn every_kind_of_waiter_gets_the_lock() {
-    let kinds = [Kind::Listener, Kind::Listener, Kind::Listener, Kind::TwoKeys, Kind::Poller, Kind::Resp2];
+/// Run `kinds` over 8 seeds; print and check each kind's acquisitions and longest wait; return
+/// how often readers shared the lock.
+fn every_kind_served(kinds: &[Kind]) -> u32 {
     let mut total: BTreeMap<String, (u32, Time, u32)> = BTreeMap::new();
+    let mut shared = 0;
     for seed in 0..8 {
-        let (tally, violations) = run(seed, &kinds);
+        let (tally, overlaps, violations) = run(seed, kinds);
         assert!(violations.is_empty(), "seed {seed}: {violations:?}");
+        shared += overlaps;
         for (kind, t) in tally {
             let e = total.entry(kind).or_insert((0, 0, u32::MAX));
             e.0 += t.grants;
@@ -272,7 +304,7 @@ fn every_kind_of_waiter_gets_the_lock() {
     }
     // Six clients sharing 5 ms holds for 3 s: about 100 each if the lock goes round.
     for (kind, (grants, longest, fewest)) in &total {
-        let per_client = if kind == "Listener" { 3 } else { 1 };
+        let per_client = kinds.iter().filter(|k| format!("{k:?}") == *kind).count() as u32;
         println!(
             "{kind}: {grants} acquisitions over 8 runs ({} per client and run on average, at least {fewest} in a run), longest wait {} ms",
             grants / 8 / per_client,
@@ -281,4 +313,18 @@ fn every_kind_of_waiter_gets_the_lock() {
         assert!(*fewest >= 5 * per_client, "{kind}: only {fewest} acquisitions in a run: it starves");
         assert!(*longest < 1_000 * MS, "{kind}: waited {} ms", longest / MS);
     }
+    shared
+}
+
+#[test]
+fn every_kind_of_waiter_gets_the_lock() {
+    every_kind_served(&[Kind::Listener, Kind::Listener, Kind::Listener, Kind::TwoKeys, Kind::Poller, Kind::Resp2]);
+}
+
+#[test]
+fn readers_and_writers_both_get_the_lock() {
+    let kinds = [Kind::Reader, Kind::Reader, Kind::Reader, Kind::Listener, Kind::Listener, Kind::PollingReader];
+    let shared = every_kind_served(&kinds);
+    println!("readers shared the lock in {shared} grants over 8 runs");
+    assert!(shared > 0, "readers never shared the lock");
 }
