@@ -221,14 +221,7 @@ pub(crate) fn encode<'k>(
         _ => 1,
     };
     resp::array(out, 3 + script_keys + extra);
-    if eval {
-        resp::bulk(out, b"EVAL");
-        resp::bulk(out, script.as_bytes());
-    } else {
-        resp::bulk(out, b"EVALSHA");
-        resp::bulk(out, sha.as_bytes());
-    }
-    resp::bulk_uint(out, script_keys as u64);
+    script_head(out, (script, sha), eval, script_keys);
     if locks {
         for k in keys.clone() {
             resp::bulk(out, k);
@@ -253,6 +246,19 @@ pub(crate) fn encode<'k>(
     }
     resp::bulk(out, token);
     script_args(out, call, nkeys, one);
+}
+
+/// The head of a script call, after the array header: `EVAL source` (`eval`) or `EVALSHA
+/// digest`, then the number of keys.
+fn script_head(out: &mut Vec<u8>, (script, sha): (&str, &str), eval: bool, nkeys: usize) {
+    if eval {
+        resp::bulk(out, b"EVAL");
+        resp::bulk(out, script.as_bytes());
+    } else {
+        resp::bulk(out, b"EVALSHA");
+        resp::bulk(out, sha.as_bytes());
+    }
+    resp::bulk_uint(out, nkeys as u64);
 }
 
 /// `SET key token NX PX ttl_ms`: the cheap acquire of one key.

@@ -1,7 +1,7 @@
 //! The calls of the lock shapes beyond the mutex: a semaphore's acquire, and a read lock's
 //! acquire, extension, release and a write lock's downgrade.
 
-use super::{Call, Names};
+use super::{Call, Names, script_head};
 use crate::{resp, scripts};
 
 /// Encode `call` if it is one of these shapes' (`true`), like [`super::encode`].
@@ -39,14 +39,7 @@ fn permits<'k>(
     let n = keys.len();
     let script_keys = n + 2 + if fencing { n } else { 0 };
     resp::array(out, 3 + script_keys + 7);
-    if eval {
-        resp::bulk(out, b"EVAL");
-        resp::bulk(out, scripts::SEM_ACQUIRE.as_bytes());
-    } else {
-        resp::bulk(out, b"EVALSHA");
-        resp::bulk(out, scripts::SEM_ACQUIRE_SHA.as_bytes());
-    }
-    resp::bulk_uint(out, script_keys as u64);
+    script_head(out, (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA), eval, script_keys);
     for k in keys.clone() {
         resp::bulk(out, k);
     }
@@ -86,14 +79,7 @@ fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_
         _ => 0,
     };
     resp::array(out, 3 + nkeys + 1 + usize::from(ttl_ms.is_some()) + more);
-    if eval {
-        resp::bulk(out, b"EVAL");
-        resp::bulk(out, script.as_bytes());
-    } else {
-        resp::bulk(out, b"EVALSHA");
-        resp::bulk(out, sha.as_bytes());
-    }
-    resp::bulk_uint(out, nkeys as u64);
+    script_head(out, (script, sha), eval, nkeys);
     resp::bulk(out, key);
     resp::bulk2(out, scripts::READERS_PREFIX.as_bytes(), key);
     if queue {
