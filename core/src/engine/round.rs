@@ -159,9 +159,19 @@ impl Engine {
                 self.links.confirm_limit(node, &s.permits.limit_key, s.permits.limit);
             }
         }
-        if let OpAnswer::Slots { positions, .. } = &answer {
-            if !self.locks.in_round(lock, round) {
-                self.trim_late(now, node, lock, positions);
+        if !self.locks.in_round(lock, round) && op == Op::Permits {
+            match &answer {
+                OpAnswer::Slots { positions, .. } => self.trim_late(now, node, lock, positions),
+                // A refusal after the decision queued the holder there.
+                OpAnswer::Int(0)
+                    if self
+                        .locks
+                        .get(lock)
+                        .is_ok_and(|s| matches!(s.phase, Phase::Held(_) | Phase::Extending { .. })) =>
+                {
+                    self.leave_queue(now, node, idx)
+                }
+                _ => {}
             }
         }
         if !self.locks.in_round(lock, round) {

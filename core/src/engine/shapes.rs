@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::Engine;
+use crate::error::Vote;
 use crate::error::{ExtendError, LostReason, Misuse};
 use crate::event::{Event, LockId, NodeId};
 use crate::lock::Phase;
@@ -86,7 +87,10 @@ impl Engine {
 
 impl Engine {
     /// A quorum of nodes granted the same slots of a semaphore: hold them (it no longer waits
-    /// on the others), and release every other slot a node granted, on that node, at once.
+    /// on the others), and release every other slot a node granted, on that node, at once. A
+    /// node that refused a waiter has it queued: it leaves that queue at once (with any slot
+    /// the node hands it meanwhile), or the node would hand the next free slot to a holder and
+    /// keep it from the waiters until the reservation ran out.
     pub(super) fn settle_permits(&mut self, now: Instant, idx: u32) {
         self.unregister(idx);
         let q = self.quorum;
@@ -105,6 +109,28 @@ impl Engine {
             wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
             self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         }
+        self.scratch = cmd;
+        let votes = self.locks[idx].round.tally.votes();
+        let refused: Vec<usize> = (0..self.links.len()).filter(|&n| votes.get(n) == Some(&Vote::Refused)).collect();
+        for node in refused {
+            self.leave_queue(now, NodeId(node as u16), idx);
+        }
+    }
+
+    /// Semaphore holder `idx` leaves the waiter queue of `node` (a node that refused its
+    /// attempt, whose reply may come after the decision), passing on every slot it does not
+    /// hold that the node handed it meanwhile.
+    pub(super) fn leave_queue(&mut self, now: Instant, node: NodeId, idx: u32) {
+        let s = &self.locks[idx];
+        let unheld = s.permits.unheld();
+        if !s.queued() || unheld.is_empty() {
+            return;
+        }
+        let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms };
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        wire::encode(&mut cmd, call, unheld.into_iter(), &s.token, s.names(b""), true);
+        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         self.scratch = cmd;
     }
 

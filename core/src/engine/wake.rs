@@ -54,11 +54,16 @@ impl Engine {
     /// What waiter `idx` does about the release messages heard since its current attempt.
     ///
     /// - Named the next waiter by a quorum of nodes (it headed their queues): retry at once.
-    /// - Too few messages, or every message that named someone named another waiter: sleep on
-    ///   (that waiter goes first; the jittered fallback covers it if it is gone).
-    /// - Otherwise (no queue, or named by some nodes only): retry after a random stagger, if it
-    ///   has waited longest among this engine's waiters on its resources, so one release does
-    ///   not set off a herd and waiters here are served in order of arrival.
+    /// - Too few messages, or any node named another waiter: sleep on (that waiter goes first;
+    ///   the jittered fallback covers it if it is gone). A waiter named by fewer than a quorum
+    ///   while other nodes name someone else would only fail, and its failed attempt would
+    ///   hand the slots reserved for it to the next waiters there, each named by too few
+    ///   nodes again: over five nodes, where queues disagree most, that storm kept a
+    ///   semaphore's permits mostly idle.
+    /// - Otherwise (no queue, or named by some nodes and no other waiter named): retry after a
+    ///   random stagger, if it has waited longest among this engine's waiters on its
+    ///   resources, so one release does not set off a herd and waiters here are served in
+    ///   order of arrival.
     pub(super) fn verdict(&self, idx: u32) -> Verdict {
         let s = &self.locks[idx];
         let threshold = self.wake_threshold();
@@ -66,7 +71,7 @@ impl Engine {
         if heard.named_us >= threshold {
             return Verdict::Now;
         }
-        if heard.released < threshold || (heard.named_us == 0 && heard.named_other > 0) {
+        if heard.released < threshold || heard.named_other > 0 {
             return Verdict::Sleep;
         }
         let mine = (s.tries.called, idx);

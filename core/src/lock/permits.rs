@@ -138,6 +138,15 @@ impl Permits {
         g.iter().filter(|p| !self.chosen.contains(p)).map(|&p| all[p as usize]).collect()
     }
 
+    /// The keys of every slot the lock does not hold (once it holds some).
+    pub(crate) fn unheld(&self) -> Vec<&[u8]> {
+        if self.chosen.is_empty() {
+            return Vec::new();
+        }
+        let all = self.all.iter().enumerate();
+        all.filter(|(p, _)| !self.chosen.contains(&(*p as u16))).map(|(_, k)| k).collect()
+    }
+
     /// The keys of a late grant (the 1-based `positions` a node took after the round was
     /// decided) that the lock does not hold; empty if it holds none (its attempt failed, and
     /// the cleanup sent to the node covers them; or a later attempt is in flight, which may
