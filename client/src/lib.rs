@@ -38,9 +38,9 @@ pub mod api {
     pub use crate::lease::{Lease, LostSignal};
     pub use crate::random::new_token;
     pub use redlease_core::{
-        AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockId, LockOptions, LostReason, Misuse,
-        NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome, ReleaseReport, Retry, TlsSettings,
-        Transport, Vote, Votes,
+        AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockHealth, LockId, LockOptions, LockShape,
+        LockState, LostReason, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
+        ReleaseReport, Retry, TlsSettings, Transport, Vote, Votes,
     };
 }
 

@@ -129,10 +129,13 @@ impl Engine {
         self.links.stats(node)
     }
 
-    /// The health view: every node's state, round trips and last error, and how many more
-    /// nodes may fail before locking stops ([`Health::fault_tolerance`]).
+    /// The health view: every node's state, round trips and last error, how many more nodes
+    /// may fail before locking stops ([`Health::fault_tolerance`]), and the engine's own locks
+    /// (what each holds or waits for: resources, read or write, a semaphore's slots; its state
+    /// and deadline).
     pub fn health(&self) -> Health {
-        Health { nodes: self.links.health(), quorum: self.quorum }
+        let locks = self.locks.live().filter_map(|(id, s)| s.health(id)).collect();
+        Health { nodes: self.links.health(), quorum: self.quorum, locks }
     }
 
     /// Whether `node` wakes waiters on release (RESP3 push messages on its connection), or is

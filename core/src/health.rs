@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Fault;
-use crate::event::{NodeId, WakeState};
+use crate::event::{LockId, LockState, NodeId, WakeState};
 use crate::stats::NodeStats;
 
 /// Where one node's connection stands, as the health view sees it.
@@ -70,6 +70,51 @@ impl NodeHealth {
     }
 }
 
+/// What a lock takes of its resources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockShape {
+    /// The resources alone: a mutex, which is also the write lock of a reader-writer lock.
+    Exclusive,
+    /// A read lock, shared with other readers ([`LockOptions::shared`](crate::LockOptions::shared)).
+    Shared,
+    /// Permits of a semaphore ([`LockOptions::semaphore`](crate::LockOptions::semaphore)).
+    Semaphore {
+        /// Its limit.
+        limit: u32,
+        /// How many permits the lock takes.
+        permits: u32,
+        /// The slots held (numbers `0..limit`), once a quorum granted them; empty while
+        /// acquiring.
+        slots: Vec<u16>,
+    },
+}
+
+/// One of the client's own locks in the health view: what it holds or waits for, and until
+/// when. The nodes' view of every client's locks is `redlease status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockHealth {
+    /// The lock.
+    pub lock: LockId,
+    /// Its resources as the nodes name them (after [`Config::key_prefix`](crate::Config::key_prefix));
+    /// a semaphore's name.
+    pub resources: Vec<String>,
+    /// Mutex or write lock, read lock, or permits.
+    pub shape: LockShape,
+    /// Acquiring (waiting included), held, extending or releasing.
+    pub state: LockState,
+    /// Valid until this instant of the caller's clock (once held).
+    pub valid_until: Option<Instant>,
+    /// Its fencing token (once held, when asked for).
+    pub fence: Option<u64>,
+    /// Known lost.
+    pub lost: bool,
+    /// The first 8 characters of its token: the holder as the nodes show it (`redlease
+    /// status` prints the same), without the rest, which would let anyone release it.
+    pub token_prefix: String,
+}
+
 /// The cluster as a client sees it; see [`Engine::health`](crate::Engine::health).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -78,6 +123,8 @@ pub struct Health {
     pub nodes: Vec<NodeHealth>,
     /// Nodes that must agree: N / 2 + 1.
     pub quorum: usize,
+    /// The client's locks: acquiring (waiting included), held, extending or releasing.
+    pub locks: Vec<LockHealth>,
 }
 
 impl Health {
@@ -167,7 +214,40 @@ impl fmt::Display for Health {
         if self.misconfigured() {
             write!(f, " (a node refuses us for a configuration reason: fix it)")?;
         }
+        for l in &self.locks {
+            write!(f, "\n{}", l)?;
+        }
         Ok(())
+    }
+}
+
+impl fmt::Display for LockHealth {
+    /// One line: the lock, its resources and shape, its state, fencing token and holder.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            _ if self.lost => "LOST",
+            LockState::Acquiring => "acquiring",
+            LockState::Held => "held",
+            LockState::Extending => "held, extending",
+            LockState::Releasing => "releasing",
+        };
+        write!(f, "lock {}.{} {}", self.lock.slot, self.lock.generation, self.resources.join(" + "))?;
+        match &self.shape {
+            LockShape::Exclusive => write!(f, " (exclusive)")?,
+            LockShape::Shared => write!(f, " (read)")?,
+            LockShape::Semaphore { limit, permits, slots } if slots.is_empty() => {
+                write!(f, " ({permits} of {limit} permits)")?
+            }
+            LockShape::Semaphore { limit, slots, .. } => {
+                let slots: Vec<String> = slots.iter().map(u16::to_string).collect();
+                write!(f, " (slots {} of {limit})", slots.join(","))?
+            }
+        }
+        write!(f, "  {state}")?;
+        if let Some(fence) = self.fence {
+            write!(f, "  fence {fence}")?;
+        }
+        write!(f, "  token {}…", self.token_prefix)
     }
 }
 
@@ -190,7 +270,8 @@ mod tests {
     #[test]
     fn tolerance_counts_usable_nodes_against_the_quorum() {
         let down = NodeState::Down { retry_at: None };
-        let mut h = Health { nodes: (0..5).map(|i| node(i, NodeState::Ready, None)).collect(), quorum: 3 };
+        let mut h =
+            Health { nodes: (0..5).map(|i| node(i, NodeState::Ready, None)).collect(), quorum: 3, locks: Vec::new() };
         assert_eq!((h.usable(), h.fault_tolerance(), h.design_tolerance()), (5, 2, 2));
         assert!(h.all_ready() && h.can_lock() && !h.misconfigured());
         h.nodes[0] = node(0, NodeState::Handshaking, Some(Fault::Misconfigured));

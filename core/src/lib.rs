@@ -231,7 +231,7 @@ pub use error::{
 };
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
-pub use health::{Health, NodeHealth, NodeState};
+pub use health::{Health, LockHealth, LockShape, NodeHealth, NodeState};
 pub use node::{NodeConfig, Transport};
 pub use options::{LockOptions, MAX_PERMITS};
 pub use stats::NodeStats;

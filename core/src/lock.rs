@@ -8,12 +8,12 @@ mod hold;
 mod keys;
 mod permits;
 mod tally;
+mod view;
 
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Retry};
 use crate::error::Vote;
-use crate::event::{LockInfo, LockState};
 use crate::options::LockOptions;
 use crate::wire::{Call, Names, Op, Queue};
 
@@ -400,25 +400,6 @@ impl Slot {
             | Phase::Draining { deadline } => Some(*deadline),
             _ => None,
         }
-    }
-
-    /// A snapshot for [`Engine::lock_info`](crate::Engine::lock_info); `None` when free.
-    pub(crate) fn info(&self) -> Option<LockInfo> {
-        let state = match &self.phase {
-            Phase::Free | Phase::Draining { .. } => return None,
-            Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => LockState::Acquiring,
-            Phase::Held(_) => LockState::Held,
-            Phase::Extending { .. } => LockState::Extending,
-            Phase::Releasing { .. } => LockState::Releasing,
-        };
-        let hold = self.hold();
-        Some(LockInfo {
-            state,
-            valid_until: hold.map(|h| h.valid_until),
-            fence: hold.and_then(|h| h.fence),
-            lost: hold.is_some_and(|h| h.lost),
-            attempts: self.tries.made,
-        })
     }
 }
 

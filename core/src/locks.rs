@@ -53,6 +53,13 @@ impl Locks {
         self.slots.get(lock.slot as usize).filter(|s| s.generation == lock.generation)
     }
 
+    /// Every live lock (acquiring, held or releasing) with its id, in slot order.
+    pub(crate) fn live(&self) -> impl Iterator<Item = (LockId, &Slot)> {
+        (0..self.slots.len() as u32)
+            .map(|i| (self.id(i), &self.slots[i as usize]))
+            .filter(|(id, _)| self.get(*id).is_ok())
+    }
+
     /// The id of the lock in slot `idx`.
     pub(crate) fn id(&self, idx: u32) -> LockId {
         LockId { slot: idx, generation: self.slots[idx as usize].generation }

@@ -11,7 +11,7 @@ mod node;
 
 use std::time::Duration;
 
-use redlease_core::{AcquireError, Event, LockId, LockOptions, Misuse, ReleaseOutcome, Vote};
+use redlease_core::{AcquireError, Event, LockId, LockOptions, LockShape, LockState, Misuse, ReleaseOutcome, Vote};
 use rig::Rig;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -184,6 +184,9 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
     rig.reply(rig.t0, 2, &grant(1, &[2]));
     assert!(events(&mut rig).is_empty());
     assert_eq!(rig.engine.permits(lock), None, "nothing held before the grant");
+    let h = rig.engine.health();
+    let acquiring = LockShape::Semaphore { limit: 3, permits: 1, slots: Vec::new() };
+    assert!(matches!(&h.locks[..], [l] if l.shape == acquiring && l.state == LockState::Acquiring), "{h}");
     rig.reply(rig.t0, 3, &grant(1, &[1]));
     match events(&mut rig).as_slice() {
         [Event::Acquired { lock: l, .. }] if *l == lock => {}
@@ -191,8 +194,26 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
     }
     assert_eq!(rig.engine.permits(lock), Some(&[order[0]][..]));
     // A mutex names no slots.
-    let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("m", TTL), b"m").unwrap();
+    let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("m", TTL), b"mutex-token").unwrap();
     assert_eq!(rig.engine.permits(mutex), None);
+    // The health view lists both: the semaphore's slot held, the mutex acquiring.
+    let h = rig.engine.health();
+    let held = LockShape::Semaphore { limit: 3, permits: 1, slots: vec![order[0]] };
+    match &h.locks[..] {
+        [s, m] => {
+            assert_eq!(
+                (s.lock, &s.shape, s.state, &s.resources[..]),
+                (lock, &held, LockState::Held, &["api".to_owned()][..])
+            );
+            assert!(s.valid_until.is_some() && s.token_prefix == "tok");
+            assert_eq!((m.lock, &m.shape, m.state), (mutex, &LockShape::Exclusive, LockState::Acquiring));
+            assert_eq!((&m.resources[..], &m.token_prefix[..]), (&["m".to_owned()][..], "mutex-to"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let table = h.to_string();
+    assert!(table.contains(&format!("api (slots {} of 3)  held  token tok…", order[0])), "{table}");
+    assert!(table.contains("m (exclusive)  acquiring  token mutex-to…") && !table.contains("mutex-token"), "{table}");
 }
 
 #[test]

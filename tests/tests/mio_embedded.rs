@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redlease_mio::mio::event::Event as MioEvent;
 use redlease_mio::mio::net::{TcpListener, TcpStream};
 use redlease_mio::mio::{Events, Interest, Poll, Token};
-use redlease_mio::{Config, Driver, Event, LockId, LockOptions, ReleaseOutcome, new_token};
+use redlease_mio::{Config, Driver, Event, LockId, LockOptions, LockShape, ReleaseOutcome, new_token};
 use redlease_tests::Cluster;
 
 const LISTENER: Token = Token(0);
@@ -304,6 +304,20 @@ fn an_embedded_driver_takes_a_semaphores_permits() {
     let (c, sc) = host.try_permits("embedded-pool", 3, 1).expect("the third permit");
     assert!(!sa.contains(&sc[0]) && !sb.contains(&sc[0]));
     assert!(host.try_permits("embedded-pool", 3, 1).is_none(), "a fourth permit of three");
+    // The health view shows the three permits held, each with its slot.
+    let h = host.driver.health();
+    let mut shown: Vec<Vec<u16>> = h
+        .locks
+        .iter()
+        .map(|l| match &l.shape {
+            LockShape::Semaphore { limit: 3, permits: 1, slots } if l.resources == ["embedded-pool"] => slots.clone(),
+            other => panic!("{other:?}\n{h}"),
+        })
+        .collect();
+    shown.sort();
+    let mut held = vec![sa.clone(), sb.clone(), sc.clone()];
+    held.sort();
+    assert_eq!(shown, held, "{h}");
     for lock in [a, b, c] {
         host.release(lock);
     }

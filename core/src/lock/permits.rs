@@ -16,6 +16,8 @@ use crate::scripts::{QUEUE_PREFIX, SEM_PREFIX};
 /// The slot state of a semaphore acquisition; `limit == 0` for a mutex.
 #[derive(Debug, Default)]
 pub(crate) struct Permits {
+    /// The semaphore's name (before the key scheme).
+    pub(crate) name: String,
     pub(crate) limit: u16,
     pub(crate) want: u16,
     /// The slot number at each position of the client's order.
@@ -49,6 +51,8 @@ impl Permits {
     pub(crate) fn start(&mut self, prefix: &str, name: &str, limit: u32, want: u32, token: &[u8]) {
         self.limit = limit as u16;
         self.want = want as u16;
+        self.name.clear();
+        self.name.push_str(name);
         self.chosen.clear();
         self.slots.clear();
         if limit == 0 {

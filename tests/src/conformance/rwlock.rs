@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_core::{AcquireError, ReleaseOutcome, Retry};
+use redlease_core::{AcquireError, LockHealth, LockShape, ReleaseOutcome, Retry};
 
 use super::cases::{connect, eventually, lock, ms, ok, release, values};
 use super::{Failure, FailureKind, LockSpec, Options, Subject};
@@ -51,6 +51,7 @@ pub fn rw_lock<S: Subject>() {
         let ttl = Duration::from_secs(10);
         let read = || LockSpec::new("catalog", ttl).shared();
         let write = || LockSpec::new("catalog", ttl);
+        let reading = |l: &&LockHealth| l.shape == LockShape::Shared && l.resources == ["catalog"];
 
         let r1 = lock::<S>(&client, read().once()).await;
         let r2 = lock::<S>(&client, read().once()).await;
@@ -61,6 +62,10 @@ pub fn rw_lock<S: Subject>() {
             shared && readers(&cluster, "catalog").iter().all(|r| r.len() == 2)
         })
         .await;
+        // The client's health view shows both as read locks of the key.
+        let h = ok::<S, _>(S::health(&client).await, "health");
+        assert_eq!(h.locks.iter().filter(reading).count(), 2, "[{}] two read locks in the view:\n{h}", S::NAME);
+        assert!(h.to_string().contains("catalog (read)  held"), "[{}]\n{h}", S::NAME);
         let refused = S::lock(&client, write().once())
             .await
             .err()
@@ -100,6 +105,8 @@ pub fn rw_lock<S: Subject>() {
 
         // Downgrade: the writer reads, a reader joins at once, a writer still waits.
         ok::<S, _>(S::downgrade(&mut w).await, "downgrade");
+        let h = ok::<S, _>(S::health(&waiter).await, "health");
+        assert_eq!(h.locks.iter().filter(reading).count(), 1, "[{}] downgraded, a read lock:\n{h}", S::NAME);
         let r3 = lock::<S>(&client, read().once()).await;
         let refused = S::lock(&client, write().once())
             .await

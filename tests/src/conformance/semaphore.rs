@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlease_core::{AcquireError, ExtendError, ReleaseOutcome, Retry};
+use redlease_core::{AcquireError, ExtendError, LockShape, LockState, ReleaseOutcome, Retry};
 
 use super::cases::{connect, eventually, lock, ms, ok, release, values};
 use super::{FailureKind, LockSpec, Options, Subject};
@@ -153,6 +153,18 @@ pub fn semaphore_permits<S: Subject>() {
         slots.sort_unstable();
         slots.dedup();
         assert_eq!(slots.len(), 3, "[{}] three holders, three distinct slots: {slots:?}", S::NAME);
+        // The client's health view shows what it holds: each permit's slot, and its holder.
+        let h = ok::<S, _>(S::health(&client).await, "health");
+        for g in &held {
+            let token = S::token(g);
+            let line = h.locks.iter().find(|l| token.starts_with(&l.token_prefix));
+            let line = line.unwrap_or_else(|| panic!("[{}] a held permit missing from the view:\n{h}", S::NAME));
+            let shape = LockShape::Semaphore { limit: 4, permits: 1, slots: S::permits(g).to_vec() };
+            assert_eq!((&line.resources[..], &line.shape), (&["pool".to_owned()][..], &shape), "[{}]", S::NAME);
+            assert!(line.state == LockState::Held && line.valid_until.is_some(), "[{}]\n{h}", S::NAME);
+            assert!(h.to_string().contains(&format!("slots {} of 4", S::permits(g)[0])), "[{}]\n{h}", S::NAME);
+            assert!(!h.to_string().contains(&token) && !format!("{h:?}").contains(&token), "[{}] a token", S::NAME);
+        }
         for g in &held {
             let (k, token) = (S::permits(g)[0], S::token(g));
             assert!(holding(&cluster, "pool", k, &token) >= 2, "[{}] slot {k} not held on a quorum", S::NAME);
