@@ -11,7 +11,7 @@ use redlease_core::{AcquireError, ExtendError, LockShape, LockState, ReleaseOutc
 
 use super::cases::{connect, eventually, lock, ms, ok, release, values};
 use super::{FailureKind, LockSpec, Options, Subject};
-use crate::Cluster;
+use crate::{Cluster, Reply};
 
 /// The key of slot `k` of semaphore `name`.
 fn slot_key(name: &str, k: u16) -> String {
@@ -314,6 +314,53 @@ pub fn semaphore_wake<S: Subject>() {
             })
         })
         .await;
+    });
+    cluster.assert_no_leaks();
+}
+
+/// A waiter re-enters a slot that already holds its own token on a node: the leftover of an
+/// earlier grant whose cleanup never arrived, here written on node 0 over the holder's key (as
+/// if node 0 had lost the holder's key and kept the waiter's). When the holder releases, nodes
+/// 1 and 2 hand the slot to the waiter; its retry counts node 0's leftover as its own, and the
+/// slot is held on every node with the full TTL.
+pub fn semaphore_reentry<S: Subject>() {
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let spec = LockSpec::new("reentry-pool", Duration::from_secs(30)).semaphore(1, 1);
+        let a = lock::<S>(&holder, spec.clone().once()).await;
+        let waiting = {
+            let (waiter, spec) = (waiter.clone(), spec.clone().wait(Duration::from_secs(20)));
+            S::spawn(async move { S::lock(&waiter, spec).await })
+        };
+        let queue = "redlease:queue:redlease:sem:{reentry-pool}";
+        let mut token = None;
+        eventually::<S>(Duration::from_secs(3), "the waiter queued on node 0", || {
+            let mut c = cluster.node(0).conn().expect("a connection to node 0");
+            let entries = match c.checked(&["LRANGE", queue, "0", "-1"]).expect("LRANGE") {
+                Reply::Array(Some(items)) => items.iter().filter_map(Reply::as_text).collect(),
+                _ => Vec::new(),
+            };
+            token = entries.first().and_then(|e: &String| e.split(':').next().map(str::to_owned));
+            token.is_some()
+        })
+        .await;
+        let token = token.unwrap_or_default();
+        let slot = slot_key("reentry-pool", 0);
+        let mut c = cluster.node(0).conn().expect("a connection to node 0");
+        c.checked(&["SET", slot.as_str(), token.as_str(), "PX", "5000"]).expect("SET the leftover");
+
+        assert_eq!(release::<S>(a).await.outcome, ReleaseOutcome::Released, "[{}] released on nodes 1 and 2", S::NAME);
+        let got = ok::<S, _>(waiting.await, "the waiter after the release");
+        assert_eq!(S::token(&got), token, "[{}] the leftover was the waiter's", S::NAME);
+        assert_eq!(S::permits(&got), [0]);
+        assert_eq!(holding(&cluster, "reentry-pool", 0, &token), 3, "[{}] held on every node", S::NAME);
+        let pttl = c.pttl(&slot).expect("PTTL");
+        assert!(pttl > 20_000, "[{}] the re-entered slot has the lock's TTL again: {pttl} ms", S::NAME);
+        assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
+        assert_eq!(slots_present(&cluster, "reentry-pool", 1), 0, "[{}] the release cleared every node", S::NAME);
     });
     cluster.assert_no_leaks();
 }
