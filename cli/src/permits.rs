@@ -100,6 +100,9 @@ pub(crate) fn wrong_limit(e: &Error, key_prefix: &str, name: &str, asked: u32) -
             (None, Vote::Down) => others.push(format!("{}: down", node(i))),
             (None, Vote::TimedOut) => others.push(format!("{}: timed out", node(i))),
             (None, Vote::Error(m) | Vote::Misconfigured(m)) => others.push(format!("{}: {m}", node(i))),
+            (None, Vote::Unreplicated { acked, wanted }) => {
+                others.push(format!("{}: {acked} of {wanted} replicas acknowledged the grant", node(i)))
+            }
             (None, _) => {}
         }
     }

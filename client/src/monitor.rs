@@ -115,6 +115,7 @@ fn votes_text(votes: &[Vote]) -> String {
             Vote::TimedOut => "timed out",
             Vote::Error(_) => "error",
             Vote::Misconfigured(_) => "misconfigured",
+            Vote::Unreplicated { .. } => "unreplicated",
             _ => "other",
         };
         let sep = if s.is_empty() { "" } else { ", " };

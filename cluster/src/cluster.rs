@@ -22,9 +22,18 @@ pub struct ClusterBuilder {
     base_port: Option<u16>,
     placements: Option<Vec<Placement>>,
     listen: Listen,
+    replicas: usize,
 }
 
 impl ClusterBuilder {
+    /// Give every node this many replicas (default 0): `redis-server` processes on free
+    /// loopback ports that replicate it (`REPLICAOF`), started after it and ready once their
+    /// link to it is up. Over TCP only.
+    pub fn replicas(mut self, n: usize) -> Self {
+        self.replicas = n;
+        self
+    }
+
     /// How clients reach the nodes (default: TCP, or what [`with_listen`](crate::with_listen) set).
     pub fn listen(mut self, listen: Listen) -> Self {
         self.listen = listen;
@@ -106,11 +115,25 @@ impl ClusterBuilder {
             };
             nodes.push(Node::start(index, placement, self.persist, self.acl.clone(), self.listen, tls.clone())?);
         }
-        Ok(Cluster { nodes, acl: self.acl, tls })
+        if self.replicas > 0 && self.listen != Listen::Tcp {
+            return Err("replicas are started over TCP only: use Listen::Tcp with replicas".to_owned());
+        }
+        let mut replicas = Vec::with_capacity(self.nodes);
+        for primary in &nodes {
+            let mut of = Vec::with_capacity(self.replicas);
+            for _ in 0..self.replicas {
+                let replica = Node::start(primary.index(), None, self.persist, self.acl.clone(), Listen::Tcp, None)?;
+                replica.replicate(primary)?;
+                of.push(replica);
+            }
+            replicas.push(of);
+        }
+        Ok(Cluster { nodes, replicas, acl: self.acl, tls })
     }
 }
 
-/// N independent `redis-server` processes (no replication between them), stopped on drop.
+/// N independent `redis-server` processes (no replication between them; each may have
+/// replicas of its own, [`ClusterBuilder::replicas`]), stopped on drop.
 ///
 /// ```no_run
 /// use redlease_cluster::Cluster;
@@ -125,6 +148,8 @@ impl ClusterBuilder {
 #[derive(Debug)]
 pub struct Cluster {
     nodes: Vec<Node>,
+    /// Each node's replicas.
+    replicas: Vec<Vec<Node>>,
     acl: Option<(String, String)>,
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     tls: Option<TlsHandle>,
@@ -145,6 +170,7 @@ impl Cluster {
             base_port: None,
             placements: None,
             listen: default_listen(),
+            replicas: 0,
         }
     }
 
@@ -162,6 +188,11 @@ impl Cluster {
     /// Node `i`.
     pub fn node(&self, i: usize) -> &Node {
         &self.nodes[i]
+    }
+
+    /// The replicas of node `i` (none unless [`ClusterBuilder::replicas`] asked for them).
+    pub fn replicas(&self, i: usize) -> &[Node] {
+        self.replicas.get(i).map_or(&[], Vec::as_slice)
     }
 
     /// Number of nodes.

@@ -104,6 +104,34 @@ impl Node {
         Err(format!("node {index}: redis-server did not start: {last}"))
     }
 
+    /// Make this node a replica of `primary` (`REPLICAOF`, with the primary's credentials)
+    /// and wait until its link to the primary is up and the first sync is done.
+    pub(crate) fn replicate(&self, primary: &Node) -> Result<(), String> {
+        let fail = |e: std::io::Error| format!("replica of node {}: {e}", primary.index());
+        // The primary would wait 5 s for more replicas before a diskless first sync.
+        let mut to_primary = primary.conn().map_err(fail)?;
+        to_primary.checked(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]).map_err(fail)?;
+        let mut conn = self.conn().map_err(fail)?;
+        if let Some((user, pass)) = primary.credentials() {
+            conn.checked(&["CONFIG", "SET", "masteruser", user]).map_err(fail)?;
+            conn.checked(&["CONFIG", "SET", "masterauth", pass]).map_err(fail)?;
+        }
+        let (host, port) = (primary.ip.to_string(), primary.port.to_string());
+        conn.checked(&["REPLICAOF", host.as_str(), port.as_str()]).map_err(fail)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let info = conn.checked(&["INFO", "replication"]).map_err(fail)?;
+            let text = info.as_text().unwrap_or_default();
+            if text.contains("master_link_status:up") && text.contains("master_sync_in_progress:0") {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("replica of node {}: its link did not come up in 10 s:\n{text}", primary.index()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Index in the cluster.
     pub fn index(&self) -> usize {
         self.index

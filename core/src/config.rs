@@ -320,6 +320,12 @@ impl Config {
         if self.node_timeout.is_zero() {
             return Err(ConfigError::ZeroNodeTimeout);
         }
+        for node in &self.nodes {
+            if let Some(m) = node.min_replicas.filter(|m| m.timeout.is_zero() || m.timeout >= self.node_timeout) {
+                let node_timeout = self.node_timeout;
+                return Err(ConfigError::ReplicasTimeout { node: node.to_string(), timeout: m.timeout, node_timeout });
+            }
+        }
         if !(0.0..0.5).contains(&self.drift_factor) || self.drift_factor.is_nan() {
             return Err(ConfigError::BadDriftFactor(self.drift_factor));
         }

@@ -4,6 +4,7 @@
 //! links bring in (replies, failures) in [`links`].
 
 mod links;
+mod replicas;
 mod round;
 mod shapes;
 mod wake;

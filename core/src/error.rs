@@ -113,6 +113,21 @@ pub enum ConfigError {
         /// The node timeout it must not undercut.
         node_timeout: Duration,
     },
+    /// A node's [`min_replicas`](crate::NodeConfig::min_replicas) timeout is zero (`WAIT`
+    /// would block for good) or not below `node_timeout`, which bounds the whole vote (every
+    /// grant would time out first).
+    #[error(
+        "node {node}: the min_replicas timeout {timeout:?} must be above zero and below node_timeout \
+         {node_timeout:?}, which bounds the node's vote: e.g. ?replicas_timeout=20 with the default 50ms node_timeout"
+    )]
+    ReplicasTimeout {
+        /// The node, as a URL without its password.
+        node: String,
+        /// Its `min_replicas` timeout.
+        timeout: Duration,
+        /// The config's node timeout.
+        node_timeout: Duration,
+    },
     /// `fence_prefix` is empty: a resource's fence counter would be the lock key itself.
     #[error("fence_prefix is empty: fence counters would collide with lock keys; use e.g. \"redlease:fence:\"")]
     EmptyFencePrefix,

@@ -232,7 +232,7 @@ pub use error::{
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
 pub use health::{Health, LockHealth, LockShape, NodeHealth, NodeState};
-pub use node::{NodeConfig, Transport};
+pub use node::{MinReplicas, NodeConfig, Transport};
 pub use options::{LockOptions, MAX_PERMITS};
 pub use stats::NodeStats;
 pub use tls::{Pem, TlsSettings};

@@ -5,6 +5,7 @@
 mod reply;
 mod schedule;
 mod shapes;
+mod view;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -13,11 +14,10 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{Fault, Vote};
 use crate::event::{LinkState, NodeId, WakeState};
-use crate::health::{NodeHealth, NodeState};
-use crate::node::Transport;
+use crate::node::{MinReplicas, Transport};
 use crate::resp;
 use crate::stats::NodeStats;
-use crate::wire::{Pending, Step};
+use crate::wire::{self, Pending, Step};
 
 pub(crate) use reply::Next;
 use schedule::Policy;
@@ -69,6 +69,10 @@ struct Link {
     tls_open: bool,
     /// This connection has had a reply.
     answered: bool,
+    /// `WAIT replicas timeout`, sent behind every grant of a round on a node with
+    /// [`min_replicas`](crate::NodeConfig::min_replicas).
+    wait: Option<Box<[u8]>>,
+    min_replicas: Option<MinReplicas>,
     /// [`Links::subs_gen`] when `subs` was last brought in line with the channels.
     subs_gen: u64,
     /// The scripts the handshake does not load (a semaphore's, a read lock's) that this
@@ -102,12 +106,15 @@ impl Link {
     /// Queue a request: `encode` writes it, expecting the reply `pending`.
     #[inline]
     fn push(&mut self, now: Instant, pending: Pending, encode: impl FnOnce(&mut Vec<u8>)) {
-        if self.holding {
-            encode(&mut self.held);
-            self.held_pending.push_back((pending, now));
-        } else {
-            encode(&mut self.out);
-            self.pending.push_back((pending, now));
+        let (out, queue) =
+            if self.holding { (&mut self.held, &mut self.held_pending) } else { (&mut self.out, &mut self.pending) };
+        encode(out);
+        queue.push_back((pending, now));
+        if let (Some(wait), Pending::Op { op, lock, round }) = (&self.wait, pending) {
+            if op.writes_grant() {
+                out.extend_from_slice(wait);
+                queue.push_back((Pending::Replicas { lock, round }, now));
+            }
         }
     }
 
@@ -226,6 +233,8 @@ impl Links {
                 plain_tcp: node.transport == Transport::Tcp,
                 tls_open: false,
                 answered: false,
+                wait: node.min_replicas.map(|m| wire::wait_command(m.replicas, m.timeout)),
+                min_replicas: node.min_replicas,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
@@ -247,6 +256,12 @@ impl Links {
 
     pub(crate) fn len(&self) -> usize {
         self.links.len()
+    }
+
+    /// The replicas `node`'s grants wait for, if any.
+    #[inline]
+    pub(crate) fn min_replicas(&self, node: NodeId) -> Option<MinReplicas> {
+        self.links.get(node.index()).and_then(|l| l.min_replicas)
     }
 
     pub(crate) fn state(&self, node: NodeId) -> Option<LinkState> {
@@ -291,32 +306,6 @@ impl Links {
         if let Some(l) = self.links.get_mut(node) {
             l.stats.timeouts += 1;
         }
-    }
-
-    /// Every node's health.
-    pub(crate) fn health(&self) -> Vec<NodeHealth> {
-        self.links
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let handshaking = l.is_handshaking();
-                let state = match l.state {
-                    LinkState::Up { .. } if handshaking => NodeState::Handshaking,
-                    LinkState::Up { .. } => NodeState::Ready,
-                    LinkState::Connecting { .. } => NodeState::Connecting,
-                    LinkState::Down { retry_at } => NodeState::Down { retry_at },
-                };
-                NodeHealth {
-                    node: NodeId(i as u16),
-                    addr: Arc::clone(&self.addrs[i]),
-                    state,
-                    last_error: l.last_error.as_ref().map(|(_, e)| e.clone()),
-                    fault: l.last_error.as_ref().map(|(f, _)| *f),
-                    stats: l.stats.clone(),
-                    wake: l.wake.clone(),
-                }
-            })
-            .collect()
     }
 
     pub(crate) fn addr(&self, node: NodeId) -> Arc<str> {

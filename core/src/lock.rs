@@ -142,7 +142,7 @@ impl Slot {
             auto_extend: false,
             max_hold: None,
             tries: Tries { made: 0, max: 1, called: now, give_up_at: None },
-            round: Round { id: 0, start: now, tally: Tally::default() },
+            round: Round { id: 0, start: now, tally: Tally::default(), awaiting: Vec::new() },
             phase: Phase::Free,
             waiting: false,
             heard: Vec::new(),
@@ -192,7 +192,7 @@ impl Slot {
     pub(crate) fn begin_round(&mut self, start: Instant, n: usize, phase: Phase) {
         self.round.id = self.round.id.wrapping_add(1);
         self.round.start = start;
-        self.round.tally.reset(n);
+        self.round.reset(n);
         self.phase = phase;
     }
 

@@ -51,6 +51,20 @@ pub struct NodeConfig {
     pub transport: Transport,
     /// TLS settings of this node (`None`: the config's [`Config::tls`](crate::Config::tls)).
     pub tls: Option<TlsSettings>,
+    /// Count this node's grants and extensions only once its replicas have them
+    /// ([`NodeConfig::min_replicas`]); `None`: as soon as the node answers.
+    pub min_replicas: Option<MinReplicas>,
+}
+
+/// Replicas that must acknowledge a node's grant before it counts: `WAIT replicas timeout`
+/// after the write, on the same connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinReplicas {
+    /// How many replicas (at least 1).
+    pub replicas: u32,
+    /// How long the node waits for them; must be below
+    /// [`Config::node_timeout`](crate::Config::node_timeout), which bounds the whole vote.
+    pub timeout: std::time::Duration,
 }
 
 impl fmt::Debug for NodeConfig {
@@ -64,6 +78,7 @@ impl fmt::Debug for NodeConfig {
             .field("db", &self.db)
             .field("transport", &self.transport)
             .field("tls", &self.tls)
+            .field("min_replicas", &self.min_replicas)
             .finish()
     }
 }
@@ -101,7 +116,16 @@ impl fmt::Display for NodeConfig {
 impl NodeConfig {
     /// A node at `host:port` with no credentials and database 0.
     pub fn new(host: impl Into<String>, port: u16) -> Self {
-        NodeConfig { host: host.into(), port, user: None, password: None, db: 0, transport: Transport::Tcp, tls: None }
+        NodeConfig {
+            host: host.into(),
+            port,
+            user: None,
+            password: None,
+            db: 0,
+            transport: Transport::Tcp,
+            tls: None,
+            min_replicas: None,
+        }
     }
 
     /// A node listening on the Unix socket at `path`, no credentials, database 0.
@@ -141,6 +165,18 @@ impl NodeConfig {
         self
     }
 
+    /// Count this node's grants (and extensions, and fencing write-backs) only once `replicas`
+    /// of its replicas acknowledge them: each such write is followed by `WAIT replicas
+    /// timeout` on the same connection, and a node whose replicas fall short within `timeout`
+    /// casts a failed vote (its grant is cleaned up like any failed attempt's). For a node
+    /// that is one primary with replicas and automatic failover: a grant a failover could
+    /// lose does not count. `replicas == 0` turns it off. In a URL:
+    /// `?min_replicas=1&replicas_timeout=20` (milliseconds).
+    pub fn min_replicas(mut self, replicas: u32, timeout: std::time::Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout });
+        self
+    }
+
     /// Parse a node URL, as redis-rs writes them:
     ///
     /// - `redis://[user:pass@]host[:port][/db]`: plain TCP;
@@ -148,9 +184,11 @@ impl NodeConfig {
     /// - `redis+unix:///path/to/redis.sock[?db=N&user=U&pass=P]` (or `unix://…`): a Unix
     ///   socket; credentials may also come as `redis+unix://user:pass@/path`.
     ///
-    /// Every form takes the query options `db`, `user` (`username`), `pass` (`password`) and
-    /// `protocol=resp3|resp2` (no effect: redlease asks for RESP3 and falls back to RESP2 by
-    /// itself), e.g. `redis://host:6379?protocol=resp3`; an unknown option is refused by name.
+    /// Every form takes the query options `db`, `user` (`username`), `pass` (`password`),
+    /// `min_replicas` and `replicas_timeout` (milliseconds, default 20: see
+    /// [`min_replicas`](Self::min_replicas)) and `protocol=resp3|resp2` (no effect: redlease
+    /// asks for RESP3 and falls back to RESP2 by itself), e.g.
+    /// `redis://host:6379?min_replicas=1`; an unknown option is refused by name.
     ///
     /// `redis://:pass@host` gives a password without a user. User and password may be
     /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
@@ -221,7 +259,7 @@ impl NodeConfig {
         } else {
             path.parse::<u32>().map_err(|_| bad("the database after / must be a number, e.g. redis://host:6379/0"))?
         };
-        let node = NodeConfig { host: host.to_owned(), port, user, password, db, transport, tls: None };
+        let node = NodeConfig { host: host.to_owned(), port, user, password, db, transport, ..NodeConfig::new("", 0) };
         options(query, node).map_err(|reason| bad(&reason))
     }
 }

@@ -49,7 +49,25 @@ pub(crate) enum Op {
     Permits,
 }
 
+/// `WAIT replicas timeout_ms`, encoded.
+pub(crate) fn wait_command(replicas: u32, timeout: std::time::Duration) -> Box<[u8]> {
+    let mut out = Vec::new();
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+    resp::array(&mut out, 3);
+    resp::bulk(&mut out, b"WAIT");
+    resp::bulk_uint(&mut out, u64::from(replicas));
+    resp::bulk_uint(&mut out, ms);
+    out.into_boxed_slice()
+}
+
 impl Op {
+    /// Whether a grant of this op is a write a failover could lose, so that a node with
+    /// [`min_replicas`](crate::NodeConfig::min_replicas) counts it only once its replicas
+    /// have it. (A release that a failover undoes leaves a key that expires.)
+    pub(crate) fn writes_grant(self) -> bool {
+        !matches!(self, Op::Release)
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Acquire => "the acquire script",
@@ -75,6 +93,9 @@ pub(crate) enum Pending {
     Subscribe,
     /// `UNSUBSCRIBE` from one wake channel.
     Unsubscribe,
+    /// `WAIT` after a grant of a round (on a node with
+    /// [`min_replicas`](crate::NodeConfig::min_replicas)): how many replicas have it.
+    Replicas { lock: LockId, round: u32 },
 }
 
 impl Pending {
@@ -85,6 +106,7 @@ impl Pending {
             Pending::Cleanup => "the cleanup release",
             Pending::Subscribe => "SUBSCRIBE",
             Pending::Unsubscribe => "UNSUBSCRIBE",
+            Pending::Replicas { .. } => "WAIT",
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Engine;
+use super::replicas::may_grant;
 use super::wake::Verdict;
 use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote, is_cluster_error};
 use crate::event::{Event, LockId, NodeId};
@@ -142,9 +143,34 @@ impl Engine {
 
     /// Act on a lock operation's answer from `node`. An `Err` is a link failure.
     pub(super) fn on_answer(&mut self, now: Instant, node: NodeId, answer: Answer) -> Result<(), LinkError> {
-        let Answer::Op { op, lock, round, answer } = answer else {
-            return Ok(());
+        let (op, lock, round, answer) = match answer {
+            Answer::Op { op, lock, round, answer } => (op, lock, round, answer),
+            Answer::Replicas { lock, round, acked } => return self.on_replicas(now, node, lock, round, acked),
+            _ => return Ok(()),
         };
+        let answer = if self.links.min_replicas(node).is_some() && op.writes_grant() && may_grant(op, &answer) {
+            // Counted once the node's replicas have it: its `WAIT` follows on the connection.
+            match self.hold_back(node, op, lock, round, answer) {
+                Ok(()) => return Ok(()),
+                Err(late) => late,
+            }
+        } else {
+            answer
+        };
+        self.cast(now, node, op, lock, round, answer)
+    }
+
+    /// Count `node`'s `answer` to `op` of `lock`'s round `round`.
+    #[inline]
+    pub(super) fn cast(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        op: Op,
+        lock: LockId,
+        round: u32,
+        answer: OpAnswer,
+    ) -> Result<(), LinkError> {
         let idx = lock.slot;
         // A Redis Cluster node votes once, as misconfigured, and its link is failed for it.
         let cluster = match &answer {
@@ -160,19 +186,7 @@ impl Engine {
             }
         }
         if !self.locks.in_round(lock, round) && op == Op::Permits {
-            match &answer {
-                OpAnswer::Slots { positions, .. } => self.trim_late(now, node, lock, positions),
-                // A refusal after the decision queued the holder there.
-                OpAnswer::Int(0)
-                    if self
-                        .locks
-                        .get(lock)
-                        .is_ok_and(|s| matches!(s.phase, Phase::Held(_) | Phase::Extending { .. })) =>
-                {
-                    self.leave_queue(now, node, idx)
-                }
-                _ => {}
-            }
+            self.late_permits(now, node, lock, &answer);
         }
         if !self.locks.in_round(lock, round) {
             // A late reply to an earlier round: ignored.

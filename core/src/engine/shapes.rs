@@ -8,9 +8,9 @@ use super::Engine;
 use crate::error::Vote;
 use crate::error::{ExtendError, LostReason, Misuse};
 use crate::event::{Event, LockId, NodeId};
-use crate::lock::Phase;
+use crate::lock::{Permits, Phase};
 use crate::options::ttl_to_send;
-use crate::wire::{self, Pending};
+use crate::wire::{self, OpAnswer, Pending};
 
 impl Engine {
     /// The slots of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
@@ -134,18 +134,43 @@ impl Engine {
         self.scratch = cmd;
     }
 
+    /// A semaphore's node answered after its round was decided: a grant is trimmed to the
+    /// slots the lock holds, and a refusal (which queued the holder there) leaves the queue.
+    pub(super) fn late_permits(&mut self, now: Instant, node: NodeId, lock: LockId, answer: &OpAnswer) {
+        match answer {
+            OpAnswer::Slots { positions, .. } => self.trim_late(now, node, lock, positions),
+            OpAnswer::Int(0)
+                if self.locks.get(lock).is_ok_and(|s| matches!(s.phase, Phase::Held(_) | Phase::Extending { .. })) =>
+            {
+                self.leave_queue(now, node, lock.slot)
+            }
+            _ => {}
+        }
+    }
+
     /// A semaphore's node granted slots after its round was decided: release those the lock
     /// does not hold, on that node (the lock's release names only the slots it holds).
     pub(super) fn trim_late(&mut self, now: Instant, node: NodeId, lock: LockId, positions: &[u16]) {
+        self.release_slots(now, node, lock, |p| p.late_extras(positions));
+    }
+
+    /// Release the slots at the 1-based `positions` of `lock`'s order on `node`.
+    pub(super) fn release_positions(&mut self, now: Instant, node: NodeId, lock: LockId, positions: &[u16]) {
+        self.release_slots(now, node, lock, |p| p.keys_at(positions));
+    }
+
+    /// Release, on `node`, the slot keys of semaphore `lock` that `pick` names (nothing for a
+    /// mutex, or when it names none).
+    fn release_slots(&mut self, now: Instant, node: NodeId, lock: LockId, pick: impl FnOnce(&Permits) -> Vec<&[u8]>) {
         let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) else { return };
-        let extras = s.permits.late_extras(positions);
-        if extras.is_empty() {
+        let keys = pick(&s.permits);
+        if keys.is_empty() {
             return;
         }
         let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, extras.into_iter(), &s.token, s.names(b""), true);
+        wire::encode(&mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true);
         self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
         self.scratch = cmd;
     }

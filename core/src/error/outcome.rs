@@ -30,18 +30,30 @@ pub enum Vote {
     /// password (`AUTH failed: WRONGPASS ...`), a database it does not have, an ACL
     /// (`NOPERM ...`), a key of another type (`WRONGTYPE ...`).
     Misconfigured(String),
+    /// The node granted, but fewer of its replicas than
+    /// [`min_replicas`](crate::NodeConfig::min_replicas) asks acknowledged the write within
+    /// its timeout (`WAIT`): a failover could lose it, so it does not count.
+    Unreplicated {
+        /// Replicas that acknowledged it.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl Vote {
     /// Whether this vote counts against the operation for lack of an answer (not a refusal).
     pub fn is_failure(&self) -> bool {
-        matches!(self, Vote::Down | Vote::TimedOut | Vote::Error(_) | Vote::Misconfigured(_))
+        matches!(
+            self,
+            Vote::Down | Vote::TimedOut | Vote::Error(_) | Vote::Misconfigured(_) | Vote::Unreplicated { .. }
+        )
     }
 
     /// What kind of failure the vote is, if it is one.
     pub fn fault(&self) -> Option<Fault> {
         match self {
-            Vote::Down | Vote::TimedOut => Some(Fault::Unreachable),
+            Vote::Down | Vote::TimedOut | Vote::Unreplicated { .. } => Some(Fault::Unreachable),
             Vote::Error(_) => Some(Fault::Protocol),
             Vote::Misconfigured(_) => Some(Fault::Misconfigured),
             Vote::Pending | Vote::Granted | Vote::Refused => None,
@@ -164,10 +176,15 @@ fn describe(votes: &Votes) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     for (i, v) in votes.iter().enumerate() {
+        let unreplicated;
         let what = match v {
             Vote::Down => "down",
             Vote::TimedOut => "timed out",
             Vote::Error(e) | Vote::Misconfigured(e) => e,
+            Vote::Unreplicated { acked, wanted } => {
+                unreplicated = format!("granted, but {acked} of {wanted} replicas acknowledged it in time");
+                &unreplicated
+            }
             _ => continue,
         };
         let sep = if s.is_empty() { "" } else { "; " };

@@ -71,7 +71,7 @@ impl Links {
         })?;
         let refused = |step: Step, message| LinkError::Handshake { node, addr: addr(), step: step.name(), message };
         match answer {
-            Answer::Op { .. } => return Ok(Next::Op { used, answer }),
+            Answer::Op { .. } | Answer::Replicas { .. } => return Ok(Next::Op { used, answer }),
             Answer::Step(Step::Hello, StepAnswer::Ok) => {
                 // RESP3 from here on: subscribe to what the waiters need, then send what was
                 // issued meanwhile.

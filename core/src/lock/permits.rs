@@ -151,6 +151,12 @@ impl Permits {
         all.filter(|(p, _)| !self.chosen.contains(&(*p as u16))).map(|(_, k)| k).collect()
     }
 
+    /// The keys at the 1-based `positions` of a grant.
+    pub(crate) fn keys_at(&self, positions: &[u16]) -> Vec<&[u8]> {
+        let all: Vec<&[u8]> = self.all.iter().collect();
+        positions.iter().filter_map(|&p| all.get(usize::from(p.checked_sub(1)?)).copied()).collect()
+    }
+
     /// The keys of a late grant (the 1-based `positions` a node took after the round was
     /// decided) that the lock does not hold; empty if it holds none (its attempt failed, and
     /// the cleanup sent to the node covers them; or a later attempt is in flight, which may

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use crate::error::Vote;
+use crate::wire::{Op, OpAnswer};
 
 /// The votes of one round, by node.
 #[derive(Debug, Default)]
@@ -64,4 +65,17 @@ pub(crate) struct Round {
     pub(crate) id: u32,
     pub(crate) start: Instant,
     pub(crate) tally: Tally,
+    /// Per node, a grant held back until the node's replicas acknowledge it (`WAIT`), for
+    /// nodes with [`min_replicas`](crate::NodeConfig::min_replicas), with its round's id (kept
+    /// until the next round begins, so that a late one is still trimmed).
+    pub(crate) awaiting: Vec<Option<(u32, Op, OpAnswer)>>,
+}
+
+impl Round {
+    /// A new round over `n` nodes: no votes, nothing held back.
+    pub(super) fn reset(&mut self, n: usize) {
+        self.tally.reset(n);
+        self.awaiting.clear();
+        self.awaiting.resize(n, None);
+    }
 }

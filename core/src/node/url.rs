@@ -1,6 +1,8 @@
 //! The pieces of the node URLs: credentials, the Unix-socket form, query options, and the
 //! redaction that keeps passwords out of error messages.
 
+use std::time::Duration;
+
 use super::NodeConfig;
 
 /// `user:pass` (percent-encoded) as user and password; a bare word is the password
@@ -44,13 +46,14 @@ pub(super) fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
 }
 
 /// The query options a node URL takes.
-const KNOWN: [&str; 6] = ["db", "user", "username", "pass", "password", "protocol"];
+const KNOWN: [&str; 8] = ["db", "user", "username", "pass", "password", "protocol", "min_replicas", "replicas_timeout"];
 
 /// Apply a URL's query options to `node`: `db`, `user` (or `username`), `pass` (or
 /// `password`), and `protocol` (`resp3` or `resp2`, accepted as redis-rs writes them; redlease
 /// asks for RESP3 with `HELLO 3` and keeps RESP2 where a node refuses it). Any other option is
 /// refused by name, so that a setting redlease would not apply is never silently dropped.
 pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, String> {
+    let mut replicas_timeout = None;
     let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -66,6 +69,20 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
             "db" => node.db = value.parse().map_err(|_| "db must be a number, e.g. ?db=0".to_owned())?,
             "user" | "username" => node.user = Some(value).filter(|s| !s.is_empty()),
             "pass" | "password" => node.password = Some(value),
+            "min_replicas" => {
+                let n: u32 =
+                    value.parse().map_err(|_| "min_replicas must be a number, e.g. ?min_replicas=1".to_owned())?;
+                let timeout = node.min_replicas.map_or(DEFAULT_REPLICAS_TIMEOUT, |m| m.timeout);
+                node = node.min_replicas(n, timeout);
+            }
+            "replicas_timeout" => {
+                let ms: u64 = value
+                    .parse()
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .ok_or_else(|| "replicas_timeout must be a number of milliseconds above 0".to_owned())?;
+                replicas_timeout = Some(Duration::from_millis(ms));
+            }
             "protocol" if value.eq_ignore_ascii_case("resp3") || value.eq_ignore_ascii_case("resp2") => {}
             "protocol" => return Err(format!("unknown protocol {value:?}: resp3 or resp2")),
             _ => {
@@ -77,13 +94,21 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
                     format!("unknown option {key:?}")
                 };
                 return Err(format!(
-                    "{named}: the options are db, user, password and protocol (resp3 or resp2); write & in a value as %26"
+                    "{named}: the options are db, user, password, min_replicas, replicas_timeout and protocol (resp3 \
+                     or resp2); write & in a value as %26"
                 ));
             }
         }
     }
+    if let Some(timeout) = replicas_timeout {
+        let m = node.min_replicas.as_mut().ok_or("replicas_timeout needs min_replicas (e.g. ?min_replicas=1)")?;
+        m.timeout = timeout;
+    }
     Ok(node)
 }
+
+/// The `replicas_timeout` of a URL that gives `min_replicas` alone.
+const DEFAULT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// Hide the password of a URL for error messages, whatever its scheme (`rediss://`,
 /// `http://`, a typo such as `redis:/`, or none at all).

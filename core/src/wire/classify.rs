@@ -24,7 +24,7 @@ pub(crate) enum StepAnswer {
 
 /// What a reply to a lock operation means (owned, so the input buffer can be released before
 /// the engine acts on it).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OpAnswer {
     Int(i64),
     /// The script cache was flushed: resend with the source.
@@ -51,6 +51,12 @@ pub(crate) enum Answer {
     },
     /// A cleanup's reply: nothing to do.
     Ignored,
+    /// `WAIT`'s reply: the replicas that have the writes so far, or the node's error.
+    Replicas {
+        lock: LockId,
+        round: u32,
+        acked: Result<i64, String>,
+    },
     /// The server refused to `SUBSCRIBE` (its error text): the node is polled.
     SubscribeRefused(String),
 }
@@ -125,6 +131,10 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
         },
         (Pending::Op { op, lock, round }, Reply::Int(i)) => {
             Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
+        }
+        (Pending::Replicas { lock, round }, Reply::Int(i)) => Ok(Answer::Replicas { lock, round, acked: Ok(*i) }),
+        (Pending::Replicas { lock, round }, Reply::Error(e)) => {
+            Ok(Answer::Replicas { lock, round, acked: Err(text(e)) })
         }
         _ => Err(pending.name()),
     }
