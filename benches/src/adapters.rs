@@ -1,6 +1,7 @@
 //! The redlease adapters, each with the bench config (node timeout 50 ms, 3 attempts
 //! 20–200 ms apart, wake-on-release on) and one client shared by every locker; each locks a
-//! mutex, or one permit of a semaphore of 4 (the subjects named `…-sem4`).
+//! mutex, one permit of a semaphore of 4 (`…-sem4`), a read lock (`…-read`), or a mutex whose
+//! grants wait for each node's replica (`…-replicas`).
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::subject::Subject;
 /// with a read lock, each paired with its own mutex.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     use Scenario::{Handoff, Lockers, Sequential, Stalled, Tls};
-    use Shape::{Mutex, Read};
+    use Shape::{Mutex, Read, Replicated};
     const ALL: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff];
     const WITH_TLS: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls];
     const SEM: &[Scenario] = &[Sequential, Handoff];
@@ -32,14 +33,29 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, MioBlocking(sem4))),
         Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], TokioAdapter(|| Tokio::new(true), Read))),
         Box::new(Generic::new("mio-blocking-read", "mio-blocking", &[Sequential], MioBlocking(Read))),
+        Box::new(Generic::new(
+            "tokio-mt-replicas",
+            "tokio-mt",
+            &[Sequential],
+            TokioAdapter(|| Tokio::new(true), Replicated),
+        )),
     ]
 }
 
 /// The config for `urls`: the defaults, except 3 attempts 20–200 ms apart instead of waiting
 /// up to 10 s (what the peers do); the benchmark's TLS nodes are trusted through their CA.
 pub fn config(urls: &[String]) -> Result<Config, String> {
+    config_for(urls, Shape::Mutex)
+}
+
+/// [`config`], for a subject locking `shape`: [`Shape::Replicated`] nodes count a grant once
+/// one replica has it (within 20 ms, what `?min_replicas=1` gives).
+fn config_for(urls: &[String], shape: Shape) -> Result<Config, String> {
     let retry = Retry::new(3, Duration::from_millis(20), Duration::from_millis(200));
     let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?.retry(retry);
+    if shape == Shape::Replicated {
+        config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(20))).collect();
+    }
     for node in config.nodes.iter_mut().filter(|n| n.transport == Transport::Tls) {
         let files = redlease_cluster::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
         node.tls = Some(TlsSettings::new().ca_file(&files.ca));
@@ -74,7 +90,8 @@ macro_rules! async_adapter {
             }
 
             async fn connect(&self, exec: &E, urls: &[String]) -> Result<$krate::Client, String> {
-                let (client, driver) = $krate::Client::with_driver(config(urls)?).await.map_err(|e| e.to_string())?;
+                let (client, driver) =
+                    $krate::Client::with_driver(config_for(urls, self.1)?).await.map_err(|e| e.to_string())?;
                 exec.detach(driver);
                 Ok(client)
             }
@@ -131,7 +148,7 @@ impl Target for MioBlocking {
     }
 
     async fn connect(&self, _: &Threads, urls: &[String]) -> Result<redlease_mio::Client, String> {
-        redlease_mio::Client::with_config(config(urls)?).map_err(|e| e.to_string())
+        redlease_mio::Client::with_config(config_for(urls, self.0)?).map_err(|e| e.to_string())
     }
 
     fn locker(&self, client: &redlease_mio::Client) -> Result<MioLocker, String> {

@@ -11,21 +11,23 @@ pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
-/// What a subject locks: a mutex, one permit of a semaphore of this many slots, or a read
-/// lock (readers share it; a read-lock subject takes part in the sequential scenario only).
+/// What a subject locks: a mutex, one permit of a semaphore of this many slots, a read lock
+/// (readers share it), or a mutex on nodes that each have a replica, its grants waiting for
+/// it (`min_replicas(1)`). The last two take part in the sequential scenario only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)] // Said above.
 pub enum Shape {
     Mutex,
     Semaphore(u32),
     Read,
+    Replicated,
 }
 
 impl Shape {
     /// How many can hold it at once.
     pub fn holders(self) -> u32 {
         match self {
-            Shape::Mutex => 1,
+            Shape::Mutex | Shape::Replicated => 1,
             Shape::Semaphore(limit) => limit,
             Shape::Read => u32::MAX,
         }
@@ -35,7 +37,7 @@ impl Shape {
     pub fn options(self, key: &str) -> LockOptions {
         let options = LockOptions::new(key, TTL);
         match self {
-            Shape::Mutex => options,
+            Shape::Mutex | Shape::Replicated => options,
             Shape::Semaphore(limit) => options.semaphore(limit),
             Shape::Read => options.shared(true),
         }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use redlease_cluster::{Cluster, Listen};
 
-use crate::plan::{NODES, Options, Plan, Scenario};
+use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};
 use crate::stats::dur;
 use crate::subject::{Handoff, Level, Load, Seq, Subject};
@@ -124,14 +124,15 @@ impl Progress<'_> {
         &mut self,
         name: &str,
         what: &str,
-        listen: Listen,
+        (listen, replicas): (Listen, usize),
         measure: impl FnOnce(&Cluster) -> Result<T, String>,
     ) -> Result<T, String> {
         self.step += 1;
         eprint!("[{:>3}/{}] {name:<15} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
-        let result = Cluster::builder().nodes(NODES).listen(listen).try_start().and_then(|cluster| {
+        let builder = Cluster::builder().nodes(NODES).listen(listen).replicas(replicas);
+        let result = builder.try_start().and_then(|cluster| {
             usage::set_servers(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
             let result = guarded(|| measure(&cluster));
             usage::set_servers(Vec::new());
@@ -160,7 +161,7 @@ impl Progress<'_> {
         points.sort_by_key(|&(n, _)| n);
         let mut rows = Vec::new();
         for (n, s) in points {
-            let r = self.measure(s.name(), &format!("{n} {what}"), Listen::Tcp, |c| measure(s, &c.urls(), n));
+            let r = self.measure(s.name(), &format!("{n} {what}"), (Listen::Tcp, 0), |c| measure(s, &c.urls(), n));
             rows.push((s.name(), n, r));
         }
         rows
@@ -179,7 +180,8 @@ impl Progress<'_> {
                 let (listen, with) = if sc == Scenario::Tls { (Listen::Tls, "TCP") } else { (Listen::Tcp, b.name()) };
                 let what = format!("{}, round {}/{}, with {with}", sc.name(), round + 1, self.plan.seq.rounds);
                 let plan = self.plan;
-                let r = self.measure(a.name(), &what, listen, |c| {
+                let replicas = usize::from(a.info().shape == Shape::Replicated);
+                let r = self.measure(a.name(), &what, (listen, replicas), |c| {
                     let plain: Vec<String> = c.nodes().iter().map(|n| n.plain_url()).collect();
                     pair(plan, (a, &c.urls()), (b, &plain), round % 2 == 1)
                 });
@@ -198,7 +200,7 @@ impl Progress<'_> {
     /// The stalled scenario for `s`: the last node is stopped between the two levels.
     fn stalled(&mut self, s: &dyn Subject) -> Result<[Level; 2], String> {
         let plan = self.plan;
-        self.measure(s.name(), "stalled, 1 of 5 nodes stopped", Listen::Tcp, |c| {
+        self.measure(s.name(), "stalled, 1 of 5 nodes stopped", (Listen::Tcp, 0), |c| {
             s.stalled(&c.urls(), plan, &|| c.node(c.len() - 1).pause())
         })
     }

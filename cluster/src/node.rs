@@ -105,7 +105,8 @@ impl Node {
     }
 
     /// Make this node a replica of `primary` (`REPLICAOF`, with the primary's credentials)
-    /// and wait until its link to the primary is up and the first sync is done.
+    /// and wait until its link to the primary is up, the first sync is done, and it
+    /// acknowledges the primary's writes (`WAIT`).
     pub(crate) fn replicate(&self, primary: &Node) -> Result<(), String> {
         let fail = |e: std::io::Error| format!("replica of node {}: {e}", primary.index());
         // The primary would wait 5 s for more replicas before a diskless first sync.
@@ -119,11 +120,26 @@ impl Node {
         let (host, port) = (primary.ip.to_string(), primary.port.to_string());
         conn.checked(&["REPLICAOF", host.as_str(), port.as_str()]).map_err(fail)?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let port = self.port.to_string();
         loop {
             let info = conn.checked(&["INFO", "replication"]).map_err(fail)?;
             let text = info.as_text().unwrap_or_default();
-            if text.contains("master_link_status:up") && text.contains("master_sync_in_progress:0") {
-                return Ok(());
+            // The primary counts the replica (for WAIT) once the replica's first ACK says it
+            // has loaded the sync: online on both sides.
+            let primary_info =
+                to_primary.checked(&["INFO", "replication"]).map_err(fail)?.as_text().unwrap_or_default();
+            let online = primary_info
+                .lines()
+                .any(|l| l.starts_with("slave") && l.contains(&format!("port={port},")) && l.contains("state=online"));
+            // A replica that has just come online may take up to a second to answer the
+            // primary's first `WAIT`: ready once a write of the primary's is acknowledged.
+            if text.contains("master_link_status:up") && text.contains("master_sync_in_progress:0") && online {
+                to_primary.checked(&["SET", "redlease-cluster:probe", "1", "PX", "1000"]).map_err(fail)?;
+                let acked = to_primary.checked(&["WAIT", "1", "100"]).map_err(fail)?;
+                if matches!(acked, crate::Reply::Int(n) if n >= 1) {
+                    to_primary.checked(&["DEL", "redlease-cluster:probe"]).map_err(fail)?;
+                    return Ok(());
+                }
             }
             if std::time::Instant::now() > deadline {
                 return Err(format!("replica of node {}: its link did not come up in 10 s:\n{text}", primary.index()));
