@@ -22,7 +22,13 @@ pub(crate) use scan::scan;
 pub(crate) use status::status;
 
 /// Start `n` local nodes in the foreground until Ctrl-C.
-pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: bool) -> Result<u8, Usage> {
+pub(crate) async fn cluster(
+    n: usize,
+    port: Option<u16>,
+    persist: bool,
+    tls: bool,
+    replicas: usize,
+) -> Result<u8, Usage> {
     if n == 0 {
         return Err(Usage("--nodes 0: a cluster needs at least one node (Redlock wants 3 or 5)".into()));
     }
@@ -31,7 +37,10 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: boo
             return Err(Usage(format!("--port {p}: {n} nodes from there run past port 65535")));
         }
     }
-    let mut builder = Cluster::builder().nodes(n).persist(persist);
+    if tls && replicas > 0 {
+        return Err(Usage("--replicas with --tls: replicas are started over plain TCP only".into()));
+    }
+    let mut builder = Cluster::builder().nodes(n).persist(persist).replicas(replicas);
     if tls {
         builder = builder.listen(redlease_cluster::Listen::Tls);
     }
@@ -44,8 +53,17 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: boo
         .map_err(Usage)?;
     for node in cluster.nodes() {
         outln!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
+        for r in cluster.replicas(node.index()) {
+            outln!("  replica: {} (pid {})", r.url(), r.pid().unwrap_or(0));
+        }
     }
-    outln!("export REDLEASE_NODES={}", cluster.urls().join(","));
+    if replicas > 0 {
+        // Grants count once a replica has them.
+        let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
+        outln!("export REDLEASE_NODES={}", urls.join(","));
+    } else {
+        outln!("export REDLEASE_NODES={}", cluster.urls().join(","));
+    }
     #[cfg(feature = "tls")]
     if let Some(files) = cluster.tls() {
         outln!("export REDLEASE_TLS_CA={}", files.ca.display());
@@ -56,8 +74,9 @@ pub(crate) async fn cluster(n: usize, port: Option<u16>, persist: bool, tls: boo
         );
     }
     outln!(
-        "{} node(s) running{}; press Ctrl-C to stop them.",
+        "{} node(s) running{}{}; press Ctrl-C to stop them.",
         n,
+        if replicas > 0 { format!(", each with {replicas} replica(s)") } else { String::new() },
         if persist { " with appendfsync always" } else { "" }
     );
     // Runs until the caller's SIGINT/SIGTERM handler ends this future; dropping the future

@@ -144,6 +144,10 @@ enum Cmd {
         /// Persist with appendonly yes + appendfsync always (safe restarts).
         #[arg(long)]
         persist: bool,
+        /// Give each node this many replicas, and print URLs whose grants wait for one of
+        /// them (?min_replicas=1). Plain TCP only.
+        #[arg(long, default_value_t = 0)]
+        replicas: usize,
     },
     /// Show locks at work on a local 5-node cluster, with node failures, then clean up.
     ///
@@ -375,8 +379,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
-            Cmd::Cluster { nodes, port, persist, tls } => {
-                until_interrupted(inspect::cluster(nodes, port, persist, tls)).await
+            Cmd::Cluster { nodes, port, persist, tls, replicas } => {
+                until_interrupted(inspect::cluster(nodes, port, persist, tls, replicas)).await
             }
             Cmd::Run(args) => run::run(args.into_run_args()?).await,
             Cmd::Status { key, nodes, json } => {

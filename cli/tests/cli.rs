@@ -480,6 +480,37 @@ fn cluster_prints_urls_and_stops_on_ctrl_c() {
 }
 
 #[test]
+fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
+    let mut child = redlease()
+        .args(["cluster", "--nodes", "1", "--replicas", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut replica = None;
+    let export = loop {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if let Some(url) = line.trim().strip_prefix("replica: ") {
+            replica = url.split(' ').next().map(str::to_owned);
+        }
+        if let Some(urls) = line.strip_prefix("export REDLEASE_NODES=") {
+            break urls.to_owned();
+        }
+    };
+    assert!(export.ends_with("?min_replicas=1"), "{export}");
+    let replica = replica.expect("the replica's URL is printed");
+    // A run over that node: its lock key is on the replica while the command runs.
+    let probe = format!("redis-cli -u {replica} GET replicated-run");
+    let out = run(redlease().args(["run", "-k", "replicated-run", "--nodes", &export, "--", "sh", "-c", &probe]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim().len(), 40, "the replica holds the run's token: {}", stdout(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+#[test]
 fn demo_runs_to_completion() {
     let started = Instant::now();
     let out = run(&mut redlease());
