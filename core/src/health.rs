@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Fault;
 use crate::event::{LockId, LockState, NodeId, WakeState};
+use crate::node::MinReplicas;
 use crate::stats::NodeStats;
 
 /// Where one node's connection stands, as the health view sees it.
@@ -46,6 +47,8 @@ pub struct NodeHealth {
     /// Whether its connection wakes waiters on release, or they poll it (and why): see
     /// [`Config::wake`](crate::Config::wake).
     pub wake: WakeState,
+    /// The replicas its grants wait for ([`NodeConfig::min_replicas`](crate::NodeConfig::min_replicas)).
+    pub min_replicas: Option<MinReplicas>,
 }
 
 impl NodeHealth {
@@ -191,6 +194,9 @@ impl fmt::Display for Health {
                 _ => "rtt -".to_owned(),
             };
             write!(f, "{} {}  {state:<13} {rtt}", n.node, n.addr)?;
+            if let Some(m) = n.min_replicas {
+                write!(f, "  grants wait for {} replica(s), {:?}", m.replicas, m.timeout)?;
+            }
             if let Some(reason) = n.polled_because() {
                 write!(f, "  waiters poll: {reason}")?;
             }
@@ -264,6 +270,7 @@ mod tests {
             fault,
             stats: NodeStats::default(),
             wake: WakeState::On,
+            min_replicas: None,
         }
     }
 

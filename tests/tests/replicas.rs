@@ -35,6 +35,9 @@ fn when_a_lock_is_held_its_keys_are_on_the_replicas() {
     let cluster = Cluster::builder().nodes(3).replicas(1).start();
     // The blocking client and the tokio one: the core adds WAIT for both.
     let client = redlease_mio::Client::with_config(config(&cluster.urls(), true)).unwrap();
+    let health = client.health();
+    assert!(health.nodes.iter().all(|n| n.min_replicas.is_some_and(|m| m.replicas == 1)), "{health}");
+    assert!(health.to_string().contains("grants wait for 1 replica(s), 50ms"), "{health}");
     let mut guard = client.lock("replicated", TTL).unwrap();
     // No waiting: each grant counted only once its replica had it, and a quorum counted.
     let on_replicas = |key: &str, token: &str| {

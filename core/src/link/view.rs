@@ -28,6 +28,7 @@ impl Links {
                     fault: l.last_error.as_ref().map(|(f, _)| *f),
                     stats: l.stats.clone(),
                     wake: l.wake.clone(),
+                    min_replicas: l.min_replicas,
                 }
             })
             .collect()
