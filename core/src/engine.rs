@@ -17,7 +17,7 @@ use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Mis
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
 use crate::health::Health;
 use crate::link::Links;
-use crate::lock::{Phase, min_opt};
+use crate::lock::{Hold, Phase, min_opt};
 use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
 use crate::quorum::quorum;
@@ -319,13 +319,7 @@ impl Engine {
             return Ok(());
         };
         let ttl = self.locks[idx].capped(now, ttl, self.config.drift_factor).ok_or(Misuse::CapReached(lock))?;
-        if self.expire_if_due(now, idx) || hold.lost {
-            let error = if hold.valid_until <= now {
-                ExtendError::Expired
-            } else {
-                ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
-            };
-            self.events.push_back(Event::ExtendFailed { lock, error });
+        if self.extend_fails(now, lock, &hold) {
             return Ok(());
         }
         self.start_extend(now, idx, ttl, true);
@@ -437,5 +431,20 @@ impl Engine {
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// An extension (or downgrade) of `lock`, held as `hold`, that cannot go out: the lock
+    /// expired or is known lost. Says so with [`Event::ExtendFailed`].
+    fn extend_fails(&mut self, now: Instant, lock: LockId, hold: &Hold) -> bool {
+        if !self.expire_if_due(now, lock.slot) && !hold.lost {
+            return false;
+        }
+        let error = if hold.valid_until <= now {
+            ExtendError::Expired
+        } else {
+            ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
+        };
+        self.events.push_back(Event::ExtendFailed { lock, error });
+        true
     }
 }

@@ -18,7 +18,7 @@ use crate::options::LockOptions;
 use crate::wire::{Call, Names, Op, Queue};
 
 pub(crate) use decide::Decision;
-use hold::Hold;
+pub(crate) use hold::Hold;
 pub(crate) use keys::Keys;
 pub(crate) use permits::Permits;
 use tally::{Round, Tally};

@@ -63,13 +63,7 @@ impl Engine {
             Phase::Extending { .. } | Phase::Releasing { .. } => return Err(Misuse::Busy(lock)),
             _ => return Err(Misuse::NotAcquired(lock)),
         };
-        if self.expire_if_due(now, idx) || hold.lost {
-            let error = if hold.valid_until <= now {
-                ExtendError::Expired
-            } else {
-                ExtendError::Lost { refused: hold.refused, nodes: self.links.len() }
-            };
-            self.events.push_back(Event::ExtendFailed { lock, error });
+        if self.extend_fails(now, lock, &hold) {
             return Ok(());
         }
         self.start_extend_as(now, idx, ttl, true, true);
