@@ -3,9 +3,9 @@
 //!
 //! A cycle is what a driver does for one lock and one unlock: `acquire`, flush every node,
 //! re-arm the timer, feed each node's reply (`+OK`, then `:1` to the release), take the
-//! event; no sockets and no clock reads (simulated time advances 100 µs a step). Before
-//! criterion's runs, a pass with a counting global allocator prints ns, allocations and bytes
-//! per cycle (`cargo bench -p redlease-benches --bench core_cycle`).
+//! event; no sockets and no clock reads (simulated time advances 100 µs a step). With a
+//! counting global allocator, it prints the best of five timed batches in ns, and the
+//! allocations and bytes per cycle (`cargo bench -p redlease-benches --bench core_cycle`).
 
 // The counting allocator implements `GlobalAlloc`, an unsafe trait: it forwards to `System`
 // and bumps two counters. Unsafe code stays denied everywhere else.
@@ -16,7 +16,6 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion};
 use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId};
 
 struct Counting;
@@ -131,12 +130,4 @@ fn table(cycles: u64) {
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     table(if bench { 200_000 } else { 1_000 });
-    let mut c = Criterion::default().configure_from_args();
-    let mut group = c.benchmark_group("core_cycle");
-    for n in NS {
-        let mut cycle = Cycle::new(n as u16);
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| cycle.run()));
-    }
-    group.finish();
-    c.final_summary();
 }

@@ -71,6 +71,35 @@ pub(crate) fn released(outcome: ReleaseOutcome) -> Result<(), String> {
     }
 }
 
+/// A clone of a client and what it locks, its calls awaited (`[.await]`) or not (`[]`).
+macro_rules! locker {
+    ($locker:ident, $krate:ident, [$($aw:tt)*]) => {
+        #[doc = concat!("A clone of a `", stringify!($krate), "` client, and what it locks.")]
+        #[derive(Debug)]
+        pub struct $locker($krate::Client, Shape);
+
+        impl Locker for $locker {
+            type Held = $krate::Guard;
+
+            async fn lock(&mut self, key: &str) -> Result<$krate::Guard, String> {
+                self.0.lock_with(self.1.options(key))$($aw)*.map_err(|e| e.to_string())
+            }
+
+            async fn unlock(&mut self, held: $krate::Guard) -> Result<(), String> {
+                released(held.release()$($aw)*.map_err(|e| e.to_string())?.outcome)
+            }
+
+            async fn lock_wait(&mut self, key: &str) -> Result<$krate::Guard, String> {
+                self.0.lock_with(self.1.options(key).wait(WAIT))$($aw)*.map_err(|e| e.to_string())
+            }
+
+            fn slot(held: &$krate::Guard) -> u16 {
+                held.permits().first().copied().unwrap_or(0)
+            }
+        }
+    };
+}
+
 /// An async adapter: its client (`with_driver`, the driver spawned on the runtime the
 /// function makes, as `with_config` does) and a clone of it per locker, locking the shape
 /// given. The two crates name their types alike.
@@ -105,29 +134,7 @@ macro_rules! async_adapter {
             }
         }
 
-        #[doc = concat!("A clone of a `", stringify!($krate), "` client, and what it locks.")]
-        #[derive(Debug)]
-        pub struct $locker($krate::Client, Shape);
-
-        impl Locker for $locker {
-            type Held = $krate::Guard;
-
-            async fn lock(&mut self, key: &str) -> Result<$krate::Guard, String> {
-                self.0.lock_with(self.1.options(key)).await.map_err(|e| e.to_string())
-            }
-
-            async fn unlock(&mut self, held: $krate::Guard) -> Result<(), String> {
-                released(held.release().await.map_err(|e| e.to_string())?.outcome)
-            }
-
-            async fn lock_wait(&mut self, key: &str) -> Result<$krate::Guard, String> {
-                self.0.lock_with(self.1.options(key).wait(WAIT)).await.map_err(|e| e.to_string())
-            }
-
-            fn slot(held: &$krate::Guard) -> u16 {
-                held.permits().first().copied().unwrap_or(0)
-            }
-        }
+        locker!($locker, $krate, [.await]);
     };
 }
 
@@ -160,26 +167,4 @@ impl Target for MioBlocking {
     }
 }
 
-/// A clone of the blocking client, and what it locks.
-#[derive(Debug)]
-pub struct MioLocker(redlease_mio::Client, Shape);
-
-impl Locker for MioLocker {
-    type Held = redlease_mio::Guard;
-
-    async fn lock(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
-        self.0.lock_with(self.1.options(key)).map_err(|e| e.to_string())
-    }
-
-    async fn unlock(&mut self, held: redlease_mio::Guard) -> Result<(), String> {
-        released(held.release().map_err(|e| e.to_string())?.outcome)
-    }
-
-    async fn lock_wait(&mut self, key: &str) -> Result<redlease_mio::Guard, String> {
-        self.0.lock_with(self.1.options(key).wait(WAIT)).map_err(|e| e.to_string())
-    }
-
-    fn slot(held: &redlease_mio::Guard) -> u16 {
-        held.permits().first().copied().unwrap_or(0)
-    }
-}
+locker!(MioLocker, redlease_mio, []);
