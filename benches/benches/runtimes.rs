@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     opts.ignored.iter().for_each(|arg| eprintln!("note: ignoring {arg:?} (see --help)"));
     // In table order: the adapters, the floors and the ceiling, the peers.
     let mut subjects = adapters::subjects();
-    subjects.push(Box::new(embedded::Embedded::default()));
+    subjects.push(Box::new(embedded::subject()));
     subjects.extend(floor::subjects());
     subjects.push(Box::new(pipelined::Pipelined));
     subjects.extend(peers::subjects());

@@ -13,9 +13,9 @@ use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Scenario, Shape, WAIT};
 use crate::subject::Subject;
 
-/// The five adapters run through [`Generic`], in table order (the embedded mio driver,
-/// a subject of its own, is `embedded::Embedded`), then two of them on a semaphore of 4 and
-/// with a read lock, each paired with its own mutex.
+/// The five adapters run through [`Generic`], in table order (the embedded mio driver's
+/// subject is `embedded::subject`), then two of them on a semaphore of 4 and with a read lock,
+/// and one on nodes with replicas, each paired with its own mutex.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     use Scenario::{Handoff, Lockers, Sequential, Stalled, Tls};
     use Shape::{Mutex, Read, Replicated};

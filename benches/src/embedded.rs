@@ -17,70 +17,13 @@ use crate::adapters::{config, released};
 use crate::exec::Threads;
 use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Plan, Scenario, TTL};
-use crate::subject::{Info, Level, Load, Seq, Subject};
-use crate::turns::Recorder;
+use crate::subject::Load;
 use crate::usage::Usage;
 
 /// The embedded driver as a subject.
-#[derive(Debug)]
-pub struct Embedded(Generic<Embed>);
-
-impl Default for Embedded {
-    fn default() -> Self {
-        use Scenario::{Lockers, Sequential, Stalled, Tls};
-        const TAKES: &[Scenario] = &[Sequential, Lockers, Stalled, Tls];
-        Embedded(Generic::new("mio-embedded", crate::floor::BLOCKING, TAKES, Embed))
-    }
-}
-
-impl Subject for Embedded {
-    fn info(&self) -> &Info {
-        self.0.info()
-    }
-
-    fn sequential(&self, urls: &[String], rec: Recorder) -> Result<Seq, String> {
-        self.0.sequential(urls, rec)
-    }
-
-    fn stalled(&self, urls: &[String], plan: &Plan, pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
-        self.0.stalled(urls, plan, pause)
-    }
-
-    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
-        let mut host = Host::connect(urls)?;
-        // Per lock under way: its locker and when it was asked for.
-        let mut live: HashMap<LockId, (usize, Instant)> = HashMap::new();
-        for i in 0..lockers {
-            live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
-        }
-        let (opens, mut window, mut load) = (Instant::now() + plan.load.warmup, None, Load::default());
-        loop {
-            let now = host.turn(Some(window.map_or(opens, |(at, _)| at + plan.load.length)))?;
-            match window {
-                None if now >= opens => window = Some((now, Usage::now())),
-                Some((at, start)) if now >= at + plan.load.length => {
-                    return Ok(Load { elapsed: now - at, usage: Usage::since(start), ..load });
-                }
-                _ => {}
-            }
-            while let Some(event) = host.driver.poll_event() {
-                let (lock, outcome) = match event {
-                    Event::Acquired { lock, .. } => {
-                        host.driver.release(now, lock).map_err(|e| format!("release refused: {e}"))?;
-                        continue;
-                    }
-                    Event::AcquireFailed { lock, error } => (lock, Err(error.to_string())),
-                    Event::Released { lock, report } => (lock, released(report.outcome)),
-                    _ => continue,
-                };
-                let Some((i, asked)) = live.remove(&lock) else { continue };
-                if window.is_some() {
-                    load.count(outcome.map(|()| now - asked));
-                }
-                live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
-            }
-        }
-    }
+pub fn subject() -> Generic<Embed> {
+    use Scenario::{Lockers, Sequential, Stalled, Tls};
+    Generic::new("mio-embedded", crate::floor::BLOCKING, &[Sequential, Lockers, Stalled, Tls], Embed)
 }
 
 /// The host as the one locker of the generic scenarios.
@@ -102,6 +45,47 @@ impl Target for Embed {
 
     fn locker(&self, urls: &Vec<String>) -> Result<Host, String> {
         Host::connect(urls)
+    }
+
+    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Option<Result<Load, String>> {
+        Some(host_lockers(urls, plan, lockers))
+    }
+}
+
+/// The lockers scenario as state machines in the host's one loop.
+fn host_lockers(urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
+    let mut host = Host::connect(urls)?;
+    // Per lock under way: its locker and when it was asked for.
+    let mut live: HashMap<LockId, (usize, Instant)> = HashMap::new();
+    for i in 0..lockers {
+        live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
+    }
+    let (opens, mut window, mut load) = (Instant::now() + plan.load.warmup, None, Load::default());
+    loop {
+        let now = host.turn(Some(window.map_or(opens, |(at, _)| at + plan.load.length)))?;
+        match window {
+            None if now >= opens => window = Some((now, Usage::now())),
+            Some((at, start)) if now >= at + plan.load.length => {
+                return Ok(Load { elapsed: now - at, usage: Usage::since(start), ..load });
+            }
+            _ => {}
+        }
+        while let Some(event) = host.driver.poll_event() {
+            let (lock, outcome) = match event {
+                Event::Acquired { lock, .. } => {
+                    host.driver.release(now, lock).map_err(|e| format!("release refused: {e}"))?;
+                    continue;
+                }
+                Event::AcquireFailed { lock, error } => (lock, Err(error.to_string())),
+                Event::Released { lock, report } => (lock, released(report.outcome)),
+                _ => continue,
+            };
+            let Some((i, asked)) = live.remove(&lock) else { continue };
+            if window.is_some() {
+                load.count(outcome.map(|()| now - asked));
+            }
+            live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
+        }
     }
 }
 

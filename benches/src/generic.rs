@@ -31,6 +31,10 @@ pub trait Target: Send + Sync + 'static {
     fn shape(&self) -> Shape {
         Shape::Mutex
     }
+    /// Its own lockers scenario (`None`: the generic one, a task per locker).
+    fn lockers(&self, _urls: &[String], _plan: &Plan, _lockers: usize) -> Option<Result<Load, String>> {
+        None
+    }
 }
 
 /// One locker's lock calls.
@@ -96,6 +100,9 @@ impl<T: Target> Subject for Generic<T> {
     }
 
     fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
+        if let Some(load) = self.target.lockers(urls, plan, lockers) {
+            return load;
+        }
         let exec = self.target.exec()?;
         exec.block_on(async {
             let client = self.target.connect(&exec, urls).await?;
