@@ -19,48 +19,20 @@
 mod sim;
 
 use std::ops::Range;
-use std::time::Instant;
 
 use sim::checker::{self, Hold, Violation};
 use sim::node::MS;
 use sim::scenario::{Profile, Scenario};
-use sim::world::{Stats, run};
+use sim::world::run;
+use sim::{Kind, Seeds};
 
-/// Run `seeds` of `profile` with read and write locks; returns the summed stats, how many
-/// runs checked liveness, and the seeds that broke a rule.
-fn run_seeds(profile: Profile, seeds: Range<u64>) -> (Stats, u64, Vec<(u64, Vec<Violation>)>) {
-    let (mut total, mut liveness, mut bad) = (Stats::default(), 0, Vec::new());
-    let started = Instant::now();
-    let n = seeds.end - seeds.start;
-    for seed in seeds {
-        let out = run(&Scenario::rwlocks(seed, profile), false);
-        total.add(&out.stats);
-        liveness += u64::from(out.stats.liveness_checked);
-        if !out.violations.is_empty() {
-            bad.push((seed, out.violations));
-        }
-    }
-    println!(
-        "{profile:?} rwlocks: {n} seeds in {:?}; {} violating; liveness checked in {liveness}; {total:?}",
-        started.elapsed(),
-        bad.len()
-    );
-    (total, liveness, bad)
-}
+/// Read and write locks.
+const RWLOCKS: Kind = Kind { name: " rwlocks", env: "SIM_RWLOCKS=1 ", make: Scenario::rwlocks };
 
 /// Assert that no seed broke a rule, and that the runs really exercised read and write locks.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let n = seeds.end - seeds.start;
-    let (stats, liveness, bad) = run_seeds(profile, seeds);
-    if let Some((seed, violations)) = bad.first() {
-        let list: Vec<String> = violations.iter().take(5).map(|v| format!("  - {v}")).collect();
-        panic!(
-            "{} of {n} seeds broke a rule; first: seed {seed} ({profile:?}):\n{}\nreplay: SIM_RWLOCKS=1 SIM_SEED={seed} \
-             SIM_PROFILE={profile:?} cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture",
-            bad.len(),
-            list.join("\n")
-        );
-    }
+    let Seeds { stats, liveness, .. } = RWLOCKS.run_safe(profile, seeds);
     // Not vacuous: readers and writers were granted, readers shared, locks were contended,
     // fenced, extended, handed over on release, downgraded; vanished holders' locks came back.
     assert!(stats.reads > 2 * n && stats.writes > 2 * n, "{stats:?}");
@@ -112,7 +84,7 @@ fn restarts_with_the_data_or_after_the_ttl_are_safe_for_rwlocks() {
 #[test]
 fn unsafe_setups_are_caught_with_rwlocks() {
     for profile in [Profile::RestartEmpty, Profile::ClockJump] {
-        let (_, _, bad) = run_seeds(profile, 0..100);
+        let bad = RWLOCKS.run_seeds(profile, 0..100).bad;
         assert!(!bad.is_empty(), "{profile:?} was never flagged in 100 seeds");
         let (seed, v) = (&bad[0].0, &bad[0].1[0]);
         println!("{profile:?}: {} flagged seeds, e.g. seed {seed}: {v}", bad.len());

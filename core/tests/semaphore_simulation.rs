@@ -15,48 +15,20 @@
 mod sim;
 
 use std::ops::Range;
-use std::time::Instant;
 
 use sim::checker::{self, Hold, Violation};
 use sim::node::{MS, Segment};
 use sim::scenario::{Profile, Scenario};
-use sim::world::{Stats, run};
+use sim::world::run;
+use sim::{Kind, Seeds};
 
-/// Run `seeds` of `profile` with semaphores; returns the summed stats, how many runs checked
-/// liveness, and the seeds that broke a rule.
-fn run_seeds(profile: Profile, seeds: Range<u64>) -> (Stats, u64, Vec<(u64, Vec<Violation>)>) {
-    let (mut total, mut liveness, mut bad) = (Stats::default(), 0, Vec::new());
-    let started = Instant::now();
-    let n = seeds.end - seeds.start;
-    for seed in seeds {
-        let out = run(&Scenario::semaphores(seed, profile), false);
-        total.add(&out.stats);
-        liveness += u64::from(out.stats.liveness_checked);
-        if !out.violations.is_empty() {
-            bad.push((seed, out.violations));
-        }
-    }
-    println!(
-        "{profile:?} semaphores: {n} seeds in {:?}; {} violating; liveness checked in {liveness}; {total:?}",
-        started.elapsed(),
-        bad.len()
-    );
-    (total, liveness, bad)
-}
+/// Semaphores.
+const SEMAPHORES: Kind = Kind { name: " semaphores", env: "SIM_SEMAPHORES=1 ", make: Scenario::semaphores };
 
 /// Assert that no seed broke a rule, and that the runs really exercised semaphores.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let n = seeds.end - seeds.start;
-    let (stats, liveness, bad) = run_seeds(profile, seeds);
-    if let Some((seed, violations)) = bad.first() {
-        let list: Vec<String> = violations.iter().take(5).map(|v| format!("  - {v}")).collect();
-        panic!(
-            "{} of {n} seeds broke a rule; first: seed {seed} ({profile:?}):\n{}\nreplay: SIM_SEMAPHORES=1 SIM_SEED={seed} \
-             SIM_PROFILE={profile:?} cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture",
-            bad.len(),
-            list.join("\n")
-        );
-    }
+    let Seeds { stats, liveness, .. } = SEMAPHORES.run_safe(profile, seeds);
     // Not vacuous: permits were taken (several at once too), contended, fenced, extended,
     // handed over on release; semaphores were full at times; vanished holders' permits came
     // back (liveness is checked in the run itself).
@@ -110,7 +82,7 @@ fn restarts_with_the_data_or_after_the_ttl_are_safe_for_semaphores() {
 #[test]
 fn unsafe_setups_are_caught_with_semaphores() {
     for profile in [Profile::RestartEmpty, Profile::ClockJump] {
-        let (_, _, bad) = run_seeds(profile, 0..100);
+        let bad = SEMAPHORES.run_seeds(profile, 0..100).bad;
         assert!(!bad.is_empty(), "{profile:?} was never flagged in 100 seeds");
         let over = bad.iter().flat_map(|(seed, v)| v.iter().map(move |v| (seed, v))).find_map(|(seed, v)| match v {
             Violation::OverLimit { .. } => Some((seed, v)),

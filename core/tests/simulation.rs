@@ -12,52 +12,23 @@
 mod sim;
 
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlease_core::{Event, LockOptions};
 
+use sim::Kind;
 use sim::checker::{self, Hold, Violation};
 use sim::node::{MS, Segment};
 use sim::scenario::{Profile, Scenario};
 use sim::world::{Stats, run};
 
-/// Run `seeds` of `profile`; returns the summed stats and the seeds that broke a rule.
-fn run_seeds(profile: Profile, seeds: Range<u64>) -> (Stats, Vec<(u64, Vec<Violation>)>) {
-    let mut total = Stats::default();
-    let mut bad = Vec::new();
-    let mut liveness = 0;
-    let started = Instant::now();
-    let n = seeds.end - seeds.start;
-    for seed in seeds {
-        let sc = Scenario::generate(seed, profile);
-        let out = run(&sc, false);
-        total.add(&out.stats);
-        liveness += u64::from(out.stats.liveness_checked);
-        if !out.violations.is_empty() {
-            bad.push((seed, out.violations));
-        }
-    }
-    println!(
-        "{profile:?}: {n} seeds in {:?}; {} violating; liveness checked in {liveness}; {total:?}",
-        started.elapsed(),
-        bad.len()
-    );
-    (total, bad)
-}
+/// Mutexes.
+const MUTEXES: Kind = Kind { name: "", env: "", make: Scenario::generate };
 
 /// Assert that no seed broke a rule, and that the runs really exercised the engine.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let n = seeds.end - seeds.start;
-    let (stats, bad) = run_seeds(profile, seeds);
-    if let Some((seed, violations)) = bad.first() {
-        let list: Vec<String> = violations.iter().take(5).map(|v| format!("  - {v}")).collect();
-        panic!(
-            "{} of {n} seeds broke a rule; first: seed {seed} ({profile:?}):\n{}\nreplay: SIM_SEED={seed} SIM_PROFILE={profile:?} \
-             cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture",
-            bad.len(),
-            list.join("\n")
-        );
-    }
+    let stats = MUTEXES.run_safe(profile, seeds).stats;
     // Not vacuous: locks were taken, contended, extended and lost along the way.
     assert!(stats.acquired > 5 * n, "too few acquisitions: {stats:?}");
     assert!(stats.held_by_others > 0 && stats.released > 0, "{stats:?}");
@@ -94,7 +65,7 @@ fn safe_setups_100k_seeds() {
 
 /// Search a small seed range of an unsafe profile for runs the checker flags.
 fn caught(profile: Profile, seeds: Range<u64>) -> Vec<(u64, Vec<Violation>)> {
-    let (_, bad) = run_seeds(profile, seeds);
+    let bad = MUTEXES.run_seeds(profile, seeds).bad;
     if let Some((seed, v)) = bad.first() {
         println!("{profile:?}: e.g. seed {seed}: {}", v[0]);
     }
@@ -119,14 +90,14 @@ fn restart_without_persistence_is_caught() {
 #[test]
 fn restart_with_appendfsync_always_is_safe() {
     // The very same crash schedules as `restart_without_persistence_is_caught`.
-    let (_, bad) = run_seeds(Profile::RestartKeepData, 0..200);
+    let bad = MUTEXES.run_seeds(Profile::RestartKeepData, 0..200).bad;
     assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
 }
 
 #[test]
 fn delayed_restart_is_safe() {
     // The same crashes, without the data, but the node stays down longer than any TTL.
-    let (_, bad) = run_seeds(Profile::DelayedRestart, 0..200);
+    let bad = MUTEXES.run_seeds(Profile::DelayedRestart, 0..200).bad;
     assert!(bad.is_empty(), "seed {}: {}", bad[0].0, bad[0].1[0]);
 }
 
