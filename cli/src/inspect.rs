@@ -81,17 +81,18 @@ pub(crate) async fn cluster(
     );
     // Runs until the caller's SIGINT/SIGTERM handler ends this future; dropping the future
     // drops the cluster, which stops every node.
-    let _nodes = StopOnDrop(cluster);
+    let what = format!("{} node(s)", cluster.len());
+    let _nodes = StopOnDrop(cluster, what);
     std::future::pending::<()>().await;
     Ok(0)
 }
 
-/// Owns the running nodes; stops them, and says so, when dropped.
-struct StopOnDrop(Cluster);
+/// Owns the running nodes (and says what they are); stops them, and says so, when dropped.
+pub(crate) struct StopOnDrop<T>(pub(crate) T, pub(crate) String);
 
-impl Drop for StopOnDrop {
+impl<T> Drop for StopOnDrop<T> {
     fn drop(&mut self) {
-        outln!("stopping {} node(s).", self.0.len());
+        outln!("stopping {}.", self.1);
     }
 }
 

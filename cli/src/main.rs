@@ -2,11 +2,12 @@
 //!
 //! - `redlease run -k KEY CMD…` — like `flock(1)`, across machines;
 //! - `redlease status -k KEY` / `redlease scan` — inspect the nodes (`--json` for scripts);
-//! - `redlease cluster` — start local nodes in the foreground;
+//! - `redlease cluster` — start local nodes (or Redis Clusters) in the foreground;
 //! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
 //! - `redlease completions SHELL` — shell completions.
 
 mod acquire;
+mod cluster_mode;
 mod connect;
 mod demo;
 mod duration;
@@ -131,23 +132,41 @@ enum Cmd {
     /// Start local redis-server nodes in the foreground and print their URLs; Ctrl-C stops them.
     ///
     /// Example: redlease cluster --nodes 5 -p 7000
+    ///
+    /// With --cluster-mode, each node is a local Redis Cluster instead: --masters masters
+    /// (cluster-enabled yes, the 16384 slots split evenly), each with --replicas replicas.
+    /// REDLEASE_NODES then lists one seed URL per cluster (its first master): a client finds the
+    /// other nodes of a cluster from its seed, and a whole Redis Cluster counts as one node of
+    /// the Redlock. Plain TCP only.
+    ///
+    /// Example: redlease cluster --cluster-mode --masters 3 --replicas 1
     Cluster {
-        /// Number of nodes.
-        #[arg(long, default_value_t = 5)]
-        nodes: usize,
-        /// Port of the first node; the others follow it (default: free ports).
+        /// Number of nodes [default: 5]; with --cluster-mode, number of Redis Clusters [default: 1].
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// Port of the first node; the others follow it (default: free ports). With
+        /// --cluster-mode, the masters come first, then the replicas; each cluster bus listens
+        /// on its node's port + 10000.
         #[arg(short, long)]
         port: Option<u16>,
         /// Listen with TLS too (a generated CA; its files are printed), and print rediss:// URLs.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "cluster_mode")]
         tls: bool,
         /// Persist with appendonly yes + appendfsync always (safe restarts).
         #[arg(long)]
         persist: bool,
-        /// Give each node this many replicas, and print URLs whose grants wait for one of
-        /// them (?min_replicas=1). Plain TCP only.
-        #[arg(long, default_value_t = 0)]
-        replicas: usize,
+        /// Give each node this many replicas [default: 0], and print URLs whose grants wait for
+        /// one of them (?min_replicas=1). Plain TCP only. With --cluster-mode, the replicas of
+        /// each master [default: 1] (the seed URLs get no ?min_replicas).
+        #[arg(long)]
+        replicas: Option<usize>,
+        /// Start local Redis Clusters (redis-server --cluster-enabled yes) instead of
+        /// standalone nodes, and print one seed URL per cluster.
+        #[arg(long)]
+        cluster_mode: bool,
+        /// Masters of each Redis Cluster [default: 3] (with --cluster-mode).
+        #[arg(long, requires = "cluster_mode")]
+        masters: Option<usize>,
     },
     /// Show locks at work on a local 5-node cluster, with node failures, then clean up.
     ///
@@ -379,8 +398,18 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
-            Cmd::Cluster { nodes, port, persist, tls, replicas } => {
-                until_interrupted(inspect::cluster(nodes, port, persist, tls, replicas)).await
+            Cmd::Cluster { nodes, port, persist, tls, replicas, cluster_mode: false, .. } => {
+                until_interrupted(inspect::cluster(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
+            }
+            Cmd::Cluster { nodes, port, persist, replicas, masters, cluster_mode: true, .. } => {
+                let shape = cluster_mode::Shape {
+                    clusters: nodes.unwrap_or(1),
+                    masters: masters.unwrap_or(3),
+                    replicas: replicas.unwrap_or(1),
+                    port,
+                    persist,
+                };
+                until_interrupted(cluster_mode::cluster_mode(shape)).await
             }
             Cmd::Run(args) => run::run(args.into_run_args()?).await,
             Cmd::Status { key, nodes, json } => {

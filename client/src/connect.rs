@@ -11,7 +11,9 @@ use crate::Error;
 /// is given its chance before [`connected`] judges.
 pub fn connect_settled(engine: &Engine, since: &[u64]) -> bool {
     let n = engine.config().nodes.len();
-    let tried = (0..n).all(|i| engine.connect_attempts(node(i)) > since.get(i).copied().unwrap_or(0));
+    let tried = (0..n).all(|i| {
+        engine.connect_attempts(node(i)) > since.get(i).copied().unwrap_or(0) && !engine.masters_connecting(node(i))
+    });
     if engine.config().require_all {
         return tried;
     }

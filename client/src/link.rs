@@ -183,6 +183,7 @@ impl<C, S: AsSocket> Links<C, S> {
         let mut changed = self.close_failed(engine, &mut closed);
         while let Some(node) = engine.poll_connect(now) {
             let i = node.index();
+            self.grow(engine, i);
             closed(std::mem::replace(&mut self.nodes[i].conn, Conn::Down));
             match connect(i, &self.nodes[i].transport) {
                 Ok(attempt) => self.nodes[i].conn = Conn::Connecting(attempt),
@@ -191,6 +192,24 @@ impl<C, S: AsSocket> Links<C, S> {
             changed = true;
         }
         changed
+    }
+
+    /// Make room for link `link`: the links a cluster node's slot map names come after the
+    /// nodes', reached as their node is (TLS, credentials) at the master's host and port.
+    fn grow(&mut self, engine: &Engine, link: usize) {
+        while self.nodes.len() <= link {
+            let id = node_id(self.nodes.len());
+            let transport = match engine.link_endpoint(id) {
+                Some((owner, host, port)) => {
+                    let mut t = self.nodes[owner.index()].transport.clone();
+                    t.target = crate::transport::Target::Tcp { host: host.to_owned(), port };
+                    t
+                }
+                // Not reached: every link past the nodes' has an endpoint.
+                None => self.nodes[0].transport.clone(),
+            };
+            self.nodes.push(Node { transport, conn: Conn::Down });
+        }
     }
 
     /// The half of [`sync`](Self::sync) a driver that cannot connect now (not registered with

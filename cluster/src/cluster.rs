@@ -13,6 +13,13 @@ pub const FENCE_PREFIX: &str = "redlease:fence:";
 /// The key in which each node records the lock format of its clients (no TTL either).
 pub const FORMAT_KEY: &str = "redlease:format";
 
+/// Whether `key` is a lock key: not a fencing counter, the lock format key or a semaphore's
+/// limit record, which are meant to live without a TTL.
+pub(crate) fn is_lock_key(key: &str) -> bool {
+    let record = key == FORMAT_KEY || (key.starts_with("redlease:sem:") && key.ends_with("}:limit"));
+    !key.starts_with(FENCE_PREFIX) && !record
+}
+
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
@@ -113,7 +120,7 @@ impl ClusterBuilder {
                     port.transpose()?.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port))
                 }
             };
-            nodes.push(Node::start(index, placement, self.persist, self.acl.clone(), self.listen, tls.clone())?);
+            nodes.push(Node::start(index, placement, self.persist, self.acl.clone(), self.listen, false, tls.clone())?);
         }
         if self.replicas > 0 && self.listen != Listen::Tcp {
             return Err("replicas are started over TCP only: use Listen::Tcp with replicas".to_owned());
@@ -122,7 +129,8 @@ impl ClusterBuilder {
         for primary in &nodes {
             let mut of = Vec::with_capacity(self.replicas);
             for _ in 0..self.replicas {
-                let replica = Node::start(primary.index(), None, self.persist, self.acl.clone(), Listen::Tcp, None)?;
+                let replica =
+                    Node::start(primary.index(), None, self.persist, self.acl.clone(), Listen::Tcp, false, None)?;
                 replica.replicate(primary)?;
                 of.push(replica);
             }
@@ -263,8 +271,7 @@ impl Cluster {
     /// The lock keys (everything but fencing counters and the lock format key) on every
     /// running, unpaused node, as `(node index, key, PTTL)`.
     pub fn lock_keys(&self) -> Vec<(usize, String, i64)> {
-        let record = |k: &str| k == FORMAT_KEY || (k.starts_with("redlease:sem:") && k.ends_with("}:limit"));
-        self.all_keys().into_iter().filter(|(_, k, _)| !k.starts_with(FENCE_PREFIX) && !record(k)).collect()
+        self.all_keys().into_iter().filter(|(_, k, _)| is_lock_key(k)).collect()
     }
 
     /// Assert that no lock key is left without a TTL on any running, unpaused node. Fencing

@@ -26,6 +26,12 @@ pub(crate) fn log_path(dir: &Path) -> PathBuf {
     dir.join("redis.log")
 }
 
+/// The cluster configuration file of a Redis Cluster node: in the node's directory, not in
+/// `data/`, so that a restart without its data keeps the node's identity in the cluster.
+pub(crate) fn nodes_conf_path(dir: &Path) -> PathBuf {
+    dir.join("nodes.conf")
+}
+
 /// The server's Unix socket.
 pub(crate) fn socket_path(dir: &Path) -> PathBuf {
     dir.join("redis.sock")
@@ -44,6 +50,8 @@ pub(crate) struct RedisConf<'a> {
     pub(crate) tls: Option<(u16, &'a TlsHandle, bool)>,
     /// The only user that may log in, with its password.
     pub(crate) acl: Option<&'a (String, String)>,
+    /// A Redis Cluster node (`cluster-enabled yes`) instead of a standalone server.
+    pub(crate) cluster: bool,
 }
 
 impl RedisConf<'_> {
@@ -85,8 +93,31 @@ impl RedisConf<'_> {
             let _ = writeln!(conf, "tls-auth-clients {auth}");
         }
         if let Some((user, pass)) = self.acl {
-            let _ = writeln!(conf, "user default off");
+            if user != "default" {
+                // (A config naming a user twice does not load.)
+                let _ = writeln!(conf, "user default off");
+            }
             let _ = writeln!(conf, "user {user} on >{pass} ~* &* +@all");
+            if self.cluster {
+                // A replica of a cluster node logs in to its master as that user.
+                let _ = writeln!(conf, "masteruser {user}");
+                let _ = writeln!(conf, "masterauth {pass}");
+            }
+        }
+        if self.cluster {
+            // The cluster bus listens on port + 10000. A short node timeout makes failure
+            // detection (and automatic failover) take seconds; replicas never move to another
+            // master on their own (a huge migration barrier), so each shard keeps its replicas;
+            // a replica's first sync starts at once and goes over the socket.
+            let _ = writeln!(conf, "cluster-enabled yes");
+            let _ = writeln!(conf, "cluster-config-file {}", nodes_conf_path(self.dir).display());
+            let _ = writeln!(conf, "cluster-node-timeout 2000");
+            let _ = writeln!(conf, "cluster-migration-barrier 999");
+            let _ = writeln!(conf, "repl-diskless-sync yes");
+            let _ = writeln!(conf, "repl-diskless-sync-delay 0");
+            // Other nodes list a replica (CLUSTER SLOTS) once its replication offset is not 0:
+            // after the master's first write or ping to it, which comes after 10 s by default.
+            let _ = writeln!(conf, "repl-ping-replica-period 1");
         }
         conf
     }

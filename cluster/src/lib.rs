@@ -28,7 +28,7 @@ mod tempdir;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, FORMAT_KEY};
-pub use cluster_mode::ClusterModeNode;
+pub use cluster_mode::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, key_slot};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]

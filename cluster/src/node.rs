@@ -33,6 +33,8 @@ pub struct Node {
     persist: bool,
     acl: Option<(String, String)>,
     listen: Listen,
+    /// A Redis Cluster node (`cluster-enabled yes`).
+    cluster: bool,
     /// The TLS port, for TLS nodes.
     tls_port: u16,
     tls: Option<TlsHandle>,
@@ -50,13 +52,15 @@ struct Proc {
 
 impl Node {
     /// Start node `index` and wait until it answers `PING`: at its placement if it has one,
-    /// else on free loopback ports.
+    /// else on free loopback ports. A `cluster` node (`cluster-enabled yes`) gets a port whose
+    /// port + 10000, its cluster bus, is free too.
     pub(crate) fn start(
         index: usize,
         placement: Option<Placement>,
         persist: bool,
         acl: Option<(String, String)>,
         listen: Listen,
+        cluster: bool,
         tls: Option<TlsHandle>,
     ) -> Result<Node, String> {
         let dir = TempDir::new("redlease-node").map_err(|e| format!("node {index}: cannot create a temp dir: {e}"))?;
@@ -70,6 +74,7 @@ impl Node {
             persist,
             acl,
             listen,
+            cluster,
             tls_port: 0,
             tls,
             dir,
@@ -85,7 +90,11 @@ impl Node {
         // A port the OS called free may be taken by someone else before redis binds it: retry.
         let mut last = String::new();
         for _ in 0..10 {
-            node.port = process::free_port();
+            node.port = if cluster {
+                process::free_cluster_port().map_err(|e| format!("node {index}: {e}"))?
+            } else {
+                process::free_port()
+            };
             if listen.is_tls() {
                 node.tls_port = process::free_port();
             }
@@ -328,6 +337,7 @@ impl Node {
             persist: self.persist,
             tls: self.tls.as_ref().map(|tls| (self.tls_port, tls, self.listen == Listen::TlsClientAuth)),
             acl: self.acl.as_ref(),
+            cluster: self.cluster,
         }
     }
 

@@ -51,6 +51,18 @@ pub(crate) fn free_port() -> u16 {
     listener.local_addr().expect("local_addr").port()
 }
 
+/// A port the OS considers free right now on 127.0.0.1 whose port + 10000 (a Redis Cluster
+/// node's cluster bus) is free too.
+pub(crate) fn free_cluster_port() -> Result<u16, String> {
+    for _ in 0..1000 {
+        let port = free_port();
+        if port <= u16::MAX - 10_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err("no free port P on 127.0.0.1 with P + 10000 free too (the cluster bus) in 1000 tries".to_owned())
+}
+
 /// Send `sig` to a process this harness started.
 #[allow(unsafe_code)]
 pub(crate) fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {

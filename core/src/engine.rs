@@ -3,6 +3,7 @@
 //! machine and the slots' timers are in [`round`], wake-on-release in [`wake`], and what the
 //! links bring in (replies, failures) in [`links`].
 
+mod cluster;
 mod links;
 mod replicas;
 mod round;
@@ -181,7 +182,7 @@ impl Engine {
     ///
     /// Calling it for a link the engine thinks is up first treats the old connection as lost.
     pub fn handle_connected(&mut self, now: Instant, node: NodeId) {
-        if node.index() >= self.links.len() {
+        if node.index() >= self.links.count() {
             return;
         }
         if self.links.is_up(node) {
@@ -270,9 +271,10 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.links.wake().is_some_and(|w| w <= now) {
             self.links.handle_timeout(now, &mut self.rng, &mut self.events);
-            for i in 0..self.links.len() {
+            self.links.refresh_maps(now);
+            for i in 0..self.links.count() {
                 if let Some(error) = self.links.silent(NodeId(i as u16), now) {
-                    self.fail_link(now, error);
+                    self.fail_link(now, NodeId(i as u16), error);
                 }
             }
         }

@@ -49,6 +49,50 @@ pub struct NodeHealth {
     pub wake: WakeState,
     /// The replicas its grants wait for ([`NodeConfig::min_replicas`](crate::NodeConfig::min_replicas)).
     pub min_replicas: Option<MinReplicas>,
+    /// When the node is a Redis Cluster: its masters, the slots they cover and the redirects
+    /// followed. (Its `state` is its own link's, which reads the slot map.)
+    pub cluster: Option<ClusterHealth>,
+}
+
+/// A node that is a Redis Cluster, in the health view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterHealth {
+    /// The masters that serve its slots, as its last map (and redirects since) say.
+    pub masters: Vec<MasterHealth>,
+    /// Slots with a known master, of 16384.
+    pub covered: usize,
+    /// Whether a whole slot map has been read.
+    pub known: bool,
+    /// `MOVED` and `ASK` redirects followed.
+    pub redirects: u64,
+}
+
+/// One master of a cluster node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MasterHealth {
+    /// The link to it (an id from [`Engine::node_count`](crate::Engine::node_count) up, or
+    /// the node's own when it points there).
+    pub link: NodeId,
+    /// Its address, `redis://host:port` (never the password).
+    pub addr: Arc<str>,
+    /// Where the link stands.
+    pub state: NodeState,
+    /// The slots it serves.
+    pub slots: usize,
+    /// Why the link last failed, until it is back.
+    pub last_error: Option<String>,
+}
+
+impl NodeHealth {
+    /// Whether a node that is a Redis Cluster can vote for every slot: its map is read, covers
+    /// every slot, and every master's link is ready. `true` for any other node.
+    pub fn cluster_whole(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|c| {
+            c.known && c.covered == crate::cluster::SLOTS && c.masters.iter().all(|m| m.state == NodeState::Ready)
+        })
+    }
 }
 
 impl NodeHealth {
@@ -204,6 +248,29 @@ impl fmt::Display for Health {
                 write!(f, "  last error: {e}")?;
             }
             writeln!(f)?;
+            if let Some(c) = &n.cluster {
+                writeln!(
+                    f,
+                    "  a Redis Cluster: {} master(s), {} of {} slots covered, {} redirect(s) followed",
+                    c.masters.len(),
+                    c.covered,
+                    crate::cluster::SLOTS,
+                    c.redirects
+                )?;
+                for m in &c.masters {
+                    let state = match m.state {
+                        NodeState::Ready => "ready",
+                        NodeState::Handshaking => "handshaking",
+                        NodeState::Connecting => "connecting",
+                        NodeState::Down { .. } => "down",
+                    };
+                    write!(f, "    master {}  {state:<11} {} slots", m.addr, m.slots)?;
+                    if let Some(e) = &m.last_error {
+                        write!(f, "  last error: {e}")?;
+                    }
+                    writeln!(f)?;
+                }
+            }
         }
         write!(
             f,
@@ -271,6 +338,7 @@ mod tests {
             stats: NodeStats::default(),
             wake: WakeState::On,
             min_replicas: None,
+            cluster: None,
         }
     }
 

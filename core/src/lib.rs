@@ -203,6 +203,7 @@
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
+pub mod cluster;
 mod config;
 mod engine;
 mod error;
@@ -231,7 +232,7 @@ pub use error::{
 };
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
-pub use health::{Health, LockHealth, LockShape, NodeHealth, NodeState};
+pub use health::{ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState};
 pub use node::{MinReplicas, NodeConfig, Transport};
 pub use options::{LockOptions, MAX_PERMITS};
 pub use stats::NodeStats;

@@ -2,8 +2,10 @@
 //! and what waiters subscribe to. How a link reads replies and runs its handshake is in
 //! [`reply`]; connecting, failing and reconnecting on a schedule, in [`schedule`].
 
+mod cluster;
 mod reply;
 mod schedule;
+mod send;
 mod shapes;
 mod view;
 
@@ -19,6 +21,7 @@ use crate::resp;
 use crate::stats::NodeStats;
 use crate::wire::{self, Pending, Step};
 
+pub(crate) use cluster::MAX_HOPS;
 pub(crate) use reply::Next;
 use schedule::Policy;
 
@@ -81,6 +84,10 @@ struct Link {
     /// Semaphores (their limit keys) whose limit the node confirmed on this connection, with
     /// that limit (at most [`MAX_LIMITS`] of them).
     limits: Vec<(Vec<u8>, u16)>,
+    /// The node this link belongs to (itself for a node's own link).
+    owner: u16,
+    /// Where a link to a cluster node's master connects (`None`: a node's own link).
+    endpoint: Option<(Arc<str>, u16)>,
 }
 
 /// Semaphore limits remembered per connection.
@@ -180,15 +187,38 @@ impl Link {
     }
 }
 
-/// Every node's link.
+/// One request as each kind of node takes it: as is, and in its cluster form (keys with a
+/// hash tag, see [`crate::cluster`]) with the one slot its keys hash to, or why they have
+/// none. The cluster form is there whenever a node is a cluster.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cmd<'a> {
+    pub(crate) plain: &'a [u8],
+    pub(crate) cluster: Option<(&'a [u8], Result<u16, &'a str>)>,
+}
+
+/// Every node's link, then the links to cluster nodes' masters.
 #[derive(Debug)]
 pub(crate) struct Links {
     links: Vec<Link>,
-    /// Each node's address without its password, for link errors and votes.
-    addrs: Arc<[Arc<str>]>,
+    /// The number of nodes: `links[..nodes]` are their own links.
+    nodes: usize,
+    /// Each link's address without its password, for link errors and votes.
+    addrs: Vec<Arc<str>>,
     /// Each node's handshake (AUTH, SELECT, HELLO 3, CLIENT SETNAME, SCRIPT LOAD), encoded
-    /// once.
+    /// once; and the one of a link to a master of it, if it is a cluster (AUTH, CLIENT
+    /// SETNAME, SCRIPT LOAD).
     handshakes: Vec<(Vec<u8>, Vec<Step>)>,
+    master_handshakes: Vec<(Vec<u8>, Vec<Step>)>,
+    /// Each node's routing, once it turned out to be a Redis Cluster.
+    routes: Vec<Option<Box<cluster::Routes>>>,
+    /// How many nodes are clusters.
+    clusters: usize,
+    /// Each node's configured host and port (TCP nodes), to know its own link in a map.
+    seeds: Vec<Option<(String, u16)>>,
+    /// Requests to cluster nodes kept for a redirect that carry no lock to encode them again
+    /// from (cleanups), by [`Pending::Resend`] number, with the redirects they followed.
+    copies: std::collections::HashMap<u32, (Box<[u8]>, u8)>,
+    next_copy: u32,
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
@@ -208,7 +238,8 @@ impl Links {
         let links = config
             .nodes
             .iter()
-            .map(|node| Link {
+            .enumerate()
+            .map(|(i, node)| Link {
                 state: LinkState::Down { retry_at: None },
                 backoff: config.reconnect_min,
                 out: Vec::new(),
@@ -235,15 +266,26 @@ impl Links {
                 answered: false,
                 wait: node.min_replicas.map(|m| wire::wait_command(m.replicas, m.timeout)),
                 min_replicas: node.min_replicas,
+                owner: i as u16,
+                endpoint: None,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
         let handshakes = config.nodes.iter().map(|node| reply::handshake(config, node)).collect();
+        let master_handshakes = config.nodes.iter().map(|node| reply::master_handshake(config, node)).collect();
+        let seeds = config.nodes.iter().map(|node| node.tcp_endpoint()).collect();
         let policy = Policy::new(config);
         Links {
             links,
+            nodes: config.nodes.len(),
             addrs,
             handshakes,
+            master_handshakes,
+            routes: (0..config.nodes.len()).map(|_| None).collect(),
+            clusters: 0,
+            seeds,
+            copies: std::collections::HashMap::new(),
+            next_copy: 0,
             policy,
             closes: VecDeque::new(),
             channels: BTreeSet::new(),
@@ -254,7 +296,13 @@ impl Links {
 
     // ----- getters -------------------------------------------------------------------------
 
+    /// The number of nodes.
     pub(crate) fn len(&self) -> usize {
+        self.nodes
+    }
+
+    /// The number of links: the nodes' own, then those to cluster nodes' masters.
+    pub(crate) fn count(&self) -> usize {
         self.links.len()
     }
 
@@ -272,8 +320,17 @@ impl Links {
         self.links.get(node.index()).is_some_and(Link::is_up)
     }
 
+    /// Whether `node`'s link is up past its handshake; for a Redis Cluster node, also every
+    /// link to a master its map names.
     pub(crate) fn is_ready(&self, node: NodeId) -> bool {
-        self.links.get(node.index()).is_some_and(|l| l.is_up() && !l.is_handshaking())
+        let ready = |l: &Link| l.is_up() && !l.is_handshaking();
+        if !self.links.get(node.index()).is_some_and(ready) {
+            return false;
+        }
+        node.index() >= self.nodes
+            || self
+                .cluster_health(node.index())
+                .is_none_or(|c| c.known && c.masters.iter().all(|m| m.state == crate::health::NodeState::Ready))
     }
 
     pub(crate) fn last_error(&self, node: NodeId) -> Option<(Fault, &str)> {
@@ -350,46 +407,10 @@ impl Links {
 
     /// Every node's address, by node.
     pub(crate) fn addrs(&self) -> Arc<[Arc<str>]> {
-        Arc::clone(&self.addrs)
+        self.addrs[..self.nodes].iter().cloned().collect()
     }
 
     // ----- bytes ---------------------------------------------------------------------------
-
-    /// Queue `cmd` at `now` on every link that takes requests, expecting the reply `pending`;
-    /// `down` is told the vote of every other node (down, or too far behind).
-    pub(crate) fn broadcast(&mut self, now: Instant, cmd: &[u8], pending: Pending, mut down: impl FnMut(usize, Vote)) {
-        for (i, link) in self.links.iter_mut().enumerate() {
-            if link.takes_requests() {
-                if link.subs_gen != self.subs_gen && link.wake == WakeState::On && !link.holding {
-                    link.sync_subs(now, &self.channels, self.subs_gen);
-                }
-                link.push(now, pending, |out| out.extend_from_slice(cmd));
-            } else {
-                down(i, link.down_vote());
-            }
-        }
-    }
-
-    /// Queue one request at `now` on `node`'s link, if it takes requests: `encode` writes it
-    /// to the output buffer. Returns whether it was queued.
-    pub(crate) fn send(
-        &mut self,
-        now: Instant,
-        node: NodeId,
-        pending: Pending,
-        encode: impl FnOnce(&mut Vec<u8>),
-    ) -> bool {
-        match self.links.get_mut(node.index()).filter(|l| l.takes_requests()) {
-            Some(link) => {
-                if link.subs_gen != self.subs_gen && link.wake == WakeState::On && !link.holding {
-                    link.sync_subs(now, &self.channels, self.subs_gen);
-                }
-                link.push(now, pending, encode);
-                true
-            }
-            None => false,
-        }
-    }
 
     #[inline]
     pub(crate) fn unsent(&self, node: NodeId) -> Option<&[u8]> {

@@ -114,6 +114,12 @@ impl fmt::Display for NodeConfig {
 }
 
 impl NodeConfig {
+    /// The host and port a TCP or TLS node is reached at (`None` for a Unix socket), to know
+    /// its own connection among the masters a Redis Cluster's map names.
+    pub(crate) fn tcp_endpoint(&self) -> Option<(String, u16)> {
+        (!matches!(self.transport, Transport::Unix(_))).then(|| (self.host.clone(), self.port))
+    }
+
     /// A node at `host:port` with no credentials and database 0.
     pub fn new(host: impl Into<String>, port: u16) -> Self {
         NodeConfig {

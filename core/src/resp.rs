@@ -192,6 +192,16 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
     }
 }
 
+/// The size of the whole frame at the front of `buf` (an answer the engine reads whole, such
+/// as `CLUSTER SLOTS`), walking at most `elements` elements: `Ok(None)` until it is whole,
+/// `Err` for garbage or a frame longer than `max_bytes`.
+pub(crate) fn frame_len(buf: &[u8], elements: usize, max_bytes: usize) -> Result<Option<usize>, String> {
+    match skip(buf, 0, &mut elements.clone())? {
+        None if buf.len() > max_bytes => Err(format!("a reply longer than {max_bytes} bytes without an end")),
+        found => Ok(found),
+    }
+}
+
 /// Elements [`skip`] walks through at most in one frame, and how deep.
 const MAX_SKIPPED: usize = 1024;
 const MAX_DEPTH: usize = 4;

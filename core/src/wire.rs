@@ -21,6 +21,9 @@ pub(crate) enum Step {
         sha: &'static str,
         last: bool,
     },
+    /// `CLUSTER SLOTS` on a node that turned out to be a Redis Cluster: it is ready once its
+    /// slot map is read.
+    Slots,
 }
 
 impl Step {
@@ -32,6 +35,7 @@ impl Step {
             Step::SetName => "CLIENT SETNAME",
             Step::Format => "the lock format check",
             Step::ScriptLoad { .. } => "SCRIPT LOAD",
+            Step::Slots => "CLUSTER SLOTS",
         }
     }
 }
@@ -89,6 +93,12 @@ pub(crate) enum Pending {
     Op { op: Op, lock: LockId, round: u32 },
     /// A release after a failed attempt or a cancel: the reply is not waited for.
     Cleanup,
+    /// A cleanup to a Redis Cluster node, kept (under `copy`) to be sent again on a redirect.
+    Resend { copy: u32 },
+    /// `CLUSTER SLOTS` on a cluster node, to refresh its slot map.
+    Slots,
+    /// `ASKING` ahead of a request redirected by `ASK`: the reply is not waited for.
+    Asking,
     /// `SUBSCRIBE` to one wake channel (answered by a `subscribe` push, or an error).
     Subscribe,
     /// `UNSUBSCRIBE` from one wake channel.
@@ -103,7 +113,9 @@ impl Pending {
         match self {
             Pending::Step(step) => step.name(),
             Pending::Op { op, .. } => op.name(),
-            Pending::Cleanup => "the cleanup release",
+            Pending::Cleanup | Pending::Resend { .. } => "the cleanup release",
+            Pending::Slots => "CLUSTER SLOTS",
+            Pending::Asking => "ASKING",
             Pending::Subscribe => "SUBSCRIBE",
             Pending::Unsubscribe => "UNSUBSCRIBE",
             Pending::Replicas { .. } => "WAIT",

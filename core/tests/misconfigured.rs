@@ -1,6 +1,4 @@
-//! Nodes that can never serve, on simulated time: a Redis Cluster node given as a node (its
-//! `HELLO` says `mode cluster`, or it answers `MOVED` / `CROSSSLOT`), a TLS certificate that
-//! does not verify, and a URL whose scheme does not match the port (`redis://` on a TLS port,
+//! Nodes that can never serve, on simulated time: a TLS certificate that does not verify, and a URL whose scheme does not match the port (`redis://` on a TLS port,
 //! `rediss://` on a plain one). Each is a misconfiguration or a hint naming the cause, never a
 //! grant and never a bare "unreachable".
 
@@ -8,129 +6,8 @@ mod rig;
 
 use std::time::Duration;
 
-use redlease_core::{AcquireError, Event, Fault, LinkError, LockOptions, NodeId, Vote};
+use redlease_core::{Event, Fault, NodeId};
 use rig::Rig;
-
-const CLUSTER: &str = "is a Redis Cluster node";
-
-/// A `HELLO 3` answer of a cluster node (as Redis 7 sends it, shortened).
-const HELLO_CLUSTER: &[u8] = b"%4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n\
-$4\r\nmode\r\n$7\r\ncluster\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
-
-fn options() -> LockOptions {
-    LockOptions::new("r", Duration::from_secs(10)).attempts(1)
-}
-
-/// The acquisition's outcome, once decided.
-fn failure(rig: &mut Rig) -> AcquireError {
-    let events = rig.events();
-    assert!(!events.iter().any(|e| matches!(e, Event::Acquired { .. })), "no grant: {events:?}");
-    events
-        .into_iter()
-        .find_map(|e| match e {
-            Event::AcquireFailed { error, .. } => Some(error),
-            _ => None,
-        })
-        .expect("the acquisition failed")
-}
-
-#[test]
-fn a_node_whose_hello_says_cluster_is_refused_as_misconfigured() {
-    let mut rig = Rig::unconnected(3, |c| c.wake = true);
-    rig.connect(2);
-    for node in 0..2 {
-        rig.engine.handle_connected(rig.t0, NodeId(node));
-        rig.sent(node as usize);
-        let mut answer = b"$1\r\n2\r\n".to_vec(); // the lock format check
-        answer.extend_from_slice(HELLO_CLUSTER);
-        if node == 0 {
-            rig.reply(rig.t0, 0, &answer);
-        } else {
-            for byte in answer.chunks(1) {
-                rig.reply(rig.t0, 1, byte);
-            }
-        }
-    }
-    let events = rig.events();
-    for node in 0..2u16 {
-        let error = events
-            .iter()
-            .find_map(|e| match e {
-                Event::LinkFailed { error } if error.node() == NodeId(node) => Some(error),
-                _ => None,
-            })
-            .expect("the link failed");
-        assert!(matches!(error, LinkError::ClusterNode { .. }), "{error:?}");
-        assert_eq!(error.fault(), Fault::Misconfigured);
-        let text = error.to_string();
-        assert!(text.contains(CLUSTER) && text.contains("HELLO says mode cluster"), "{text}");
-        assert!(text.contains("give one standalone Redis per node"), "{text}");
-    }
-    let health = rig.engine.health();
-    assert!(health.misconfigured() && health.nodes[0].is_misconfigured() && health.nodes[1].is_misconfigured());
-    assert!(health.to_string().lines().next().unwrap().contains("MISCONFIGURED"), "{health}");
-
-    // The healthy node alone is no quorum: the acquisition fails at once, as misconfigured.
-    rig.engine.acquire(rig.t0, &options(), b"me").unwrap();
-    assert!(rig.sent(0).is_empty() && rig.sent(1).is_empty(), "nothing goes to a refused node");
-    rig.sent(2);
-    rig.reply(rig.t0, 2, b"+OK\r\n");
-    match failure(&mut rig) {
-        AcquireError::Misconfigured { votes, .. } => {
-            for v in &votes[..2] {
-                assert!(matches!(v, Vote::Misconfigured(e) if e.contains(CLUSTER)), "{v:?}");
-            }
-        }
-        other => panic!("{other:?}"),
-    }
-
-    // The reconnect meets the same answer: still misconfigured.
-    let retry = rig.engine.poll_timeout().unwrap();
-    rig.engine.handle_timeout(retry);
-    while let Some(node) = rig.engine.poll_connect(retry) {
-        rig.engine.handle_connected(retry, node);
-        rig.sent(node.index());
-        rig.reply(retry, node.index(), b"$1\r\n2\r\n");
-        rig.reply(retry, node.index(), HELLO_CLUSTER);
-    }
-    assert!(rig.engine.health().nodes[0].is_misconfigured());
-}
-
-#[test]
-fn a_moved_or_crossslot_answer_is_a_misconfigured_vote_and_fails_the_link() {
-    let mut rig = Rig::new(3);
-    rig.engine.acquire(rig.t0, &options(), b"me").unwrap();
-    rig.sent_commands();
-    rig.reply(rig.t0, 2, b"+OK\r\n");
-    rig.reply(rig.t0, 0, b"-MOVED 11414 127.0.0.1:7001\r\n");
-    rig.reply(rig.t0, 1, b"-CROSSSLOT Keys in request don't hash to the same slot\r\n");
-    let events = rig.events();
-    assert!(!events.iter().any(|e| matches!(e, Event::Acquired { .. })), "no grant: {events:?}");
-    let failed = events
-        .iter()
-        .find_map(|e| match e {
-            Event::AcquireFailed { error, .. } => Some(error.clone()),
-            _ => None,
-        })
-        .expect("the acquisition failed");
-    match failed {
-        AcquireError::Misconfigured { votes, .. } => {
-            assert!(matches!(&votes[0], Vote::Misconfigured(e) if e.contains(CLUSTER) && e.contains("MOVED 11414")));
-            assert!(matches!(&votes[1], Vote::Misconfigured(e) if e.contains(CLUSTER) && e.contains("CROSSSLOT")));
-            assert_eq!(votes[2], Vote::Granted);
-        }
-        other => panic!("not unreachable but misconfigured: {other:?}"),
-    }
-    // The nodes are refused until they reconnect: the health view says why.
-    let health = rig.engine.health();
-    for n in &health.nodes[..2] {
-        assert!(n.is_misconfigured(), "{health}");
-        assert!(n.last_error.as_deref().is_some_and(|e| e.contains(CLUSTER)), "{health}");
-    }
-    assert!(health.nodes[2].is_ready());
-    assert_eq!(redlease_core::Fault::of_server_error("CLUSTERDOWN The cluster is down"), Fault::Misconfigured);
-    assert_eq!(redlease_core::Fault::of_server_error("ASK 3999 127.0.0.1:7002"), Fault::Misconfigured);
-}
 
 #[test]
 fn a_certificate_that_does_not_verify_is_misconfigured() {

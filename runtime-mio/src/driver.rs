@@ -74,8 +74,8 @@ impl Driver {
     pub fn new(config: Config, base: Token) -> Result<Self, Error> {
         let config = seeded(config)?;
         let n = config.nodes.len();
-        if base.0.checked_add(n).is_none() {
-            let reason = format!("token {} leaves no room for {n} node tokens: use a smaller base", base.0);
+        if base.0.checked_add(n * (1 + redlease_core::cluster::MAX_MASTERS)).is_none() {
+            let reason = format!("token {} leaves no room for {n} nodes' tokens: use a smaller base", base.0);
             return Err(Error::Setting { field: "base token", reason });
         }
         let links = Links::new(prepare(&config)?);
@@ -108,10 +108,15 @@ impl Driver {
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
-        self.links.len()
+        self.engine.node_count()
     }
 
-    /// The token of `node`'s socket: `base + node`.
+    /// The token of `node`'s socket: `base + node`. A node that is a Redis Cluster opens more
+    /// sockets, one per master, with the tokens after the nodes' (link ids
+    /// [`Engine::link_count`]): keep `base ..= base + nodes × (1 + `[`MAX_MASTERS`]`)` for the
+    /// driver.
+    ///
+    /// [`MAX_MASTERS`]: redlease_core::cluster::MAX_MASTERS
     pub fn token_of(&self, node: NodeId) -> Token {
         Token(self.base + node.index())
     }
@@ -150,7 +155,8 @@ impl Driver {
     /// by getting ready (handshake answered) or by failing.
     pub fn all_nodes_tried(&self) -> bool {
         self.registry.is_some()
-            && (0..self.links.len()).all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
+            && (0..self.engine.node_count())
+                .all(|i| self.engine.connect_attempts(node_id(i)) > self.attempts_at_register[i])
     }
 
     /// Once [`ready`](Self::ready): whether locking can start — a quorum of nodes is ready
@@ -173,7 +179,9 @@ impl Driver {
         }
         self.registry = Some(registry.try_clone()?);
         for i in 0..self.links.len() {
-            self.attempts_at_register[i] = self.engine.connect_attempts(node_id(i));
+            if let Some(at) = self.attempts_at_register.get_mut(i) {
+                *at = self.engine.connect_attempts(node_id(i));
+            }
             self.engine.reconnect_now(node_id(i));
         }
         self.sync_links(now);

@@ -25,7 +25,8 @@ mod proxy;
 
 pub use proxy::{Mode, Proxy};
 pub use redlease_cluster::{
-    Cluster, ClusterBuilder, ClusterModeNode, Listen, Node, RedisConn, Reply, TempDir, with_listen,
+    Cluster, ClusterBuilder, ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, TempDir,
+    with_listen,
 };
 
 /// The code in the READMEs of the crates that do not make their README their crate docs (it

@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use redlease_client::{AcquireError, Error};
+use redlease_client::Error;
 use redlease_core::{Config, Health, LockOptions, TlsSettings};
 use redlease_tests::{Cluster, ClusterModeNode, Listen};
 
 const CONNECT: Duration = Duration::from_millis(500);
-const CLUSTER: &str = "is a Redis Cluster node";
 
 /// A config for one node at `url` that needs it ready, with these TLS settings.
 fn config(url: &str, tls: TlsSettings) -> Config {
@@ -87,40 +86,24 @@ fn a_scheme_that_does_not_match_the_port_gets_a_hint() {
 }
 
 #[test]
-fn a_redis_cluster_node_is_refused_as_misconfigured() {
+fn a_redis_cluster_node_given_as_a_node_is_used_as_one() {
     let node = ClusterModeNode::start();
     let url = node.url();
-    for (who, health, e) in last_errors(&config(&url, TlsSettings::new())) {
-        assert!(health.nodes[0].is_misconfigured() && health.to_string().contains("MISCONFIGURED"), "[{who}] {health}");
-        assert!(e.contains(CLUSTER) && e.contains("redlease needs standalone masters"), "[{who}] {e}");
-        assert!(e.contains("give one standalone Redis per node"), "[{who}] {e}");
-    }
-    // With two healthy nodes the quorum holds, and the cluster node's vote is a failure, not
-    // a grant; alone with one other node, no quorum can be ready: connecting fails as
-    // misconfigured, naming the cluster node.
-    let standalone = Cluster::builder().nodes(2).start();
-    let mut urls = standalone.urls();
-    urls.insert(0, url.clone());
-    match redlease_mio::Client::with_config(Config::from_urls(&urls[..2]).unwrap()) {
-        Err(e @ Error::Unhealthy(_)) => assert!(e.is_misconfigured() && e.to_string().contains(CLUSTER), "{e}"),
-        other => panic!("{:?}", other.map(drop)),
-    }
-    let client = redlease_mio::Client::with_config(Config::from_urls(&urls).unwrap()).unwrap();
-    let guard = client.lock_with(LockOptions::new("cluster:node", Duration::from_secs(10))).unwrap();
-    assert!(client.health().nodes[0].is_misconfigured());
+    // HELLO 3 says cluster: the node reads its map and locks in the keys' cluster form.
+    let client = redlease_mio::Client::with_config(Config::from_urls([url.clone()]).unwrap()).unwrap();
+    let health = client.health();
+    assert!(health.nodes[0].cluster.is_some() && health.nodes[0].is_ready(), "{health}");
+    let guard = client.lock_with(LockOptions::new("cluster:node", Duration::from_secs(10)).fencing(true)).unwrap();
+    assert!(node.conn().unwrap().get("{cluster:node}").unwrap().is_some());
     guard.release().unwrap();
     client.close();
-    // A client that does not ask HELLO 3 (wake-ups off) meets the cluster's refusals instead:
-    // a waiter's script touches keys of several slots (CROSSSLOT).
+    // Without HELLO 3 (wake-ups off), the first script whose keys span slots (CROSSSLOT)
+    // shows the cluster: that vote fails, and the retry goes out in the cluster form.
     let config = Config::from_urls([url]).unwrap().wake(false);
     let client = redlease_mio::Client::with_config(config).unwrap();
-    let key = "cluster:resp2";
-    node.conn().unwrap().set_px(key, "someone-else", Duration::from_secs(10)).unwrap();
-    match client.lock_with(LockOptions::new(key, Duration::from_secs(10)).attempts(2)) {
-        Err(Error::Acquire(AcquireError::Misconfigured { votes, .. })) => {
-            assert!(matches!(&votes[0], redlease_core::Vote::Misconfigured(e) if e.contains(CLUSTER)), "{votes:?}");
-        }
-        other => panic!("{:?}", other.map(drop)),
-    }
+    let options = LockOptions::new("cluster:resp2", Duration::from_secs(10)).fencing(true).attempts(3);
+    let guard = client.lock_with(options).unwrap();
+    assert!(client.health().nodes[0].cluster.is_some());
+    guard.release().unwrap();
     client.close();
 }

@@ -139,7 +139,8 @@ impl<R: Runtime> Driver<R> {
     /// meanwhile).
     pub(crate) async fn start(config: Config, commands: Receiver) -> Result<Self, Error> {
         let transports = transport::prepare(&config)?;
-        let readable = Readable::new(transports.len());
+        // Room for every link a cluster node may open beyond its own.
+        let readable = Readable::new(transports.len() * (1 + redlease_core::cluster::MAX_MASTERS));
         let wakers = (0..transports.len())
             .map(|node| Waker::from(Arc::new(NodeWaker { readable: Arc::clone(&readable), node })))
             .collect();
@@ -285,7 +286,12 @@ impl<R: Runtime> Driver<R> {
                 Target::Unix(path) => R::connect_unix(path),
             })
         };
-        self.links.sync(&mut self.engine, now, connect, drop)
+        let changed = self.links.sync(&mut self.engine, now, connect, drop);
+        while self.wakers.len() < self.links.len() {
+            let node = self.wakers.len();
+            self.wakers.push(Waker::from(Arc::new(NodeWaker { readable: Arc::clone(&self.readable), node })));
+        }
+        changed
     }
 
     /// Finish connects, read what has arrived (TLS handshakes included).

@@ -7,7 +7,7 @@ use super::Engine;
 use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, NodeId};
 use crate::link::Next;
-use crate::wire::Pending;
+use crate::wire::{Pending, Step};
 
 /// The inputs of a driver's TLS layer (the engine hears of the connection itself once the
 /// TLS handshake is done).
@@ -42,10 +42,12 @@ impl Engine {
 impl Engine {
     /// Decode and act on the whole replies at the front of `buf`. Returns how many bytes
     /// they took, or `None` if the link failed (it is down and its input is void).
-    pub(super) fn consume(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Option<usize> {
+    pub(super) fn consume(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Option<usize> {
         let mut pos = 0;
+        // Votes are the node's; a cluster node's replies come over the links to its masters.
+        let node = self.links.owner(link);
         loop {
-            match self.links.next_reply(now, node, &buf[pos..]) {
+            match self.links.next_reply(now, link, &buf[pos..]) {
                 Ok(Next::More) => return Some(pos),
                 Ok(Next::Done(used)) => pos += used,
                 Ok(Next::Ready(used)) => {
@@ -63,15 +65,19 @@ impl Engine {
                 Ok(Next::Op { used, answer }) => {
                     pos += used;
                     if let Err(e) = self.on_answer(now, node, answer) {
-                        self.fail_link(now, e);
+                        self.fail_link(now, link, e);
                         return None;
                     }
-                    if !self.links.is_up(node) {
+                    if !self.links.is_up(link) {
                         return None;
                     }
                 }
+                Ok(Next::Redirect { used, pending, redirect }) => {
+                    pos += used;
+                    self.on_redirect(now, link, pending, redirect);
+                }
                 Err(e) => {
-                    self.fail_link(now, e);
+                    self.fail_link(now, link, e);
                     return None;
                 }
             }
@@ -79,28 +85,32 @@ impl Engine {
     }
 
     /// `node`'s connection is gone: the votes it owed in current rounds become `vote`.
-    pub(super) fn take_down(&mut self, now: Instant, node: NodeId, vote: Vote) {
-        let Some(pending) = self.links.take_down(now, node, &mut self.rng) else {
+    pub(super) fn take_down(&mut self, now: Instant, link: NodeId, vote: Vote) {
+        let Some(pending) = self.links.take_down(now, link, &mut self.rng) else {
             return;
         };
+        let node = self.links.owner(link);
         for (p, _) in pending {
-            let Pending::Op { lock, round, .. } = p else { continue };
-            if self.locks.in_round(lock, round) {
-                self.vote(now, lock.slot, node.index(), vote.clone());
+            match p {
+                Pending::Op { lock, round, .. } if self.locks.in_round(lock, round) => {
+                    self.vote(now, lock.slot, node.index(), vote.clone());
+                }
+                Pending::Resend { copy } => drop(self.links.take_copy(copy)),
+                Pending::Slots | Pending::Step(Step::Slots) => self.links.map_lost(link.index()),
+                _ => {}
             }
         }
     }
 
     /// The engine fails `error.node()`'s link: the driver is told to close it, the event is
     /// out, and the votes it owed become the error.
-    pub(super) fn fail_link(&mut self, now: Instant, error: LinkError) {
-        let node = error.node();
+    pub(super) fn fail_link(&mut self, now: Instant, link: NodeId, error: LinkError) {
         let vote = match error.fault() {
             Fault::Misconfigured => Vote::Misconfigured(error.reason()),
             _ => Vote::Error(error.reason()),
         };
-        self.links.failed(&error);
+        self.links.failed(link, &error);
         self.events.push_back(Event::LinkFailed { error });
-        self.take_down(now, node, vote);
+        self.take_down(now, link, vote);
     }
 }

@@ -4,9 +4,10 @@
 use std::time::{Duration, Instant};
 
 use super::Engine;
+use super::cluster::{self, encode_all};
 use super::replicas::may_grant;
 use super::wake::Verdict;
-use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote, is_cluster_error};
+use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote};
 use crate::event::{Event, LockId, NodeId};
 use crate::lock::{Decision, Phase};
 use crate::quorum::valid_until;
@@ -89,7 +90,8 @@ impl Engine {
         cmd.clear();
         let keys = &s.keys;
         let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
-        wire::encode(&mut cmd, call, keys.iter(), &s.token, s.names(self.config.fence_prefix.as_bytes()), eval);
+        let names = s.names(self.config.fence_prefix.as_bytes());
+        let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.iter(), &s.token, names, eval);
         let lock = LockId { slot: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
@@ -99,7 +101,7 @@ impl Engine {
         };
         let pending = Pending::Op { op, lock, round: s.round.id };
         let tally = &mut s.round.tally;
-        self.links.broadcast(now, &cmd, pending, |node, vote| {
+        self.links.broadcast(now, cluster::cmd(&cmd, &form), pending, |node, vote| {
             tally.record(node, vote);
         });
         let failed = tally.failed;
@@ -134,9 +136,9 @@ impl Engine {
         }
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
+        let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
     }
@@ -172,13 +174,9 @@ impl Engine {
         answer: OpAnswer,
     ) -> Result<(), LinkError> {
         let idx = lock.slot;
-        // A Redis Cluster node votes once, as misconfigured, and its link is failed for it.
-        let cluster = match &answer {
-            OpAnswer::Error(m) if is_cluster_error(m) => {
-                Some(LinkError::ClusterNode { node, addr: self.links.addr(node), evidence: m.clone() })
-            }
-            _ => None,
-        };
+        if self.cluster_answer(now, node, lock, round, &answer) {
+            return Ok(());
+        }
         if op == Op::Permits && matches!(answer, OpAnswer::Slots { .. } | OpAnswer::Int(_)) {
             // The script ran: the node has this semaphore's limit.
             if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
@@ -190,7 +188,7 @@ impl Engine {
         }
         if !self.locks.in_round(lock, round) {
             // A late reply to an earlier round: ignored.
-            return cluster.map_or(Ok(()), Err);
+            return Ok(());
         }
         let s = &mut self.locks[idx];
         let vote = match s.answer(node.index(), op, answer) {
@@ -206,8 +204,9 @@ impl Engine {
                 let names = s.names(self.config.fence_prefix.as_bytes());
                 let (keys, token) = (s.keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
-                let sent = self.links.send(now, node, pending, |out| wire::encode(out, call, keys, token, names, true));
-                if sent {
+                let mut plain = Vec::new();
+                let form = encode_all(self.links.any_cluster(), &mut plain, call, keys, token, names, true);
+                if self.links.send(now, node.index(), cluster::cmd(&plain, &form), pending).is_ok() {
                     return Ok(());
                 }
                 // The node's backlog is full: it counts as failed for this round.
@@ -219,7 +218,7 @@ impl Engine {
             }
         };
         self.vote(now, idx, node.index(), vote);
-        cluster.map_or(Ok(()), Err)
+        Ok(())
     }
 
     // Always inlined into the reply path, so that the vote is built in place: copied through

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::Engine;
+use super::cluster::{self, encode_all};
 use crate::error::Vote;
 use crate::error::{ExtendError, LostReason, Misuse};
 use crate::event::{Event, LockId, NodeId};
@@ -100,8 +101,8 @@ impl Engine {
                 continue;
             }
             cmd.clear();
-            wire::encode(&mut cmd, call, extras.into_iter(), &s.token, names, true);
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+            let form = encode_all(self.links.any_cluster(), &mut cmd, call, extras.into_iter(), &s.token, names, true);
+            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
         let votes = self.locks[idx].round.tally.votes();
@@ -123,8 +124,9 @@ impl Engine {
         let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, unheld.into_iter(), &s.token, s.names(b""), true);
-        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        let form =
+            encode_all(self.links.any_cluster(), &mut cmd, call, unheld.into_iter(), &s.token, s.names(b""), true);
+        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), Pending::Cleanup);
         self.scratch = cmd;
     }
 
@@ -164,8 +166,8 @@ impl Engine {
         let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(&mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true);
-        self.links.send(now, node, Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+        let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true);
+        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), Pending::Cleanup);
         self.scratch = cmd;
     }
 
@@ -181,16 +183,10 @@ impl Engine {
         let s = &self.locks[idx];
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        wire::encode(
-            &mut cmd,
-            wire::Call::ReadRelease { leave: false, reserve_ms: 0 },
-            s.keys.iter(),
-            &s.token,
-            s.names(b""),
-            true,
-        );
+        let call = wire::Call::ReadRelease { leave: false, reserve_ms: 0 };
+        let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
         for node in 0..self.links.len() {
-            self.links.send(now, NodeId(node as u16), Pending::Cleanup, |out| out.extend_from_slice(&cmd));
+            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
         if manual {

@@ -15,10 +15,8 @@ impl Engine {
         if !self.config.wake || self.links.waking() == 0 {
             return false;
         }
-        let mut ch = Vec::new();
         let mut any = false;
-        for key in self.locks[idx].keys.iter() {
-            wake::channel(&mut ch, key);
+        for ch in self.channels(idx) {
             if self.waiters.add(&ch, idx) && !self.links.subscribe(&ch) {
                 // Too many channels: waiters on this resource poll.
                 self.waiters.remove(&ch, idx);
@@ -30,15 +28,30 @@ impl Engine {
         any
     }
 
+    /// The wake channels of slot `idx`'s resources: each key's, and on a Redis Cluster node
+    /// the one its cluster form's release publishes on.
+    fn channels(&self, idx: u32) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for key in self.locks[idx].keys.iter() {
+            let mut ch = Vec::new();
+            wake::channel(&mut ch, key);
+            out.push(ch);
+            let mut tagged = Vec::new();
+            if self.links.any_cluster() && crate::cluster::cluster_key(&mut tagged, key).is_ok() && tagged != key {
+                let mut ch = Vec::new();
+                wake::channel(&mut ch, &tagged);
+                out.push(ch);
+            }
+        }
+        out
+    }
+
     /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
     pub(super) fn unregister(&mut self, idx: u32) {
         if !std::mem::take(&mut self.locks[idx].waiting) {
             return;
         }
-        let mut ch = Vec::new();
-        for i in 0..self.locks[idx].keys.iter().len() {
-            let key = self.locks[idx].keys.iter().nth(i).unwrap_or_default();
-            wake::channel(&mut ch, key);
+        for ch in self.channels(idx) {
             if self.waiters.remove(&ch, idx) {
                 self.links.unsubscribe(&ch);
             }

@@ -223,13 +223,15 @@ impl Fault {
     /// `-ERR ...`).
     ///
     /// A server that cannot serve for a while — loading its data after a restart (`LOADING`),
-    /// busy with a script (`BUSY`), a replica without its master (`MASTERDOWN`) — is out of
-    /// reach for now, never misconfigured: it heals by itself.
+    /// busy with a script (`BUSY`), a replica without its master (`MASTERDOWN`), a Redis
+    /// Cluster that is down or moving the slot (`CLUSTERDOWN`, `TRYAGAIN`, a redirect not
+    /// followed) — is out of reach for now, never misconfigured: it heals by itself. Keys in
+    /// several slots of a cluster (`CROSSSLOT`) are misconfigured.
     pub fn of_server_error(text: &str) -> Fault {
         const CONFIG: [&str; 6] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "WRONGLIMIT", "ERR DB index"];
         if is_transient(text) {
             Fault::Unreachable
-        } else if CONFIG.iter().any(|p| text.starts_with(p)) || is_cluster_error(text) {
+        } else if CONFIG.iter().any(|p| text.starts_with(p)) || text.starts_with("CROSSSLOT ") {
             Fault::Misconfigured
         } else {
             Fault::Protocol
@@ -239,14 +241,16 @@ impl Fault {
 
 /// Whether a server error reply says the server cannot serve for a while.
 fn is_transient(text: &str) -> bool {
-    ["LOADING ", "BUSY ", "MASTERDOWN "].iter().any(|p| text.starts_with(p))
+    ["LOADING ", "BUSY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "MOVED ", "ASK "]
+        .iter()
+        .any(|p| text.starts_with(p))
 }
 
 /// Whether a server error reply is one only a Redis Cluster node gives: a redirection
 /// (`MOVED`, `ASK`), keys of several hash slots (`CROSSSLOT`), a cluster that is down
 /// (`CLUSTERDOWN`).
 pub(crate) fn is_cluster_error(text: &str) -> bool {
-    ["MOVED ", "ASK ", "CROSSSLOT ", "CLUSTERDOWN "].iter().any(|p| text.starts_with(p))
+    ["MOVED ", "ASK ", "CROSSSLOT ", "CLUSTERDOWN ", "TRYAGAIN "].iter().any(|p| text.starts_with(p))
 }
 
 /// What a node that turned out to be a Redis Cluster node is told, with what gave it away.

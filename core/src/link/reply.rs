@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Links;
+use crate::cluster::{self, Redirect};
 use crate::config::Config;
 use crate::error::LinkError;
 use crate::event::{NodeId, WakeState};
 use crate::resp::{self, MAX_REPLY};
 use crate::scripts;
-use crate::wire::{self, Answer, Step, StepAnswer};
+use crate::wire::{self, Answer, Pending, Step, StepAnswer};
 
 /// What the front of a link's input holds.
 #[derive(Debug)]
@@ -28,14 +29,21 @@ pub(crate) enum Next {
     Op { used: usize, answer: Answer },
     /// A release message of `used` bytes on `channel` (the releaser's token in `data`).
     Message { used: usize, channel: Vec<u8>, data: Vec<u8> },
+    /// A reply of `used` bytes redirecting `pending` to another master of a Redis Cluster.
+    Redirect { used: usize, pending: Pending, redirect: Redirect },
 }
 
 impl Links {
     /// Decode the reply at the front of `buf` and match it to the oldest pending request.
     /// Handshake replies and cleanups are dealt with here; `Err` is a reason to fail the link.
     #[inline]
-    pub(crate) fn next_reply(&mut self, now: Instant, node: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
-        let addr = || Arc::clone(&self.addrs[node.index()]);
+    pub(crate) fn next_reply(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+        let node = self.owner(link);
+        let front = self.links[link.index()].pending.front().map(|(p, _)| *p);
+        if matches!(front, Some(Pending::Slots | Pending::Step(Step::Slots))) && buf.first() == Some(&b'*') {
+            return self.read_slots(now, link, buf);
+        }
+        let addr = || Arc::clone(&self.addrs[link.index()]);
         let (reply, used) = match resp::decode(buf) {
             Ok(Some(whole)) => whole,
             Ok(None) if buf.len() > MAX_REPLY => {
@@ -44,7 +52,7 @@ impl Links {
             }
             Ok(None) => return Ok(Next::More),
             Err(mut detail) => {
-                let link = &self.links[node.index()];
+                let link = &self.links[link.index()];
                 // A TLS record (an alert, a handshake) where a plaintext reply belongs.
                 if link.plain_tcp && !link.answered && matches!(buf.first(), Some(0x15 | 0x16)) {
                     detail.push_str(": a TLS record: is this a TLS port? (use rediss:// for it)");
@@ -57,12 +65,25 @@ impl Links {
                 return Ok(Next::Message { used, channel: channel.to_vec(), data: data.to_vec() });
             }
         }
-        let link = &mut self.links[node.index()];
+        let i = link.index();
+        let link = &mut self.links[i];
         let Some((pending, queued)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
         };
         link.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
         link.answered = true;
+        if let (resp::Reply::Error(e), Pending::Op { .. } | Pending::Resend { .. }) = (&reply, pending) {
+            if let Some(redirect) = cluster::redirect(e) {
+                // Only a Redis Cluster redirects: a node not known as one is.
+                self.became_cluster(now, node.index());
+                return Ok(Next::Redirect { used, pending, redirect });
+            }
+        }
+        if pending == Pending::Slots {
+            // A map refresh refused or answered with garbage: the old map stays.
+            self.apply_map(now, i, Err(reply.render()));
+            return Ok(Next::Done(used));
+        }
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
             node,
             addr: addr(),
@@ -77,6 +98,17 @@ impl Links {
                 // issued meanwhile.
                 link.wake = WakeState::On;
                 link.release_held(now, &self.channels, self.subs_gen);
+            }
+            Answer::Step(Step::Hello, StepAnswer::Cluster(_)) => {
+                // A Redis Cluster: release messages come as on any node; then read its map.
+                link.wake = WakeState::On;
+                link.release_held(now, &self.channels, self.subs_gen);
+                self.became_cluster(now, node.index());
+            }
+            Answer::Step(Step::Format, StepAnswer::Cluster(_)) => {
+                // The format key is in another master's slot: the node is a Redis Cluster,
+                // whose keys have a form of their own (see `crate::cluster`).
+                self.became_cluster(now, node.index());
             }
             Answer::Step(Step::Hello, StepAnswer::Refused(message)) => {
                 link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
@@ -99,16 +131,100 @@ impl Links {
                 return Err(refused(step, message));
             }
             Answer::Step(step, StepAnswer::Digest { matches: true }) => {
+                let map_next = link.pending.iter().any(|(p, _)| *p == Pending::Step(Step::Slots))
+                    || link.held_pending.iter().any(|(p, _)| *p == Pending::Step(Step::Slots));
                 if let Step::ScriptLoad { last: true, .. } = step {
-                    // The end of the handshake: the link is healthy again.
-                    link.last_error = None;
-                    link.attempts_ended += 1;
-                    link.stats.connects += 1;
-                    return Ok(Next::Ready(used));
+                    if map_next {
+                        // A cluster node's own link is ready once its map is read.
+                        return Ok(Next::Done(used));
+                    }
+                    return Ok(Next::Ready(self.ready(i, used)));
                 }
             }
         }
         Ok(Next::Done(used))
+    }
+}
+
+impl Links {
+    /// The handshake of `link` is over: it is healthy again. Returns `used`.
+    fn ready(&mut self, link: usize, used: usize) -> usize {
+        let link = &mut self.links[link];
+        link.last_error = None;
+        link.attempts_ended += 1;
+        link.stats.connects += 1;
+        used
+    }
+
+    /// The reply to `CLUSTER SLOTS` at the front of `buf`, read whole and applied.
+    fn read_slots(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+        let (i, node) = (link.index(), self.owner(link));
+        let addr = Arc::clone(&self.addrs[i]);
+        let used = match resp::frame_len(buf, cluster::MAX_RANGES * 16, MAX_MAP_REPLY) {
+            Ok(Some(used)) => used,
+            Ok(None) => return Ok(Next::More),
+            Err(detail) => return Err(LinkError::Malformed { node, addr, detail }),
+        };
+        let Some((pending, queued)) = self.links[i].pending.pop_front() else { return Ok(Next::More) };
+        self.links[i].stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+        let map = cluster::parse_slots(&buf[..used]);
+        if pending == Pending::Slots {
+            self.apply_map(now, i, map);
+            return Ok(Next::Done(used));
+        }
+        if let Err(message) = map {
+            let message = format!("its answer does not read as a slot map: {message}");
+            return Err(LinkError::Handshake { node, addr, step: Step::Slots.name(), message });
+        }
+        self.apply_map(now, i, map);
+        Ok(Next::Ready(self.ready(i, used)))
+    }
+}
+
+/// The longest `CLUSTER SLOTS` answer read: a few hundred bytes per slot range.
+const MAX_MAP_REPLY: usize = 4 << 20;
+
+/// The handshake of a link to a master of cluster node `node`: AUTH as the node needs it,
+/// CLIENT SETNAME (with a client name) and the SCRIPT LOADs. (A cluster has no databases but
+/// 0, takes no lock format key in every slot, and sends release messages over the node's own
+/// link.)
+pub(super) fn master_handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
+    let mut out = Vec::new();
+    let mut steps = Vec::new();
+    auth(&mut out, &mut steps, node);
+    set_name(&mut out, &mut steps, config);
+    load_scripts(&mut out, &mut steps);
+    (out, steps)
+}
+
+fn auth(out: &mut Vec<u8>, steps: &mut Vec<Step>, node: &crate::NodeConfig) {
+    if let Some(pass) = &node.password {
+        match &node.user {
+            Some(user) => resp::command(out, &[b"AUTH", user.as_bytes(), pass.as_bytes()]),
+            None => resp::command(out, &[b"AUTH", pass.as_bytes()]),
+        }
+        steps.push(Step::Auth);
+    }
+}
+
+fn set_name(out: &mut Vec<u8>, steps: &mut Vec<Step>, config: &Config) {
+    if let Some(name) = &config.client_name {
+        resp::command(out, &[b"CLIENT", b"SETNAME", name.as_bytes()]);
+        steps.push(Step::SetName);
+    }
+}
+
+fn load_scripts(out: &mut Vec<u8>, steps: &mut Vec<Step>) {
+    let scripts = [
+        (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
+        (scripts::EXTEND, scripts::EXTEND_SHA),
+        (scripts::RELEASE, scripts::RELEASE_SHA),
+        (scripts::FENCE, scripts::FENCE_SHA),
+        (scripts::RELEASE_ONE, scripts::RELEASE_ONE_SHA),
+    ];
+    for (i, (script, sha)) in scripts.into_iter().enumerate() {
+        resp::command(out, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+        steps.push(Step::ScriptLoad { sha, last: i == scripts.len() - 1 });
     }
 }
 
@@ -117,13 +233,7 @@ impl Links {
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
-    if let Some(pass) = &node.password {
-        match &node.user {
-            Some(user) => resp::command(&mut out, &[b"AUTH", user.as_bytes(), pass.as_bytes()]),
-            None => resp::command(&mut out, &[b"AUTH", pass.as_bytes()]),
-        }
-        steps.push(Step::Auth);
-    }
+    auth(&mut out, &mut steps, node);
     if node.db != 0 {
         resp::array(&mut out, 2);
         resp::bulk(&mut out, b"SELECT");
@@ -140,20 +250,7 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
         resp::command(&mut out, &[b"HELLO", b"3"]);
         steps.push(Step::Hello);
     }
-    if let Some(name) = &config.client_name {
-        resp::command(&mut out, &[b"CLIENT", b"SETNAME", name.as_bytes()]);
-        steps.push(Step::SetName);
-    }
-    let scripts = [
-        (scripts::ACQUIRE, scripts::ACQUIRE_SHA),
-        (scripts::EXTEND, scripts::EXTEND_SHA),
-        (scripts::RELEASE, scripts::RELEASE_SHA),
-        (scripts::FENCE, scripts::FENCE_SHA),
-        (scripts::RELEASE_ONE, scripts::RELEASE_ONE_SHA),
-    ];
-    for (i, (script, sha)) in scripts.into_iter().enumerate() {
-        resp::command(&mut out, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
-        steps.push(Step::ScriptLoad { sha, last: i == scripts.len() - 1 });
-    }
+    set_name(&mut out, &mut steps, config);
+    load_scripts(&mut out, &mut steps);
     (out, steps)
 }

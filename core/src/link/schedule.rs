@@ -67,7 +67,7 @@ impl Links {
         }
         let step = step.map(|at| at + self.policy.connect_timeout);
         let op = op.map(|at| at + self.policy.liveness);
-        min_opt(other, min_opt(step, op))
+        min_opt(min_opt(other, self.next_refresh()), min_opt(step, op))
     }
 
     /// A connection to `node` is open: queue its handshake; later requests are pipelined
@@ -79,7 +79,10 @@ impl Links {
         link.answered = false;
         link.sourced = 0;
         link.limits.clear();
-        let (bytes, steps) = &self.handshakes[i];
+        let (bytes, steps) = match link.endpoint {
+            None => &self.handshakes[i],
+            Some(_) => &self.master_handshakes[link.owner as usize],
+        };
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
         // Requests wait for HELLO's answer, which brings the subscriptions first.
@@ -99,11 +102,12 @@ impl Links {
         rng: &mut Rng,
     ) -> Option<LinkError> {
         let addr = Arc::clone(self.addrs.get(node.index())?);
+        let owner = self.owner(node);
         let link = &mut self.links[node.index()];
         if !matches!(link.state, LinkState::Connecting { .. }) {
             return None;
         }
-        let error = error(node, addr);
+        let error = error(owner, addr);
         link.last_error = Some((error.fault(), error.reason()));
         link.stats.fault(error.fault());
         link.attempts_ended += 1;
@@ -122,6 +126,7 @@ impl Links {
     /// record it. The caller takes the link down.
     pub(crate) fn lost(&mut self, node: NodeId, reason: &str) -> Option<LinkError> {
         let addr = Arc::clone(self.addrs.get(node.index())?);
+        let owner = self.owner(node);
         let link = &mut self.links[node.index()];
         if !link.is_up() {
             return None;
@@ -132,7 +137,7 @@ impl Links {
         } else {
             reason.to_owned()
         };
-        let error = LinkError::Lost { node, addr, reason };
+        let error = LinkError::Lost { node: owner, addr, reason };
         link.last_error = Some((Fault::Unreachable, error.reason()));
         link.stats.fault(Fault::Unreachable);
         Some(error)
@@ -170,10 +175,9 @@ impl Links {
         Some(pending)
     }
 
-    /// The engine fails `error.node()`'s link: record why, and have the driver close it.
-    /// The caller takes the link down.
-    pub(crate) fn failed(&mut self, error: &LinkError) {
-        let node = error.node();
+    /// The engine fails link `node` (of node `error.node()`): record why, and have the driver
+    /// close it. The caller takes the link down.
+    pub(crate) fn failed(&mut self, node: NodeId, error: &LinkError) {
         if let Some(link) = self.links.get_mut(node.index()) {
             link.last_error = Some((error.fault(), error.reason()));
             link.stats.fault(error.fault());
@@ -223,8 +227,8 @@ impl Links {
                     self.links[i].state = LinkState::Down { retry_at: None };
                 }
                 LinkState::Connecting { deadline } if deadline <= now => {
-                    let node = NodeId(i as u16);
-                    let addr = self.addr(node);
+                    let (id, node) = (NodeId(i as u16), self.owner(NodeId(i as u16)));
+                    let addr = self.addr(id);
                     let error = if self.links[i].tls_open {
                         // Connected, but no TLS answer: a plain Redis waits for the end of a
                         // line that the client hello does not have.
@@ -240,7 +244,7 @@ impl Links {
                     link.last_error = Some((error.fault(), error.reason()));
                     link.stats.fault(error.fault());
                     link.attempts_ended += 1;
-                    self.closes.push_back(node);
+                    self.closes.push_back(id);
                     self.schedule_reconnect(now, i, None, rng);
                     events.push_back(Event::LinkFailed { error });
                 }
@@ -256,7 +260,7 @@ impl Links {
         let (at, handshake) = link.silent_at(&self.policy).filter(|(at, _)| *at <= now)?;
         let queued = at - if handshake { self.policy.connect_timeout } else { self.policy.liveness };
         let waited = now.saturating_duration_since(queued);
-        Some(LinkError::Silent { node, addr: self.addr(node), waited, handshake })
+        Some(LinkError::Silent { node: self.owner(node), addr: self.addr(node), waited, handshake })
     }
 
     /// Link `i` just failed (or its connection, up since `up_since`, was lost): it is down

@@ -3,23 +3,21 @@
 use std::sync::Arc;
 
 use super::Links;
-use crate::event::{LinkState, NodeId};
+use crate::event::NodeId;
 use crate::health::{NodeHealth, NodeState};
 
 impl Links {
     /// Every node's health.
     pub(crate) fn health(&self) -> Vec<NodeHealth> {
-        self.links
+        self.links[..self.nodes]
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let handshaking = l.is_handshaking();
-                let state = match l.state {
-                    LinkState::Up { .. } if handshaking => NodeState::Handshaking,
-                    LinkState::Up { .. } => NodeState::Ready,
-                    LinkState::Connecting { .. } => NodeState::Connecting,
-                    LinkState::Down { retry_at } => NodeState::Down { retry_at },
-                };
+                let mut state = super::cluster::link_state(l);
+                if state == NodeState::Ready && !self.is_ready(NodeId(i as u16)) {
+                    // A cluster node whose masters are not all connected yet.
+                    state = NodeState::Handshaking;
+                }
                 NodeHealth {
                     node: NodeId(i as u16),
                     addr: Arc::clone(&self.addrs[i]),
@@ -29,6 +27,7 @@ impl Links {
                     stats: l.stats.clone(),
                     wake: l.wake.clone(),
                     min_replicas: l.min_replicas,
+                    cluster: self.cluster_health(i),
                 }
             })
             .collect()

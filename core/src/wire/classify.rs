@@ -81,7 +81,11 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
         }
         (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
         (_, Reply::Map { .. } | Reply::Push { .. }) => Err(pending.name()),
-        (Pending::Cleanup | Pending::Step(Step::SetName), _) => Ok(Answer::Ignored),
+        (Pending::Cleanup | Pending::Resend { .. } | Pending::Asking | Pending::Step(Step::SetName), _) => {
+            Ok(Answer::Ignored)
+        }
+        // A map read refused (its reply, when it is one, is read before classifying).
+        (Pending::Slots, Reply::Error(_)) => Ok(Answer::Ignored),
         (Pending::Step(step), Reply::Error(e)) if is_cluster_error(&text(e)) => {
             Ok(Answer::Step(step, StepAnswer::Cluster(text(e))))
         }

@@ -1,0 +1,294 @@
+//! Redis Cluster, the pure parts: hash slots (CRC16 and hash tags), the form a lock key takes
+//! on a cluster node, and the slot map read from `CLUSTER SLOTS`.
+//!
+//! A node that is a Redis Cluster stays one vote: its vote for a lock is the vote of the
+//! master that owns the lock's slot. Every key one script touches must hash to that slot, so on
+//! a cluster node a lock key carries a hash tag: a key that has one (`orders:{42}`) keeps it,
+//! and a key without one is sent as `{key}`. The keys named after a lock key (its fence
+//! counter, waiter queue and readers) are a fixed prefix without braces followed by that key,
+//! so they share its tag, and its slot.
+
+/// Hash slots of a Redis Cluster.
+pub const SLOTS: usize = 16384;
+
+/// Links one cluster node may open beyond its own (its masters, and the importing masters an
+/// `ASK` names): a driver that sizes per-link tables once needs at most
+/// `nodes × (1 + MAX_MASTERS)` entries.
+pub const MAX_MASTERS: usize = 256;
+
+/// CRC16/XMODEM, the checksum Redis Cluster hashes keys with.
+pub fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc
+}
+
+/// The hash tag of `key`: what lies between its first `{` and the first `}` after it, when
+/// that is not empty.
+pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (close > 0).then(|| &key[open + 1..open + 1 + close])
+}
+
+/// The hash slot of `key`, as Redis Cluster computes it (`CLUSTER KEYSLOT`).
+pub fn hash_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) % SLOTS as u16
+}
+
+/// Append the form `key` takes on a cluster node: itself when it has a hash tag, else `{key}`.
+/// `Err` for a key that cannot get a tag that way (it starts with `}` and has none).
+pub(crate) fn cluster_key(out: &mut Vec<u8>, key: &[u8]) -> Result<(), String> {
+    if hash_tag(key).is_some() {
+        out.extend_from_slice(key);
+        return Ok(());
+    }
+    if key.first() == Some(&b'}') {
+        return Err(format!(
+            "the key {:?} starts with '}}' and has no hash tag: on a Redis Cluster node, give it one ({{tag}})",
+            String::from_utf8_lossy(key)
+        ));
+    }
+    out.push(b'{');
+    out.extend_from_slice(key);
+    out.push(b'}');
+    Ok(())
+}
+
+/// The one slot of keys already in their cluster form, or why there is none: keys in several
+/// slots cannot be locked by one script on a cluster node.
+pub(crate) fn one_slot<'k>(keys: impl Iterator<Item = &'k [u8]>) -> Result<u16, String> {
+    let mut slot = None;
+    for key in keys {
+        let s = hash_slot(key);
+        match slot {
+            None => slot = Some(s),
+            Some(first) if first != s => {
+                return Err(format!(
+                    "the lock's resources hash to different slots of a Redis Cluster node ({first} and {s}): \
+                     give them one hash tag, e.g. {{order:42}}:a and {{order:42}}:b"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    slot.ok_or_else(|| "a lock without keys".to_owned())
+}
+
+/// One range of slots and the master that serves it, from `CLUSTER SLOTS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SlotRange {
+    pub(crate) start: u16,
+    pub(crate) end: u16,
+    /// The master's host as the cluster announces it (empty: the host the reply came from).
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+/// Slot ranges one map may hold: a cluster's map is rarely more than a few hundred ranges.
+pub(crate) const MAX_RANGES: usize = 4096;
+
+/// Parse a whole `CLUSTER SLOTS` reply (RESP2 or RESP3): every range and its master (the
+/// replicas and metadata that follow are skipped). `Err` names what is wrong.
+pub(crate) fn parse_slots(buf: &[u8]) -> Result<Vec<SlotRange>, String> {
+    let mut r = Reader { buf, pos: 0 };
+    let n = r.aggregate()?;
+    if n > MAX_RANGES {
+        return Err(format!("{n} slot ranges, more than {MAX_RANGES}"));
+    }
+    let mut ranges = Vec::with_capacity(n);
+    for _ in 0..n {
+        let items = r.aggregate()?;
+        if items < 3 {
+            return Err("a slot range without its master".to_owned());
+        }
+        let start = r.int()?;
+        let end = r.int()?;
+        if start > end || end >= SLOTS as i64 || start < 0 {
+            return Err(format!("the slot range {start}-{end}"));
+        }
+        let fields = r.aggregate()?;
+        if fields < 2 {
+            return Err("a master without its port".to_owned());
+        }
+        let host = r.string()?;
+        let port = r.int()?;
+        let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
+        for _ in 2..fields {
+            r.skip()?;
+        }
+        for _ in 3..items {
+            r.skip()?;
+        }
+        let host = String::from_utf8_lossy(host).into_owned();
+        ranges.push(SlotRange { start: start as u16, end: end as u16, host, port });
+    }
+    Ok(ranges)
+}
+
+/// A cursor over a whole RESP frame (the caller checked it is whole).
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn line(&mut self) -> Result<(u8, &'a [u8]), String> {
+        let rest = &self.buf[self.pos.min(self.buf.len())..];
+        let end = rest.windows(2).position(|w| w == b"\r\n").ok_or("a frame cut short")?;
+        self.pos += end + 2;
+        let kind = *rest.first().ok_or("a frame cut short")?;
+        Ok((kind, &rest[1..end]))
+    }
+
+    fn number(text: &[u8]) -> Result<i64, String> {
+        std::str::from_utf8(text).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "a malformed number".to_owned())
+    }
+
+    fn aggregate(&mut self) -> Result<usize, String> {
+        match self.line()? {
+            (b'*' | b'~', n) => usize::try_from(Self::number(n)?).map_err(|_| "a null array".to_owned()),
+            (kind, _) => Err(format!("{:?} where an array belongs", kind as char)),
+        }
+    }
+
+    fn int(&mut self) -> Result<i64, String> {
+        match self.line()? {
+            (b':', n) => Self::number(n),
+            (kind, _) => Err(format!("{:?} where a number belongs", kind as char)),
+        }
+    }
+
+    fn string(&mut self) -> Result<&'a [u8], String> {
+        match self.line()? {
+            (b'+', text) => Ok(text),
+            (b'$', n) => {
+                let len = usize::try_from(Self::number(n)?).map_err(|_| "a null string".to_owned())?;
+                let text = self.buf.get(self.pos..self.pos + len).ok_or("a string cut short")?;
+                self.pos += len + 2;
+                Ok(text)
+            }
+            (kind, _) => Err(format!("{:?} where a string belongs", kind as char)),
+        }
+    }
+
+    fn skip(&mut self) -> Result<(), String> {
+        let budget = &mut 4096usize;
+        self.skip_within(0, budget)
+    }
+
+    fn skip_within(&mut self, depth: usize, budget: &mut usize) -> Result<(), String> {
+        if depth > 8 || *budget == 0 {
+            return Err("a reply nested too deep or too long".to_owned());
+        }
+        *budget -= 1;
+        let at = self.pos;
+        let (kind, text) = self.line()?;
+        match kind {
+            b'$' | b'!' | b'=' => {
+                let len = Self::number(text)?;
+                if len >= 0 {
+                    self.pos += len as usize + 2;
+                }
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' => {
+                let n = Self::number(text)?.max(0) as usize;
+                let n = if matches!(kind, b'%' | b'|') { n * 2 } else { n };
+                for _ in 0..n {
+                    self.skip_within(depth + 1, budget)?;
+                }
+            }
+            _ => {}
+        }
+        if self.pos > self.buf.len() {
+            self.pos = at;
+            return Err("a frame cut short".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// A redirect from a cluster node: `MOVED slot host:port` (the slot has a new owner) or
+/// `ASK slot host:port` (this one request goes to the importing master, after `ASKING`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Redirect {
+    pub(crate) ask: bool,
+    pub(crate) slot: u16,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+/// The redirect an error reply is, if it is one.
+pub(crate) fn redirect(error: &[u8]) -> Option<Redirect> {
+    let text = std::str::from_utf8(error).ok()?;
+    let (ask, rest) = match text.split_once(' ')? {
+        ("MOVED", rest) => (false, rest),
+        ("ASK", rest) => (true, rest),
+        _ => return None,
+    };
+    let (slot, addr) = rest.trim().split_once(' ')?;
+    let slot: u16 = slot.parse().ok().filter(|&s: &u16| (s as usize) < SLOTS)?;
+    let (host, port) = addr.rsplit_once(':')?;
+    Some(Redirect { ask, slot, host: host.to_owned(), port: port.parse().ok()? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        // `CLUSTER KEYSLOT` answers from the Redis docs.
+        assert_eq!(hash_slot(b"somekey"), 11058);
+        assert_eq!(hash_slot(b"foo{hash_tag}"), 2515);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"{user1000}.followers"));
+        assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+        assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+    }
+
+    #[test]
+    fn cluster_keys_share_their_slot_with_what_is_named_after_them() {
+        for key in ["orders:42", "a}b", "x{}y", "{tagged}:k", "plain"] {
+            let mut k = Vec::new();
+            cluster_key(&mut k, key.as_bytes()).unwrap();
+            for prefix in ["redlease:fence:", "redlease:queue:", "redlease:readers:"] {
+                let derived = [prefix.as_bytes(), &k].concat();
+                assert_eq!(hash_slot(&derived), hash_slot(&k), "{key} under {prefix}");
+            }
+        }
+        let mut k = Vec::new();
+        assert!(cluster_key(&mut k, b"}x").is_err());
+        let keys = [b"{a}1".as_slice(), b"{a}2"];
+        assert!(one_slot(keys.iter().copied()).is_ok());
+        let keys = [b"{a}1".as_slice(), b"{b}2"];
+        assert!(one_slot(keys.iter().copied()).unwrap_err().contains("hash tag"));
+    }
+
+    #[test]
+    fn redirects_parse() {
+        let r = redirect(b"MOVED 3999 127.0.0.1:6381").unwrap();
+        assert_eq!(r, Redirect { ask: false, slot: 3999, host: "127.0.0.1".into(), port: 6381 });
+        assert!(redirect(b"ASK 1 ::1:7000").is_some_and(|r| r.ask && r.host == "::1"));
+        assert!(redirect(b"MOVED 99999 h:1").is_none());
+        assert!(redirect(b"ERR nope").is_none());
+        assert!(redirect(b"MOVED 1").is_none());
+    }
+
+    #[test]
+    fn cluster_slots_parse_in_both_protocols() {
+        let resp2 = b"*2\r\n*4\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n*3\r\n$9\r\n127.0.0.1\r\n:7003\r\n$2\r\nr1\r\n*3\r\n:8192\r\n:16383\r\n*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$2\r\nid\r\n%1\r\n$8\r\nhostname\r\n$1\r\nh\r\n";
+        let ranges = parse_slots(resp2).unwrap();
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, host: "127.0.0.1".into(), port: 7001 });
+        assert!(parse_slots(b"*1\r\n*3\r\n:5\r\n:1\r\n*2\r\n$1\r\nh\r\n:1\r\n").is_err());
+        assert!(parse_slots(b"*1\r\n*3\r\n:0\r\n:1\r\n").is_err());
+        assert!(parse_slots(b"-ERR no\r\n").is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Requests to Redis Cluster nodes: a lock's call encoded in the cluster form of its keys as
+//! well (see [`crate::cluster`]), and redirects followed.
+
+use std::time::Instant;
+
+use super::Engine;
+use crate::cluster::{self, Redirect};
+use crate::error::{Vote, is_cluster_error};
+use crate::event::{LockId, NodeId};
+use crate::link::{Cmd, MAX_HOPS};
+use crate::lock::Keys;
+use crate::wire::{self, Call, Names, OpAnswer, Pending};
+
+/// A call's cluster form, when some node is a cluster: its bytes, and the one slot its keys
+/// hash to (or why there is none).
+pub(super) type ClusterForm = Option<(Vec<u8>, Result<u16, String>)>;
+
+/// Encode `call` over `keys` into `out` as every standalone node takes it, and return its
+/// cluster form when `any_cluster`.
+pub(super) fn encode_all<'k>(
+    any_cluster: bool,
+    out: &mut Vec<u8>,
+    call: Call,
+    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
+    token: &[u8],
+    names: Names<'_>,
+    eval: bool,
+) -> ClusterForm {
+    wire::encode(out, call, keys.clone(), token, names, eval);
+    if !any_cluster {
+        return None;
+    }
+    let mut tagged = Keys::default();
+    let mut forms = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut k = Vec::with_capacity(key.len() + 2);
+        if let Err(why) = cluster::cluster_key(&mut k, key) {
+            return Some((Vec::new(), Err(why)));
+        }
+        forms.push(k);
+    }
+    tagged.set_bytes(forms.iter().map(Vec::as_slice));
+    let slot = cluster::one_slot(tagged.iter());
+    let mut bytes = Vec::with_capacity(out.len() + 2 * forms.len());
+    wire::encode(&mut bytes, call, tagged.iter(), token, names, eval);
+    Some((bytes, slot))
+}
+
+/// The request `plain` with its cluster form, as the links take it.
+pub(super) fn cmd<'a>(plain: &'a [u8], cluster: &'a ClusterForm) -> Cmd<'a> {
+    Cmd {
+        plain,
+        cluster: cluster
+            .as_ref()
+            .map(|(bytes, slot)| (bytes.as_slice(), slot.as_ref().copied().map_err(String::as_str))),
+    }
+}
+
+/// The links of nodes that are Redis Clusters, for drivers.
+impl Engine {
+    /// Number of links: the nodes' own (ids `0..node_count()`), then the links to the masters
+    /// of nodes that are Redis Clusters, made as their slot maps name them. A driver keeps one
+    /// connection per link: [`poll_connect`](Self::poll_connect) hands out these ids too, and
+    /// [`link_endpoint`](Self::link_endpoint) says where they connect.
+    pub fn link_count(&self) -> usize {
+        self.links.count()
+    }
+
+    /// Where a link beyond the nodes' own connects: the cluster node it belongs to (reach it
+    /// as that node's config says: TLS, credentials), and the master's host and port. `None`
+    /// for a node's own link (its config says where) or an unknown id.
+    pub fn link_endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
+        self.links.endpoint(link)
+    }
+
+    /// Whether `node` is a Redis Cluster whose links to its masters have not all ended a
+    /// first connect attempt: a client that waits for "every node tried once" waits for these.
+    pub fn masters_connecting(&self, node: NodeId) -> bool {
+        self.links.masters_connecting(node.index())
+    }
+}
+
+impl Engine {
+    /// A lock operation's `answer` from `node` that only a Redis Cluster gives (a node not
+    /// known as one is one): counted as the vote it is; `true` when it was one.
+    pub(super) fn cluster_answer(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        lock: LockId,
+        round: u32,
+        answer: &OpAnswer,
+    ) -> bool {
+        if let OpAnswer::Error(m) = answer {
+            if is_cluster_error(m) {
+                // A Redis Cluster answers (a node not known as one is one). A request whose
+                // keys span slots is a misconfiguration; a cluster that is down or resharding
+                // (`CLUSTERDOWN`, `TRYAGAIN`) fails this vote only.
+                let news = self.links.became_cluster(now, node.index());
+                if self.locks.in_round(lock, round) {
+                    // (A node just found to be a cluster was sent the keys as they are: the
+                    // retry goes out in their cluster form.)
+                    let vote = if m.starts_with("CROSSSLOT") && !news {
+                        Vote::Misconfigured(format!("{m} (see the crate docs' names on a Redis Cluster)"))
+                    } else {
+                        Vote::Error(m.clone())
+                    };
+                    if let Some(fault) = vote.fault() {
+                        self.links.count_fault(node, fault);
+                    }
+                    self.vote(now, lock.slot, node.index(), vote);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// `pending`, sent on `link`, was redirected: send it where the redirect says (behind
+    /// `ASKING` for an `ASK`), unless it followed too many; a lock's request is encoded again
+    /// from the lock, a cleanup is sent again as it was kept.
+    pub(super) fn on_redirect(&mut self, now: Instant, link: NodeId, pending: Pending, redirect: Redirect) {
+        let node = self.links.owner(link);
+        match pending {
+            Pending::Op { op, lock, round } => {
+                if !self.locks.in_round(lock, round) {
+                    return;
+                }
+                let s = &mut self.locks[lock.slot];
+                s.round.hops = s.round.hops.saturating_add(1);
+                if usize::from(s.round.hops) > usize::from(MAX_HOPS) * self.links.len() {
+                    let vote = Vote::Error(format!("more than {MAX_HOPS} cluster redirects: {redirect:?}"));
+                    self.vote(now, lock.slot, node.index(), vote);
+                    return;
+                }
+                let to = match self.links.redirected(now, link.index(), &redirect) {
+                    Ok(to) => to,
+                    Err(vote) => return self.vote(now, lock.slot, node.index(), vote),
+                };
+                let s = &self.locks[lock.slot];
+                let Some(call) = s.call(op, self.config.retry) else { return };
+                let mut plain = Vec::new();
+                let form = encode_all(
+                    true,
+                    &mut plain,
+                    call,
+                    s.keys.iter(),
+                    &s.token,
+                    s.names(self.config.fence_prefix.as_bytes()),
+                    true,
+                );
+                let Some((bytes, _)) = form else { return };
+                if redirect.ask {
+                    self.links.asking(now, to);
+                }
+                if let Err(vote) = self.links.send_on(now, to, pending, |out| out.extend_from_slice(&bytes)) {
+                    self.vote(now, lock.slot, node.index(), vote);
+                }
+            }
+            Pending::Resend { copy } => {
+                let Some((bytes, hops)) = self.links.take_copy(copy) else { return };
+                if hops >= MAX_HOPS {
+                    return;
+                }
+                if let Ok(to) = self.links.redirected(now, link.index(), &redirect) {
+                    if redirect.ask {
+                        self.links.asking(now, to);
+                    }
+                    self.links.resend_copy(now, to, &bytes, hops + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! A node that is a Redis Cluster, scripted byte by byte: found at the handshake, its slot map
+//! read, a link opened per master, every request routed by its key's slot in the key's cluster
+//! form, and `MOVED`, `ASK`, `TRYAGAIN` and `CROSSSLOT` answers each handled within a bound.
+
+mod rig;
+
+use std::time::Duration;
+
+use redlease_core::cluster::hash_slot;
+use redlease_core::{AcquireError, Event, LockOptions, NodeId, Vote};
+use rig::{Rig, commands};
+
+/// A `HELLO 3` answer of a cluster node (as Redis 7 sends it, shortened).
+const HELLO_CLUSTER: &[u8] = b"%4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n\
+$4\r\nmode\r\n$7\r\ncluster\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
+
+/// `CLUSTER SLOTS`: 0-8191 on the seed (port 7000), 8192-16383 on port 7100.
+const SLOTS: &[u8] = b"*2\r\n*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$1\r\na\r\n\
+*3\r\n:8192\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7100\r\n$1\r\nb\r\n";
+
+/// The answers of a handshake as `sent` asks them, with `hello` for `HELLO`.
+fn handshake_answers(sent: &[u8], hello: &[u8]) -> Vec<u8> {
+    let mut reply = Vec::new();
+    for cmd in commands(sent) {
+        match cmd[0].to_ascii_uppercase().as_slice() {
+            b"SCRIPT" => {
+                let i = redlease_core::script_sources().iter().position(|s| s.as_bytes() == cmd[2]).unwrap();
+                let sha = redlease_core::script_digests()[i];
+                reply.extend_from_slice(format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
+            }
+            b"HELLO" => reply.extend_from_slice(hello),
+            b"EVAL" => reply.extend_from_slice(b"$1\r\n2\r\n"),
+            other => panic!("unexpected {}", String::from_utf8_lossy(other)),
+        }
+    }
+    reply
+}
+
+/// Three nodes: node 0 a cluster of two masters (its own link, and link 3 to port 7100), the
+/// others standalone; all ready.
+fn rig() -> Rig {
+    let mut rig = Rig::unconnected(3, |c| c.wake = true);
+    rig.connect(1);
+    rig.connect(2);
+    let t = rig.t0;
+    rig.engine.handle_connected(t, NodeId(0));
+    let sent = rig.sent(0);
+    rig.reply(t, 0, &handshake_answers(&sent, HELLO_CLUSTER));
+    let asked = commands(&rig.sent(0));
+    assert_eq!(asked, vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]], "the map is read once a cluster shows");
+    assert!(!rig.engine.is_ready(NodeId(0)), "not ready before its map");
+    for byte in SLOTS.chunks(7) {
+        rig.reply(t, 0, byte);
+    }
+    assert_eq!(rig.engine.link_count(), 4);
+    assert_eq!(rig.engine.link_endpoint(NodeId(3)), Some((NodeId(0), "127.0.0.1", 7100)));
+    assert_eq!(rig.engine.poll_connect(t), Some(NodeId(3)));
+    rig.engine.handle_connected(t, NodeId(3));
+    let sent = rig.sent(3);
+    assert!(commands(&sent).iter().all(|c| c[0] == b"SCRIPT"), "a master's handshake loads the scripts only");
+    rig.reply(t, 3, &handshake_answers(&sent, b""));
+    assert!(rig.engine.is_ready(NodeId(0)));
+    let health = rig.engine.health();
+    let c = health.nodes[0].cluster.as_ref().unwrap();
+    assert_eq!((c.masters.len(), c.covered, c.known), (2, 16384, true), "{health}");
+    rig.events();
+    rig
+}
+
+/// A resource whose cluster form `{name}` is served by the link `want` (0: the seed, 3).
+fn resource_on(want: usize) -> String {
+    (0..).map(|i| format!("r{i}")).find(|r| (hash_slot(format!("{{{r}}}").as_bytes()) < 8192) == (want == 0)).unwrap()
+}
+
+fn outcome(rig: &mut Rig) -> Option<Result<(), AcquireError>> {
+    rig.events().into_iter().find_map(|e| match e {
+        Event::Acquired { .. } => Some(Ok(())),
+        Event::AcquireFailed { error, .. } => Some(Err(error)),
+        _ => None,
+    })
+}
+
+#[test]
+fn requests_go_to_the_slots_master_in_the_keys_cluster_form() {
+    let mut rig = rig();
+    let t = rig.t0;
+    for link in [0, 3] {
+        let r = resource_on(link);
+        rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+        let other = 3 - link;
+        assert!(rig.sent(other).is_empty(), "nothing for the other master");
+        let cmd = &commands(&rig.sent(link))[0];
+        assert_eq!((cmd[0].as_slice(), cmd[1].clone()), (b"SET".as_slice(), format!("{{{r}}}").into_bytes()));
+        for n in [1, 2] {
+            assert_eq!(commands(&rig.sent(n))[0][1], r.as_bytes(), "standalone nodes take the key as it is");
+            rig.reply(t, n, b"+OK\r\n");
+        }
+        rig.reply(t, link, b"+OK\r\n");
+        assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
+    }
+}
+
+#[test]
+fn moved_and_ask_are_followed_and_bounded() {
+    let mut rig = rig();
+    let t = rig.t0;
+    let r = resource_on(0);
+    let slot = hash_slot(format!("{{{r}}}").as_bytes());
+    let options = LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1);
+    rig.engine.acquire(t, &options, b"me").unwrap();
+    rig.sent(0);
+    for n in [1, 2] {
+        rig.sent(n);
+    }
+    // The slot moved to the other master: the request follows, and the map is read again.
+    // (A map read again no sooner than 100 ms after the last.)
+    let t = rig.at(200);
+    rig.reply(t, 0, format!("-MOVED {slot} 127.0.0.1:7100\r\n").as_bytes());
+    let resent = commands(&rig.sent(3));
+    assert_eq!(resent[0][1], format!("{{{r}}}").into_bytes(), "{resent:?}");
+    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
+    rig.reply(t, 3, b"+OK\r\n");
+    rig.reply(t, 1, b"+OK\r\n");
+    assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
+    assert_eq!(rig.engine.health().nodes[0].cluster.as_ref().unwrap().redirects, 1);
+
+    // ASK: this one request goes to the importing master, behind ASKING.
+    let r2 = resource_on(3);
+    let slot2 = hash_slot(format!("{{{r2}}}").as_bytes());
+    rig.engine.acquire(t, &LockOptions::new(r2.as_str(), Duration::from_secs(10)).attempts(1), b"me2").unwrap();
+    rig.sent(3);
+    rig.reply(t, 3, format!("-ASK {slot2} 127.0.0.1:7000\r\n").as_bytes());
+    let asked = commands(&rig.sent(0));
+    assert_eq!(asked[0], vec![b"ASKING".to_vec()]);
+    assert_eq!(asked[1][1], format!("{{{r2}}}").into_bytes());
+}
+
+#[test]
+fn redirects_that_never_end_fail_the_vote_within_a_bound() {
+    let mut rig = rig();
+    let t = rig.t0;
+    let r = resource_on(0);
+    let key = format!("{{{r}}}");
+    let slot = hash_slot(key.as_bytes());
+    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+    let mut hops = 0;
+    let mut link = 0;
+    loop {
+        let sent = commands(&rig.sent(link));
+        if !sent.iter().any(|c| c.get(1) == Some(&key.clone().into_bytes())) {
+            break;
+        }
+        let to = if link == 0 { 7100 } else { 7000 };
+        rig.reply(t, link, format!("-MOVED {slot} 127.0.0.1:{to}\r\n").as_bytes());
+        link = 3 - link;
+        hops += 1;
+        assert!(hops < 64, "the redirects never stopped");
+    }
+    assert!(hops > 1, "redirects are followed");
+    rig.reply(t, 1, b"+OK\r\n");
+    rig.reply(t, 2, b"+OK\r\n");
+    rig.sent(1);
+    rig.sent(2);
+    assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true), "the other nodes still grant it");
+}
+
+#[test]
+fn tryagain_fails_the_vote_only() {
+    let mut rig = rig();
+    let t = rig.t0;
+    let r = resource_on(0);
+    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+    rig.sent(0);
+    rig.reply(t, 0, b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+    rig.reply(t, 1, b"$-1\r\n");
+    rig.reply(t, 2, b"$-1\r\n");
+    match outcome(&mut rig) {
+        Some(Err(AcquireError::Held { votes, .. } | AcquireError::Unreachable { votes, .. })) => {
+            assert!(matches!(&votes[0], Vote::Error(e) if e.starts_with("TRYAGAIN")), "{votes:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(rig.engine.is_ready(NodeId(0)), "a TRYAGAIN does not fail the link");
+}
+
+#[test]
+fn keys_in_two_slots_are_refused_and_one_tag_takes_them_together() {
+    let mut rig = rig();
+    let t = rig.t0;
+    let split = LockOptions::new("a", Duration::from_secs(10)).resources(["b"]).attempts(1);
+    rig.engine.acquire(t, &split, b"me2").unwrap();
+    assert!(rig.sent(0).is_empty() && rig.sent(3).is_empty(), "nothing goes out for keys in two slots");
+    for n in [1, 2] {
+        rig.sent(n);
+    }
+    rig.reply(t, 1, b":1\r\n");
+    rig.reply(t, 2, b":0\r\n");
+    match outcome(&mut rig) {
+        Some(Err(AcquireError::Held { votes, .. })) => {
+            assert!(matches!(&votes[0], Vote::Misconfigured(e) if e.contains("hash tag")), "{votes:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let tagged = LockOptions::new("{o}:a", Duration::from_secs(10)).resources(["{o}:b"]).attempts(1);
+    rig.engine.acquire(t, &tagged, b"me3").unwrap();
+    let link = if hash_slot(b"o") < 8192 { 0 } else { 3 };
+    let sent = commands(&rig.sent(link));
+    assert!(sent.iter().any(|c| c.iter().any(|a| a == b"{o}:a") && c.iter().any(|a| a == b"{o}:b")), "{sent:?}");
+}
