@@ -178,37 +178,8 @@ impl<'a> Reader<'a> {
     }
 
     fn skip(&mut self) -> Result<(), String> {
-        let budget = &mut 4096usize;
-        self.skip_within(0, budget)
-    }
-
-    fn skip_within(&mut self, depth: usize, budget: &mut usize) -> Result<(), String> {
-        if depth > 8 || *budget == 0 {
-            return Err("a reply nested too deep or too long".to_owned());
-        }
-        *budget -= 1;
-        let at = self.pos;
-        let (kind, text) = self.line()?;
-        match kind {
-            b'$' | b'!' | b'=' => {
-                let len = Self::number(text)?;
-                if len >= 0 {
-                    self.pos += len as usize + 2;
-                }
-            }
-            b'*' | b'~' | b'>' | b'%' | b'|' => {
-                let n = Self::number(text)?.max(0) as usize;
-                let n = if matches!(kind, b'%' | b'|') { n * 2 } else { n };
-                for _ in 0..n {
-                    self.skip_within(depth + 1, budget)?;
-                }
-            }
-            _ => {}
-        }
-        if self.pos > self.buf.len() {
-            self.pos = at;
-            return Err("a frame cut short".to_owned());
-        }
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        self.pos += crate::resp::frame_len(rest, 4096, rest.len())?.ok_or("a frame cut short")?;
         Ok(())
     }
 }

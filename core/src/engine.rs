@@ -1,10 +1,11 @@
 //! The engine: an orchestrator over the links, the lock slots, the waiters and the timer
 //! table. This file is its public API (getters, inputs, commands, outputs); the lock state
 //! machine and the slots' timers are in [`round`], wake-on-release in [`wake`], and what the
-//! links bring in (replies, failures) in [`links`].
+//! links bring in (replies, failures) in [`links`]; the per-node getters are in [`nodes`].
 
 mod cluster;
 mod links;
+mod nodes;
 mod replicas;
 mod round;
 mod shapes;
@@ -14,8 +15,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::error::{AcquireError, ConfigError, ExtendError, Fault, LinkError, Misuse, Vote};
-use crate::event::{Event, LinkState, LockId, LockInfo, NodeId, WakeState};
+use crate::error::{AcquireError, ConfigError, ExtendError, LinkError, Misuse, Vote};
+use crate::event::{Event, LinkState, LockId, LockInfo, NodeId};
 use crate::health::Health;
 use crate::link::Links;
 use crate::lock::{Hold, Phase, min_opt};
@@ -23,7 +24,6 @@ use crate::locks::Locks;
 use crate::options::{LockOptions, ttl_to_send};
 use crate::quorum::quorum;
 use crate::rng::Rng;
-use crate::stats::NodeStats;
 use crate::timer::TimerTable;
 use crate::wake::Waiters;
 use crate::wire::Op;
@@ -85,52 +85,6 @@ impl Engine {
         self.quorum
     }
 
-    /// Whether the engine considers `node` connected (its handshake may still be running;
-    /// requests queue behind it).
-    pub fn is_connected(&self, node: NodeId) -> bool {
-        self.links.is_up(node)
-    }
-
-    /// Whether `node` is connected and has answered its whole handshake (AUTH, SELECT, the
-    /// script loads): its votes now depend only on the node.
-    pub fn is_ready(&self, node: NodeId) -> bool {
-        self.links.is_ready(node)
-    }
-
-    /// Where `node`'s connection stands (down until a time, connecting, up), or `None` for an
-    /// unknown node.
-    pub fn link_state(&self, node: NodeId) -> Option<LinkState> {
-        self.links.state(node)
-    }
-
-    /// Why `node`'s last connect attempt or connection failed (e.g. `connect failed:
-    /// Connection refused`, `AUTH failed: WRONGPASS ...`), as its votes report it while it is
-    /// down; `None` once a connection has completed its handshake again.
-    pub fn last_error(&self, node: NodeId) -> Option<&str> {
-        self.links.last_error(node).map(|(_, text)| text)
-    }
-
-    /// What kind of failure [`last_error`](Self::last_error) is: the node is out of reach,
-    /// refuses us for a configuration reason (a wrong password, database or ACL), or spoke
-    /// garbage.
-    pub fn last_fault(&self, node: NodeId) -> Option<Fault> {
-        self.links.last_error(node).map(|(fault, _)| fault)
-    }
-
-    /// How many connect attempts to `node` have ended: by completing the handshake, or by
-    /// failing (refused, timed out, abandoned, a handshake refused or cut short). A client that waits for "every node tried once" compares it
-    /// with the count when it started.
-    pub fn connect_attempts(&self, node: NodeId) -> u64 {
-        self.links.attempts_ended(node)
-    }
-
-    /// What the engine has seen of `node`: round trips, replies, timeouts, failures by kind,
-    /// connections; `None` for an unknown node. Kept up to date on every input, without
-    /// allocating.
-    pub fn node_stats(&self, node: NodeId) -> Option<&NodeStats> {
-        self.links.stats(node)
-    }
-
     /// The health view: every node's state, round trips and last error, how many more nodes
     /// may fail before locking stops ([`Health::fault_tolerance`]), and the engine's own locks
     /// (what each holds or waits for: resources, read or write, a semaphore's slots; its state
@@ -140,20 +94,9 @@ impl Engine {
         Health { nodes: self.links.health(), quorum: self.quorum, locks }
     }
 
-    /// Whether `node` wakes waiters on release (RESP3 push messages on its connection), or is
-    /// polled, and why; `None` for an unknown node. See [`Config::wake`].
-    pub fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
-        self.links.wake_state(node)
-    }
-
     /// Number of locks the engine is tracking (acquiring, held or releasing).
     pub fn active_locks(&self) -> usize {
         self.locks.active()
-    }
-
-    /// Requests sent to `node` whose replies have not arrived yet.
-    pub fn in_flight(&self, node: NodeId) -> usize {
-        self.links.in_flight(node)
     }
 
     /// A snapshot of a lock, or `None` for an unknown id.
@@ -167,11 +110,6 @@ impl Engine {
     pub fn round(&self, lock: LockId) -> Option<(Instant, &[Vote])> {
         let s = self.locks.last(lock)?;
         Some((s.round.start, s.round.tally.votes()))
-    }
-
-    /// `node`'s address, `redis://[user@]host:port[/db]` (never the password).
-    pub fn node_addr(&self, node: NodeId) -> Option<&str> {
-        self.links.addr_of(node)
     }
 
     // ----- inputs --------------------------------------------------------------------------

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::LockId;
 
+pub(crate) use link::is_cluster_error;
 pub use link::{Fault, LinkError};
-pub(crate) use link::{cluster_node, is_cluster_error};
 pub use outcome::{AcquireError, ExtendError, LostReason, ReleaseOutcome, ReleaseReport, Vote, Votes};
 
 /// A configuration that cannot work; returned by [`Engine::new`](crate::Engine::new) and the URL parser.

@@ -216,6 +216,16 @@ impl Health {
     }
 }
 
+/// A link's state in the table.
+fn word(state: NodeState) -> &'static str {
+    match state {
+        NodeState::Ready => "ready",
+        NodeState::Handshaking => "handshaking",
+        NodeState::Connecting => "connecting",
+        NodeState::Down { .. } => "down",
+    }
+}
+
 /// Milliseconds with one decimal, for the table.
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
@@ -226,13 +236,7 @@ impl fmt::Display for Health {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for n in &self.nodes {
             // A node that refuses us says so whatever its reconnect attempt is doing.
-            let state = match n.state {
-                _ if n.is_misconfigured() => "MISCONFIGURED",
-                NodeState::Ready => "ready",
-                NodeState::Handshaking => "handshaking",
-                NodeState::Connecting => "connecting",
-                NodeState::Down { .. } => "down",
-            };
+            let state = if n.is_misconfigured() { "MISCONFIGURED" } else { word(n.state) };
             let rtt = match (n.stats.rtt(), n.stats.rtt_max()) {
                 (Some(r), Some(m)) => format!("rtt {} (max {})", ms(r), ms(m)),
                 _ => "rtt -".to_owned(),
@@ -258,13 +262,7 @@ impl fmt::Display for Health {
                     c.redirects
                 )?;
                 for m in &c.masters {
-                    let state = match m.state {
-                        NodeState::Ready => "ready",
-                        NodeState::Handshaking => "handshaking",
-                        NodeState::Connecting => "connecting",
-                        NodeState::Down { .. } => "down",
-                    };
-                    write!(f, "    master {}  {state:<11} {} slots", m.addr, m.slots)?;
+                    write!(f, "    master {}  {:<11} {} slots", m.addr, word(m.state), m.slots)?;
                     if let Some(e) = &m.last_error {
                         write!(f, "  last error: {e}")?;
                     }

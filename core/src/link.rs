@@ -1,12 +1,14 @@
-//! The per-node links: where each connection stands, its buffers and FIFO of pending replies,
-//! and what waiters subscribe to. How a link reads replies and runs its handshake is in
-//! [`reply`]; connecting, failing and reconnecting on a schedule, in [`schedule`].
+//! The per-node links: where each connection stands, its buffers and FIFO of pending replies.
+//! How a link reads replies and runs its handshake is in [`reply`]; connecting, failing and
+//! reconnecting on a schedule, in [`schedule`]; where a request goes, in [`send`]; what
+//! waiters subscribe to, in [`subs`]; a node that is a Redis Cluster, in [`cluster`].
 
 mod cluster;
 mod reply;
 mod schedule;
 mod send;
 mod shapes;
+mod subs;
 mod view;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -17,7 +19,6 @@ use crate::config::Config;
 use crate::error::{Fault, Vote};
 use crate::event::{LinkState, NodeId, WakeState};
 use crate::node::{MinReplicas, Transport};
-use crate::resp;
 use crate::stats::NodeStats;
 use crate::wire::{self, Pending, Step};
 
@@ -125,36 +126,6 @@ impl Link {
         }
     }
 
-    /// `HELLO` was answered: subscribe (when `wake` is on) to the `channels` waiters need, then
-    /// send what was held behind it.
-    fn release_held(&mut self, now: Instant, channels: &BTreeSet<Vec<u8>>, generation: u64) {
-        self.holding = false;
-        if self.wake == WakeState::On {
-            self.sync_subs(now, channels, generation);
-        }
-        self.out.append(&mut self.held);
-        // Queued for sending now: round trips count from here.
-        self.pending.extend(self.held_pending.drain(..).map(|(p, _)| (p, now)));
-    }
-
-    /// Bring this connection's subscriptions in line with `channels` (generation `generation`).
-    fn sync_subs(&mut self, now: Instant, channels: &BTreeSet<Vec<u8>>, generation: u64) {
-        let gone: Vec<Vec<u8>> = self.subs.difference(channels).cloned().collect();
-        for channel in gone {
-            resp::command(&mut self.out, &[b"UNSUBSCRIBE", &channel]);
-            self.pending.push_back((Pending::Unsubscribe, now));
-            self.subs.remove(&channel);
-        }
-        for channel in channels {
-            if !self.subs.contains(channel) {
-                resp::command(&mut self.out, &[b"SUBSCRIBE", channel]);
-                self.pending.push_back((Pending::Subscribe, now));
-                self.subs.insert(channel.clone());
-            }
-        }
-        self.subs_gen = generation;
-    }
-
     /// The vote of a node whose link does not take requests.
     fn down_vote(&self) -> Vote {
         match &self.last_error {
@@ -211,8 +182,6 @@ pub(crate) struct Links {
     master_handshakes: Vec<(Vec<u8>, Vec<Step>)>,
     /// Each node's routing, once it turned out to be a Redis Cluster.
     routes: Vec<Option<Box<cluster::Routes>>>,
-    /// How many nodes are clusters.
-    clusters: usize,
     /// Each node's configured host and port (TCP nodes), to know its own link in a map.
     seeds: Vec<Option<(String, u16)>>,
     /// Requests to cluster nodes kept for a redirect that carry no lock to encode them again
@@ -282,7 +251,6 @@ impl Links {
             handshakes,
             master_handshakes,
             routes: (0..config.nodes.len()).map(|_| None).collect(),
-            clusters: 0,
             seeds,
             copies: std::collections::HashMap::new(),
             next_copy: 0,
@@ -375,34 +343,6 @@ impl Links {
 
     pub(crate) fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
         self.links.get(node.index()).map(|l| &l.wake)
-    }
-
-    /// Links whose release messages arrive now.
-    pub(crate) fn waking(&self) -> usize {
-        self.links.iter().filter(|l| l.wake == WakeState::On && l.is_up()).count()
-    }
-
-    /// Subscribe every link that carries release messages to `channel`: each link sends the
-    /// `SUBSCRIBE` ahead of the next request it sends (on a link too far behind now, once it
-    /// takes requests again). `false` if the cap of channels is reached (the waiters on it
-    /// poll).
-    pub(crate) fn subscribe(&mut self, channel: &[u8]) -> bool {
-        if self.channels.contains(channel) {
-            return true;
-        }
-        if self.channels.len() >= MAX_CHANNELS {
-            return false;
-        }
-        self.channels.insert(channel.to_vec());
-        self.subs_gen = self.subs_gen.wrapping_add(1);
-        true
-    }
-
-    /// No waiter needs `channel` any more: each link unsubscribes ahead of its next request.
-    pub(crate) fn unsubscribe(&mut self, channel: &[u8]) {
-        if self.channels.remove(channel) {
-            self.subs_gen = self.subs_gen.wrapping_add(1);
-        }
     }
 
     /// Every node's address, by node.

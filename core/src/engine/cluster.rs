@@ -56,30 +56,6 @@ pub(super) fn cmd<'a>(plain: &'a [u8], cluster: &'a ClusterForm) -> Cmd<'a> {
     }
 }
 
-/// The links of nodes that are Redis Clusters, for drivers.
-impl Engine {
-    /// Number of links: the nodes' own (ids `0..node_count()`), then the links to the masters
-    /// of nodes that are Redis Clusters, made as their slot maps name them. A driver keeps one
-    /// connection per link: [`poll_connect`](Self::poll_connect) hands out these ids too, and
-    /// [`link_endpoint`](Self::link_endpoint) says where they connect.
-    pub fn link_count(&self) -> usize {
-        self.links.count()
-    }
-
-    /// Where a link beyond the nodes' own connects: the cluster node it belongs to (reach it
-    /// as that node's config says: TLS, credentials), and the master's host and port. `None`
-    /// for a node's own link (its config says where) or an unknown id.
-    pub fn link_endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
-        self.links.endpoint(link)
-    }
-
-    /// Whether `node` is a Redis Cluster whose links to its masters have not all ended a
-    /// first connect attempt: a client that waits for "every node tried once" waits for these.
-    pub fn masters_connecting(&self, node: NodeId) -> bool {
-        self.links.masters_connecting(node.index())
-    }
-}
-
 impl Engine {
     /// A lock operation's `answer` from `node` that only a Redis Cluster gives (a node not
     /// known as one is one): counted as the vote it is; `true` when it was one.

@@ -119,17 +119,6 @@ pub enum LinkError {
         /// for a handshake left unanswered.
         fault: Fault,
     },
-    /// The node is a Redis Cluster node (its `HELLO` says `mode cluster`, or it answered
-    /// `MOVED`, `ASK`, `CROSSSLOT` or `CLUSTERDOWN`): a misconfiguration, since every node of
-    /// a redlease client must be a standalone Redis.
-    ClusterNode {
-        /// The node.
-        node: NodeId,
-        /// The node's address, `redis://[user@]host:port[/db]`.
-        addr: Arc<str>,
-        /// What gave it away: `HELLO says mode cluster`, or the server's error text.
-        evidence: String,
-    },
 }
 
 impl LinkError {
@@ -144,8 +133,7 @@ impl LinkError {
             | LinkError::ConnectFailed { node, .. }
             | LinkError::Lost { node, .. }
             | LinkError::ConnectTimeout { node, .. }
-            | LinkError::Tls { node, .. }
-            | LinkError::ClusterNode { node, .. } => *node,
+            | LinkError::Tls { node, .. } => *node,
         }
     }
 
@@ -160,8 +148,7 @@ impl LinkError {
             | LinkError::ConnectFailed { addr, .. }
             | LinkError::Lost { addr, .. }
             | LinkError::ConnectTimeout { addr, .. }
-            | LinkError::Tls { addr, .. }
-            | LinkError::ClusterNode { addr, .. } => addr,
+            | LinkError::Tls { addr, .. } => addr,
         }
     }
 
@@ -191,7 +178,6 @@ impl LinkError {
                 Fault::Protocol
             }
             LinkError::Tls { fault, .. } => *fault,
-            LinkError::ClusterNode { .. } => Fault::Misconfigured,
             LinkError::Silent { .. }
             | LinkError::ConnectFailed { .. }
             | LinkError::Lost { .. }
@@ -253,14 +239,6 @@ pub(crate) fn is_cluster_error(text: &str) -> bool {
     ["MOVED ", "ASK ", "CROSSSLOT ", "CLUSTERDOWN ", "TRYAGAIN "].iter().any(|p| text.starts_with(p))
 }
 
-/// What a node that turned out to be a Redis Cluster node is told, with what gave it away.
-pub(crate) fn cluster_node(evidence: &str) -> String {
-    format!(
-        "the node is a Redis Cluster node ({evidence}): redlease needs standalone masters (or replicas' primaries); \
-         give one standalone Redis per node"
-    )
-}
-
 /// The part of a [`LinkError`]'s text after the node.
 struct Reason<'a>(&'a LinkError);
 
@@ -281,7 +259,6 @@ impl fmt::Display for Reason<'_> {
             LinkError::Lost { reason, .. } => write!(f, "connection lost: {reason}"),
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
             LinkError::Tls { reason, .. } => write!(f, "TLS handshake failed: {reason}"),
-            LinkError::ClusterNode { evidence, .. } => f.write_str(&cluster_node(evidence)),
         }
     }
 }

@@ -65,7 +65,7 @@ impl Links {
 
     /// Whether any node is a Redis Cluster (keys then need their cluster form too).
     pub(crate) fn any_cluster(&self) -> bool {
-        self.clusters > 0
+        self.routes.iter().any(Option::is_some)
     }
 
     /// The node a link belongs to.
@@ -92,7 +92,6 @@ impl Links {
             return false;
         }
         self.routes[node] = Some(Routes::new());
-        self.clusters += 1;
         self.read_map(now, node, true);
         true
     }
@@ -217,7 +216,7 @@ impl Links {
             return None;
         }
         let _ = now;
-        let link = Link::master_of(&self.links[node], node as u16, Arc::from(host), port);
+        let link = Link::master_of(&self.links[node], self.policy.min(), node as u16, Arc::from(host), port);
         let addr = self.master_addr(node, host, port);
         self.links.push(link);
         self.addrs.push(addr);
@@ -288,10 +287,10 @@ pub(super) fn link_state(l: &Link) -> NodeState {
 impl Link {
     /// A link to one master of cluster node `owner`, reached like `node`'s own link (its
     /// transport, credentials and replicas option), down and due to connect at once.
-    fn master_of(node: &Link, owner: u16, host: Arc<str>, port: u16) -> Link {
+    fn master_of(node: &Link, backoff: Duration, owner: u16, host: Arc<str>, port: u16) -> Link {
         Link {
             state: LinkState::Down { retry_at: None },
-            backoff: node.backoff.min(Duration::from_millis(50)),
+            backoff,
             out: Vec::new(),
             out_pos: 0,
             pending: Default::default(),

@@ -122,9 +122,8 @@ impl Links {
                 }
             }
             Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
-            Answer::Step(step, StepAnswer::Refused(message)) => return Err(refused(step, message)),
-            Answer::Step(_, StepAnswer::Cluster(evidence)) => {
-                return Err(LinkError::ClusterNode { node, addr: addr(), evidence });
+            Answer::Step(step, StepAnswer::Refused(message) | StepAnswer::Cluster(message)) => {
+                return Err(refused(step, message));
             }
             Answer::Step(step, StepAnswer::Digest { matches: false }) => {
                 let message = "the server's script digest differs from the expected one".to_owned();

@@ -24,6 +24,11 @@ pub(super) struct Policy {
 }
 
 impl Policy {
+    /// The first reconnect delay.
+    pub(super) fn min(&self) -> Duration {
+        self.min
+    }
+
     pub(super) fn new(config: &Config) -> Self {
         Policy {
             connect_timeout: config.connect_timeout,

@@ -40,11 +40,26 @@ impl Links {
         } else {
             (node, cmd.plain)
         };
+        if link != node {
+            // A cluster node's release messages come over its own link, which may carry no
+            // request for a while: its subscriptions go out now.
+            self.sync_subs_of(now, node);
+        }
         let pending = match pending {
-            Pending::Cleanup if link != node || self.is_cluster(node) => self.keep_copy(bytes, 0),
+            Pending::Cleanup if self.is_cluster(node) => self.keep_copy(bytes, 0),
             other => other,
         };
         self.send_on(now, link, pending, |out| out.extend_from_slice(bytes))
+    }
+
+    /// Bring link `link`'s subscriptions in line with the channels waiters need, if it
+    /// carries release messages and is behind.
+    fn sync_subs_of(&mut self, now: Instant, link: usize) {
+        if let Some(l) = self.links.get_mut(link) {
+            if l.subs_gen != self.subs_gen && l.wake == WakeState::On && !l.holding && l.takes_requests() {
+                l.sync_subs(now, &self.channels, self.subs_gen);
+            }
+        }
     }
 
     /// Queue one request at `now` on link `link`, if it takes requests: `encode` writes it to
@@ -58,10 +73,8 @@ impl Links {
     ) -> Result<(), Vote> {
         match self.links.get_mut(link) {
             Some(l) if l.takes_requests() => {
-                if l.subs_gen != self.subs_gen && l.wake == WakeState::On && !l.holding {
-                    l.sync_subs(now, &self.channels, self.subs_gen);
-                }
-                l.push(now, pending, encode);
+                self.sync_subs_of(now, link);
+                self.links[link].push(now, pending, encode);
                 Ok(())
             }
             Some(l) => {

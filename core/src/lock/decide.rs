@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Phase, Slot};
-use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes, cluster_node, is_cluster_error};
+use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::quorum::{valid_until, validity_left};
 use crate::wire::{Op, OpAnswer};
 
@@ -134,7 +134,6 @@ impl Slot {
     pub(crate) fn answer(&mut self, node: usize, op: Op, answer: OpAnswer) -> Result<Option<Vote>, String> {
         let v = match answer {
             OpAnswer::NoScript => return Ok(None),
-            OpAnswer::Error(m) if is_cluster_error(&m) => return Ok(Some(Vote::Misconfigured(cluster_node(&m)))),
             OpAnswer::Error(m) if Fault::of_server_error(&m) == Fault::Misconfigured => {
                 return Ok(Some(Vote::Misconfigured(m)));
             }
