@@ -20,6 +20,28 @@ pub(crate) fn is_lock_key(key: &str) -> bool {
     !key.starts_with(FENCE_PREFIX) && !record
 }
 
+/// Every key of `nodes` with its PTTL, as `(index, key, PTTL)`, each node under the index it
+/// comes with. Panics if a node does not answer.
+pub(crate) fn keys_with_ttl<'a>(nodes: impl Iterator<Item = (usize, &'a Node)>) -> Vec<(usize, String, i64)> {
+    let mut out = Vec::new();
+    for (i, node) in nodes {
+        let n = node.index();
+        let mut conn = node.conn().unwrap_or_else(|e| panic!("node {n}: connect: {e}"));
+        for key in conn.keys("*").unwrap_or_else(|e| panic!("node {n}: SCAN: {e}")) {
+            let pttl = conn.pttl(&key).unwrap_or_else(|e| panic!("node {n}: PTTL: {e}"));
+            out.push((i, key, pttl));
+        }
+    }
+    out
+}
+
+/// Panic listing the lock keys of `keys` (`(index, key, PTTL)`, the index a `whose`) that
+/// have no TTL.
+pub(crate) fn assert_ttls(keys: Vec<(usize, String, i64)>, whose: &str) {
+    let leaks: Vec<_> = keys.into_iter().filter(|(_, _, pttl)| *pttl == -1).collect();
+    assert!(leaks.is_empty(), "lock keys left without a TTL ({whose}, key, pttl): {leaks:?}");
+}
+
 /// Settings of a [`Cluster`]; start with [`Cluster::builder`].
 #[derive(Clone, Debug)]
 pub struct ClusterBuilder {
@@ -257,15 +279,7 @@ impl Cluster {
 
     /// The keys on every running, unpaused node, as `(node index, key, PTTL)`.
     pub fn all_keys(&self) -> Vec<(usize, String, i64)> {
-        let mut out = Vec::new();
-        for node in self.live_nodes() {
-            let mut conn = node.conn().unwrap_or_else(|e| panic!("node {}: connect: {e}", node.index()));
-            for key in conn.keys("*").unwrap_or_else(|e| panic!("node {}: SCAN: {e}", node.index())) {
-                let pttl = conn.pttl(&key).unwrap_or_else(|e| panic!("node {}: PTTL: {e}", node.index()));
-                out.push((node.index(), key, pttl));
-            }
-        }
-        out
+        keys_with_ttl(self.live_nodes().map(|n| (n.index(), n)))
     }
 
     /// The lock keys (everything but fencing counters and the lock format key) on every
@@ -282,7 +296,6 @@ impl Cluster {
     ///
     /// Listing every key without a TTL.
     pub fn assert_no_leaks(&self) {
-        let leaks: Vec<_> = self.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl == -1).collect();
-        assert!(leaks.is_empty(), "lock keys left without a TTL (node, key, pttl): {leaks:?}");
+        assert_ttls(self.lock_keys(), "node");
     }
 }

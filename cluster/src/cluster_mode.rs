@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 pub use reshard::Migration;
 pub use topology::{SLOTS, key_slot};
 
-use crate::cluster::is_lock_key;
+use crate::cluster::{assert_ttls, is_lock_key, keys_with_ttl};
 use crate::node::Node;
 use crate::resp::RedisConn;
 
@@ -99,7 +99,8 @@ impl RedisClusterBuilder {
 /// slots 0 to 16384/M - 1, and so on); "master `i`" is the node serving that shard now, which a
 /// [`fail_over`](Self::fail_over) changes. Its [`Node`] handles pause, resume, kill and
 /// restart processes as a [`Cluster`](crate::Cluster)'s do; a restarted node keeps its
-/// identity in the cluster (its `nodes.conf`).
+/// identity in the cluster (its `nodes.conf`). Needs Redis 6 or later (on 6.0 and 6.1 a master
+/// that gives its last slot away becomes a replica of the node that took it).
 ///
 /// ```no_run
 /// use redlease_cluster::{RedisCluster, key_slot};
@@ -148,6 +149,10 @@ impl RedisCluster {
     }
 
     /// Master `i` (the node serving shard `i` now).
+    ///
+    /// # Panics
+    ///
+    /// If there is no master `i`.
     pub fn master(&self, i: usize) -> &Node {
         &self.nodes[self.shards()[i].master]
     }
@@ -163,6 +168,10 @@ impl RedisCluster {
     }
 
     /// The replicas of master `i`.
+    ///
+    /// # Panics
+    ///
+    /// If there is no master `i`.
     pub fn replicas_of(&self, i: usize) -> Vec<&Node> {
         self.shards()[i].replicas.iter().map(|&r| &self.nodes[r]).collect()
     }
@@ -240,16 +249,7 @@ impl RedisCluster {
     ///
     /// If such a master does not answer.
     pub fn all_keys_with_ttl(&self) -> Vec<(usize, String, i64)> {
-        let mut out = Vec::new();
-        for (i, master) in self.masters().into_iter().enumerate().filter(|(_, m)| self.is_live(m.index())) {
-            let n = master.index();
-            let mut conn = master.conn().unwrap_or_else(|e| panic!("node {n}: connect: {e}"));
-            for key in conn.keys("*").unwrap_or_else(|e| panic!("node {n}: SCAN: {e}")) {
-                let pttl = conn.pttl(&key).unwrap_or_else(|e| panic!("node {n}: PTTL: {e}"));
-                out.push((i, key, pttl));
-            }
-        }
-        out
+        keys_with_ttl(self.masters().into_iter().enumerate().filter(|(_, m)| self.is_live(m.index())))
     }
 
     /// The lock keys (everything but fencing counters, the lock format key and semaphore
@@ -269,8 +269,7 @@ impl RedisCluster {
     ///
     /// Listing every key without a TTL.
     pub fn assert_no_leaks(&self) {
-        let leaks: Vec<_> = self.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl == -1).collect();
-        assert!(leaks.is_empty(), "lock keys left without a TTL (master, key, pttl): {leaks:?}");
+        assert_ttls(self.lock_keys(), "master");
     }
 
     /// `FLUSHALL` on every running, unpaused master (their replicas follow).

@@ -113,6 +113,11 @@ impl RedisConf<'_> {
             let _ = writeln!(conf, "cluster-config-file {}", nodes_conf_path(self.dir).display());
             let _ = writeln!(conf, "cluster-node-timeout 2000");
             let _ = writeln!(conf, "cluster-migration-barrier 999");
+            // Nor does a master that gives its last slot away become a replica of the node that
+            // took it (since Redis 6.2; older servers know no such setting, and do).
+            if crate::process::server_version().is_some_and(|v| v >= (6, 2)) {
+                let _ = writeln!(conf, "cluster-allow-replica-migration no");
+            }
             let _ = writeln!(conf, "repl-diskless-sync yes");
             let _ = writeln!(conf, "repl-diskless-sync-delay 0");
             // Other nodes list a replica (CLUSTER SLOTS) once its replication offset is not 0:

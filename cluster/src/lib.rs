@@ -10,11 +10,16 @@
 //!   it started is killed and reaped when the cluster is dropped, also while a thread panics.
 //!   A node can also be placed elsewhere ([`Placement`]: another address, started through a
 //!   command such as `ip netns exec NAME`, with extra environment), as the fault suite does.
+//! - [`RedisCluster`] starts a local Redis Cluster (M masters with R replicas each,
+//!   `cluster-enabled yes`, formed by hand so that one or two masters work too), migrates
+//!   slots with their keys (also in two phases, to observe `-ASK`), fails masters over, and
+//!   stops every process it started on drop. [`ClusterModeNode`] is its one-master form.
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
 //!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between).
 //!
 //! If `redis-server` is not on `PATH`, [`Cluster::start`] panics (and
-//! [`ClusterBuilder::try_start`] fails) with one line saying how to install it.
+//! [`ClusterBuilder::try_start`] fails) with one line saying how to install it; so do
+//! [`RedisClusterBuilder::start`] and [`RedisClusterBuilder::try_start`].
 
 mod cluster;
 mod cluster_mode;

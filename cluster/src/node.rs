@@ -363,7 +363,7 @@ impl Node {
                 return Err(format!("redis-server exited at start; log:\n{}", self.log_tail(10)));
             }
             if let Ok(mut conn) = self.conn() {
-                if conn.ping().unwrap_or(false) {
+                if conn.ping().unwrap_or(false) && self.answers_as_ours(&mut conn) {
                     return Ok(());
                 }
             }
@@ -373,6 +373,22 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+impl Node {
+    /// Whether the server answering on this node's port is the process this node started:
+    /// another harness starting at the same time may have bound the port first (ours then
+    /// exits with "Address already in use", and the port is tried again), and a Redis
+    /// Cluster node must never meet a node of another cluster. (Started through a prefix,
+    /// such as `ip netns exec`, the pid may be the prefix's: not checked.)
+    fn answers_as_ours(&self, conn: &mut RedisConn) -> bool {
+        let Some(pid) = self.proc().child.as_ref().map(std::process::Child::id) else { return false };
+        if !self.prefix.is_empty() {
+            return true;
+        }
+        let info = conn.cmd(&["INFO", "server"]).ok().and_then(|r| r.as_text()).unwrap_or_default();
+        info.lines().any(|l| l.trim() == format!("process_id:{pid}"))
     }
 }
 

@@ -20,6 +20,19 @@ pub(crate) fn installed() -> Result<(), String> {
     }
 }
 
+/// The version of the `redis-server` on `PATH` (`redis-server --version`: `... v=7.0.15 ...`) as
+/// (major, minor), asked once; `None` if it cannot be run or read.
+pub(crate) fn server_version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let out = Command::new("redis-server").arg("--version").stdin(Stdio::null()).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = text.split_whitespace().find_map(|w| w.strip_prefix("v="))?;
+        let mut parts = version.split('.').map(str::parse::<u32>);
+        Some((parts.next()?.ok()?, parts.next()?.ok()?))
+    })
+}
+
 /// Start `redis-server CONF`, through `prefix` if there is one (`PREFIX... redis-server CONF`),
 /// with `env` added to its environment and its standard streams closed.
 pub(crate) fn spawn(prefix: &[OsString], env: &[(OsString, OsString)], conf: &Path) -> Result<Child, String> {

@@ -207,3 +207,23 @@ fn keys_in_two_slots_are_refused_and_one_tag_takes_them_together() {
     let sent = commands(&rig.sent(link));
     assert!(sent.iter().any(|c| c.iter().any(|a| a == b"{o}:a") && c.iter().any(|a| a == b"{o}:b")), "{sent:?}");
 }
+
+#[test]
+fn the_map_is_read_again_every_ten_seconds_and_a_new_map_is_followed() {
+    let mut rig = rig();
+    let due = rig.engine.poll_timeout().expect("a map refresh is due some day");
+    assert!(due <= rig.at(10_000), "the map is read again within 10 s");
+    rig.engine.handle_timeout(rig.at(10_000));
+    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
+    // The new map gives every slot to the other master: requests follow it.
+    let all_on_7100 = b"*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7100\r\n$1\r\nb\r\n";
+    rig.reply(rig.at(10_000), 0, all_on_7100);
+    let c = rig.engine.health().nodes[0].cluster.clone().unwrap();
+    assert_eq!((c.masters.len(), c.masters[0].slots), (1, 16384));
+    let r = resource_on(0);
+    rig.engine
+        .acquire(rig.at(10_001), &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me")
+        .unwrap();
+    assert!(commands(&rig.sent(0)).is_empty());
+    assert_eq!(commands(&rig.sent(3))[0][1], format!("{{{r}}}").into_bytes());
+}

@@ -26,7 +26,7 @@ mod proxy;
 pub use proxy::{Mode, Proxy};
 pub use redlease_cluster::{
     Cluster, ClusterBuilder, ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, TempDir,
-    with_listen,
+    key_slot, with_listen,
 };
 
 /// The code in the READMEs of the crates that do not make their README their crate docs (it

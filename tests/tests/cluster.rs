@@ -1,7 +1,7 @@
 //! A Redis Cluster as a node, on real servers: a local cluster of masters with replicas is one
 //! Redlock node, found from one seed URL. Locks spread over every master, a lock of several
-//! resources needs one hash tag, and a Redlock of three clusters locks like one of three
-//! standalone nodes.
+//! resources needs one hash tag, and a failover keeps a lock only when grants wait for the
+//! replica. (The cases every adapter runs on cluster nodes are in the conformance suite.)
 
 use std::time::Duration;
 
@@ -58,44 +58,62 @@ fn a_cluster_node_spreads_locks_over_its_masters() {
     cluster.assert_no_leaks();
 }
 
+/// One cluster of 3 masters with a replica each as the node, a lock on a master other than
+/// the seed. With that master's replica cut off, the lock is granted without `min_replicas`;
+/// the master dies, the replica takes over without the key, and a second client gets the
+/// same lock: lost. With `min_replicas=1` the grant waited for the replica, and after the same
+/// failover the lock is still held; with the replica paused, such a grant fails in time.
 #[test]
-fn a_redlock_of_three_clusters_locks_fences_and_wakes_on_every_adapter() {
-    let clusters: Vec<RedisCluster> = (0..3).map(|_| RedisCluster::builder().masters(3).replicas(1).start()).collect();
-    let urls: Vec<String> = clusters.iter().map(RedisCluster::seed_url).collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let client = redlease_tokio::Client::with_config(config(&urls)).await.unwrap();
-        let fenced = LockOptions::new("fenced", TTL).fencing(true);
-        let first = client.lock_with(fenced.clone()).await.unwrap();
-        let f1 = first.fence().unwrap();
-        // A waiter is handed the lock on release.
-        let waiter = {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let g =
-                    client.lock_with(LockOptions::new("fenced", TTL).fencing(true).wait(Duration::from_secs(5))).await;
-                g.map(|g| g.fence())
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        first.release().await.unwrap();
-        let f2 = waiter.await.unwrap().unwrap().unwrap();
-        assert!(f2 > f1, "fencing tokens increase: {f1} then {f2}");
-        client.close().await;
-    });
-    let client = redlease_mio::Client::with_config(config(&urls)).unwrap();
-    let sem = LockOptions::new("pool", TTL).semaphore(2);
-    let a = client.lock_with(sem.clone()).unwrap();
-    let b = client.lock_with(sem.clone()).unwrap();
-    assert!(matches!(client.lock_with(sem.clone().attempts(1)), Err(Error::Acquire(_))));
-    a.release().unwrap();
-    b.release().unwrap();
-    let r1 = client.lock_with(LockOptions::new("doc", TTL).shared(true)).unwrap();
-    let r2 = client.lock_with(LockOptions::new("doc", TTL).shared(true)).unwrap();
-    assert!(client.lock_with(LockOptions::new("doc", TTL).attempts(1)).is_err(), "no writer with readers");
-    r1.release().unwrap();
-    r2.release().unwrap();
-    for c in &clusters {
-        c.assert_no_leaks();
+fn a_cluster_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
+    // A resource served by master 1 (the seed, master 0, stays up).
+    let on_master_1 = |cluster: &RedisCluster| {
+        (0..).map(|i| format!("job:{i}")).find(|r| cluster.master_of_key(&format!("{{{r}}}")) == 1).unwrap()
+    };
+    let connect = |url: String| redlease_mio::Client::with_config(config(&[url])).unwrap();
+
+    // Without: lost.
+    let cluster = RedisCluster::builder().masters(3).replicas(1).start();
+    let (seed, r) = (cluster.seed_url(), on_master_1(&cluster));
+    let first = connect(seed.clone());
+    let replica = cluster.replicas_of(1)[0];
+    replica.pause();
+    cluster.master(1).conn().and_then(|mut c| c.checked(&["CLIENT", "KILL", "TYPE", "replica"])).unwrap();
+    let held = first.lock(&r, TTL).unwrap();
+    cluster.kill_master(1);
+    replica.resume();
+    cluster.fail_over(1);
+    let second = connect(seed);
+    let again = second.try_lock(&r, TTL).expect("the promoted replica never had the lock: granted again");
+    assert_ne!(again.token(), held.token());
+    drop((again, held));
+
+    // With: kept.
+    let cluster = RedisCluster::builder().masters(3).replicas(1).start();
+    let (seed, r) = (cluster.seed_url(), on_master_1(&cluster));
+    let waiting = format!("{seed}?min_replicas=1&replicas_timeout=100");
+    let first = connect(waiting.clone());
+    let held = first.lock(&r, TTL).unwrap();
+    cluster.kill_master(1);
+    let promoted = cluster.fail_over(1);
+    let second = connect(seed);
+    match second.try_lock(&r, TTL) {
+        Err(e) if e.is_held() => {}
+        other => panic!("the lock survived the failover, yet: {:?}", other.map(|g| g.token().to_owned())),
     }
+    let value = promoted.conn().and_then(|mut c| c.get(&format!("{{{r}}}"))).unwrap();
+    assert_eq!(value.as_deref(), Some(held.token()));
+    drop(held);
+
+    // A paused replica: the grant fails within the timeouts, as unreplicated.
+    let r2 = (0..).map(|i| format!("other:{i}")).find(|r| cluster.master_of_key(&format!("{{{r}}}")) == 0).unwrap();
+    cluster.replicas_of(0)[0].pause();
+    let started = std::time::Instant::now();
+    match first.try_lock(&r2, TTL) {
+        Err(Error::Acquire(AcquireError::Unreachable { votes, .. })) => {
+            assert!(matches!(votes[0], Vote::Unreplicated { acked: 0, wanted: 1 }), "{votes:?}");
+        }
+        other => panic!("a grant its replica does not have: {:?}", other.map(|g| g.token().to_owned())),
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "failed in time, took {:?}", started.elapsed());
+    cluster.replicas_of(0)[0].resume();
 }

@@ -184,3 +184,30 @@ fn an_acl_user_without_the_list_commands_still_locks_and_wakes_waiters() {
     assert_eq!(conn.pttl("redlease:queue:ops:nolists").unwrap(), -2, "no queue without the list commands");
     assert_eq!(conn.pttl("ops:nolists").unwrap(), -2);
 }
+
+/// The guide's ACL user, set on every node of a Redis Cluster given as a node, locks with
+/// fencing and reads the slot map.
+#[test]
+fn the_recommended_acl_user_locks_on_a_cluster_node() {
+    let acl = block_after(&guide(), "**A user with only what redlease needs.**");
+    let rules: Vec<&str> = acl
+        .iter()
+        .find_map(|l| l.strip_prefix("user redlease "))
+        .expect("the guide's user line")
+        .split_whitespace()
+        .collect();
+    let cluster = redlease_tests::RedisCluster::builder().masters(3).replicas(0).start();
+    for node in cluster.nodes() {
+        let mut args = vec!["ACL", "SETUSER", "redlease"];
+        args.extend(&rules);
+        node.conn().and_then(|mut c| c.checked(&args)).unwrap();
+    }
+    let url = cluster.seed_url().replace("redis://", "redis://redlease:change-me@");
+    let client = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    assert!(client.health().nodes[0].cluster.as_ref().is_some_and(|c| c.covered == 16384), "{}", client.health());
+    for i in 0..8 {
+        let options = redlease_mio::LockOptions::new(format!("ops:cluster:{i}"), Duration::from_secs(10)).fencing(true);
+        client.lock_with(options).unwrap().release().unwrap();
+    }
+    cluster.assert_no_leaks();
+}

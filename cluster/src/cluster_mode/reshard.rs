@@ -124,6 +124,8 @@ impl RedisCluster {
 
     /// Move every slot of `slots` (such as `0..100`), with their keys, to master `to`, one
     /// after the other, then wait once until every running node says `to` serves them all.
+    /// Each slot takes a few milliseconds: every step makes the nodes involved save their
+    /// cluster configuration (with an fsync).
     ///
     /// # Panics
     ///

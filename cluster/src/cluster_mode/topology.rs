@@ -16,19 +16,7 @@ pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// its hash tag (what lies between its first `{` and the next `}`, when not empty), or of the
 /// whole key, modulo 16384.
 pub fn key_slot(key: &str) -> u16 {
-    let key = key.as_bytes();
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let close = key[open + 1..].iter().position(|&b| b == b'}')?;
-        (close > 0).then(|| &key[open + 1..open + 1 + close])
-    });
-    let mut crc: u16 = 0;
-    for &b in tagged.unwrap_or(key) {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
-        }
-    }
-    crc % SLOTS
+    redlease_core::cluster::hash_slot(key.as_bytes())
 }
 
 /// One range of `CLUSTER SLOTS`: its slots, its master's node id and its replicas' ids.

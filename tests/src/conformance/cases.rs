@@ -144,7 +144,7 @@ fn has_failed_votes(f: &Failure) -> bool {
 
 /// A fast retry schedule for cases with heavy contention, and a node timeout so generous that
 /// a healthy node never misses it, even while many tests load the machine.
-fn contention_options() -> Options {
+pub(super) fn contention_options() -> Options {
     Options { node_timeout: Duration::from_secs(1), retry: Retry::new(3, ms(1), ms(10)), ..Options::default() }
 }
 

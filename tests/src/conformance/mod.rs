@@ -49,15 +49,19 @@
 //! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
 //! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
+//! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
+//! | [`cluster_resharding`] | one cluster as the node, 8 tasks on 4 resources while their slots migrate between masters in two phases: no lost update, no overlap, redirects followed, nothing left without a TTL |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
+mod cluster;
 mod recorder;
 mod rwlock;
 mod semaphore;
 mod subject;
 
 pub use cases::*;
+pub use cluster::*;
 pub use recorder::{Hold, HolderLog};
 pub use rwlock::*;
 pub use semaphore::*;
@@ -70,9 +74,11 @@ pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, W
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    // Plain TCP, the default.
+    // Plain TCP, the default; and the cases on Redis Cluster nodes (local clusters listen
+    // over TCP only).
     ($subject:ty) => {
         $crate::conformance_tests!($subject, listen = $crate::Listen::Tcp);
+        $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; cluster_locks, cluster_resharding);
     };
     // Every case over the given transport: every cluster a case starts listens that way
     // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
