@@ -1,21 +1,27 @@
 //! `redlease cluster`, `redlease status` and `redlease scan`, and what status and scan share:
-//! connections to the nodes, how a node's failure is classed, and the shapes of the output.
+//! connections to the nodes (standalone, or a whole Redis Cluster as one node), how a node's
+//! failure is classed, and the shapes of the output.
 
+mod fault;
 mod json;
+mod link;
 mod readers;
+mod redis_cluster;
 mod scan;
 mod semaphore;
 mod status;
 mod verdict;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use fault::Fault;
+use link::{Open, open_node};
 use redlease_client::adapter::NodeTransport;
-use redlease_cluster::{Cluster, RedisConn, Reply};
+use redlease_cluster::Cluster;
 use redlease_core::{NodeConfig, TlsSettings};
 
 use crate::Usage;
-use crate::connect::{nodes_of, open};
+use crate::connect::nodes_of;
 use crate::out::outln;
 
 pub(crate) use scan::scan;
@@ -96,79 +102,15 @@ impl<T> Drop for StopOnDrop<T> {
     }
 }
 
-/// What a Redis Cluster node given as a node is told (the clients refuse it the same way).
-const CLUSTER_NODE: &str = "the node is a Redis Cluster node (INFO says cluster_enabled:1): redlease needs standalone \
-                            masters (or replicas' primaries); give one standalone Redis per node";
-
-/// Open a connection to `node` and refuse it if it is a Redis Cluster node, whose keys live on
-/// other nodes too (a node whose ACL refuses `INFO` is taken as standalone).
-fn open_standalone(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
-    let mut c = open(node, how)?;
-    let info = c.cmd(&["INFO", "cluster"]).ok().and_then(|r| r.as_text()).unwrap_or_default();
-    if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
-        return Err(CLUSTER_NODE.to_owned());
-    }
-    Ok(c)
-}
-
 /// Per node, a connection, or why none could be made.
-type Conns = Vec<Result<Open, String>>;
+type Conns = Vec<Result<Open, Fault>>;
 
-/// The nodes of `--nodes`, each with a connection (or why none could be made) and the round
-/// trip of a `PING` on it.
+/// The nodes of `--nodes`, each with a connection (or why none could be made): a standalone
+/// node's, or a Redis Cluster node's slot map and connections to its masters.
 fn open_all(urls: Option<&str>, tls: TlsSettings) -> Result<(Vec<NodeConfig>, Conns), Usage> {
     let (nodes, transports): (Vec<NodeConfig>, Vec<NodeTransport>) = nodes_of(urls, tls)?.into_iter().unzip();
-    let conns = nodes
-        .iter()
-        .zip(&transports)
-        .map(|(node, how)| {
-            let mut conn = open_standalone(node, how)?;
-            let started = Instant::now();
-            conn.cmd(&["PING"]).map_err(|e| e.to_string())?;
-            Ok(Open { conn, rtt: started.elapsed() })
-        })
-        .collect();
+    let conns = nodes.iter().zip(&transports).map(|(node, how)| open_node(node, how)).collect();
     Ok((nodes, conns))
-}
-
-/// A connection to a node that answered.
-struct Open {
-    conn: RedisConn,
-    /// The round trip of a `PING` on it.
-    rtt: Duration,
-}
-
-/// `MGET` of `keys`, as text; nothing is sent for no keys.
-fn mget(conn: &mut RedisConn, keys: &[String]) -> Result<Vec<Option<String>>, String> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut args = vec!["MGET"];
-    args.extend(keys.iter().map(String::as_str));
-    match conn.checked(&args).map_err(|e| e.to_string())? {
-        Reply::Array(Some(values)) if values.len() == keys.len() => Ok(values.iter().map(Reply::as_text).collect()),
-        r => Err(format!("MGET: unexpected {r:?}")),
-    }
-}
-
-/// Why a node did not answer, as a kind: refused for a configuration reason (a wrong
-/// password, user or database, a TLS certificate that does not verify, a Redis Cluster node:
-/// an operator must act) or out of reach.
-fn fault_of(error: &str) -> &'static str {
-    let e = error.to_ascii_uppercase();
-    let config = [
-        "WRONGPASS",
-        "NOAUTH",
-        "NOPERM",
-        "INVALID PASSWORD",
-        "INVALID DB",
-        "DB INDEX",
-        "AUTH",
-        "INVALID PEER CERTIFICATE",
-        "DID NOT ANSWER TLS",
-        "REDIS CLUSTER NODE",
-    ];
-    if config.iter().any(|c| e.contains(c)) { "misconfigured" } else { "unreachable" }
 }
 
 /// A duration in milliseconds, two decimals.

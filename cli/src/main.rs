@@ -94,6 +94,9 @@ enum Cmd {
     /// node holds it. With --json the object's "semaphore" member says the same (null when
     /// none is recorded).
     ///
+    /// A node that is a Redis Cluster (give one URL of it) is read on the master serving the key's
+    /// slot, where the key is stored as {KEY} unless KEY has a hash tag; its line names that master.
+    ///
     /// Exit 0 when a quorum of nodes answered, 69 when not (usable as a health check), 64 on
     /// bad usage.
     Status {
@@ -119,6 +122,9 @@ enum Cmd {
     /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
     /// (redlease:sem:{NAME}:limit) live without a TTL by design and are never reported. Exit 1
     /// if a key without TTL was found, else 69 if a node did not answer, else 0.
+    ///
+    /// A node that is a Redis Cluster is scanned on every master, its keys listed by name ({KEY} as
+    /// KEY, with the key as stored and its master), so that it compares with standalone nodes.
     Scan {
         #[command(flatten)]
         nodes: NodesArg,

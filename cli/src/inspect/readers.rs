@@ -3,11 +3,14 @@
 //! [`READERS_PREFIX`] + key, each scored by its expiry on the node's clock (ms since the epoch).
 
 use std::collections::BTreeMap;
+use std::io;
 
 use redlease_cluster::{RedisConn, Reply};
 use redlease_core::{READERS_PREFIX, READERS_VALUE};
 
+use super::fault::Fault;
 use super::json;
+use super::link::{Hit, Open};
 use super::verdict::Verdict;
 
 /// One reader of a key on one node.
@@ -17,7 +20,7 @@ pub(super) struct Reader {
     pub(super) left_ms: i64,
 }
 
-/// The name of the sorted set of `key`'s readers.
+/// The name of the sorted set of `key`'s readers (`key` as the node stores it).
 pub(super) fn set_of(key: &str) -> String {
     format!("{READERS_PREFIX}{key}")
 }
@@ -29,12 +32,13 @@ pub(super) fn is_readers(holder: Option<&str>) -> bool {
 
 /// The live readers in the sorted set `set` on one node, the one expiring last first: its
 /// members whose expiry is still ahead of the node's clock (the scripts drop the others at
-/// their next call).
-pub(super) fn read(conn: &mut RedisConn, set: &str) -> Result<Vec<Reader>, String> {
+/// their next call). On a Redis Cluster, `conn` is the master serving `set` (its clock is the
+/// one the scripts read).
+pub(super) fn read(conn: &mut RedisConn, set: &str) -> io::Result<Vec<Reader>> {
     let now = node_ms(conn)?;
-    let members = match conn.checked(&["ZRANGE", set, "0", "-1", "WITHSCORES"]).map_err(|e| e.to_string())? {
+    let members = match conn.checked(&["ZRANGE", set, "0", "-1", "WITHSCORES"])? {
         Reply::Array(Some(items)) => items,
-        r => return Err(format!("ZRANGE: unexpected {r:?}")),
+        r => return Err(io::Error::other(format!("ZRANGE: unexpected {r:?}"))),
     };
     let mut readers: Vec<Reader> = members
         .chunks_exact(2)
@@ -50,15 +54,15 @@ pub(super) fn read(conn: &mut RedisConn, set: &str) -> Result<Vec<Reader>, Strin
 }
 
 /// The node's clock (`TIME`), in ms since the epoch, as the scripts read it.
-fn node_ms(conn: &mut RedisConn) -> Result<i64, String> {
-    let reply = conn.checked(&["TIME"]).map_err(|e| e.to_string())?;
+fn node_ms(conn: &mut RedisConn) -> io::Result<i64> {
+    let reply = conn.checked(&["TIME"])?;
     let parts: Option<Vec<i64>> = match &reply {
         Reply::Array(Some(parts)) => parts.iter().map(|p| p.as_text()?.parse().ok()).collect(),
         _ => None,
     };
     match parts.as_deref() {
         Some([secs, micros]) => Ok(secs * 1000 + micros / 1000),
-        _ => Err(format!("TIME: unexpected {reply:?}")),
+        _ => Err(io::Error::other(format!("TIME: unexpected {reply:?}"))),
     }
 }
 
@@ -136,18 +140,20 @@ pub(super) fn json(quorum: usize, nodes: &[OnNode<'_>]) -> String {
     )
 }
 
-/// The keys held by readers on one node (`scan`): each readers' set matching `pattern`, as its
-/// lock key with the live readers, and the sets without a TTL (leaks, as a lock key would be).
-pub(super) fn on_node(conn: &mut RedisConn, pattern: &str) -> Result<(Shared, Vec<String>), String> {
+/// The keys held by readers on one node (`scan`): each readers' set whose lock key matches
+/// `pattern`, as its lock key (named as on a standalone node) with the live readers, and the
+/// sets without a TTL (leaks, as a lock key would be).
+pub(super) fn on_node(open: &mut Open, pattern: &str) -> Result<(Shared, Vec<Hit>), Fault> {
     let mut shared = Shared::new();
     let mut no_ttl = Vec::new();
-    for set in conn.keys(pattern).map_err(|e| e.to_string())? {
-        if conn.pttl(&set).map_err(|e| e.to_string())? == -1 {
-            no_ttl.push(set.clone());
-        }
-        let readers = read(conn, &set)?;
-        if let Some(key) = set.strip_prefix(READERS_PREFIX) {
+    for set in open.keys(READERS_PREFIX, pattern)? {
+        let pttl = open.on_master(set.master, |c| c.pttl(&set.key))?;
+        let readers = open.on_master(set.master, |c| read(c, &set.key))?;
+        if let Some(key) = set.name.strip_prefix(READERS_PREFIX) {
             shared.insert(key.to_owned(), readers);
+        }
+        if pttl == -1 {
+            no_ttl.push(set);
         }
     }
     Ok((shared, no_ttl))

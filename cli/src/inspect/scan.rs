@@ -1,26 +1,39 @@
 //! `redlease scan`: the lock keys left without a TTL on each node (a leak check), the
 //! semaphores, their slot keys grouped by name, apart from the mutex keys, and the keys that
-//! readers hold.
+//! readers hold. A node that is a Redis Cluster is scanned on every master, its keys named as
+//! on a standalone node (`{orders:42}` is `orders:42`), so nodes of both kinds compare.
 
 use std::collections::BTreeMap;
 
 use redlease_cluster::FENCE_PREFIX;
-use redlease_core::{FORMAT_KEY, NodeConfig, READERS_PREFIX, TlsSettings};
+use redlease_core::{FORMAT_KEY, NodeConfig, TlsSettings};
 
+use super::fault::{Fault, FaultKind};
+use super::link::{Hit, Open, glob_literal};
 use super::readers::{self, Reader};
-use super::{Open, fault_of, json, open_all};
+use super::{json, open_all};
 use crate::out::outln;
 use crate::permits::SEM_PREFIX;
 use crate::{EXIT_UNAVAILABLE, Usage};
 
 /// What one node holds that matches the pattern.
 struct Found {
-    /// Mutex keys without a TTL (readers' sets included).
-    keys: Vec<String>,
+    /// Mutex keys without a TTL (readers' sets included), by name.
+    keys: Vec<Leak>,
     /// The semaphores whose names match, by name.
     semaphores: BTreeMap<String, Semaphore>,
     /// The keys readers hold, with their live readers.
     shared: readers::Shared,
+    /// On a Redis Cluster node, its masters' addresses (every one was scanned).
+    masters: Option<Vec<String>>,
+}
+
+/// A key without a TTL.
+struct Leak {
+    /// Its name, as a standalone node has it.
+    name: String,
+    /// On a Redis Cluster node: the key as stored there and the master that has it.
+    stored: Option<(String, String)>,
 }
 
 /// One semaphore on one node.
@@ -50,9 +63,9 @@ pub(crate) fn scan(
         keys: format!("{prefix}{pattern}"),
         semaphores: format!("{prefix}{SEM_PREFIX}{{{pattern}}}:*"),
         sem_root: format!("{key_prefix}{SEM_PREFIX}"),
-        readers: format!("{READERS_PREFIX}{prefix}{pattern}"),
+        readers: format!("{prefix}{pattern}"),
     };
-    let found: Vec<Result<Found, String>> = conns
+    let found: Vec<Result<Found, Fault>> = conns
         .iter_mut()
         .map(|c| match c {
             Ok(open) => found_on(open, &patterns),
@@ -78,11 +91,6 @@ pub(crate) fn scan(
     })
 }
 
-/// `text` as a literal in a `SCAN` pattern: its glob characters escaped.
-fn glob_literal(text: &str) -> String {
-    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
-}
-
 /// What a scan looks for.
 struct Patterns {
     /// The lock keys: `PREFIX` + the pattern.
@@ -91,7 +99,8 @@ struct Patterns {
     semaphores: String,
     /// Where the semaphores' keys start (`PREFIX` + `redlease:sem:`), not a pattern.
     sem_root: String,
-    /// The readers' sets of the lock keys: `redlease:readers:` + `PREFIX` + the pattern.
+    /// The lock keys whose readers' sets (`redlease:readers:` + the key) to look for: `PREFIX`
+    /// + the pattern.
     readers: String,
 }
 
@@ -104,32 +113,31 @@ struct Counts {
 
 /// What one node holds that matches: its mutex keys without a TTL (fencing counters, the lock
 /// format key and the semaphores' keys left out; the readers' sets of the keys in), its
-/// semaphores, and the keys readers hold.
-fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, String> {
-    let c = &mut open.conn;
-    let keys = c.keys(&patterns.keys).map_err(|e| e.to_string())?;
+/// semaphores, and the keys readers hold. Keys are matched and listed by name: on a Redis
+/// Cluster node, the form the clients store them in is mapped back.
+fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, Fault> {
     let mut no_ttl = Vec::new();
-    for k in keys {
-        if k.starts_with(FENCE_PREFIX) || k == FORMAT_KEY || k.starts_with(&patterns.sem_root) {
+    for k in open.keys("", &patterns.keys)? {
+        if k.name.starts_with(FENCE_PREFIX) || k.name == FORMAT_KEY || k.name.starts_with(&patterns.sem_root) {
             continue;
         }
-        if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
+        if open.on_master(k.master, |c| c.pttl(&k.key))? == -1 {
             no_ttl.push(k);
         }
     }
     let mut semaphores: BTreeMap<String, Semaphore> = BTreeMap::new();
-    for k in c.keys(&patterns.semaphores).map_err(|e| e.to_string())? {
+    for k in open.keys("", &patterns.semaphores)? {
         // `{NAME}:limit` or `{NAME}:SLOT`; a name may hold `}:` itself, the suffix may not.
-        let rest = k.strip_prefix(&patterns.sem_root).and_then(|r| r.strip_prefix('{'));
+        let rest = k.name.strip_prefix(&patterns.sem_root).and_then(|r| r.strip_prefix('{'));
         let Some((name, suffix)) = rest.and_then(|r| r.rsplit_once("}:")) else {
             continue;
         };
         let sem = semaphores.entry(name.to_owned()).or_default();
         if suffix == "limit" {
-            sem.limit = c.get(&k).map_err(|e| e.to_string())?;
+            sem.limit = open.on_master(k.master, |c| c.get(&k.key))?;
         } else if let Ok(slot) = suffix.parse::<u32>() {
             sem.held.push(slot);
-            if c.pttl(&k).map_err(|e| e.to_string())? == -1 {
+            if open.on_master(k.master, |c| c.pttl(&k.key))? == -1 {
                 sem.no_ttl.push(slot);
             }
         }
@@ -138,16 +146,22 @@ fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, String> {
         sem.held.sort_unstable();
         sem.no_ttl.sort_unstable();
     }
-    let (shared, sets) = readers::on_node(c, &patterns.readers)?;
+    let (shared, sets) = readers::on_node(open, &patterns.readers)?;
     // A pattern that matches the readers' sets themselves finds them twice.
     no_ttl.extend(sets);
-    no_ttl.sort_unstable();
-    no_ttl.dedup();
-    Ok(Found { keys: no_ttl, semaphores, shared })
+    no_ttl.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    no_ttl.dedup_by(|a, b| a.name == b.name);
+    let leak = |k: Hit| {
+        let stored = open.master_addr(k.master).map(|m| (k.key, m.to_owned()));
+        Leak { name: k.name, stored }
+    };
+    let keys = no_ttl.into_iter().map(leak).collect();
+    let masters = open.masters().map(|m| m.into_iter().map(str::to_owned).collect());
+    Ok(Found { keys, semaphores, shared, masters })
 }
 
 /// Every key that readers hold on some node, ascending.
-fn shared_keys(found: &[Result<Found, String>]) -> Vec<&str> {
+fn shared_keys(found: &[Result<Found, Fault>]) -> Vec<&str> {
     let mut keys: Vec<&str> =
         found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.shared.keys().map(String::as_str)).collect();
     keys.sort_unstable();
@@ -156,15 +170,15 @@ fn shared_keys(found: &[Result<Found, String>]) -> Vec<&str> {
 }
 
 /// The readers of `key` on each node that answered (none where it has no readers' set).
-fn readers_of<'a>(found: &'a [Result<Found, String>], key: &str) -> Vec<(usize, &'a [Reader])> {
-    let on = |(i, f): (usize, &'a Result<Found, String>)| {
+fn readers_of<'a>(found: &'a [Result<Found, Fault>], key: &str) -> Vec<(usize, &'a [Reader])> {
+    let on = |(i, f): (usize, &'a Result<Found, Fault>)| {
         Some((i, f.as_ref().ok()?.shared.get(key).map_or(&[][..], Vec::as_slice)))
     };
     found.iter().enumerate().filter_map(on).collect()
 }
 
 /// Every semaphore name any node holds, ascending.
-fn names(found: &[Result<Found, String>]) -> Vec<&str> {
+fn names(found: &[Result<Found, Fault>]) -> Vec<&str> {
     let mut names: Vec<&str> =
         found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.semaphores.keys().map(String::as_str)).collect();
     names.sort_unstable();
@@ -174,7 +188,7 @@ fn names(found: &[Result<Found, String>]) -> Vec<&str> {
 
 /// `scan --json`: one object, with one object per node (its mutex keys without a TTL), then the
 /// semaphores, each with what every node that answered holds of it.
-fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, String>], counts: &Counts) {
+fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, Fault>], counts: &Counts) {
     let per_node: Vec<String> = nodes
         .iter()
         .zip(found)
@@ -182,10 +196,18 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, S
         .map(|(i, (node, found))| {
             let head = format!("\"node\":{i},\"url\":{}", json::string(&node.to_string()));
             match found {
-                Err(e) => format!("{{{head},\"reachable\":false,\"error\":{}}}", json::string(e)),
+                Err(e) => format!(
+                    "{{{head},\"reachable\":false,\"error\":{},\"fault\":\"{}\"}}",
+                    json::string(e.text()),
+                    e.kind().as_str()
+                ),
                 Ok(found) => {
-                    let keys: Vec<String> = found.keys.iter().map(|k| json::string(k)).collect();
-                    format!("{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]}}", keys.join(","))
+                    let keys: Vec<String> = found.keys.iter().map(|k| json::string(&k.name)).collect();
+                    format!(
+                        "{{{head},\"reachable\":true,\"keys_without_ttl\":[{}]{}}}",
+                        keys.join(","),
+                        cluster_json(found)
+                    )
                 }
             }
         })
@@ -226,14 +248,19 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, S
 
 /// `scan`: a line per key without a TTL or unreachable node, a line per semaphore, then the
 /// count.
-fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, String>], counts: &Counts) {
+fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, Fault>], counts: &Counts) {
     for (i, (node, found)) in nodes.iter().zip(found).enumerate() {
         match found {
-            Err(e) if fault_of(e) == "misconfigured" => outln!("node {i} {node}: MISCONFIGURED ({e})"),
+            Err(e) if e.kind() == FaultKind::Misconfigured => outln!("node {i} {node}: MISCONFIGURED ({e})"),
             Err(e) => outln!("node {i} {node}: unreachable ({e})"),
             Ok(found) => {
                 for k in &found.keys {
-                    outln!("node {i} {node}: {k} has no TTL");
+                    let at = match &k.stored {
+                        Some((key, master)) if *key != k.name => format!(" (stored as {key} on master {master})"),
+                        Some((_, master)) => format!(" (on master {master})"),
+                        None => String::new(),
+                    };
+                    outln!("node {i} {node}: {} has no TTL{at}", k.name);
                 }
                 for (name, sem) in &found.semaphores {
                     for slot in &sem.no_ttl {
@@ -250,20 +277,54 @@ fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, S
         outln!("{}", readers::scan_line(key, nodes.len(), &readers_of(found, key)));
     }
     let Counts { leaks, slot_leaks, unreachable } = counts;
+    let clusters = clusters_text(found);
     if leaks + slot_leaks > 0 {
-        outln!("{} key(s) without a TTL matching {pattern:?}", leaks + slot_leaks);
+        outln!("{} key(s) without a TTL matching {pattern:?}{clusters}", leaks + slot_leaks);
     } else {
         outln!(
-            "no keys without a TTL matching {pattern:?} on {} reachable node(s){}",
+            "no keys without a TTL matching {pattern:?} on {} reachable node(s){}{clusters}",
             nodes.len() - unreachable,
             if *unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() }
         );
     }
 }
 
+/// The Redis Cluster nodes that answered, for the last line: `; node 0 is a Redis Cluster,
+/// its 3 masters scanned`.
+fn clusters_text(found: &[Result<Found, Fault>]) -> String {
+    let each: Vec<String> = found
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| Some((i, f.as_ref().ok()?.masters.as_ref()?.len())))
+        .map(|(i, n)| format!("; node {i} is a Redis Cluster, its {n} master(s) scanned"))
+        .collect();
+    each.concat()
+}
+
+/// `scan --json`'s `cluster` member of a Redis Cluster node: its masters, and each key without a
+/// TTL as stored and where (standalone nodes have no such member).
+fn cluster_json(found: &Found) -> String {
+    let Some(masters) = &found.masters else { return String::new() };
+    let masters: Vec<String> = masters.iter().map(|m| json::string(m)).collect();
+    let keys: Vec<String> = found
+        .keys
+        .iter()
+        .filter_map(|k| {
+            let (key, master) = k.stored.as_ref()?;
+            Some(format!(
+                "{{\"key\":{},\"stored\":{},\"master\":{}}}",
+                json::string(&k.name),
+                json::string(key),
+                json::string(master)
+            ))
+        })
+        .collect();
+    format!(",\"cluster\":{{\"masters\":[{}],\"keys_without_ttl\":[{}]}}", masters.join(","), keys.join(","))
+}
+
 /// A semaphore as `scan` lists it: the limit most nodes record (and any other), and the slots
 /// each node that answered has a holder for.
-fn semaphore_line(name: &str, found: &[Result<Found, String>]) -> String {
+fn semaphore_line(name: &str, found: &[Result<Found, Fault>]) -> String {
     let on_nodes: Vec<(usize, Option<&Semaphore>)> =
         found.iter().enumerate().filter_map(|(i, f)| Some((i, f.as_ref().ok()?.semaphores.get(name)))).collect();
     let mut limits: Vec<&str> = on_nodes.iter().filter_map(|(_, s)| (*s)?.limit.as_deref()).collect();

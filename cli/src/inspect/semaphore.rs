@@ -6,8 +6,10 @@ use std::time::Duration;
 use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{MAX_PERMITS, NodeConfig};
 
+use super::fault::Fault;
+use super::link::Open;
 use super::verdict::{Verdict, pttl_text, unanswered};
-use super::{Open, json, mget, ms, short};
+use super::{json, ms, short};
 use crate::out::outln;
 use crate::permits::{limit_key, slot_key};
 
@@ -45,18 +47,19 @@ pub(super) struct Occupancy {
     limit: u32,
     /// Slots read on each node: up to the largest limit any node recorded.
     width: u32,
-    nodes: Vec<Result<OnNode, String>>,
+    nodes: Vec<Result<OnNode, Fault>>,
 }
 
 /// Read the semaphore `name` on every node that answered; `None` when no node records a limit
-/// for it (no semaphore of that name was used on these nodes).
-pub(super) fn read(conns: &mut [Result<Open, String>], key_prefix: &str, name: &str) -> Option<Occupancy> {
+/// for it (no semaphore of that name was used on these nodes). On a Redis Cluster node, the
+/// master serving the slot of its name's tag answers (the limit key is stored as it is).
+pub(super) fn read(conns: &mut [Result<Open, Fault>], key_prefix: &str, name: &str) -> Option<Occupancy> {
     let limit_key = limit_key(key_prefix, name);
-    let limits: Vec<Result<Option<String>, String>> = conns
+    let limits: Vec<Result<Option<String>, Fault>> = conns
         .iter_mut()
         .map(|c| {
             let open = c.as_mut().map_err(|e| e.clone())?;
-            open.conn.get(&limit_key).map_err(|e| e.to_string())
+            open.on(&limit_key, |c| c.get(&limit_key))
         })
         .collect();
     let mut recorded: Vec<u32> =
@@ -70,25 +73,27 @@ pub(super) fn read(conns: &mut [Result<Open, String>], key_prefix: &str, name: &
         .map(|(c, limit)| {
             let open = c.as_mut().map_err(|e| e.clone())?;
             let slots = read_slots(open, key_prefix, name, width)?;
-            Ok(OnNode { limit: limit?, slots, rtt: open.rtt })
+            Ok(OnNode { limit: limit?, slots, rtt: open.rtt_of(&limit_key) })
         })
         .collect();
     Some(Occupancy { name: name.to_owned(), limit, width, nodes })
 }
 
-/// Slots `0..width` on one node: holder, PTTL (of the held ones) and fencing counter.
-fn read_slots(open: &mut Open, key_prefix: &str, name: &str, width: u32) -> Result<Vec<Slot>, String> {
-    let keys: Vec<String> = (0..width).map(|k| slot_key(key_prefix, name, k)).collect();
+/// Slots `0..width` on one node: holder, PTTL (of the held ones) and fencing counter (each
+/// slot key in the form the node stores it).
+fn read_slots(open: &mut Open, key_prefix: &str, name: &str, width: u32) -> Result<Vec<Slot>, Fault> {
+    let keys: Vec<String> =
+        (0..width).map(|k| open.stored(&slot_key(key_prefix, name, k))).collect::<Result<_, _>>()?;
     let fence_keys: Vec<String> = keys.iter().map(|k| format!("{FENCE_PREFIX}{k}")).collect();
-    let values = mget(&mut open.conn, &keys)?;
-    let fences = mget(&mut open.conn, &fence_keys)?;
+    let values = open.mget(&keys)?;
+    let fences = open.mget(&fence_keys)?;
     let mut slots = Vec::with_capacity(keys.len());
     for ((key, value), fence) in keys.iter().zip(values).zip(fences) {
         let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
             Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
             None => (None, false),
         };
-        let pttl = if holder.is_some() { open.conn.pttl(key).map_err(|e| e.to_string())? } else { -2 };
+        let pttl = if holder.is_some() { open.on(key, |c| c.pttl(key))? } else { -2 };
         slots.push(Slot { holder, waited_for, pttl, fence: fence.and_then(|f| f.parse().ok()) });
     }
     Ok(slots)

@@ -7,10 +7,12 @@ use std::time::Duration;
 use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{NodeConfig, TlsSettings};
 
+use super::fault::Fault;
+use super::link::{Open, Served};
 use super::readers::{self, Reader};
 use super::semaphore::{self, Occupancy};
 use super::verdict::{Verdict, pttl_text, unanswered};
-use super::{Open, fault_of, json, ms, open_all, short};
+use super::{json, ms, open_all, short};
 use crate::Usage;
 use crate::out::outln;
 
@@ -24,22 +26,31 @@ struct NodeState {
     readers: Option<Vec<Reader>>,
     pttl: i64,
     fence: Option<String>,
-    /// The round trip of a `PING` on the open connection.
+    /// The round trip of a `PING` on the connection that read the key.
     rtt: Duration,
+    /// On a Redis Cluster node: the master that serves the key's slot.
+    served: Option<Served>,
 }
 
-fn node_state(open: &mut Open, key: &str) -> Result<NodeState, String> {
-    let c = &mut open.conn;
-    let value = c.get(key).map_err(|e| e.to_string())?;
-    let pttl = c.pttl(key).map_err(|e| e.to_string())?;
-    let fence = c.get(&format!("{FENCE_PREFIX}{key}")).map_err(|e| e.to_string())?;
+/// What the node `open` says of `key`: on a Redis Cluster, the master serving the slot of its
+/// cluster form says it, with the fence counter and readers named after that form.
+fn node_state(open: &mut Open, key: &str) -> Result<NodeState, Fault> {
+    let stored = open.stored(key)?;
+    let value = open.on(&stored, |c| c.get(&stored))?;
+    let pttl = open.on(&stored, |c| c.pttl(&stored))?;
+    let fence_key = format!("{FENCE_PREFIX}{stored}");
+    let fence = open.on(&fence_key, |c| c.get(&fence_key))?;
     let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
         Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
         None => (None, false),
     };
-    let readers =
-        if readers::is_readers(holder.as_deref()) { Some(readers::read(c, &readers::set_of(key))?) } else { None };
-    Ok(NodeState { holder, waited_for, readers, pttl, fence, rtt: open.rtt })
+    let readers = if readers::is_readers(holder.as_deref()) {
+        let set = readers::set_of(&stored);
+        Some(open.on(&set, |c| readers::read(c, &set))?)
+    } else {
+        None
+    };
+    Ok(NodeState { holder, waited_for, readers, pttl, fence, rtt: open.rtt_of(&stored), served: open.served(&stored) })
 }
 
 /// Per node: reachable, holder token (shortened) or readers, PTTL, fencing counter; then the
@@ -55,7 +66,7 @@ pub(crate) fn status(
 ) -> Result<u8, Usage> {
     let key = format!("{key_prefix}{name}");
     let (nodes, mut conns) = open_all(nodes, tls)?;
-    let states: Vec<Result<NodeState, String>> = conns
+    let states: Vec<Result<NodeState, Fault>> = conns
         .iter_mut()
         .map(|c| match c {
             Ok(open) => node_state(open, &key),
@@ -85,7 +96,7 @@ pub(crate) fn status(
 fn print_status_json(
     key: &str,
     nodes: &[NodeConfig],
-    states: &[Result<NodeState, String>],
+    states: &[Result<NodeState, Fault>],
     verdict: &Verdict<'_>,
     sem: Option<&Occupancy>,
 ) {
@@ -98,16 +109,17 @@ fn print_status_json(
             match state {
                 Err(e) => format!(
                     "{{{head},\"reachable\":false,\"fault\":\"{}\",\"error\":{}}}",
-                    fault_of(e),
-                    json::string(e)
+                    e.kind().as_str(),
+                    json::string(e.text())
                 ),
                 Ok(s) => format!(
-                    "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}}}",
+                    "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}{}}}",
                     json::opt_string(s.holder.as_deref()),
                     s.waited_for,
                     json::opt_number(s.holder.as_ref().map(|_| s.pttl)),
                     json::opt_number(s.fence.as_deref().and_then(|f| f.parse::<u64>().ok())),
                     ms(s.rtt),
+                    s.served.as_ref().map_or_else(String::new, |c| format!(",\"cluster\":{}", served_json(c))),
                 ),
             }
         })
@@ -128,7 +140,7 @@ fn print_status_json(
 }
 
 /// The nodes that hold the key for readers, with their readers.
-fn reading(states: &[Result<NodeState, String>]) -> Vec<readers::OnNode<'_>> {
+fn reading(states: &[Result<NodeState, Fault>]) -> Vec<readers::OnNode<'_>> {
     let mut on = Vec::new();
     for (node, state) in states.iter().enumerate() {
         if let Ok(NodeState { readers: Some(readers), waited_for, .. }) = state {
@@ -139,7 +151,7 @@ fn reading(states: &[Result<NodeState, String>]) -> Vec<readers::OnNode<'_>> {
 }
 
 /// `status`: a line per node (and one per reader it has), then who holds the key.
-fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, String>], verdict: &Verdict<'_>) {
+fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState, Fault>], verdict: &Verdict<'_>) {
     for (i, (node, state)) in nodes.iter().zip(states).enumerate() {
         let line = match state {
             Err(e) => unanswered(e),
@@ -158,7 +170,11 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
             Ok(NodeState { fence: Some(f), .. }) => format!("  fence {f}"),
             _ => String::new(),
         };
-        outln!("node {i} {node}  {line}{fence}");
+        let served = match state {
+            Ok(NodeState { served: Some(c), .. }) => format!("  ({})", served_text(c)),
+            _ => String::new(),
+        };
+        outln!("node {i} {node}  {line}{fence}{served}");
         for r in state.as_ref().ok().and_then(|s| s.readers.as_deref()).unwrap_or_default() {
             outln!("  reader {}  {}ms left", short(&r.token), r.left_ms);
         }
@@ -179,6 +195,16 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
     }
 }
 
+/// Where a Redis Cluster node keeps a key, as the tables say it.
+fn served_text(c: &Served) -> String {
+    format!("Redis Cluster: slot {} on master {}, one of {}", c.slot, c.master, c.masters)
+}
+
+/// `status --json`'s `cluster` member of a Redis Cluster node (standalone nodes have none).
+fn served_json(c: &Served) -> String {
+    format!("{{\"master\":{},\"slot\":{},\"masters\":{}}}", json::string(&c.master), c.slot, c.masters)
+}
+
 /// The last line: how many nodes answered, and how many more may fail.
 fn print_reachable(verdict: &Verdict<'_>) {
     let Verdict { nodes, quorum, reachable, tolerance, .. } = verdict;
@@ -192,7 +218,7 @@ fn print_reachable(verdict: &Verdict<'_>) {
 }
 
 /// The verdict of the nodes' states.
-fn verdict_of(states: &[Result<NodeState, String>]) -> Verdict<'_> {
+fn verdict_of(states: &[Result<NodeState, Fault>]) -> Verdict<'_> {
     let reachable = states.iter().filter(|s| s.is_ok()).count();
     let holders = states.iter().filter_map(|s| s.as_ref().ok()?.holder.as_deref()).collect();
     Verdict::of_holders(states.len(), reachable, holders)

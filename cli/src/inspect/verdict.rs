@@ -1,6 +1,6 @@
 //! What the nodes said about a key, taken together, and how the tables say a node's answer.
 
-use super::fault_of;
+use super::fault::{Fault, FaultKind};
 use crate::EXIT_UNAVAILABLE;
 
 /// What the nodes said about a key (or a semaphore's slot), taken together.
@@ -47,8 +47,8 @@ impl<'a> Verdict<'a> {
 }
 
 /// A node that did not answer, as its line in the tables says it.
-pub(super) fn unanswered(error: &str) -> String {
-    if fault_of(error) == "misconfigured" {
+pub(super) fn unanswered(error: &Fault) -> String {
+    if error.kind() == FaultKind::Misconfigured {
         format!("MISCONFIGURED  ({error})")
     } else {
         format!("unreachable  ({error})")

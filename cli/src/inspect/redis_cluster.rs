@@ -1,0 +1,315 @@
+//! A node that is a Redis Cluster, as `status` and `scan` read it: its slot map (from
+//! `CLUSTER SLOTS`), a connection to each of its masters, and the form the clients give its
+//! keys.
+//!
+//! The clients store a lock key K on a cluster node in its cluster form: K itself when it has a
+//! hash tag (`{order:42}:a`), else `{K}`; the keys named after it (its fence counter, waiter
+//! queue and readers) are their fixed prefix followed by that form
+//! (`redlease:fence:{orders:42}`), so they share its slot. A semaphore's slot keys are tagged
+//! by its name already, and its limit key is stored as it is.
+
+use std::time::{Duration, Instant};
+
+use redlease_client::adapter::{NodeTransport, Target};
+use redlease_cluster::{FENCE_PREFIX, RedisConn, Reply};
+use redlease_core::cluster::{MAX_MASTERS, SLOTS, hash_slot, hash_tag};
+use redlease_core::{NodeConfig, READERS_PREFIX, Transport};
+
+use super::fault::Fault;
+use crate::connect::open;
+
+/// The prefix of a lock key's waiter queue.
+const QUEUE_PREFIX: &str = "redlease:queue:";
+
+/// The fixed prefixes of the keys named after a lock key.
+const DERIVED: [&str; 3] = [FENCE_PREFIX, QUEUE_PREFIX, READERS_PREFIX];
+
+/// The form `key` takes on a cluster node, as the clients store it: itself when it has a hash
+/// tag, else `{key}`. A key that starts with `}` and has no tag has no such form (the clients
+/// refuse it as misconfigured too).
+pub(super) fn cluster_form(key: &str) -> Result<String, Fault> {
+    if hash_tag(key.as_bytes()).is_some() {
+        return Ok(key.to_owned());
+    }
+    if key.starts_with('}') {
+        return Err(Fault::misconfigured(format!(
+            "the key {key:?} starts with '}}' and has no hash tag: a Redis Cluster node cannot store it \
+             (the clients refuse it too); give it one ({{tag}})"
+        )));
+    }
+    Ok(format!("{{{key}}}"))
+}
+
+/// The key that `stored` is the cluster form of: `{K}` stands for K when K has no hash tag of
+/// its own; any other key stands for itself.
+pub(super) fn unwrap_form(stored: &str) -> &str {
+    match stored.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+        Some(inner) if hash_tag(inner.as_bytes()).is_none() && !inner.starts_with('}') => inner,
+        _ => stored,
+    }
+}
+
+/// The name of a key found on a cluster node, as a standalone node would have it: the lock key
+/// it is the form of, and a fence counter, queue or readers' set named after that lock key
+/// (`redlease:fence:{orders:42}` is `redlease:fence:orders:42`).
+pub(super) fn name_of(stored: &str) -> String {
+    for prefix in DERIVED {
+        if let Some(rest) = stored.strip_prefix(prefix) {
+            return format!("{prefix}{}", unwrap_form(rest));
+        }
+    }
+    unwrap_form(stored).to_owned()
+}
+
+/// One range of slots and the master that serves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SlotRange {
+    start: u16,
+    end: u16,
+    /// As the cluster announces it: empty or `?` when the client is to use the host it asked.
+    host: String,
+    port: u16,
+}
+
+/// The ranges of a `CLUSTER SLOTS` reply and their masters (replicas and metadata skipped).
+fn parse_slots(reply: &Reply) -> Result<Vec<SlotRange>, String> {
+    let Reply::Array(Some(ranges)) = reply else {
+        return Err(format!("CLUSTER SLOTS: unexpected {reply:?}"));
+    };
+    let int = |r: &Reply| match r {
+        Reply::Int(i) => Some(*i),
+        _ => None,
+    };
+    ranges
+        .iter()
+        .map(|range| {
+            let bad = || format!("CLUSTER SLOTS: a malformed slot range {range:?}");
+            let Reply::Array(Some(items)) = range else { return Err(bad()) };
+            let [start, end, Reply::Array(Some(master)), ..] = items.as_slice() else { return Err(bad()) };
+            let (start, end) = (int(start).ok_or_else(bad)?, int(end).ok_or_else(bad)?);
+            let slot = |s: i64| u16::try_from(s).ok().filter(|&s| usize::from(s) < SLOTS);
+            let (Some(start), Some(end)) = (slot(start), slot(end)) else { return Err(bad()) };
+            let [host, port, ..] = master.as_slice() else { return Err(bad()) };
+            let host = host.as_text().ok_or_else(bad)?;
+            let port = int(port).and_then(|p| u16::try_from(p).ok()).ok_or_else(bad)?;
+            if start > end {
+                return Err(bad());
+            }
+            Ok(SlotRange { start, end, host, port })
+        })
+        .collect()
+}
+
+/// `host:port` as messages show an address (`[::1]:7000` for IPv6).
+fn address(host: &str, port: u16) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
+/// A slot no master serves.
+const NONE: u16 = u16::MAX;
+
+/// One master of a cluster node.
+struct Master {
+    /// `host:port`, as messages name it.
+    addr: String,
+    host: String,
+    port: u16,
+    /// Its connection once asked for, or why none could be made.
+    conn: Option<Result<RedisConn, Fault>>,
+    /// The round trip of a `PING` on it.
+    rtt: Duration,
+}
+
+/// A node that is a Redis Cluster: which master serves each slot, and a connection to each
+/// master, made when first needed (`status` reads one master per key, `scan` every master).
+pub(super) struct ClusterLink {
+    masters: Vec<Master>,
+    /// Per slot, the index of its master in `masters` ([`NONE`]: no master serves it).
+    slots: Vec<u16>,
+    /// How the node is reached (credentials, TLS), which is how its masters are.
+    node: NodeConfig,
+    how: NodeTransport,
+}
+
+impl ClusterLink {
+    /// Read the slot map `reply` (the `CLUSTER SLOTS` answer of `seed`, the connection to
+    /// `node`); its masters are reached as the clients reach them: with the node's credentials
+    /// and TLS settings, at the master's host and port. The seed's connection serves the
+    /// master it is. A master that does not answer fails only the keys it serves.
+    pub(super) fn from_slots(
+        node: &NodeConfig,
+        how: &NodeTransport,
+        seed: RedisConn,
+        seed_rtt: Duration,
+        reply: &Reply,
+    ) -> Result<ClusterLink, Fault> {
+        let ranges = parse_slots(reply).map_err(Fault::unreachable)?;
+        if ranges.is_empty() {
+            return Err(Fault::unreachable("the Redis Cluster serves no slot yet (CLUSTER SLOTS is empty)"));
+        }
+        // Where the seed is: an announced host that is empty (or `?`) means that host.
+        let (seed_host, seed_port) = match &how.target {
+            Target::Tcp { host, port } => (host.clone(), Some(*port)),
+            // A Unix socket is on this machine.
+            Target::Unix(_) => ("localhost".to_owned(), None),
+        };
+        let mut masters: Vec<Master> = Vec::new();
+        let mut slots = vec![NONE; SLOTS];
+        let mut seed = Some(seed);
+        for r in &ranges {
+            let host = if r.host.is_empty() || r.host == "?" { seed_host.clone() } else { r.host.clone() };
+            let at = match masters.iter().position(|m| m.host == host && m.port == r.port) {
+                Some(at) => at,
+                None if masters.len() >= MAX_MASTERS => {
+                    return Err(Fault::unreachable(format!(
+                        "the Redis Cluster has more than {MAX_MASTERS} masters: more than redlease reads"
+                    )));
+                }
+                None => {
+                    let is_seed = host == seed_host && Some(r.port) == seed_port;
+                    let conn = seed.take_if(|_| is_seed).map(Ok);
+                    let rtt = if conn.is_some() { seed_rtt } else { Duration::ZERO };
+                    masters.push(Master { addr: address(&host, r.port), host, port: r.port, conn, rtt });
+                    masters.len() - 1
+                }
+            };
+            slots[usize::from(r.start)..=usize::from(r.end)].fill(at as u16);
+        }
+        Ok(ClusterLink { masters, slots, node: node.clone(), how: how.clone() })
+    }
+
+    /// How many masters the map names.
+    pub(super) fn len(&self) -> usize {
+        self.masters.len()
+    }
+
+    /// The master serving `key` (in the form the node stores it), by its slot.
+    pub(super) fn master_of(&self, key: &str) -> Result<usize, Fault> {
+        let slot = hash_slot(key.as_bytes());
+        match self.slots[usize::from(slot)] {
+            NONE => Err(Fault::unreachable(format!(
+                "no master of the Redis Cluster serves slot {slot} (of the key {key:?}): is the cluster down?"
+            ))),
+            m => Ok(usize::from(m)),
+        }
+    }
+
+    /// The connection to master `m` (made now if it was not), or why there is none (naming the
+    /// master).
+    pub(super) fn conn(&mut self, m: usize) -> Result<&mut RedisConn, Fault> {
+        let (node, how) = (&self.node, &self.how);
+        let master = &mut self.masters[m];
+        let conn = master.conn.get_or_insert_with(|| {
+            let (conn, rtt) = connect_master(node, how, &master.host, master.port);
+            master.rtt = rtt;
+            conn
+        });
+        conn.as_mut().map_err(|e| e.clone())
+    }
+
+    /// Master `m`'s address, `host:port`.
+    pub(super) fn addr(&self, m: usize) -> &str {
+        &self.masters[m].addr
+    }
+
+    /// The round trip of a `PING` to master `m` (zero before it is connected).
+    pub(super) fn rtt(&self, m: usize) -> Duration {
+        self.masters[m].rtt
+    }
+
+    /// Every master's address, in the order of the map.
+    pub(super) fn addrs(&self) -> Vec<&str> {
+        self.masters.iter().map(|m| m.addr.as_str()).collect()
+    }
+}
+
+/// Connect to a master of a cluster node as to the node itself, at `host:port`, and time a
+/// `PING` on it; a failure names the master.
+fn connect_master(
+    node: &NodeConfig,
+    how: &NodeTransport,
+    host: &str,
+    port: u16,
+) -> (Result<RedisConn, Fault>, Duration) {
+    let mut how = how.clone();
+    how.target = Target::Tcp { host: host.to_owned(), port };
+    // The seed's transport: TLS to it means TLS to the masters; a Unix socket means TCP.
+    let mut node = node.clone();
+    if node.transport != Transport::Tls {
+        node.transport = Transport::Tcp;
+    }
+    let at_master = |e: Fault| e.at_master(&address(host, port));
+    let mut conn = match open(&node, &how) {
+        Ok(conn) => conn,
+        Err(e) => return (Err(at_master(Fault::of(e))), Duration::ZERO),
+    };
+    let started = Instant::now();
+    match conn.cmd(&["PING"]) {
+        Ok(_) => (Ok(conn), started.elapsed()),
+        Err(e) => (Err(at_master(Fault::of(e))), Duration::ZERO),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_keeps_its_tag_or_gets_one() {
+        assert_eq!(cluster_form("orders:42").unwrap(), "{orders:42}");
+        assert_eq!(cluster_form("{order:42}:a").unwrap(), "{order:42}:a");
+        assert_eq!(cluster_form("a{}b").unwrap(), "{a{}b}", "an empty tag is no tag");
+        assert_eq!(cluster_form("redlease:sem:{api}:3").unwrap(), "redlease:sem:{api}:3");
+        assert!(cluster_form("}x").is_err_and(|e| e.text().contains("starts with '}'")));
+        assert_eq!(cluster_form("}{x}").unwrap(), "}{x}", "a tag after a leading brace counts");
+    }
+
+    #[test]
+    fn a_stored_key_maps_back_to_its_name() {
+        for key in ["orders:42", "{order:42}:a", "a{}b", "x}", "", "{abc}", "{{a}b}", "redlease:sem:{api}:0", "é{"] {
+            let stored = cluster_form(key).unwrap();
+            let back = unwrap_form(&stored);
+            // `{abc}` and `abc` share a form; it names the key without a tag of its own.
+            let expected = if key == "{abc}" { "abc" } else { key };
+            assert_eq!(back, expected, "{key:?} stored as {stored:?}");
+            assert_eq!(cluster_form(back).unwrap(), stored, "{key:?}");
+        }
+        // Keys the clients did not write stand for themselves.
+        assert_eq!(unwrap_form("plain"), "plain");
+        assert_eq!(unwrap_form("{}"), "");
+        assert_eq!(unwrap_form("{}x}"), "{}x}");
+        assert_eq!(name_of("redlease:fence:{orders:42}"), "redlease:fence:orders:42");
+        assert_eq!(name_of("redlease:readers:{order:42}:a"), "redlease:readers:{order:42}:a");
+        assert_eq!(name_of("redlease:queue:{jobs}"), "redlease:queue:jobs");
+        assert_eq!(name_of("{app:jobs:1}"), "app:jobs:1");
+    }
+
+    fn bulk(s: &str) -> Reply {
+        Reply::Bulk(Some(s.as_bytes().to_vec()))
+    }
+
+    fn range(start: i64, end: i64, host: &str, port: i64) -> Reply {
+        let master = Reply::Array(Some(vec![bulk(host), Reply::Int(port), bulk("id")]));
+        let replica = Reply::Array(Some(vec![bulk(host), Reply::Int(port + 3), bulk("id2")]));
+        Reply::Array(Some(vec![Reply::Int(start), Reply::Int(end), master, replica]))
+    }
+
+    #[test]
+    fn reads_the_slot_map_and_refuses_a_malformed_one() {
+        let reply = Reply::Array(Some(vec![range(0, 8191, "10.0.0.1", 7000), range(8192, 16383, "", 7001)]));
+        let ranges = parse_slots(&reply).unwrap();
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, host: String::new(), port: 7001 });
+        for bad in [
+            Reply::Int(3),
+            Reply::Array(Some(vec![range(0, 16384, "h", 7000)])),
+            Reply::Array(Some(vec![range(10, 5, "h", 7000)])),
+            Reply::Array(Some(vec![range(0, 5, "h", 70000)])),
+            Reply::Array(Some(vec![range(-1, 5, "h", 7000)])),
+            Reply::Array(Some(vec![Reply::Array(Some(vec![Reply::Int(0), Reply::Int(1)]))])),
+        ] {
+            assert!(parse_slots(&bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(address("::1", 7000), "[::1]:7000");
+    }
+}
