@@ -71,8 +71,8 @@
 //! use redlease_core::{Config, Engine, Event, LockOptions, NodeConfig, NodeId, ReleaseOutcome};
 //!
 //! let nodes = (0..3).map(|i| NodeConfig::new("127.0.0.1", 7000 + i)).collect();
-//! // No CLIENT SETNAME: keep the handshake to the lock format check, HELLO 3 (for wake-ups on
-//! // release) and the five SCRIPT LOADs.
+//! // No CLIENT SETNAME: keep the handshake to the lock format check, HELLO 3 (wake-ups on
+//! // release; and whether the node is a Redis Cluster) and the five SCRIPT LOADs.
 //! let mut engine = Engine::new(Config::new(nodes).client_name(None)).unwrap();
 //! let now = Instant::now();
 //!

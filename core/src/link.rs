@@ -167,6 +167,15 @@ pub(crate) struct Cmd<'a> {
     pub(crate) cluster: Option<(&'a [u8], Result<u16, &'a str>)>,
 }
 
+/// A request kept for a redirect: its bytes, the redirects it followed, and the lock whose
+/// failed attempt it cleans up, if it is such a cleanup.
+#[derive(Debug)]
+pub(crate) struct Copy {
+    pub(crate) bytes: Box<[u8]>,
+    pub(crate) hops: u8,
+    pub(crate) attempt_of: Option<crate::event::LockId>,
+}
+
 /// Every node's link, then the links to cluster nodes' masters.
 #[derive(Debug)]
 pub(crate) struct Links {
@@ -186,7 +195,7 @@ pub(crate) struct Links {
     seeds: Vec<Option<(String, u16)>>,
     /// Requests to cluster nodes kept for a redirect that carry no lock to encode them again
     /// from (cleanups), by [`Pending::Resend`] number, with the redirects they followed.
-    copies: std::collections::HashMap<u32, (Box<[u8]>, u8)>,
+    copies: std::collections::HashMap<u32, Copy>,
     next_copy: u32,
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.

@@ -142,7 +142,7 @@ impl Slot {
             auto_extend: false,
             max_hold: None,
             tries: Tries { made: 0, max: 1, called: now, give_up_at: None },
-            round: Round { id: 0, start: now, tally: Tally::default(), awaiting: Vec::new(), hops: 0 },
+            round: Round { id: 0, start: now, tally: Tally::default(), awaiting: Vec::new(), hops: Vec::new() },
             phase: Phase::Free,
             waiting: false,
             heard: Vec::new(),

@@ -24,6 +24,9 @@ pub(crate) enum Step {
     /// `CLUSTER SLOTS` on a node that turned out to be a Redis Cluster: it is ready once its
     /// slot map is read.
     Slots,
+    /// `INFO cluster`, when `HELLO` was refused and so did not say whether the node is a
+    /// Redis Cluster: requests wait for its answer.
+    ClusterInfo,
 }
 
 impl Step {
@@ -36,6 +39,7 @@ impl Step {
             Step::Format => "the lock format check",
             Step::ScriptLoad { .. } => "SCRIPT LOAD",
             Step::Slots => "CLUSTER SLOTS",
+            Step::ClusterInfo => "INFO cluster",
         }
     }
 }
@@ -93,7 +97,12 @@ pub(crate) enum Pending {
     Op { op: Op, lock: LockId, round: u32 },
     /// A release after a failed attempt or a cancel: the reply is not waited for.
     Cleanup,
-    /// A cleanup to a Redis Cluster node, kept (under `copy`) to be sent again on a redirect.
+    /// The cleanup of `lock`'s failed attempt (a [`Cleanup`](Self::Cleanup) that must not
+    /// overtake the lock's next attempt: see [`Resend`](Self::Resend)).
+    AttemptCleanup { lock: LockId },
+    /// A cleanup to a Redis Cluster node, kept (under `copy`) to be sent again on a redirect;
+    /// an attempt's cleanup is dropped instead once that acquisition made another attempt (the
+    /// same token: sent again on another master, it could delete what that attempt took).
     Resend { copy: u32 },
     /// `CLUSTER SLOTS` on a cluster node, to refresh its slot map.
     Slots,
@@ -113,7 +122,7 @@ impl Pending {
         match self {
             Pending::Step(step) => step.name(),
             Pending::Op { op, .. } => op.name(),
-            Pending::Cleanup | Pending::Resend { .. } => "the cleanup release",
+            Pending::Cleanup | Pending::AttemptCleanup { .. } | Pending::Resend { .. } => "the cleanup release",
             Pending::Slots => "CLUSTER SLOTS",
             Pending::Asking => "ASKING",
             Pending::Subscribe => "SUBSCRIBE",

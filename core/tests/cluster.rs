@@ -227,3 +227,26 @@ fn the_map_is_read_again_every_ten_seconds_and_a_new_map_is_followed() {
     assert!(commands(&rig.sent(0)).is_empty());
     assert_eq!(commands(&rig.sent(3))[0][1], format!("{{{r}}}").into_bytes());
 }
+
+#[test]
+fn a_node_that_refuses_hello_is_asked_info_and_serves_once_it_says_standalone() {
+    let mut rig = Rig::unconnected(1, |c| c.wake = true);
+    let t = rig.t0;
+    rig.engine.handle_connected(t, NodeId(0));
+    let sent = rig.sent(0);
+    rig.reply(t, 0, &handshake_answers(&sent, b"-ERR unknown command 'HELLO'\r\n"));
+    rig.engine.acquire(t, &LockOptions::new("r", Duration::from_secs(10)).attempts(1), b"me").unwrap();
+    let asked = commands(&rig.sent(0));
+    assert_eq!(asked, vec![vec![b"INFO".to_vec(), b"cluster".to_vec()]], "the lock waits for INFO's answer");
+    rig.reply(t, 0, b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    let events = rig.events();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::LinkUp { .. })),
+        "{events:?} {} in flight {} {:?}",
+        rig.engine.health(),
+        rig.engine.in_flight(NodeId(0)),
+        rig.engine.node_stats(NodeId(0))
+    );
+    let sent = commands(&rig.sent(0));
+    assert_eq!(sent[0][..2], [b"SET".to_vec(), b"r".to_vec()], "{sent:?}");
+}

@@ -97,7 +97,8 @@ fn unsafe_setups_are_caught_with_semaphores() {
 
 #[test]
 fn semaphore_runs_are_reproducible() {
-    for seed in [5, 99] {
+    // Two seeds whose runs grant more than a handful of holds (any seed replays alike).
+    for seed in [5, 57] {
         let sc = Scenario::semaphores(seed, Profile::Safe);
         let (a, b) = (run(&sc, true), run(&sc, true));
         if let Some(i) = (0..a.trace.len().max(b.trace.len())).find(|&i| a.trace.get(i) != b.trace.get(i)) {

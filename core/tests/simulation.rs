@@ -7,7 +7,8 @@
 //! SIM_SEED=1234 SIM_PROFILE=safe cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture
 //! ```
 //!
-//! (With `SIM_SEMAPHORES=1`, the same seed's semaphore run of `semaphore_simulation.rs`.)
+//! (With `SIM_SEMAPHORES=1`, the same seed's semaphore run of `semaphore_simulation.rs`; with
+//! `SIM_CLUSTERS=1`, its run with Redis Cluster nodes of `cluster_simulation.rs`.)
 
 mod sim;
 
@@ -188,10 +189,18 @@ fn trace_one_seed() {
         _ => Profile::Safe,
     };
     // SIM_SEMAPHORES=1: the run of `semaphore_simulation.rs` (every lock a semaphore's);
-    // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks).
+    // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks); SIM_CLUSTERS=1:
+    // the run of `cluster_simulation.rs` (Redis Cluster nodes), with SIM_LOSSY=1 its unsafe
+    // variant (a migration drops the slot's keys).
+    let flag = |name: &str| std::env::var(name).as_deref() == Ok("1");
     let sc = match std::env::var("SIM_SEMAPHORES").as_deref() {
         Ok("1") => Scenario::semaphores(seed, profile),
-        _ if std::env::var("SIM_RWLOCKS").as_deref() == Ok("1") => Scenario::rwlocks(seed, profile),
+        _ if flag("SIM_RWLOCKS") => Scenario::rwlocks(seed, profile),
+        _ if flag("SIM_CLUSTERS") => {
+            let mut sc = Scenario::clusters(seed, profile);
+            sc.lossy_migration = flag("SIM_LOSSY");
+            sc
+        }
         _ => Scenario::generate(seed, profile),
     };
     println!("{sc:#?}");

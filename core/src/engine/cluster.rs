@@ -102,9 +102,10 @@ impl Engine {
                 if !self.locks.in_round(lock, round) {
                     return;
                 }
-                let s = &mut self.locks[lock.slot];
-                s.round.hops = s.round.hops.saturating_add(1);
-                if usize::from(s.round.hops) > usize::from(MAX_HOPS) * self.links.len() {
+                let hops = &mut self.locks[lock.slot].round.hops;
+                let Some(h) = hops.get_mut(node.index()) else { return };
+                *h = h.saturating_add(1);
+                if *h > MAX_HOPS {
                     let vote = Vote::Error(format!("more than {MAX_HOPS} cluster redirects: {redirect:?}"));
                     self.vote(now, lock.slot, node.index(), vote);
                     return;
@@ -126,23 +127,22 @@ impl Engine {
                     true,
                 );
                 let Some((bytes, _)) = form else { return };
-                if redirect.ask {
-                    self.links.asking(now, to);
-                }
-                if let Err(vote) = self.links.send_on(now, to, pending, |out| out.extend_from_slice(&bytes)) {
+                let sent = self.links.send_asking(now, to, redirect.ask, pending, |out| out.extend_from_slice(&bytes));
+                if let Err(vote) = sent {
                     self.vote(now, lock.slot, node.index(), vote);
                 }
             }
             Pending::Resend { copy } => {
-                let Some((bytes, hops)) = self.links.take_copy(copy) else { return };
-                if hops >= MAX_HOPS {
+                let Some(copy) = self.links.take_copy(copy) else { return };
+                // An attempt's cleanup, sent on another master now, could land after the
+                // acquisition's next attempt and delete what it took (the same token): once
+                // the acquisition goes on, its final cleanup or release covers this node.
+                let superseded = copy.attempt_of.is_some_and(|lock| self.locks.get(lock).is_ok());
+                if copy.hops >= MAX_HOPS || superseded {
                     return;
                 }
                 if let Ok(to) = self.links.redirected(now, link.index(), &redirect) {
-                    if redirect.ask {
-                        self.links.asking(now, to);
-                    }
-                    self.links.resend_copy(now, to, &bytes, hops + 1);
+                    self.links.resend_copy(now, to, copy, redirect.ask);
                 }
             }
             _ => {}

@@ -76,6 +76,10 @@ impl Engine {
                     pos += used;
                     self.on_redirect(now, link, pending, redirect);
                 }
+                Ok(Next::Cluster { used, dropped }) => {
+                    pos += used;
+                    self.dropped(now, node, dropped);
+                }
                 Err(e) => {
                     self.fail_link(now, link, e);
                     return None;
@@ -97,6 +101,22 @@ impl Engine {
                 }
                 Pending::Resend { copy } => drop(self.links.take_copy(copy)),
                 Pending::Slots | Pending::Step(Step::Slots) => self.links.map_lost(link.index()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Requests to `node` that were never sent (encoded before it showed it is a Redis
+    /// Cluster): a lock's vote there fails, and its next attempt goes out in the cluster form.
+    fn dropped(&mut self, now: Instant, node: NodeId, dropped: Vec<Pending>) {
+        let vote =
+            || Vote::Error("the node turned out to be a Redis Cluster; not sent, tried again in its form".to_owned());
+        for p in dropped {
+            match p {
+                Pending::Op { lock, round, .. } if self.locks.in_round(lock, round) => {
+                    self.vote(now, lock.slot, node.index(), vote());
+                }
+                Pending::Resend { copy } => drop(self.links.take_copy(copy)),
                 _ => {}
             }
         }

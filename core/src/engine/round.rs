@@ -138,7 +138,8 @@ impl Engine {
         cmd.clear();
         let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
-            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
+            let pending = Pending::AttemptCleanup { lock: self.locks.id(idx) };
+            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), pending);
         }
         self.scratch = cmd;
     }

@@ -85,14 +85,24 @@ impl Links {
         }
     }
 
-    /// `node` turned out to be a Redis Cluster (`evidence` says how): route by slot from now
-    /// on, and read its map on its own link. Returns whether it was news.
+    /// `node` turned out to be a Redis Cluster after its handshake (a redirect, `CROSSSLOT`):
+    /// route by slot from now on, and read its map on its own link. Returns whether it was
+    /// news.
     pub(crate) fn became_cluster(&mut self, now: Instant, node: usize) -> bool {
+        let news = self.mark_cluster(node);
+        if news {
+            self.read_map(now, node, true);
+        }
+        news
+    }
+
+    /// Route `node` by slot from now on (its map is read by the caller). Returns whether it
+    /// was news.
+    pub(crate) fn mark_cluster(&mut self, node: usize) -> bool {
         if node >= self.nodes || self.is_cluster(node) {
             return false;
         }
         self.routes[node] = Some(Routes::new());
-        self.read_map(now, node, true);
         true
     }
 
@@ -155,18 +165,13 @@ impl Links {
         Ok(to)
     }
 
-    /// Queue `ASKING` on `link` (its reply is not waited for).
-    pub(crate) fn asking(&mut self, now: Instant, link: usize) {
-        let l = &mut self.links[link];
-        resp::command(&mut l.out, &[b"ASKING"]);
-        l.pending.push_back((Pending::Asking, now));
-    }
-
     /// A map read that could not be made on `link`'s node (the link went down with it).
     pub(crate) fn map_lost(&mut self, link: usize) {
         let node = self.links.get(link).map_or(usize::MAX, |l| l.owner as usize);
         if let Some(Some(routes)) = self.routes.get_mut(node) {
             routes.reading = false;
+            // Read again soon (on another link, or this one once it is back).
+            routes.refresh_at = routes.asked_at.map(|at| at + REFRESH_MIN);
         }
     }
 
@@ -176,7 +181,7 @@ impl Links {
             let due = matches!(&self.routes[node], Some(r) if !r.reading && r.refresh_at.is_some_and(|t| t <= now));
             if due {
                 if let Some(r) = self.routes[node].as_mut() {
-                    r.refresh_at = Some(now + REFRESH);
+                    r.refresh_at = Some(now + if r.known { REFRESH } else { REFRESH_MIN });
                 }
                 self.read_map(now, node, false);
             }

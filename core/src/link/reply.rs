@@ -31,6 +31,10 @@ pub(crate) enum Next {
     Message { used: usize, channel: Vec<u8>, data: Vec<u8> },
     /// A reply of `used` bytes redirecting `pending` to another master of a Redis Cluster.
     Redirect { used: usize, pending: Pending, redirect: Redirect },
+    /// The reply of `used` bytes showed the node is a Redis Cluster: the requests that waited
+    /// for it (`dropped`, encoded with the keys as they are) were never sent, and its map is
+    /// being read.
+    Cluster { used: usize, dropped: Vec<Pending> },
 }
 
 impl Links {
@@ -66,6 +70,7 @@ impl Links {
             }
         }
         let i = link.index();
+        let cluster = self.is_cluster(node.index());
         let link = &mut self.links[i];
         let Some((pending, queued)) = link.pending.pop_front() else {
             return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
@@ -95,24 +100,42 @@ impl Links {
             Answer::Op { .. } | Answer::Replicas { .. } => return Ok(Next::Op { used, answer }),
             Answer::Step(Step::Hello, StepAnswer::Ok) => {
                 // RESP3 from here on: subscribe to what the waiters need, then send what was
-                // issued meanwhile.
-                link.wake = WakeState::On;
+                // issued meanwhile (unless the format check showed a cluster).
+                if link.wake == WakeState::Unknown {
+                    link.wake = WakeState::On;
+                }
+                if cluster {
+                    return Ok(self.cluster_found(now, i, used));
+                }
                 link.release_held(now, &self.channels, self.subs_gen);
             }
             Answer::Step(Step::Hello, StepAnswer::Cluster(_)) => {
-                // A Redis Cluster: release messages come as on any node; then read its map.
-                link.wake = WakeState::On;
-                link.release_held(now, &self.channels, self.subs_gen);
-                self.became_cluster(now, node.index());
+                if link.wake == WakeState::Unknown {
+                    link.wake = WakeState::On;
+                }
+                return Ok(self.cluster_found(now, i, used));
             }
             Answer::Step(Step::Format, StepAnswer::Cluster(_)) => {
-                // The format key is in another master's slot: the node is a Redis Cluster,
-                // whose keys have a form of their own (see `crate::cluster`).
-                self.became_cluster(now, node.index());
+                // The format key is in another master's slot: a Redis Cluster, whose map is read
+                // once HELLO has answered (requests wait for it).
+                self.mark_cluster(node.index());
             }
             Answer::Step(Step::Hello, StepAnswer::Refused(message)) => {
-                link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
+                if link.wake == WakeState::Unknown {
+                    link.wake = WakeState::Polling { reason: format!("HELLO 3 refused: {message}") };
+                }
+                if cluster {
+                    return Ok(self.cluster_found(now, i, used));
+                }
+                // Without HELLO's mode, INFO says whether the node is a cluster; requests
+                // wait for its answer.
+                resp::command(&mut link.out, &[b"INFO", b"cluster"]);
+                link.pending.push_back((Pending::Step(Step::ClusterInfo), now));
+            }
+            Answer::Step(Step::ClusterInfo, StepAnswer::Cluster(_)) => return Ok(self.cluster_found(now, i, used)),
+            Answer::Step(Step::ClusterInfo, _) => {
                 link.release_held(now, &self.channels, self.subs_gen);
+                return Ok(Next::Ready(self.ready(i, used)));
             }
             Answer::SubscribeRefused(message) => {
                 let was_on = link.wake == WakeState::On;
@@ -130,11 +153,12 @@ impl Links {
                 return Err(refused(step, message));
             }
             Answer::Step(step, StepAnswer::Digest { matches: true }) => {
-                let map_next = link.pending.iter().any(|(p, _)| *p == Pending::Step(Step::Slots))
-                    || link.held_pending.iter().any(|(p, _)| *p == Pending::Step(Step::Slots));
+                let later = |p: &Pending| matches!(p, Pending::Step(Step::Slots | Step::ClusterInfo));
+                let map_next =
+                    link.pending.iter().any(|(p, _)| later(p)) || link.held_pending.iter().any(|(p, _)| later(p));
                 if let Step::ScriptLoad { last: true, .. } = step {
                     if map_next {
-                        // A cluster node's own link is ready once its map is read.
+                        // Ready once the node's kind is known (and a cluster's map read).
                         return Ok(Next::Done(used));
                     }
                     return Ok(Next::Ready(self.ready(i, used)));
@@ -146,6 +170,18 @@ impl Links {
 }
 
 impl Links {
+    /// The handshake of node link `link` showed a Redis Cluster: drop the requests held behind
+    /// it (their keys are not in the cluster form), stop holding, read the map.
+    fn cluster_found(&mut self, now: Instant, link: usize, used: usize) -> Next {
+        self.mark_cluster(link);
+        let l = &mut self.links[link];
+        l.held.clear();
+        let dropped = l.held_pending.drain(..).map(|(p, _)| p).collect();
+        l.release_held(now, &self.channels, self.subs_gen);
+        self.read_map(now, link, true);
+        Next::Cluster { used, dropped }
+    }
+
     /// The handshake of `link` is over: it is healthy again. Returns `used`.
     fn ready(&mut self, link: usize, used: usize) -> usize {
         let link = &mut self.links[link];
@@ -228,7 +264,7 @@ fn load_scripts(out: &mut Vec<u8>, steps: &mut Vec<Step>) {
 }
 
 /// The handshake of one node: AUTH and SELECT as it needs them, then the lock format check,
-/// HELLO 3 (with wake-ups on), CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
+/// HELLO 3, CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
@@ -245,10 +281,10 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
         &[b"EVAL", scripts::FORMAT_CHECK.as_bytes(), b"1", scripts::FORMAT_KEY.as_bytes(), scripts::FORMAT.as_bytes()],
     );
     steps.push(Step::Format);
-    if config.wake {
-        resp::command(&mut out, &[b"HELLO", b"3"]);
-        steps.push(Step::Hello);
-    }
+    // Always: its answer says whether the node is a Redis Cluster, before any request goes out
+    // (with wake-ups off the connection speaks RESP3 and subscribes to nothing).
+    resp::command(&mut out, &[b"HELLO", b"3"]);
+    steps.push(Step::Hello);
     set_name(&mut out, &mut steps, config);
     load_scripts(&mut out, &mut steps);
     (out, steps)

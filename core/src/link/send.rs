@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Cmd, Links};
+use super::{Cmd, Copy, Links};
 use crate::error::Vote;
 use crate::event::WakeState;
 use crate::wire::Pending;
@@ -46,10 +46,33 @@ impl Links {
             self.sync_subs_of(now, node);
         }
         let pending = match pending {
-            Pending::Cleanup if self.is_cluster(node) => self.keep_copy(bytes, 0),
+            Pending::Cleanup if self.is_cluster(node) => {
+                self.keep_copy(Copy { bytes: bytes.into(), hops: 0, attempt_of: None })
+            }
+            Pending::AttemptCleanup { lock } if self.is_cluster(node) => {
+                self.keep_copy(Copy { bytes: bytes.into(), hops: 0, attempt_of: Some(lock) })
+            }
+            Pending::AttemptCleanup { .. } => Pending::Cleanup,
             other => other,
         };
         self.send_on(now, link, pending, |out| out.extend_from_slice(bytes))
+    }
+
+    /// Queue a redirected request on `link` like [`send_on`](Self::send_on), behind `ASKING`
+    /// when `ask` (an `ASK` redirect: the flag holds for the next command only, so both go
+    /// through the same queue, or neither).
+    pub(crate) fn send_asking(
+        &mut self,
+        now: Instant,
+        link: usize,
+        ask: bool,
+        pending: Pending,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), Vote> {
+        if ask && self.links.get(link).is_some_and(super::Link::takes_requests) {
+            self.links[link].push(now, Pending::Asking, |out| crate::resp::command(out, &[b"ASKING"]));
+        }
+        self.send_on(now, link, pending, encode)
     }
 
     /// Bring link `link`'s subscriptions in line with the channels waiters need, if it
@@ -89,21 +112,23 @@ impl Links {
     }
 
     /// Keep `bytes` for a redirect (a cleanup to a cluster node), having followed `hops`.
-    fn keep_copy(&mut self, bytes: &[u8], hops: u8) -> Pending {
+    fn keep_copy(&mut self, copy: Copy) -> Pending {
         self.next_copy = self.next_copy.wrapping_add(1);
-        self.copies.insert(self.next_copy, (bytes.into(), hops));
+        self.copies.insert(self.next_copy, copy);
         Pending::Resend { copy: self.next_copy }
     }
 
-    /// A kept request whose reply came (`None`: none is kept under that number), with the
-    /// redirects it followed.
-    pub(crate) fn take_copy(&mut self, copy: u32) -> Option<(Box<[u8]>, u8)> {
+    /// A kept request whose reply came (`None`: none is kept under that number).
+    pub(crate) fn take_copy(&mut self, copy: u32) -> Option<Copy> {
         self.copies.remove(&copy)
     }
 
-    /// Queue a kept request again, on `link`, having followed `hops` redirects.
-    pub(crate) fn resend_copy(&mut self, now: Instant, link: usize, bytes: &[u8], hops: u8) {
-        let pending = self.keep_copy(bytes, hops);
-        let _ = self.send_on(now, link, pending, |out| out.extend_from_slice(bytes));
+    /// Queue a kept request again, on `link` (behind `ASKING` with `ask`), one redirect
+    /// further.
+    pub(crate) fn resend_copy(&mut self, now: Instant, link: usize, mut copy: Copy, ask: bool) {
+        copy.hops += 1;
+        let bytes = copy.bytes.clone();
+        let pending = self.keep_copy(copy);
+        let _ = self.send_asking(now, link, ask, pending, |out| out.extend_from_slice(&bytes));
     }
 }

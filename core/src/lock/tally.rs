@@ -69,8 +69,8 @@ pub(crate) struct Round {
     /// nodes with [`min_replicas`](crate::NodeConfig::min_replicas), with its round's id (kept
     /// until the next round begins, so that a late one is still trimmed).
     pub(crate) awaiting: Vec<Option<(u32, Op, OpAnswer)>>,
-    /// Cluster redirects this round's requests followed, over every node.
-    pub(crate) hops: u16,
+    /// Per node, the cluster redirects this round's request followed.
+    pub(crate) hops: Vec<u8>,
 }
 
 impl Round {
@@ -79,6 +79,7 @@ impl Round {
         self.tally.reset(n);
         self.awaiting.clear();
         self.awaiting.resize(n, None);
-        self.hops = 0;
+        self.hops.clear();
+        self.hops.resize(n, 0);
     }
 }

@@ -81,11 +81,24 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
         }
         (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
         (_, Reply::Map { .. } | Reply::Push { .. }) => Err(pending.name()),
-        (Pending::Cleanup | Pending::Resend { .. } | Pending::Asking | Pending::Step(Step::SetName), _) => {
-            Ok(Answer::Ignored)
-        }
+        (
+            Pending::Cleanup
+            | Pending::AttemptCleanup { .. }
+            | Pending::Resend { .. }
+            | Pending::Asking
+            | Pending::Step(Step::SetName),
+            _,
+        ) => Ok(Answer::Ignored),
         // A map read refused (its reply, when it is one, is read before classifying).
         (Pending::Slots, Reply::Error(_)) => Ok(Answer::Ignored),
+        // A node refusing INFO too is taken for what it answers as: standalone until a
+        // redirect says otherwise.
+        (Pending::Step(Step::ClusterInfo), Reply::Bulk(b)) if b.windows(17).any(|w| w == b"cluster_enabled:1") => {
+            Ok(Answer::Step(Step::ClusterInfo, StepAnswer::Cluster("INFO says cluster_enabled:1".to_owned())))
+        }
+        (Pending::Step(Step::ClusterInfo), Reply::Bulk(_) | Reply::Error(_)) => {
+            Ok(Answer::Step(Step::ClusterInfo, StepAnswer::Ok))
+        }
         (Pending::Step(step), Reply::Error(e)) if is_cluster_error(&text(e)) => {
             Ok(Answer::Step(step, StepAnswer::Cluster(text(e))))
         }

@@ -5,11 +5,21 @@
 //!
 //! Besides serving requests the model keeps the ground truth the checker needs: for every
 //! lock key, the spans of global time during which it held a given token (`history`).
+//!
+//! A node with a [`Shard`] is one master of a Redis Cluster: it says so in `HELLO`, answers
+//! `CLUSTER SLOTS` and `ASKING`, redirects what it does not serve, publishes cluster-wide, and
+//! hands the keys of a migrating slot to another master with their TTL.
+
+#[path = "shard.rs"]
+pub(crate) mod shard;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
+use redlease_core::cluster::hash_slot;
+
+pub(crate) use shard::Shard;
 
 /// Global simulated time, in nanoseconds since the start of the run.
 pub(crate) type Time = u64;
@@ -119,6 +129,10 @@ struct Session {
     channels: BTreeSet<Vec<u8>>,
     /// This connection is refused `HELLO 3`, as by an old Redis.
     refuse_hello: bool,
+    /// A cluster master: the connection sent `ASKING`, which holds for its next command.
+    asking: bool,
+    /// Commands read from this connection so far.
+    executed: u64,
 }
 
 /// Credentials a node requires.
@@ -139,6 +153,11 @@ pub(crate) struct NodeStats {
 }
 
 type Key = (u32, Vec<u8>);
+
+/// A lock key granted to a token or released by it: when, the number of the command on the
+/// node (to order those of one instant), the connection and the command's number on it (to
+/// know which request it was), the token and the key.
+pub(crate) type Taken = (Time, u64, (usize, u64), Vec<u8>, Vec<u8>);
 
 /// The value of a lock key while readers share it (`:readers:` when marked).
 pub(crate) const READERS: &[u8] = b":readers";
@@ -192,6 +211,19 @@ pub(crate) struct Node {
     memberships: Vec<Segment>,
     /// Push messages for connections other than the one whose input is being processed.
     pub(crate) outbox: Vec<(usize, Vec<u8>)>,
+    /// A master of a Redis Cluster: its routing.
+    pub(crate) shard: Option<Shard>,
+    /// A cluster master's release messages for the other masters' subscribers (the cluster
+    /// bus): `(channel, push frame)`.
+    pub(crate) bus: Vec<(Vec<u8>, Vec<u8>)>,
+    /// What releases took away: when, whose token, which lock key (a reader's: the key it
+    /// read). No release of a token may take what the attempt that got the lock was granted
+    /// before its holder asks (see the world).
+    pub(crate) released: Vec<Taken>,
+    /// What acquisitions took: when, which token, which lock key (a reader's: the key).
+    pub(crate) granted: Vec<Taken>,
+    /// The command being executed: its connection, and its number on it.
+    current: (usize, u64),
 }
 
 #[derive(Clone, Copy)]
@@ -228,6 +260,13 @@ fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
         (r[2].0, r[2].1, Script::ReadRelease),
         (r[3].0, r[3].1, Script::Downgrade),
     ]
+}
+
+/// Which script `arg` (an `EVAL`'s source or an `EVALSHA`'s digest) is, as an index of the
+/// scripts the model knows.
+pub(crate) fn script_index(arg: &[u8]) -> Option<usize> {
+    let sha = arg.to_ascii_lowercase();
+    known_scripts().iter().position(|s| s.0.as_bytes() == arg || s.1.as_bytes() == sha.as_slice())
 }
 
 /// What a script answers.
@@ -287,6 +326,11 @@ impl Node {
             lost_readers: Vec::new(),
             memberships: Vec::new(),
             outbox: Vec::new(),
+            shard: None,
+            bus: Vec::new(),
+            released: Vec::new(),
+            granted: Vec::new(),
+            current: (usize::MAX, 0),
         }
     }
 
@@ -359,6 +403,8 @@ impl Node {
                     pos += used;
                     match command_args(frame) {
                         Some(args) => {
+                            self.current = (conn, session.executed);
+                            session.executed += 1;
                             self.execute(now, &mut session, &args, &mut out);
                             self.publish(conn, &session, &mut out);
                         }
@@ -425,6 +471,15 @@ impl Node {
 
     /// End of the run: close every open span (live keys end when they would expire).
     pub(crate) fn finish(&mut self, now: Time) {
+        self.close_spans(now);
+        let spans = reader_spans(&self.history, std::mem::take(&mut self.memberships));
+        self.history.extend(spans);
+    }
+
+    /// The first half of [`finish`](Self::finish): every span closed, the readers' memberships
+    /// left in `memberships` (a cluster joins them with the lock keys' spans of all its
+    /// masters: a slot's keys may migrate one at a time).
+    pub(crate) fn close_spans(&mut self, now: Time) {
         if !self.up {
             self.restart(now);
         }
@@ -445,15 +500,164 @@ impl Node {
         for (k, set) in std::mem::take(&mut self.readers) {
             self.close_members(&k, set, Time::MAX);
         }
-        // A reader owns the key while it is a live member and the key holds `:readers`.
-        let shared: Vec<Segment> = self.history.iter().filter(|s| s.token == READERS).cloned().collect();
-        for m in std::mem::take(&mut self.memberships) {
-            for s in shared.iter().filter(|s| s.db == m.db && s.key == m.key) {
-                let (from, to) = (m.from.max(s.from), m.to.min(s.to));
-                if from < to {
-                    let key = [READERS_PREFIX, &m.key].concat();
-                    self.history.push(Segment { db: m.db, key, token: m.token.clone(), from, to });
+    }
+
+    /// The closed spans of reader membership (key: the lock key), taken out.
+    pub(crate) fn take_memberships(&mut self) -> Vec<Segment> {
+        std::mem::take(&mut self.memberships)
+    }
+
+    // ----- a cluster master ----------------------------------------------------------------
+
+    /// What a cluster master does before running a command: `ASKING`, `CLUSTER SLOTS`, `HELLO`
+    /// (with its mode), `SELECT` of another database (refused), and the redirects of requests
+    /// it does not serve. Returns whether the command was answered here.
+    fn cluster_command(
+        &mut self,
+        now: Time,
+        session: &mut Session,
+        name: &[u8],
+        args: &[Vec<u8>],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        // `ASKING` holds for the next command only, whatever it is.
+        let asking = std::mem::take(&mut session.asking);
+        let hello_ok = !self.resp2 && !session.refuse_hello;
+        let Some(shard) = self.shard.as_mut() else { return false };
+        match (name, args.len()) {
+            (b"ASKING", 1) => {
+                session.asking = true;
+                out.extend_from_slice(b"+OK\r\n");
+                return true;
+            }
+            (b"CLUSTER", 2) if args[1].eq_ignore_ascii_case(b"SLOTS") => {
+                out.extend_from_slice(&shard.slots_reply());
+                return true;
+            }
+            (b"INFO", 2) if args[1].eq_ignore_ascii_case(b"cluster") => {
+                out.extend_from_slice(b"$30\r\n# Cluster\r\ncluster_enabled:1\r\n\r\n");
+                return true;
+            }
+            (b"HELLO", 2) if hello_ok && args[1] == b"3" => {
+                session.resp3 = true;
+                out.extend_from_slice(HELLO_CLUSTER);
+                return true;
+            }
+            (b"SELECT", 2) if args[1] != b"0" => {
+                self.problems.push("SELECT of a database on a cluster node".into());
+                out.extend_from_slice(b"-ERR SELECT is not allowed in cluster mode\r\n");
+                return true;
+            }
+            _ => {}
+        }
+        let keys = shard::request_keys(args);
+        let db = session.db;
+        let have: Vec<&[u8]> = keys.iter().copied().filter(|k| self.has_key(db, k)).collect();
+        let Some(shard) = self.shard.as_mut() else { return false };
+        match shard.route(now, &keys, asking, |k| have.contains(&k)) {
+            Ok(()) => {
+                // A lock's keys take their cluster form on a cluster node (`{K}`, or tagged):
+                // `K` is another key, which a client that uses `{K}` does not see. (The lock
+                // format key is read as it is, by the handshake.)
+                if let Some(k) = keys.iter().find(|k| !k.contains(&b'{') && **k != b"redlease:format") {
+                    let what = String::from_utf8_lossy(&args[0]);
+                    self.problems.push(format!(
+                        "a cluster master ran {what} over {:?}, a key without its hash tag",
+                        show_key(k)
+                    ));
                 }
+                false
+            }
+            Err(e) => {
+                // (Keys without a tag come from an engine that does not know the node is a
+                // cluster yet: `CROSSSLOT` is how it learns. Once it knows, it tags them.)
+                if e.starts_with("CROSSSLOT") && keys.iter().all(|k| k.contains(&b'{')) {
+                    let keys: Vec<String> = keys.iter().map(|k| show_key(k)).collect();
+                    self.problems.push(format!("a request over tagged keys of two slots: {keys:?}"));
+                }
+                out.extend_from_slice(format!("-{e}\r\n").as_bytes());
+                true
+            }
+        }
+    }
+
+    /// Whether `key` exists in `db`: a value, a waiter queue, or a lock key's readers.
+    fn has_key(&self, db: u32, key: &[u8]) -> bool {
+        let k = (db, key.to_vec());
+        self.data.contains_key(&k)
+            || self.queues.contains_key(&k)
+            || key.strip_prefix(READERS_PREFIX).is_some_and(|lock| self.readers.contains_key(&(db, lock.to_vec())))
+    }
+
+    /// The names of the keys this master has in `slot` at `now` (a lock key's readers under
+    /// their own key, `redlease:readers:K`).
+    pub(crate) fn slot_keys(&mut self, now: Time, slot: u16) -> Vec<Vec<u8>> {
+        self.purge(now);
+        let readers = self.readers.keys().map(|(_, k)| [READERS_PREFIX, k].concat());
+        let names = self.data.keys().chain(self.queues.keys()).map(|(_, k)| k.clone()).chain(readers);
+        names.filter(|k| hash_slot(k) == slot).collect()
+    }
+
+    /// Take the keys `names` out at `now`, as `MIGRATE` sends them (lock keys' spans end here).
+    pub(crate) fn export(&mut self, now: Time, names: &[Vec<u8>]) -> Moved {
+        self.purge(now);
+        let ms = self.clock.local(now).div_euclid(MS as i64);
+        let mut moved = Moved::default();
+        for name in names {
+            let key = (0, name.clone());
+            if let Some(e) = self.data.remove(&key) {
+                // Redis sends what is left of the TTL, in whole ms, at least 1.
+                let ttl = e.expires.map(|x| (x.div_euclid(MS as i64) - ms).max(1));
+                if self.is_lock_key(name) {
+                    let span = Segment { db: 0, key: name.clone(), token: e.value.clone(), from: e.since, to: now };
+                    self.history.push(span);
+                }
+                moved.data.push((key.clone(), e, ttl));
+            }
+            if let Some(q) = self.queues.remove(&key) {
+                moved.queues.push((key.clone(), q));
+            }
+            if let Some(lock) = name.strip_prefix(READERS_PREFIX) {
+                let lock = (0, lock.to_vec());
+                if let Some(set) = self.readers.remove(&lock) {
+                    let ttl = (set.expires.div_euclid(MS as i64) - ms).max(1);
+                    for (token, &(score, since)) in &set.members {
+                        self.close_member(&lock, token.clone(), score, since, now);
+                    }
+                    moved.readers.push((lock, set, ttl));
+                }
+            }
+        }
+        moved
+    }
+
+    /// Keys that migrated here arrive at `now` (`RESTORE`): each expires its TTL from now on
+    /// this master's clock; spans start here. A key this master has already stays (a
+    /// migration never meets one: it is a model problem).
+    pub(crate) fn import(&mut self, now: Time, moved: Moved) {
+        let ms = self.clock.local(now).div_euclid(MS as i64);
+        for (key, mut e, ttl) in moved.data {
+            if self.data.contains_key(&key) {
+                self.problems.push(format!("BUSYKEY: {:?} migrated to a master that has it", show_key(&key.1)));
+                continue;
+            }
+            e.expires = ttl.map(|t| (ms + t) * MS as i64);
+            e.since = now;
+            self.data.insert(key, e);
+        }
+        for (key, q) in moved.queues {
+            if self.queues.insert(key.clone(), q).is_some() {
+                self.problems.push(format!("BUSYKEY: queue {:?} migrated to a master that has it", show_key(&key.1)));
+            }
+        }
+        for (key, mut set, ttl) in moved.readers {
+            set.expires = (ms + ttl) * MS as i64;
+            for m in set.members.values_mut() {
+                m.1 = now;
+            }
+            if self.readers.insert(key.clone(), set).is_some() {
+                self.problems
+                    .push(format!("BUSYKEY: readers of {:?} migrated to a master that has them", show_key(&key.1)));
             }
         }
     }
@@ -538,6 +742,9 @@ impl Node {
             out.extend_from_slice(b"-NOAUTH Authentication required.\r\n");
             return;
         }
+        if self.shard.is_some() && self.cluster_command(now, session, &name, args, out) {
+            return;
+        }
         match (name.as_slice(), args.len()) {
             (b"AUTH", 2 | 3) => {
                 let (user, pass) = if args.len() == 3 { (Some(&args[1]), &args[2]) } else { (None, &args[1]) };
@@ -570,6 +777,9 @@ impl Node {
                 _ => out.extend_from_slice(b"-ERR DB index is out of range\r\n"),
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
+            (b"INFO", 2) if args[1].eq_ignore_ascii_case(b"cluster") => {
+                out.extend_from_slice(b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n");
+            }
             (b"HELLO", 2) if self.resp2 || session.refuse_hello => {
                 out.extend_from_slice(b"-ERR unknown command 'HELLO'\r\n")
             }
@@ -619,6 +829,7 @@ impl Node {
                     Some(_) if self.get(session.db, &args[1]).is_some() => out.extend_from_slice(b"$-1\r\n"),
                     Some(ttl) => {
                         self.set(now, session.db, &args[1], &args[2], Some(ttl));
+                        self.granted.push((now, self.stats.commands, self.current, args[2].clone(), args[1].clone()));
                         out.extend_from_slice(b"+OK\r\n");
                     }
                 }
@@ -680,6 +891,20 @@ impl Node {
                 if c != conn && s.resp3 && !s.closed && s.channels.contains(&channel) {
                     self.outbox.push((c, push.clone()));
                 }
+            }
+            if self.shard.is_some() {
+                // A cluster propagates every PUBLISH to the subscribers of all its masters.
+                self.bus.push((channel, push));
+            }
+        }
+    }
+
+    /// A release message another master of the cluster published: to this master's
+    /// subscribers, through the outbox.
+    pub(crate) fn relay(&mut self, channel: &[u8], push: &[u8]) {
+        for (&c, s) in &self.sessions {
+            if s.resp3 && !s.closed && s.channels.contains(channel) {
+                self.outbox.push((c, push.to_vec()));
             }
         }
     }
@@ -775,6 +1000,7 @@ impl Node {
         }
         for k in locks {
             self.set(now, db, k, token, Some(ttl));
+            self.granted.push((now, self.stats.commands, self.current, token.clone(), k.clone()));
         }
         if front.is_some() {
             for q in qkeys {
@@ -878,6 +1104,7 @@ impl Node {
         for &i in &take {
             // A slot already ours keeps its value (and mark); only the TTL is set again.
             self.set(now, db, &slots[i], token, Some(ttl));
+            self.granted.push((now, self.stats.commands, self.current, token.clone(), slots[i].clone()));
             if fencing {
                 f = f.max(self.get(db, &fences[i]).and_then(parse_int).unwrap_or(0));
             }
@@ -988,6 +1215,7 @@ impl Node {
             }
             if self.get(db, k) == Some(token) && self.del(now, db, k) {
                 d += 1;
+                self.released.push((now, self.stats.commands, self.current, token.to_vec(), k.clone()));
                 if !marked {
                     // Nobody waited: compare-and-delete only.
                     self.stats.quiet_releases += 1;
@@ -1178,6 +1406,7 @@ impl Node {
             return Ok(0);
         }
         self.zadd(now, &key, token, ms + ttl);
+        self.granted.push((now, self.stats.commands, self.current, token.clone(), key.1.clone()));
         if front.is_some() {
             self.leave_queue(&qkey, &entry);
         }
@@ -1231,6 +1460,9 @@ impl Node {
         let qkey = (db, keys[2].clone());
         let ms = self.read_start(now, &key);
         let d = i64::from(self.zrem(now, &key, token));
+        if d > 0 {
+            self.released.push((now, self.stats.commands, self.current, token.to_vec(), key.1.clone()));
+        }
         if leave {
             self.leave_queue(&qkey, &[token.as_slice(), b":", reserve].concat());
         }
@@ -1302,6 +1534,49 @@ impl Node {
         }
         Ok(m)
     }
+}
+
+/// The spans in which each reader of `memberships` owned its lock key: while a live member and
+/// the key held `:readers` (a span of `history`), recorded under the readers' key
+/// (`redlease:readers:K`) with the reader's token.
+pub(crate) fn reader_spans(history: &[Segment], memberships: Vec<Segment>) -> Vec<Segment> {
+    let shared: Vec<&Segment> = history.iter().filter(|s| s.token == READERS).collect();
+    let mut out = Vec::new();
+    for m in memberships {
+        for s in shared.iter().filter(|s| s.db == m.db && s.key == m.key) {
+            let (from, to) = (m.from.max(s.from), m.to.min(s.to));
+            if from < to {
+                let key = [READERS_PREFIX, &m.key].concat();
+                out.push(Segment { db: m.db, key, token: m.token.clone(), from, to });
+            }
+        }
+    }
+    out
+}
+
+/// Keys of one slot on their way from one cluster master to another (`MIGRATE`): values with
+/// their TTL in whole milliseconds, as Redis sends it; waiter queues; readers, whose scores
+/// are readings of the source's clock (the masters of a simulated cluster share one clock).
+#[derive(Debug, Default)]
+pub(crate) struct Moved {
+    data: Vec<(Key, Entry, Option<i64>)>,
+    queues: Vec<(Key, VecDeque<Vec<u8>>)>,
+    readers: Vec<(Key, ReaderSet, i64)>,
+}
+
+impl Moved {
+    /// How many keys.
+    pub(crate) fn len(&self) -> usize {
+        self.data.len() + self.queues.len() + self.readers.len()
+    }
+}
+
+/// `HELLO 3` as a cluster master answers it (shortened).
+const HELLO_CLUSTER: &[u8] = b"%4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n\
+$4\r\nmode\r\n$7\r\ncluster\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
+
+fn show_key(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
 }
 
 fn command_args(frame: OwnedFrame) -> Option<Vec<Vec<u8>>> {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use redlease_core::Retry;
+use redlease_core::cluster::hash_slot;
 
 use super::node::{Auth, Clock, MS, Time};
 use super::rng::Rng;
@@ -44,6 +45,24 @@ pub(crate) enum Fault {
     ScriptFlush { node: usize },
     /// The client stops (a long GC pause); its input waits.
     PauseClient { client: usize, dur: Time },
+    /// A Redis Cluster node moves `slot` from its owner to another master (chosen then): the
+    /// owner migrates it, the other imports it, `moves` keys go over one at a time within
+    /// `window`, then the rest, and the slot is the other master's; the remaining masters
+    /// learn it `gossip` later. With `pingpong`, the new owner still points back at the old
+    /// one for that long (a stale `MOVED`, so requests bounce between the two).
+    Migrate { node: usize, slot: u16, window: Time, moves: u32, gossip: Time, pingpong: Option<Time> },
+    /// The owner of `slot` on a cluster node answers a stale `MOVED` to another master for
+    /// `dur`, whatever it holds. (Not a stale `ASK`: a source asks only for keys it no longer
+    /// has, and one sent for a key it has would let the importing master create a second copy.)
+    Stale { node: usize, slot: u16, dur: Time },
+}
+
+/// A Redlock node that is a Redis Cluster: how many masters, and which of them serves each
+/// slot in play at the start (the others are split evenly).
+#[derive(Clone, Debug)]
+pub(crate) struct ClusterPlan {
+    pub(crate) masters: usize,
+    pub(crate) hot: Vec<(u16, usize)>,
 }
 
 /// Everything about one run.
@@ -101,6 +120,11 @@ pub(crate) struct Scenario {
     /// write lock being downgraded while held.
     pub(crate) read_per_mille: u64,
     pub(crate) downgrade_per_mille: u64,
+    /// Which nodes are Redis Clusters (empty: none).
+    pub(crate) clusters: Vec<Option<ClusterPlan>>,
+    /// UNSAFE: a migrating slot's keys are dropped instead of moved (the new owner starts
+    /// empty, as after a failover to a replica that never had them).
+    pub(crate) lossy_migration: bool,
 }
 
 impl Scenario {
@@ -254,6 +278,8 @@ impl Scenario {
             multi_permit_per_mille: 0,
             read_per_mille: 0,
             downgrade_per_mille: 0,
+            clusters: Vec::new(),
+            lossy_migration: false,
         }
     }
 
@@ -283,6 +309,72 @@ impl Scenario {
         sc.clients = sc.clients.max(rng.range(3, 5) as usize);
         sc.read_per_mille = rng.pick(&[400, 600, 800]);
         sc.downgrade_per_mille = rng.pick(&[0, 250, 500]);
+        sc
+    }
+
+    /// Draw a run of Redis Cluster nodes of `profile` from `seed`: the mutex, semaphore or
+    /// reader-writer run of the seed (by `seed % 3`), where some nodes (at least one, possibly
+    /// all) are Redis Clusters of 2 or 3 masters. Each cluster starts with the slots in play
+    /// (the resources' and the lock format key's) on masters drawn at random, and within the
+    /// fault phase migrates them between masters (one at a time) and injects stale redirects.
+    /// Locks take one resource (two resources hash to two slots, which a cluster refuses),
+    /// and nodes use database 0 (the only one a cluster has).
+    pub(crate) fn clusters(seed: u64, profile: Profile) -> Self {
+        let mut sc = match seed % 3 {
+            0 => Self::generate(seed, profile),
+            1 => Self::semaphores(seed, profile),
+            _ => Self::rwlocks(seed, profile),
+        };
+        let mut rng = Rng::new(seed ^ 0xC1_05E7);
+        sc.multi = false;
+        sc.db = 0;
+        let hot: Vec<u16> = (0..sc.resources)
+            .map(|r| hash_slot(format!("r{r}").as_bytes()))
+            .chain([hash_slot(b"redlease:format")])
+            .collect();
+        let mut clusters: Vec<Option<ClusterPlan>> = (0..sc.nodes)
+            .map(|_| {
+                rng.chance(600).then(|| {
+                    let masters = rng.range(2, 3) as usize;
+                    ClusterPlan { masters, hot: hot.iter().map(|&s| (s, rng.below(masters as u64) as usize)).collect() }
+                })
+            })
+            .collect();
+        if clusters.iter().all(Option::is_none) {
+            let n = rng.below(sc.nodes as u64) as usize;
+            let masters = rng.range(2, 3) as usize;
+            clusters[n] = Some(ClusterPlan {
+                masters,
+                hot: hot.iter().map(|&s| (s, rng.below(masters as u64) as usize)).collect(),
+            });
+        }
+        let calm_at = sc.calm_at;
+        for (node, _) in clusters.iter().enumerate().filter(|(_, c)| c.is_some()) {
+            for _ in 0..rng.range(1, 4) {
+                // Mostly the resources' slots (the format key's is read at handshakes only).
+                let slot =
+                    if rng.chance(850) { hot[rng.below(sc.resources as u64) as usize] } else { hot[sc.resources] };
+                let window = rng.range(300, 8_000) * US;
+                let gossip = rng.range(0, 3_000) * US;
+                let pingpong = rng.chance(400).then(|| rng.range(300, 4_000) * US);
+                let moves = rng.range(0, 3) as u32;
+                let span = window + gossip.max(pingpong.unwrap_or(0)) + MS;
+                if let Some(last) = calm_at.checked_sub(span).filter(|&l| l > 0) {
+                    let t = rng.range(0, last);
+                    sc.faults.push((t, Fault::Migrate { node, slot, window, moves, gossip, pingpong }));
+                }
+            }
+            for _ in 0..rng.range(0, 3) {
+                let slot = hot[rng.below(sc.resources as u64) as usize];
+                let dur = rng.range(200, 4_000) * US;
+                if let Some(last) = calm_at.checked_sub(dur + MS).filter(|&l| l > 0) {
+                    let t = rng.range(0, last);
+                    sc.faults.push((t, Fault::Stale { node, slot, dur }));
+                }
+            }
+        }
+        sc.faults.sort_by_key(|f| f.0);
+        sc.clusters = clusters;
         sc
     }
 

@@ -6,8 +6,15 @@
 //! nodes (and from different clients) reorder freely. A lost message breaks its connection
 //! (both ends see it, the client a little later); everything still in flight on it is gone.
 //! Paused nodes keep their input until they resume; crashed nodes lose their connections.
+//!
+//! A node that is a Redis Cluster is several model nodes ("servers"), one per master (see
+//! [`cluster`](super::cluster)); a fault of the node hits all of them. In runs with clusters
+//! the world drives connections as the client drivers do, through `poll_connect` and
+//! `poll_close` (links to masters come and go with the slot maps), follows every request
+//! through the redirects it meets (no chain may exceed [`MAX_CHAIN`]), and checks that no
+//! release of an acquisition's token takes what the round that got the lock was granted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use redlease_core::{
@@ -16,7 +23,9 @@ use redlease_core::{
 };
 
 use super::checker::{self, Hold, Semaphore, Violation, ms};
-use super::node::{MS, Node, Segment, Time};
+use super::cluster::{self, Cluster};
+use super::node::shard::{self, HOST, Stale};
+use super::node::{MS, Node, Segment, Time, reader_spans};
 use super::rng::Rng;
 use super::scenario::{Fault, Scenario, US};
 
@@ -32,28 +41,48 @@ macro_rules! trace {
     };
 }
 
+/// Redirects the engine follows for one request to a Redis Cluster node (its `MAX_HOPS`: "a
+/// round follows at most 5 redirects per node"). A longer chain is reported as a violation.
+pub(crate) const MAX_CHAIN: u64 = 5;
+
+/// A request as the world recognizes it when it is sent again after a redirect: the command
+/// (`SET`, or the script's index), its keys and its arguments (`EVALSHA` and `EVAL` of one
+/// script are one request).
+type Req = (usize, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// What happens at a time. A server is a model node: a standalone node, or a master of a
+/// cluster node. A link is one of a client's engine links (a node's own link has the node's
+/// index); `ConnectFailed` is the failure of a connect attempt the engine asked for. A
+/// cluster node's migration moves one key (`MoveKey`) and ends (`EndMigration`); a master
+/// learns who owns a slot now (`Gossip`).
 #[derive(Debug)]
 enum Ev {
     ToNode { conn: usize, bytes: Vec<u8> },
     ToClient { conn: usize, bytes: Vec<u8> },
     Timer { client: usize, at: Time },
-    Connect { client: usize, node: usize },
+    Connect { client: usize, link: usize },
+    ConnectFailed { client: usize, link: usize },
     Established { conn: usize },
     Disconnected { conn: usize },
     Wake { client: usize, seq: u64 },
     Fault(Fault),
-    ResumeNode { node: usize },
-    RestartNode { node: usize },
-    Heal { node: usize },
+    ResumeNode { server: usize },
+    RestartNode { server: usize },
+    Heal { server: usize },
     ResumeClient { client: usize },
     Calm,
     Vanish { client: usize },
+    MoveKey { node: usize },
+    EndMigration { node: usize, gossip: Time, pingpong: Option<Time> },
+    Gossip { server: usize, slot: u16 },
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Conn {
     client: usize,
+    /// The server it reaches, and the client's link it is.
     node: usize,
+    link: usize,
     alive: bool,
     /// Latest scheduled delivery per direction (0: to the node, 1: to the client).
     last: [Time; 2],
@@ -90,7 +119,22 @@ enum Work {
 
 struct Client {
     engine: Option<Engine>,
+    /// The connection of each link.
     conn: Vec<Option<usize>>,
+    /// Runs with clusters, per link: the bytes written on its connection that do not make a
+    /// whole command yet, the commands awaiting their replies (a request with the redirects
+    /// that led to it), and the reply bytes that do not make a whole reply yet.
+    tx: Vec<Vec<u8>>,
+    sent: Vec<VecDeque<Option<(Req, u64)>>>,
+    rx: Vec<Vec<u8>>,
+    /// Requests the replies being read redirected (with their node and the redirects so far),
+    /// until the engine sends them again in the same step.
+    redirected: Vec<(usize, Req, u64)>,
+    /// The lock of each token this client acquired with.
+    locks: BTreeMap<Vec<u8>, LockId>,
+    /// The link whose `HELLO` reply is being read: what the engine held behind it goes out
+    /// now, encoded in a round that may be over.
+    hello: Option<usize>,
     timer: Option<Time>,
     paused: bool,
     deferred: Vec<Ev>,
@@ -142,6 +186,21 @@ pub(crate) struct Stats {
     pub(crate) downgrades_asked: u64,
     pub(crate) downgrades: u64,
     pub(crate) reader_overlaps: u64,
+    /// Runs with Redis Cluster nodes: the cluster nodes, slot migrations finished and the keys
+    /// they moved; what the masters answered: `MOVED`, `ASK`, the stale `MOVED`s injected,
+    /// `TRYAGAIN`, requests served after `ASKING`, `CLUSTER SLOTS`; the requests the engines
+    /// sent again after a redirect; and the longest chain of redirects one request followed.
+    pub(crate) cluster_nodes: u64,
+    pub(crate) migrations: u64,
+    pub(crate) keys_migrated: u64,
+    pub(crate) moved: u64,
+    pub(crate) ask: u64,
+    pub(crate) stale_redirects: u64,
+    pub(crate) tryagain: u64,
+    pub(crate) asking_served: u64,
+    pub(crate) map_reads: u64,
+    pub(crate) followed: u64,
+    pub(crate) max_chain: u64,
 }
 
 impl Stats {
@@ -176,6 +235,17 @@ impl Stats {
         self.downgrades_asked += o.downgrades_asked;
         self.downgrades += o.downgrades;
         self.reader_overlaps += o.reader_overlaps;
+        self.cluster_nodes += o.cluster_nodes;
+        self.migrations += o.migrations;
+        self.keys_migrated += o.keys_migrated;
+        self.moved += o.moved;
+        self.ask += o.ask;
+        self.stale_redirects += o.stale_redirects;
+        self.tryagain += o.tryagain;
+        self.asking_served += o.asking_served;
+        self.map_reads += o.map_reads;
+        self.followed += o.followed;
+        self.max_chain = self.max_chain.max(o.max_chain);
     }
 }
 
@@ -223,14 +293,28 @@ struct World {
     end: Time,
     seq: u64,
     queue: BTreeMap<(Time, u64), Ev>,
+    /// The servers: the nodes' own (node `n` is server `n`), then the other masters of the
+    /// cluster nodes.
     nodes: Vec<Node>,
-    /// Partitioned nodes: no connection gets through.
+    /// The Redlock node of each server.
+    node_of: Vec<usize>,
+    /// Each node's cluster, if it is a Redis Cluster.
+    clusters: Vec<Option<Cluster>>,
+    /// Connections are made when the engines ask (`poll_connect`, `poll_close`), as the client
+    /// drivers do: in runs with cluster nodes, whose links to masters come with the slot maps.
+    driven: bool,
+    /// Partitioned servers: no connection gets through.
     cut: Vec<bool>,
     clients: Vec<Client>,
     conns: Vec<Conn>,
     holds: Vec<Hold>,
-    /// The engine's current deadline of each hold (global time).
+    /// The engine's current deadline of each hold (global time), and when the round that
+    /// granted it started.
     claims: Vec<Time>,
+    rounds: Vec<Time>,
+    /// Runs with clusters: per connection, for each command written on it, the start of the
+    /// round of the lock whose token it carries (for the releases check of `finish`).
+    tags: Vec<Vec<Option<Time>>>,
     problems: Vec<(usize, String)>,
     calm: bool,
     vanish_armed: bool,
@@ -242,16 +326,41 @@ struct World {
 impl World {
     fn new(sc: Scenario, trace: bool) -> Self {
         let fence_prefix = Config::new(Vec::new()).fence_prefix;
-        let nodes = sc
+        let mut nodes = sc
             .clocks
             .iter()
             .zip(&sc.resp2)
             .map(|(c, &resp2)| Node::new(c.clone(), sc.auth.clone(), fence_prefix.as_bytes(), resp2))
             .collect::<Vec<_>>();
+        let mut node_of: Vec<usize> = (0..sc.nodes).collect();
+        let mut clusters = Vec::new();
+        for n in 0..sc.nodes {
+            let Some(plan) = sc.clusters.get(n).and_then(Option::as_ref) else {
+                clusters.push(None);
+                continue;
+            };
+            let (cluster, shards) = Cluster::new(n, plan, nodes.len());
+            for (m, shard) in shards.into_iter().enumerate() {
+                if m > 0 {
+                    // The masters of a cluster share its clock (see `Node::export`).
+                    nodes.push(Node::new(sc.clocks[n].clone(), sc.auth.clone(), fence_prefix.as_bytes(), false));
+                    node_of.push(n);
+                }
+                nodes[cluster.servers[m]].shard = Some(shard);
+            }
+            clusters.push(Some(cluster));
+        }
+        let driven = clusters.iter().any(Option::is_some);
         let clients = (0..sc.clients)
             .map(|c| Client {
                 engine: Some(engine_for(&sc, c)),
                 conn: vec![None; sc.nodes],
+                tx: vec![Vec::new(); sc.nodes],
+                sent: vec![VecDeque::new(); sc.nodes],
+                rx: vec![Vec::new(); sc.nodes],
+                redirected: Vec::new(),
+                locks: BTreeMap::new(),
+                hello: None,
                 timer: None,
                 paused: false,
                 deferred: Vec::new(),
@@ -267,12 +376,17 @@ impl World {
             end: sc.calm_at + sc.liveness_bound(),
             seq: 0,
             queue: BTreeMap::new(),
-            cut: vec![false; sc.nodes],
+            cut: vec![false; nodes.len()],
             nodes,
+            node_of,
+            clusters,
+            driven,
             clients,
             conns: Vec::new(),
             holds: Vec::new(),
             claims: Vec::new(),
+            rounds: Vec::new(),
+            tags: Vec::new(),
             problems: Vec::new(),
             calm: false,
             vanish_armed: false,
@@ -330,9 +444,13 @@ impl World {
     fn start(&mut self) {
         trace!(self, "{:?} run, seed {}", self.sc.profile, self.sc.seed);
         for c in 0..self.sc.clients {
-            for n in 0..self.sc.nodes {
-                let at = self.rng.range(0, 500 * US);
-                self.push(at, Ev::Connect { client: c, node: n });
+            if self.driven {
+                self.drive_links(c);
+            } else {
+                for n in 0..self.sc.nodes {
+                    let at = self.rng.range(0, 500 * US);
+                    self.push(at, Ev::Connect { client: c, link: n });
+                }
             }
             let at = self.rng.range(0, 2 * MS);
             self.schedule_wake(c, at);
@@ -348,7 +466,10 @@ impl World {
             Ev::ToClient { conn, .. } | Ev::Established { conn } | Ev::Disconnected { conn } => {
                 Some(self.conns[*conn].client)
             }
-            Ev::Timer { client, .. } | Ev::Wake { client, .. } | Ev::Connect { client, .. } => Some(*client),
+            Ev::Timer { client, .. }
+            | Ev::Wake { client, .. }
+            | Ev::Connect { client, .. }
+            | Ev::ConnectFailed { client, .. } => Some(*client),
             _ => None,
         }
     }
@@ -377,14 +498,20 @@ impl World {
                 let reply = self.nodes[n].receive(self.now, conn, &bytes);
                 self.reply(conn, reply);
                 self.deliver_published(n);
+                self.relay_bus(n);
             }
             Ev::ToClient { conn, bytes } => {
-                let Conn { node: n, client: c, alive, .. } = self.conns[conn];
+                let Conn { node: n, link, client: c, alive, .. } = self.conns[conn];
                 trace!(self, "n{n} -> c{c} #{conn} {:?}{}", show(&bytes), if alive { "" } else { " (dead link)" });
-                if !alive || self.clients[c].conn[n] != Some(conn) {
+                if !alive || self.clients[c].conn.get(link) != Some(&Some(conn)) {
                     return;
                 }
-                self.step(c, |e, now| e.handle_data(now, NodeId(n as u16), &bytes));
+                if self.driven {
+                    self.read_replies(c, link, &bytes);
+                }
+                self.step(c, |e, now| e.handle_data(now, NodeId(link as u16), &bytes));
+                self.clients[c].redirected.clear();
+                self.clients[c].hello = None;
             }
             Ev::Timer { client: c, at } => {
                 if self.clients[c].timer == Some(at) {
@@ -393,34 +520,55 @@ impl World {
                     self.step(c, |e, now| e.handle_timeout(now));
                 }
             }
-            Ev::Connect { client: c, node: n } => {
-                if !self.nodes[n].up || self.cut[n] {
-                    self.reconnect_later(c, n);
+            Ev::Connect { client: c, link } => {
+                let server = self.server_for(c, link);
+                let Some(n) = server.filter(|&n| self.nodes[n].up && !self.cut[n]) else {
+                    if self.driven {
+                        let at = self.now + self.delay() + self.delay();
+                        self.push(at, Ev::ConnectFailed { client: c, link });
+                    } else {
+                        self.reconnect_later(c, link);
+                    }
                     return;
-                }
+                };
                 let conn = self.conns.len();
-                self.conns.push(Conn { client: c, node: n, alive: true, last: [0; 2] });
+                self.conns.push(Conn { client: c, node: n, link, alive: true, last: [0; 2] });
                 self.nodes[n].accept(conn);
                 let rtt = self.delay() + self.delay();
                 self.push(self.now + rtt, Ev::Established { conn });
             }
+            Ev::ConnectFailed { client: c, link } => {
+                trace!(self, "c{c} cannot connect link {link}");
+                self.step(c, |e, now| e.handle_connect_failed(now, NodeId(link as u16), "connection refused"));
+            }
             Ev::Established { conn } => {
-                let Conn { client: c, node: n, alive, .. } = self.conns[conn];
+                let Conn { client: c, node: n, link, alive, .. } = self.conns[conn];
                 if !alive {
-                    self.reconnect_later(c, n);
+                    if self.driven {
+                        self.step(c, |e, now| e.handle_connect_failed(now, NodeId(link as u16), "connection reset"));
+                    } else {
+                        self.reconnect_later(c, link);
+                    }
                     return;
                 }
-                trace!(self, "c{c} connected to n{n} #{conn}");
-                self.clients[c].conn[n] = Some(conn);
-                self.step(c, |e, now| e.handle_connected(now, NodeId(n as u16)));
+                trace!(self, "c{c} connected to n{n} #{conn} (link {link})");
+                self.grow(c, link);
+                let cl = &mut self.clients[c];
+                cl.conn[link] = Some(conn);
+                cl.tx[link].clear();
+                cl.rx[link].clear();
+                cl.sent[link].clear();
+                self.step(c, |e, now| e.handle_connected(now, NodeId(link as u16)));
             }
             Ev::Disconnected { conn } => {
-                let Conn { client: c, node: n, .. } = self.conns[conn];
-                if self.clients[c].conn[n] == Some(conn) {
-                    trace!(self, "c{c} lost n{n} #{conn}");
-                    self.clients[c].conn[n] = None;
-                    self.step(c, |e, now| e.handle_disconnected(now, NodeId(n as u16), "closed"));
-                    self.reconnect_later(c, n);
+                let Conn { client: c, node: n, link, .. } = self.conns[conn];
+                if self.clients[c].conn.get(link) == Some(&Some(conn)) {
+                    trace!(self, "c{c} lost n{n} #{conn} (link {link})");
+                    self.clients[c].conn[link] = None;
+                    self.step(c, |e, now| e.handle_disconnected(now, NodeId(link as u16), "closed"));
+                    if !self.driven {
+                        self.reconnect_later(c, link);
+                    }
                 }
             }
             Ev::Wake { client: c, seq } => {
@@ -429,20 +577,21 @@ impl World {
                 }
             }
             Ev::Fault(f) => self.fault(f),
-            Ev::ResumeNode { node } => {
-                trace!(self, "n{node} resumes");
-                for (conn, reply) in self.nodes[node].resume(self.now) {
+            Ev::ResumeNode { server } => {
+                trace!(self, "n{server} resumes");
+                for (conn, reply) in self.nodes[server].resume(self.now) {
                     self.reply(conn, reply);
                 }
-                self.deliver_published(node);
+                self.deliver_published(server);
+                self.relay_bus(server);
             }
-            Ev::RestartNode { node } => {
-                trace!(self, "n{node} restarts");
-                self.nodes[node].restart(self.now);
+            Ev::RestartNode { server } => {
+                trace!(self, "n{server} restarts");
+                self.nodes[server].restart(self.now);
             }
-            Ev::Heal { node } => {
-                trace!(self, "n{node} reachable again");
-                self.cut[node] = false;
+            Ev::Heal { server } => {
+                trace!(self, "n{server} reachable again");
+                self.cut[server] = false;
             }
             Ev::ResumeClient { client } => {
                 trace!(self, "c{client} resumes");
@@ -457,6 +606,16 @@ impl World {
                 self.vanish_armed = true;
             }
             Ev::Vanish { client } => self.vanish(client),
+            Ev::MoveKey { node } => self.move_key(node),
+            Ev::EndMigration { node, gossip, pingpong } => self.end_migration(node, gossip, pingpong),
+            Ev::Gossip { server, slot } => {
+                let node = self.node_of[server];
+                let Some(cl) = &self.clusters[node] else { return };
+                // What the cluster settled by now (a later migration may have moved it again).
+                let owner = cl.owner(slot);
+                trace!(self, "n{server} learns that master {owner} of node {node} serves slot {slot}");
+                cluster::shard(&mut self.nodes, server).set_owner(slot, owner);
+            }
         }
     }
 
@@ -464,25 +623,65 @@ impl World {
         trace!(self, "FAULT {f:?}");
         match f {
             Fault::PauseNode { node, dur } => {
-                if self.nodes[node].up && !self.nodes[node].paused {
-                    self.nodes[node].paused = true;
-                    self.push(self.now + dur, Ev::ResumeNode { node });
+                for s in self.servers_of(node) {
+                    if self.nodes[s].up && !self.nodes[s].paused {
+                        self.nodes[s].paused = true;
+                        self.push(self.now + dur, Ev::ResumeNode { server: s });
+                    }
                 }
             }
             Fault::Crash { node, keep, down } => {
-                if self.nodes[node].up {
-                    self.nodes[node].crash(self.now, keep);
-                    self.break_node(node);
-                    self.push(self.now + down, Ev::RestartNode { node });
+                for s in self.servers_of(node) {
+                    if self.nodes[s].up {
+                        self.nodes[s].crash(self.now, keep);
+                        self.break_node(s);
+                        self.push(self.now + down, Ev::RestartNode { server: s });
+                    }
                 }
             }
             Fault::Partition { node, dur } => {
-                self.cut[node] = true;
-                self.break_node(node);
-                self.push(self.now + dur, Ev::Heal { node });
+                for s in self.servers_of(node) {
+                    self.cut[s] = true;
+                    self.break_node(s);
+                    self.push(self.now + dur, Ev::Heal { server: s });
+                }
             }
-            Fault::ClockJump { node, by } => self.nodes[node].clock.jump(self.now, by as i64),
-            Fault::ScriptFlush { node } => self.nodes[node].flush_scripts(),
+            Fault::ClockJump { node, by } => {
+                for s in self.servers_of(node) {
+                    self.nodes[s].clock.jump(self.now, by as i64);
+                }
+            }
+            Fault::ScriptFlush { node } => {
+                for s in self.servers_of(node) {
+                    self.nodes[s].flush_scripts();
+                }
+            }
+            Fault::Migrate { node, slot, window, moves, gossip, pingpong } => {
+                let Some(cl) = &self.clusters[node] else { return };
+                let (from, masters) = (cl.owner(slot), cl.servers.len() as u64);
+                let to = (from + 1 + self.rng.below(masters - 1) as usize) % masters as usize;
+                let Some(cl) = &mut self.clusters[node] else { return };
+                if !cl.start(&mut self.nodes, slot, to) {
+                    trace!(self, "node {node}: a migration is under way; slot {slot} stays");
+                    return;
+                }
+                trace!(self, "node {node} migrates slot {slot} from master {from} to {to}");
+                for _ in 0..moves {
+                    let at = self.now + self.rng.range(0, window);
+                    self.push(at, Ev::MoveKey { node });
+                }
+                self.push(self.now + window, Ev::EndMigration { node, gossip, pingpong });
+            }
+            Fault::Stale { node, slot, dur } => {
+                let Some(cl) = &self.clusters[node] else { return };
+                let (owner, masters) = (cl.owner(slot), cl.servers.len() as u64);
+                let to = (owner + 1 + self.rng.below(masters - 1) as usize) % masters as usize;
+                let stale = Stale { slot, to, until: self.now + dur };
+                trace!(self, "node {node}: master {owner} redirects slot {slot} to master {to} (stale)");
+                if let Some(cl) = &self.clusters[node] {
+                    cl.stale(&mut self.nodes, owner, stale);
+                }
+            }
             Fault::PauseClient { client, dur } => {
                 let c = &mut self.clients[client];
                 if !c.paused && !matches!(c.work, Work::Gone) {
@@ -562,6 +761,7 @@ impl World {
         }
     }
 
+    /// Break every connection to server `node`.
     fn break_node(&mut self, node: usize) {
         for conn in 0..self.conns.len() {
             if self.conns[conn].node == node {
@@ -572,7 +772,223 @@ impl World {
 
     fn reconnect_later(&mut self, c: usize, n: usize) {
         let at = self.now + self.rng.range(200 * US, 3 * MS);
-        self.push(at, Ev::Connect { client: c, node: n });
+        self.push(at, Ev::Connect { client: c, link: n });
+    }
+
+    // ----- cluster nodes -------------------------------------------------------------------
+
+    /// The servers of Redlock node `node`: itself, or its cluster's masters.
+    fn servers_of(&self, node: usize) -> Vec<usize> {
+        match &self.clusters[node] {
+            Some(cl) => cl.servers.clone(),
+            None => vec![node],
+        }
+    }
+
+    /// The server client `c`'s link `link` connects to: a node's own, or the master of a
+    /// cluster node at the address the engine gives (`None`: nothing listens there).
+    fn server_for(&self, c: usize, link: usize) -> Option<usize> {
+        if link < self.sc.nodes {
+            return Some(link);
+        }
+        let (owner, host, port) = self.clients[c].engine.as_ref()?.link_endpoint(NodeId(link as u16))?;
+        let node = owner.index();
+        let cl = self.clusters.get(node)?.as_ref().filter(|_| host == HOST)?;
+        cl.master_at(node, port).map(|m| cl.servers[m])
+    }
+
+    /// Make room for client `c`'s link `link` (links to masters come after the nodes').
+    fn grow(&mut self, c: usize, link: usize) {
+        let cl = &mut self.clients[c];
+        while cl.conn.len() <= link {
+            cl.conn.push(None);
+            cl.tx.push(Vec::new());
+            cl.sent.push(VecDeque::new());
+            cl.rx.push(Vec::new());
+        }
+    }
+
+    /// The release messages server `s` published for the rest of its cluster: to the other
+    /// masters' subscribers (a paused master sends nothing: the message is lost).
+    fn relay_bus(&mut self, s: usize) {
+        let bus = std::mem::take(&mut self.nodes[s].bus);
+        if bus.is_empty() {
+            return;
+        }
+        let others: Vec<usize> = self.servers_of(self.node_of[s]).into_iter().filter(|&o| o != s).collect();
+        for (channel, push) in &bus {
+            for &o in &others {
+                if self.nodes[o].up && !self.nodes[o].paused {
+                    self.nodes[o].relay(channel, push);
+                } else {
+                    self.stats.publish_dropped += 1;
+                }
+            }
+        }
+        for o in others {
+            self.deliver_published(o);
+        }
+    }
+
+    /// Do what a client driver does with client `c`'s connections: drop those the engine
+    /// failed, start those it asks for.
+    fn drive_links(&mut self, c: usize) {
+        let now = self.instant(self.now);
+        while let Some(link) = self.clients[c].engine.as_mut().and_then(Engine::poll_close) {
+            let link = link.index();
+            self.grow(c, link);
+            trace!(self, "c{c} closes link {link}");
+            if let Some(conn) = self.clients[c].conn[link].take() {
+                self.break_conn(conn);
+            }
+        }
+        while let Some(link) = self.clients[c].engine.as_mut().and_then(|e| e.poll_connect(now)) {
+            let link = link.index();
+            self.grow(c, link);
+            if let Some(conn) = self.clients[c].conn[link].take() {
+                self.break_conn(conn);
+            }
+            let at = self.now + self.rng.range(0, 200 * US);
+            self.push(at, Ev::Connect { client: c, link });
+        }
+    }
+
+    /// A key of the slot node `node` migrates goes over, when both masters can (else a little
+    /// later, while the migration lasts).
+    fn move_key(&mut self, node: usize) {
+        let Some(cl) = &mut self.clusters[node] else { return };
+        let Some((slot, from, to)) = cl.migration else { return };
+        let (src, dst) = (cl.servers[from], cl.servers[to]);
+        if !self.able(src) || !self.able(dst) {
+            self.push(self.now + 300 * US, Ev::MoveKey { node });
+            return;
+        }
+        let lossy = self.sc.lossy_migration;
+        let Some(cl) = &mut self.clusters[node] else { return };
+        let n = cl.move_keys(&mut self.nodes, self.now, Some(&mut self.rng), lossy);
+        trace!(self, "node {node}: {n} key(s) of slot {slot} moved from master {from} to {to}");
+    }
+
+    /// The migration of node `node` ends, when both masters can (else a little later): the
+    /// rest of the keys move, the slot is the target's, the other masters learn it within
+    /// `gossip`, and with `pingpong` the new owner points back at the old one for that long.
+    fn end_migration(&mut self, node: usize, gossip: Time, pingpong: Option<Time>) {
+        let Some(cl) = &self.clusters[node] else { return };
+        let Some((_, from, to)) = cl.migration else { return };
+        let (src, dst) = (cl.servers[from], cl.servers[to]);
+        if !self.able(src) || !self.able(dst) {
+            self.push(self.now + 300 * US, Ev::EndMigration { node, gossip, pingpong });
+            return;
+        }
+        let lossy = self.sc.lossy_migration;
+        let Some(cl) = &mut self.clusters[node] else { return };
+        let Some((slot, from, to)) = cl.finish(&mut self.nodes, self.now, lossy) else { return };
+        let others: Vec<usize> =
+            cl.servers.iter().enumerate().filter(|&(m, _)| m != from && m != to).map(|(_, &s)| s).collect();
+        trace!(self, "node {node}: slot {slot} is master {to}'s now (was {from}'s)");
+        for server in others {
+            let at = self.now + self.rng.range(0, gossip);
+            self.push(at, Ev::Gossip { server, slot });
+        }
+        if let Some(dur) = pingpong {
+            trace!(self, "node {node}: master {to} points slot {slot} back at master {from} (stale)");
+            if let Some(cl) = &self.clusters[node] {
+                cl.stale(&mut self.nodes, to, Stale { slot, to: from, until: self.now + dur });
+            }
+        }
+    }
+
+    /// Whether server `s` can take part in a migration (it is up and running).
+    fn able(&self, s: usize) -> bool {
+        self.nodes[s].up && !self.nodes[s].paused
+    }
+
+    /// Replies to client `c` on link `link` (runs with clusters): match each to the command it
+    /// answers, and note the requests that were redirected, for [`sent`](Self::sent) to know
+    /// them when the engine sends them again.
+    fn read_replies(&mut self, c: usize, link: usize, bytes: &[u8]) {
+        let node = self.node_of_link(c, link);
+        let cl = &mut self.clients[c];
+        cl.rx[link].extend_from_slice(bytes);
+        let mut pos = 0;
+        while let Some((kind, first, used)) = reply_frame(&cl.rx[link][pos..]) {
+            pos += used;
+            if kind == b'>' && first.eq_ignore_ascii_case(b"message") {
+                continue;
+            }
+            // What the engine held until it knew the node's kind goes out after HELLO's answer,
+            // or after INFO's when HELLO was refused.
+            let refused = kind == b'-' && first.windows(7).any(|w| w == b"'HELLO'");
+            if kind == b'%' || refused || (kind == b'$' && first.starts_with(b"# Cluster")) {
+                cl.hello = Some(link);
+            }
+            let Some(front) = cl.sent[link].pop_front() else { continue };
+            let redirect = kind == b'-' && (first.starts_with(b"MOVED ") || first.starts_with(b"ASK "));
+            if let (true, Some((req, chain))) = (redirect, front) {
+                cl.redirected.push((node, req, chain + 1));
+            }
+        }
+        cl.rx[link].drain(..pos);
+    }
+
+    /// Commands client `c` wrote on link `link` (runs with clusters): each request is a new
+    /// one, or one the engine sends again after a redirect, whose chain of redirects must stay
+    /// within [`MAX_CHAIN`].
+    fn sent(&mut self, c: usize, link: usize, bytes: &[u8]) {
+        let node = self.node_of_link(c, link);
+        self.clients[c].tx[link].extend_from_slice(bytes);
+        let mut pos = 0;
+        let mut commands = Vec::new();
+        while let Some((args, used)) = command(&self.clients[c].tx[link][pos..]) {
+            pos += used;
+            commands.push(request(&args));
+        }
+        self.clients[c].tx[link].drain(..pos);
+        let conn = self.clients[c].conn[link].expect("written on a connection");
+        for req in commands {
+            // (What `HELLO` held back was encoded earlier, in a round unknown here.)
+            let held = self.clients[c].hello == Some(link);
+            let tag = req.as_ref().filter(|_| !held).and_then(|r| self.round_of(c, r));
+            if self.tags.len() <= conn {
+                self.tags.resize(conn + 1, Vec::new());
+            }
+            self.tags[conn].push(tag);
+            let entry = req.map(|req| {
+                let cl = &mut self.clients[c];
+                let again = cl.redirected.iter().position(|(n, r, _)| *n == node && *r == req);
+                let chain = again.map_or(0, |i| cl.redirected.swap_remove(i).2);
+                (req, chain)
+            });
+            self.stats.followed += entry.as_ref().map_or(0, |e| u64::from(e.1 > 0));
+            if let Some((req, chain)) = &entry {
+                self.stats.max_chain = self.stats.max_chain.max(*chain);
+                if *chain > MAX_CHAIN {
+                    let what = String::from_utf8_lossy(&req.1.concat()).into_owned();
+                    self.problem(
+                        c,
+                        format!("a request over {what:?} sent to node {node} after {chain} redirects in a row"),
+                    );
+                }
+            }
+            self.clients[c].sent[link].push_back(entry);
+        }
+    }
+
+    /// When the current round of the lock whose token request `req` carries started (a
+    /// grant's request carries it: `SET`'s value, a script's first argument).
+    fn round_of(&self, c: usize, req: &Req) -> Option<Time> {
+        let token = req.2.first()?;
+        let lock = *self.clients[c].locks.get(token)?;
+        let (start, _) = self.clients[c].engine.as_ref()?.round(lock)?;
+        Some(self.time(start))
+    }
+
+    /// The Redlock node client `c`'s link `link` belongs to.
+    fn node_of_link(&self, c: usize, link: usize) -> usize {
+        match self.clients[c].engine.as_ref().and_then(|e| e.link_endpoint(NodeId(link as u16))) {
+            Some((owner, _, _)) => owner.index(),
+            None => link,
+        }
     }
 
     // ----- driving an engine ---------------------------------------------------------------
@@ -597,16 +1013,20 @@ impl World {
             self.on_event(c, ev);
         }
         self.refresh_hold(c);
+        if self.driven {
+            self.drive_links(c);
+        }
         self.flush(c);
         self.rearm(c);
         if let Some(e) = self.clients[c].engine.as_ref() {
-            let most = (0..self.sc.nodes).map(|n| e.in_flight(NodeId(n as u16))).max().unwrap_or(0);
+            let most = (0..e.link_count()).map(|n| e.in_flight(NodeId(n as u16))).max().unwrap_or(0);
             self.stats.max_in_flight = self.stats.max_in_flight.max(most);
         }
     }
 
     fn flush(&mut self, c: usize) {
-        for n in 0..self.sc.nodes {
+        let links = self.clients[c].engine.as_ref().map_or(0, Engine::link_count);
+        for n in 0..links {
             loop {
                 let Some(e) = self.clients[c].engine.as_mut() else { return };
                 let Some(bytes) = e.poll_transmit(NodeId(n as u16)) else { break };
@@ -618,8 +1038,13 @@ impl World {
                 };
                 let bytes = bytes[..take].to_vec();
                 e.advance_transmit(NodeId(n as u16), take);
-                match self.clients[c].conn[n] {
-                    Some(conn) => self.send(conn, 0, bytes),
+                match self.clients[c].conn.get(n).copied().flatten() {
+                    Some(conn) => {
+                        if self.driven {
+                            self.sent(c, n, &bytes);
+                        }
+                        self.send(conn, 0, bytes);
+                    }
                     None => self.problem(c, format!("the engine wrote to node {n}, which is not connected")),
                 }
             }
@@ -812,6 +1237,7 @@ impl World {
         );
         match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
+                self.clients[c].locks.insert(token.clone(), lock);
                 self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits, shared };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
@@ -901,6 +1327,8 @@ impl World {
                     self.problem(c, format!("{lock:?} is_shared {is_shared}, asked shared {shared}"));
                 }
                 self.claims.push(claim);
+                let round = self.clients[c].engine.as_ref().and_then(|e| e.round(lock)).map(|r| r.0);
+                self.rounds.push(round.map_or(self.now, |r| self.time(r)));
                 self.stats.acquired += 1;
                 self.stats.fenced += u64::from(fence.is_some());
                 let valid = claim.saturating_sub(self.now).max(1);
@@ -977,6 +1405,8 @@ impl World {
                     let next = self.holds.len();
                     self.holds.push(reader);
                     self.claims.push(self.time(valid_until));
+                    // (A downgrade takes nothing new: its reader's grant is the writer's.)
+                    self.rounds.push(self.rounds[hold]);
                     trace!(self, "c{c} downgraded: hold {hold} ends, reader hold {next} begins");
                     if let Work::Holding { hold, downgrading, .. } = &mut self.clients[c].work {
                         *hold = next;
@@ -1022,8 +1452,10 @@ impl World {
                     LinkError::Lost { .. } | LinkError::ConnectFailed { .. } => {}
                     _ => self.problem(c, format!("link failed: {error}")),
                 }
+                // (A world driven by `poll_close` drops the link the engine names there: the
+                // error names the node, and a cluster node has several links.)
                 let n = error.node().index();
-                if let Some(conn) = self.clients[c].conn[n] {
+                if let (false, Some(conn)) = (self.driven, self.clients[c].conn[n]) {
                     self.break_conn(conn);
                 }
             }
@@ -1067,8 +1499,41 @@ impl World {
                 self.close_hold(hold, self.now);
             }
         }
-        for n in &mut self.nodes {
-            n.finish(self.end);
+        // What each Redlock node held: a cluster's masters together, its keys named as the
+        // checker names them (see `shard::plain_key`).
+        let mut histories: Vec<Vec<Segment>> = Vec::new();
+        for node in 0..self.sc.nodes {
+            let Some(cl) = &self.clusters[node] else {
+                let n = &mut self.nodes[node];
+                n.finish(self.end);
+                histories.push(n.history.clone());
+                continue;
+            };
+            let (mut history, mut members) = (Vec::new(), Vec::new());
+            for &s in &cl.servers {
+                let n = &mut self.nodes[s];
+                n.close_spans(self.end);
+                let plain = |seg: Segment| Segment { key: shard::plain_key(&seg.key), ..seg };
+                history.extend(n.history.iter().cloned().map(plain));
+                members.extend(n.take_memberships().into_iter().map(plain));
+                if let Some(sh) = &n.shard {
+                    let st = &sh.stats;
+                    self.stats.moved += st.moved;
+                    self.stats.ask += st.ask;
+                    self.stats.stale_redirects += st.stale;
+                    self.stats.tryagain += st.tryagain;
+                    self.stats.asking_served += st.asking;
+                    self.stats.map_reads += st.map_reads;
+                }
+            }
+            let readers = reader_spans(&history, members);
+            history.extend(readers);
+            histories.push(history);
+            self.stats.cluster_nodes += 1;
+            self.stats.migrations += cl.migrations;
+            self.stats.keys_migrated += cl.keys_moved;
+        }
+        for n in &self.nodes {
             self.stats.noscript += n.stats.noscript;
             self.stats.quiet_releases += n.stats.quiet_releases;
         }
@@ -1085,13 +1550,46 @@ impl World {
                 self.holds.iter().filter(|h| h.shared && h.resources.iter().any(|r| r == name)).collect();
             self.stats.reader_overlaps += checker::reader_overlaps(&readers);
         }
-        let histories: Vec<&[Segment]> = self.nodes.iter().map(|n| n.history.as_slice()).collect();
+        let histories: Vec<&[Segment]> = histories.iter().map(Vec::as_slice).collect();
         let dbs = vec![self.sc.db; self.sc.nodes];
         let quorum = self.sc.nodes / 2 + 1;
         let mut violations = checker::check(&self.holds, &histories, &dbs, quorum);
         for (i, n) in self.nodes.iter().enumerate() {
+            let node = self.node_of[i];
+            let master = self.clusters[node].as_ref().and_then(|cl| cl.servers.iter().position(|&s| s == i));
             for p in &n.problems {
-                violations.push(Violation::Node { node: i, what: p.clone() });
+                let what = master.map_or_else(|| p.clone(), |m| format!("master {m}: {p}"));
+                violations.push(Violation::Node { node, what });
+            }
+            let plain = |key: &Vec<u8>| if master.is_some() { shard::plain_key(key) } else { key.clone() };
+            for (at, seq, _, token, key) in &n.released {
+                // A release of a lock key that ran after the round that got the lock was
+                // granted it there, and before the holder asked to release (the world ends
+                // the hold when it asks): all attempts of an acquisition share the token, so
+                // it was sent for an earlier one, and took what the later one was granted.
+                let key = plain(key);
+                let by_round = |round: Time| {
+                    n.granted.iter().any(|(_, gs, (conn, i), t, k)| {
+                        t == token
+                            && plain(k) == key
+                            && gs < seq
+                            && self.tags.get(*conn).and_then(|t| t.get(*i as usize)) == Some(&Some(round))
+                    })
+                };
+                let hold = self.holds.iter().enumerate().find(|(i, h)| {
+                    h.token == *token && h.resources.contains(&key) && *at < h.end && by_round(self.rounds[*i])
+                });
+                if let Some((_, h)) = hold {
+                    violations.push(Violation::Engine {
+                        client: h.client,
+                        what: format!(
+                            "a release of {} ran on node {node} at {}, after the round that got the lock ({h}) was \
+                             granted there: sent for an earlier attempt, it took the key the lock stands on",
+                            String::from_utf8_lossy(token),
+                            ms(*at)
+                        ),
+                    });
+                }
             }
         }
         for (c, p) in &self.problems {
@@ -1107,13 +1605,24 @@ impl World {
                 .map(|h| h.start)
                 .min();
             if next.is_none_or(|t| t > deadline) {
+                // Cluster nodes whose slot map an engine never read: they vote no lock at all.
+                let mut unmapped = Vec::new();
+                for (c, engine) in self.clients.iter().enumerate().filter_map(|(c, cl)| Some((c, cl.engine.as_ref()?)))
+                {
+                    for (n, node) in engine.health().nodes.iter().enumerate() {
+                        if node.cluster.as_ref().is_some_and(|m| !m.known) {
+                            unmapped.push(format!("client {c} never read the slot map of node {n}"));
+                        }
+                    }
+                }
                 violations.push(Violation::Liveness {
                     what: format!(
-                        "client {vc} vanished at {} holding {:?}; nobody else held it by {} (next hold: {})",
+                        "client {vc} vanished at {} holding {:?}; nobody else held it by {} (next hold: {}){}",
                         ms(*v),
                         resources,
                         ms(deadline),
-                        next.map_or("never".into(), ms)
+                        next.map_or("never".into(), ms),
+                        if unmapped.is_empty() { String::new() } else { format!("; {}", unmapped.join(", ")) }
                     ),
                 });
             }
@@ -1149,6 +1658,12 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
     cfg.wake = sc.wake;
     cfg.wake_stagger = Duration::from_micros(200);
+    if sc.clusters.iter().any(Option::is_some) {
+        // The engine schedules reconnects (the world follows `poll_connect`): on the scale of
+        // the run, like the world's own schedule, not the default 50 ms to 2 s.
+        cfg.reconnect_min = Duration::from_micros(500);
+        cfg.reconnect_max = Duration::from_millis(4);
+    }
     if let Some(liveness) = sc.liveness {
         cfg.liveness_timeout = Some(Duration::from_nanos(liveness));
         cfg.connect_timeout = Duration::from_nanos(liveness);
@@ -1159,4 +1674,74 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
 fn show(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     if s.chars().count() > 160 { format!("{}…", s.chars().take(160).collect::<String>()) } else { s.into_owned() }
+}
+
+/// The reply at the front of `buf`, if whole: its type byte, the first line's text (or a
+/// push's kind), and its length.
+fn reply_frame(buf: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    let kind = *buf.first()?;
+    let end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let line = &buf[1..end];
+    let mut pos = end + 2;
+    let first = match kind {
+        b'$' | b'!' | b'=' => {
+            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+            if n < 0 {
+                return Some((kind, Vec::new(), pos));
+            }
+            let body = buf.get(pos..pos + n as usize)?.to_vec();
+            pos += n as usize + 2;
+            if buf.len() < pos {
+                return None;
+            }
+            body
+        }
+        b'*' | b'%' | b'~' | b'>' | b'|' => {
+            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+            let items = if matches!(kind, b'%' | b'|') { 2 * n.max(0) } else { n.max(0) };
+            let mut first = Vec::new();
+            for i in 0..items {
+                let (_, text, used) = reply_frame(&buf[pos..])?;
+                if i == 0 {
+                    first = text;
+                }
+                pos += used;
+            }
+            first
+        }
+        _ => line.to_vec(),
+    };
+    Some((kind, first, pos))
+}
+
+/// The command at the front of `buf` (an array of bulk strings, as the engine writes them),
+/// if whole: its arguments and its length.
+fn command(buf: &[u8]) -> Option<(Vec<&[u8]>, usize)> {
+    let line = |at: usize| -> Option<(usize, usize)> {
+        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let n = std::str::from_utf8(buf.get(at + 1..end)?).ok()?.parse().ok()?;
+        Some((n, end + 2))
+    };
+    let (n, mut pos) = line(0).filter(|_| buf[0] == b'*')?;
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (len, at) = line(pos).filter(|_| buf.get(pos) == Some(&b'$'))?;
+        args.push(buf.get(at..at + len)?);
+        pos = at + len + 2;
+    }
+    (buf.len() >= pos).then_some((args, pos))
+}
+
+/// The request a command is, if it is one: `SET`, or a script call, as [`Req`].
+fn request(args: &[&[u8]]) -> Option<Req> {
+    let owned = |from: usize, n: usize| args.iter().skip(from).take(n).map(|a| a.to_vec()).collect::<Vec<_>>();
+    match args.first()?.to_ascii_uppercase().as_slice() {
+        b"SET" => Some((usize::MAX, owned(1, 1), owned(2, usize::MAX))),
+        b"EVAL" | b"EVALSHA" => {
+            let script = super::node::script_index(args.get(1)?)?;
+            let n: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            Some((script, owned(3, n), owned(3 + n, usize::MAX)))
+        }
+        _ => None,
+    }
 }
