@@ -125,11 +125,12 @@ struct Client {
     /// whole command yet, the commands awaiting their replies (a request with the redirects
     /// that led to it), and the reply bytes that do not make a whole reply yet.
     tx: Vec<Vec<u8>>,
-    sent: Vec<VecDeque<Option<(Req, u64)>>>,
+    sent: Vec<VecDeque<Option<(Req, u64, Option<Time>)>>>,
     rx: Vec<Vec<u8>>,
-    /// Requests the replies being read redirected (with their node and the redirects so far),
-    /// until the engine sends them again in the same step.
-    redirected: Vec<(usize, Req, u64)>,
+    /// Requests the replies being read redirected (with their node, the redirects so far and
+    /// their round), until the engine sends them again in the same step (a request of a new
+    /// round, a retry, starts a chain of its own).
+    redirected: Vec<(usize, Req, u64, Option<Time>)>,
     /// The lock of each token this client acquired with.
     locks: BTreeMap<Vec<u8>, LockId>,
     /// The link whose `HELLO` reply is being read: what the engine held behind it goes out
@@ -924,8 +925,8 @@ impl World {
             }
             let Some(front) = cl.sent[link].pop_front() else { continue };
             let redirect = kind == b'-' && (first.starts_with(b"MOVED ") || first.starts_with(b"ASK "));
-            if let (true, Some((req, chain))) = (redirect, front) {
-                cl.redirected.push((node, req, chain + 1));
+            if let (true, Some((req, chain, round))) = (redirect, front) {
+                cl.redirected.push((node, req, chain + 1, round));
             }
         }
         cl.rx[link].drain(..pos);
@@ -955,12 +956,12 @@ impl World {
             self.tags[conn].push(tag);
             let entry = req.map(|req| {
                 let cl = &mut self.clients[c];
-                let again = cl.redirected.iter().position(|(n, r, _)| *n == node && *r == req);
+                let again = cl.redirected.iter().position(|(n, r, _, round)| *n == node && *r == req && *round == tag);
                 let chain = again.map_or(0, |i| cl.redirected.swap_remove(i).2);
-                (req, chain)
+                (req, chain, tag)
             });
             self.stats.followed += entry.as_ref().map_or(0, |e| u64::from(e.1 > 0));
-            if let Some((req, chain)) = &entry {
+            if let Some((req, chain, _)) = &entry {
                 self.stats.max_chain = self.stats.max_chain.max(*chain);
                 if *chain > MAX_CHAIN {
                     let what = String::from_utf8_lossy(&req.1.concat()).into_owned();
