@@ -125,7 +125,7 @@ struct Client {
     /// whole command yet, the commands awaiting their replies (a request with the redirects
     /// that led to it), and the reply bytes that do not make a whole reply yet.
     tx: Vec<Vec<u8>>,
-    sent: Vec<VecDeque<Option<(Req, u64, Option<Time>)>>>,
+    sent: Vec<VecDeque<Option<Sent>>>,
     rx: Vec<Vec<u8>>,
     /// Requests the replies being read redirected (with their node, the redirects so far and
     /// their round), until the engine sends them again in the same step (a request of a new
@@ -274,6 +274,9 @@ pub(crate) fn run(sc: &Scenario, trace: bool) -> Outcome {
     }
     w.finish()
 }
+
+/// A request on a link: what it is, the redirects it followed, and its round.
+type Sent = (Req, u64, Option<Time>);
 
 /// The holder that vanished.
 struct Vanished {
