@@ -11,7 +11,7 @@ mod peers;
 use std::process::ExitCode;
 
 use redlease_benches::plan::{Options, USAGE};
-use redlease_benches::{adapters, embedded, floor, pipelined, run};
+use redlease_benches::{adapters, floor, run};
 
 fn main() -> ExitCode {
     let opts = match Options::parse(std::env::args().skip(1)) {
@@ -27,11 +27,7 @@ fn main() -> ExitCode {
     };
     opts.ignored.iter().for_each(|arg| eprintln!("note: ignoring {arg:?} (see --help)"));
     // In table order: the adapters, the floors and the ceiling, the peers.
-    let mut subjects = adapters::subjects();
-    subjects.push(Box::new(embedded::subject()));
-    subjects.extend(floor::subjects());
-    subjects.push(Box::new(pipelined::Pipelined));
-    subjects.extend(peers::subjects());
+    let subjects: Vec<_> = [adapters::subjects(), floor::subjects(), peers::subjects()].into_iter().flatten().collect();
     match run::run(&opts, &subjects) {
         Ok(failures) if failures.is_empty() => ExitCode::SUCCESS,
         Ok(failures) => {

@@ -7,50 +7,43 @@ use std::time::Duration;
 
 use redlease_core::{Config, ReleaseOutcome, Retry, TlsSettings, Transport};
 
+use crate::embedded::Embed;
 use crate::exec::{AsyncStd, Exec, Smol, Threads, Tokio};
 use crate::floor::{ASYNC, BLOCKING};
-use crate::generic::{Generic, Locker, Target};
 use crate::plan::{Scenario, Shape, WAIT};
-use crate::subject::Subject;
+use crate::subject::{Generic, Locker, Subject, Target};
 
-/// The five adapters run through [`Generic`], in table order (the embedded mio driver's
-/// subject is `embedded::subject`), then two of them on a semaphore of 4 and with a read lock,
-/// and one on nodes with replicas, each paired with its own mutex.
+/// The five adapters with a client, in table order, then two of them on a semaphore of 4 and
+/// with a read lock, and one on nodes with replicas, each paired with its own mutex, then the
+/// embedded mio driver.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
-    use Scenario::{Handoff, Lockers, Sequential, Stalled, Tls};
+    use Scenario::{Cluster, Handoff, Lockers, Sequential, Stalled, Tls};
     use Shape::{Mutex, Read, Replicated};
     const ALL: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff];
-    const WITH_TLS: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls];
+    const MT: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls, Cluster];
     const SEM: &[Scenario] = &[Sequential, Handoff];
-    let sem4 = Shape::Semaphore(4);
+    let (mt, mio, sem4) =
+        (|s| TokioAdapter(|| Tokio::new(true), s), |s| MioBlocking(|| Ok(Threads), s), Shape::Semaphore(4));
     vec![
-        Box::new(Generic::new("tokio-mt", ASYNC, WITH_TLS, TokioAdapter(|| Tokio::new(true), Mutex))),
+        Box::new(Generic::new("tokio-mt", ASYNC, MT, mt(Mutex))),
         Box::new(Generic::new("tokio-ct", ASYNC, ALL, TokioAdapter(|| Tokio::new(false), Mutex))),
         Box::new(Generic::new("smol", ASYNC, ALL, SmolAdapter(|| Ok(Smol::default()), Mutex))),
         Box::new(Generic::new("async-std", ASYNC, ALL, SmolAdapter(|| Ok(AsyncStd), Mutex))),
-        Box::new(Generic::new("mio-blocking", BLOCKING, ALL, MioBlocking(Mutex))),
-        Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", SEM, TokioAdapter(|| Tokio::new(true), sem4))),
-        Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, MioBlocking(sem4))),
-        Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], TokioAdapter(|| Tokio::new(true), Read))),
-        Box::new(Generic::new("mio-blocking-read", "mio-blocking", &[Sequential], MioBlocking(Read))),
-        Box::new(Generic::new(
-            "tokio-mt-replicas",
-            "tokio-mt",
-            &[Sequential],
-            TokioAdapter(|| Tokio::new(true), Replicated),
-        )),
+        Box::new(Generic::new("mio-blocking", BLOCKING, ALL, mio(Mutex))),
+        Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", SEM, mt(sem4))),
+        Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, mio(sem4))),
+        Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], mt(Read))),
+        Box::new(Generic::new("mio-blocking-read", "mio-blocking", &[Sequential], mio(Read))),
+        Box::new(Generic::new("tokio-mt-replicas", "tokio-mt", &[Sequential], mt(Replicated))),
+        Box::new(Generic::new("mio-embedded", BLOCKING, &[Sequential, Lockers, Stalled, Tls], Embed)),
     ]
 }
 
-/// The config for `urls`: the defaults, except 3 attempts 20–200 ms apart instead of waiting
-/// up to 10 s (what the peers do); the benchmark's TLS nodes are trusted through their CA.
-pub fn config(urls: &[String]) -> Result<Config, String> {
-    config_for(urls, Shape::Mutex)
-}
-
-/// [`config`], for a subject locking `shape`: [`Shape::Replicated`] nodes count a grant once
-/// one replica has it (within 20 ms, what `?min_replicas=1` gives).
-fn config_for(urls: &[String], shape: Shape) -> Result<Config, String> {
+/// The config for `urls`, for a subject locking `shape`: the defaults, except 3 attempts
+/// 20–200 ms apart instead of waiting up to 10 s (what the peers do); [`Shape::Replicated`]
+/// nodes count a grant once one replica has it (within 20 ms, what `?min_replicas=1` gives);
+/// the benchmark's TLS nodes are trusted through their CA.
+pub fn config(urls: &[String], shape: Shape) -> Result<Config, String> {
     let retry = Retry::new(3, Duration::from_millis(20), Duration::from_millis(200));
     let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?.retry(retry);
     if shape == Shape::Replicated {
@@ -71,9 +64,35 @@ pub(crate) fn released(outcome: ReleaseOutcome) -> Result<(), String> {
     }
 }
 
-/// A clone of a client and what it locks, its calls awaited (`[.await]`) or not (`[]`).
-macro_rules! locker {
-    ($locker:ident, $krate:ident, [$($aw:tt)*]) => {
+/// An adapter as a [`Target`]: the runtime its function makes, its client (connected by
+/// `$connect`, given the config and the runtime) and a clone of it per locker of the lockers
+/// scenario, locking the shape given, its calls awaited (`[.await]`) or not (`[]`). The
+/// crates name their types alike.
+macro_rules! adapter {
+    ($target:ident, $locker:ident, $krate:ident, [$($aw:tt)*], |$config:ident, $exec:ident| $connect:expr) => {
+        #[doc = concat!("`", stringify!($krate), "` on the runtime its function makes, locking a shape.")]
+        #[derive(Debug)]
+        pub struct $target<E>(pub fn() -> Result<E, String>, pub Shape);
+
+        impl<E: Exec> Target for $target<E> {
+            type Exec = E;
+            type Locker = $locker;
+
+            fn exec(&self) -> Result<E, String> {
+                (self.0)()
+            }
+
+            async fn connect(&self, $exec: &E, urls: &[String]) -> Result<$locker, String> {
+                let $config = config(urls, self.1)?;
+                let client: Result<$krate::Client, String> = $connect;
+                Ok($locker(client?, self.1))
+            }
+
+            fn shape(&self) -> Shape {
+                self.1
+            }
+        }
+
         #[doc = concat!("A clone of a `", stringify!($krate), "` client, and what it locks.")]
         #[derive(Debug)]
         pub struct $locker($krate::Client, Shape);
@@ -93,6 +112,10 @@ macro_rules! locker {
                 self.0.lock_with(self.1.options(key).wait(WAIT))$($aw)*.map_err(|e| e.to_string())
             }
 
+            fn fork(&self) -> Result<Self, String> {
+                Ok($locker(self.0.clone(), self.1))
+            }
+
             fn slot(held: &$krate::Guard) -> u16 {
                 held.permits().first().copied().unwrap_or(0)
             }
@@ -100,71 +123,18 @@ macro_rules! locker {
     };
 }
 
-/// An async adapter: its client (`with_driver`, the driver spawned on the runtime the
-/// function makes, as `with_config` does) and a clone of it per locker, locking the shape
-/// given. The two crates name their types alike.
-macro_rules! async_adapter {
-    ($target:ident, $locker:ident, $krate:ident) => {
-        #[doc = concat!("`", stringify!($krate), "` on the runtime its function makes.")]
-        #[derive(Debug)]
-        pub struct $target<E>(pub fn() -> Result<E, String>, pub Shape);
-
-        impl<E: Exec> Target for $target<E> {
-            type Exec = E;
-            type Client = $krate::Client;
-            type Locker = $locker;
-
-            fn exec(&self) -> Result<E, String> {
-                (self.0)()
-            }
-
-            async fn connect(&self, exec: &E, urls: &[String]) -> Result<$krate::Client, String> {
-                let (client, driver) =
-                    $krate::Client::with_driver(config_for(urls, self.1)?).await.map_err(|e| e.to_string())?;
-                exec.detach(driver);
-                Ok(client)
-            }
-
-            fn locker(&self, client: &$krate::Client) -> Result<$locker, String> {
-                Ok($locker(client.clone(), self.1))
-            }
-
-            fn shape(&self) -> Shape {
-                self.1
-            }
-        }
-
-        locker!($locker, $krate, [.await]);
-    };
-}
-
-async_adapter!(TokioAdapter, TokioLocker, redlease_tokio);
-async_adapter!(SmolAdapter, SmolLocker, redlease_smol);
-
-/// redlease-mio's blocking client, a clone per locker thread, locking the shape given.
-#[derive(Debug)]
-pub struct MioBlocking(pub Shape);
-
-impl Target for MioBlocking {
-    type Exec = Threads;
-    type Client = redlease_mio::Client;
-    type Locker = MioLocker;
-
-    fn exec(&self) -> Result<Threads, String> {
-        Ok(Threads)
-    }
-
-    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<redlease_mio::Client, String> {
-        redlease_mio::Client::with_config(config_for(urls, self.0)?).map_err(|e| e.to_string())
-    }
-
-    fn locker(&self, client: &redlease_mio::Client) -> Result<MioLocker, String> {
-        Ok(MioLocker(client.clone(), self.0))
-    }
-
-    fn shape(&self) -> Shape {
-        self.0
-    }
-}
-
-locker!(MioLocker, redlease_mio, []);
+// The async clients' drivers (from `with_driver`) are spawned on the runtime, as `with_config` does.
+adapter!(TokioAdapter, TokioLocker, redlease_tokio, [.await], |config, exec| {
+    let (client, driver) = redlease_tokio::Client::with_driver(config).await.map_err(|e| e.to_string())?;
+    exec.detach(driver);
+    Ok(client)
+});
+adapter!(SmolAdapter, SmolLocker, redlease_smol, [.await], |config, exec| {
+    let (client, driver) = redlease_smol::Client::with_driver(config).await.map_err(|e| e.to_string())?;
+    exec.detach(driver);
+    Ok(client)
+});
+// redlease-mio's blocking client, on threads.
+adapter!(MioBlocking, MioLocker, redlease_mio, [], |config, _exec| {
+    redlease_mio::Client::with_config(config).map_err(|e| e.to_string())
+});

@@ -5,7 +5,7 @@
 //! command and turns the loop until the driver reports its outcome. With many (lockers),
 //! they are state machines in that one loop, each releasing its lock as soon as it is granted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -15,35 +15,23 @@ use redlease_mio::{Driver, LockOptions, new_token};
 
 use crate::adapters::{config, released};
 use crate::exec::Threads;
-use crate::generic::{Generic, Locker, Target};
-use crate::plan::{Plan, Scenario, TTL};
-use crate::subject::Load;
+use crate::plan::{Plan, Shape, TTL, own_key};
+use crate::subject::{Load, Locker, Target};
 use crate::usage::Usage;
 
-/// The embedded driver as a subject.
-pub fn subject() -> Generic<Embed> {
-    use Scenario::{Lockers, Sequential, Stalled, Tls};
-    Generic::new("mio-embedded", crate::floor::BLOCKING, &[Sequential, Lockers, Stalled, Tls], Embed)
-}
-
-/// The host as the one locker of the generic scenarios.
+/// The embedded driver as a [`Target`]: the host as the one locker of the generic scenarios.
 #[derive(Debug)]
 pub struct Embed;
 
 impl Target for Embed {
     type Exec = Threads;
-    type Client = Vec<String>;
     type Locker = Host;
 
     fn exec(&self) -> Result<Threads, String> {
         Ok(Threads)
     }
 
-    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<Vec<String>, String> {
-        Ok(urls.to_vec())
-    }
-
-    fn locker(&self, urls: &Vec<String>) -> Result<Host, String> {
+    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<Host, String> {
         Host::connect(urls)
     }
 
@@ -54,11 +42,11 @@ impl Target for Embed {
 
 /// The lockers scenario as state machines in the host's one loop.
 fn host_lockers(urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
-    let mut host = Host::connect(urls)?;
+    let (mut host, keys): (_, Vec<_>) = (Host::connect(urls)?, (0..lockers).map(|i| own_key(i, lockers)).collect());
     // Per lock under way: its locker and when it was asked for.
     let mut live: HashMap<LockId, (usize, Instant)> = HashMap::new();
-    for i in 0..lockers {
-        live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
+    for (i, key) in keys.iter().enumerate() {
+        live.insert(host.start(key)?, (i, Instant::now()));
     }
     let (opens, mut window, mut load) = (Instant::now() + plan.load.warmup, None, Load::default());
     loop {
@@ -84,7 +72,7 @@ fn host_lockers(urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, St
             if window.is_some() {
                 load.count(outcome.map(|()| now - asked));
             }
-            live.insert(host.start(&format!("bench:own:{i}"))?, (i, Instant::now()));
+            live.insert(host.start(&keys[i])?, (i, Instant::now()));
         }
     }
 }
@@ -98,24 +86,20 @@ pub struct Host {
 }
 
 impl Host {
-    /// Register a driver and wait until every node's link is up.
+    /// Register a driver and turn the loop until every node has been tried, then require a
+    /// quorum ready (the driver's own readiness).
     fn connect(urls: &[String]) -> Result<Host, String> {
-        let mut driver = Driver::new(config(urls)?, Token(0)).map_err(|e| e.to_string())?;
+        let mut driver = Driver::new(config(urls, Shape::Mutex)?, Token(0)).map_err(|e| e.to_string())?;
         let poll = Poll::new().map_err(|e| e.to_string())?;
         driver.register(poll.registry(), Instant::now()).map_err(|e| e.to_string())?;
-        let mut host = Host { poll, events: Events::with_capacity(256), driver };
-        let (deadline, mut up) = (Instant::now() + Duration::from_secs(10), HashSet::new());
-        while up.len() < urls.len() {
+        let (mut host, deadline) =
+            (Host { poll, events: Events::with_capacity(256), driver }, Instant::now() + Duration::from_secs(10));
+        while !host.driver.all_nodes_tried() {
             if host.turn(Some(deadline))? >= deadline {
-                return Err(format!("{} of {} nodes up after 10 s", up.len(), urls.len()));
-            }
-            while let Some(event) = host.driver.poll_event() {
-                if let Event::LinkUp { node } = event {
-                    up.insert(node);
-                }
+                return Err("nodes not connected after 10 s".into());
             }
         }
-        Ok(host)
+        host.driver.connected().map(|()| host).map_err(|e| e.to_string())
     }
 
     /// Flush, sleep until a socket is ready, the driver's deadline or `until`, and hand the

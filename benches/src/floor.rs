@@ -5,6 +5,9 @@
 //! next replies skip as many as it still owes); tokens come from a userspace generator.
 //! floor-async runs tokio sockets on a current-thread runtime, a socket read only while the
 //! round needs it; floor-mio runs mio sockets with a `Poll` of their own, a thread per locker.
+//! floor-pipelined, the ceiling of the lockers scenario, shares one mio socket per node among
+//! every locker, in lockstep: each phase writes every locker's command to a node in one write
+//! and reads all of that node's replies, what a client that batched perfectly would cost.
 
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -20,9 +23,9 @@ use redlease_cluster::{RedisConn, Reply};
 use tokio::io::AsyncWriteExt;
 
 use crate::exec::{Exec, Threads, Tokio};
-use crate::generic::{Generic, Locker, Target};
-use crate::plan::{Scenario, TTL};
-use crate::subject::Subject;
+use crate::plan::{Plan, Scenario, TTL, own_key};
+use crate::subject::{Generic, Load, Locker, Subject, Target};
+use crate::usage::Usage;
 
 /// The quorum floor of async clients.
 pub const ASYNC: &str = "floor-async";
@@ -35,13 +38,13 @@ const RELEASE: &str =
 /// A round not decided in this long fails (never in a healthy run).
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The two quorum floors, in table order (the pipelined ceiling is
-/// `pipelined::Pipelined`).
+/// The two quorum floors and the pipelined ceiling, in table order.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     const SEQ: &[Scenario] = &[Scenario::Sequential];
     vec![
         Box::new(Generic::new(ASYNC, ASYNC, SEQ, Floor::<Vec<tokio::net::TcpStream>>(PhantomData))),
         Box::new(Generic::new(BLOCKING, BLOCKING, SEQ, Floor::<MioSocks>(PhantomData))),
+        Box::new(Generic::new("floor-pipelined", "", &[Scenario::Lockers], Floor::<MioSocks>(PhantomData))),
     ]
 }
 
@@ -60,10 +63,10 @@ fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// The replies of one node: this round's votes (yes: `+OK` or `:1`), and how many replies
 /// of earlier rounds it still owes (skipped).
 #[derive(Debug, Default)]
-pub(crate) struct Inbox {
+struct Inbox {
     buf: Vec<u8>,
     pos: usize,
-    pub(crate) votes: Vec<bool>,
+    votes: Vec<bool>,
     skip: usize,
 }
 
@@ -96,18 +99,18 @@ impl Inbox {
 /// What a floor keeps besides its sockets: per-node inboxes, the commands' fixed parts, the
 /// token generator, the bytes a round writes to every node (`out`) and a read buffer.
 #[derive(Debug)]
-pub(crate) struct Nodes {
-    pub(crate) inbox: Vec<Inbox>,
+struct Nodes {
+    inbox: Vec<Inbox>,
     sha: Vec<u8>,
     ttl_ms: Vec<u8>,
     rng: u64,
-    pub(crate) out: Vec<u8>,
+    out: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl Nodes {
     /// A fresh 40-hex-digit token (xorshift).
-    pub(crate) fn token(&mut self) -> [u8; 40] {
+    fn token(&mut self) -> [u8; 40] {
         let mut token = [0; 40];
         for chunk in token.chunks_mut(16) {
             self.rng ^= self.rng << 13;
@@ -121,17 +124,17 @@ impl Nodes {
     }
 
     /// Append `SET key token NX PX ttl` to `out`.
-    pub(crate) fn set(&mut self, key: &[u8], token: &[u8]) {
+    fn set(&mut self, key: &[u8], token: &[u8]) {
         encode(&mut self.out, &[b"SET", key, token, b"NX", b"PX", &self.ttl_ms]);
     }
 
     /// Append the compare-and-delete of `key` for `token` to `out`.
-    pub(crate) fn release(&mut self, key: &[u8], token: &[u8]) {
+    fn release(&mut self, key: &[u8], token: &[u8]) {
         encode(&mut self.out, &[b"EVALSHA", &self.sha, b"1", key, token]);
     }
 
     /// The majority.
-    pub(crate) fn quorum(&self) -> usize {
+    fn quorum(&self) -> usize {
         self.inbox.len() / 2 + 1
     }
 
@@ -148,7 +151,7 @@ impl Nodes {
 
 /// Connect to every node (blocking, `TCP_NODELAY`); the script is loaded over a connection
 /// of the harness's own.
-pub(crate) fn connect(urls: &[String]) -> Result<(Vec<TcpStream>, Nodes), String> {
+fn connect(urls: &[String]) -> Result<(Vec<TcpStream>, Nodes), String> {
     let (mut streams, mut sha) = (Vec::new(), Vec::new());
     for url in urls {
         let addr: SocketAddr =
@@ -169,7 +172,7 @@ pub(crate) fn connect(urls: &[String]) -> Result<(Vec<TcpStream>, Nodes), String
 }
 
 /// N sockets of one kind, and the runtime they need.
-pub(crate) trait Socks: Sized + Send + 'static {
+trait Socks: Sized + Send + 'static {
     type Exec: Exec;
     fn exec() -> Result<Self::Exec, String>;
     fn new(streams: Vec<TcpStream>) -> Result<Self, String>;
@@ -177,32 +180,32 @@ pub(crate) trait Socks: Sized + Send + 'static {
     fn round(&mut self, nodes: &mut Nodes) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// A quorum floor on sockets `S`: every locker connects its own.
+/// A quorum floor on sockets `S`: every locker connects its own; its lockers scenario is the
+/// pipelined ceiling.
 #[derive(Debug)]
-pub(crate) struct Floor<S>(PhantomData<fn() -> S>);
+struct Floor<S>(PhantomData<fn() -> S>);
 
 impl<S: Socks> Target for Floor<S> {
     type Exec = S::Exec;
-    type Client = Vec<String>;
     type Locker = FloorLocker<S>;
 
     fn exec(&self) -> Result<S::Exec, String> {
         S::exec()
     }
 
-    async fn connect(&self, _: &S::Exec, urls: &[String]) -> Result<Vec<String>, String> {
-        Ok(urls.to_vec())
-    }
-
-    fn locker(&self, urls: &Vec<String>) -> Result<FloorLocker<S>, String> {
+    async fn connect(&self, _: &S::Exec, urls: &[String]) -> Result<FloorLocker<S>, String> {
         let (streams, nodes) = connect(urls)?;
         Ok(FloorLocker { socks: S::new(streams)?, nodes })
+    }
+
+    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Option<Result<Load, String>> {
+        Some(pipelined(urls, plan, lockers))
     }
 }
 
 /// One locker of a floor.
 #[derive(Debug)]
-pub(crate) struct FloorLocker<S> {
+struct FloorLocker<S> {
     socks: S,
     nodes: Nodes,
 }
@@ -265,16 +268,11 @@ impl Socks for Vec<tokio::net::TcpStream> {
                     match sock.poll_read_ready(cx) {
                         TaskPoll::Pending => break,
                         TaskPoll::Ready(Err(e)) => return TaskPoll::Ready(Err(e.to_string())),
-                        TaskPoll::Ready(Ok(())) => match sock.try_read(&mut nodes.scratch) {
-                            Ok(0) => return TaskPoll::Ready(Err("a node closed the connection".into())),
-                            Ok(n) => {
-                                if let Err(e) = nodes.inbox[i].feed(&nodes.scratch[..n]) {
-                                    return TaskPoll::Ready(Err(e));
-                                }
+                        TaskPoll::Ready(Ok(())) => {
+                            if let Err(e) = take(sock.try_read(&mut nodes.scratch), nodes, i) {
+                                return TaskPoll::Ready(Err(e));
                             }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                            Err(e) => return TaskPoll::Ready(Err(e.to_string())),
-                        },
+                        }
                     }
                 }
                 if nodes.decided() {
@@ -294,28 +292,8 @@ impl Socks for MioSocks {
         Ok(Threads)
     }
 
-    fn new(streams: Vec<TcpStream>) -> Result<Self, String> {
-        MioSocks::new(streams)
-    }
-
-    async fn round(&mut self, nodes: &mut Nodes) -> Result<(), String> {
-        MioSocks::round(self, nodes, Nodes::decided)
-    }
-}
-
-/// N non-blocking mio sockets with a `Poll` of their own (floor-mio, floor-pipelined).
-#[derive(Debug)]
-pub(crate) struct MioSocks {
-    poll: Poll,
-    events: Events,
-    socks: Vec<MioStream>,
-    /// Bytes of the round written to each node.
-    written: Vec<usize>,
-}
-
-impl MioSocks {
     /// Register connected sockets, readable and writable (edge-triggered).
-    pub(crate) fn new(streams: Vec<TcpStream>) -> Result<MioSocks, String> {
+    fn new(streams: Vec<TcpStream>) -> Result<Self, String> {
         let poll = Poll::new().map_err(|e| e.to_string())?;
         let mut socks = Vec::new();
         for (i, s) in streams.into_iter().enumerate() {
@@ -328,9 +306,25 @@ impl MioSocks {
         Ok(MioSocks { poll, events: Events::with_capacity(64), written: vec![0; socks.len()], socks })
     }
 
+    async fn round(&mut self, nodes: &mut Nodes) -> Result<(), String> {
+        MioSocks::round(self, nodes, Nodes::decided)
+    }
+}
+
+/// N non-blocking mio sockets with a `Poll` of their own (floor-mio, floor-pipelined).
+#[derive(Debug)]
+struct MioSocks {
+    poll: Poll,
+    events: Events,
+    socks: Vec<MioStream>,
+    /// Bytes of the round written to each node.
+    written: Vec<usize>,
+}
+
+impl MioSocks {
     /// Write `nodes.out` to every node, then serve what each poll reports until `done`;
     /// writes and reads run until `WouldBlock`.
-    pub(crate) fn round(&mut self, nodes: &mut Nodes, done: impl Fn(&Nodes) -> bool) -> Result<(), String> {
+    fn round(&mut self, nodes: &mut Nodes, done: impl Fn(&Nodes) -> bool) -> Result<(), String> {
         nodes.inbox.iter_mut().for_each(|b| b.votes.clear());
         self.written.fill(0);
         for (sock, written) in self.socks.iter_mut().zip(&mut self.written) {
@@ -345,17 +339,21 @@ impl MioSocks {
             }
             for i in self.events.iter().map(|e| e.token().0) {
                 write(&mut self.socks[i], &mut self.written[i], &nodes.out)?;
-                loop {
-                    match self.socks[i].read(&mut nodes.scratch) {
-                        Ok(0) => return Err("a node closed the connection".into()),
-                        Ok(n) => nodes.inbox[i].feed(&nodes.scratch[..n])?,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) => return Err(e.to_string()),
-                    }
-                }
+                while take(self.socks[i].read(&mut nodes.scratch), nodes, i)? {}
             }
         }
         Ok(())
+    }
+}
+
+/// Take what a read from node `i` into `nodes.scratch` returned: `Ok(false)` once there is
+/// nothing more to read (`WouldBlock`).
+fn take(read: io::Result<usize>, nodes: &mut Nodes, i: usize) -> Result<bool, String> {
+    match read {
+        Ok(0) => Err("a node closed the connection".into()),
+        Ok(n) => nodes.inbox[i].feed(&nodes.scratch[..n]).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -369,6 +367,48 @@ fn write(sock: &mut MioStream, written: &mut usize, out: &[u8]) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// floor-pipelined's lockers scenario: every locker's lock in one phase, then every release.
+fn pipelined(urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
+    let (streams, mut nodes) = connect(urls)?;
+    let mut socks = <MioSocks as Socks>::new(streams)?;
+    let keys: Vec<String> = (0..lockers).map(|i| own_key(i, lockers)).collect();
+    let mut tokens = vec![[0u8; 40]; lockers];
+    let (q, all_in) = (nodes.quorum(), |n: &Nodes| n.inbox.iter().all(|b| b.votes.len() >= lockers));
+    let mut granted = vec![false; lockers];
+    let (opens, mut window, mut load) = (Instant::now() + plan.load.warmup, None, Load::default());
+    loop {
+        let t0 = Instant::now();
+        nodes.out.clear();
+        for (key, token) in keys.iter().zip(&mut tokens) {
+            *token = nodes.token();
+            nodes.set(key.as_bytes(), token);
+        }
+        socks.round(&mut nodes, all_in)?;
+        for (j, g) in granted.iter_mut().enumerate() {
+            *g = nodes.inbox.iter().filter(|b| b.votes[j]).count() >= q;
+        }
+        nodes.out.clear();
+        for (key, token) in keys.iter().zip(&tokens) {
+            nodes.release(key.as_bytes(), token);
+        }
+        socks.round(&mut nodes, all_in)?;
+        let (took, now) = (t0.elapsed(), Instant::now());
+        if window.is_some() {
+            for (j, granted) in granted.iter().enumerate() {
+                let released = nodes.inbox.iter().filter(|b| b.votes[j]).count() >= q;
+                load.count(if *granted && released { Ok(took) } else { Err(format!("locker {j} failed")) });
+            }
+        }
+        match window {
+            None if now >= opens => window = Some((now, Usage::now())),
+            Some((at, start)) if now >= at + plan.load.length => {
+                return Ok(Load { elapsed: now - at, usage: Usage::since(start), ..load });
+            }
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use redlease_cluster::{SLOTS, key_slot};
 use redlease_core::LockOptions;
 
 /// TTL of every lock.
@@ -10,6 +11,14 @@ pub const TTL: Duration = Duration::from_secs(10);
 pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
+
+/// The key of locker `i` of `n` in the load scenarios: `bench:own:I:J`, the first J whose hash
+/// slot (what a Redis Cluster routes a key by) is in the i-th of n equal stripes of the slots,
+/// so that the lockers spread evenly over the masters of a cluster node.
+pub fn own_key(i: usize, n: usize) -> String {
+    let stripe = |key: &String| usize::from(key_slot(key)) * n / usize::from(SLOTS);
+    (0u32..).map(|j| format!("bench:own:{i}:{j}")).find(|key| stripe(key) == i).unwrap_or_default()
+}
 
 /// What a subject locks: a mutex, one permit of a semaphore of this many slots, a read lock
 /// (readers share it), or a mutex on nodes that each have a replica, its grants waiting for
@@ -24,15 +33,6 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// How many can hold it at once.
-    pub fn holders(self) -> u32 {
-        match self {
-            Shape::Mutex | Shape::Replicated => 1,
-            Shape::Semaphore(limit) => limit,
-            Shape::Read => u32::MAX,
-        }
-    }
-
     /// The options of a lock of this shape on `key`, with every other option the default.
     pub fn options(self, key: &str) -> LockOptions {
         let options = LockOptions::new(key, TTL);
@@ -53,16 +53,17 @@ pub enum Scenario {
     Stalled,
     Handoff,
     Tls,
+    Cluster,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 5] =
-        [Scenario::Sequential, Scenario::Lockers, Scenario::Stalled, Scenario::Handoff, Scenario::Tls];
+    pub const ALL: [Scenario; 6] =
+        [Self::Sequential, Self::Lockers, Self::Stalled, Self::Handoff, Self::Tls, Self::Cluster];
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
-        ["sequential", "lockers", "stalled", "handoff", "tls"][self as usize]
+        ["sequential", "lockers", "stalled", "handoff", "tls", "cluster"][self as usize]
     }
 }
 
@@ -74,10 +75,9 @@ usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   full run 
        cargo test  -p redlease-benches --bench runtimes                quick smoke run
 
 options:
-  --only WORDS   comma-separated scenario names (sequential, lockers, stalled, handoff, tls)
-                 and/or parts of subject names (tokio, mio, floor, sem, rslock, ...; =NAME
-                 for exactly that subject); the partners its ratios need still run
-  --quick        the smoke run's tiny counts under cargo bench
+  --only WORDS   comma-separated scenario names (sequential, lockers, stalled, handoff, tls,
+                 cluster) and/or parts of subject names (tokio, mio, floor, sem, rslock, ...;
+                 =NAME for exactly that subject); the partners its ratios need still run
   -h, --help     this text
 
 Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md.";
@@ -95,26 +95,24 @@ pub struct Options {
 
 impl Options {
     /// Parse the arguments after the program's name; `--bench` (which `cargo bench` passes)
-    /// selects the full plan unless `--quick` is given.
+    /// selects the full plan.
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
-        let (mut opts, mut bench, mut quick) = (Options::default(), false, false);
+        let mut opts = Options::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--bench" => bench = true,
-                "--quick" => quick = true,
+                "--bench" => opts.full = true,
                 "-h" | "--help" => opts.help = true,
-                "--only" => opts.only.extend(words(&args.next().ok_or("--only needs words, e.g. --only tokio")?)),
-                _ => match arg.strip_prefix("--only=") {
-                    Some(w) => opts.only.extend(words(w)),
-                    None => opts.ignored.push(arg),
-                },
+                "--only" => {
+                    let words = args.next().ok_or("--only needs words, e.g. --only tokio")?;
+                    opts.only.extend(words.split(',').map(|w| w.trim().to_ascii_lowercase()));
+                }
+                _ => opts.ignored.push(arg),
             }
         }
         if opts.only.iter().any(String::is_empty) {
             return Err("--only needs non-empty words, e.g. --only tokio,lockers".into());
         }
-        opts.full = bench && !quick;
         Ok(opts)
     }
 
@@ -132,24 +130,21 @@ impl Options {
     }
 }
 
-fn words(s: &str) -> impl Iterator<Item = String> + '_ {
-    s.split(',').map(|w| w.trim().to_ascii_lowercase())
-}
-
 fn is_scenario(word: &str) -> bool {
     Scenario::ALL.iter().any(|s| s.name() == word)
 }
 
 /// How much one run measures: the sequential and tls scenarios; the locker counts and the
-/// window of the lockers scenario; the stalled scenario's most acquisitions and time per
-/// level; the contender counts (on a mutex, on a semaphore), each one's hold and the window
-/// of the handoff scenario.
+/// window of the lockers scenario (the cluster scenario's lockers: `cluster`); the stalled
+/// scenario's most acquisitions and time per level; the contender counts (on a mutex, on a
+/// semaphore), each one's hold and the window of the handoff scenario.
 #[derive(Clone, Debug)]
 #[allow(missing_docs)] // Said above.
 pub struct Plan {
     pub seq: Seq,
     pub lockers: Vec<usize>,
     pub load: Window,
+    pub cluster: usize,
     pub stall: (usize, Duration),
     pub contenders: Vec<usize>,
     pub sem_contenders: Vec<usize>,
@@ -186,6 +181,7 @@ impl Plan {
                 seq: Seq { rounds: 5, warmup: 100, cycles: 2_000, turn: 50 },
                 lockers: vec![16, 256],
                 load: window(500, 3_000),
+                cluster: 256,
                 stall: (2_000, ms(3_000)),
                 contenders: vec![2, 16],
                 sem_contenders: vec![16],
@@ -196,6 +192,7 @@ impl Plan {
                 seq: Seq { rounds: 1, warmup: 5, cycles: 40, turn: 10 },
                 lockers: vec![4, 16],
                 load: window(100, 300),
+                cluster: 16,
                 stall: (20, ms(200)),
                 contenders: vec![2],
                 sem_contenders: vec![6],
@@ -215,10 +212,10 @@ impl Plan {
 #[test]
 fn modes_and_filters() {
     let parse = |args: &[&str]| Options::parse(args.iter().map(|s| s.to_string()));
-    assert!(parse(&["--bench"]).unwrap().full && !parse(&["--bench", "--quick"]).unwrap().full);
+    assert!(parse(&["--bench"]).unwrap().full && !parse(&[]).unwrap().full);
     let o = parse(&["--only", "tokio,Lockers"]).unwrap();
     assert!(o.wants_subject("tokio-mt") && !o.wants_subject("smol") && !o.wants_scenario(Scenario::Tls));
-    let o = parse(&["--only=floor,=smol"]).unwrap();
+    let o = parse(&["--only", "floor,=smol"]).unwrap();
     assert!(o.wants_subject("floor-mio") && o.wants_subject("smol") && o.wants_scenario(Scenario::Tls));
     let o = parse(&["--only", "sem"]).unwrap();
     assert!(o.wants_subject("mio-blocking-sem4") && !o.wants_subject("mio-blocking"));

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::plan::{NODES, Plan};
 use crate::stats::{dur, rate, ratio, secs, times};
-use crate::subject::{Handoff, Level, Load, Seq};
+use crate::subject::{Handoff, Load, Seq};
 
 /// A pair's names and pooled figures: the subject's and its partner's.
 pub type Pair = (&'static str, &'static str, Result<(Seq, Seq), String>);
@@ -14,7 +14,9 @@ pub type Point<T> = (&'static str, usize, Result<T, String>);
 /// The page's title and what every table shares.
 pub fn header(full: bool) -> String {
     let mode = if full { "full" } else { "quick smoke-test" };
-    format!("# redlease runtimes benchmark ({mode} run)\n\n{NODES} nodes per cluster, fresh for each measurement.\n")
+    format!(
+        "# redlease runtimes benchmark ({mode} run)\n\n{NODES} nodes unless a table says otherwise, fresh each time.\n"
+    )
 }
 
 /// `a ÷ b` as `1.03×`.
@@ -50,7 +52,7 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
     let rslock = pairs.iter().find(|p| p.0 == "rslock").and_then(|p| p.2.as_ref().ok()?.0.cycle.p50());
     let rows = pairs.iter().map(|(name, partner, r)| {
         let (s, f) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
-        let ((c, sv), (fc, fsv), p50) = (s.usage.per(s.cycle.len()), f.usage.per(f.cycle.len()), s.cycle.p50());
+        let ((c, sv), (fc, fsv), p50) = (s.usage.per(s.cycle.count()), f.usage.per(f.cycle.count()), s.cycle.p50());
         let mut row = vec![name.to_string(), partner.to_string()];
         row.extend(
             [p50, s.cycle.at(0.9), s.cycle.p99(), s.acquire.p50(), s.release.p50(), c, sv, f.cycle.p50()].map(dur),
@@ -73,7 +75,7 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
 pub fn tls(pairs: &[Pair]) -> String {
     let rows = pairs.iter().map(|(name, _, r)| {
         let (tls, tcp) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
-        let ((c, sv), (tc, tsv)) = (tls.usage.per(tls.cycle.len()), tcp.usage.per(tcp.cycle.len()));
+        let ((c, sv), (tc, tsv)) = (tls.usage.per(tls.cycle.count()), tcp.usage.per(tcp.cycle.count()));
         let mut row = vec![name.to_string()];
         let pairs = [(tls.cycle.p50(), tcp.cycle.p50()), (c, tc), (sv, tsv)];
         row.extend(pairs.iter().flat_map(|&(a, b)| [dur(a), dur(b), over(a, b)]));
@@ -93,7 +95,7 @@ pub fn lockers(plan: &Plan, points: &[Point<Load>]) -> String {
         let mut row = vec![name.to_string(), n.to_string(), rate(l.rate())];
         row.extend([l.latency.p50(), l.latency.p99(), c, sv].map(dur));
         row.extend(["floor-pipelined", "rslock"].map(|who| times(ratio(Some(l.rate()), rate_of(who, *n)))));
-        row.push(l.first_error.as_ref().map_or_else(|| l.errors.to_string(), |e| format!("{} ({e})", l.errors)));
+        row.push(failed(l));
         Ok(row)
     });
     let about = format!("Each locker on a key of its own; one {} window per point.", dur(Some(plan.load.length)));
@@ -101,15 +103,46 @@ pub fn lockers(plan: &Plan, points: &[Point<Load>]) -> String {
     table("Concurrent lockers", &about, head, 1, rows.collect())
 }
 
+/// The failed cycles of a window, and the first failure.
+fn failed(l: &Load) -> String {
+    l.first_error.as_ref().map_or_else(|| l.errors.to_string(), |e| format!("{} ({e})", l.errors))
+}
+
+/// The cluster scenario: each point's masters (0: a standalone server), its figures and each
+/// server's CPU time as a share of the window.
+pub fn cluster(plan: &Plan, points: &[Point<Load>]) -> String {
+    let alone = |who: &str| points.iter().find(|p| (p.0, p.1) == (who, 0))?.2.as_ref().ok().map(Load::rate);
+    let rows = points.iter().map(|(name, m, r)| {
+        let node = if *m == 0 { "standalone".to_owned() } else { format!("cluster of {m}") };
+        let l = r.as_ref().map_err(|e| format!("{name}, {node}: {e}"))?;
+        let ((c, sv), busy) = (l.usage.per(l.cycles), |cpu: Duration| cpu.div_duration_f64(l.elapsed) * 100.0);
+        let mut row = vec![name.to_string(), node, rate(l.rate()), times(ratio(Some(l.rate()), alone(name)))];
+        row.extend([l.latency.p50(), l.latency.p99(), c, sv].map(dur));
+        row.push(format!("{:.0} %", busy(l.usage.client)));
+        row.push(l.servers.iter().map(|&cpu| format!("{:.0}", busy(cpu))).collect::<Vec<_>>().join(" / ") + " %");
+        row.push(failed(l));
+        Ok(row)
+    });
+    let about = format!(
+        "{} lockers, each on a key of its own (the keys spread evenly over the hash slots), on one node: a standalone \
+         server, or a Redis Cluster of M masters without replicas; one {} window per point. The client's and each \
+         server's CPU time in the window, as a share of one core.",
+        plan.cluster,
+        dur(Some(plan.load.length))
+    );
+    let head = "subject|node|cycles/s|÷ standalone|p50|p99|client CPU|server CPU|client busy|servers busy|failed";
+    table("Lockers on a cluster node", &about, head, 2, rows.collect())
+}
+
 /// The stalled scenario.
-pub fn stalled(rows: &[(&'static str, Result<[Level; 2], String>)]) -> String {
-    let rows = rows.iter().map(|(name, r)| {
+pub fn stalled(points: &[Point<[Load; 2]>]) -> String {
+    let rows = points.iter().map(|(name, _, r)| {
         let [up, down] = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
         let mut row = vec![name.to_string()];
-        row.extend([up.acquire.p50(), up.acquire.p99(), down.acquire.p50(), down.acquire.p99()].map(dur));
-        let delta = ratio(secs(down.acquire.p50()), secs(up.acquire.p50()));
+        row.extend([up.latency.p50(), up.latency.p99(), down.latency.p50(), down.latency.p99()].map(dur));
+        let delta = ratio(secs(down.latency.p50()), secs(up.latency.p50()));
         row.push(delta.map_or_else(|| "—".into(), |d| format!("{:+.0} %", (d - 1.0) * 100.0)));
-        row.push(format!("{} / {} ({} / {})", up.acquire.len(), down.acquire.len(), up.errors, down.errors));
+        row.push(format!("{} / {} ({} / {})", up.cycles, down.cycles, up.errors, down.errors));
         Ok(row)
     });
     let about = "Acquisitions of fresh keys (released without waiting), all nodes up, then one stopped (SIGSTOP). \
@@ -136,17 +169,4 @@ pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
     );
     let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K/L × hold|grants/s";
     table("Handoff", &about, head, 1, rows.collect())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn tables_align_and_list_failures() {
-        let rows = vec![Ok(vec!["a".into(), "1.00×".into()]), Err("b: no cycle".into())];
-        let t = super::table("T", "About.", "subject|ratio", 1, rows);
-        assert_eq!(
-            t,
-            "## T\n\nAbout.\n\n| subject | ratio |\n|---------|------:|\n| a       | 1.00× |\n\nFailed: b: no cycle\n"
-        );
-    }
 }

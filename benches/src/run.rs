@@ -7,13 +7,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redlease_cluster::{Cluster, Listen};
+use redlease_cluster::{Cluster, Listen, Node, RedisCluster};
 
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};
 use crate::stats::dur;
-use crate::subject::{Handoff, Level, Load, Seq, Subject};
-use crate::turns::{Recorder, Side};
+use crate::subject::{Handoff, Load, Seq, Subject};
+use crate::turns::Recorder;
 use crate::usage;
 
 /// Run what `opts` selects. `Ok` carries the failed measurements (none: all completed).
@@ -35,6 +35,7 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
         Scenario::Lockers => chosen(sc).len() * plan.lockers.len(),
         Scenario::Stalled => chosen(sc).len(),
         Scenario::Handoff => chosen(sc).into_iter().map(|s| contenders(s).len()).sum(),
+        Scenario::Cluster => chosen(sc).len() * 4,
     };
     // A scenario none of the chosen subjects takes part in prints no table.
     let scenarios: Vec<Scenario> =
@@ -43,22 +44,34 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     let total = scenarios.iter().map(|&sc| steps(sc)).sum();
     let mut p = Progress { plan: &plan, step: 0, total, started: Instant::now(), failures: Vec::new() };
     let mut page = report::header(opts.full);
+    let tcp = |_| nodes(Listen::Tcp, 0);
     for sc in scenarios {
         let table = match sc {
             Scenario::Sequential => report::sequential(&plan, &p.pairs(sc, &seq_pairs)),
             Scenario::Tls => report::tls(&p.pairs(sc, &tls_pairs)),
             Scenario::Lockers => {
-                let rows = p.points(|_| &plan.lockers, &chosen(sc), "lockers", |s, urls, n| s.lockers(urls, &plan, n));
-                report::lockers(&plan, &rows)
+                let lockers = |s: &dyn Subject, nodes: &[Node], n| s.lockers(&urls(nodes), &plan, n);
+                report::lockers(&plan, &p.points(|_| &plan.lockers, &chosen(sc), "lockers", tcp, lockers))
             }
             Scenario::Handoff => {
-                let what = "contenders, handoff";
-                let rows = p.points(contenders, &chosen(sc), what, |s, urls, k| s.handoff(urls, &plan, k));
-                report::handoff(&plan, &rows)
+                let handoff = |s: &dyn Subject, nodes: &[Node], k| s.handoff(&urls(nodes), &plan, k);
+                report::handoff(&plan, &p.points(contenders, &chosen(sc), "contenders, handoff", tcp, handoff))
             }
             Scenario::Stalled => {
-                let rows: Vec<_> = chosen(sc).into_iter().map(|s| (s.name(), p.stalled(s))).collect();
-                report::stalled(&rows)
+                // The last node is stopped between the two levels.
+                let stalled =
+                    |s: &dyn Subject, nodes: &[Node], _| s.stalled(&urls(nodes), &plan, &|| nodes[NODES - 1].pause());
+                report::stalled(&p.points(|_| &[1], &chosen(sc), "of 5 nodes stopped, stalled", tcp, stalled))
+            }
+            Scenario::Cluster => {
+                // One node: a standalone server (0 masters) or a Redis Cluster's seed.
+                let one = |m| match m {
+                    0 => Cluster::builder().nodes(1).try_start().map(Servers::Nodes),
+                    m => RedisCluster::builder().masters(m).replicas(0).try_start().map(Servers::Redis),
+                };
+                let lockers = |s: &dyn Subject, nodes: &[Node], _| s.lockers(&urls(&nodes[..1]), &plan, plan.cluster);
+                let what = "master(s) in the node (0: standalone)";
+                report::cluster(&plan, &p.points(|_| &[0, 1, 2, 3], &chosen(sc), what, one, lockers))
             }
         };
         println!("\n{table}");
@@ -94,10 +107,10 @@ impl Figures for Load {
     }
 }
 
-impl Figures for [Level; 2] {
+impl Figures for [Load; 2] {
     fn summary(&self) -> Result<String, String> {
-        let up = self[0].acquire.p50().ok_or("no acquisition with every node up")?;
-        let down = self[1].acquire.p50().ok_or("no acquisition with a node stopped")?;
+        let up = self[0].latency.p50().ok_or("no acquisition with every node up")?;
+        let down = self[1].latency.p50().ok_or("no acquisition with a node stopped")?;
         Ok(format!("p50 {} → {}", dur(Some(up)), dur(Some(down))))
     }
 }
@@ -119,22 +132,21 @@ struct Progress<'a> {
 }
 
 impl Progress<'_> {
-    /// One measurement on a fresh cluster.
+    /// One measurement on servers `start` starts for it.
     fn measure<T: Figures>(
         &mut self,
         name: &str,
         what: &str,
-        (listen, replicas): (Listen, usize),
-        measure: impl FnOnce(&Cluster) -> Result<T, String>,
+        start: impl FnOnce() -> Result<Servers, String>,
+        measure: impl FnOnce(&[Node]) -> Result<T, String>,
     ) -> Result<T, String> {
         self.step += 1;
         eprint!("[{:>3}/{}] {name:<15} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
-        let builder = Cluster::builder().nodes(NODES).listen(listen).replicas(replicas);
-        let result = builder.try_start().and_then(|cluster| {
-            usage::set_servers(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
-            let result = guarded(|| measure(&cluster));
+        let result = start().and_then(|servers| {
+            usage::set_servers(servers.nodes().iter().filter_map(Node::pid).collect());
+            let result = guarded(|| measure(servers.nodes()));
             usage::set_servers(Vec::new());
             result
         });
@@ -149,19 +161,21 @@ impl Progress<'_> {
         result
     }
 
-    /// Every subject at each of its counts (lockers, contenders), one after another, by count.
+    /// Every subject at each of its counts (lockers, contenders, masters), one after another,
+    /// by count, each on the servers `start` starts for the count.
     fn points<'c, T: Figures>(
         &mut self,
         counts: impl Fn(&dyn Subject) -> &'c [usize],
         subjects: &[&dyn Subject],
         what: &str,
-        measure: impl Fn(&dyn Subject, &[String], usize) -> Result<T, String>,
+        start: impl Fn(usize) -> Result<Servers, String>,
+        measure: impl Fn(&dyn Subject, &[Node], usize) -> Result<T, String>,
     ) -> Vec<Point<T>> {
         let mut points: Vec<_> = subjects.iter().flat_map(|&s| counts(s).iter().map(move |&n| (n, s))).collect();
         points.sort_by_key(|&(n, _)| n);
         let mut rows = Vec::new();
         for (n, s) in points {
-            let r = self.measure(s.name(), &format!("{n} {what}"), (Listen::Tcp, 0), |c| measure(s, &c.urls(), n));
+            let r = self.measure(s.name(), &format!("{n} {what}"), || start(n), |c| measure(s, c, n));
             rows.push((s.name(), n, r));
         }
         rows
@@ -181,9 +195,10 @@ impl Progress<'_> {
                 let what = format!("{}, round {}/{}, with {with}", sc.name(), round + 1, self.plan.seq.rounds);
                 let plan = self.plan;
                 let replicas = usize::from(a.info().shape == Shape::Replicated);
-                let r = self.measure(a.name(), &what, (listen, replicas), |c| {
-                    let plain: Vec<String> = c.nodes().iter().map(|n| n.plain_url()).collect();
-                    pair(plan, (a, &c.urls()), (b, &plain), round % 2 == 1)
+                let start = || nodes(listen, replicas);
+                let r = self.measure(a.name(), &what, start, |nodes| {
+                    let plain: Vec<String> = nodes.iter().map(Node::plain_url).collect();
+                    pair(plan, (a, &urls(nodes)), (b, &plain), round % 2 == 1)
                 });
                 match r {
                     Ok((x, y)) => {
@@ -196,14 +211,32 @@ impl Progress<'_> {
         }
         pairs.iter().zip(pooled).map(|((a, b), r)| (a.name(), b.name(), r)).collect()
     }
+}
 
-    /// The stalled scenario for `s`: the last node is stopped between the two levels.
-    fn stalled(&mut self, s: &dyn Subject) -> Result<[Level; 2], String> {
-        let plan = self.plan;
-        self.measure(s.name(), "stalled, 1 of 5 nodes stopped", (Listen::Tcp, 0), |c| {
-            s.stalled(&c.urls(), plan, &|| c.node(c.len() - 1).pause())
-        })
+/// The servers of a measurement, stopped when dropped: nodes of their own, or a Redis Cluster
+/// (its masters first: a client is given master 0, the cluster's seed, as one node).
+enum Servers {
+    Nodes(Cluster),
+    Redis(RedisCluster),
+}
+
+impl Servers {
+    fn nodes(&self) -> &[Node] {
+        match self {
+            Servers::Nodes(c) => c.nodes(),
+            Servers::Redis(c) => c.nodes(),
+        }
     }
+}
+
+/// A fresh cluster of the plan's nodes, listening as `listen`, each with `replicas` replicas.
+fn nodes(listen: Listen, replicas: usize) -> Result<Servers, String> {
+    Cluster::builder().nodes(NODES).listen(listen).replicas(replicas).try_start().map(Servers::Nodes)
+}
+
+/// The URLs of `nodes`, as they listen.
+fn urls(nodes: &[Node]) -> Vec<String> {
+    nodes.iter().map(Node::url).collect()
 }
 
 /// `a`'s and `b`'s sequential cycles on their URLs, taking turns; `b_first`: `b` starts.
@@ -213,11 +246,11 @@ fn pair(
     b: (&dyn Subject, &[String]),
     b_first: bool,
 ) -> Result<(Seq, Seq), String> {
-    let (first, second) = Side::pair();
+    let (first, second) = Recorder::pair(plan.seq);
     let (side_a, side_b) = if b_first { (second, first) } else { (first, second) };
     std::thread::scope(|scope| {
-        let rb = scope.spawn(|| guarded(|| b.0.sequential(b.1, Recorder::new(plan.seq, side_b))));
-        let ra = guarded(|| a.0.sequential(a.1, Recorder::new(plan.seq, side_a)));
+        let rb = scope.spawn(|| guarded(|| b.0.sequential(b.1, side_b)));
+        let ra = guarded(|| a.0.sequential(a.1, side_a));
         let rb = rb.join().unwrap_or_else(|_| Err("panicked".into()));
         Ok((ra?, rb.map_err(|e| format!("its partner {}: {e}", b.0.name()))?))
     })

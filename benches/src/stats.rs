@@ -26,18 +26,13 @@ impl Hist {
     }
 
     /// Number of samples.
-    pub fn len(&self) -> u64 {
+    pub fn count(&self) -> u64 {
         self.0.len()
-    }
-
-    /// Whether it has no sample.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// The value at quantile `q` (0 to 1; 1 is the largest sample), if there are samples.
     pub fn at(&self, q: f64) -> Option<Duration> {
-        (!self.is_empty()).then(|| Duration::from_nanos(self.0.value_at_quantile(q)))
+        (!self.0.is_empty()).then(|| Duration::from_nanos(self.0.value_at_quantile(q)))
     }
 
     /// The median.

@@ -1,13 +1,20 @@
-//! What a subject offers the runner, and the figures each scenario returns.
+//! What a subject offers the runner ([`Subject`]) and the figures each scenario returns. Every
+//! subject is a [`Generic`]: a runtime and its lockers ([`Target`], [`Locker`]), with every
+//! scenario written once for them.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::plan::{Plan, Scenario, Shape};
+use crate::exec::Exec;
+use crate::plan::{Plan, Scenario, Shape, own_key};
 use crate::stats::Hist;
 use crate::turns::Recorder;
 /// The figures of sequential cycles, kept by the turn recorder that takes them.
 pub use crate::turns::Seq;
-use crate::usage::Usage;
+use crate::usage::{self, Usage};
 
 /// Who a subject is: its name (in the tables and for `--only`), the subject it takes turns
 /// with in the sequential scenario (the quorum floor of its I/O style, which names itself; for
@@ -36,32 +43,21 @@ pub trait Subject: Sync {
         self.info().scenarios.contains(&scenario)
     }
     /// Sequential cycles on one key, as `rec` says (it takes the turns).
-    fn sequential(&self, _urls: &[String], _rec: Recorder) -> Result<Seq, String> {
-        absent(self.name())
-    }
+    fn sequential(&self, urls: &[String], rec: Recorder) -> Result<Seq, String>;
     /// `lockers` lockers, each on its own key, through the plan's window.
-    fn lockers(&self, _urls: &[String], _plan: &Plan, _lockers: usize) -> Result<Load, String> {
-        absent(self.name())
-    }
+    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String>;
     /// Acquisitions of fresh keys (each released without waiting), first with every node
-    /// up, then after calling `pause`, which stops one node.
-    fn stalled(&self, _urls: &[String], _plan: &Plan, _pause: &(dyn Fn() + Sync)) -> Result<[Level; 2], String> {
-        absent(self.name())
-    }
+    /// up, then after calling `pause`, which stops one node: each level's acquisitions as the
+    /// cycles of a [`Load`] (its window and CPU time unused).
+    fn stalled(&self, urls: &[String], plan: &Plan, pause: &(dyn Fn() + Sync)) -> Result<[Load; 2], String>;
     /// `contenders` clients of their own on one key (a mutex or a semaphore), each acquiring
     /// it (waiting as long as it takes), holding it for the plan's hold, releasing it, and again.
-    fn handoff(&self, _urls: &[String], _plan: &Plan, _contenders: usize) -> Result<Handoff, String> {
-        absent(self.name())
-    }
-}
-
-/// The error of a measurement the subject does not take part in (the runner never asks).
-fn absent<T>(name: &str) -> Result<T, String> {
-    Err(format!("{name} does not take part in this scenario"))
+    fn handoff(&self, urls: &[String], plan: &Plan, contenders: usize) -> Result<Handoff, String>;
 }
 
 /// The figures of a lockers window: the cycles completed in it, its length, their latency,
-/// the CPU time used, the failed cycles and the first failure.
+/// the CPU time used, the failed cycles, the first failure, and each server's CPU time in it
+/// (of the generic lockers: the cluster scenario's).
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Load {
@@ -71,6 +67,7 @@ pub struct Load {
     pub usage: Usage,
     pub errors: u64,
     pub first_error: Option<String>,
+    pub servers: Vec<Duration>,
 }
 
 impl Load {
@@ -102,14 +99,6 @@ impl Load {
     }
 }
 
-/// One level of the stalled scenario: the latency of the acquisitions, and the failed ones.
-#[derive(Clone, Debug, Default)]
-#[allow(missing_docs)] // Said above.
-pub struct Level {
-    pub acquire: Hist,
-    pub errors: u64,
-}
-
 /// The figures of the handoff scenario: handoffs (from a slot's release call to its next
 /// grant), waits (from a lock call to its grant), grants in the window, its length, and how
 /// many could hold the lock at once.
@@ -121,4 +110,233 @@ pub struct Handoff {
     pub grants: u64,
     pub elapsed: Duration,
     pub holders: u32,
+}
+
+/// How to set up one subject: its runtime and its lockers.
+pub trait Target: Send + Sync + 'static {
+    /// The runtime.
+    type Exec: Exec;
+    /// One locker.
+    type Locker: Locker;
+    /// A fresh runtime for one measurement.
+    fn exec(&self) -> Result<Self::Exec, String>;
+    /// A locker with a client of its own, connected to `urls` (inside `exec.block_on`).
+    fn connect(&self, exec: &Self::Exec, urls: &[String]) -> impl Future<Output = Result<Self::Locker, String>>;
+    /// What its lockers lock.
+    fn shape(&self) -> Shape {
+        Shape::Mutex
+    }
+    /// Its own lockers scenario (`None`: the generic one, a task per locker).
+    fn lockers(&self, _urls: &[String], _plan: &Plan, _lockers: usize) -> Option<Result<Load, String>> {
+        None
+    }
+}
+
+/// One locker's lock calls.
+pub trait Locker: Sized + Send + 'static {
+    /// A held lock.
+    type Held: Send + 'static;
+    /// Acquire `key` as the library's plain lock call does (its own retries included).
+    fn lock(&mut self, key: &str) -> impl Future<Output = Result<Self::Held, String>> + Send;
+    /// Release and wait for the outcome.
+    fn unlock(&mut self, held: Self::Held) -> impl Future<Output = Result<(), String>> + Send;
+    /// Acquire `key`, waiting (as the library waits) until it is ours.
+    fn lock_wait(&mut self, _key: &str) -> impl Future<Output = Result<Self::Held, String>> + Send {
+        async { Err("this subject cannot wait for a lock".to_owned()) }
+    }
+    /// Release without waiting for the outcome (by default: drop it, as a guard releases).
+    fn unlock_detached(&mut self, held: Self::Held) {
+        drop(held);
+    }
+    /// Another locker on this one's client (for the generic lockers scenario).
+    fn fork(&self) -> Result<Self, String> {
+        Err("this subject's lockers share no client".to_owned())
+    }
+    /// The semaphore slot it holds (a mutex is slot 0).
+    fn slot(_held: &Self::Held) -> u16 {
+        0
+    }
+}
+
+/// A [`Subject`] for any [`Target`].
+#[derive(Debug)]
+pub struct Generic<T> {
+    info: Info,
+    target: T,
+}
+
+impl<T: Target> Generic<T> {
+    /// A subject called `name`, paired with `partner`, that takes part in `scenarios`.
+    pub fn new(name: &'static str, partner: &'static str, scenarios: &'static [Scenario], target: T) -> Self {
+        Generic { info: Info { name, partner, scenarios, shape: target.shape() }, target }
+    }
+}
+
+impl<T: Target> Subject for Generic<T> {
+    fn info(&self) -> &Info {
+        &self.info
+    }
+
+    fn sequential(&self, urls: &[String], mut rec: Recorder) -> Result<Seq, String> {
+        let exec = self.target.exec()?;
+        exec.block_on(async {
+            let mut locker = self.target.connect(&exec, urls).await?;
+            let cycles = async move {
+                while rec.begin() {
+                    let t0 = Instant::now();
+                    let held = locker.lock(rec.key()).await.map_err(|e| format!("lock: {e}"))?;
+                    let t1 = Instant::now();
+                    locker.unlock(held).await.map_err(|e| format!("unlock: {e}"))?;
+                    rec.end(t1 - t0, t1.elapsed());
+                }
+                Ok(rec.finish())
+            };
+            exec.spawn(cycles).await
+        })
+    }
+
+    fn lockers(&self, urls: &[String], plan: &Plan, lockers: usize) -> Result<Load, String> {
+        if let Some(load) = self.target.lockers(urls, plan, lockers) {
+            return load;
+        }
+        let exec = self.target.exec()?;
+        exec.block_on(async {
+            let first = self.target.connect(&exec, urls).await?;
+            let state = Arc::new(Shared::default());
+            let mut tasks = Vec::with_capacity(lockers);
+            for i in 0..lockers {
+                let (mut locker, state) = (first.fork()?, Arc::clone(&state));
+                let key = own_key(i, lockers);
+                tasks.push(exec.spawn(async move { cycles(&mut locker, &key, &state).await }));
+            }
+            exec.sleep(plan.load.warmup).await;
+            let (at, start, each) = (Instant::now(), Usage::now(), usage::each());
+            state.recording.store(true, Relaxed);
+            exec.sleep(plan.load.length).await;
+            state.recording.store(false, Relaxed);
+            let (elapsed, usage, servers) = (at.elapsed(), Usage::since(start), usage::each().zip(each));
+            let servers = servers.map(|(now, then)| now.iter().zip(then).map(|(now, then)| *now - then).collect());
+            let mut load = Load { elapsed, usage, servers: servers.unwrap_or_default(), ..Load::default() };
+            state.stop.store(true, Relaxed);
+            for task in tasks {
+                load.merge(task.await);
+            }
+            Ok(load)
+        })
+    }
+
+    fn stalled(&self, urls: &[String], plan: &Plan, pause: &(dyn Fn() + Sync)) -> Result<[Load; 2], String> {
+        let exec = self.target.exec()?;
+        exec.block_on(async {
+            let mut locker = self.target.connect(&exec, urls).await?;
+            let mut levels: [Load; 2] = Default::default();
+            for (i, level) in levels.iter_mut().enumerate() {
+                if i == 1 {
+                    pause();
+                }
+                let (max, cap) = plan.stall;
+                let measured = exec.spawn(async move {
+                    let level = stall_level(&mut locker, i, max, cap).await;
+                    (locker, level)
+                });
+                (locker, *level) = measured.await;
+            }
+            Ok(levels)
+        })
+    }
+
+    fn handoff(&self, urls: &[String], plan: &Plan, contenders: usize) -> Result<Handoff, String> {
+        let exec = self.target.exec()?;
+        exec.block_on(async {
+            let log = Arc::new(Shared::default());
+            let mut tasks = Vec::new();
+            for _ in 0..contenders {
+                let (mut locker, log, e) = (self.target.connect(&exec, urls).await?, Arc::clone(&log), exec.clone());
+                let hold = plan.hold;
+                tasks.push(exec.spawn(async move { contend(&mut locker, &e, hold, &log).await }));
+            }
+            exec.sleep(plan.handoff.warmup).await;
+            let from = Instant::now();
+            log.recording.store(true, Relaxed);
+            exec.sleep(plan.handoff.length).await;
+            let to = Instant::now();
+            log.stop.store(true, Relaxed);
+            for task in tasks {
+                task.await;
+            }
+            let mut turns = std::mem::take(&mut *log.turns.lock().expect("not poisoned"));
+            // Each grant's handoff counts from the release call of the slot's previous holder
+            // (a mutex is one slot): the latest release of any slot may have freed another.
+            turns.sort_by_key(|t| t.1);
+            let holders = if let Shape::Semaphore(limit) = self.info.shape { limit } else { 1 };
+            let mut freed = HashMap::new();
+            let mut out = Handoff { elapsed: to - from, holders, ..Handoff::default() };
+            for &(called, granted, released, slot) in &turns {
+                let before = freed.insert(slot, released);
+                if granted >= from && granted < to {
+                    out.grants += 1;
+                    out.wait.record(granted - called);
+                    if let Some(before) = before {
+                        out.handoff.record(granted.saturating_duration_since(before));
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// What the tasks of a timed window share with the thread that times it: whether to stop,
+/// whether the window is open, and the handoff contenders' turns (called, granted, released,
+/// the slot held).
+#[derive(Debug, Default)]
+struct Shared {
+    stop: AtomicBool,
+    recording: AtomicBool,
+    turns: Mutex<Vec<(Instant, Instant, Instant, u16)>>,
+}
+
+/// Lock and unlock `key` until told to stop; the cycles that ended while the window was open.
+async fn cycles<L: Locker>(locker: &mut L, key: &str, state: &Shared) -> Load {
+    let mut load = Load::default();
+    while !state.stop.load(Relaxed) {
+        let t0 = Instant::now();
+        let outcome = match locker.lock(key).await {
+            Ok(held) => locker.unlock(held).await,
+            Err(e) => Err(e),
+        };
+        if state.recording.load(Relaxed) {
+            load.count(outcome.map(|()| t0.elapsed()));
+        }
+    }
+    load
+}
+
+/// Acquisitions of fresh keys, each released without waiting, until `max` or `cap`.
+async fn stall_level<L: Locker>(locker: &mut L, level: usize, max: usize, cap: Duration) -> Load {
+    let (start, mut out) = (Instant::now(), Load::default());
+    for j in 0..max {
+        if start.elapsed() >= cap {
+            break;
+        }
+        let t0 = Instant::now();
+        let outcome = locker.lock(&format!("bench:stall:{level}:{j}")).await;
+        let took = t0.elapsed();
+        out.count(outcome.map(|held| locker.unlock_detached(held)).map(|()| took));
+    }
+    out
+}
+
+async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, log: &Shared) {
+    // A failed call takes no turn: a subject whose calls fail shows no handoff at all.
+    while !log.stop.load(Relaxed) {
+        let called = Instant::now();
+        let Ok(held) = locker.lock_wait("bench:hot").await else { continue };
+        let (granted, slot) = (Instant::now(), L::slot(&held));
+        exec.sleep(hold).await;
+        let released = Instant::now();
+        if locker.unlock(held).await.is_ok() {
+            log.turns.lock().expect("not poisoned").push((called, granted, released, slot));
+        }
+    }
 }

@@ -1,10 +1,7 @@
-//! The noise method: two clients on one cluster taking turns of a few dozen cycles.
-//!
-//! Measured one after the other, two clients' p50s differ by the machine's drift between
-//! their windows as well as by what they cost. Taking turns of a few milliseconds puts both
-//! under the same spells of noise, so the ratio of their figures measures the clients. Each
-//! turn's first cycle is run but not recorded: it pays for waking a client that sat idle
-//! through the other's turn. Each side locks a key of its own.
+//! The noise method (`docs/benchmarks.md`): two clients on one cluster taking turns of a few
+//! dozen cycles, so that both live through the same spells of noise; each side locks a key of
+//! its own, and each turn's first cycle (which wakes a client idle through the other's turn)
+//! is run but not recorded.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -13,47 +10,11 @@ use crate::plan;
 use crate::stats::Hist;
 use crate::usage::Usage;
 
+/// What the two sides of a pair share: whose turn it is, and which sides have left.
 #[derive(Debug, Default)]
 struct Shared {
-    /// Whose turn it is, and which sides have left.
     state: Mutex<(usize, [bool; 2])>,
     changed: Condvar,
-}
-
-/// One side of a pair taking turns; side 0 goes first.
-#[derive(Debug)]
-pub struct Side {
-    shared: Arc<Shared>,
-    me: usize,
-}
-
-impl Side {
-    /// The two sides of a new pair.
-    pub fn pair() -> (Side, Side) {
-        let shared = Arc::new(Shared::default());
-        (Side { shared: Arc::clone(&shared), me: 0 }, Side { shared, me: 1 })
-    }
-
-    fn state(&self) -> MutexGuard<'_, (usize, [bool; 2])> {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Block until it is this side's turn, or the other side has left.
-    fn wait(&self) {
-        let mut state = self.state();
-        while state.0 != self.me && !state.1[1 - self.me] {
-            state = self.shared.changed.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Hand the turn to the other side; with `leave`, for good.
-    fn pass(&self, leave: bool) {
-        let mut state = self.state();
-        state.0 = 1 - self.me;
-        state.1[self.me] |= leave;
-        drop(state);
-        self.shared.changed.notify_all();
-    }
 }
 
 /// The figures of sequential cycles: whole lock+unlock cycles, acquisitions alone, releases
@@ -87,7 +48,9 @@ pub struct Recorder {
     warmup: usize,
     total: usize,
     turn: usize,
-    side: Side,
+    shared: Arc<Shared>,
+    /// Which side it is: 0 goes first.
+    me: usize,
     begun: usize,
     recording: bool,
     seq: Seq,
@@ -95,20 +58,19 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// One side of a pair, with the plan's counts (turns of at least 2 cycles).
-    pub fn new(plan: plan::Seq, side: Side) -> Recorder {
-        let (warmup, total, turn) = (plan.warmup, plan.warmup + plan.cycles, plan.turn.max(2));
-        Recorder { warmup, total, turn, side, begun: 0, recording: false, seq: Seq::default(), window: None }
+    /// The two sides of a new pair, with the plan's counts (turns of at least 2 cycles).
+    pub fn pair(plan: plan::Seq) -> (Recorder, Recorder) {
+        let (warmup, total, turn, shared) = (plan.warmup, plan.warmup + plan.cycles, plan.turn.max(2), Arc::default());
+        let side = |me| {
+            let (seq, shared) = (Seq::default(), Arc::clone(&shared));
+            Recorder { warmup, total, turn, shared, me, begun: 0, recording: false, seq, window: None }
+        };
+        (side(0), side(1))
     }
 
     /// The key to lock: each side has its own.
     pub fn key(&self) -> &'static str {
-        ["bench:seq:0", "bench:seq:1"][self.side.me]
-    }
-
-    /// The index of the cycle under way, for error messages.
-    pub fn index(&self) -> usize {
-        self.begun.saturating_sub(1)
+        ["bench:seq:0", "bench:seq:1"][self.me]
     }
 
     /// Before a cycle: `false` when every cycle is done.
@@ -117,9 +79,11 @@ impl Recorder {
             return false;
         }
         let first_of_turn = self.begun % self.turn == 0;
-        if first_of_turn {
-            self.side.wait();
+        let mut state = self.state();
+        while first_of_turn && state.0 != self.me && !state.1[1 - self.me] {
+            state = self.shared.changed.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+        drop(state);
         self.recording = self.begun >= self.warmup && !first_of_turn;
         if self.recording && self.window.is_none() {
             self.window = Some(Usage::now());
@@ -139,8 +103,21 @@ impl Recorder {
             if let Some(start) = self.window.take() {
                 self.seq.usage = self.seq.usage + Usage::since(start);
             }
-            self.side.pass(false);
+            self.pass(false);
         }
+    }
+
+    fn state(&self) -> MutexGuard<'_, (usize, [bool; 2])> {
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hand the turn to the other side; with `leave`, for good.
+    fn pass(&self, leave: bool) {
+        let mut state = self.state();
+        state.0 = 1 - self.me;
+        state.1[self.me] |= leave;
+        drop(state);
+        self.shared.changed.notify_all();
     }
 
     /// The figures of the recorded cycles.
@@ -151,7 +128,7 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        self.side.pass(true);
+        self.pass(true);
     }
 }
 
@@ -171,17 +148,16 @@ mod tests {
             }
             rec.finish().cycle
         };
-        let (a, b) = Side::pair();
+        let (a, b) = Recorder::pair(plan::Seq { rounds: 1, warmup: 4, cycles: 12, turn: 4 });
         let (ca, cb) = std::thread::scope(|s| {
-            let other = s.spawn(|| run(Recorder::new(plan::Seq { rounds: 1, warmup: 4, cycles: 12, turn: 4 }, b)));
-            (run(Recorder::new(plan::Seq { rounds: 1, warmup: 4, cycles: 12, turn: 4 }, a)), other.join().unwrap())
+            let other = s.spawn(|| run(b));
+            (run(a), other.join().unwrap())
         });
         let expected: Vec<_> = (0..8).flat_map(|t| [["bench:seq:0", "bench:seq:1"][t % 2]; 4]).collect();
         assert_eq!(std::mem::take(&mut *log.lock().unwrap()), expected);
-        assert_eq!((ca.len(), cb.len(), crate::stats::dur(ca.p50())), (9, 9, "15 µs".into()), "3 turns of 3");
-        let (a, b) = Side::pair();
-        let seq = plan::Seq { rounds: 1, warmup: 0, cycles: 6, turn: 2 };
-        drop(Recorder::new(seq, a));
-        assert_eq!(run(Recorder::new(seq, b)).len(), 3);
+        assert_eq!((ca.count(), cb.count(), crate::stats::dur(ca.p50())), (9, 9, "15 µs".into()), "3 turns of 3");
+        let (a, b) = Recorder::pair(plan::Seq { rounds: 1, warmup: 0, cycles: 6, turn: 2 });
+        drop(a);
+        assert_eq!(run(b).count(), 3);
     }
 }

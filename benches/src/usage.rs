@@ -32,8 +32,7 @@ impl Default for Usage {
 impl Usage {
     /// The use so far (the servers' first: reading /proc is the harness's own work).
     pub fn now() -> Usage {
-        let server = server_time();
-        Usage { client: client_time(), server }
+        Usage { server: server_time(), client: client_time() }
     }
 
     /// The use since `start`, a reading taken with [`Usage::now`].
@@ -72,17 +71,21 @@ fn client_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-fn server_time() -> Option<Duration> {
-    let pids = SERVERS.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    (!pids.is_empty()).then_some(())?;
-    pids.into_iter().map(process_time).sum::<Option<u64>>().map(Duration::from_nanos)
+/// Each server's CPU time so far, in the order they were registered (`None` if one could not
+/// be read).
+pub fn each() -> Option<Vec<Duration>> {
+    SERVERS.lock().unwrap_or_else(|p| p.into_inner()).clone().into_iter().map(cpu).collect()
 }
 
-fn process_time(pid: u32) -> Option<u64> {
+fn server_time() -> Option<Duration> {
+    each().filter(|each| !each.is_empty()).map(|each| each.into_iter().sum())
+}
+
+fn cpu(pid: u32) -> Option<Duration> {
     let mut total = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
         let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
         total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
     }
-    Some(total)
+    Some(Duration::from_nanos(total))
 }

@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use redlease_benches::Subject;
 use redlease_benches::exec::{Threads, Tokio};
 use redlease_benches::floor::{ASYNC, BLOCKING};
-use redlease_benches::generic::{Generic, Locker, Target};
 use redlease_benches::plan::{Scenario, TTL};
+use redlease_benches::subject::{Generic, Locker, Subject, Target};
 
 /// The two peers, in table order.
 pub(crate) fn subjects() -> Vec<Box<dyn Subject>> {
@@ -24,7 +23,6 @@ struct Rslock;
 
 impl Target for Rslock {
     type Exec = Tokio;
-    type Client = RslockLocker;
     type Locker = RslockLocker;
 
     fn exec(&self) -> Result<Tokio, String> {
@@ -34,17 +32,18 @@ impl Target for Rslock {
     async fn connect(&self, _: &Tokio, urls: &[String]) -> Result<RslockLocker, String> {
         Ok(RslockLocker(rslock::LockManager::new(urls.to_vec()))) // It connects on first use.
     }
-
-    fn locker(&self, client: &RslockLocker) -> Result<RslockLocker, String> {
-        Ok(RslockLocker(client.0.clone()))
-    }
 }
 
 /// A lock manager; its clones share its connections.
+#[derive(Clone)]
 struct RslockLocker(rslock::LockManager);
 
 impl Locker for RslockLocker {
     type Held = rslock::Lock;
+
+    fn fork(&self) -> Result<Self, String> {
+        Ok(self.clone())
+    }
 
     async fn lock(&mut self, key: &str) -> Result<rslock::Lock, String> {
         self.0.lock(key, TTL).await.map_err(|e| e.to_string())
@@ -70,7 +69,6 @@ struct Redlock;
 
 impl Target for Redlock {
     type Exec = Threads;
-    type Client = RedlockLocker;
     type Locker = RedlockLocker;
 
     fn exec(&self) -> Result<Threads, String> {
@@ -80,13 +78,10 @@ impl Target for Redlock {
     async fn connect(&self, _: &Threads, urls: &[String]) -> Result<RedlockLocker, String> {
         Ok(RedlockLocker(Arc::new(redlock::RedLock::new(urls.to_vec())))) // It connects per command.
     }
-
-    fn locker(&self, client: &RedlockLocker) -> Result<RedlockLocker, String> {
-        Ok(RedlockLocker(Arc::clone(&client.0)))
-    }
 }
 
 /// A shared `RedLock`.
+#[derive(Clone)]
 struct RedlockLocker(Arc<redlock::RedLock>);
 
 /// A held redlock lock: its key and value (redlock's `Lock` borrows the manager).
@@ -101,6 +96,10 @@ impl RedlockLocker {
 
 impl Locker for RedlockLocker {
     type Held = RedlockHeld;
+
+    fn fork(&self) -> Result<Self, String> {
+        Ok(self.clone())
+    }
 
     async fn lock(&mut self, key: &str) -> Result<Self::Held, String> {
         self.attempt(key)?.ok_or_else(|| "not acquired in redlock's 3 attempts".to_owned())
