@@ -130,6 +130,9 @@ fn a_node_that_refuses_hello_is_polled_and_says_why() {
     for d in sha {
         rig.reply(rig.t0, 0, format!("${}\r\n{d}\r\n", d.len()).as_bytes());
     }
+    // Without HELLO's mode, INFO says the node is no Redis Cluster.
+    assert_eq!(names(&rig::commands(&rig.sent(0))), ["INFO"]);
+    rig.reply(rig.t0, 0, b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n");
     assert!(rig.engine.is_ready(NodeId(0)));
     rig.engine.acquire(rig.t0, &LockOptions::new("r", Duration::from_secs(10)).attempts(3), b"me").unwrap();
     rig.sent(0);

@@ -42,6 +42,7 @@ impl Executor for AsyncStd {
 }
 
 redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>);
+redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>, clusters);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

@@ -43,6 +43,7 @@ impl Executor for Smol {
 }
 
 redlease_tests::conformance_tests!(AsyncSubject<Smol>);
+redlease_tests::conformance_tests!(AsyncSubject<Smol>, clusters);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

@@ -55,7 +55,7 @@ impl Engine {
     }
 
     /// Whether `node` wakes waiters on release (RESP3 push messages on its connection), or is
-    /// polled, and why; `None` for an unknown node. See [`Config::wake`].
+    /// polled, and why; `None` for an unknown node. See [`Config::wake`](crate::Config::wake).
     pub fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
         self.links.wake_state(node)
     }

@@ -74,10 +74,12 @@ pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, W
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    // Plain TCP, the default; and the cases on Redis Cluster nodes (local clusters listen
-    // over TCP only).
+    // Plain TCP, the default.
     ($subject:ty) => {
         $crate::conformance_tests!($subject, listen = $crate::Listen::Tcp);
+    };
+    // The cases on Redis Cluster nodes (local clusters listen over TCP only), once per adapter.
+    ($subject:ty, clusters) => {
         $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; cluster_locks, cluster_resharding);
     };
     // Every case over the given transport: every cluster a case starts listens that way
