@@ -6,10 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{nodes, redlease, run, stderr, stdout, wait_until};
+use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
 use redlease_cluster::{Cluster, RedisCluster, RedisConn, TempDir, key_slot};
 
 /// `n` Redis Clusters of 3 masters without replicas, started at once.
@@ -43,18 +43,11 @@ fn one_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
     unreachable!()
 }
 
-/// `redlease run` holding `key` until `dir/stop` exists; it writes `dir/held-MARK` once its
-/// command runs (under the lock).
-fn holder(urls: &str, dir: &Path, mark: usize, key: &str, flags: &[&str]) -> Child {
-    let script = format!("touch {d}/held-{mark}; while [ ! -e {d}/stop ]; do sleep 0.05; done", d = dir.display());
-    redlease()
-        .args(["run", "-k", key, "-N", urls, "-t", "10s"])
-        .args(flags)
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// `redlease run` holding `key` (10 s TTL) until `dir/stop` exists; it writes
+/// `dir/held-MARK` once its command runs (under the lock).
+fn held(urls: &str, dir: &Path, mark: usize, key: &str, flags: &[&str]) -> Child {
+    let flags: Vec<&str> = ["-t", "10s"].into_iter().chain(flags.iter().copied()).collect();
+    holder(urls, key, &flags, dir, &format!("held-{mark}"))
 }
 
 /// The number N in `... on N of 3 nodes ...`.
@@ -74,10 +67,9 @@ fn a_redlock_of_three_redis_clusters_in_status_and_scan() {
     let urls = clusters.iter().map(RedisCluster::seed_url).collect::<Vec<_>>().join(",");
     let dir = TempDir::new("redlease-cli-cluster-inspect").unwrap();
     let jobs = one_per_master(&clusters[0], "job:");
-    let mut runs =
-        vec![holder(&urls, dir.path(), 0, "orders:42", &[]), holder(&urls, dir.path(), 1, "{order:42}:a", &[])];
+    let mut runs = vec![held(&urls, dir.path(), 0, "orders:42", &[]), held(&urls, dir.path(), 1, "{order:42}:a", &[])];
     for (i, job) in jobs.iter().enumerate() {
-        runs.push(holder(&urls, dir.path(), 2 + i, job, &["-s"]));
+        runs.push(held(&urls, dir.path(), 2 + i, job, &["-s"]));
     }
     let marks = runs.len();
     wait_until(Duration::from_secs(20), || (0..marks).all(|m| dir.path().join(format!("held-{m}")).exists()));

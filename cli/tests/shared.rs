@@ -5,10 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::Duration;
 
-use common::{nodes, redlease, run, stderr, stdout, wait_until};
+use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
 use redlease_cluster::{Cluster, TempDir};
 
 /// One mark of the log the commands write: `start` or `end`, when (ns), and whether the run
@@ -108,20 +108,6 @@ fn the_check_catches_a_writer_among_readers() {
     most_readers_at_once(&marks);
 }
 
-/// A run that writes `dir/name` once its command runs (under the lock) and ends when
-/// `dir/stop` exists.
-fn holder(urls: &str, dir: &Path, name: &str, flags: &[&str]) -> Child {
-    let script = format!("touch {d}/{name}; while [ ! -e {d}/stop ]; do sleep 0.05; done", d = dir.display());
-    redlease()
-        .args(["run", "-k", "catalog", "-N", urls])
-        .args(flags)
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 fn finished(child: Child) -> Output {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -137,7 +123,8 @@ fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
     let cluster = Cluster::start(3);
     let urls = nodes(&cluster);
     let dir = TempDir::new("redlease-cli-shared-status").unwrap();
-    let readers = [holder(&urls, dir.path(), "r1", &["-s"]), holder(&urls, dir.path(), "r2", &["-s"])];
+    let readers =
+        [holder(&urls, "catalog", &["-s"], dir.path(), "r1"), holder(&urls, "catalog", &["-s"], dir.path(), "r2")];
     wait_until(Duration::from_secs(10), || dir.path().join("r1").exists() && dir.path().join("r2").exists());
 
     let out = run(redlease().args(["status", "-k", "catalog", "-N", &urls]));
@@ -178,7 +165,7 @@ fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
     );
 
     // A writer waits: status says so, and no new reader joins meanwhile.
-    let writer = holder(&urls, dir.path(), "w", &["-w", "60"]);
+    let writer = holder(&urls, "catalog", &["-w", "60"], dir.path(), "w");
     wait_until(Duration::from_secs(10), || {
         stdout(&run(redlease().args(["status", "-k", "catalog", "-N", &urls, "--json"])))
             .contains("\"writer_waits\":true")
@@ -252,7 +239,7 @@ fn a_readers_fence_is_the_writer_epoch_and_the_last_of_s_and_x_wins() {
     assert!(verbose.contains("release of a read lock on \"epoch\": released ("), "{verbose}");
 
     let dir = TempDir::new("redlease-cli-shared-flags").unwrap();
-    let reader = holder(&urls, dir.path(), "r", &["-s"]);
+    let reader = holder(&urls, "catalog", &["-s"], dir.path(), "r");
     wait_until(Duration::from_secs(10), || dir.path().join("r").exists());
     let try_lock =
         |flags: &[&str]| run(redlease().args(["run", "-k", "catalog", "-N", &urls, "-n"]).args(flags).arg("true"));
@@ -264,7 +251,7 @@ fn a_readers_fence_is_the_writer_epoch_and_the_last_of_s_and_x_wins() {
     finished(reader);
     // A writer holds it: a reader is refused, with the conflict code it was given.
     std::fs::remove_file(dir.path().join("stop")).unwrap();
-    let writer = holder(&urls, dir.path(), "w", &[]);
+    let writer = holder(&urls, "catalog", &[], dir.path(), "w");
     wait_until(Duration::from_secs(10), || dir.path().join("w").exists());
     let out = try_lock(&["-s", "-E", "9"]);
     assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));

@@ -3,7 +3,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use redlease_cluster::Cluster;
@@ -57,4 +58,18 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
     }
+}
+
+/// `redlease run -k KEY -N URLS FLAGS`, whose command writes `dir/name` once it runs (under
+/// the lock) and ends when `dir/stop` exists.
+pub fn holder(urls: &str, key: &str, flags: &[&str], dir: &Path, name: &str) -> Child {
+    let script = format!("touch {d}/{name}; while [ ! -e {d}/stop ]; do sleep 0.05; done", d = dir.display());
+    redlease()
+        .args(["run", "-k", key, "-N", urls])
+        .args(flags)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
