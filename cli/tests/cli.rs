@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{nodes, redlease, run, signal, stderr, stdout, wait_until};
+use common::{nodes, redlease, run, signal, spawn_piped, stderr, stdout, wait_until};
 use redlease_cluster::{Cluster, RedisConn};
 
 #[test]
@@ -451,13 +451,7 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
 
 #[test]
 fn cluster_prints_urls_and_stops_on_ctrl_c() {
-    let mut child = redlease()
-        .args(["cluster", "--nodes", "3"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(&["cluster", "--nodes", "3"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let export = loop {
         let line = lines.next().expect("cluster output ended early").unwrap();
@@ -481,13 +475,7 @@ fn cluster_prints_urls_and_stops_on_ctrl_c() {
 
 #[test]
 fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
-    let mut child = redlease()
-        .args(["cluster", "--nodes", "1", "--replicas", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(&["cluster", "--nodes", "1", "--replicas", "1"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut replica = None;
     let export = loop {

@@ -5,16 +5,15 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
+use std::process::Child;
 
-use common::{alive, redlease, run, signal, stderr};
+use common::{alive, redlease, run, signal, spawn_piped, stderr};
 use redlease_cluster::{RedisConn, Reply};
 
 /// Start `redlease ARGS` and read its output up to the REDLEASE_NODES line: the seed addresses
 /// and the pid of every node it printed.
 fn start(args: &[&str]) -> (Child, Vec<SocketAddr>, Vec<u32>) {
-    let mut child =
-        redlease().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn_piped(args);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut pids = Vec::new();
     let seeds = loop {

@@ -73,3 +73,9 @@ pub fn holder(urls: &str, key: &str, flags: &[&str], dir: &Path, name: &str) -> 
         .spawn()
         .unwrap()
 }
+
+/// `redlease ARGS` started with its output piped (and no input), for a test that reads it as
+/// it comes.
+pub fn spawn_piped(args: &[&str]) -> Child {
+    redlease().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
