@@ -137,7 +137,7 @@ impl Links {
         let mut slots = vec![NONE; SLOTS].into_boxed_slice();
         for r in &ranges {
             let host = if r.host.is_empty() || r.host == "?" { self.host_of(link) } else { r.host.clone() };
-            let Some(to) = self.link_for(now, node, &host, r.port) else { continue };
+            let Some(to) = self.link_for(node, &host, r.port) else { continue };
             slots[r.start as usize..=r.end as usize].fill(to as u16);
         }
         let Some(Some(routes)) = self.routes.get_mut(node) else { return false };
@@ -151,7 +151,7 @@ impl Links {
     pub(crate) fn redirected(&mut self, now: Instant, link: usize, redirect: &Redirect) -> Result<usize, Vote> {
         let node = self.links[link].owner as usize;
         let host = if redirect.host.is_empty() { self.host_of(link) } else { redirect.host.clone() };
-        let to = self.link_for(now, node, &host, redirect.port).ok_or_else(|| {
+        let to = self.link_for(node, &host, redirect.port).ok_or_else(|| {
             Vote::Error(format!("the cluster names more than {MAX_MASTERS} masters; not following it"))
         })?;
         let Some(Some(routes)) = self.routes.get_mut(node) else { return Err(Vote::Down) };
@@ -205,7 +205,7 @@ impl Links {
 
     /// The link of `node` to `host:port`: its own link when that is where it points, a link
     /// already open, or a new one (down, due to connect at once); `None` past [`MAX_MASTERS`].
-    fn link_for(&mut self, now: Instant, node: usize, host: &str, port: u16) -> Option<usize> {
+    fn link_for(&mut self, node: usize, host: &str, port: u16) -> Option<usize> {
         if self.seeds[node].as_ref().is_some_and(|(h, p)| h == host && *p == port) {
             return Some(node);
         }
@@ -220,7 +220,6 @@ impl Links {
         if mine >= MAX_MASTERS || self.links.len() >= usize::from(u16::MAX) {
             return None;
         }
-        let _ = now;
         let link = Link::master_of(&self.links[node], self.policy.min(), node as u16, Arc::from(host), port);
         let addr = self.master_addr(node, host, port);
         self.links.push(link);
