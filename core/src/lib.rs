@@ -181,7 +181,7 @@
 //! | the lock | `K` | string: the holder's token, then `:` once a waiter was refused by it |
 //! | its fencing counter | `{fence_prefix}K` (default `redlease:fence:K`) | integer, no TTL |
 //! | its waiter queue | `redlease:queue:K` | list of `token:reservation_ms`, with a TTL |
-//! | its wake channel | `redlease:wake:K` | pub/sub channel |
+//! | its wake channel | `redlease:wake:K` | pub/sub channel (sharded on a Redis Cluster node, where `K` is in its cluster form) |
 //! | its readers ([`LockOptions::shared`]) | `redlease:readers:K` | sorted set of reader tokens scored by their expiry (ms, the node's clock), with a TTL; `K` holds [`READERS_VALUE`] meanwhile |
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!

@@ -11,7 +11,7 @@ mod shapes;
 mod subs;
 mod view;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,8 +64,10 @@ struct Link {
     holding: bool,
     held: Vec<u8>,
     held_pending: VecDeque<(Pending, Instant)>,
-    /// The wake channels this connection was sent `SUBSCRIBE` for.
+    /// The wake channels this connection was sent `SUBSCRIBE` (or `SSUBSCRIBE`) for.
     subs: BTreeSet<Vec<u8>>,
+    /// `subs` are sharded subscriptions (`SSUBSCRIBE`): the link serves a cluster node.
+    subs_sharded: bool,
     /// The node is reached over plain TCP (`redis://`): a connection that ends before its
     /// first reply may be talking to a TLS port.
     plain_tcp: bool,
@@ -200,9 +202,9 @@ pub(crate) struct Links {
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
-    /// The wake channels waiters need, subscribed on every link whose wake state is on before
-    /// the next request it sends.
-    channels: BTreeSet<Vec<u8>>,
+    /// The wake channels waiters need, and who announces on each: every link whose wake
+    /// state is on subscribes to those it carries before the next request it sends.
+    channels: BTreeMap<Vec<u8>, subs::Listen>,
     /// Bumped whenever `channels` changes.
     subs_gen: u64,
     /// Replies read later than this after their request (the node timeout) are late, not
@@ -236,6 +238,7 @@ impl Links {
                 held: Vec::new(),
                 held_pending: VecDeque::new(),
                 subs: BTreeSet::new(),
+                subs_sharded: false,
                 subs_gen: 0,
                 sourced: 0,
                 limits: Vec::new(),
@@ -265,7 +268,7 @@ impl Links {
             next_copy: 0,
             policy,
             closes: VecDeque::new(),
-            channels: BTreeSet::new(),
+            channels: BTreeMap::new(),
             subs_gen: 0,
             on_time: config.node_timeout,
         }
@@ -350,8 +353,16 @@ impl Links {
         self.addrs.get(node.index()).map(|a| &**a)
     }
 
+    /// Whether `node`'s link wakes waiters; a Redis Cluster node's links to its masters carry
+    /// its release messages, so one of them that cannot tells why.
     pub(crate) fn wake_state(&self, node: NodeId) -> Option<&WakeState> {
-        self.links.get(node.index()).map(|l| &l.wake)
+        let own = &self.links.get(node.index())?.wake;
+        if node.index() >= self.nodes || !self.is_cluster(node.index()) {
+            return Some(own);
+        }
+        let polled =
+            self.links_of(node.index()).map(|i| &self.links[i].wake).find(|w| matches!(w, WakeState::Polling { .. }));
+        Some(polled.unwrap_or(own))
     }
 
     /// Every node's address, by node.

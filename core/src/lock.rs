@@ -309,7 +309,7 @@ impl Slot {
     /// The names a call derives from the keys, under `fence_prefix`.
     pub(crate) fn names<'a>(&'a self, fence_prefix: &'a [u8]) -> Names<'a> {
         let sem = self.permits.on().then_some((self.permits.limit_key.as_slice(), self.permits.queue.as_slice()));
-        Names { fence_prefix, sem }
+        Names { fence_prefix, sem, shard: false }
     }
 
     /// Count a new attempt over `n` nodes, which has heard no release message yet. A queued

@@ -181,7 +181,7 @@ for i = 1, n do
         given[name] = { tok, ms }
       end
     end
-    redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
+    redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
   end
 end
 return d
@@ -207,14 +207,14 @@ if type(head) == 'string' then
     nxt = tok
   end
 end
-redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], ARGV[1] .. ':' .. nxt)
+redis.pcall(ARGV[2] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], ARGV[1] .. ':' .. nxt)
 return 1
 ";
 /// SHA-1 of [`RELEASE_ONE`].
-pub(crate) const RELEASE_ONE_SHA: &str = "960a4e28d56cc34159c841d5c10203147f2999e2";
+pub(crate) const RELEASE_ONE_SHA: &str = "f1a22963ccb055a59d274e092e74d47dc5ce8577";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "51f1dbbb50b0e439d7e0b0a4bc44ba0fe7b515fa";
+pub(crate) const RELEASE_SHA: &str = "7182b3c0c1ced9b656abc7699bd6900260f13098";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

@@ -108,25 +108,36 @@ pub(crate) enum Pending {
     Slots,
     /// `ASKING` ahead of a request redirected by `ASK`: the reply is not waited for.
     Asking,
-    /// `SUBSCRIBE` to one wake channel (answered by a `subscribe` push, or an error).
-    Subscribe,
-    /// `UNSUBSCRIBE` from one wake channel.
-    Unsubscribe,
+    /// `SUBSCRIBE` to one wake channel (answered by a `subscribe` push, or an error), or
+    /// `SSUBSCRIBE` to one in slot `shard` on a cluster node's master.
+    Subscribe { shard: Option<u16> },
+    /// `UNSUBSCRIBE` from one wake channel, or `SUNSUBSCRIBE` (`sharded`) on a cluster node's
+    /// master. A master that loses a slot also unsubscribes its clients from the slot's
+    /// channels unasked, with the same push; so every `sunsubscribe` push is read as a
+    /// subscription gone, and a [`Fence`](Self::Fence) follows the `SUNSUBSCRIBE`s: its answer
+    /// ends theirs (each is that push, read before, or an error).
+    Unsubscribe { sharded: bool },
+    /// `PING` after `SUNSUBSCRIBE`s.
+    Fence,
     /// `WAIT` after a grant of a round (on a node with
     /// [`min_replicas`](crate::NodeConfig::min_replicas)): how many replicas have it.
     Replicas { lock: LockId, round: u32 },
 }
 
 impl Pending {
-    fn name(self) -> &'static str {
+    /// The request's name, for errors.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pending::Step(step) => step.name(),
             Pending::Op { op, .. } => op.name(),
             Pending::Cleanup | Pending::AttemptCleanup { .. } | Pending::Resend { .. } => "the cleanup release",
             Pending::Slots => "CLUSTER SLOTS",
             Pending::Asking => "ASKING",
-            Pending::Subscribe => "SUBSCRIBE",
-            Pending::Unsubscribe => "UNSUBSCRIBE",
+            Pending::Subscribe { shard: None } => "SUBSCRIBE",
+            Pending::Subscribe { shard: Some(_) } => "SSUBSCRIBE",
+            Pending::Unsubscribe { sharded: false } => "UNSUBSCRIBE",
+            Pending::Unsubscribe { sharded: true } => "SUNSUBSCRIBE",
+            Pending::Fence => "PING",
             Pending::Replicas { .. } => "WAIT",
         }
     }
@@ -189,7 +200,13 @@ pub(crate) struct Names<'a> {
     /// A semaphore's limit key and its one waiter queue (a mutex key's queue is
     /// [`scripts::QUEUE_PREFIX`] + the key).
     pub(crate) sem: Option<(&'a [u8], &'a [u8])>,
+    /// The call goes to a Redis Cluster node: a script that announces a release does so on
+    /// the sharded channel (`SPUBLISH`, a last argument `s`).
+    pub(crate) shard: bool,
 }
+
+/// The argument that makes a script announce on the sharded channel.
+pub(crate) const SHARD_ARG: &[u8] = b"s";
 
 /// Whether a refused acquire attempt marks the keys that refused it as waited for and joins
 /// the keys' waiter queues, and where ([`scripts::ACQUIRE`]).
@@ -262,7 +279,7 @@ pub(crate) fn encode<'k>(
         Call::Release { .. } if one => 1,
         Call::Release { .. } => 3,
         _ => 1,
-    };
+    } + usize::from(names.shard && matches!(call, Call::Release { .. }));
     resp::array(out, 3 + script_keys + extra);
     script_head(out, (script, sha), eval, script_keys);
     if locks {
@@ -289,6 +306,9 @@ pub(crate) fn encode<'k>(
     }
     resp::bulk(out, token);
     script_args(out, call, nkeys, one);
+    if names.shard && matches!(call, Call::Release { .. }) {
+        resp::bulk(out, SHARD_ARG);
+    }
 }
 
 /// The head of a script call, after the array header: `EVAL source` (`eval`) or `EVALSHA
@@ -348,7 +368,7 @@ mod tests {
     use super::*;
 
     fn names(fence_prefix: &[u8]) -> Names<'_> {
-        Names { fence_prefix, sem: None }
+        Names { fence_prefix, sem: None, shard: false }
     }
 
     #[test]

@@ -7,8 +7,11 @@ mod rig;
 use std::time::Duration;
 
 use redlease_core::cluster::hash_slot;
-use redlease_core::{AcquireError, Event, LockOptions, NodeId, Vote};
+use redlease_core::{AcquireError, Event, LockOptions, NodeId, Retry, Vote};
 use rig::{Rig, commands};
+
+/// The retry delay of the rig's locks.
+const SLOW: Duration = Duration::from_secs(5);
 
 /// A `HELLO 3` answer of a cluster node (as Redis 7 sends it, shortened).
 const HELLO_CLUSTER: &[u8] = b"%4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n\
@@ -39,7 +42,11 @@ fn handshake_answers(sent: &[u8], hello: &[u8]) -> Vec<u8> {
 /// Three nodes: node 0 a cluster of two masters (its own link, and link 3 to port 7100), the
 /// others standalone; all ready.
 fn rig() -> Rig {
-    let mut rig = Rig::unconnected(3, |c| c.wake = true);
+    let mut rig = Rig::unconnected(3, |c| {
+        c.wake = true;
+        // Only a release message retries a waiter sooner than this.
+        c.retry = Retry::new(100, SLOW, SLOW);
+    });
     rig.connect(1);
     rig.connect(2);
     let t = rig.t0;
@@ -57,8 +64,10 @@ fn rig() -> Rig {
     assert_eq!(rig.engine.poll_connect(t), Some(NodeId(3)));
     rig.engine.handle_connected(t, NodeId(3));
     let sent = rig.sent(3);
-    assert!(commands(&sent).iter().all(|c| c[0] == b"SCRIPT"), "a master's handshake loads the scripts only");
-    rig.reply(t, 3, &handshake_answers(&sent, b""));
+    let asked = commands(&sent);
+    assert_eq!(asked[0], [b"HELLO".to_vec(), b"3".to_vec()], "a master's link carries release messages");
+    assert!(asked[1..].iter().all(|c| c[0] == b"SCRIPT"), "then the scripts are loaded");
+    rig.reply(t, 3, &handshake_answers(&sent, HELLO_CLUSTER));
     assert!(rig.engine.is_ready(NodeId(0)));
     let health = rig.engine.health();
     let c = health.nodes[0].cluster.as_ref().unwrap();
@@ -249,4 +258,103 @@ fn a_node_that_refuses_hello_is_asked_info_and_serves_once_it_says_standalone() 
     );
     let sent = commands(&rig.sent(0));
     assert_eq!(sent[0][..2], [b"SET".to_vec(), b"r".to_vec()], "{sent:?}");
+}
+
+/// The names of `cmds` with their first argument.
+fn heads(cmds: &[Vec<Vec<u8>>]) -> Vec<String> {
+    cmds.iter()
+        .map(|c| {
+            String::from_utf8_lossy(&[c[0].as_slice(), b" ", c.get(1).map_or(&[][..], |a| a)].concat()).into_owned()
+        })
+        .collect()
+}
+
+fn push(kind: &str, channel: &str, last: &str) -> Vec<u8> {
+    let last = if kind.ends_with("message") { format!("${}\r\n{last}", last.len()) } else { format!(":{last}") };
+    format!(">3\r\n${}\r\n{kind}\r\n${}\r\n{channel}\r\n{last}\r\n", kind.len(), channel.len()).into_bytes()
+}
+
+/// On a cluster node a waiter subscribes to the sharded channel of its key's cluster form, on
+/// the master that serves the slot (standalone nodes: the plain channel); that master's
+/// `smessage` wakes it; when the master drops the subscription (it lost the slot) and answers
+/// the new one with `MOVED`, the subscription follows the slot; the release announces sharded.
+#[test]
+fn waiters_subscribe_where_the_slot_is_served_and_follow_it() {
+    let mut rig = rig();
+    let t = rig.t0;
+    let r = resource_on(3);
+    let (plain, sharded) = (format!("redlease:wake:{r}"), format!("redlease:wake:{{{r}}}"));
+    let slot = hash_slot(sharded.as_bytes());
+    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)), b"me").unwrap();
+    for link in [1, 2, 3] {
+        assert_eq!(heads(&commands(&rig.sent(link)))[0].split_once(' ').unwrap().0, "SET");
+    }
+    for link in [1, 2, 3] {
+        rig.reply(t, link, b"$-1\r\n");
+    }
+    // The cleanup of the failed attempt, the subscription, the next attempt.
+    let on_master = heads(&commands(&rig.sent(3)));
+    assert_eq!(on_master[1], format!("SSUBSCRIBE {sharded}"), "{on_master:?}");
+    assert!(on_master[0].starts_with("EVAL ") && on_master[2].starts_with("EVALSHA"), "{on_master:?}");
+    for link in [1, 2] {
+        assert_eq!(heads(&commands(&rig.sent(link)))[1], format!("SUBSCRIBE {plain}"));
+        rig.reply(t, link, &[b":0\r\n".as_slice(), &push("subscribe", &plain, "1"), b":0\r\n"].concat());
+    }
+    assert!(rig.sent(0).is_empty(), "the other master serves none of the waiter's slots");
+    rig.reply(t, 3, &[b":0\r\n".as_slice(), &push("ssubscribe", &sharded, "1"), b":0\r\n"].concat());
+    for link in [1, 2, 3] {
+        // The cleanups of the second attempt where its vote was still pending.
+        for _ in commands(&rig.sent(link)) {
+            rig.reply(t, link, b":0\r\n");
+        }
+    }
+    rig.events();
+    assert!(rig.engine.poll_timeout().unwrap() >= t + SLOW, "waiting on the fallback only");
+
+    // The master lost the slot: it ends the subscription unasked, and answers the new one
+    // with MOVED, which moves the slot and the subscription to the other master.
+    let t = rig.at(200);
+    rig.reply(t, 3, &push("sunsubscribe", &sharded, "0"));
+    assert_eq!(heads(&commands(&rig.sent(3))), [format!("SSUBSCRIBE {sharded}")]);
+    rig.reply(t, 3, format!("-MOVED {slot} 127.0.0.1:7000\r\n").as_bytes());
+    let on_seed = heads(&commands(&rig.sent(0)));
+    assert!(on_seed.contains(&format!("SSUBSCRIBE {sharded}")), "{on_seed:?}");
+    assert_eq!(heads(&commands(&rig.sent(3))), [format!("SUNSUBSCRIBE {sharded}"), "PING ".to_owned()]);
+    // Its SUNSUBSCRIBE may be answered by MOVED or by the push: the PING ends it either way.
+    rig.reply(t, 3, format!("-MOVED {slot} 127.0.0.1:7000\r\n+PONG\r\n").as_bytes());
+    // The map now says so too: the seed serves 0 to the slot, the other master the rest.
+    let range =
+        |start: u16, end: u16, port: u16| format!("*3\r\n:{start}\r\n:{end}\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n");
+    let map = format!("*2\r\n{}{}", range(0, slot, 7000), range(slot + 1, 16383, 7100)).into_bytes();
+    for reply in on_seed
+        .iter()
+        .map(|c| if c.starts_with("SSUBSCRIBE") { push("ssubscribe", &sharded, "1") } else { map.clone() })
+    {
+        rig.reply(t, 0, &reply);
+    }
+    assert!(rig.engine.is_ready(NodeId(0)), "no link failed: {}", rig.engine.health());
+
+    // Release messages from the new master and one standalone node: a quorum, so it retries.
+    rig.reply(t, 0, &push("smessage", &sharded, "other:"));
+    rig.reply(t, 1, &push("message", &plain, "other:"));
+    let due = rig.engine.poll_timeout().unwrap();
+    assert!(due <= t + Duration::from_millis(1), "woken, not after 5 s");
+    rig.engine.handle_timeout(due);
+    let attempt = commands(&rig.sent(0));
+    assert!(attempt.iter().any(|c| c[0] == b"EVALSHA"), "the retry goes to the new master");
+    rig.reply(due, 0, b":1\r\n");
+    for link in [1, 2] {
+        rig.sent(link);
+        rig.reply(due, link, b":1\r\n");
+    }
+    let Some(Event::Acquired { lock, .. }) = rig.events().into_iter().find(|e| matches!(e, Event::Acquired { .. }))
+    else {
+        panic!("granted")
+    };
+    rig.engine.release(due, lock).unwrap();
+    let release = commands(&rig.sent(0));
+    let release = release.iter().find(|c| c[0] == b"EVALSHA").unwrap();
+    assert_eq!(release.last().unwrap(), b"s", "a cluster node's release announces sharded");
+    let standalone = commands(&rig.sent(1));
+    assert_ne!(standalone.iter().find(|c| c[0] == b"EVALSHA").unwrap().last().unwrap(), b"s");
 }

@@ -18,7 +18,10 @@
 //!   the `{K}` the other clients lock);
 //! - no release of an acquisition's token takes what the round that got the lock was granted
 //!   (a cleanup of an earlier attempt arriving late);
-//! - the engine writes only to links that are connected.
+//! - the engine writes only to links that are connected;
+//! - releases on a cluster master announce on sharded channels (`SPUBLISH`), and waiters
+//!   subscribe to them (`SSUBSCRIBE`) on the master that serves the slot, following the slot
+//!   when it moves (a master that loses one ends its subscriptions with `sunsubscribe`).
 //!
 //! To look at one run step by step:
 //!
@@ -62,6 +65,8 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     assert!(stats.asking_served > 0, "requests were served after ASKING: {stats:?}");
     assert!(stats.followed > n && stats.map_reads > n, "redirects followed, maps read: {stats:?}");
     assert!(stats.max_chain >= 2, "requests bounced between masters: {stats:?}");
+    assert!(stats.shard_messages > n, "waiters heard sharded release messages: {stats:?}");
+    assert!(stats.shard_unsubscribed > 0, "masters that lost a slot ended its subscriptions: {stats:?}");
     assert!(liveness * 10 > n * 9, "liveness checked in {liveness} of {n} runs");
 }
 

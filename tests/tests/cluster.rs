@@ -3,11 +3,11 @@
 //! resources needs one hash tag, and a failover keeps a lock only when grants wait for the
 //! replica. (The cases every adapter runs on cluster nodes are in the conformance suite.)
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlease_client::{AcquireError, Error};
-use redlease_core::{Config, LockOptions, Vote, cluster::hash_slot};
-use redlease_tests::RedisCluster;
+use redlease_core::{Config, LockOptions, Retry, Vote, cluster::hash_slot};
+use redlease_tests::{RedisCluster, Reply};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -116,4 +116,59 @@ fn a_cluster_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
     }
     assert!(started.elapsed() < Duration::from_secs(2), "failed in time, took {:?}", started.elapsed());
     cluster.replicas_of(0)[0].resume();
+}
+
+/// Subscribers of the sharded `channel` on `node` (`PUBSUB SHARDNUMSUB`).
+fn shard_subscribers(node: &redlease_tests::Node, channel: &str) -> i64 {
+    match node.conn().and_then(|mut c| c.cmd(&["PUBSUB", "SHARDNUMSUB", channel])) {
+        Ok(Reply::Array(Some(items))) => match items.get(1) {
+            Some(Reply::Int(n)) => *n,
+            other => panic!("PUBSUB SHARDNUMSUB: {other:?}"),
+        },
+        other => panic!("PUBSUB SHARDNUMSUB: {other:?}"),
+    }
+}
+
+/// Poll `done` every 10 ms for up to 5 s; panic with `what` if it never holds.
+fn within_5s(what: &str, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < until, "{what}: not within 5 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wake-ups on a cluster node are sharded: a waiter listens (`SSUBSCRIBE`) on the master that
+/// serves its slot only, and the release announces there (`SPUBLISH`). When the slot moves to
+/// another master while it waits, the old master ends the subscription and the waiter
+/// subscribes on the new one: the release there still wakes it within 2 s, though it retries
+/// only every 5 s.
+#[test]
+fn a_waiter_on_a_cluster_follows_its_slot_to_another_master() {
+    let cluster = RedisCluster::builder().masters(3).replicas(0).start();
+    let (key, channel) = ("{moving}", "redlease:wake:{moving}");
+    let from = cluster.master_of_key(key);
+    let to = (from + 1) % 3;
+    let holder = redlease_mio::Client::with_config(config(&[cluster.seed_url()])).unwrap();
+    let slow = config(&[cluster.seed_url()]).retry(Retry::new(1000, Duration::from_secs(5), Duration::from_secs(5)));
+    let waiting = redlease_mio::Client::with_config(slow).unwrap();
+    let guard = holder.lock("moving", TTL).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let got = waiting.lock_with(LockOptions::new("moving", TTL).wait(Duration::from_secs(20)));
+        (Instant::now(), got.map(|g| g.release()))
+    });
+    within_5s("the waiter subscribes on the slot's master", || shard_subscribers(cluster.master(from), channel) > 0);
+    for m in (0..3).filter(|&m| m != from) {
+        assert_eq!(shard_subscribers(cluster.master(m), channel), 0, "master {m} does not serve the slot");
+    }
+    cluster.migrate_slot(hash_slot(key.as_bytes()), to);
+    within_5s("the subscription follows the slot", || {
+        shard_subscribers(cluster.master(to), channel) > 0 && shard_subscribers(cluster.master(from), channel) == 0
+    });
+    let released = Instant::now();
+    guard.release().unwrap();
+    let (got, outcome) = waiter.join().unwrap();
+    outcome.expect("the waiter got the lock").unwrap();
+    assert!(got - released < Duration::from_secs(2), "woken {:?} after the release", got - released);
+    cluster.assert_no_leaks();
 }

@@ -186,7 +186,7 @@ fn an_acl_user_without_the_list_commands_still_locks_and_wakes_waiters() {
 }
 
 /// The guide's ACL user, set on every node of a Redis Cluster given as a node, locks with
-/// fencing and reads the slot map.
+/// fencing, reads the slot map, and wakes waiters through sharded pub/sub.
 #[test]
 fn the_recommended_acl_user_locks_on_a_cluster_node() {
     let acl = block_after(&guide(), "**A user with only what redlease needs.**");
@@ -209,5 +209,19 @@ fn the_recommended_acl_user_locks_on_a_cluster_node() {
         let options = redlease_mio::LockOptions::new(format!("ops:cluster:{i}"), Duration::from_secs(10)).fencing(true);
         client.lock_with(options).unwrap().release().unwrap();
     }
+    // A waiter is woken through the sharded channel, not polled.
+    let guard = client.lock("ops:cluster:0", Duration::from_secs(10)).unwrap();
+    let waiter = redlease_mio::Client::connect([url.as_str()]).unwrap();
+    let waiting = std::thread::spawn(move || {
+        let options =
+            redlease_mio::LockOptions::new("ops:cluster:0", Duration::from_secs(10)).wait(Duration::from_secs(10));
+        let got = waiter.lock_with(options).map(|g| g.release().is_ok());
+        (got, waiter.health().nodes[0].polled_because().map(str::to_owned))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    guard.release().unwrap();
+    let (got, polled) = waiting.join().unwrap();
+    assert!(matches!(got, Ok(true)), "the waiter got the lock");
+    assert_eq!(polled, None, "the guide's user may use the sharded wake channels");
     cluster.assert_no_leaks();
 }

@@ -42,7 +42,7 @@ pub(super) fn encode_all<'k>(
     tagged.set_bytes(forms.iter().map(Vec::as_slice));
     let slot = cluster::one_slot(tagged.iter());
     let mut bytes = Vec::with_capacity(out.len() + 2 * forms.len());
-    wire::encode(&mut bytes, call, tagged.iter(), token, names, eval);
+    wire::encode(&mut bytes, call, tagged.iter(), token, Names { shard: true, ..names }, eval);
     Some((bytes, slot))
 }
 

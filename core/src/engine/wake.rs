@@ -16,10 +16,13 @@ impl Engine {
             return false;
         }
         let mut any = false;
-        for ch in self.channels(idx) {
-            if self.waiters.add(&ch, idx) && !self.links.subscribe(&ch) {
+        for (ch, shard) in self.channels(idx) {
+            let new = self.waiters.add(&ch, idx);
+            if !self.links.subscribe(&ch, shard) {
                 // Too many channels: waiters on this resource poll.
-                self.waiters.remove(&ch, idx);
+                if new {
+                    self.waiters.remove(&ch, idx);
+                }
                 continue;
             }
             any = true;
@@ -28,19 +31,20 @@ impl Engine {
         any
     }
 
-    /// The wake channels of slot `idx`'s resources: each key's, and on a Redis Cluster node
-    /// the one its cluster form's release publishes on.
-    fn channels(&self, idx: u32) -> Vec<Vec<u8>> {
+    /// The wake channels of slot `idx`'s resources: each key's, which standalone nodes
+    /// announce on, and on a Redis Cluster node the sharded one its cluster form's release
+    /// announces on (`true`; the same channel when the key has a hash tag).
+    fn channels(&self, idx: u32) -> Vec<(Vec<u8>, bool)> {
         let mut out = Vec::new();
         for key in self.locks[idx].keys.iter() {
             let mut ch = Vec::new();
             wake::channel(&mut ch, key);
-            out.push(ch);
+            out.push((ch, false));
             let mut tagged = Vec::new();
-            if self.links.any_cluster() && crate::cluster::cluster_key(&mut tagged, key).is_ok() && tagged != key {
+            if self.links.any_cluster() && crate::cluster::cluster_key(&mut tagged, key).is_ok() {
                 let mut ch = Vec::new();
                 wake::channel(&mut ch, &tagged);
-                out.push(ch);
+                out.push((ch, true));
             }
         }
         out
@@ -51,7 +55,7 @@ impl Engine {
         if !std::mem::take(&mut self.locks[idx].waiting) {
             return;
         }
-        for ch in self.channels(idx) {
+        for (ch, _) in self.channels(idx) {
             if self.waiters.remove(&ch, idx) {
                 self.links.unsubscribe(&ch);
             }

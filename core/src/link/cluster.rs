@@ -45,6 +45,11 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
+    /// Whether the map routes `slot` to `link`.
+    pub(super) fn serves(&self, slot: u16, link: usize) -> bool {
+        self.slots.get(slot as usize).is_some_and(|&l| l as usize == link)
+    }
+
     fn new() -> Box<Self> {
         Box::new(Routes {
             slots: vec![NONE; SLOTS].into_boxed_slice(),
@@ -141,8 +146,12 @@ impl Links {
             slots[r.start as usize..=r.end as usize].fill(to as u16);
         }
         let Some(Some(routes)) = self.routes.get_mut(node) else { return false };
+        let changed = routes.slots != slots;
         routes.slots = slots;
         routes.known = true;
+        if changed {
+            self.map_changed(now, node);
+        }
         true
     }
 
@@ -157,9 +166,12 @@ impl Links {
         let Some(Some(routes)) = self.routes.get_mut(node) else { return Err(Vote::Down) };
         routes.redirects += 1;
         if !redirect.ask {
-            routes.slots[redirect.slot as usize] = to as u16;
+            let moved = std::mem::replace(&mut routes.slots[redirect.slot as usize], to as u16) != to as u16;
             if routes.asked_at.is_none_or(|at| now.saturating_duration_since(at) >= REFRESH_MIN) {
                 self.read_map(now, node, false);
+            }
+            if moved {
+                self.map_changed(now, node);
             }
         }
         Ok(to)
@@ -220,7 +232,8 @@ impl Links {
         if mine >= MAX_MASTERS || self.links.len() >= usize::from(u16::MAX) {
             return None;
         }
-        let link = Link::master_of(&self.links[node], self.policy.min(), node as u16, Arc::from(host), port);
+        let wake = self.master_handshakes[node].1.contains(&Step::Hello);
+        let link = Link::master_of(&self.links[node], self.policy.min(), (node as u16, wake), Arc::from(host), port);
         let addr = self.master_addr(node, host, port);
         self.links.push(link);
         self.addrs.push(addr);
@@ -290,8 +303,9 @@ pub(super) fn link_state(l: &Link) -> NodeState {
 
 impl Link {
     /// A link to one master of cluster node `owner`, reached like `node`'s own link (its
-    /// transport, credentials and replicas option), down and due to connect at once.
-    fn master_of(node: &Link, backoff: Duration, owner: u16, host: Arc<str>, port: u16) -> Link {
+    /// transport, credentials and replicas option), down and due to connect at once; with
+    /// `wake`, its handshake asks for RESP3 and it carries the release messages of its slots.
+    fn master_of(node: &Link, backoff: Duration, (owner, wake): (u16, bool), host: Arc<str>, port: u16) -> Link {
         Link {
             state: LinkState::Down { retry_at: None },
             backoff,
@@ -302,11 +316,16 @@ impl Link {
             last_error: None,
             attempts_ended: 0,
             stats: Default::default(),
-            wake: WakeState::Polling { reason: "release messages come over the node's own connection".to_owned() },
+            wake: if wake {
+                WakeState::Unknown
+            } else {
+                WakeState::Polling { reason: "wake-ups are off in the config".to_owned() }
+            },
             holding: false,
             held: Vec::new(),
             held_pending: Default::default(),
             subs: Default::default(),
+            subs_sharded: true,
             subs_gen: 0,
             sourced: 0,
             limits: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::Links;
 use crate::cluster::{self, Redirect};
 use crate::config::Config;
-use crate::error::LinkError;
+use crate::error::{LinkError, is_cluster_error};
 use crate::event::{NodeId, WakeState};
 use crate::resp::{self, MAX_REPLY};
 use crate::scripts;
@@ -64,12 +64,25 @@ impl Links {
                 return Err(LinkError::Malformed { node, addr: addr(), detail });
             }
         };
+        let i = link.index();
         if let resp::Reply::Push { kind, channel, data } = reply {
-            if kind.eq_ignore_ascii_case(b"message") {
+            if kind.eq_ignore_ascii_case(b"message") || kind.eq_ignore_ascii_case(b"smessage") {
                 return Ok(Next::Message { used, channel: channel.to_vec(), data: data.to_vec() });
             }
+            if kind.eq_ignore_ascii_case(b"sunsubscribe") {
+                // Asked for or not (the master no longer serves the channel's slot), the
+                // subscription is gone (see `Pending::Fence`).
+                self.shard_dropped(now, i, Some(channel), cluster::hash_slot(channel));
+                return Ok(Next::Done(used));
+            }
         }
-        let i = link.index();
+        if !matches!(reply, resp::Reply::Error(_)) {
+            // The fence's answer: the `SUNSUBSCRIBE`s ahead of it were answered by pushes.
+            let l = &mut self.links[i];
+            while matches!(l.pending.front(), Some((Pending::Unsubscribe { sharded: true }, _))) {
+                l.pending.pop_front();
+            }
+        }
         let cluster = self.is_cluster(node.index());
         let link = &mut self.links[i];
         let Some((pending, queued)) = link.pending.pop_front() else {
@@ -98,6 +111,18 @@ impl Links {
         let refused = |step: Step, message| LinkError::Handshake { node, addr: addr(), step: step.name(), message };
         match answer {
             Answer::Op { .. } | Answer::Replicas { .. } => return Ok(Next::Op { used, answer }),
+            Answer::Step(Step::Hello, hello) if i >= self.nodes => {
+                // A link to a cluster node's master: it carries the release messages of the
+                // master's slots.
+                link.wake = match hello {
+                    StepAnswer::Refused(message) => {
+                        WakeState::Polling { reason: format!("HELLO 3 refused: {message}") }
+                    }
+                    _ if link.wake == WakeState::Unknown => WakeState::On,
+                    _ => link.wake.clone(),
+                };
+                self.release_held(now, i);
+            }
             Answer::Step(Step::Hello, StepAnswer::Ok) => {
                 // RESP3 from here on: subscribe to what the waiters need, then send what was
                 // issued meanwhile (unless the format check showed a cluster).
@@ -107,7 +132,7 @@ impl Links {
                 if cluster {
                     return Ok(self.cluster_found(now, i, used));
                 }
-                link.release_held(now, &self.channels, self.subs_gen);
+                self.release_held(now, i);
             }
             Answer::Step(Step::Hello, StepAnswer::Cluster(_)) => {
                 if link.wake == WakeState::Unknown {
@@ -134,12 +159,22 @@ impl Links {
             }
             Answer::Step(Step::ClusterInfo, StepAnswer::Cluster(_)) => return Ok(self.cluster_found(now, i, used)),
             Answer::Step(Step::ClusterInfo, _) => {
-                link.release_held(now, &self.channels, self.subs_gen);
+                self.release_held(now, i);
                 return Ok(Next::Ready(self.ready(i, used)));
+            }
+            Answer::SubscribeRefused(message) if is_cluster_error(&message) => {
+                // A sharded subscription the master does not serve now: `MOVED` moves its slot
+                // (and the subscription with it); a slot in flux is tried again later.
+                if let Pending::Subscribe { shard: Some(slot) } = pending {
+                    match cluster::redirect(message.as_bytes()) {
+                        Some(redirect) if !redirect.ask => drop(self.redirected(now, i, &redirect)),
+                        _ => self.shard_dropped(now, i, None, slot),
+                    }
+                }
             }
             Answer::SubscribeRefused(message) => {
                 let was_on = link.wake == WakeState::On;
-                link.wake = WakeState::Polling { reason: format!("SUBSCRIBE refused: {message}") };
+                link.wake = WakeState::Polling { reason: format!("{} refused: {message}", pending.name()) };
                 if was_on {
                     return Ok(Next::WakeOff(used));
                 }
@@ -177,7 +212,7 @@ impl Links {
         let l = &mut self.links[link];
         l.held.clear();
         let dropped = l.held_pending.drain(..).map(|(p, _)| p).collect();
-        l.release_held(now, &self.channels, self.subs_gen);
+        self.release_held(now, link);
         self.read_map(now, link, true);
         Next::Cluster { used, dropped }
     }
@@ -220,13 +255,17 @@ impl Links {
 const MAX_MAP_REPLY: usize = 4 << 20;
 
 /// The handshake of a link to a master of cluster node `node`: AUTH as the node needs it,
-/// CLIENT SETNAME (with a client name) and the SCRIPT LOADs. (A cluster has no databases but
-/// 0, takes no lock format key in every slot, and sends release messages over the node's own
-/// link.)
+/// HELLO 3 when wake-ups are on (the link carries the release messages of the master's
+/// slots), CLIENT SETNAME (with a client name) and the SCRIPT LOADs. (A cluster has no
+/// databases but 0, and takes no lock format key in every slot.)
 pub(super) fn master_handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
     auth(&mut out, &mut steps, node);
+    if config.wake {
+        resp::command(&mut out, &[b"HELLO", b"3"]);
+        steps.push(Step::Hello);
+    }
     set_name(&mut out, &mut steps, config);
     load_scripts(&mut out, &mut steps);
     (out, steps)

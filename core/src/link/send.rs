@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use super::{Cmd, Copy, Links};
 use crate::error::Vote;
-use crate::event::WakeState;
 use crate::wire::Pending;
 
 impl Links {
@@ -40,11 +39,6 @@ impl Links {
         } else {
             (node, cmd.plain)
         };
-        if link != node {
-            // A cluster node's release messages come over its own link, which may carry no
-            // request for a while: its subscriptions go out now.
-            self.sync_subs_of(now, node);
-        }
         let pending = match pending {
             Pending::Cleanup if self.is_cluster(node) => {
                 self.keep_copy(Copy { bytes: bytes.into(), hops: 0, attempt_of: None })
@@ -75,16 +69,6 @@ impl Links {
         self.send_on(now, link, pending, encode)
     }
 
-    /// Bring link `link`'s subscriptions in line with the channels waiters need, if it
-    /// carries release messages and is behind.
-    fn sync_subs_of(&mut self, now: Instant, link: usize) {
-        if let Some(l) = self.links.get_mut(link) {
-            if l.subs_gen != self.subs_gen && l.wake == WakeState::On && !l.holding && l.takes_requests() {
-                l.sync_subs(now, &self.channels, self.subs_gen);
-            }
-        }
-    }
-
     /// Queue one request at `now` on link `link`, if it takes requests: `encode` writes it to
     /// the output buffer. `Err`: the link's vote when it does not.
     pub(crate) fn send_on(
@@ -96,7 +80,7 @@ impl Links {
     ) -> Result<(), Vote> {
         match self.links.get_mut(link) {
             Some(l) if l.takes_requests() => {
-                self.sync_subs_of(now, link);
+                self.sync_subs(now, link);
                 self.links[link].push(now, pending, encode);
                 Ok(())
             }

@@ -25,7 +25,7 @@ impl Links {
                     last_error: l.last_error.as_ref().map(|(_, e)| e.clone()),
                     fault: l.last_error.as_ref().map(|(f, _)| *f),
                     stats: l.stats.clone(),
-                    wake: l.wake.clone(),
+                    wake: self.wake_state(NodeId(i as u16)).unwrap_or(&l.wake).clone(),
                     min_replicas: l.min_replicas,
                     cluster: self.cluster_health(i),
                 }

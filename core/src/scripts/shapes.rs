@@ -161,7 +161,7 @@ if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, entry) end
 if not v or handed then redis.call('SET', KEYS[1], ':readers') end
 if handed and type(redis.pcall('LINDEX', KEYS[3], 0)) == 'string' then
   -- The others queued wake up: readers join us, a writer marks the key again.
-  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
+  redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
 end
 settle()
 local f = 0
@@ -169,7 +169,7 @@ if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return f + 1
 ";
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "0eb7440b8cfcf269dd3dd8bd731d3b63bbf2082b";
+pub(crate) const READ_ACQUIRE_SHA: &str = "f4fbe9d2bca46123dd40c0103ab2179024165cd6";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
@@ -231,12 +231,12 @@ if v == ':readers:' then
       nxt = tok
     end
   end
-  redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
+  redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
 end
 return d
 ";
 /// SHA-1 of [`READ_RELEASE`].
-pub(crate) const READ_RELEASE_SHA: &str = "30732249fbe5fa6332ed83f751245522a85d8b4c";
+pub(crate) const READ_RELEASE_SHA: &str = "747dd1b89540c5c76b78b84416d25cf9c0220a9c";
 
 /// Turn a write lock into a read lock, atomically on this node: the token joins the readers
 /// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.
@@ -260,8 +260,8 @@ if v ~= t and v ~= t .. ':' then return 0 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
 redis.call('SET', KEYS[1], ':readers')
 settle()
-if v == t .. ':' then redis.pcall('PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
+if v == t .. ':' then redis.pcall(ARGV[3] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
 return 1
 ";
 /// SHA-1 of [`DOWNGRADE`].
-pub(crate) const DOWNGRADE_SHA: &str = "44be5418825e9167e46922e6b953923ea0f573a3";
+pub(crate) const DOWNGRADE_SHA: &str = "5bc8d5a7d134a7362aaeb6c8f43a5f15672e4452";

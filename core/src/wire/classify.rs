@@ -73,19 +73,26 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
             Ok(Answer::Step(Step::Hello, StepAnswer::Cluster("HELLO says mode cluster".to_owned())))
         }
         (Pending::Step(Step::Hello), Reply::Map { .. }) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
-        (Pending::Subscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"subscribe") => {
+        (Pending::Subscribe { shard }, Reply::Push { kind, .. })
+            if kind.eq_ignore_ascii_case(if shard.is_some() { b"ssubscribe" } else { b"subscribe" }) =>
+        {
             Ok(Answer::Ignored)
         }
-        (Pending::Unsubscribe, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"unsubscribe") => {
+        (Pending::Unsubscribe { sharded: false }, Reply::Push { kind, .. })
+            if kind.eq_ignore_ascii_case(b"unsubscribe") =>
+        {
             Ok(Answer::Ignored)
         }
-        (Pending::Subscribe | Pending::Unsubscribe, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
+        (Pending::Subscribe { .. }, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
+        // A master that lost the slot answers `MOVED`: the subscription is gone either way.
+        (Pending::Unsubscribe { .. }, Reply::Error(_)) => Ok(Answer::Ignored),
         (_, Reply::Map { .. } | Reply::Push { .. }) => Err(pending.name()),
         (
             Pending::Cleanup
             | Pending::AttemptCleanup { .. }
             | Pending::Resend { .. }
             | Pending::Asking
+            | Pending::Fence
             | Pending::Step(Step::SetName),
             _,
         ) => Ok(Answer::Ignored),

@@ -73,11 +73,13 @@ fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_
         _ => return,
     };
     let nkeys = 2 + usize::from(queue) + usize::from(fence);
+    // Every one but the extension may announce a release: on a cluster node, sharded.
+    let shard = names.shard && !matches!(call, Call::ReadExtend { .. });
     let more = match call {
         Call::Read { .. } => 3,
         Call::ReadRelease { .. } => 2,
         _ => 0,
-    };
+    } + usize::from(shard);
     resp::array(out, 3 + nkeys + 1 + usize::from(ttl_ms.is_some()) + more);
     script_head(out, (script, sha), eval, nkeys);
     resp::bulk(out, key);
@@ -100,5 +102,8 @@ fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_
     if let Call::ReadRelease { leave, reserve_ms } = call {
         resp::bulk(out, if leave { b"1" } else { b"0" });
         resp::bulk_uint(out, reserve_ms);
+    }
+    if shard {
+        resp::bulk(out, super::SHARD_ARG);
     }
 }

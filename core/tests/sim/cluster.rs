@@ -102,8 +102,8 @@ impl Cluster {
         let (slot, from, to) = self.migration?;
         self.move_keys(nodes, now, None, lossy);
         for m in [from, to] {
+            nodes[self.servers[m]].set_slot_owner(slot, to);
             let s = shard(nodes, self.servers[m]);
-            s.set_owner(slot, to);
             s.migrating = None;
             s.importing = None;
         }

@@ -127,6 +127,8 @@ struct Session {
     resp3: bool,
     /// Subscribed channels.
     channels: BTreeSet<Vec<u8>>,
+    /// Subscribed sharded channels (`SSUBSCRIBE`).
+    shard_channels: BTreeSet<Vec<u8>>,
     /// This connection is refused `HELLO 3`, as by an old Redis.
     refuse_hello: bool,
     /// A cluster master: the connection sent `ASKING`, which holds for its next command.
@@ -197,6 +199,8 @@ pub(crate) struct Node {
     resp2: bool,
     /// Release messages of the command being executed: `(channel, message)`.
     published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The script being executed announces on sharded channels (`SPUBLISH`).
+    sharded: bool,
     /// Waiter queues by name, oldest first (the real scripts' `redlease:queue:<key>` lists,
     /// one per mutex key and one per semaphore; their TTL is not modelled, only checked to be
     /// passed: the engine leaves them when it ends).
@@ -321,6 +325,7 @@ impl Node {
             stats: NodeStats::default(),
             resp2,
             published: Vec::new(),
+            sharded: false,
             queues: BTreeMap::new(),
             readers: BTreeMap::new(),
             lost_readers: Vec::new(),
@@ -542,6 +547,17 @@ impl Node {
                 session.resp3 = true;
                 out.extend_from_slice(HELLO_CLUSTER);
                 return true;
+            }
+            (b"SSUBSCRIBE" | b"SUNSUBSCRIBE", 2) => {
+                // Served by the slot's owner whatever its migration state (Redis exempts
+                // sharded pub/sub from it); `MOVED` elsewhere.
+                return match shard.channel_route(now, hash_slot(&args[1])) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        out.extend_from_slice(format!("-{e}\r\n").as_bytes());
+                        true
+                    }
+                };
             }
             (b"SELECT", 2) if args[1] != b"0" => {
                 self.problems.push("SELECT of a database on a cluster node".into());
@@ -777,6 +793,7 @@ impl Node {
                 _ => out.extend_from_slice(b"-ERR DB index is out of range\r\n"),
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
+            (b"PING", 1) => out.extend_from_slice(b"+PONG\r\n"),
             (b"INFO", 2) if args[1].eq_ignore_ascii_case(b"cluster") => {
                 out.extend_from_slice(b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n");
             }
@@ -787,21 +804,29 @@ impl Node {
                 session.resp3 = true;
                 out.extend_from_slice(b"%2\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n");
             }
-            (b"SUBSCRIBE" | b"UNSUBSCRIBE", 2) => {
+            (b"SUBSCRIBE" | b"UNSUBSCRIBE" | b"SSUBSCRIBE" | b"SUNSUBSCRIBE", 2) => {
                 if !session.resp3 {
                     self.problems.push("SUBSCRIBE on a RESP2 connection (it would stop answering commands)".into());
                 }
-                let sub = name == b"SUBSCRIBE";
-                if sub {
-                    session.channels.insert(args[1].clone());
-                } else {
-                    session.channels.remove(&args[1]);
+                let sharded = name.starts_with(b"SS") || name.starts_with(b"SUNS");
+                let sub = !name.ends_with(b"UNSUBSCRIBE");
+                // (An engine that learns late that a node is a cluster may still take back a
+                // plain subscription there.)
+                if (sharded && self.shard.is_none()) || (!sharded && sub && self.shard.is_some()) {
+                    let what = String::from_utf8_lossy(&name);
+                    self.problems.push(format!("{what} on a {} node", if sharded { "standalone" } else { "cluster" }));
                 }
-                let kind: &[u8] = if sub { b"subscribe" } else { b"unsubscribe" };
+                let channels = if sharded { &mut session.shard_channels } else { &mut session.channels };
+                if sub {
+                    channels.insert(args[1].clone());
+                } else {
+                    channels.remove(&args[1]);
+                }
+                let kind = name.to_ascii_lowercase();
                 out.extend_from_slice(b">3\r\n");
-                bulk(out, kind);
+                bulk(out, &kind);
                 bulk(out, &args[1]);
-                out.extend_from_slice(format!(":{}\r\n", session.channels.len()).as_bytes());
+                out.extend_from_slice(format!(":{}\r\n", channels.len()).as_bytes());
             }
             (b"SCRIPT", 3) if args[1].eq_ignore_ascii_case(b"LOAD") => {
                 match known_scripts().iter().position(|s| s.0.as_bytes() == args[2].as_slice()) {
@@ -879,22 +904,57 @@ impl Node {
     /// Deliver what the last command published: to `session` itself (after its reply), and
     /// to the other subscribed connections through the outbox.
     fn publish(&mut self, conn: usize, session: &Session, out: &mut Vec<u8>) {
+        let sharded = std::mem::take(&mut self.sharded);
         for (channel, message) in std::mem::take(&mut self.published) {
+            if sharded != self.shard.is_some() {
+                let what = if sharded { "SPUBLISH on a standalone node" } else { "PUBLISH on a cluster master" };
+                self.problems.push(format!("a release announced with {what}"));
+            }
             let mut push = b">3\r\n".to_vec();
-            bulk(&mut push, b"message");
+            bulk(&mut push, if sharded { b"smessage" } else { b"message" });
             bulk(&mut push, &channel);
             bulk(&mut push, &message);
-            if session.resp3 && session.channels.contains(&channel) {
+            let listens = |s: &Session| {
+                s.resp3 && if sharded { s.shard_channels.contains(&channel) } else { s.channels.contains(&channel) }
+            };
+            if listens(session) {
                 out.extend_from_slice(&push);
             }
             for (&c, s) in &self.sessions {
-                if c != conn && s.resp3 && !s.closed && s.channels.contains(&channel) {
+                if c != conn && !s.closed && listens(s) {
                     self.outbox.push((c, push.clone()));
                 }
             }
-            if self.shard.is_some() {
-                // A cluster propagates every PUBLISH to the subscribers of all its masters.
+            if self.shard.is_some() && !sharded {
+                // A cluster propagates every PUBLISH to the subscribers of all its masters
+                // (an SPUBLISH stays within the slot's shard).
                 self.bus.push((channel, push));
+            }
+        }
+    }
+
+    /// This master learns that `owner` serves `slot`: if that was itself and is no more, its
+    /// clients' sharded subscriptions to the slot's channels end, each with an `sunsubscribe`
+    /// push (through the outbox), as Redis does when a node loses a slot.
+    pub(crate) fn set_slot_owner(&mut self, slot: u16, owner: usize) {
+        let Some(shard) = self.shard.as_mut() else { return };
+        let lost = shard.owner(slot) == shard.me() && owner != shard.me();
+        shard.set_owner(slot, owner);
+        if !lost {
+            return;
+        }
+        for (&c, s) in self.sessions.iter_mut() {
+            let gone: Vec<Vec<u8>> = s.shard_channels.iter().filter(|ch| hash_slot(ch) == slot).cloned().collect();
+            for ch in gone {
+                s.shard_channels.remove(&ch);
+                if s.closed || !s.resp3 {
+                    continue;
+                }
+                let mut push = b">3\r\n".to_vec();
+                bulk(&mut push, b"sunsubscribe");
+                bulk(&mut push, &ch);
+                push.extend_from_slice(format!(":{}\r\n", s.shard_channels.len()).as_bytes());
+                self.outbox.push((c, push));
             }
         }
     }
@@ -918,6 +978,16 @@ impl Node {
         };
         let keys = &rest[1..1 + numkeys as usize];
         let argv = &rest[1 + numkeys as usize..];
+        // The argument that makes a script that announces do so on the sharded channel.
+        let at = match known_scripts().get(i).map(|s| s.2) {
+            Some(Script::Release | Script::ReadRelease) => 3,
+            Some(Script::ReleaseOne) => 1,
+            Some(Script::ReadAcquire) => 5,
+            Some(Script::Downgrade) => 2,
+            _ => usize::MAX,
+        };
+        self.sharded = argv.len().checked_sub(1) == Some(at) && argv[at] == b"s";
+        let argv = if self.sharded { &argv[..at] } else { argv };
         let result = match known_scripts().get(i).map(|s| s.2) {
             Some(Script::Acquire) => self.acquire(now, db, keys, argv).map(Reply::Int),
             Some(Script::Extend) => self.extend(now, db, keys, argv).map(Reply::Int),

@@ -72,6 +72,26 @@ impl Shard {
         Shard { me, ports, view, migrating: None, importing: None, stale: Vec::new(), stats: ShardStats::default() }
     }
 
+    /// This master's index in its cluster.
+    pub(crate) fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Whether a sharded subscription to a channel of `slot` is served here at `now`
+    /// (`Err`: the `MOVED`): by the slot's owner, whatever its migration state.
+    pub(crate) fn channel_route(&mut self, now: Time, slot: u16) -> Result<(), String> {
+        self.stale.retain(|s| s.until > now);
+        if let Some(s) = self.stale.iter().find(|s| s.slot == slot).copied() {
+            self.stats.stale += 1;
+            return Err(self.redirect(slot, s.to, false));
+        }
+        let owner = self.owner(slot);
+        if owner != self.me {
+            return Err(self.redirect(slot, owner, false));
+        }
+        Ok(())
+    }
+
     /// The owner of `slot` in this master's view.
     pub(crate) fn owner(&self, slot: u16) -> usize {
         self.view[slot as usize] as usize

@@ -23,7 +23,7 @@ use redlease_core::{
 };
 
 use super::checker::{self, Hold, Semaphore, Violation, ms};
-use super::cluster::{self, Cluster};
+use super::cluster::Cluster;
 use super::node::shard::{self, HOST, Stale};
 use super::node::{MS, Node, Segment, Time, reader_spans};
 use super::rng::Rng;
@@ -169,6 +169,10 @@ pub(crate) struct Stats {
     /// Release messages sent to subscribers, and dropped on purpose.
     pub(crate) published: u64,
     pub(crate) publish_dropped: u64,
+    /// Of those: sharded release messages (a cluster master's `smessage`), and sharded
+    /// subscriptions a master ended unasked on losing a slot (`sunsubscribe`).
+    pub(crate) shard_messages: u64,
+    pub(crate) shard_unsubscribed: u64,
     /// Keys deleted by releases nobody waited for, which published nothing.
     pub(crate) quiet_releases: u64,
     pub(crate) liveness_checked: bool,
@@ -225,6 +229,8 @@ impl Stats {
         self.events += o.events;
         self.published += o.published;
         self.publish_dropped += o.publish_dropped;
+        self.shard_messages += o.shard_messages;
+        self.shard_unsubscribed += o.shard_unsubscribed;
         self.quiet_releases += o.quiet_releases;
         self.sem_holds += o.sem_holds;
         self.permits += o.permits;
@@ -618,7 +624,8 @@ impl World {
                 // What the cluster settled by now (a later migration may have moved it again).
                 let owner = cl.owner(slot);
                 trace!(self, "n{server} learns that master {owner} of node {node} serves slot {slot}");
-                cluster::shard(&mut self.nodes, server).set_owner(slot, owner);
+                self.nodes[server].set_slot_owner(slot, owner);
+                self.deliver_published(server);
             }
         }
     }
@@ -747,6 +754,11 @@ impl World {
                 continue;
             }
             self.stats.published += 1;
+            if bytes.starts_with(b">3\r\n$8\r\nsmessage") {
+                self.stats.shard_messages += 1;
+            } else if bytes.starts_with(b">3\r\n$12\r\nsunsubscribe") {
+                self.stats.shard_unsubscribed += 1;
+            }
             self.send(conn, 1, bytes);
         }
     }
@@ -889,6 +901,7 @@ impl World {
         let Some((slot, from, to)) = cl.finish(&mut self.nodes, self.now, lossy) else { return };
         let others: Vec<usize> =
             cl.servers.iter().enumerate().filter(|&(m, _)| m != from && m != to).map(|(_, &s)| s).collect();
+        self.deliver_published(src);
         trace!(self, "node {node}: slot {slot} is master {to}'s now (was {from}'s)");
         for server in others {
             let at = self.now + self.rng.range(0, gossip);

@@ -23,11 +23,11 @@ fn clusters(n: usize) -> Vec<RedisCluster> {
     })
 }
 
-/// Whether someone listens on `channel` on `node` (`PUBSUB NUMSUB`).
+/// Whether someone listens on the sharded `channel` on `node` (`PUBSUB SHARDNUMSUB`).
 fn listened(node: &crate::Node, channel: &str) -> bool {
-    match node.conn().and_then(|mut c| c.cmd(&["PUBSUB", "NUMSUB", channel])) {
+    match node.conn().and_then(|mut c| c.cmd(&["PUBSUB", "SHARDNUMSUB", channel])) {
         Ok(Reply::Array(Some(items))) => matches!(items.get(1), Some(Reply::Int(n)) if *n > 0),
-        other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
+        other => panic!("PUBSUB SHARDNUMSUB {channel}: {other:?}"),
     }
 }
 
@@ -101,7 +101,9 @@ pub fn cluster_locks<S: Subject>() {
             (Instant::now(), release::<S>(guard).await)
         });
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !clusters.iter().all(|c| listened(c.master(0), "redlease:wake:{woken}")) {
+        // Sharded: on the master that serves the slot of `{woken}`, the key's cluster form.
+        let on_slot = |c: &RedisCluster| listened(c.master(c.master_of_key("{woken}")), "redlease:wake:{woken}");
+        while !clusters.iter().all(on_slot) {
             assert!(Instant::now() < deadline, "[{}] the waiter never subscribed on every cluster", S::NAME);
             S::sleep(ms(10)).await;
         }
