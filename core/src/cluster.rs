@@ -1,5 +1,5 @@
 //! Redis Cluster, the pure parts: hash slots (CRC16 and hash tags), the form a lock key takes
-//! on a cluster node, and the slot map read from `CLUSTER SLOTS`.
+//! on a cluster node, and the slot map read from `CLUSTER SHARDS` (or `CLUSTER SLOTS`).
 //!
 //! A node that is a Redis Cluster stays one vote: its vote for a lock is the vote of the
 //! master that owns the lock's slot. Every key one script touches must hash to that slot, so on
@@ -131,6 +131,62 @@ pub(crate) fn parse_slots(buf: &[u8]) -> Result<Vec<SlotRange>, String> {
     Ok(ranges)
 }
 
+/// Parse a whole `CLUSTER SHARDS` reply (Redis 7; RESP2 or RESP3): every shard's slot ranges
+/// and the endpoint of its master (one that is `online` if the shard has several, as after a
+/// failover), with its TLS port when `tls`. `Err` names what is wrong.
+pub(crate) fn parse_shards(buf: &[u8], tls: bool) -> Result<Vec<SlotRange>, String> {
+    let mut r = Reader { buf, pos: 0 };
+    let n = r.aggregate()?;
+    let mut ranges = Vec::new();
+    for _ in 0..n {
+        let mut slots = Vec::new();
+        let mut master: Option<(Master, bool)> = None;
+        for _ in 0..r.map()? {
+            match r.string()? {
+                b"slots" => {
+                    let k = r.aggregate()?;
+                    if k % 2 != 0 || k / 2 + ranges.len() > MAX_RANGES {
+                        return Err(format!("{k} slot bounds in a shard"));
+                    }
+                    for _ in 0..k / 2 {
+                        let (start, end) = (r.int()?, r.int()?);
+                        if start > end || end >= SLOTS as i64 || start < 0 {
+                            return Err(format!("the slot range {start}-{end}"));
+                        }
+                        slots.push((start as u16, end as u16));
+                    }
+                }
+                b"nodes" => {
+                    for _ in 0..r.aggregate()? {
+                        let node = r.shard_node(tls)?;
+                        if node.master && master.as_ref().is_none_or(|(_, online)| !online && node.online) {
+                            let online = node.online;
+                            master = Some((node, online));
+                        }
+                    }
+                }
+                _ => r.skip()?,
+            }
+        }
+        if slots.is_empty() {
+            continue;
+        }
+        let Some((m, _)) = master else { return Err("a shard with slots and no master".to_owned()) };
+        let port = m.port.ok_or("a master without a port")?;
+        ranges.extend(slots.into_iter().map(|(start, end)| SlotRange { start, end, host: m.host.clone(), port }));
+    }
+    Ok(ranges)
+}
+
+/// One node of a shard, as `CLUSTER SHARDS` describes it.
+struct Master {
+    master: bool,
+    online: bool,
+    /// Its endpoint (empty or `?` when unknown).
+    host: String,
+    port: Option<u16>,
+}
+
 /// A cursor over a whole RESP frame (the caller checked it is whole).
 struct Reader<'a> {
     buf: &'a [u8],
@@ -155,6 +211,50 @@ impl<'a> Reader<'a> {
             (b'*' | b'~', n) => usize::try_from(Self::number(n)?).map_err(|_| "a null array".to_owned()),
             (kind, _) => Err(format!("{:?} where an array belongs", kind as char)),
         }
+    }
+
+    /// A map's header (RESP3), or an array of keys and values (RESP2): the number of pairs.
+    fn map(&mut self) -> Result<usize, String> {
+        match self.line()? {
+            (b'%', n) => usize::try_from(Self::number(n)?).map_err(|_| "a null map".to_owned()),
+            (b'*', n) => match usize::try_from(Self::number(n)?) {
+                Ok(n) if n % 2 == 0 => Ok(n / 2),
+                _ => Err("an odd array where a map belongs".to_owned()),
+            },
+            (kind, _) => Err(format!("{:?} where a map belongs", kind as char)),
+        }
+    }
+
+    /// One node of `CLUSTER SHARDS`: its role, health, endpoint (`ip` if no `endpoint`) and
+    /// port (`tls-port` with `tls`, if it has one).
+    fn shard_node(&mut self, tls: bool) -> Result<Master, String> {
+        let mut node = Master { master: false, online: false, host: String::new(), port: None };
+        let (mut plain, mut secure, mut ip) = (None, None, String::new());
+        for _ in 0..self.map()? {
+            let field = self.string()?;
+            match field {
+                b"port" | b"tls-port" => {
+                    let port = self.int()?;
+                    let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
+                    *if field == b"port" { &mut plain } else { &mut secure } = Some(port);
+                }
+                b"endpoint" | b"ip" | b"role" | b"health" => {
+                    let value = String::from_utf8_lossy(self.string()?).into_owned();
+                    match field {
+                        b"endpoint" => node.host = value,
+                        b"ip" => ip = value,
+                        b"role" => node.master = value == "master",
+                        _ => node.online = value == "online",
+                    }
+                }
+                _ => self.skip()?,
+            }
+        }
+        if node.host.is_empty() || node.host == "?" {
+            node.host = ip;
+        }
+        node.port = if tls { secure.or(plain) } else { plain.or(secure) };
+        Ok(node)
     }
 
     fn int(&mut self) -> Result<i64, String> {
@@ -250,6 +350,54 @@ mod tests {
         assert!(redirect(b"MOVED 99999 h:1").is_none());
         assert!(redirect(b"ERR nope").is_none());
         assert!(redirect(b"MOVED 1").is_none());
+    }
+
+    #[test]
+    fn cluster_shards_parse_in_both_protocols() {
+        // RESP3, as Redis 7.0 answers (shortened): shard 1 after a failover, its old master
+        // failed; a shard without slots.
+        let node = |id: &str, port: u16, role: &str, health: &str| {
+            format!(
+                "%7\r\n$2\r\nid\r\n${}\r\n{id}\r\n$4\r\nport\r\n:{port}\r\n$8\r\ntls-port\r\n:{}\r\n\
+                 $2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$1\r\n?\r\n$4\r\nrole\r\n${}\r\n{role}\r\n\
+                 $6\r\nhealth\r\n${}\r\n{health}\r\n",
+                id.len(),
+                port + 1000,
+                role.len(),
+                health.len()
+            )
+        };
+        let shard = |slots: &str, nodes: &[String]| {
+            format!("%2\r\n$5\r\nslots\r\n{slots}$5\r\nnodes\r\n*{}\r\n{}", nodes.len(), nodes.concat())
+        };
+        let reply = format!(
+            "*3\r\n{}{}{}",
+            shard(
+                "*4\r\n:0\r\n:99\r\n:200\r\n:300\r\n",
+                &[node("a", 7000, "master", "online"), node("b", 7003, "replica", "online")]
+            ),
+            shard(
+                "*2\r\n:100\r\n:199\r\n",
+                &[node("c", 7001, "master", "failed"), node("d", 7004, "master", "online")]
+            ),
+            shard("*0\r\n", &[node("e", 7002, "master", "online")]),
+        );
+        let ranges = parse_shards(reply.as_bytes(), false).unwrap();
+        let at = |start, end, port| SlotRange { start, end, host: "127.0.0.1".into(), port };
+        assert_eq!(ranges, [at(0, 99, 7000), at(200, 300, 7000), at(100, 199, 7004)]);
+        let tls = parse_shards(reply.as_bytes(), true).unwrap();
+        assert_eq!(tls[2].port, 8004, "the TLS port over TLS");
+        // RESP2: maps as arrays of keys and values.
+        let resp2 = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n\
+                     *6\r\n$8\r\nendpoint\r\n$4\r\nhost\r\n$4\r\nport\r\n:6379\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
+        assert_eq!(
+            parse_shards(resp2.as_bytes(), true).unwrap()[0],
+            SlotRange { start: 0, end: 16383, host: "host".into(), port: 6379 }
+        );
+        assert!(parse_shards(b"*1\r\n%1\r\n$5\r\nslots\r\n*2\r\n:5\r\n:1\r\n", false).is_err());
+        let orphan = "*1\r\n%2\r\n$5\r\nslots\r\n*2\r\n:0\r\n:1\r\n$5\r\nnodes\r\n*0\r\n";
+        assert!(parse_shards(orphan.as_bytes(), false).unwrap_err().contains("no master"));
+        assert!(parse_shards(b"*1\r\n*3\r\n", false).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) enum Step {
         sha: &'static str,
         last: bool,
     },
-    /// `CLUSTER SLOTS` on a node that turned out to be a Redis Cluster: it is ready once its
+    /// `CLUSTER SHARDS` (or `SLOTS`) on a node that turned out to be a Redis Cluster: it is ready once its
     /// slot map is read.
     Slots,
     /// `INFO cluster`, when `HELLO` was refused and so did not say whether the node is a
@@ -38,7 +38,7 @@ impl Step {
             Step::SetName => "CLIENT SETNAME",
             Step::Format => "the lock format check",
             Step::ScriptLoad { .. } => "SCRIPT LOAD",
-            Step::Slots => "CLUSTER SLOTS",
+            Step::Slots => "CLUSTER SHARDS (or SLOTS)",
             Step::ClusterInfo => "INFO cluster",
         }
     }
@@ -104,7 +104,7 @@ pub(crate) enum Pending {
     /// an attempt's cleanup is dropped instead once that acquisition made another attempt (the
     /// same token: sent again on another master, it could delete what that attempt took).
     Resend { copy: u32 },
-    /// `CLUSTER SLOTS` on a cluster node, to refresh its slot map.
+    /// `CLUSTER SHARDS` (or `SLOTS`) on a cluster node, to refresh its slot map.
     Slots,
     /// `ASKING` ahead of a request redirected by `ASK`: the reply is not waited for.
     Asking,
@@ -131,7 +131,7 @@ impl Pending {
             Pending::Step(step) => step.name(),
             Pending::Op { op, .. } => op.name(),
             Pending::Cleanup | Pending::AttemptCleanup { .. } | Pending::Resend { .. } => "the cleanup release",
-            Pending::Slots => "CLUSTER SLOTS",
+            Pending::Slots => "CLUSTER SHARDS (or SLOTS)",
             Pending::Asking => "ASKING",
             Pending::Subscribe { shard: None } => "SUBSCRIBE",
             Pending::Subscribe { shard: Some(_) } => "SSUBSCRIBE",

@@ -17,7 +17,22 @@ const SLOW: Duration = Duration::from_secs(5);
 const HELLO_CLUSTER: &[u8] = b"%4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n\
 $4\r\nmode\r\n$7\r\ncluster\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
 
-/// `CLUSTER SLOTS`: 0-8191 on the seed (port 7000), 8192-16383 on port 7100.
+/// A `CLUSTER SHARDS` answer (RESP3, shortened): each range on a master at 127.0.0.1.
+fn shards(ranges: &[(u16, u16, u16)]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", ranges.len());
+    for (start, end, port) in ranges {
+        out += &format!(
+            "%2\r\n$5\r\nslots\r\n*2\r\n:{start}\r\n:{end}\r\n$5\r\nnodes\r\n*1\r\n%4\r\n$4\r\nport\r\n:{port}\r\n\
+             $8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+        );
+    }
+    out.into_bytes()
+}
+
+/// The rig's map: 0-8191 on the seed (port 7000), 8192-16383 on port 7100.
+const HALVES: &[(u16, u16, u16)] = &[(0, 8191, 7000), (8192, 16383, 7100)];
+
+/// `CLUSTER SLOTS` of the same map, as a server older than Redis 7 answers.
 const SLOTS: &[u8] = b"*2\r\n*3\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$1\r\na\r\n\
 *3\r\n:8192\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7100\r\n$1\r\nb\r\n";
 
@@ -54,9 +69,9 @@ fn rig() -> Rig {
     let sent = rig.sent(0);
     rig.reply(t, 0, &handshake_answers(&sent, HELLO_CLUSTER));
     let asked = commands(&rig.sent(0));
-    assert_eq!(asked, vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]], "the map is read once a cluster shows");
+    assert_eq!(asked, vec![vec![b"CLUSTER".to_vec(), b"SHARDS".to_vec()]], "the map is read once a cluster shows");
     assert!(!rig.engine.is_ready(NodeId(0)), "not ready before its map");
-    for byte in SLOTS.chunks(7) {
+    for byte in shards(HALVES).chunks(7) {
         rig.reply(t, 0, byte);
     }
     assert_eq!(rig.engine.link_count(), 4);
@@ -127,7 +142,7 @@ fn moved_and_ask_are_followed_and_bounded() {
     rig.reply(t, 0, format!("-MOVED {slot} 127.0.0.1:7100\r\n").as_bytes());
     let resent = commands(&rig.sent(3));
     assert_eq!(resent[0][1], format!("{{{r}}}").into_bytes(), "{resent:?}");
-    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
+    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
     rig.reply(t, 3, b"+OK\r\n");
     rig.reply(t, 1, b"+OK\r\n");
     assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
@@ -223,10 +238,9 @@ fn the_map_is_read_again_every_ten_seconds_and_a_new_map_is_followed() {
     let due = rig.engine.poll_timeout().expect("a map refresh is due some day");
     assert!(due <= rig.at(10_000), "the map is read again within 10 s");
     rig.engine.handle_timeout(rig.at(10_000));
-    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
+    assert_eq!(commands(&rig.sent(0)), vec![vec![b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
     // The new map gives every slot to the other master: requests follow it.
-    let all_on_7100 = b"*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7100\r\n$1\r\nb\r\n";
-    rig.reply(rig.at(10_000), 0, all_on_7100);
+    rig.reply(rig.at(10_000), 0, &shards(&[(0, 16383, 7100)]));
     let c = rig.engine.health().nodes[0].cluster.clone().unwrap();
     assert_eq!((c.masters.len(), c.masters[0].slots), (1, 16384));
     let r = resource_on(0);
@@ -323,9 +337,7 @@ fn waiters_subscribe_where_the_slot_is_served_and_follow_it() {
     // Its SUNSUBSCRIBE may be answered by MOVED or by the push: the PING ends it either way.
     rig.reply(t, 3, format!("-MOVED {slot} 127.0.0.1:7000\r\n+PONG\r\n").as_bytes());
     // The map now says so too: the seed serves 0 to the slot, the other master the rest.
-    let range =
-        |start: u16, end: u16, port: u16| format!("*3\r\n:{start}\r\n:{end}\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n");
-    let map = format!("*2\r\n{}{}", range(0, slot, 7000), range(slot + 1, 16383, 7100)).into_bytes();
+    let map = shards(&[(0, slot, 7000), (slot + 1, 16383, 7100)]);
     for reply in on_seed
         .iter()
         .map(|c| if c.starts_with("SSUBSCRIBE") { push("ssubscribe", &sharded, "1") } else { map.clone() })
@@ -357,4 +369,27 @@ fn waiters_subscribe_where_the_slot_is_served_and_follow_it() {
     assert_eq!(release.last().unwrap(), b"s", "a cluster node's release announces sharded");
     let standalone = commands(&rig.sent(1));
     assert_ne!(standalone.iter().find(|c| c[0] == b"EVALSHA").unwrap().last().unwrap(), b"s");
+}
+
+/// A server older than Redis 7 (or an ACL without it) refuses `CLUSTER SHARDS`: the map is read
+/// with `CLUSTER SLOTS` instead, at the handshake and from then on.
+#[test]
+fn a_server_that_refuses_cluster_shards_is_read_with_cluster_slots() {
+    let mut rig = Rig::unconnected(1, |c| c.wake = true);
+    let t = rig.t0;
+    rig.engine.handle_connected(t, NodeId(0));
+    let sent = rig.sent(0);
+    rig.reply(t, 0, &handshake_answers(&sent, HELLO_CLUSTER));
+    assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
+    rig.reply(t, 0, b"-ERR unknown subcommand 'SHARDS'. Try CLUSTER HELP.\r\n");
+    assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
+    rig.reply(t, 0, SLOTS);
+    assert_eq!(rig.engine.link_endpoint(NodeId(1)), Some((NodeId(0), "127.0.0.1", 7100)));
+    assert_eq!(rig.engine.poll_connect(t), Some(NodeId(1)));
+    rig.engine.handle_connected(t, NodeId(1));
+    let sent = rig.sent(1);
+    rig.reply(t, 1, &handshake_answers(&sent, HELLO_CLUSTER));
+    assert!(rig.engine.is_ready(NodeId(0)), "{}", rig.engine.health());
+    rig.engine.handle_timeout(rig.at(10_000));
+    assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SLOTS".to_vec()]], "and from then on");
 }

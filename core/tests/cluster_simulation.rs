@@ -19,6 +19,8 @@
 //! - no release of an acquisition's token takes what the round that got the lock was granted
 //!   (a cleanup of an earlier attempt arriving late);
 //! - the engine writes only to links that are connected;
+//! - a cluster of servers older than Redis 7 (one in four) refuses `CLUSTER SHARDS` and
+//!   sharded pub/sub: its map is read with `CLUSTER SLOTS`, its waiters poll;
 //! - releases on a cluster master announce on sharded channels (`SPUBLISH`), and waiters
 //!   subscribe to them (`SSUBSCRIBE`) on the master that serves the slot, following the slot
 //!   when it moves (a master that loses one ends its subscriptions with `sunsubscribe`).
@@ -64,6 +66,8 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     assert!(stats.moved > n && stats.ask > 0 && stats.tryagain > 0 && stats.stale_redirects > 0, "{stats:?}");
     assert!(stats.asking_served > 0, "requests were served after ASKING: {stats:?}");
     assert!(stats.followed > n && stats.map_reads > n, "redirects followed, maps read: {stats:?}");
+    let shards = stats.map_reads - stats.slots_reads;
+    assert!(shards > n && stats.slots_reads > 0, "maps read with CLUSTER SHARDS, and SLOTS where refused: {stats:?}");
     assert!(stats.max_chain >= 2, "requests bounced between masters: {stats:?}");
     assert!(stats.shard_messages > n, "waiters heard sharded release messages: {stats:?}");
     assert!(stats.shard_unsubscribed > 0, "masters that lost a slot ended its subscriptions: {stats:?}");

@@ -18,11 +18,18 @@ fn config(urls: &[String]) -> Config {
 #[test]
 fn a_cluster_node_spreads_locks_over_its_masters() {
     let cluster = RedisCluster::builder().masters(3).replicas(1).start();
+    cluster.master(0).conn().and_then(|mut c| c.checked(&["CONFIG", "RESETSTAT"])).unwrap();
     let client = redlease_mio::Client::with_config(config(&[cluster.seed_url()])).unwrap();
     let health = client.health();
     let c = health.nodes[0].cluster.as_ref().expect("the node is seen as a cluster");
     assert_eq!((c.masters.len(), c.covered), (3, 16384), "{health}");
     assert!(health.to_string().contains("a Redis Cluster: 3 master(s), 16384 of 16384 slots covered"), "{health}");
+    // Read with `CLUSTER SHARDS` (Redis 7), not the older `CLUSTER SLOTS`.
+    let stats = match cluster.master(0).conn().and_then(|mut c| c.cmd(&["INFO", "commandstats"])) {
+        Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text).into_owned(),
+        other => panic!("INFO commandstats: {other:?}"),
+    };
+    assert!(stats.contains("cmdstat_cluster|shards:") && !stats.contains("cmdstat_cluster|slots:"), "{stats}");
 
     let guards: Vec<_> = (0..64).map(|i| client.lock(&format!("job:{i}"), TTL).unwrap()).collect();
     let per_master = cluster.keys_per_master();

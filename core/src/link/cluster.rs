@@ -2,7 +2,8 @@
 //! names them, after the node's own links), routing by hash slot, and redirects followed
 //! within a bound.
 //!
-//! The node's own link (to the address configured) reads the map with `CLUSTER SLOTS` once its
+//! The node's own link (to the address configured) reads the map with `CLUSTER SHARDS` (`CLUSTER
+//! SLOTS` on a server that refuses it: older than Redis 7, or an ACL without it) once its
 //! handshake shows a cluster (`HELLO`'s mode, or a `MOVED`/`CROSSSLOT` answer), and every
 //! [`REFRESH`] after. A `MOVED` points the slot at its new owner at once and asks for a fresh
 //! map; an `ASK` sends that one request to the importing master behind `ASKING`.
@@ -34,8 +35,12 @@ pub(crate) struct Routes {
     slots: Box<[u16]>,
     /// A whole map has been read.
     known: bool,
-    /// A `CLUSTER SLOTS` is on the wire.
+    /// A map read is on the wire.
     reading: bool,
+    /// Maps are read with `CLUSTER SHARDS` (until the node refuses it), and the one on the wire
+    /// is.
+    shards: bool,
+    asked_shards: bool,
     /// When the map is read again.
     refresh_at: Option<Instant>,
     /// When a map was last asked for.
@@ -55,6 +60,8 @@ impl Routes {
             slots: vec![NONE; SLOTS].into_boxed_slice(),
             known: false,
             reading: false,
+            shards: true,
+            asked_shards: false,
             refresh_at: None,
             asked_at: None,
             redirects: 0,
@@ -111,8 +118,9 @@ impl Links {
         true
     }
 
-    /// Queue `CLUSTER SLOTS` on a link of `node` that is up (its own first), unless one is on
-    /// the wire. `first`: as a handshake step of its own link, which is ready once it is read.
+    /// Queue a map read (`CLUSTER SHARDS`, or `CLUSTER SLOTS` on a node that refused it) on a
+    /// link of `node` that is up (its own first), unless one is on the wire. `first`: as a
+    /// handshake step of its own link, which is ready once it is read.
     pub(crate) fn read_map(&mut self, now: Instant, node: usize, first: bool) {
         let Some(Some(routes)) = self.routes.get_mut(node) else { return };
         if routes.reading {
@@ -124,11 +132,35 @@ impl Links {
         let Some(link) = link else { return };
         routes.reading = true;
         routes.asked_at = Some(now);
+        routes.asked_shards = routes.shards;
+        let what: &[u8] = if routes.shards { b"SHARDS" } else { b"SLOTS" };
         let pending = if first && link == node { Pending::Step(Step::Slots) } else { Pending::Slots };
         let l = &mut self.links[link];
         let (out, queue) = if l.holding { (&mut l.held, &mut l.held_pending) } else { (&mut l.out, &mut l.pending) };
-        resp::command(out, &[b"CLUSTER", b"SLOTS"]);
+        resp::command(out, &[b"CLUSTER", what]);
         queue.push_back((pending, now));
+    }
+
+    /// How `link`'s node reads its map now: the parser for the answer on the wire, and whether
+    /// its links use TLS (`CLUSTER SHARDS` names both ports of a master).
+    pub(crate) fn map_parser(&self, link: usize) -> (bool, bool) {
+        let node = self.links.get(link).map_or(usize::MAX, |l| l.owner as usize);
+        let shards = matches!(self.routes.get(node), Some(Some(r)) if r.asked_shards);
+        (shards, self.addrs.get(node).is_some_and(|a| a.starts_with("rediss://")))
+    }
+
+    /// `link`'s node refused `CLUSTER SHARDS`: read the map again with `CLUSTER SLOTS` (as a
+    /// handshake step when `first`). Returns `false` if it had asked `CLUSTER SLOTS` already.
+    pub(crate) fn shards_refused(&mut self, now: Instant, link: usize, first: bool) -> bool {
+        let node = self.links.get(link).map_or(usize::MAX, |l| l.owner as usize);
+        let Some(Some(routes)) = self.routes.get_mut(node) else { return false };
+        if !routes.asked_shards {
+            return false;
+        }
+        routes.shards = false;
+        routes.reading = false;
+        self.read_map(now, node, first);
+        true
     }
 
     /// A map was read on `link` (`Err`: it could not be): route by it, opening links to the

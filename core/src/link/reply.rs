@@ -44,8 +44,21 @@ impl Links {
     pub(crate) fn next_reply(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let node = self.owner(link);
         let front = self.links[link.index()].pending.front().map(|(p, _)| *p);
-        if matches!(front, Some(Pending::Slots | Pending::Step(Step::Slots))) && buf.first() == Some(&b'*') {
-            return self.read_slots(now, link, buf);
+        if matches!(front, Some(Pending::Slots | Pending::Step(Step::Slots))) {
+            match buf.first() {
+                Some(b'*') => return self.read_slots(now, link, buf),
+                Some(b'-') => {
+                    if let Ok(Some((_, used))) = resp::decode(buf) {
+                        let first = front == Some(Pending::Step(Step::Slots));
+                        if self.shards_refused(now, link.index(), first) {
+                            // An older server, or an ACL without it: `CLUSTER SLOTS` instead.
+                            self.links[link.index()].pending.pop_front();
+                            return Ok(Next::Done(used));
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
         let addr = || Arc::clone(&self.addrs[link.index()]);
         let (reply, used) = match resp::decode(buf) {
@@ -174,8 +187,11 @@ impl Links {
             }
             Answer::SubscribeRefused(message) => {
                 let was_on = link.wake == WakeState::On;
-                link.wake = WakeState::Polling { reason: format!("{} refused: {message}", pending.name()) };
-                if was_on {
+                // (A cluster node whose waiters poll already, through another master, is no
+                // news.)
+                let news = was_on && !matches!(self.wake_state(node), Some(WakeState::Polling { .. }));
+                self.links[i].wake = WakeState::Polling { reason: format!("{} refused: {message}", pending.name()) };
+                if news {
                     return Ok(Next::WakeOff(used));
                 }
             }
@@ -226,7 +242,7 @@ impl Links {
         used
     }
 
-    /// The reply to `CLUSTER SLOTS` at the front of `buf`, read whole and applied.
+    /// The reply to `CLUSTER SHARDS` (or `SLOTS`) at the front of `buf`, read whole and applied.
     fn read_slots(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let (i, node) = (link.index(), self.owner(link));
         let addr = Arc::clone(&self.addrs[i]);
@@ -237,7 +253,10 @@ impl Links {
         };
         let Some((pending, queued)) = self.links[i].pending.pop_front() else { return Ok(Next::More) };
         self.links[i].stats.reply(now, now.saturating_duration_since(queued), self.on_time);
-        let map = cluster::parse_slots(&buf[..used]);
+        let map = match self.map_parser(i) {
+            (true, tls) => cluster::parse_shards(&buf[..used], tls),
+            (false, _) => cluster::parse_slots(&buf[..used]),
+        };
         if pending == Pending::Slots {
             self.apply_map(now, i, map);
             return Ok(Next::Done(used));
@@ -251,7 +270,7 @@ impl Links {
     }
 }
 
-/// The longest `CLUSTER SLOTS` answer read: a few hundred bytes per slot range.
+/// The longest slot map answer read: a few hundred bytes per slot range.
 const MAX_MAP_REPLY: usize = 4 << 20;
 
 /// The handshake of a link to a master of cluster node `node`: AUTH as the node needs it,

@@ -45,7 +45,7 @@ impl Cluster {
             owner[slot as usize] = m as u8;
         }
         let ports: Vec<u16> = (0..plan.masters).map(|m| port(node, m)).collect();
-        let shards = (0..plan.masters).map(|m| Shard::new(m, ports.clone(), owner.clone())).collect();
+        let shards = (0..plan.masters).map(|m| Shard::new(m, ports.clone(), owner.clone(), plan.old)).collect();
         let servers = std::iter::once(node).chain(next..next + plan.masters - 1).collect();
         (Cluster { servers, owner, migration: None, migrations: 0, keys_moved: 0 }, shards)
     }

@@ -539,6 +539,16 @@ impl Node {
                 out.extend_from_slice(&shard.slots_reply());
                 return true;
             }
+            (b"CLUSTER", 2) if args[1].eq_ignore_ascii_case(b"SHARDS") => {
+                out.extend_from_slice(&shard.shards_reply(session.resp3));
+                return true;
+            }
+            (b"SSUBSCRIBE" | b"SUNSUBSCRIBE" | b"SPUBLISH", _) if shard.old => {
+                out.extend_from_slice(
+                    format!("-ERR unknown command '{}'\r\n", String::from_utf8_lossy(name)).as_bytes(),
+                );
+                return true;
+            }
             (b"INFO", 2) if args[1].eq_ignore_ascii_case(b"cluster") => {
                 out.extend_from_slice(b"$30\r\n# Cluster\r\ncluster_enabled:1\r\n\r\n");
                 return true;
@@ -905,6 +915,10 @@ impl Node {
     /// to the other subscribed connections through the outbox.
     fn publish(&mut self, conn: usize, session: &Session, out: &mut Vec<u8>) {
         let sharded = std::mem::take(&mut self.sharded);
+        if sharded && self.shard.as_ref().is_some_and(|s| s.old) {
+            // An older server has no SPUBLISH: the script's `pcall` fails, nothing is announced.
+            self.published.clear();
+        }
         for (channel, message) in std::mem::take(&mut self.published) {
             if sharded != self.shard.is_some() {
                 let what = if sharded { "SPUBLISH on a standalone node" } else { "PUBLISH on a cluster master" };

@@ -63,6 +63,9 @@ pub(crate) enum Fault {
 pub(crate) struct ClusterPlan {
     pub(crate) masters: usize,
     pub(crate) hot: Vec<(u16, usize)>,
+    /// Servers older than Redis 7: no `CLUSTER SHARDS` (the map is read with `CLUSTER
+    /// SLOTS`), no sharded pub/sub (waiters poll them).
+    pub(crate) old: bool,
 }
 
 /// Everything about one run.
@@ -336,7 +339,8 @@ impl Scenario {
             .map(|_| {
                 rng.chance(600).then(|| {
                     let masters = rng.range(2, 3) as usize;
-                    ClusterPlan { masters, hot: hot.iter().map(|&s| (s, rng.below(masters as u64) as usize)).collect() }
+                    let hot = hot.iter().map(|&s| (s, rng.below(masters as u64) as usize)).collect();
+                    ClusterPlan { masters, hot, old: false }
                 })
             })
             .collect();
@@ -346,7 +350,15 @@ impl Scenario {
             clusters[n] = Some(ClusterPlan {
                 masters,
                 hot: hot.iter().map(|&s| (s, rng.below(masters as u64) as usize)).collect(),
+                old: false,
             });
+        }
+        // One cluster in four is of older servers (drawn without the generator: the runs
+        // stay the same otherwise).
+        for (node, plan) in clusters.iter_mut().enumerate() {
+            if let Some(plan) = plan {
+                plan.old = (seed / 3 + node as u64) % 4 == 0;
+            }
         }
         let calm_at = sc.calm_at;
         for (node, _) in clusters.iter().enumerate().filter(|(_, c)| c.is_some()) {

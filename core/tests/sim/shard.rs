@@ -25,6 +25,8 @@ pub(crate) struct ShardStats {
     pub(crate) asking: u64,
     /// `CLUSTER SLOTS` answered.
     pub(crate) map_reads: u64,
+    /// Of those, `CLUSTER SLOTS` (asked of an older server, which refused `CLUSTER SHARDS`).
+    pub(crate) slots_reads: u64,
     /// Requests whose keys were in two slots (a correct engine never sends one).
     pub(crate) crossslot: u64,
 }
@@ -50,6 +52,8 @@ pub(crate) struct Shard {
     pub(crate) importing: Option<(u16, usize)>,
     stale: Vec<Stale>,
     pub(crate) stats: ShardStats,
+    /// A server older than Redis 7: no `CLUSTER SHARDS`, no sharded pub/sub.
+    pub(crate) old: bool,
 }
 
 impl std::fmt::Debug for Shard {
@@ -67,9 +71,11 @@ impl std::fmt::Debug for Shard {
 impl Shard {
     /// Master `me` of the cluster whose masters listen on `ports`, seeing the map `view` (the
     /// owner of each slot).
-    pub(crate) fn new(me: usize, ports: Vec<u16>, view: Vec<u8>) -> Self {
+    /// (`old`: a server older than Redis 7.)
+    pub(crate) fn new(me: usize, ports: Vec<u16>, view: Vec<u8>, old: bool) -> Self {
         assert_eq!(view.len(), SLOTS);
-        Shard { me, ports, view, migrating: None, importing: None, stale: Vec::new(), stats: ShardStats::default() }
+        let stats = ShardStats::default();
+        Shard { me, ports, view, migrating: None, importing: None, stale: Vec::new(), stats, old }
     }
 
     /// This master's index in its cluster.
@@ -173,10 +179,8 @@ impl Shard {
         "TRYAGAIN Multiple keys request during rehashing of slot".to_owned()
     }
 
-    /// This master's answer to `CLUSTER SLOTS`: its view, one range per run of slots of one
-    /// owner, each with the master's host, port and id.
-    pub(crate) fn slots_reply(&mut self) -> Vec<u8> {
-        self.stats.map_reads += 1;
+    /// This master's view as runs of slots of one owner: `(start, end, owner)`.
+    fn runs(&self) -> Vec<(usize, usize, usize)> {
         let mut ranges: Vec<(usize, usize, usize)> = Vec::new();
         for (slot, &owner) in self.view.iter().enumerate() {
             match ranges.last_mut() {
@@ -184,6 +188,43 @@ impl Shard {
                 _ => ranges.push((slot, slot, owner as usize)),
             }
         }
+        ranges
+    }
+
+    /// This master's answer to `CLUSTER SHARDS` (in RESP3 with `resp3`, else with maps as
+    /// arrays): one shard per master, its slot ranges in this master's view and itself as
+    /// the shard's one node. A server older than Redis 7 refuses it.
+    pub(crate) fn shards_reply(&mut self, resp3: bool) -> Vec<u8> {
+        if self.old {
+            return b"-ERR unknown subcommand 'SHARDS'. Try CLUSTER HELP.\r\n".to_vec();
+        }
+        self.stats.map_reads += 1;
+        let map = |n: usize| if resp3 { format!("%{n}\r\n") } else { format!("*{}\r\n", 2 * n) };
+        let runs = self.runs();
+        let mut out = format!("*{}\r\n", self.ports.len());
+        for (m, port) in self.ports.iter().enumerate() {
+            let mine: Vec<_> = runs.iter().filter(|r| r.2 == m).collect();
+            out += &map(2);
+            out += &format!("$5\r\nslots\r\n*{}\r\n", 2 * mine.len());
+            for (start, end, _) in mine {
+                out += &format!(":{start}\r\n:{end}\r\n");
+            }
+            out += "$5\r\nnodes\r\n*1\r\n";
+            out += &map(5);
+            let id = format!("master-{m}");
+            out += &format!("$2\r\nid\r\n${}\r\n{id}\r\n$4\r\nport\r\n:{port}\r\n", id.len());
+            out += &format!("$8\r\nendpoint\r\n${}\r\n{HOST}\r\n", HOST.len());
+            out += "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
+        }
+        out.into_bytes()
+    }
+
+    /// This master's answer to `CLUSTER SLOTS`: its view, one range per run of slots of one
+    /// owner, each with the master's host, port and id.
+    pub(crate) fn slots_reply(&mut self) -> Vec<u8> {
+        self.stats.map_reads += 1;
+        self.stats.slots_reads += 1;
+        let ranges = self.runs();
         let mut out = format!("*{}\r\n", ranges.len()).into_bytes();
         for (start, end, owner) in ranges {
             let id = format!("master-{owner}");

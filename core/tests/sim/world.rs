@@ -204,6 +204,7 @@ pub(crate) struct Stats {
     pub(crate) tryagain: u64,
     pub(crate) asking_served: u64,
     pub(crate) map_reads: u64,
+    pub(crate) slots_reads: u64,
     pub(crate) followed: u64,
     pub(crate) max_chain: u64,
 }
@@ -251,6 +252,7 @@ impl Stats {
         self.tryagain += o.tryagain;
         self.asking_served += o.asking_served;
         self.map_reads += o.map_reads;
+        self.slots_reads += o.slots_reads;
         self.followed += o.followed;
         self.max_chain = self.max_chain.max(o.max_chain);
     }
@@ -1433,7 +1435,7 @@ impl World {
             }
             // The world reads the engine's deadline through `lock_info` (refresh_hold).
             Event::Shortened { .. } => {}
-            Event::LinkUp { .. } => {}
+            Event::LinkUp { .. } | Event::WakeOff { .. } => {}
             Event::ExtendFailed { error, .. } => {
                 if let Work::Holding { downgrading, .. } = &mut self.clients[c].work {
                     *downgrading = false;
@@ -1541,6 +1543,7 @@ impl World {
                     self.stats.tryagain += st.tryagain;
                     self.stats.asking_served += st.asking;
                     self.stats.map_reads += st.map_reads;
+                    self.stats.slots_reads += st.slots_reads;
                 }
             }
             let readers = reader_spans(&history, members);
