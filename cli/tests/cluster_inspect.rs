@@ -253,3 +253,33 @@ fn a_redis_cluster_node_compares_with_standalone_ones() {
     let node0 = format!("\"reachable\":false,\"error\":\"master {at} of the Redis Cluster: ");
     assert!(json.contains(&node0) && json.contains("\"fault\":\"unreachable\""), "{json}");
 }
+
+/// A slot that migrates while `status` and `scan` read: its keys are on the importing master
+/// already, the old one answers `ASK` for them, and the new one `MOVED` back until the
+/// migration ends. Both follow the redirects (behind `ASKING` for an `ASK`), as the clients
+/// do, and read the held lock.
+#[test]
+fn status_and_scan_follow_a_slot_that_moves() {
+    let cluster = RedisCluster::builder().masters(3).replicas(0).start();
+    let url = cluster.seed_url();
+    let dir = TempDir::new("redlease-cli-cluster-moving").unwrap();
+    let run_ = held(&url, dir.path(), 0, "moving", &[]);
+    wait_until(Duration::from_secs(20), || dir.path().join("held-0").exists());
+    let slot = key_slot("{moving}");
+    let to = (cluster.master_of_slot(slot) + 1) % 3;
+    let migration = cluster.begin_migration(slot, to);
+    assert!(migration.move_keys() > 0, "the lock key moved to the importing master");
+
+    let out = run(redlease().args(["status", "-k", "moving", "-N", &url]));
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).lines().next().is_some_and(|l| l.contains(" held by ")), "{}", stdout(&out));
+    let out = run(redlease().args(["scan", "-N", &url]));
+    assert!(!stdout(&out).contains("run it again") && !stderr(&out).contains("run it again"), "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+
+    migration.finish();
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = run_.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    cluster.assert_no_leaks();
+}

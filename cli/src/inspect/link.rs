@@ -99,7 +99,7 @@ impl Open {
     }
 
     /// Run `f` on the connection that serves `key` (as stored); an error names the master.
-    pub(super) fn on<T>(&mut self, key: &str, f: impl FnOnce(&mut RedisConn) -> io::Result<T>) -> Result<T, Fault> {
+    pub(super) fn on<T>(&mut self, key: &str, f: impl FnMut(&mut RedisConn) -> io::Result<T>) -> Result<T, Fault> {
         let master = match &self.link {
             Link::Standalone(_) => 0,
             Link::Cluster(c) => c.master_of(key)?,
@@ -108,19 +108,36 @@ impl Open {
     }
 
     /// Run `f` on master `m` (the one connection of a standalone node); an error names the
-    /// master.
+    /// master. On a Redis Cluster whose slot moves meanwhile, `f` follows the redirect: `MOVED`
+    /// to the slot's new master (which serves the slot from then on), `ASK` to the importing
+    /// one behind `ASKING`; at most [`MAX_HOPS`] of them.
     pub(super) fn on_master<T>(
         &mut self,
         m: usize,
-        f: impl FnOnce(&mut RedisConn) -> io::Result<T>,
+        mut f: impl FnMut(&mut RedisConn) -> io::Result<T>,
     ) -> Result<T, Fault> {
-        match &mut self.link {
-            Link::Standalone(conn) => Ok(f(conn)?),
-            Link::Cluster(c) => {
-                let result = f(c.conn(m)?);
-                result.map_err(|e| moved(Fault::of(e)).at_master(c.addr(m)))
+        let c = match &mut self.link {
+            Link::Standalone(conn) => return Ok(f(conn)?),
+            Link::Cluster(c) => c,
+        };
+        let (mut at, mut asking) = (m, false);
+        for _ in 0..=MAX_HOPS {
+            let conn = c.conn(at)?;
+            if asking {
+                conn.checked(&["ASKING"]).map_err(|e| Fault::of(e).at_master(c.addr(at)))?;
+            }
+            let error = match f(c.conn(at)?) {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            match c.redirected(&error.to_string())? {
+                Some((to, ask)) => (at, asking) = (to, ask),
+                None => return Err(Fault::of(error).at_master(c.addr(at))),
             }
         }
+        Err(Fault::unreachable(format!(
+            "the Redis Cluster redirected a read more than {MAX_HOPS} times (is it resharding?): run it again"
+        )))
     }
 
     /// The round trip of a `PING` to where `key` (as stored) is read.
@@ -211,15 +228,8 @@ impl Open {
     }
 }
 
-/// A redirect (`MOVED`, `ASK`): the cluster moved a slot between its map and the read.
-fn moved(fault: Fault) -> Fault {
-    let text = fault.text();
-    if text.contains("MOVED ") || text.contains("ASK ") {
-        Fault::unreachable(format!("the slot moved while redlease read the Redis Cluster ({text}): run it again"))
-    } else {
-        fault
-    }
-}
+/// Redirects one read follows on a Redis Cluster, as the clients do.
+const MAX_HOPS: usize = 5;
 
 /// `MGET` of `keys`, as text; nothing is sent for no keys.
 fn mget(conn: &mut RedisConn, keys: &[String]) -> io::Result<Vec<Option<String>>> {

@@ -178,6 +178,40 @@ impl ClusterLink {
         Ok(ClusterLink { masters, slots, node: node.clone(), how: how.clone() })
     }
 
+    /// Follow the redirect that the error `text` is, if it is one (`MOVED slot host:port`, or
+    /// `ASK ...`): the master it names (added to the map's masters if new), and whether it is
+    /// an `ASK`. A `MOVED` gives that master the slot. `Err` past [`MAX_MASTERS`] masters.
+    pub(super) fn redirected(&mut self, text: &str) -> Result<Option<(usize, bool)>, Fault> {
+        let Some((ask, rest)) =
+            ["MOVED ", "ASK "].iter().find_map(|p| text.find(p).map(|at| (*p == "ASK ", &text[at + p.len()..])))
+        else {
+            return Ok(None);
+        };
+        let mut words = rest.split_whitespace();
+        let slot = words.next().and_then(|s| s.parse::<u16>().ok()).filter(|&s| usize::from(s) < SLOTS);
+        let addr = words.next().and_then(|a| a.rsplit_once(':'));
+        let (Some(slot), Some((host, port))) = (slot, addr) else { return Ok(None) };
+        let Ok(port) = port.parse::<u16>() else { return Ok(None) };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let at = match self.masters.iter().position(|m| m.host == host && m.port == port) {
+            Some(at) => at,
+            None if self.masters.len() >= MAX_MASTERS => {
+                return Err(Fault::unreachable(format!(
+                    "the Redis Cluster has more than {MAX_MASTERS} masters: more than redlease reads"
+                )));
+            }
+            None => {
+                let addr = address(host, port);
+                self.masters.push(Master { addr, host: host.to_owned(), port, conn: None, rtt: Duration::ZERO });
+                self.masters.len() - 1
+            }
+        };
+        if !ask {
+            self.slots[usize::from(slot)] = at as u16;
+        }
+        Ok(Some((at, ask)))
+    }
+
     /// How many masters the map names.
     pub(super) fn len(&self) -> usize {
         self.masters.len()
