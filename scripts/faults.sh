@@ -14,5 +14,7 @@ fi
 scripts/ensure-redis.sh
 scripts/ensure-faults.sh || exit 77
 export PATH="$PATH:/usr/sbin:/sbin"
-cargo build --quiet -p redlease-tests --bins
-exec cargo run --quiet -p redlease-tests --bin redlease-faults -- "$@"
+# The same selection as the test suite's build (scripts/test.sh), whose features it then
+# shares: after it, little or nothing is built again.
+cargo build --quiet --workspace --all-targets
+exec "${CARGO_TARGET_DIR:-target}/debug/redlease-faults" "$@"
