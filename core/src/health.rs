@@ -243,7 +243,8 @@ impl fmt::Display for Health {
             };
             write!(f, "{} {}  {state:<13} {rtt}", n.node, n.addr)?;
             if let Some(m) = n.min_replicas {
-                write!(f, "  grants wait for {} replica(s), {:?}", m.replicas, m.timeout)?;
+                let written = if m.fsync { " (on disk)" } else { "" };
+                write!(f, "  grants wait for {} replica(s){written}, {:?}", m.replicas, m.timeout)?;
             }
             if let Some(reason) = n.polled_because() {
                 write!(f, "  waiters poll: {reason}")?;

@@ -245,7 +245,7 @@ impl Links {
                 plain_tcp: node.transport == Transport::Tcp,
                 tls_open: false,
                 answered: false,
-                wait: node.min_replicas.map(|m| wire::wait_command(m.replicas, m.timeout)),
+                wait: node.min_replicas.map(wire::wait_command),
                 min_replicas: node.min_replicas,
                 owner: i as u16,
                 endpoint: None,

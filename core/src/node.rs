@@ -57,7 +57,7 @@ pub struct NodeConfig {
 }
 
 /// Replicas that must acknowledge a node's grant before it counts: `WAIT replicas timeout`
-/// after the write, on the same connection.
+/// after the write, on the same connection (`WAITAOF 0 replicas timeout` with `fsync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MinReplicas {
     /// How many replicas (at least 1).
@@ -65,6 +65,9 @@ pub struct MinReplicas {
     /// How long the node waits for them; must be below
     /// [`Config::node_timeout`](crate::Config::node_timeout), which bounds the whole vote.
     pub timeout: std::time::Duration,
+    /// The replicas must have written the grant to their append-only file, not only received
+    /// it (`WAITAOF`, Redis 7.2; replicas with `appendonly yes`).
+    pub fsync: bool,
 }
 
 impl fmt::Debug for NodeConfig {
@@ -179,7 +182,20 @@ impl NodeConfig {
     /// lose does not count. `replicas == 0` turns it off. In a URL:
     /// `?min_replicas=1&replicas_timeout=20` (milliseconds).
     pub fn min_replicas(mut self, replicas: u32, timeout: std::time::Duration) -> Self {
-        self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout });
+        self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout, fsync: false });
+        self
+    }
+
+    /// With [`min_replicas`](Self::min_replicas): count a grant only once those replicas
+    /// have also written it to their append-only file (`WAITAOF 0 replicas timeout` instead
+    /// of `WAIT`; Redis 7.2 or later, replicas with `appendonly yes`). A replica that restarts
+    /// then still has it. A server without `WAITAOF` fails the node's votes with its error,
+    /// which names the command. In a URL: `?min_replicas=1&replicas_fsync=1`. No effect
+    /// without `min_replicas`.
+    pub fn replicas_fsync(mut self, on: bool) -> Self {
+        if let Some(m) = self.min_replicas.as_mut() {
+            m.fsync = on;
+        }
         self
     }
 
@@ -191,8 +207,9 @@ impl NodeConfig {
     ///   socket; credentials may also come as `redis+unix://user:pass@/path`.
     ///
     /// Every form takes the query options `db`, `user` (`username`), `pass` (`password`),
-    /// `min_replicas` and `replicas_timeout` (milliseconds, default 20: see
-    /// [`min_replicas`](Self::min_replicas)) and `protocol=resp3|resp2` (no effect: redlease
+    /// `min_replicas`, `replicas_timeout` (milliseconds, default 20: see
+    /// [`min_replicas`](Self::min_replicas)), `replicas_fsync=1` (see
+    /// [`replicas_fsync`](Self::replicas_fsync)) and `protocol=resp3|resp2` (no effect: redlease
     /// asks for RESP3 and falls back to RESP2 by itself), e.g.
     /// `redis://host:6379?min_replicas=1`; an unknown option is refused by name.
     ///

@@ -57,13 +57,20 @@ pub(crate) enum Op {
     Permits,
 }
 
-/// `WAIT replicas timeout_ms`, encoded.
-pub(crate) fn wait_command(replicas: u32, timeout: std::time::Duration) -> Box<[u8]> {
+/// `WAIT replicas timeout_ms`, or with `fsync` `WAITAOF 0 replicas timeout_ms`, encoded.
+pub(crate) fn wait_command(m: crate::node::MinReplicas) -> Box<[u8]> {
     let mut out = Vec::new();
-    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
-    resp::array(&mut out, 3);
-    resp::bulk(&mut out, b"WAIT");
-    resp::bulk_uint(&mut out, u64::from(replicas));
+    let ms = u64::try_from(m.timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+    if m.fsync {
+        resp::array(&mut out, 4);
+        resp::bulk(&mut out, b"WAITAOF");
+        // No fsync of the node's own AOF is asked: the replicas' is what a failover keeps.
+        resp::bulk(&mut out, b"0");
+    } else {
+        resp::array(&mut out, 3);
+        resp::bulk(&mut out, b"WAIT");
+    }
+    resp::bulk_uint(&mut out, u64::from(m.replicas));
     resp::bulk_uint(&mut out, ms);
     out.into_boxed_slice()
 }
@@ -138,7 +145,7 @@ impl Pending {
             Pending::Unsubscribe { sharded: false } => "UNSUBSCRIBE",
             Pending::Unsubscribe { sharded: true } => "SUNSUBSCRIBE",
             Pending::Fence => "PING",
-            Pending::Replicas { .. } => "WAIT",
+            Pending::Replicas { .. } => "WAIT (or WAITAOF)",
         }
     }
 }

@@ -135,7 +135,16 @@ fn the_option_is_read_from_urls_and_checked_against_the_node_timeout() {
     let n = NodeConfig::from_url("redis://h:6379?min_replicas=1").unwrap();
     assert_eq!(n.min_replicas.unwrap().timeout, Duration::from_millis(20), "the default timeout");
     assert_eq!(NodeConfig::from_url("redis://h:6379?min_replicas=0").unwrap().min_replicas, None);
-    for bad in ["?replicas_timeout=10", "?min_replicas=x", "?min_replicas=1&replicas_timeout=0"] {
+    let n = NodeConfig::from_url("redis://h:6379?min_replicas=1&replicas_fsync=1").unwrap();
+    assert!(n.min_replicas.unwrap().fsync);
+    assert!(!NodeConfig::from_url("redis://h:6379?min_replicas=1").unwrap().min_replicas.unwrap().fsync);
+    for bad in [
+        "?replicas_timeout=10",
+        "?min_replicas=x",
+        "?min_replicas=1&replicas_timeout=0",
+        "?replicas_fsync=1",
+        "?min_replicas=1&replicas_fsync=maybe",
+    ] {
         let e = NodeConfig::from_url(&format!("redis://h:6379{bad}")).unwrap_err().to_string();
         assert!(e.contains("replicas"), "{bad}: {e}");
     }
@@ -176,4 +185,42 @@ fn a_semaphores_slots_on_a_node_its_replicas_lack_do_not_count_and_are_given_bac
         other => panic!("{other:?}"),
     }
     assert_eq!(rig.engine.permits(lock).map(<[u16]>::len), Some(1));
+}
+
+/// With `replicas_fsync`, a grant waits for `WAITAOF 0 1 20` (replicas that wrote it to their
+/// append-only file); its answer is the local and the replica counts. A server without the
+/// command fails the vote with its error, naming it.
+#[test]
+fn waitaof_counts_the_replicas_that_wrote_the_grant() {
+    let mut rig = Rig::with(3, |c| {
+        c.nodes[0] = c.nodes[0].clone().min_replicas(1, Duration::from_millis(20)).replicas_fsync(true)
+    });
+    let lock = rig.engine.acquire(rig.t0, &LockOptions::new("r", TTL).attempts(1), b"tok").unwrap();
+    let sent = rig.sent_commands();
+    assert_eq!(sent[0][1], [b"WAITAOF".to_vec(), b"0".to_vec(), b"1".to_vec(), b"20".to_vec()], "{:?}", sent[0]);
+    rig.reply(rig.t0, 0, GRANT);
+    rig.reply(rig.t0, 1, GRANT);
+    assert!(rig.events().is_empty(), "node 0's grant waits for its replica's disk");
+    // In pieces: the array's header alone is no answer yet.
+    rig.reply(rig.t0, 0, b"*2\r\n:0\r\n");
+    assert!(rig.events().is_empty());
+    rig.reply(rig.t0, 0, b":1\r\n");
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+
+    // No replica wrote it: a failed vote as for WAIT.
+    let again = rig.engine.acquire(rig.at(1), &LockOptions::new("s", TTL).attempts(1), b"tok2").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, GRANT);
+    rig.reply(rig.at(1), 0, b"*2\r\n:0\r\n:0\r\n");
+    assert_eq!(rig.engine.round(again).unwrap().1[0], Vote::Unreplicated { acked: 0, wanted: 1 });
+
+    // A server older than Redis 7.2.
+    let old = rig.engine.acquire(rig.at(2), &LockOptions::new("t", TTL).attempts(1), b"tok3").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(2), 0, GRANT);
+    rig.reply(rig.at(2), 0, b"-ERR unknown command 'WAITAOF', with args beginning with: '0' '1' '20' \r\n");
+    match &rig.engine.round(old).unwrap().1[0] {
+        Vote::Error(m) => assert!(m.starts_with("WAITAOF for 1 replicas failed: ERR unknown command"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -119,3 +119,50 @@ fn a_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
     assert_eq!(get(replica, "job").as_deref(), Some(held.token()));
     drop(held);
 }
+
+/// `replicas_fsync` asks for `WAITAOF` (Redis 7.2). Where the server has it, a grant counts
+/// once the replica's append-only file has it; on an older server every vote fails with the
+/// server's error, which names the command, the lock is refused as unreachable, and nothing is
+/// left behind.
+#[test]
+fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name() {
+    let cluster = Cluster::builder().nodes(3).replicas(1).start();
+    let urls: Vec<String> =
+        cluster.urls().iter().map(|u| format!("{u}?min_replicas=1&replicas_timeout=50&replicas_fsync=1")).collect();
+    let client = redlease_mio::Client::with_config(config(&urls, false)).unwrap();
+    assert!(
+        client.health().to_string().contains("grants wait for 1 replica(s) (on disk), 50ms"),
+        "{}",
+        client.health()
+    );
+    let info = cluster.nodes()[0].conn().and_then(|mut c| c.cmd(&["INFO", "server"])).unwrap();
+    let info = info.as_text().unwrap_or_default();
+    let version: Vec<u32> = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("redis_version:"))
+        .map(|v| v.split('.').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    if version.as_slice() >= [7, 2].as_slice() {
+        for i in 0..3 {
+            for node in [&cluster.nodes()[i], &cluster.replicas(i)[0]] {
+                node.conn().and_then(|mut c| c.checked(&["CONFIG", "SET", "appendonly", "yes"])).unwrap();
+            }
+        }
+        let guard = client.lock("on-disk", TTL).unwrap();
+        assert!((0..3).filter(|&i| get(&cluster.replicas(i)[0], "on-disk").is_some()).count() >= 2);
+        guard.release().unwrap();
+    } else {
+        match client.try_lock("on-disk", TTL) {
+            Err(Error::Acquire(AcquireError::Unreachable { votes, .. })) => {
+                // Decided once a quorum could no longer grant it (a third vote may be pending).
+                let named = votes.iter().filter(|v| matches!(v, Vote::Error(m) if m.contains("WAITAOF"))).count();
+                assert!(
+                    named >= 2 && votes.iter().all(|v| *v == Vote::Pending || matches!(v, Vote::Error(_))),
+                    "{votes:?}"
+                );
+            }
+            other => panic!("Redis {version:?} has no WAITAOF: {:?}", other.map(|g| g.token().to_owned())),
+        }
+    }
+    cluster.assert_no_leaks();
+}

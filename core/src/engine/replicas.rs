@@ -56,7 +56,10 @@ impl Engine {
         let vote = match acked {
             Ok(n) if n >= i64::from(want.replicas) => return self.cast(now, node, op, lock, round, answer),
             Ok(n) => Vote::Unreplicated { acked: u32::try_from(n.max(0)).unwrap_or(0), wanted: want.replicas },
-            Err(e) => Vote::Error(format!("WAIT for {} replicas failed: {e}", want.replicas)),
+            Err(e) => {
+                let wait = if want.fsync { "WAITAOF" } else { "WAIT" };
+                Vote::Error(format!("{wait} for {} replicas failed: {e}", want.replicas))
+            }
         };
         if let Some(fault) = vote.fault() {
             self.links.count_fault(node, fault);

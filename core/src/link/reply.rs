@@ -60,6 +60,22 @@ impl Links {
                 _ => {}
             }
         }
+        if let (Some(Pending::Replicas { lock, round }), Some(b'*')) = (front, buf.first()) {
+            // `WAITAOF`'s answer: the local and the replica counts that have the writes on disk.
+            let used = match resp::frame_len(buf, 3, 64) {
+                Ok(Some(used)) => used,
+                Ok(None) => return Ok(Next::More),
+                Err(detail) => {
+                    return Err(LinkError::Malformed { node, addr: Arc::clone(&self.addrs[link.index()]), detail });
+                }
+            };
+            let l = &mut self.links[link.index()];
+            if let Some((_, queued)) = l.pending.pop_front() {
+                l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+            }
+            let acked = aof_replicas(&buf[..used]);
+            return Ok(Next::Op { used, answer: Answer::Replicas { lock, round, acked } });
+        }
         let addr = || Arc::clone(&self.addrs[link.index()]);
         let (reply, used) = match resp::decode(buf) {
             Ok(Some(whole)) => whole,
@@ -267,6 +283,16 @@ impl Links {
         }
         self.apply_map(now, i, map);
         Ok(Next::Ready(self.ready(i, used)))
+    }
+}
+
+/// The replica count of a whole `WAITAOF` answer (`*2 :local :replicas`).
+fn aof_replicas(frame: &[u8]) -> Result<i64, String> {
+    let text = std::str::from_utf8(frame).map_err(|_| "WAITAOF: a reply that is not text".to_owned())?;
+    let ints: Vec<i64> = text.split("\r\n").filter_map(|l| l.strip_prefix(':')?.parse().ok()).collect();
+    match (text.starts_with("*2\r\n"), ints.as_slice()) {
+        (true, [_, replicas]) => Ok(*replicas),
+        _ => Err(format!("WAITAOF: an unexpected reply {:?}", text.trim_end())),
     }
 }
 

@@ -46,14 +46,15 @@ pub(super) fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
 }
 
 /// The query options a node URL takes.
-const KNOWN: [&str; 8] = ["db", "user", "username", "pass", "password", "protocol", "min_replicas", "replicas_timeout"];
+const KNOWN: [&str; 9] =
+    ["db", "user", "username", "pass", "password", "protocol", "min_replicas", "replicas_timeout", "replicas_fsync"];
 
 /// Apply a URL's query options to `node`: `db`, `user` (or `username`), `pass` (or
 /// `password`), and `protocol` (`resp3` or `resp2`, accepted as redis-rs writes them; redlease
 /// asks for RESP3 with `HELLO 3` and keeps RESP2 where a node refuses it). Any other option is
 /// refused by name, so that a setting redlease would not apply is never silently dropped.
 pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, String> {
-    let mut replicas_timeout = None;
+    let (mut replicas_timeout, mut replicas_fsync) = (None, None);
     let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -83,6 +84,13 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
                     .ok_or_else(|| "replicas_timeout must be a number of milliseconds above 0".to_owned())?;
                 replicas_timeout = Some(Duration::from_millis(ms));
             }
+            "replicas_fsync" => {
+                replicas_fsync = Some(match value.as_str() {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    _ => return Err("replicas_fsync must be 1 or 0".to_owned()),
+                });
+            }
             "protocol" if value.eq_ignore_ascii_case("resp3") || value.eq_ignore_ascii_case("resp2") => {}
             "protocol" => return Err(format!("unknown protocol {value:?}: resp3 or resp2")),
             _ => {
@@ -94,8 +102,8 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
                     format!("unknown option {key:?}")
                 };
                 return Err(format!(
-                    "{named}: the options are db, user, password, min_replicas, replicas_timeout and protocol (resp3 \
-                     or resp2); write & in a value as %26"
+                    "{named}: the options are db, user, password, min_replicas, replicas_timeout, replicas_fsync and \
+                     protocol (resp3 or resp2); write & in a value as %26"
                 ));
             }
         }
@@ -103,6 +111,10 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
     if let Some(timeout) = replicas_timeout {
         let m = node.min_replicas.as_mut().ok_or("replicas_timeout needs min_replicas (e.g. ?min_replicas=1)")?;
         m.timeout = timeout;
+    }
+    if let Some(fsync) = replicas_fsync {
+        let m = node.min_replicas.as_mut().ok_or("replicas_fsync needs min_replicas (e.g. ?min_replicas=1)")?;
+        m.fsync = fsync;
     }
     Ok(node)
 }
