@@ -1,17 +1,13 @@
-//! The redlease adapters, each with the bench config (node timeout 50 ms, 3 attempts
-//! 20–200 ms apart, wake-on-release on) and one client shared by every locker; each locks a
+//! The redlease adapters, each with the bench config ([`config`]: 3
+//! attempts 20–200 ms apart, wake-on-release on) and one client shared by every locker; each locks a
 //! mutex, one permit of a semaphore of 4 (`…-sem4`), a read lock (`…-read`), or a mutex whose
 //! grants wait for each node's replica (`…-replicas`).
-
-use std::time::Duration;
-
-use redlease_core::{Config, ReleaseOutcome, Retry, TlsSettings, Transport};
 
 use crate::embedded::Embed;
 use crate::exec::{AsyncStd, Exec, Smol, Threads, Tokio};
 use crate::floor::{ASYNC, BLOCKING};
 use crate::plan::{Scenario, Shape, WAIT};
-use crate::subject::{Generic, Locker, Subject, Target};
+use crate::subject::{Generic, Locker, Subject, Target, config, released};
 
 /// The five adapters with a client, in table order, then two of them on a semaphore of 4 and
 /// with a read lock, and one on nodes with replicas, each paired with its own mutex, then the
@@ -37,31 +33,6 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new("tokio-mt-replicas", "tokio-mt", &[Sequential], mt(Replicated))),
         Box::new(Generic::new("mio-embedded", BLOCKING, &[Sequential, Lockers, Stalled, Tls], Embed)),
     ]
-}
-
-/// The config for `urls`, for a subject locking `shape`: the defaults, except 3 attempts
-/// 20–200 ms apart instead of waiting up to 10 s (what the peers do); [`Shape::Replicated`]
-/// nodes count a grant once one replica has it (within 20 ms, what `?min_replicas=1` gives);
-/// the benchmark's TLS nodes are trusted through their CA.
-pub fn config(urls: &[String], shape: Shape) -> Result<Config, String> {
-    let retry = Retry::new(3, Duration::from_millis(20), Duration::from_millis(200));
-    let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?.retry(retry);
-    if shape == Shape::Replicated {
-        config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(20))).collect();
-    }
-    for node in config.nodes.iter_mut().filter(|n| n.transport == Transport::Tls) {
-        let files = redlease_cluster::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
-        node.tls = Some(TlsSettings::new().ca_file(&files.ca));
-    }
-    Ok(config)
-}
-
-/// A release report's outcome as the bench wants it.
-pub(crate) fn released(outcome: ReleaseOutcome) -> Result<(), String> {
-    match outcome {
-        ReleaseOutcome::Released => Ok(()),
-        other => Err(format!("not released: {other:?}")),
-    }
 }
 
 /// An adapter as a [`Target`]: the runtime its function makes, its client (connected by

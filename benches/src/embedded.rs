@@ -13,10 +13,9 @@ use mio::{Events, Poll, Token};
 use redlease_core::{Event, LockId};
 use redlease_mio::{Driver, LockOptions, new_token};
 
-use crate::adapters::{config, released};
 use crate::exec::Threads;
 use crate::plan::{Plan, Shape, TTL, own_key};
-use crate::subject::{Load, Locker, Target};
+use crate::subject::{Load, Locker, Target, config, released};
 use crate::usage::Usage;
 
 /// The embedded driver as a [`Target`]: the host as the one locker of the generic scenarios.

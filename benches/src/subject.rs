@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use redlease_core::{Config, ReleaseOutcome, Retry, TlsSettings, Transport};
+
 use crate::exec::Exec;
 use crate::plan::{Plan, Scenario, Shape, own_key};
 use crate::stats::Hist;
@@ -338,5 +340,30 @@ async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, l
         if locker.unlock(held).await.is_ok() {
             log.turns.lock().expect("not poisoned").push((called, granted, released, slot));
         }
+    }
+}
+
+/// The config for `urls`, for a subject locking `shape`: the defaults, except 3 attempts
+/// 20–200 ms apart instead of waiting up to 10 s (what the peers do); [`Shape::Replicated`]
+/// nodes count a grant once one replica has it (within 20 ms, what `?min_replicas=1` gives);
+/// the benchmark's TLS nodes are trusted through their CA.
+pub fn config(urls: &[String], shape: Shape) -> Result<Config, String> {
+    let retry = Retry::new(3, Duration::from_millis(20), Duration::from_millis(200));
+    let mut config = Config::from_urls(urls).map_err(|e| e.to_string())?.retry(retry);
+    if shape == Shape::Replicated {
+        config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(20))).collect();
+    }
+    for node in config.nodes.iter_mut().filter(|n| n.transport == Transport::Tls) {
+        let files = redlease_cluster::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
+        node.tls = Some(TlsSettings::new().ca_file(&files.ca));
+    }
+    Ok(config)
+}
+
+/// A release report's outcome as the bench wants it.
+pub(crate) fn released(outcome: ReleaseOutcome) -> Result<(), String> {
+    match outcome {
+        ReleaseOutcome::Released => Ok(()),
+        other => Err(format!("not released: {other:?}")),
     }
 }
