@@ -214,6 +214,16 @@ fn waitaof_counts_the_replicas_that_wrote_the_grant() {
     rig.reply(rig.at(1), 0, b"*2\r\n:0\r\n:0\r\n");
     assert_eq!(rig.engine.round(again).unwrap().1[0], Vote::Unreplicated { acked: 0, wanted: 1 });
 
+    // An answer of another shape is the node's error, not a count.
+    let odd = rig.engine.acquire(rig.at(1), &LockOptions::new("u", TTL).attempts(1), b"tok4").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.at(1), 0, GRANT);
+    rig.reply(rig.at(1), 0, b"*2\r\n:0\r\n$1\r\n1\r\n");
+    match &rig.engine.round(odd).unwrap().1[0] {
+        Vote::Error(m) => assert!(m.contains("WAITAOF: an unexpected reply"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+
     // A server older than Redis 7.2.
     let old = rig.engine.acquire(rig.at(2), &LockOptions::new("t", TTL).attempts(1), b"tok3").unwrap();
     rig.sent_commands();

@@ -286,14 +286,17 @@ impl Links {
     }
 }
 
-/// The replica count of a whole `WAITAOF` answer (`*2 :local :replicas`).
+/// The replica count of a whole `WAITAOF` answer (`*2 :local :replicas`), read with the
+/// decoder element by element.
 fn aof_replicas(frame: &[u8]) -> Result<i64, String> {
-    let text = std::str::from_utf8(frame).map_err(|_| "WAITAOF: a reply that is not text".to_owned())?;
-    let ints: Vec<i64> = text.split("\r\n").filter_map(|l| l.strip_prefix(':')?.parse().ok()).collect();
-    match (text.starts_with("*2\r\n"), ints.as_slice()) {
-        (true, [_, replicas]) => Ok(*replicas),
-        _ => Err(format!("WAITAOF: an unexpected reply {:?}", text.trim_end())),
+    let unexpected = || format!("WAITAOF: an unexpected reply {:?}", String::from_utf8_lossy(frame).trim_end());
+    let Ok(Some((resp::Reply::Array(2), mut at))) = resp::decode(frame) else { return Err(unexpected()) };
+    let mut counts = [0; 2];
+    for count in &mut counts {
+        let Ok(Some((resp::Reply::Int(n), used))) = resp::decode(&frame[at..]) else { return Err(unexpected()) };
+        (*count, at) = (n, at + used);
     }
+    Ok(counts[1])
 }
 
 /// The longest slot map answer read: a few hundred bytes per slot range.

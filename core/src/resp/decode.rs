@@ -18,7 +18,8 @@ pub(crate) enum Reply<'a> {
     Bulk(&'a [u8]),
     /// `$-1` or `*-1`
     Nil,
-    /// An array (never a valid answer to our requests); its length.
+    /// An array's header, its length (the link reads the few arrays it expects element by
+    /// element: `CLUSTER SHARDS`, `CLUSTER SLOTS`, `WAITAOF`).
     Array(usize),
     /// A RESP3 map, set or other aggregate that was skipped whole (`HELLO 3`'s answer): its
     /// length, and the value of its top-level `mode` entry when it is a string (`standalone`,
