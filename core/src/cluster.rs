@@ -43,7 +43,7 @@ pub fn hash_slot(key: &[u8]) -> u16 {
 
 /// Append the form `key` takes on a cluster node: itself when it has a hash tag, else `{key}`.
 /// `Err` for a key that cannot get a tag that way (it starts with `}` and has none).
-pub(crate) fn cluster_key(out: &mut Vec<u8>, key: &[u8]) -> Result<(), String> {
+pub fn cluster_key(out: &mut Vec<u8>, key: &[u8]) -> Result<(), String> {
     if hash_tag(key).is_some() {
         out.extend_from_slice(key);
         return Ok(());
@@ -287,15 +287,19 @@ impl<'a> Reader<'a> {
 /// A redirect from a cluster node: `MOVED slot host:port` (the slot has a new owner) or
 /// `ASK slot host:port` (this one request goes to the importing master, after `ASKING`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Redirect {
-    pub(crate) ask: bool,
-    pub(crate) slot: u16,
-    pub(crate) host: String,
-    pub(crate) port: u16,
+pub struct Redirect {
+    /// `ASK` (this request only) rather than `MOVED`.
+    pub ask: bool,
+    /// The slot redirected.
+    pub slot: u16,
+    /// Where to: the host as the cluster announces it (empty: the host that answered).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
 }
 
-/// The redirect an error reply is, if it is one.
-pub(crate) fn redirect(error: &[u8]) -> Option<Redirect> {
+/// The redirect an error reply (its text without the `-`) is, if it is one.
+pub fn redirect(error: &[u8]) -> Option<Redirect> {
     let text = std::str::from_utf8(error).ok()?;
     let (ask, rest) = match text.split_once(' ')? {
         ("MOVED", rest) => (false, rest),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{NodeTransport, Target};
 use redlease_cluster::{FENCE_PREFIX, RedisConn, Reply};
-use redlease_core::cluster::{MAX_MASTERS, SLOTS, hash_slot, hash_tag};
+use redlease_core::cluster::{MAX_MASTERS, Redirect, SLOTS, cluster_key, hash_slot, hash_tag, redirect};
 use redlease_core::{NodeConfig, READERS_PREFIX, Transport};
 
 use super::fault::Fault;
@@ -28,16 +28,10 @@ const DERIVED: [&str; 3] = [FENCE_PREFIX, QUEUE_PREFIX, READERS_PREFIX];
 /// tag, else `{key}`. A key that starts with `}` and has no tag has no such form (the clients
 /// refuse it as misconfigured too).
 pub(super) fn cluster_form(key: &str) -> Result<String, Fault> {
-    if hash_tag(key.as_bytes()).is_some() {
-        return Ok(key.to_owned());
-    }
-    if key.starts_with('}') {
-        return Err(Fault::misconfigured(format!(
-            "the key {key:?} starts with '}}' and has no hash tag: a Redis Cluster node cannot store it \
-             (the clients refuse it too); give it one ({{tag}})"
-        )));
-    }
-    Ok(format!("{{{key}}}"))
+    let mut form = Vec::with_capacity(key.len() + 2);
+    cluster_key(&mut form, key.as_bytes()).map_err(Fault::misconfigured)?;
+    // A key given as text, with braces added, is still text.
+    Ok(String::from_utf8_lossy(&form).into_owned())
 }
 
 /// The key that `stored` is the cluster form of: `{K}` stands for K when K has no hash tag of
@@ -182,16 +176,12 @@ impl ClusterLink {
     /// `ASK ...`): the master it names (added to the map's masters if new), and whether it is
     /// an `ASK`. A `MOVED` gives that master the slot. `Err` past [`MAX_MASTERS`] masters.
     pub(super) fn redirected(&mut self, text: &str) -> Result<Option<(usize, bool)>, Fault> {
-        let Some((ask, rest)) =
-            ["MOVED ", "ASK "].iter().find_map(|p| text.find(p).map(|at| (*p == "ASK ", &text[at + p.len()..])))
+        // The error's text from the redirect on (`GET: MOVED ...`).
+        let at = ["MOVED ", "ASK "].iter().filter_map(|p| text.find(p)).min();
+        let Some(Redirect { ask, slot, host, port }) = at.and_then(|at| redirect(text[at..].trim_end().as_bytes()))
         else {
             return Ok(None);
         };
-        let mut words = rest.split_whitespace();
-        let slot = words.next().and_then(|s| s.parse::<u16>().ok()).filter(|&s| usize::from(s) < SLOTS);
-        let addr = words.next().and_then(|a| a.rsplit_once(':'));
-        let (Some(slot), Some((host, port))) = (slot, addr) else { return Ok(None) };
-        let Ok(port) = port.parse::<u16>() else { return Ok(None) };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let at = match self.masters.iter().position(|m| m.host == host && m.port == port) {
             Some(at) => at,
