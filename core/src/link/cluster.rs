@@ -37,10 +37,9 @@ pub(crate) struct Routes {
     known: bool,
     /// A map read is on the wire.
     reading: bool,
-    /// Maps are read with `CLUSTER SHARDS` (until the node refuses it), and the one on the wire
-    /// is.
+    /// Maps are read with `CLUSTER SHARDS` until the node refuses it (so the one on the wire
+    /// is one of those, when this is set).
     shards: bool,
-    asked_shards: bool,
     /// When the map is read again.
     refresh_at: Option<Instant>,
     /// When a map was last asked for.
@@ -61,7 +60,6 @@ impl Routes {
             known: false,
             reading: false,
             shards: true,
-            asked_shards: false,
             refresh_at: None,
             asked_at: None,
             redirects: 0,
@@ -132,7 +130,6 @@ impl Links {
         let Some(link) = link else { return };
         routes.reading = true;
         routes.asked_at = Some(now);
-        routes.asked_shards = routes.shards;
         let what: &[u8] = if routes.shards { b"SHARDS" } else { b"SLOTS" };
         let pending = if first && link == node { Pending::Step(Step::Slots) } else { Pending::Slots };
         let l = &mut self.links[link];
@@ -145,7 +142,7 @@ impl Links {
     /// its links use TLS (`CLUSTER SHARDS` names both ports of a master).
     pub(crate) fn map_parser(&self, link: usize) -> (bool, bool) {
         let node = self.links.get(link).map_or(usize::MAX, |l| l.owner as usize);
-        let shards = matches!(self.routes.get(node), Some(Some(r)) if r.asked_shards);
+        let shards = matches!(self.routes.get(node), Some(Some(r)) if r.shards);
         (shards, self.addrs.get(node).is_some_and(|a| a.starts_with("rediss://")))
     }
 
@@ -154,7 +151,7 @@ impl Links {
     pub(crate) fn shards_refused(&mut self, now: Instant, link: usize, first: bool) -> bool {
         let node = self.links.get(link).map_or(usize::MAX, |l| l.owner as usize);
         let Some(Some(routes)) = self.routes.get_mut(node) else { return false };
-        if !routes.asked_shards {
+        if !routes.shards {
             return false;
         }
         routes.shards = false;
