@@ -54,6 +54,17 @@ fn handshake_answers(sent: &[u8], hello: &[u8]) -> Vec<u8> {
     reply
 }
 
+/// One node with wake-ups on, connected, its handshake answered (`hello` for `HELLO`); and the
+/// rig's start.
+fn one_node(hello: &[u8]) -> (Rig, std::time::Instant) {
+    let mut rig = Rig::unconnected(1, |c| c.wake = true);
+    let t = rig.t0;
+    rig.engine.handle_connected(t, NodeId(0));
+    let sent = rig.sent(0);
+    rig.reply(t, 0, &handshake_answers(&sent, hello));
+    (rig, t)
+}
+
 /// Three nodes: node 0 a cluster of two masters (its own link, and link 3 to port 7100), the
 /// others standalone; all ready.
 fn rig() -> Rig {
@@ -253,11 +264,7 @@ fn the_map_is_read_again_every_ten_seconds_and_a_new_map_is_followed() {
 
 #[test]
 fn a_node_that_refuses_hello_is_asked_info_and_serves_once_it_says_standalone() {
-    let mut rig = Rig::unconnected(1, |c| c.wake = true);
-    let t = rig.t0;
-    rig.engine.handle_connected(t, NodeId(0));
-    let sent = rig.sent(0);
-    rig.reply(t, 0, &handshake_answers(&sent, b"-ERR unknown command 'HELLO'\r\n"));
+    let (mut rig, t) = one_node(b"-ERR unknown command 'HELLO'\r\n");
     rig.engine.acquire(t, &LockOptions::new("r", Duration::from_secs(10)).attempts(1), b"me").unwrap();
     let asked = commands(&rig.sent(0));
     assert_eq!(asked, vec![vec![b"INFO".to_vec(), b"cluster".to_vec()]], "the lock waits for INFO's answer");
@@ -375,11 +382,7 @@ fn waiters_subscribe_where_the_slot_is_served_and_follow_it() {
 /// with `CLUSTER SLOTS` instead, at the handshake and from then on.
 #[test]
 fn a_server_that_refuses_cluster_shards_is_read_with_cluster_slots() {
-    let mut rig = Rig::unconnected(1, |c| c.wake = true);
-    let t = rig.t0;
-    rig.engine.handle_connected(t, NodeId(0));
-    let sent = rig.sent(0);
-    rig.reply(t, 0, &handshake_answers(&sent, HELLO_CLUSTER));
+    let (mut rig, t) = one_node(HELLO_CLUSTER);
     assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
     rig.reply(t, 0, b"-ERR unknown subcommand 'SHARDS'. Try CLUSTER HELP.\r\n");
     assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SLOTS".to_vec()]]);
