@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 pub use reshard::Migration;
-pub use topology::{SLOTS, key_slot};
+pub use topology::{SLOTS, SlotNode, SlotRange, key_slot, parse_cluster_slots};
 
 use crate::cluster::{assert_ttls, is_lock_key, keys_with_ttl};
 use crate::node::Node;

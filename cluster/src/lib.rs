@@ -33,7 +33,10 @@ mod tempdir;
 mod tls;
 
 pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, FORMAT_KEY};
-pub use cluster_mode::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, key_slot};
+pub use cluster_mode::{
+    ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, SlotNode, SlotRange, key_slot,
+    parse_cluster_slots,
+};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]

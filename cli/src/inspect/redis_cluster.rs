@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{NodeTransport, Target};
-use redlease_cluster::{FENCE_PREFIX, RedisConn, Reply};
+use redlease_cluster::{FENCE_PREFIX, RedisConn, Reply, parse_cluster_slots};
 use redlease_core::cluster::{MAX_MASTERS, Redirect, SLOTS, cluster_key, hash_slot, hash_tag, redirect};
 use redlease_core::{NodeConfig, READERS_PREFIX, Transport};
 
@@ -53,45 +53,6 @@ pub(super) fn name_of(stored: &str) -> String {
         }
     }
     unwrap_form(stored).to_owned()
-}
-
-/// One range of slots and the master that serves it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct SlotRange {
-    start: u16,
-    end: u16,
-    /// As the cluster announces it: empty or `?` when the client is to use the host it asked.
-    host: String,
-    port: u16,
-}
-
-/// The ranges of a `CLUSTER SLOTS` reply and their masters (replicas and metadata skipped).
-fn parse_slots(reply: &Reply) -> Result<Vec<SlotRange>, String> {
-    let Reply::Array(Some(ranges)) = reply else {
-        return Err(format!("CLUSTER SLOTS: unexpected {reply:?}"));
-    };
-    let int = |r: &Reply| match r {
-        Reply::Int(i) => Some(*i),
-        _ => None,
-    };
-    ranges
-        .iter()
-        .map(|range| {
-            let bad = || format!("CLUSTER SLOTS: a malformed slot range {range:?}");
-            let Reply::Array(Some(items)) = range else { return Err(bad()) };
-            let [start, end, Reply::Array(Some(master)), ..] = items.as_slice() else { return Err(bad()) };
-            let (start, end) = (int(start).ok_or_else(bad)?, int(end).ok_or_else(bad)?);
-            let slot = |s: i64| u16::try_from(s).ok().filter(|&s| usize::from(s) < SLOTS);
-            let (Some(start), Some(end)) = (slot(start), slot(end)) else { return Err(bad()) };
-            let [host, port, ..] = master.as_slice() else { return Err(bad()) };
-            let host = host.as_text().ok_or_else(bad)?;
-            let port = int(port).and_then(|p| u16::try_from(p).ok()).ok_or_else(bad)?;
-            if start > end {
-                return Err(bad());
-            }
-            Ok(SlotRange { start, end, host, port })
-        })
-        .collect()
 }
 
 /// `host:port` as messages show an address (`[::1]:7000` for IPv6).
@@ -137,7 +98,7 @@ impl ClusterLink {
         seed_rtt: Duration,
         reply: &Reply,
     ) -> Result<ClusterLink, Fault> {
-        let ranges = parse_slots(reply).map_err(Fault::unreachable)?;
+        let ranges = parse_cluster_slots(reply).map_err(Fault::unreachable)?;
         if ranges.is_empty() {
             return Err(Fault::unreachable("the Redis Cluster serves no slot yet (CLUSTER SLOTS is empty)"));
         }
@@ -151,8 +112,9 @@ impl ClusterLink {
         let mut slots = vec![NONE; SLOTS];
         let mut seed = Some(seed);
         for r in &ranges {
-            let host = if r.host.is_empty() || r.host == "?" { seed_host.clone() } else { r.host.clone() };
-            let at = match masters.iter().position(|m| m.host == host && m.port == r.port) {
+            let (host, port) = (&r.master.host, r.master.port);
+            let host = if host.is_empty() || host == "?" { seed_host.clone() } else { host.clone() };
+            let at = match masters.iter().position(|m| m.host == host && m.port == port) {
                 Some(at) => at,
                 None if masters.len() >= MAX_MASTERS => {
                     return Err(Fault::unreachable(format!(
@@ -160,10 +122,10 @@ impl ClusterLink {
                     )));
                 }
                 None => {
-                    let is_seed = host == seed_host && Some(r.port) == seed_port;
+                    let is_seed = host == seed_host && Some(port) == seed_port;
                     let conn = seed.take_if(|_| is_seed).map(Ok);
                     let rtt = if conn.is_some() { seed_rtt } else { Duration::ZERO };
-                    masters.push(Master { addr: address(&host, r.port), host, port: r.port, conn, rtt });
+                    masters.push(Master { addr: address(&host, port), host, port, conn, rtt });
                     masters.len() - 1
                 }
             };
@@ -308,32 +270,8 @@ mod tests {
         assert_eq!(name_of("{app:jobs:1}"), "app:jobs:1");
     }
 
-    fn bulk(s: &str) -> Reply {
-        Reply::Bulk(Some(s.as_bytes().to_vec()))
-    }
-
-    fn range(start: i64, end: i64, host: &str, port: i64) -> Reply {
-        let master = Reply::Array(Some(vec![bulk(host), Reply::Int(port), bulk("id")]));
-        let replica = Reply::Array(Some(vec![bulk(host), Reply::Int(port + 3), bulk("id2")]));
-        Reply::Array(Some(vec![Reply::Int(start), Reply::Int(end), master, replica]))
-    }
-
     #[test]
-    fn reads_the_slot_map_and_refuses_a_malformed_one() {
-        let reply = Reply::Array(Some(vec![range(0, 8191, "10.0.0.1", 7000), range(8192, 16383, "", 7001)]));
-        let ranges = parse_slots(&reply).unwrap();
-        assert_eq!(ranges.len(), 2);
-        assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, host: String::new(), port: 7001 });
-        for bad in [
-            Reply::Int(3),
-            Reply::Array(Some(vec![range(0, 16384, "h", 7000)])),
-            Reply::Array(Some(vec![range(10, 5, "h", 7000)])),
-            Reply::Array(Some(vec![range(0, 5, "h", 70000)])),
-            Reply::Array(Some(vec![range(-1, 5, "h", 7000)])),
-            Reply::Array(Some(vec![Reply::Array(Some(vec![Reply::Int(0), Reply::Int(1)]))])),
-        ] {
-            assert!(parse_slots(&bad).is_err(), "{bad:?}");
-        }
+    fn an_ipv6_address_is_bracketed() {
         assert_eq!(address("::1", 7000), "[::1]:7000");
     }
 }

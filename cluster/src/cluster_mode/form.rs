@@ -166,12 +166,12 @@ impl RedisCluster {
             }
             let ranges = topology::cluster_slots(&mut conn).map_err(err)?;
             for range in &ranges {
-                let listed: Vec<usize> = range.replicas.iter().filter_map(|id| self.index_of(id)).collect();
-                let master = self.index_of(&range.master);
+                let listed: Vec<usize> = range.replicas.iter().filter_map(|r| self.index_of(&r.id)).collect();
+                let master = self.index_of(&range.master.id);
                 let Some(shard) = shards.iter().find(|s| Some(s.master) == master) else {
                     return Err(format!(
                         "node {n}: slots {}-{} served by {}, not a master",
-                        range.start, range.end, range.master
+                        range.start, range.end, range.master.id
                     ));
                 };
                 let missing = shard.replicas.iter().any(|r| self.is_live(*r) && !listed.contains(r));
