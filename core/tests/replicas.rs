@@ -207,29 +207,26 @@ fn waitaof_counts_the_replicas_that_wrote_the_grant() {
     rig.reply(rig.t0, 0, b":1\r\n");
     assert!(matches!(rig.events().as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
 
+    // Node 0's vote on a grant of a new lock (attempt `at`) after its WAITAOF answers `answer`.
+    let mut vote_after = |at: u64, answer: &[u8]| {
+        let lock = rig
+            .engine
+            .acquire(rig.at(at), &LockOptions::new(format!("r{at}"), TTL).attempts(1), format!("t{at}").as_bytes())
+            .unwrap();
+        rig.sent_commands();
+        rig.reply(rig.at(at), 0, GRANT);
+        rig.reply(rig.at(at), 0, answer);
+        rig.engine.round(lock).unwrap().1[0].clone()
+    };
     // No replica wrote it: a failed vote as for WAIT.
-    let again = rig.engine.acquire(rig.at(1), &LockOptions::new("s", TTL).attempts(1), b"tok2").unwrap();
-    rig.sent_commands();
-    rig.reply(rig.at(1), 0, GRANT);
-    rig.reply(rig.at(1), 0, b"*2\r\n:0\r\n:0\r\n");
-    assert_eq!(rig.engine.round(again).unwrap().1[0], Vote::Unreplicated { acked: 0, wanted: 1 });
-
+    assert_eq!(vote_after(1, b"*2\r\n:0\r\n:0\r\n"), Vote::Unreplicated { acked: 0, wanted: 1 });
     // An answer of another shape is the node's error, not a count.
-    let odd = rig.engine.acquire(rig.at(1), &LockOptions::new("u", TTL).attempts(1), b"tok4").unwrap();
-    rig.sent_commands();
-    rig.reply(rig.at(1), 0, GRANT);
-    rig.reply(rig.at(1), 0, b"*2\r\n:0\r\n$1\r\n1\r\n");
-    match &rig.engine.round(odd).unwrap().1[0] {
+    match vote_after(2, b"*2\r\n:0\r\n$1\r\n1\r\n") {
         Vote::Error(m) => assert!(m.contains("WAITAOF: an unexpected reply"), "{m}"),
         other => panic!("{other:?}"),
     }
-
     // A server older than Redis 7.2.
-    let old = rig.engine.acquire(rig.at(2), &LockOptions::new("t", TTL).attempts(1), b"tok3").unwrap();
-    rig.sent_commands();
-    rig.reply(rig.at(2), 0, GRANT);
-    rig.reply(rig.at(2), 0, b"-ERR unknown command 'WAITAOF', with args beginning with: '0' '1' '20' \r\n");
-    match &rig.engine.round(old).unwrap().1[0] {
+    match vote_after(3, b"-ERR unknown command 'WAITAOF', with args beginning with: '0' '1' '20' \r\n") {
         Vote::Error(m) => assert!(m.starts_with("WAITAOF for 1 replicas failed: ERR unknown command"), "{m}"),
         other => panic!("{other:?}"),
     }
