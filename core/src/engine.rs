@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{AcquireError, ConfigError, ExtendError, LinkError, Misuse, Vote};
 use crate::event::{Event, LinkState, LockId, LockInfo, NodeId};
+use crate::footprint::Footprint;
 use crate::health::Health;
 use crate::link::Links;
 use crate::lock::{Hold, Phase, min_opt};
@@ -91,7 +92,24 @@ impl Engine {
     /// and deadline).
     pub fn health(&self) -> Health {
         let locks = self.locks.live().filter_map(|(id, s)| s.health(id)).collect();
-        Health { nodes: self.links.health(), quorum: self.quorum, locks }
+        Health { nodes: self.links.health(), quorum: self.quorum, locks, footprint: self.footprint() }
+    }
+
+    /// What the engine retains now, counted: locks in use, requests awaiting replies, unsent
+    /// bytes, cleanups kept for a redirect, waiters, wake channels, subscriptions and unpolled
+    /// events. Every figure is bounded, and an engine whose locks are all released, whose
+    /// replies are all read and whose events are all polled is back to
+    /// [`Footprint::is_idle`]: a long-lived client can watch it stay flat.
+    pub fn footprint(&self) -> Footprint {
+        let mut fp = Footprint {
+            locks: self.locks.active(),
+            lock_slots: self.locks.capacity(),
+            waiters: self.waiters.count(),
+            events: self.events.len(),
+            ..Footprint::default()
+        };
+        self.links.footprint(&mut fp);
+        fp
     }
 
     /// Number of locks the engine is tracking (acquiring, held or releasing).
@@ -151,14 +169,15 @@ impl Engine {
             if let Some(used) = self.consume(now, node, data) {
                 self.links.extend_partial(node, &data[used..]);
             }
-            return;
+        } else {
+            let mut buf = self.links.take_partial(node);
+            buf.extend_from_slice(data);
+            if let Some(used) = self.consume(now, node, &buf) {
+                buf.drain(..used);
+                self.links.put_partial(node, buf);
+            }
         }
-        let mut buf = self.links.take_partial(node);
-        buf.extend_from_slice(data);
-        if let Some(used) = self.consume(now, node, &buf) {
-            buf.drain(..used);
-            self.links.put_partial(node, buf);
-        }
+        self.links.sync_all(now);
     }
 
     /// The connection to `node` is closed, for `reason` (end of stream, a socket error; or,
@@ -223,6 +242,7 @@ impl Engine {
             self.arm(idx);
             budget -= 1;
         }
+        self.links.sync_all(now);
     }
 
     // ----- commands ------------------------------------------------------------------------
@@ -293,6 +313,7 @@ impl Engine {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
                 self.send_cleanup(now, idx, true);
                 self.finish(idx, Event::AcquireFailed { lock, error: AcquireError::Cancelled });
+                self.links.sync_all(now);
             }
             Phase::Extending { manual, .. } => {
                 let manual = *manual;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Fault;
 use crate::event::{LockId, LockState, NodeId, WakeState};
+use crate::footprint::Footprint;
 use crate::node::MinReplicas;
 use crate::stats::NodeStats;
 
@@ -172,6 +173,8 @@ pub struct Health {
     pub quorum: usize,
     /// The client's locks: acquiring (waiting included), held, extending or releasing.
     pub locks: Vec<LockHealth>,
+    /// What the client's engine retains (see [`Footprint`]).
+    pub footprint: Footprint,
 }
 
 impl Health {
@@ -289,7 +292,7 @@ impl fmt::Display for Health {
         for l in &self.locks {
             write!(f, "\n{}", l)?;
         }
-        Ok(())
+        write!(f, "\nretained: {}", self.footprint)
     }
 }
 
@@ -344,8 +347,12 @@ mod tests {
     #[test]
     fn tolerance_counts_usable_nodes_against_the_quorum() {
         let down = NodeState::Down { retry_at: None };
-        let mut h =
-            Health { nodes: (0..5).map(|i| node(i, NodeState::Ready, None)).collect(), quorum: 3, locks: Vec::new() };
+        let mut h = Health {
+            nodes: (0..5).map(|i| node(i, NodeState::Ready, None)).collect(),
+            quorum: 3,
+            locks: Vec::new(),
+            footprint: Footprint::default(),
+        };
         assert_eq!((h.usable(), h.fault_tolerance(), h.design_tolerance()), (5, 2, 2));
         assert!(h.all_ready() && h.can_lock() && !h.misconfigured());
         h.nodes[0] = node(0, NodeState::Handshaking, Some(Fault::Misconfigured));

@@ -208,6 +208,7 @@ mod config;
 mod engine;
 mod error;
 mod event;
+mod footprint;
 mod health;
 mod link;
 mod lock;
@@ -232,6 +233,7 @@ pub use error::{
 };
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
+pub use footprint::Footprint;
 pub use health::{ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState};
 pub use node::{MinReplicas, NodeConfig, Transport};
 pub use options::{LockOptions, MAX_PERMITS};

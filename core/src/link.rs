@@ -370,6 +370,22 @@ impl Links {
         self.addrs[..self.nodes].iter().cloned().collect()
     }
 
+    /// Add what the links retain to `fp`: requests awaiting replies (held ones too), unsent
+    /// bytes, kept cleanups, wake channels and subscriptions.
+    pub(crate) fn footprint(&self, fp: &mut crate::footprint::Footprint) {
+        for l in &self.links {
+            fp.pending += l.pending.len() + l.held_pending.len();
+            fp.unsent += l.out.len() - l.out_pos + l.held.len();
+            // (A link whose server refused a subscription holds none: its waiters poll.)
+            if l.wake == WakeState::On {
+                fp.subscriptions += l.subs.len();
+            }
+        }
+        fp.kept = self.copies.len();
+        fp.kept_bytes = self.copies.values().map(|c| c.bytes.len()).sum();
+        fp.channels = self.channels.len();
+    }
+
     // ----- bytes ---------------------------------------------------------------------------
 
     #[inline]

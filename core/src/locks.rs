@@ -22,6 +22,11 @@ impl Locks {
         self.active
     }
 
+    /// Slots allocated: in use or kept for reuse.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// A slot for a new lock (a free one, or a new one); it counts as active.
     pub(crate) fn take(&mut self, now: Instant) -> u32 {
         self.active += 1;

@@ -42,6 +42,11 @@ impl Waiters {
         false
     }
 
+    /// Registrations: one per waiting slot and channel.
+    pub(crate) fn count(&self) -> usize {
+        self.channels.values().map(Vec::len).sum()
+    }
+
     /// The slots waiting on `channel`, oldest registration first.
     pub(crate) fn on(&self, channel: &[u8]) -> &[u32] {
         self.channels.get(channel).map_or(&[], Vec::as_slice)

@@ -86,6 +86,15 @@ impl Links {
         l.subs_gen = self.subs_gen;
     }
 
+    /// Bring every link's subscriptions in line with the channels waiters need now, rather
+    /// than ahead of its next request: a channel nobody waits on any more is unsubscribed even
+    /// when no request follows (an engine whose last waiter left holds no subscription).
+    pub(crate) fn sync_all(&mut self, now: Instant) {
+        for link in 0..self.links.len() {
+            self.sync_subs(now, link);
+        }
+    }
+
     /// The slot map of cluster node `node` changed: its links' sharded subscriptions follow
     /// it now (not at their next request: a waiter may send none for a while).
     pub(super) fn map_changed(&mut self, now: Instant, node: usize) {
