@@ -396,3 +396,38 @@ fn a_server_that_refuses_cluster_shards_is_read_with_cluster_slots() {
     rig.engine.handle_timeout(rig.at(10_000));
     assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SLOTS".to_vec()]], "and from then on");
 }
+
+/// Answer every command the engine sent on `link` with `reply`, and return how many there were.
+fn answer_all(rig: &mut Rig, link: usize, reply: &[u8]) -> usize {
+    let n = commands(&rig.sent(link)).len();
+    for _ in 0..n {
+        rig.reply(rig.t0, link, reply);
+    }
+    n
+}
+
+#[test]
+fn an_answered_cleanup_keeps_no_copy_and_the_engine_returns_to_idle() {
+    let mut rig = rig();
+    assert!(rig.engine.footprint().is_idle(), "{}", rig.engine.footprint());
+    let r = resource_on(0);
+    for round in 0..200 {
+        let t = rig.t0;
+        rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+        // The cluster node grants, the others refuse: the attempt fails, and its cleanup goes
+        // to every node (to the cluster node's master as a request kept for a redirect).
+        assert_eq!(answer_all(&mut rig, 0, b"+OK\r\n"), 1);
+        for n in [1, 2] {
+            assert_eq!(answer_all(&mut rig, n, b"$-1\r\n"), 1);
+        }
+        assert!(matches!(outcome(&mut rig), Some(Err(_))), "round {round}");
+        assert_eq!(rig.engine.footprint().kept, 1, "round {round}: the cleanup is kept until answered");
+        assert_eq!(answer_all(&mut rig, 0, b":1\r\n"), 1, "round {round}");
+        for n in [1, 2] {
+            answer_all(&mut rig, n, b":0\r\n");
+        }
+        rig.events();
+        let fp = rig.engine.footprint();
+        assert!(fp.is_idle() && fp.kept_bytes == 0, "round {round}: {fp}");
+    }
+}

@@ -126,6 +126,10 @@ impl Links {
                 return Ok(Next::Redirect { used, pending, redirect });
             }
         }
+        if let Pending::Resend { copy } = pending {
+            // The kept cleanup was answered (not redirected): nothing to send again.
+            self.copies.remove(&copy);
+        }
         if pending == Pending::Slots {
             // A map refresh refused or answered with garbage: the old map stays.
             self.apply_map(now, i, Err(reply.render()));
