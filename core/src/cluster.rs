@@ -116,7 +116,9 @@ pub(crate) fn parse_slots(buf: &[u8]) -> Result<Vec<SlotRange>, String> {
         if fields < 2 {
             return Err("a master without its port".to_owned());
         }
-        let host = r.string()?;
+        // A null host (`cluster-preferred-endpoint-type unknown-endpoint`) is unknown: the
+        // address the client asked, as an empty or `?` one is.
+        let host = r.string_or_null()?.unwrap_or_default();
         let port = r.int()?;
         let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
         for _ in 2..fields {
@@ -277,6 +279,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string, or `None` for a null (RESP2 `$-1`, RESP3 `_`).
+    fn string_or_null(&mut self) -> Result<Option<&'a [u8]>, String> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        if rest.starts_with(b"$-1\r\n") || rest.starts_with(b"_\r\n") {
+            self.line()?;
+            return Ok(None);
+        }
+        self.string().map(Some)
+    }
+
     fn skip(&mut self) -> Result<(), String> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         self.pos += crate::resp::frame_len(rest, 4096, rest.len())?.ok_or("a frame cut short")?;
@@ -410,6 +422,14 @@ mod tests {
         let ranges = parse_slots(resp2).unwrap();
         assert_eq!(ranges.len(), 2);
         assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, host: "127.0.0.1".into(), port: 7001 });
+        // `cluster-preferred-endpoint-type unknown-endpoint`: a null host (RESP2 and RESP3), or
+        // `?`, is the address the client asked (empty here).
+        for null in ["$-1", "_", "$1\r\n?"] {
+            let reply = format!("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n{null}\r\n:7000\r\n$2\r\nid\r\n");
+            let ranges = parse_slots(reply.as_bytes()).unwrap_or_else(|e| panic!("{null}: {e}"));
+            let host = if null.ends_with('?') { "?" } else { "" };
+            assert_eq!(ranges, [SlotRange { start: 0, end: 16383, host: host.into(), port: 7000 }], "{null}");
+        }
         assert!(parse_slots(b"*1\r\n*3\r\n:5\r\n:1\r\n*2\r\n$1\r\nh\r\n:1\r\n").is_err());
         assert!(parse_slots(b"*1\r\n*3\r\n:0\r\n:1\r\n").is_err());
         assert!(parse_slots(b"-ERR no\r\n").is_err());
