@@ -231,3 +231,23 @@ fn waitaof_counts_the_replicas_that_wrote_the_grant() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_link_lost_while_its_grant_waits_for_wait_fails_that_vote_at_once() {
+    let mut rig = rig();
+    let lock = rig.engine.acquire(rig.t0, &LockOptions::new("r", TTL).attempts(1), b"tok").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, GRANT);
+    rig.reply(rig.t0, 1, GRANT);
+    assert_eq!(rig.engine.round(lock).unwrap().1[0], Vote::Pending, "node 0's grant waits for its WAIT");
+    // The connection drops before WAIT answers: the answer will never come.
+    rig.engine.handle_disconnected(rig.at(1), redlease_core::NodeId(0), "connection reset");
+    let vote = rig.engine.round(lock).unwrap().1[0].clone();
+    assert!(vote.is_failure(), "a disconnected node's vote fails at once, not at the node timeout: {vote:?}");
+    rig.reply(rig.at(1), 2, TAKEN);
+    let events = rig.events();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::AcquireFailed { lock: l, .. } if *l == lock)),
+        "decided without waiting for the node timeout: {events:?}"
+    );
+}
