@@ -176,3 +176,56 @@ fn a_refused_reader_is_held_and_a_waiting_one_marks_the_key_and_queues() {
     // Wait mode 1 (mark and join the queue at the back), a queue TTL, a reservation.
     assert!(retry.iter().all(|c| c[c.len() - 3] == b"1" && c[c.len() - 1] != b"0"), "{retry:?}");
 }
+
+/// A write lock of `doc` over three nodes, held; the commands sent drained.
+fn held_write_lock(rig: &mut Rig) -> redlease_core::LockId {
+    let lock = rig.engine.acquire(rig.t0, &LockOptions::new("doc", TTL).attempts(1), b"w1").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    rig.events();
+    lock
+}
+
+/// Whether `cmds` hold a read release of `doc` (its keys name the readers' key).
+fn leaves_readers(cmds: &[Vec<Vec<u8>>]) -> bool {
+    cmds.iter().any(|c| c.len() > 4 && c[4] == b"redlease:readers:doc")
+}
+
+#[test]
+fn a_downgrade_refused_by_a_majority_or_confirmed_too_late_leaves_no_reader_behind() {
+    // A majority refuses: node 0 applied it (it holds the lock as a reader now), the others
+    // no longer had the key. The lock is lost, and node 0's reader entry is removed.
+    let mut rig = Rig::new(3);
+    let lock = held_write_lock(&mut rig);
+    let at = rig.at(100);
+    rig.engine.downgrade(at, lock).unwrap();
+    rig.sent_commands();
+    rig.reply(at, 0, b":1\r\n");
+    rig.reply(at, 1, b":0\r\n");
+    rig.reply(at, 2, b":0\r\n");
+    let events = rig.events();
+    assert!(events.iter().any(|e| matches!(e, Event::Lost { reason: LostReason::Refused, .. })), "{events:?}");
+    assert!(!rig.engine.is_shared(lock));
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        assert!(leaves_readers(cmds), "node {i} is told to drop the reader it may have become: {cmds:?}");
+    }
+
+    // A quorum applies it, but only after the lock's validity ran out: too late, lost, and
+    // every node drops the reader.
+    let mut rig = Rig::new(3);
+    let lock = held_write_lock(&mut rig);
+    rig.engine.downgrade(rig.at(100), lock).unwrap();
+    rig.sent_commands();
+    let late = rig.at(11_000);
+    for i in 0..3 {
+        rig.reply(late, i, b":1\r\n");
+    }
+    let events = rig.events();
+    assert!(events.iter().any(|e| matches!(e, Event::Lost { reason: LostReason::Expired, .. })), "{events:?}");
+    assert!(!rig.engine.is_shared(lock));
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        assert!(leaves_readers(cmds), "node {i} is told to drop the reader: {cmds:?}");
+    }
+}

@@ -1056,3 +1056,32 @@ fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_sl
         assert!(cmds.iter().any(|c| runs(c, redlease_core::semaphore_script())), "{cmds:?}");
     }
 }
+
+#[test]
+fn a_grant_still_waiting_for_its_replicas_is_released_when_the_holder_releases_first() {
+    // Node 2's grants count once a replica has them (`WAIT`).
+    let mut rig =
+        Rig::with(3, |c| c.nodes[2] = c.nodes[2].clone().min_replicas(1, std::time::Duration::from_millis(20)));
+    let lock = rig.engine.acquire(rig.t0, &sem(4, 1), b"tok").unwrap();
+    let sent = rig.sent_commands();
+    let order = order(&sent[0][0], 4);
+    assert!(sent[2].len() == 2 && sent[2][1][0] == b"WAIT", "{:?}", sent[2]);
+    // Node 2 grants another slot first; its grant waits for its WAIT while the others decide.
+    rig.reply(rig.t0, 2, &grant(1, &[2]));
+    rig.reply(rig.t0, 0, &grant(1, &[1]));
+    rig.reply(rig.t0, 1, &grant(1, &[1]));
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+    assert!(rig.sent_commands().iter().all(Vec::is_empty), "nothing is trimmed before its WAIT answers");
+    // The holder releases before node 2's WAIT answers.
+    rig.engine.release(rig.at(1), lock).unwrap();
+    let sent = rig.sent_commands();
+    let released: Vec<Vec<u8>> = sent[2].iter().filter(|c| is_release(c)).flat_map(|c| release_keys(c).0).collect();
+    assert!(
+        released.contains(&slot_key(order[1])),
+        "the slot node 2 granted and the lock does not hold is released there: {released:?}"
+    );
+    assert!(released.contains(&slot_key(order[0])), "and the slot held: {released:?}");
+    // Its WAIT answers late: nothing more to do.
+    rig.reply(rig.at(2), 2, b":1\r\n");
+    assert!(rig.sent_commands().iter().all(Vec::is_empty));
+}

@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::Engine;
 use crate::error::{LinkError, Vote};
 use crate::event::{LockId, NodeId};
+use crate::lock::Phase;
 use crate::wire::{Op, OpAnswer};
 
 impl Engine {
@@ -71,6 +72,33 @@ impl Engine {
         }
         self.vote(now, lock.slot, node.index(), vote);
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Lock `idx` starts a new round (an extension, a release) while nodes' semaphore grants
+    /// of the round that got it still wait for their `WAIT`: the new round forgets them, so
+    /// the slots each such node granted and the lock does not hold are released there now,
+    /// whatever its replicas say. (After a failed attempt the attempt's cleanup covers them.)
+    pub(super) fn trim_awaiting(&mut self, now: Instant, idx: u32) {
+        let s = &self.locks[idx];
+        if !s.permits.on() || !matches!(s.phase, Phase::Held(_) | Phase::Extending { .. }) {
+            return;
+        }
+        let lock = self.locks.id(idx);
+        let waiting: Vec<(usize, Vec<u16>)> = s
+            .round
+            .awaiting
+            .iter()
+            .enumerate()
+            .filter_map(|(node, a)| match a {
+                Some((_, _, OpAnswer::Slots { positions, .. })) => Some((node, positions.clone())),
+                _ => None,
+            })
+            .collect();
+        for (node, positions) in waiting {
+            self.trim_late(now, NodeId(node as u16), lock, &positions);
+        }
     }
 }
 

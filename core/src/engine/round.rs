@@ -22,6 +22,7 @@ impl Engine {
 
     /// Enter `phase` with a new round started at `start`.
     pub(super) fn begin_round(&mut self, start: Instant, idx: u32, phase: Phase) {
+        self.trim_awaiting(start, idx);
         self.locks[idx].begin_round(start, self.links.len(), phase);
     }
 
@@ -261,8 +262,12 @@ impl Engine {
             }
             Decision::ExtendLost => {
                 let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
+                let downgrade = matches!(s.phase, Phase::Extending { downgrade: true, .. });
                 let refused = s.round.tally.no;
                 let already = self.locks[idx].extension_refused(now);
+                if downgrade {
+                    self.leave_readers(now, idx);
+                }
                 if manual {
                     let error = ExtendError::Lost { refused, nodes: n };
                     self.events.push_back(Event::ExtendFailed { lock, error });
@@ -274,7 +279,11 @@ impl Engine {
             Decision::ExtendUnconfirmed => self.extend_unconfirmed(now, idx),
             Decision::ExtendExpired => {
                 let manual = matches!(s.phase, Phase::Extending { manual: true, .. });
+                let downgrade = matches!(s.phase, Phase::Extending { downgrade: true, .. });
                 let already = self.locks[idx].extension_too_late(now);
+                if downgrade {
+                    self.leave_readers(now, idx);
+                }
                 if !already {
                     self.events.push_back(Event::Lost { lock, reason: LostReason::Expired });
                 }

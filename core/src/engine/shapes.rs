@@ -92,7 +92,7 @@ impl Engine {
         let s = &mut self.locks[idx];
         s.permits.choose(q, &mut s.keys);
         let s = &self.locks[idx];
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let names = s.names(b"");
         let mut cmd = std::mem::take(&mut self.scratch);
         for node in 0..self.links.len() {
@@ -121,7 +121,7 @@ impl Engine {
         if !s.queued() || unheld.is_empty() {
             return;
         }
-        let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms };
+        let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let form =
@@ -163,11 +163,19 @@ impl Engine {
         if keys.is_empty() {
             return;
         }
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms };
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true);
-        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), Pending::Cleanup);
+        // While the acquisition goes on, its next attempt may take these very slots again
+        // (the same token): a copy redirected on a cluster must not run after it, so it is
+        // dropped once superseded (the acquisition's final cleanup or release covers it).
+        let pending = if matches!(s.phase, Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. }) {
+            Pending::AttemptCleanup { lock }
+        } else {
+            Pending::Cleanup
+        };
+        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), pending);
         self.scratch = cmd;
     }
 
@@ -178,8 +186,21 @@ impl Engine {
         let error =
             ExtendError::Unconfirmed { extended: s.round.tally.yes, nodes: self.links.len(), quorum: self.quorum };
         let already = self.locks[idx].extension_refused(now);
-        // Leave the readers where the downgrade went through (the last reader there deletes
-        // the key); where it did not, the key is still ours, and the release deletes it.
+        self.leave_readers(now, idx);
+        if manual {
+            self.events.push_back(Event::ExtendFailed { lock, error });
+        }
+        if !already {
+            self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
+        }
+    }
+
+    /// A downgrade that may have applied on some nodes did not make the lock a read lock
+    /// (no quorum confirmed it, a majority refused it, or it was confirmed after the lock's
+    /// validity ran out): leave the readers wherever it went through (the last reader there
+    /// deletes the key); where it did not, the key is still the write lock's, and the lock's
+    /// release deletes it.
+    pub(super) fn leave_readers(&mut self, now: Instant, idx: u32) {
         let s = &self.locks[idx];
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
@@ -189,11 +210,5 @@ impl Engine {
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
-        if manual {
-            self.events.push_back(Event::ExtendFailed { lock, error });
-        }
-        if !already {
-            self.events.push_back(Event::Lost { lock, reason: LostReason::Refused });
-        }
     }
 }
