@@ -235,7 +235,7 @@ impl Slot {
         if self.shared {
             return Call::ReadRelease { leave: leave && self.queued(), reserve_ms: self.reserve_ms };
         }
-        Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms }
+        Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms, want: self.permits.want.max(1) }
     }
 
     /// From now on the acquisition waits: its attempts mark the keys that refuse them and join
@@ -349,7 +349,12 @@ impl Slot {
         };
         if counts {
             // The node's latest message is what it says now: a release that named another
-            // waiter, then one that names us, counts as naming us.
+            // waiter, then one that names us, counts as naming us. A semaphore's release that
+            // frees several slots names a waiter per slot, one message each: once one of them
+            // named us, a slot is reserved for us there, whoever the others name.
+            if self.permits.on() && self.heard[n] == Heard::NamedUs {
+                return;
+            }
             self.heard[n] = if next.is_empty() {
                 Heard::Released
             } else if next == self.token.as_slice() {

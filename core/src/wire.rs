@@ -165,8 +165,9 @@ pub(crate) enum Call {
     /// Set the keys' TTL to `ttl_ms` if they are ours.
     Extend { ttl_ms: u64 },
     /// Delete the keys that are ours, handing each to the next queued waiter; with `leave`,
-    /// also leave their queues (our entries name our reservation, `reserve_ms`).
-    Release { leave: bool, reserve_ms: u64 },
+    /// also leave their queues (our entries name our reservation, `reserve_ms`, and a
+    /// semaphore waiter's the permits it wants, `want`, when more than one).
+    Release { leave: bool, reserve_ms: u64, want: u16 },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
     /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
@@ -357,9 +358,14 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
         Call::Release { .. } if one => {}
-        Call::Release { leave, reserve_ms } => {
+        Call::Release { leave, reserve_ms, want } => {
             resp::bulk(out, if leave { b"1" } else { b"0" });
-            resp::bulk_uint(out, reserve_ms);
+            if want > 1 {
+                // The queue entry of a waiter of several permits: `token:ms:want`.
+                resp::bulk(out, format!("{reserve_ms}:{want}").as_bytes());
+            } else {
+                resp::bulk_uint(out, reserve_ms);
+            }
         }
         _ => {}
     }
@@ -406,7 +412,7 @@ mod tests {
         let mut out = Vec::new();
         encode(
             &mut out,
-            Call::Release { leave: true, reserve_ms: 20 },
+            Call::Release { leave: true, reserve_ms: 20, want: 1 },
             keys[..1].iter().copied(),
             b"t",
             names(b""),
@@ -419,7 +425,7 @@ mod tests {
         // One key, not leaving: the lean release, its queue as a key, the token only.
         for eval in [false, true] {
             let mut out = Vec::new();
-            let release = Call::Release { leave: false, reserve_ms: 20 };
+            let release = Call::Release { leave: false, reserve_ms: 20, want: 1 };
             encode(&mut out, release, keys[..1].iter().copied(), b"t", names(b""), eval);
             let text = String::from_utf8(out).unwrap();
             let script = if eval { scripts::RELEASE_ONE } else { scripts::RELEASE_ONE_SHA };
@@ -437,7 +443,14 @@ mod tests {
         }
         // Several keys: the general release, whether leaving or not.
         let mut out = Vec::new();
-        encode(&mut out, Call::Release { leave: false, reserve_ms: 20 }, keys.iter().copied(), b"t", names(b""), false);
+        encode(
+            &mut out,
+            Call::Release { leave: false, reserve_ms: 20, want: 1 },
+            keys.iter().copied(),
+            b"t",
+            names(b""),
+            false,
+        );
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*10\r\n") && text.contains(scripts::RELEASE_SHA), "{text}");
         assert!(text.ends_with("$1\r\nt\r\n$1\r\n0\r\n$2\r\n20\r\n"), "{text}");

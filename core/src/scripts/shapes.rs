@@ -23,7 +23,8 @@ pub(crate) const SEM_PREFIX: &str = "redlease:sem:";
 ///
 /// The limit is recorded on first use (without a TTL, like the fence counters); another limit
 /// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` slots are ours or free
-/// (a queuing waiter then marks the taken slots and joins the one queue of the semaphore),
+/// (a queuing waiter then marks the taken slots and joins the one queue of the semaphore, as
+/// `token:ms`, or `token:ms:m` for more than one permit: see [`RELEASE`]),
 /// else a string: the fencing proposal (one more than the largest counter of the slots taken)
 /// and the 1-based positions in `KEYS` of the slots taken, separated by spaces.
 pub(crate) const SEM_ACQUIRE: &str = r"local t = ARGV[1]
@@ -48,6 +49,7 @@ for i = 1, n do
 end
 local queues = q == '1' or q == '2'
 local entry = t .. ':' .. ARGV[7]
+if m > 1 then entry = entry .. ':' .. ARGV[4] end
 if #mine + #free < m then
   if queues then
     for i = 1, n do
@@ -90,7 +92,7 @@ if queues then redis.pcall('LREM', KEYS[n + 2], 1, entry) end
 return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
 ";
 /// SHA-1 of [`SEM_ACQUIRE`].
-pub(crate) const SEM_ACQUIRE_SHA: &str = "54eadbfc633231ee9fd80ebe366eb58eb79b6ba7";
+pub(crate) const SEM_ACQUIRE_SHA: &str = "90185e906b207b5aed6c133257e11bef880b7fd8";
 
 /// The value a lock key holds while readers share it: not a token (tokens never contain `:`),
 /// so every mutex and write lock of the name is refused meanwhile. Followed by [`WAITED`] once

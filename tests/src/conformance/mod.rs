@@ -44,6 +44,7 @@
 //! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per slot the tokens strictly increase |
 //! | [`semaphore_faults`] | 8 workers on a semaphore of 3 over 5 nodes, one node paused and another killed: never more than 3 holders, progress throughout, nothing left without a TTL |
 //! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
+//! | [`semaphore_freed_slots`] | a holder of both permits of a semaphore of 2 releases them while two waiters of one permit queue (5 s retry delay): each gets a slot within 2 s |
 //! | [`semaphore_reentry`] | a waiter whose own token is already on the slot on one node (a lost cleanup's leftover) re-enters it there when the others hand it the slot: held on every node with the lock's TTL |
 //! | [`rw_lock`] | readers share and refuse a writer; a waiting writer marks the key, stops new readers and is woken by the last reader; a writer refuses readers; downgrade lets a reader in and still refuses writers; a reader's fencing token is the last writer's |
 //! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
@@ -114,6 +115,7 @@ macro_rules! conformance_tests {
             semaphore_permits,
             semaphore_fencing,
             semaphore_wake,
+            semaphore_freed_slots,
             semaphore_reentry,
             semaphore_faults,
             rw_lock,

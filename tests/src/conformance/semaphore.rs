@@ -318,6 +318,54 @@ pub fn semaphore_wake<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
+/// A holder of both permits of a semaphore of 2 releases them at once while two waiters of
+/// one permit each queue (retrying only every 5 s): each freed slot goes to a waiter that
+/// needs it, so both get theirs within 2 s of the release, each on its own slot.
+pub fn semaphore_freed_slots<S: Subject>() {
+    const QUEUE: &str = "redlease:queue:redlease:sem:{freed-pool}";
+    let cluster = Cluster::start(3);
+    S::block_on(async {
+        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let spec = LockSpec::new("freed-pool", Duration::from_secs(30)).semaphore(2, 1);
+        let both = lock::<S>(&holder, spec.clone().semaphore(2, 2).once()).await;
+        let mut waiting = Vec::new();
+        for w in 0..2 {
+            let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+            let spec = spec.clone().wait(Duration::from_secs(20));
+            waiting.push(S::spawn(async move { S::lock(&waiter, spec).await }));
+            // Each is refused and queues on every node before the next comes.
+            eventually::<S>(Duration::from_secs(5), "the waiter queued on every node", || {
+                cluster.nodes().iter().all(|n| {
+                    let len = n.conn().and_then(|mut c| c.cmd(&["LLEN", QUEUE]));
+                    matches!(len, Ok(Reply::Int(n)) if n == w as i64 + 1)
+                })
+            })
+            .await;
+        }
+        let released = Instant::now();
+        assert_eq!(release::<S>(both).await.outcome, ReleaseOutcome::Released);
+        let mut guards = Vec::new();
+        for (w, waiting) in waiting.into_iter().enumerate() {
+            let got = ok::<S, _>(waiting.await, "a waiter after the release");
+            let took = released.elapsed();
+            assert!(
+                took < Duration::from_secs(2),
+                "[{}] waiter {w} got its permit {took:?} after the release",
+                S::NAME
+            );
+            guards.push(got);
+        }
+        let mut slots: Vec<u16> = guards.iter().flat_map(|g| S::permits(g)).collect();
+        slots.sort_unstable();
+        assert_eq!(slots, [0, 1], "[{}] one slot each", S::NAME);
+        for g in guards {
+            assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
+        }
+    });
+    cluster.assert_no_leaks();
+}
+
 /// A waiter re-enters a slot that already holds its own token on a node: the leftover of an
 /// earlier grant whose cleanup never arrived, here written on node 0 over the holder's key (as
 /// if node 0 had lost the holder's key and kept the waiter's). When the holder releases, nodes
