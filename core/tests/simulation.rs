@@ -8,7 +8,9 @@
 //! ```
 //!
 //! (With `SIM_SEMAPHORES=1`, the same seed's semaphore run of `semaphore_simulation.rs`; with
-//! `SIM_CLUSTERS=1`, its run with Redis Cluster nodes of `cluster_simulation.rs`.)
+//! `SIM_CLUSTERS=1`, its run with Redis Cluster nodes of `cluster_simulation.rs`; with
+//! `SIM_REPLICAS=1`, its run with nodes whose grants wait for a replica of
+//! `replica_simulation.rs`.)
 
 mod sim;
 
@@ -196,6 +198,7 @@ fn trace_one_seed() {
     let sc = match std::env::var("SIM_SEMAPHORES").as_deref() {
         Ok("1") => Scenario::semaphores(seed, profile),
         _ if flag("SIM_RWLOCKS") => Scenario::rwlocks(seed, profile),
+        _ if flag("SIM_REPLICAS") => Scenario::replicated(seed, profile),
         _ if flag("SIM_CLUSTERS") => {
             let mut sc = Scenario::clusters(seed, profile);
             sc.lossy_migration = flag("SIM_LOSSY");

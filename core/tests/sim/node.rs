@@ -152,6 +152,13 @@ pub(crate) struct NodeStats {
     pub(crate) evals: u64,
     /// Keys deleted by a release that nobody had waited for (no mark): nothing published.
     pub(crate) quiet_releases: u64,
+    /// `WAIT`s answered, and of them: too few replicas, refused, lost with the connection,
+    /// answered late.
+    pub(crate) waits: u64,
+    pub(crate) waits_short: u64,
+    pub(crate) waits_refused: u64,
+    pub(crate) waits_lost: u64,
+    pub(crate) waits_late: u64,
 }
 
 type Key = (u32, Vec<u8>);
@@ -175,10 +182,36 @@ struct ReaderSet {
     expires: i64,
 }
 
+/// A node whose grants count once a replica acknowledges them (`min_replicas`): how its
+/// `WAIT` answers, per mille: enough replicas, too few (`:0`), an error, or the connection
+/// breaking before the answer; the rest of the time the answer is late (up to `late`).
+#[derive(Clone, Debug)]
+pub(crate) struct ReplicaPlan {
+    pub(crate) short_per_mille: u64,
+    pub(crate) error_per_mille: u64,
+    pub(crate) lost_per_mille: u64,
+    pub(crate) late_per_mille: u64,
+    pub(crate) late: Time,
+}
+
+/// The next draw of a `WAIT` plan's own generator (SplitMix64), in `0..n`.
+fn draw(state: &mut u64, n: u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % n.max(1)
+}
+
 /// One Redis node.
 #[derive(Debug)]
 pub(crate) struct Node {
     pub(crate) clock: Clock,
+    /// How `WAIT` answers, if the node's grants wait for a replica, with its generator.
+    pub(crate) replicas: Option<(ReplicaPlan, u64)>,
+    /// The answer of a `WAIT` just executed is late by this much, or (`Time::MAX`) lost with
+    /// its connection: the world delays or breaks it.
+    pub(crate) wait_fate: Option<Time>,
     auth: Option<Auth>,
     fence_prefix: Vec<u8>,
     data: BTreeMap<Key, Entry>,
@@ -311,6 +344,8 @@ impl Node {
     pub(crate) fn new(clock: Clock, auth: Option<Auth>, fence_prefix: &[u8], resp2: bool) -> Self {
         Node {
             clock,
+            replicas: None,
+            wait_fate: None,
             auth,
             fence_prefix: fence_prefix.to_vec(),
             data: BTreeMap::new(),
@@ -804,6 +839,34 @@ impl Node {
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
             (b"PING", 1) => out.extend_from_slice(b"+PONG\r\n"),
+            (b"WAIT", 3) => {
+                // The replicas the writes so far reached, as the run's plan draws it.
+                let want = parse_int(&args[1]).unwrap_or(0);
+                let Some((plan, rng)) = &mut self.replicas else {
+                    out.extend_from_slice(b":0\r\n");
+                    return;
+                };
+                self.stats.waits += 1;
+                let roll = draw(rng, 1000);
+                let (short, error, lost) = (plan.short_per_mille, plan.error_per_mille, plan.lost_per_mille);
+                if roll < short {
+                    self.stats.waits_short += 1;
+                    out.extend_from_slice(b":0\r\n");
+                } else if roll < short + error {
+                    self.stats.waits_refused += 1;
+                    out.extend_from_slice(b"-NOREPLICAS Not enough good replicas to write.\r\n");
+                } else {
+                    out.extend_from_slice(format!(":{want}\r\n").as_bytes());
+                    if roll < short + error + lost {
+                        self.stats.waits_lost += 1;
+                        self.wait_fate = Some(Time::MAX);
+                    } else if draw(rng, 1000) < plan.late_per_mille {
+                        self.stats.waits_late += 1;
+                        let late = draw(rng, plan.late + 1);
+                        self.wait_fate = Some(self.wait_fate.unwrap_or(0).max(late));
+                    }
+                }
+            }
             (b"INFO", 2) if args[1].eq_ignore_ascii_case(b"cluster") => {
                 out.extend_from_slice(b"$30\r\n# Cluster\r\ncluster_enabled:0\r\n\r\n");
             }
@@ -1168,7 +1231,11 @@ impl Node {
                 Some(_) => {}
             }
         }
-        let entry = [token.as_slice(), b":", reserve].concat();
+        // A waiter of several permits queues as `token:ms:m`.
+        let mut entry = [token.as_slice(), b":", reserve].concat();
+        if m > 1 {
+            entry.extend_from_slice(format!(":{m}").as_bytes());
+        }
         if mine.len() + free.len() < m as usize {
             if let Some(front) = front {
                 for k in slots {
@@ -1281,8 +1348,9 @@ impl Node {
             return Err("release: lock and queue keys mixed up".into());
         }
         let mut d = 0;
-        // Keys sharing one queue (a semaphore's slots) all go to the same next waiter.
-        let mut given: BTreeMap<Vec<u8>, (Vec<u8>, i64)> = BTreeMap::new();
+        // Keys sharing one queue (a semaphore's slots) go to its waiters in order, each as many
+        // as its entry asks for (`token:ms:m`; one for `token:ms`).
+        let mut given: BTreeMap<Vec<u8>, (Vec<u8>, i64, i64)> = BTreeMap::new();
         for (k, qname) in locks.iter().zip(qkeys) {
             let key = (db, k.clone());
             let queue = (db, qname.clone());
@@ -1306,7 +1374,8 @@ impl Node {
                     continue;
                 }
                 let mut next = Vec::new();
-                if let Some((tok, ms)) = given.get(qname).cloned() {
+                if let Some((tok, ms, left)) = given.get(qname).cloned().filter(|g| g.2 > 0) {
+                    given.insert(qname.clone(), (tok.clone(), ms, left - 1));
                     self.set(now, db, k, &tok, Some(ms));
                     if let Some(e) = self.data.get_mut(&key) {
                         e.marked = true;
@@ -1317,18 +1386,17 @@ impl Node {
                 }
                 if let Some(q) = self.queues.get_mut(&queue) {
                     if let Some(head) = q.front().cloned() {
-                        let split = head.iter().rposition(|&b| b == b':');
-                        let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
+                        let parsed = entry_parts(&head);
                         match parsed {
                             None => {
                                 q.pop_front();
                             }
-                            Some((tok, _)) if tok == token => {}
-                            Some((tok, ms)) => {
-                                let (tok, ms) = (tok.to_vec(), ms);
+                            Some((tok, _, _)) if tok == token => {}
+                            Some((tok, ms, want)) => {
+                                let tok = tok.to_vec();
                                 q.pop_front();
                                 next = tok;
-                                given.insert(qname.clone(), (next.clone(), ms));
+                                given.insert(qname.clone(), (next.clone(), ms, want - 1));
                                 self.set(now, db, k, &next, Some(ms));
                                 // The reservation stays marked: other waiters may still listen.
                                 if let Some(e) = self.data.get_mut(&key) {
@@ -1679,4 +1747,15 @@ fn bulk(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
     out.extend_from_slice(b);
     out.extend_from_slice(b"\r\n");
+}
+
+/// A queue entry's parts: `token:ms` (one permit) or `token:ms:m` (a semaphore waiter of `m`
+/// permits); `None` for anything else.
+fn entry_parts(entry: &[u8]) -> Option<(&[u8], i64, i64)> {
+    let at = entry.iter().position(|&b| b == b':')?;
+    let (tok, rest) = (&entry[..at], &entry[at + 1..]);
+    match rest.iter().position(|&b| b == b':') {
+        None => Some((tok, parse_int(rest)?, 1)),
+        Some(at) => Some((tok, parse_int(&rest[..at])?, parse_int(&rest[at + 1..]).filter(|&m| m > 0)?)),
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redlease_core::Retry;
 use redlease_core::cluster::hash_slot;
 
-use super::node::{Auth, Clock, MS, Time};
+use super::node::{Auth, Clock, MS, ReplicaPlan, Time};
 use super::rng::Rng;
 
 /// Microsecond of simulated time.
@@ -125,6 +125,8 @@ pub(crate) struct Scenario {
     pub(crate) downgrade_per_mille: u64,
     /// Which nodes are Redis Clusters (empty: none).
     pub(crate) clusters: Vec<Option<ClusterPlan>>,
+    /// Which nodes' grants wait for a replica (`WAIT`), and how it answers (empty: none).
+    pub(crate) replicas: Vec<Option<ReplicaPlan>>,
     /// UNSAFE: a migrating slot's keys are dropped instead of moved (the new owner starts
     /// empty, as after a failover to a replica that never had them).
     pub(crate) lossy_migration: bool,
@@ -282,8 +284,45 @@ impl Scenario {
             read_per_mille: 0,
             downgrade_per_mille: 0,
             clusters: Vec::new(),
+            replicas: Vec::new(),
             lossy_migration: false,
         }
+    }
+
+    /// The run of [`generate`](Self::generate) (or of any family), where some nodes' grants
+    /// wait for a replica: each node at random, at least one, with `WAIT` answers that are
+    /// late, too few, errors, or lost with the connection. Drawn with a generator of its own,
+    /// so the rest of the seed's plan stays what it was.
+    pub(crate) fn with_replicas(mut self) -> Self {
+        let mut rng = Rng::new(self.seed ^ 0x0E91_1CA5);
+        let plan = |rng: &mut Rng| ReplicaPlan {
+            short_per_mille: rng.pick(&[0, 20, 80]),
+            error_per_mille: rng.pick(&[0, 10, 40]),
+            lost_per_mille: if self.profile == Profile::Safe { rng.pick(&[0, 10, 30]) } else { 0 },
+            late_per_mille: rng.pick(&[0, 200, 500]),
+            late: rng.range(200, 3_000) * US,
+        };
+        let mut replicas: Vec<Option<ReplicaPlan>> =
+            (0..self.nodes).map(|_| rng.chance(500).then(|| plan(&mut rng))).collect();
+        if replicas.iter().all(Option::is_none) {
+            let n = rng.below(self.nodes as u64) as usize;
+            replicas[n] = Some(plan(&mut rng));
+        }
+        self.replicas = replicas;
+        // `WAIT`'s timeout (1 ms) must be below the node timeout.
+        self.node_timeout = self.node_timeout.max(2 * MS);
+        self
+    }
+
+    /// [`with_replicas`](Self::with_replicas) over the family of `seed % 3`: mutexes,
+    /// semaphores or reader-writer locks, on standalone nodes.
+    pub(crate) fn replicated(seed: u64, profile: Profile) -> Self {
+        match seed % 3 {
+            0 => Self::generate(seed, profile),
+            1 => Self::semaphores(seed, profile),
+            _ => Self::rwlocks(seed, profile),
+        }
+        .with_replicas()
     }
 
     /// Draw a semaphore run of `profile` from `seed`: the faults, timings and knobs of
@@ -388,6 +427,12 @@ impl Scenario {
         sc.faults.sort_by_key(|f| f.0);
         sc.clusters = clusters;
         sc
+    }
+
+    /// How long the end of a run leaves the engines to finish what they were doing once the
+    /// workload stops (their cancellations and releases answered, by the slowest network).
+    pub(crate) fn drain(&self) -> Time {
+        20 * MS + 4 * self.delay.1.max(self.slow) + 2 * self.node_timeout
     }
 
     /// How long after a holder vanishes another client must have the lock: the longest a

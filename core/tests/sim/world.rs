@@ -57,24 +57,67 @@ type Req = (usize, Vec<Vec<u8>>, Vec<Vec<u8>>);
 /// learns who owns a slot now (`Gossip`).
 #[derive(Debug)]
 enum Ev {
-    ToNode { conn: usize, bytes: Vec<u8> },
-    ToClient { conn: usize, bytes: Vec<u8> },
-    Timer { client: usize, at: Time },
-    Connect { client: usize, link: usize },
-    ConnectFailed { client: usize, link: usize },
-    Established { conn: usize },
-    Disconnected { conn: usize },
-    Wake { client: usize, seq: u64 },
+    ToNode {
+        conn: usize,
+        bytes: Vec<u8>,
+    },
+    ToClient {
+        conn: usize,
+        bytes: Vec<u8>,
+    },
+    Timer {
+        client: usize,
+        at: Time,
+    },
+    Connect {
+        client: usize,
+        link: usize,
+    },
+    ConnectFailed {
+        client: usize,
+        link: usize,
+    },
+    Established {
+        conn: usize,
+    },
+    Disconnected {
+        conn: usize,
+    },
+    Wake {
+        client: usize,
+        seq: u64,
+    },
     Fault(Fault),
-    ResumeNode { server: usize },
-    RestartNode { server: usize },
-    Heal { server: usize },
-    ResumeClient { client: usize },
+    ResumeNode {
+        server: usize,
+    },
+    RestartNode {
+        server: usize,
+    },
+    Heal {
+        server: usize,
+    },
+    ResumeClient {
+        client: usize,
+    },
     Calm,
-    Vanish { client: usize },
-    MoveKey { node: usize },
-    EndMigration { node: usize, gossip: Time, pingpong: Option<Time> },
-    Gossip { server: usize, slot: u16 },
+    /// The workload stops (at the end less the drain time; stale once the end moved).
+    Stop,
+    Vanish {
+        client: usize,
+    },
+    MoveKey {
+        node: usize,
+    },
+    EndMigration {
+        node: usize,
+        gossip: Time,
+        pingpong: Option<Time>,
+    },
+    Gossip {
+        server: usize,
+        slot: u16,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -207,6 +250,15 @@ pub(crate) struct Stats {
     pub(crate) slots_reads: u64,
     pub(crate) followed: u64,
     pub(crate) max_chain: u64,
+    /// Runs with nodes whose grants wait for a replica: the `WAIT`s answered, and of them too
+    /// few replicas, refused, lost with their connection, late.
+    pub(crate) waits: u64,
+    pub(crate) waits_short: u64,
+    pub(crate) waits_refused: u64,
+    pub(crate) waits_lost: u64,
+    pub(crate) waits_late: u64,
+    /// Engines checked idle at the end of a run (every lock released, every reply read).
+    pub(crate) idle_checked: u64,
 }
 
 impl Stats {
@@ -255,6 +307,12 @@ impl Stats {
         self.slots_reads += o.slots_reads;
         self.followed += o.followed;
         self.max_chain = self.max_chain.max(o.max_chain);
+        self.waits += o.waits;
+        self.waits_short += o.waits_short;
+        self.waits_refused += o.waits_refused;
+        self.waits_lost += o.waits_lost;
+        self.waits_late += o.waits_late;
+        self.idle_checked += o.idle_checked;
     }
 }
 
@@ -330,6 +388,9 @@ struct World {
     problems: Vec<(usize, String)>,
     calm: bool,
     vanish_armed: bool,
+    /// The workload has stopped: acquisitions are cancelled, holders release at once, nobody
+    /// starts again; at the end every engine must be back to idle.
+    stopping: bool,
     vanished: Option<Vanished>,
     stats: Stats,
     trace: Option<Vec<String>>,
@@ -362,6 +423,12 @@ impl World {
             }
             clusters.push(Some(cluster));
         }
+        for (server, node) in nodes.iter_mut().enumerate() {
+            let n = node_of[server];
+            if let Some(Some(plan)) = sc.replicas.get(n) {
+                node.replicas = Some((plan.clone(), sc.seed ^ 0x7A17 ^ (server as u64).wrapping_mul(0x9E37_79B9)));
+            }
+        }
         let driven = clusters.iter().any(Option::is_some);
         let clients = (0..sc.clients)
             .map(|c| Client {
@@ -385,7 +452,7 @@ impl World {
             rng: Rng::new(sc.seed.wrapping_add(0x51_u64 << 56)),
             base: Instant::now(),
             now: 0,
-            end: sc.calm_at + sc.liveness_bound(),
+            end: sc.calm_at + sc.liveness_bound() + sc.drain(),
             seq: 0,
             queue: BTreeMap::new(),
             cut: vec![false; nodes.len()],
@@ -402,6 +469,7 @@ impl World {
             problems: Vec::new(),
             calm: false,
             vanish_armed: false,
+            stopping: false,
             vanished: None,
             stats: Stats::default(),
             trace: trace.then(Vec::new),
@@ -471,6 +539,7 @@ impl World {
             self.push(t, Ev::Fault(f));
         }
         self.push(self.sc.calm_at, Ev::Calm);
+        self.push(self.end - self.sc.drain(), Ev::Stop);
     }
 
     fn client_of(&self, ev: &Ev) -> Option<usize> {
@@ -508,6 +577,18 @@ impl World {
                     return;
                 }
                 let reply = self.nodes[n].receive(self.now, conn, &bytes);
+                match self.nodes[n].wait_fate.take() {
+                    Some(Time::MAX) if !self.calm => {
+                        trace!(self, "n{n}: the connection #{conn} breaks before WAIT answers");
+                        self.break_conn(conn);
+                    }
+                    Some(late) if late != Time::MAX => {
+                        // The replicas answer late: so does everything behind WAIT.
+                        let c = &mut self.conns[conn];
+                        c.last[1] = c.last[1].max(self.now + late);
+                    }
+                    _ => {}
+                }
                 self.reply(conn, reply);
                 self.deliver_published(n);
                 self.relay_bus(n);
@@ -617,6 +698,14 @@ impl World {
                 self.calm = true;
                 self.vanish_armed = true;
             }
+            Ev::Stop if self.now + self.sc.drain() >= self.end && !self.stopping => {
+                trace!(self, "the workload stops: acquisitions are cancelled, holders release");
+                self.stopping = true;
+                for c in 0..self.clients.len() {
+                    self.schedule_wake(c, self.now);
+                }
+            }
+            Ev::Stop => {}
             Ev::Vanish { client } => self.vanish(client),
             Ev::MoveKey { node } => self.move_key(node),
             Ev::EndMigration { node, gossip, pingpong } => self.end_migration(node, gossip, pingpong),
@@ -1125,6 +1214,8 @@ impl World {
     // ----- the workload --------------------------------------------------------------------
 
     fn schedule_wake(&mut self, c: usize, at: Time) {
+        // Once the workload stops, whatever a client would do later it does now.
+        let at = if self.stopping { at.min(self.now) } else { at };
         self.clients[c].wake_seq += 1;
         let seq = self.clients[c].wake_seq;
         self.push(at, Ev::Wake { client: c, seq });
@@ -1135,7 +1226,13 @@ impl World {
     }
 
     fn on_wake(&mut self, c: usize) {
+        if self.stopping {
+            if let Work::Holding { downgrade_at, extend, .. } = &mut self.clients[c].work {
+                (*downgrade_at, *extend) = (None, None);
+            }
+        }
         match self.clients[c].work {
+            Work::Idle if self.stopping => {}
             Work::Idle => self.start_acquire(c),
             Work::Acquiring { lock, .. } => {
                 trace!(self, "c{c} cancels {lock:?}");
@@ -1323,8 +1420,13 @@ impl World {
                 let hold = self.holds.len();
                 if let Some(v) = &self.vanished {
                     if c != v.client && v.keys.iter().all(|k| keys.contains(k)) {
-                        // Liveness shown: the lock came back. Finish soon.
-                        self.end = self.end.min(self.now + 2 * MS);
+                        // Liveness shown: the lock came back. Stop the workload and finish
+                        // once the engines have drained.
+                        let stop = self.now + 2 * MS;
+                        if stop + self.sc.drain() < self.end {
+                            self.end = stop + self.sc.drain();
+                            self.push(stop, Ev::Stop);
+                        }
                     }
                 }
                 self.holds.push(Hold {
@@ -1498,7 +1600,8 @@ impl World {
         let keys = h.resources.clone();
         trace!(self, "c{c} VANISHES holding {resources:?}: {:?}", keys.iter().map(|k| show(k)).collect::<Vec<_>>());
         self.vanished = Some(Vanished { client: c, at: self.now, resources, keys });
-        self.end = self.now + self.sc.liveness_bound() + MS;
+        self.end = self.now + self.sc.liveness_bound() + MS + self.sc.drain();
+        self.push(self.end - self.sc.drain(), Ev::Stop);
         self.clients[c].engine = None;
         self.clients[c].work = Work::Gone;
         for conn in 0..self.conns.len() {
@@ -1512,6 +1615,18 @@ impl World {
 
     fn finish(mut self) -> Outcome {
         self.now = self.end;
+        // The workload stopped a drain time ago: every engine left is back to idle (its locks
+        // released, their replies read, no waiter, no subscription, no kept cleanup).
+        if self.stopping {
+            for (c, client) in self.clients.iter().enumerate() {
+                let Some(engine) = &client.engine else { continue };
+                let fp = engine.footprint();
+                self.stats.idle_checked += 1;
+                if !fp.is_idle() {
+                    self.problems.push((c, format!("the engine is not idle after the workload stopped: {fp}")));
+                }
+            }
+        }
         for c in 0..self.clients.len() {
             self.expire_hold(c);
             if let Work::Holding { hold, .. } = self.clients[c].work {
@@ -1556,6 +1671,11 @@ impl World {
         for n in &self.nodes {
             self.stats.noscript += n.stats.noscript;
             self.stats.quiet_releases += n.stats.quiet_releases;
+            self.stats.waits += n.stats.waits;
+            self.stats.waits_short += n.stats.waits_short;
+            self.stats.waits_refused += n.stats.waits_refused;
+            self.stats.waits_lost += n.stats.waits_lost;
+            self.stats.waits_late += n.stats.waits_late;
         }
         for (r, &limit) in self.sc.limits.iter().enumerate() {
             let on_r: Vec<&Hold> =
@@ -1668,6 +1788,9 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
                 n.password = Some(a.password.clone());
             }
             n.db = sc.db;
+            if sc.replicas.get(i).is_some_and(Option::is_some) {
+                n = n.min_replicas(1, Duration::from_millis(1));
+            }
             n
         })
         .collect();
