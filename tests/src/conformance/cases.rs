@@ -30,21 +30,20 @@ pub(super) fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
     }
 }
 
-/// Connect to nodes that are all up, and wait until the client is connected to every one of
-/// them (`connect` itself is ready at a quorum; the cases check every node's keys).
+/// Connect to nodes that are all up, and wait until the client's health view shows every one
+/// of them ready. `connect` itself returns once a quorum is ready; the cases look at every
+/// node's keys, queues and subscriptions, which a node gets only from a link that is up.
 pub(super) async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
     let client = connect_partial::<S>(urls, options).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for i in 0.. {
-        // A probe whose release no node failed: every link was up.
-        let probe = lock::<S>(&client, LockSpec::new(&format!("connect-probe:{i}"), Duration::from_secs(5))).await;
-        if release::<S>(probe).await.failed == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "[{}] not connected to every node within 5 s", S::NAME);
-        S::sleep(ms(10)).await;
-    }
+    all_ready::<S>(&client).await;
     client
+}
+
+/// Wait until `client` is connected to every node and past the handshakes
+/// ([`crate::all_ready`]); panics, naming the adapter, with the view if that takes 10 s.
+pub(super) async fn all_ready<S: Subject>(client: &S::Client) -> Health {
+    let named = |r: Result<Health, Failure>| r.map_err(|e| format!("[{}] {e}", S::NAME));
+    crate::all_ready(|| async { named(S::health(client).await) }, S::sleep).await
 }
 
 /// Connect to nodes some of which may be down or silent.
