@@ -368,11 +368,14 @@ pub fn wake_on_release<S: Subject>() {
 
         // Nobody waits: the release is a plain compare-and-delete and announces nothing.
         let before = publishes(&cluster);
-        let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
+        let guard = take_everywhere::<S>(&cluster, &a, "handoff", ttl).await;
         let token = S::token(&guard);
         let unmarked = values(&cluster, "handoff").into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*token));
         assert_eq!(unmarked.count(), 3, "[{}] nobody waited: no mark", S::NAME);
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        // Released at a quorum: count the publishes once every node has run its release.
+        eventually::<S>(Duration::from_secs(3), "the release run on every node", || present(&cluster, "handoff") == 0)
+            .await;
         assert_eq!(publishes(&cluster), before, "[{}] an uncontended release published", S::NAME);
 
         for round in 0..3 {
@@ -440,7 +443,7 @@ pub fn wake_on_release<S: Subject>() {
 }
 
 /// `LLEN` of `key` on each node.
-fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
+pub(super) fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
     cluster
         .nodes()
         .iter()
@@ -823,6 +826,10 @@ pub fn extend_after_loss<S: Subject>() {
         }
         let second = lock::<S>(&b, LockSpec::new("taken", ttl)).await;
         let token = S::token(&second);
+        // Granted at a quorum; b's last SET may still be on its way, and the checks below read
+        // every node.
+        eventually::<S>(Duration::from_secs(3), "all nodes hold b's key", || holding(&cluster, "taken", &token) == 3)
+            .await;
         let e = err::<S, _>(S::extend(&mut first, Duration::from_secs(60)).await, "extend of a taken lock");
         match &e.kind {
             FailureKind::Extend(ExtendError::Lost { refused, .. }) => {
@@ -848,6 +855,10 @@ pub fn extend_after_loss<S: Subject>() {
         S::sleep(ms(600)).await;
         let next = lock::<S>(&b, LockSpec::new("late", ttl)).await;
         let token = S::token(&next);
+        eventually::<S>(Duration::from_secs(3), "all nodes hold the next holder's key", || {
+            holding(&cluster, "late", &token) == 3
+        })
+        .await;
         let e = err::<S, _>(S::extend(&mut late, Duration::from_secs(60)).await, "extend of an expired lock");
         assert!(
             matches!(e.kind, FailureKind::Extend(ExtendError::Expired | ExtendError::Lost { .. })),
