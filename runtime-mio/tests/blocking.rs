@@ -10,7 +10,7 @@ use redlease_mio::core::{Misuse, Vote};
 use redlease_mio::{
     AcquireError, Client, Config, Error, ExtendError, LockOptions, LostReason, NodeState, ReleaseOutcome,
 };
-use support::{Redis, cluster, eventually, urls};
+use support::{Redis, all_ready, cluster, eventually, urls};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -36,8 +36,12 @@ fn lock_extend_release_roundtrip() {
     let until = guard.extend(Duration::from_secs(20)).unwrap();
     assert!(until > first, "an extension to 20s moves the deadline past the 10s one");
     assert_eq!(guard.valid_until(), until);
-    let ttl_ms: u64 = nodes[0].cmd(&["PTTL", "rt"]).trim_start_matches(':').parse().unwrap();
-    assert!(ttl_ms > 10_000, "PTTL {ttl_ms}");
+    // Extended at a quorum, too: node 0's PEXPIRE may come with the loop's next round.
+    let extended = || {
+        client.run_for(Duration::from_millis(10)).unwrap();
+        nodes[0].cmd(&["PTTL", "rt"]).trim_start_matches(':').parse::<u64>().unwrap() > 10_000
+    };
+    assert!(eventually(Duration::from_secs(5), extended), "PTTL {}", nodes[0].cmd(&["PTTL", "rt"]));
     let report = guard.release().unwrap();
     assert_eq!(report.outcome, ReleaseOutcome::Released);
     // Decided at the quorum; the third node's release goes out with the loop's next round.
@@ -55,6 +59,9 @@ fn contention_is_reported_as_held_and_wait_times_out() {
     let nodes = cluster(3);
     let a = Client::connect(urls(&nodes)).unwrap();
     let b = Client::connect(urls(&nodes)).unwrap();
+    // Node 1 is read below: a's lock and b's attempts must reach it.
+    all_ready(&a);
+    all_ready(&b);
     let held = a.lock("busy", TTL).unwrap();
     match b.try_lock("busy", TTL) {
         Err(Error::Acquire(AcquireError::Held { votes, attempts })) => {
@@ -76,7 +83,13 @@ fn contention_is_reported_as_held_and_wait_times_out() {
     }
     // The failed attempts (cleanup only deletes our token) left the holder's key its token,
     // marked as waited for (`token:`) by the waiting attempts.
-    assert_eq!(nodes[1].cmd(&["GET", "busy"]), format!("{}:", held.token()));
+    // (Decided at a quorum: node 1's answer, and a's SET there, may come a moment later.)
+    let marked = format!("{}:", held.token());
+    let on_node_1 = || {
+        b.run_for(Duration::from_millis(10)).unwrap();
+        nodes[1].cmd(&["GET", "busy"]) == marked
+    };
+    assert!(eventually(Duration::from_secs(5), on_node_1), "node 1: {}", nodes[1].cmd(&["GET", "busy"]));
     assert_eq!(held.release().unwrap().outcome, ReleaseOutcome::Released);
     b.try_lock("busy", TTL).unwrap().release().unwrap();
 }
@@ -194,6 +207,8 @@ fn keepalive_thread_extends_while_the_caller_sleeps() {
 fn auto_extension_needs_nothing_from_the_busy_caller() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();
+    // Every node is read below: the lock must reach every node.
+    all_ready(&client);
     let ttl = Duration::from_millis(600);
     let guard = client.lock_with(LockOptions::new("busy-caller", ttl).auto_extend(true)).unwrap();
     let first = guard.valid_until();
@@ -224,6 +239,8 @@ fn past_its_deadline_a_lock_is_lost_by_the_clock_with_no_call_made() {
 fn replies_read_late_are_not_round_trips() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();
+    // Every node's figures are read below: the lock and its release must reach every node.
+    all_ready(&client);
     let timeout = Config::from_urls(urls(&nodes)).unwrap().node_timeout; // what `connect` uses
     // Dropped: the release goes out at once, and its replies wait unread in the sockets.
     drop(client.lock("late", TTL).unwrap());
@@ -240,9 +257,14 @@ fn replies_read_late_are_not_round_trips() {
 fn with_lock_runs_the_work_under_auto_extension() {
     let nodes = cluster(3);
     let client = Client::connect(urls(&nodes)).unwrap();
+    // Node 0 is read below: the lock must reach it.
+    all_ready(&client);
     let ttl = Duration::from_millis(600);
     let out = client
         .with_lock(LockOptions::new("scoped", ttl), |lease| {
+            // Granted at a quorum: node 0's SET may land a moment later.
+            let granted = || nodes[0].cmd(&["GET", "scoped"]).len() == 40;
+            assert!(eventually(Duration::from_secs(5), granted), "node 0 never got the lock");
             let token = nodes[0].cmd(&["GET", "scoped"]);
             std::thread::sleep(Duration::from_millis(1800));
             assert!(!lease.is_lost());

@@ -13,6 +13,8 @@
 //!   under any runtime the suite drives.
 //! - [`faults`] is the real-fault suite (network namespaces, `iptables` partitions, clock
 //!   jumps, paused holders, a store that checks fencing tokens), run by `scripts/faults.sh`.
+//! - [`all_ready`] waits until a client is connected to every node (`connect` promises a
+//!   quorum only), through the client's health view.
 //! - [`conformance`] is the suite written once and run against every adapter through the
 //!   [`conformance::Subject`] trait; [`conformance_tests!`] generates one `#[test]` per case.
 //!
@@ -22,8 +24,10 @@
 pub mod conformance;
 pub mod faults;
 mod proxy;
+mod ready;
 
 pub use proxy::{Mode, Proxy};
+pub use ready::{READY_WITHIN, all_ready, every_node_ready};
 pub use redlease_cluster::{
     Cluster, ClusterBuilder, ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, TempDir,
     key_slot, with_listen,

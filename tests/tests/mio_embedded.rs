@@ -214,7 +214,10 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     driver.register(poll.registry(), Instant::now()).unwrap();
     let echo = Echo { listener, conns: HashMap::new(), next: FIRST_CONN };
     let mut host = Host { poll, events: Events::with_capacity(128), echo, driver, seen: Vec::new(), leader: None };
-    host.run_until("every node tried", |h| h.driver.all_nodes_tried());
+    // Every node tried is not every node ready (a connect or handshake may have failed, and
+    // a quorum is enough to lock): the leader lock below must be on every node, node 0 and
+    // node 1 included, to outlive their faults.
+    host.run_until("every node ready", |h| redlease_tests::every_node_ready(&h.driver.health()));
 
     // Echo clients: request/response round trips until told to stop.
     let stop = Arc::new(AtomicBool::new(false));

@@ -565,6 +565,11 @@ fn two_clients_keep_their_series_apart_and_a_closed_one_reads_zero() {
             let config = Config::from_urls(&urls).unwrap().name("obs-a");
             let a = redlease_tokio::Client::with_config(config).await.unwrap();
             let b = redlease_mio::Client::with_config(Config::from_urls(&urls).unwrap()).unwrap();
+            // Both returned once a quorum was ready; every node's gauges are checked below. (The
+            // blocking client's links move on while its loop is driven.)
+            redlease_tests::all_ready(|| a.health(), tokio::time::sleep).await;
+            let b_health = || std::future::ready(b.run_for(Duration::from_millis(10)).map(|()| b.health()));
+            redlease_tests::all_ready(b_health, |_| std::future::ready(())).await;
             a.lock("obs:two:a", Duration::from_secs(10)).await.unwrap().release().await.unwrap();
             b.lock("obs:two:b", Duration::from_secs(10)).unwrap().release().unwrap();
             let clients = values.clients("redlease_acquisitions_total");

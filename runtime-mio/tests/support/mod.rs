@@ -133,3 +133,15 @@ pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// Drive `client`'s loop until its health view shows every node ready, for at most 10 s (a
+/// liveness bound). `connect` returns once a quorum is ready; a test that looks at every node
+/// waits for this first. (The workspace harness has the same wait as
+/// `redlease_tests::all_ready`; this crate's tests stay self-contained.)
+pub fn all_ready(client: &redlease_mio::Client) {
+    let ready = eventually(Duration::from_secs(10), || {
+        client.run_for(Duration::from_millis(10)).unwrap();
+        client.health().all_ready()
+    });
+    assert!(ready, "not every node ready within 10 s:\n{}", client.health());
+}

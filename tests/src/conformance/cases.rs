@@ -30,21 +30,20 @@ pub(super) fn err<S: Subject, T>(r: Result<T, Failure>, what: &str) -> Failure {
     }
 }
 
-/// Connect to nodes that are all up, and wait until the client is connected to every one of
-/// them (`connect` itself is ready at a quorum; the cases check every node's keys).
+/// Connect to nodes that are all up, and wait until the client's health view shows every one
+/// of them ready. `connect` itself returns once a quorum is ready; the cases look at every
+/// node's keys, queues and subscriptions, which a node gets only from a link that is up.
 pub(super) async fn connect<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
     let client = connect_partial::<S>(urls, options).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for i in 0.. {
-        // A probe whose release no node failed: every link was up.
-        let probe = lock::<S>(&client, LockSpec::new(&format!("connect-probe:{i}"), Duration::from_secs(5))).await;
-        if release::<S>(probe).await.failed == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "[{}] not connected to every node within 5 s", S::NAME);
-        S::sleep(ms(10)).await;
-    }
+    all_ready::<S>(&client).await;
     client
+}
+
+/// Wait until `client` is connected to every node and past the handshakes
+/// ([`crate::all_ready`]); panics, naming the adapter, with the view if that takes 10 s.
+pub(super) async fn all_ready<S: Subject>(client: &S::Client) -> Health {
+    let named = |r: Result<Health, Failure>| r.map_err(|e| format!("[{}] {e}", S::NAME));
+    crate::all_ready(|| async { named(S::health(client).await) }, S::sleep).await
 }
 
 /// Connect to nodes some of which may be down or silent.
@@ -292,23 +291,35 @@ pub fn contention<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
-/// `a` takes `spec`'s resource; `b` waits for it (a task of its own) until it is subscribed on
-/// every node and its attempt behind the subscription was refused: from then on it sleeps its
-/// retry delay unless a release message wakes it.
+/// `client` takes `resource` once it is free on every node, and holds it on every node when
+/// this returns. A release and a lock each return at a quorum: the last node's delete or `SET`
+/// may still be on its way. A delete that lands after the `SET NX` refuses it there; a waiter's
+/// attempt that reaches that node before the `SET` is granted there instead of queued, and
+/// waits for its next retry to queue.
+async fn take_everywhere<S: Subject>(cluster: &Cluster, client: &S::Client, resource: &str, ttl: Duration) -> S::Guard {
+    eventually::<S>(Duration::from_secs(5), "the resource free on every node before it is taken", || {
+        values(cluster, resource).iter().all(|v| matches!(v, Some((None, _))))
+    })
+    .await;
+    let guard = lock::<S>(client, LockSpec::new(resource, ttl)).await;
+    let token = S::token(&guard);
+    eventually::<S>(Duration::from_secs(5), "the holder's key on every node", || {
+        holding(cluster, resource, &token) == cluster.len()
+    })
+    .await;
+    guard
+}
+
+/// `a` takes `spec`'s resource on every node; `b` waits for it (a task of its own) until it is
+/// subscribed on every node and its attempt behind the subscription was refused: from then on
+/// it sleeps its retry delay unless a release message wakes it.
 async fn held_with_a_waiter<S: Subject>(
     cluster: &Cluster,
     a: &S::Client,
     b: &S::Client,
     spec: &LockSpec,
 ) -> (S::Guard, super::BoxFuture<'static, Result<S::Guard, Failure>>) {
-    // The last release returned at a quorum: its delete may still be on its way to the other
-    // nodes, where it would refuse the holder's `SET NX` if it came second. Wait until the key is
-    // free everywhere, so the holder holds it on every node.
-    eventually::<S>(Duration::from_secs(3), "the resource free on every node before it is taken", || {
-        values(cluster, &spec.resource).iter().all(|v| matches!(v, Some((None, _))))
-    })
-    .await;
-    let guard = lock::<S>(a, LockSpec::new(&spec.resource, spec.ttl)).await;
+    let guard = take_everywhere::<S>(cluster, a, &spec.resource, spec.ttl).await;
     let waiter = {
         let (b, spec) = (b.clone(), spec.clone());
         S::spawn(async move { S::lock(&b, spec).await })
@@ -357,11 +368,14 @@ pub fn wake_on_release<S: Subject>() {
 
         // Nobody waits: the release is a plain compare-and-delete and announces nothing.
         let before = publishes(&cluster);
-        let guard = lock::<S>(&a, LockSpec::new("handoff", ttl)).await;
+        let guard = take_everywhere::<S>(&cluster, &a, "handoff", ttl).await;
         let token = S::token(&guard);
         let unmarked = values(&cluster, "handoff").into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*token));
         assert_eq!(unmarked.count(), 3, "[{}] nobody waited: no mark", S::NAME);
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
+        // Released at a quorum: count the publishes once every node has run its release.
+        eventually::<S>(Duration::from_secs(3), "the release run on every node", || present(&cluster, "handoff") == 0)
+            .await;
         assert_eq!(publishes(&cluster), before, "[{}] an uncontended release published", S::NAME);
 
         for round in 0..3 {
@@ -429,7 +443,7 @@ pub fn wake_on_release<S: Subject>() {
 }
 
 /// `LLEN` of `key` on each node.
-fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
+pub(super) fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
     cluster
         .nodes()
         .iter()
@@ -456,11 +470,13 @@ pub fn waiters_in_order<S: Subject>() {
         let (queue, n) = ("redlease:queue:fifo", cluster.len() as i64);
         let spec = LockSpec::new("fifo", Duration::from_secs(30)).wait(Duration::from_secs(20));
         for round in 0..3 {
-            let guard = lock::<S>(&holder, LockSpec::new("fifo", Duration::from_secs(30))).await;
+            let guard = take_everywhere::<S>(&cluster, &holder, "fifo", Duration::from_secs(30)).await;
             let mut waiters = Vec::new();
             for (i, client) in [&first, &second].into_iter().enumerate() {
                 let (client, spec) = (client.clone(), spec.clone());
                 waiters.push(S::spawn(async move { S::lock(&client, spec).await }));
+                // Its first attempt (sent at once on every link, all of them up) is refused
+                // everywhere and queues it; a second attempt would be 5 s later.
                 eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
                     queue_lengths(&cluster, queue).iter().all(|&len| len == i as i64 + 1)
                 })
@@ -479,14 +495,22 @@ pub fn waiters_in_order<S: Subject>() {
             let got = ok::<S, _>(waiters.next().unwrap().await, "the first waiter");
             let took = released.elapsed();
             assert!(took < Duration::from_secs(2), "[{}] round {round}: the first waiter took {took:?}", S::NAME);
-            assert_eq!(queue_lengths(&cluster, queue), vec![1; n as usize], "[{}] the second still queued", S::NAME);
+            // Granted at a quorum: on the last node its grant, which takes it off the queue, may
+            // still be on its way.
+            eventually::<S>(Duration::from_secs(3), "the first waiter off every queue, the second still on", || {
+                queue_lengths(&cluster, queue) == vec![1; n as usize]
+            })
+            .await;
             let released = Instant::now();
             assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
             let got = ok::<S, _>(waiters.next().unwrap().await, "the second waiter");
             let took = released.elapsed();
             assert!(took < Duration::from_secs(2), "[{}] round {round}: the second waiter took {took:?}", S::NAME);
             assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
-            assert_eq!(queue_lengths(&cluster, queue), vec![0; n as usize], "[{}] nobody left queued", S::NAME);
+            eventually::<S>(Duration::from_secs(3), "nobody left queued on any node", || {
+                queue_lengths(&cluster, queue) == vec![0; n as usize]
+            })
+            .await;
         }
     });
     cluster.assert_no_leaks();
@@ -802,6 +826,10 @@ pub fn extend_after_loss<S: Subject>() {
         }
         let second = lock::<S>(&b, LockSpec::new("taken", ttl)).await;
         let token = S::token(&second);
+        // Granted at a quorum; b's last SET may still be on its way, and the checks below read
+        // every node.
+        eventually::<S>(Duration::from_secs(3), "all nodes hold b's key", || holding(&cluster, "taken", &token) == 3)
+            .await;
         let e = err::<S, _>(S::extend(&mut first, Duration::from_secs(60)).await, "extend of a taken lock");
         match &e.kind {
             FailureKind::Extend(ExtendError::Lost { refused, .. }) => {
@@ -827,6 +855,10 @@ pub fn extend_after_loss<S: Subject>() {
         S::sleep(ms(600)).await;
         let next = lock::<S>(&b, LockSpec::new("late", ttl)).await;
         let token = S::token(&next);
+        eventually::<S>(Duration::from_secs(3), "all nodes hold the next holder's key", || {
+            holding(&cluster, "late", &token) == 3
+        })
+        .await;
         let e = err::<S, _>(S::extend(&mut late, Duration::from_secs(60)).await, "extend of an expired lock");
         assert!(
             matches!(e.kind, FailureKind::Extend(ExtendError::Expired | ExtendError::Lost { .. })),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redlease_core::{ReleaseOutcome, Retry};
 
-use super::cases::{connect, contention_options, lock, ms, ok, release};
+use super::cases::{connect, contention_options, eventually, lock, ms, ok, release};
 use super::{HolderLog, LockSpec, Options, Subject};
 use crate::{RedisCluster, Reply, key_slot};
 
@@ -56,15 +56,13 @@ pub fn cluster_locks<S: Subject>() {
         for i in 0..24 {
             held.push(lock::<S>(&client, LockSpec::new(&format!("job:{i}"), ttl)).await);
         }
-        for (c, cluster) in clusters.iter().enumerate() {
-            for (m, keys) in cluster.keys_per_master().iter().enumerate() {
-                assert!(
-                    keys.iter().any(|k| k.starts_with("{job:")),
-                    "[{}] cluster {c} master {m} holds none: {keys:?}",
-                    S::NAME
-                );
-            }
-        }
+        // Each lock returned at a quorum of clusters: the last cluster's SETs may still be on
+        // their way.
+        let spread = || {
+            clusters.iter().all(|c| c.keys_per_master().iter().all(|keys| keys.iter().any(|k| k.starts_with("{job:"))))
+        };
+        eventually::<S>(Duration::from_secs(3), "every master of every cluster holds some of the 24 locks", spread)
+            .await;
         for g in held {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redlease_core::{AcquireError, LockHealth, LockShape, ReleaseOutcome, Retry};
 
-use super::cases::{connect, eventually, lock, ms, ok, release, values};
+use super::cases::{connect, eventually, lock, ms, ok, queue_lengths, release, values};
 use super::{Failure, FailureKind, LockSpec, Options, Subject};
 use crate::{Cluster, Reply};
 
@@ -146,16 +146,33 @@ pub fn rw_fair_order<S: Subject>() {
             (connect::<S>(cluster.urls(), slow()).await, connect::<S>(cluster.urls(), slow()).await);
         let ttl = Duration::from_secs(10);
         let w1 = lock::<S>(&client, LockSpec::new("queue-order", ttl).once()).await;
+        let cluster = &cluster;
+        // Granted at a quorum: wait until every node has the writer's key, so that the reader's
+        // first attempt is refused and queues everywhere.
+        eventually::<S>(Duration::from_secs(3), "the first writer's key on every node", || {
+            let token = S::token(&w1);
+            values(cluster, "queue-order")
+                .iter()
+                .all(|v| matches!(v, Some((Some(v), _)) if redlease_core::holder_of(v).0 == token))
+        })
+        .await;
+        // Each waiter's first attempt is refused and queues it on every node: the reader first,
+        // then the writer.
+        let queued = |n: i64, what: &'static str| {
+            eventually::<S>(Duration::from_secs(3), what, move || {
+                queue_lengths(cluster, "redlease:queue:queue-order").iter().all(|&len| len == n)
+            })
+        };
         let reading = {
             let spec = LockSpec::new("queue-order", ttl).shared().wait(Duration::from_secs(20));
             S::spawn(async move { (S::lock(&reader_client, spec).await, Instant::now()) })
         };
-        S::sleep(ms(300)).await;
+        queued(1, "the reader queued on every node").await;
         let writing = {
             let spec = LockSpec::new("queue-order", ttl).wait(Duration::from_secs(20));
             S::spawn(async move { (S::lock(&writer_client, spec).await, Instant::now()) })
         };
-        S::sleep(ms(300)).await;
+        queued(2, "the writer queued behind it on every node").await;
         let released = Instant::now();
         assert_eq!(release::<S>(w1).await.outcome, ReleaseOutcome::Released);
         let (r, read_at) = reading.await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redlease_core::{AcquireError, ExtendError, LockShape, LockState, ReleaseOutcome, Retry};
 
-use super::cases::{connect, eventually, lock, ms, ok, release, values};
+use super::cases::{connect, eventually, lock, ms, ok, queue_lengths, release, values};
 use super::{FailureKind, LockSpec, Options, Subject};
 use crate::{Cluster, Reply};
 
@@ -280,6 +280,9 @@ pub fn semaphore_fencing<S: Subject>() {
     cluster.assert_no_leaks();
 }
 
+/// The waiter queue of the semaphore `wake-pool`.
+const WAKE_POOL_QUEUE: &str = "redlease:queue:redlease:sem:{wake-pool}";
+
 /// With a 5 s retry delay, a waiter on a full semaphore gets the permit within 2 s of a
 /// release: the release message woke it.
 pub fn semaphore_wake<S: Subject>() {
@@ -291,12 +294,21 @@ pub fn semaphore_wake<S: Subject>() {
         let spec = LockSpec::new("wake-pool", Duration::from_secs(30)).semaphore(2, 1);
         let a = lock::<S>(&holder, spec.clone().once()).await;
         let b = lock::<S>(&holder, spec.clone().once()).await;
+        // Granted at a quorum: wait until every node has both permits, or the waiter's first
+        // attempt could get a slot on the last node and queue only at its retry, 5 s later.
+        eventually::<S>(Duration::from_secs(3), "both permits on every node", || {
+            [&a, &b].iter().all(|g| holding(&cluster, "wake-pool", S::permits(g)[0], &S::token(g)) == cluster.len())
+        })
+        .await;
         let waiting = {
             let (waiter, spec) = (waiter.clone(), spec.clone().wait(Duration::from_secs(20)));
             S::spawn(async move { S::lock(&waiter, spec).await })
         };
-        // Its first attempt is refused, and it queues.
-        S::sleep(ms(300)).await;
+        // Its first attempt is refused, and it queues (behind its subscription) on every node.
+        eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
+            queue_lengths(&cluster, WAKE_POOL_QUEUE).iter().all(|&len| len == 1)
+        })
+        .await;
         let freed = S::permits(&a)[0];
         let released = Instant::now();
         assert_eq!(release::<S>(a).await.outcome, ReleaseOutcome::Released);
@@ -309,7 +321,7 @@ pub fn semaphore_wake<S: Subject>() {
         }
         eventually::<S>(Duration::from_secs(3), "no queue left", || {
             cluster.nodes().iter().all(|n| {
-                let pttl = n.conn().and_then(|mut c| c.pttl("redlease:queue:redlease:sem:{wake-pool}"));
+                let pttl = n.conn().and_then(|mut c| c.pttl(WAKE_POOL_QUEUE));
                 pttl.expect("PTTL on a node") == -2
             })
         })
@@ -379,11 +391,21 @@ pub fn semaphore_reentry<S: Subject>() {
         let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
         let spec = LockSpec::new("reentry-pool", Duration::from_secs(30)).semaphore(1, 1);
         let a = lock::<S>(&holder, spec.clone().once()).await;
+        // Granted at a quorum: wait until every node has the holder's slot, so that the waiter
+        // is refused and queued on every node (nodes 1 and 2 must hand the slot to it).
+        eventually::<S>(Duration::from_secs(3), "the holder's slot on every node", || {
+            holding(&cluster, "reentry-pool", 0, &S::token(&a)) == 3
+        })
+        .await;
         let waiting = {
             let (waiter, spec) = (waiter.clone(), spec.clone().wait(Duration::from_secs(20)));
             S::spawn(async move { S::lock(&waiter, spec).await })
         };
         let queue = "redlease:queue:redlease:sem:{reentry-pool}";
+        eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
+            queue_lengths(&cluster, queue).iter().all(|&len| len == 1)
+        })
+        .await;
         let mut token = None;
         eventually::<S>(Duration::from_secs(3), "the waiter queued on node 0", || {
             let mut c = cluster.node(0).conn().expect("a connection to node 0");
@@ -404,11 +426,17 @@ pub fn semaphore_reentry<S: Subject>() {
         let got = ok::<S, _>(waiting.await, "the waiter after the release");
         assert_eq!(S::token(&got), token, "[{}] the leftover was the waiter's", S::NAME);
         assert_eq!(S::permits(&got), [0]);
-        assert_eq!(holding(&cluster, "reentry-pool", 0, &token), 3, "[{}] held on every node", S::NAME);
-        let pttl = c.pttl(&slot).expect("PTTL");
-        assert!(pttl > 20_000, "[{}] the re-entered slot has the lock's TTL again: {pttl} ms", S::NAME);
+        // Granted at a quorum: node 0's re-entry may still be on its way.
+        eventually::<S>(Duration::from_secs(3), "held on every node, node 0's slot with the lock's TTL again", || {
+            let pttl = c.pttl(&slot).expect("PTTL");
+            holding(&cluster, "reentry-pool", 0, &token) == 3 && pttl > 20_000
+        })
+        .await;
         assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
-        assert_eq!(slots_present(&cluster, "reentry-pool", 1), 0, "[{}] the release cleared every node", S::NAME);
+        eventually::<S>(Duration::from_secs(3), "the release cleared every node", || {
+            slots_present(&cluster, "reentry-pool", 1) == 0
+        })
+        .await;
     });
     cluster.assert_no_leaks();
 }
