@@ -174,7 +174,7 @@ pub fn failure(e: impl Into<Error>) -> Failure {
         Error::Acquire(a) => FailureKind::Acquire(a),
         Error::Extend(x) => FailureKind::Extend(x),
         Error::Closed => FailureKind::Closed,
-        Error::Unhealthy(health) => FailureKind::Unhealthy(*health),
+        Error::Unhealthy(health) => FailureKind::Unhealthy(health),
         other => FailureKind::Other(format!("{other:?}")),
     };
     Failure::new(kind, message)
@@ -203,7 +203,7 @@ pub enum FailureKind {
     Closed,
     /// `Error::Unhealthy`: too few nodes were ready when connecting (no quorum, or not all
     /// with `require_all`).
-    Unhealthy(Health),
+    Unhealthy(Box<Health>),
     /// Anything else the adapter reports (its `Debug`).
     Other(String),
 }
