@@ -150,7 +150,8 @@ enum Cmd {
         /// Number of nodes [default: 5]; with --cluster-mode, number of Redis Clusters [default: 1].
         #[arg(long)]
         nodes: Option<usize>,
-        /// Port of the first node; the others follow it (default: free ports). With
+        /// Port of the first node; the others follow it (default: free ports): the nodes
+        /// first (with --tls, their TLS ports), then the replicas, node by node. With
         /// --cluster-mode, the masters come first, then the replicas; each cluster bus listens
         /// on its node's port + 10000.
         #[arg(short, long)]

@@ -498,6 +498,57 @@ fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
+/// `cluster --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
+/// the ports after it, and a run locks over them, trusting the printed CA.
+#[cfg(feature = "tls")]
+#[test]
+fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
+    let base = common::free_ports(3);
+    let mut child = spawn_piped(&["cluster", "--tls", "--nodes", "3", "-p", &base.to_string()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut urls, mut ca) = (None, None);
+    while urls.is_none() || ca.is_none() {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if let Some(u) = line.strip_prefix("export REDLEASE_NODES=") {
+            urls = Some(u.to_owned());
+        }
+        if let Some(c) = line.strip_prefix("export REDLEASE_TLS_CA=") {
+            ca = Some(c.to_owned());
+        }
+    }
+    let (urls, ca) = (urls.unwrap(), ca.unwrap());
+    let expected: Vec<String> = (0..3).map(|i| format!("rediss://127.0.0.1:{}", base + i)).collect();
+    assert_eq!(urls, expected.join(","));
+    let out =
+        run(redlease().args(["run", "-k", "tls-launch", "-N", &urls, "-w", "5", "true"]).env("REDLEASE_TLS_CA", &ca));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// `cluster --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
+/// `--help` says.
+#[test]
+fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
+    let base = common::free_ports(4);
+    let mut child = spawn_piped(&["cluster", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    loop {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if line.starts_with("export REDLEASE_NODES=") {
+            break;
+        }
+        if let Some(url) = line.split_whitespace().find(|w| w.starts_with("redis://")) {
+            printed.push(url.to_owned());
+        }
+    }
+    let expected = [base, base + 2, base + 1, base + 3].map(|p| format!("redis://127.0.0.1:{p}"));
+    assert_eq!(printed, expected, "node 0, its replica, node 1, its replica");
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
 #[test]
 fn demo_runs_to_completion() {
     let started = Instant::now();
