@@ -549,6 +549,32 @@ fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
+/// Nodes whose URLs ask grants to wait for a replica they do not have: `run` fails at once
+/// with 78, naming min_replicas and the replica count; `status` shows each node misconfigured
+/// with the numbers and exits 69 (no quorum usable).
+#[test]
+fn nodes_without_the_replicas_their_urls_ask_for_are_misconfigured() {
+    let cluster = Cluster::start(3);
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
+    let urls = urls.join(",");
+    let started = Instant::now();
+    let out = run(redlease().args(["run", "-k", "no-replica", "-N", &urls, "-w", "10", "true"]));
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("min_replicas=1, but the primary has 0 replica(s) online"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "at once, not after -w: {:?}", started.elapsed());
+    let out = run(redlease().args(["status", "-k", "no-replica", "-N", &urls]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let text = stdout(&out);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("MISCONFIGURED") && first.contains("min_replicas=1, but the primary has 0 replica(s) online"),
+        "{text}"
+    );
+    let out = run(redlease().args(["status", "-k", "no-replica", "-N", &urls, "--json"]));
+    assert!(stdout(&out).contains("\"fault\":\"misconfigured\""), "{}", stdout(&out));
+}
+
 #[test]
 fn demo_runs_to_completion() {
     let started = Instant::now();

@@ -49,6 +49,10 @@ pub struct NodeHealth {
     pub wake: WakeState,
     /// The replicas its grants wait for ([`NodeConfig::min_replicas`](crate::NodeConfig::min_replicas)).
     pub min_replicas: Option<MinReplicas>,
+    /// The replicas the node reported online at its last check (`ROLE`, with `min_replicas`;
+    /// `None` before the first): fewer than `min_replicas` asks makes it misconfigured
+    /// ([`LinkError::Replicas`](crate::LinkError::Replicas)).
+    pub replicas_online: Option<u32>,
     /// When the node is a Redis Cluster: its masters, the slots they cover and the redirects
     /// followed. (Its `state` is its own link's, which reads the slot map.)
     pub cluster: Option<ClusterHealth>,
@@ -245,6 +249,9 @@ impl fmt::Display for Health {
             if let Some(m) = n.min_replicas {
                 let written = if m.fsync { " (on disk)" } else { "" };
                 write!(f, "  grants wait for {} replica(s){written}, {:?}", m.replicas, m.timeout)?;
+                if let Some(online) = n.replicas_online {
+                    write!(f, " ({online} online)")?;
+                }
             }
             if let Some(reason) = n.polled_because() {
                 write!(f, "  waiters poll: {reason}")?;
@@ -337,6 +344,7 @@ mod tests {
             stats: NodeStats::default(),
             wake: WakeState::On,
             min_replicas: None,
+            replicas_online: None,
             cluster: None,
         }
     }

@@ -56,6 +56,12 @@ pub struct NodeConfig {
     pub min_replicas: Option<MinReplicas>,
 }
 
+/// How often a ready connection to a node with [`NodeConfig::min_replicas`] asks the node
+/// (`ROLE`) how many replicas it has online, as its handshake does first: a primary with fewer
+/// than its grants wait for is not used ([`LinkError::Replicas`](crate::LinkError::Replicas))
+/// until a reconnect finds them.
+pub const REPLICAS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Replicas that must acknowledge a node's grant before it counts: `WAIT replicas timeout`
 /// after the write, on the same connection (`WAITAOF 0 replicas timeout` with `fsync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,8 +185,11 @@ impl NodeConfig {
     /// timeout` on the same connection, and a node whose replicas fall short within `timeout`
     /// casts a failed vote (its grant is cleaned up like any failed attempt's). For a node
     /// that is one primary with replicas and automatic failover: a grant a failover could
-    /// lose does not count. `replicas == 0` turns it off. In a URL:
-    /// `?min_replicas=1&replicas_timeout=20` (milliseconds).
+    /// lose does not count. A node that reports fewer replicas online than `replicas`
+    /// (`ROLE`, at the handshake and every [`REPLICAS_CHECK`]) is not used: the health view
+    /// shows it misconfigured with both numbers, and a lock fails at once as misconfigured
+    /// when such nodes leave no quorum. The ACL user needs `+role`. `replicas == 0` turns it
+    /// off. In a URL: `?min_replicas=1&replicas_timeout=20` (milliseconds).
     pub fn min_replicas(mut self, replicas: u32, timeout: std::time::Duration) -> Self {
         self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout, fsync: false });
         self
