@@ -82,6 +82,13 @@ enum Cmd {
     ///
     /// Example: redlease status -k backup --json
     ///
+    /// The --json object's top level says whether the name is held, whatever its shape:
+    /// "state" (held, not_held, unknown), "held" (true, false, null when unknown), "shape"
+    /// (exclusive: a lock or write lock; shared: readers; semaphore: at least one permit held;
+    /// null), "holder" (the exclusive holder's token, else null) and "holders" (every token
+    /// that holds it on a quorum of nodes: the holder, the readers, the permits' holders).
+    /// Each node's "holder" is a token or null; "shared" is true where readers hold the key.
+    ///
     /// While readers hold the key (its value is :readers on a node), each node's line says how
     /// many, and whether a writer waits there (no new reader joins it then), followed by a line per
     /// reader: its token and the time it has left on that node's clock. The last line says how

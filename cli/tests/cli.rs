@@ -418,18 +418,22 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(
         json.starts_with(&format!(
-            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"state\":\"held\",\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"state\":\"held\",\"held\":true,\"shape\":\"exclusive\",\"holder\":\"{token}\",\"holders\":[\"{token}\"],\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
         )),
         "{json}"
     );
     assert!(
-        json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"waited_for\":false,\"pttl_ms\":")),
+        json.contains(&format!(
+            "\"reachable\":true,\"holder\":\"{token}\",\"shared\":false,\"waited_for\":false,\"pttl_ms\":"
+        )),
         "{json}"
     );
     assert!(json.contains("\"fence\":12,\"rtt_ms\":"), "{json}");
     assert!(
         json.contains("{\"node\":2,")
-            && json.contains("\"holder\":null,\"waited_for\":false,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"),
+            && json.contains(
+                "\"holder\":null,\"shared\":false,\"waited_for\":false,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"
+            ),
         "{json}"
     );
     // The table shows the fencing counter too.
