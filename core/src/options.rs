@@ -46,6 +46,9 @@ pub struct LockOptions {
     pub attempts: Option<u32>,
     /// Give up once no retry can start within this time of the call; the acquisition then
     /// fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
+    /// `Duration::MAX` waits without a bound ([`wait_forever`](Self::wait_forever)); `None`
+    /// (with `attempts` `None` too): the config's [`Retry`](crate::Retry), by default up to
+    /// 10 s.
     pub wait: Option<Duration>,
     /// Never extend the lock (by hand or automatically) past this long after it was acquired.
     pub max_hold: Option<Duration>,
@@ -60,8 +63,12 @@ pub struct LockOptions {
 }
 
 impl LockOptions {
-    /// Lock `resource` for `ttl`, with the defaults for everything else: the config's retry
-    /// schedule, no fencing, no wait bound, no cap, no automatic extension.
+    /// Lock `resource` for `ttl`, with the defaults for everything else: the config's
+    /// [`Retry`](crate::Retry) (by default: retry for up to 10 s, then fail with
+    /// [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout)), no fencing, no cap on
+    /// the hold, no automatic extension. [`wait`](Self::wait), [`wait_forever`](Self::wait_forever),
+    /// [`attempts`](Self::attempts) and [`try_once`](Self::try_once) replace the config's
+    /// retry bounds.
     pub fn new(resource: impl Into<String>, ttl: Duration) -> Self {
         LockOptions {
             resources: vec![resource.into()],
@@ -99,10 +106,43 @@ impl LockOptions {
         self
     }
 
+    /// Make one attempt and never wait: held by someone else, the acquisition fails at once
+    /// with [`AcquireError::Held`](crate::AcquireError::Held). What every client's `try_lock`
+    /// does, for `lock_with` and the scoped `with_lock` (`.attempts(1)`, without a wait).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    /// let options = LockOptions::new("reports:daily", Duration::from_secs(30)).try_once();
+    /// assert_eq!((options.attempts, options.wait), (Some(1), None));
+    /// ```
+    pub fn try_once(mut self) -> Self {
+        self.attempts = Some(1);
+        self.wait = None;
+        self
+    }
+
+    /// Wait as long as it takes: retry without a count or time bound (a waiter is woken at
+    /// once by the holder's release) until the lock is acquired, the nodes refuse us as
+    /// misconfigured, or the caller drops the acquisition (`.wait(Duration::MAX)`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    /// let options = LockOptions::new("migrations", Duration::from_secs(30)).wait_forever();
+    /// assert_eq!((options.attempts, options.wait), (None, Some(Duration::MAX)));
+    /// ```
+    pub fn wait_forever(mut self) -> Self {
+        self.attempts = None;
+        self.wait = Some(Duration::MAX);
+        self
+    }
+
     /// Keep retrying (with the config's random delays) until this much time has passed since
     /// the call; then fail with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout),
     /// which carries the last attempt's outcome. If [`attempts`](Self::attempts) also bounds
-    /// it and runs out first, the error is the last attempt's own.
+    /// it and runs out first, the error is the last attempt's own. `Duration::MAX` is no
+    /// bound at all ([`wait_forever`](Self::wait_forever)).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
