@@ -50,8 +50,8 @@ pub struct NodeHealth {
     /// The replicas its grants wait for ([`NodeConfig::min_replicas`](crate::NodeConfig::min_replicas)).
     pub min_replicas: Option<MinReplicas>,
     /// The replicas the node reported online at its last check (`ROLE`, with `min_replicas`;
-    /// `None` before the first): fewer than `min_replicas` asks makes it misconfigured
-    /// ([`LinkError::Replicas`](crate::LinkError::Replicas)).
+    /// `None` before the first): fewer than `min_replicas` asks makes it misconfigured, and
+    /// its `last_error` names both numbers.
     pub replicas_online: Option<u32>,
     /// When the node is a Redis Cluster: its masters, the slots they cover and the redirects
     /// followed. (Its `state` is its own link's, which reads the slot map.)
@@ -166,7 +166,8 @@ pub struct LockHealth {
     pub token_prefix: String,
 }
 
-/// The cluster as a client sees it; see [`Engine::health`](crate::Engine::health).
+/// The nodes as a client sees them: what every client's `health()` returns (and
+/// `Engine::health`). Its `Display` is a table, one line per node, then the quorum's line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Health {

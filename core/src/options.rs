@@ -12,8 +12,8 @@ const MAX_TTL_MS: u128 = 1 << 40;
 /// The largest semaphore limit: every attempt's script reads each slot once.
 pub const MAX_PERMITS: u32 = 1024;
 
-/// What to lock and how: the argument of [`Engine::acquire`](crate::Engine::acquire), and of
-/// every client's `lock_with` and scoped `with_lock`.
+/// What to lock and how: the argument of every client's `lock_with` and scoped `with_lock`
+/// (and of `Engine::acquire` for a driver of one's own).
 ///
 /// Start from [`LockOptions::new`] and chain the builder methods; the fields are public to
 /// read. New options are added as new builder methods, so this is not a breaking change.
@@ -165,7 +165,7 @@ impl LockOptions {
     /// at once, across every client that uses the name with the same limit. A permit is one
     /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
     /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
-    /// quorum of nodes granted, the same slots on each ([`Engine::permits`](crate::Engine::permits)). Its keys are
+    /// quorum of nodes granted, the same slots on each (the guard's `permits()`). Its keys are
     /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
     ///
     /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
@@ -202,7 +202,7 @@ impl LockOptions {
     /// read lock extends, releases, wakes up and is lost like a mutex; with
     /// [`fencing`](Self::fencing) its token is the writer epoch it reads under (the fencing
     /// token of the last writer a quorum saw), with no extra round trip. A held write lock
-    /// turns into a read lock with `downgrade` ([`Engine::downgrade`](crate::Engine::downgrade)).
+    /// turns into a read lock with the guard's `downgrade()`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -217,7 +217,7 @@ impl LockOptions {
         self
     }
 
-    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) under
+    /// Check the options and `token` for `Engine::acquire` under
     /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
     /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
     /// that will be sent.

@@ -45,8 +45,9 @@ const WAKE: Token = Token(usize::MAX);
 /// # Example
 ///
 /// ```no_run
+/// # mod redlease { pub use redlease_mio as mio; }
 /// use std::time::Duration;
-/// use redlease_mio::Client;
+/// use redlease::mio::Client;
 ///
 /// let client = Client::connect(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])?;
 /// let guard = client.lock("orders:42", Duration::from_secs(10))?;
