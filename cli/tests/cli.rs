@@ -579,6 +579,19 @@ fn nodes_without_the_replicas_their_urls_ask_for_are_misconfigured() {
     assert!(stdout(&out).contains("\"fault\":\"misconfigured\""), "{}", stdout(&out));
 }
 
+/// Nodes that want a password, and URLs without one: 78 at once, saying that authentication
+/// is required and where the password goes.
+#[test]
+fn a_missing_password_says_authentication_is_required() {
+    let cluster = Cluster::builder().nodes(3).acl_user("default", "s3cret").start();
+    let urls: Vec<String> = cluster.addrs().iter().map(|a| format!("redis://{a}")).collect();
+    let out = run(redlease().args(["run", "-k", "k", "-N", &urls.join(","), "true"]));
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("authentication required") && err.contains("give one in its URL"), "{err}");
+    assert!(!err.contains("lock format check failed"), "{err}");
+}
+
 #[test]
 fn demo_runs_to_completion() {
     let started = Instant::now();

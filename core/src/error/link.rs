@@ -268,6 +268,12 @@ impl fmt::Display for Reason<'_> {
             LinkError::Malformed { detail, .. } => write!(f, "malformed RESP from server: {detail}"),
             LinkError::Unexpected { request, reply, .. } => write!(f, "unexpected reply to {request}: {reply}"),
             LinkError::Unsolicited { reply, .. } => write!(f, "reply with no pending request: {reply}"),
+            // Asked before any password was given (the URL has none): say so, not which step.
+            LinkError::Handshake { message, .. } if message.starts_with("NOAUTH") => write!(
+                f,
+                "authentication required: the node wants a password; give one in its URL, \
+                 redis://[user:]password@host:port ({message})"
+            ),
             LinkError::Handshake { step, message, .. } => write!(f, "{step} failed: {message}"),
             LinkError::Silent { waited, handshake: true, .. } => {
                 write!(f, "no answer to the connection handshake within {waited:?}")
