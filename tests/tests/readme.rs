@@ -53,7 +53,13 @@ fn the_first_example_and_the_service_example_close_on_ctrl_c() {
     let first = readme.split("```rust").nth(1).expect("a first Rust example");
     let first = &first[..first.find("```").unwrap()];
     let service = std::fs::read_to_string(root().join("redlease/examples/service.rs")).unwrap();
-    for (what, code) in [("the README's first example", first), ("redlease/examples/service.rs", service.as_str())] {
+    let facade = std::fs::read_to_string(root().join("redlease/README.md")).unwrap();
+    let facade = facade.split("```rust").nth(1).expect("a first Rust example in the crate README");
+    for (what, code) in [
+        ("the README's first example", first),
+        ("the crate README's first example", facade),
+        ("redlease/examples/service.rs", service.as_str()),
+    ] {
         let signal = code.find("tokio::signal::ctrl_c()").unwrap_or_else(|| panic!("{what} does not handle Ctrl-C"));
         assert!(code[signal..].contains("client.close().await"), "{what} does not close() after Ctrl-C");
     }
