@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit and simulation tests of the core, the conformance suite of every
-# adapter against real redis-server processes, the CLI tests, doc tests, the benchmark
-# harness in quick mode (it must complete; no speed is asserted), the published crates built
+# adapter against real redis-server processes, the CLI tests, doc tests, the facade's rustdoc
+# (scripts/check-docs.sh), the benchmark harness in quick mode (it must complete; no speed is asserted), the published crates built
 # with the declared rust-version, and the real-fault suite in its short version where the
 # machine allows it (root: network namespaces, iptables).
 set -euo pipefail
@@ -20,6 +20,8 @@ status=0
 # timers, not on the two cores.
 RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast || status=$?
 cargo test --workspace --doc || status=$?
+# The facade's docs as a user builds them: no warnings, no dead links.
+scripts/check-docs.sh || status=$?
 msrv_status=0
 wait "$msrv" || msrv_status=$?
 cat "$msrv_log" >&2

@@ -114,8 +114,8 @@ Exit status:
          timeout (1s) or --wait-nodes, or while waiting for the lock, so nobody can hold it now
   78     nodes misconfigured: nodes refuse us for a configuration reason (a wrong password or
          user, an ACL, a database they do not have, a TLS certificate not trusted: --tls-ca, a
-         KEY a Redis Cluster node cannot hash-tag; with --permits, another limit recorded for
-         KEY) and leave no quorum; exits at once, before or while waiting for the lock, since
+         KEY a Redis Cluster node cannot hash-tag; a URL's ?min_replicas=N on a node with fewer
+         replicas online; with --permits, another limit recorded for KEY) and leave no quorum; exits at once, before or while waiting for the lock, since
          retrying does not fix it
   70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
   71     the operating system refused something (the random source, a thread)

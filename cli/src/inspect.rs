@@ -39,8 +39,9 @@ pub(crate) async fn cluster(
         return Err(Usage("--nodes 0: a cluster needs at least one node (Redlock wants 3 or 5)".into()));
     }
     if let Some(p) = port {
-        if p as usize + n > 65536 {
-            return Err(Usage(format!("--port {p}: {n} nodes from there run past port 65535")));
+        let processes = n.saturating_mul(replicas + 1);
+        if p as usize + processes > 65536 {
+            return Err(Usage(format!("--port {p}: {processes} processes from there run past port 65535")));
         }
     }
     if tls && replicas > 0 {

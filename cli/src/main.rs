@@ -82,6 +82,13 @@ enum Cmd {
     ///
     /// Example: redlease status -k backup --json
     ///
+    /// The --json object's top level says whether the name is held, whatever its shape:
+    /// "state" (held, not_held, unknown), "held" (true, false, null when unknown), "shape"
+    /// (exclusive: a lock or write lock; shared: readers; semaphore: at least one permit held;
+    /// null), "holder" (the exclusive holder's token, else null) and "holders" (every token
+    /// that holds it on a quorum of nodes: the holder, the readers, the permits' holders).
+    /// Each node's "holder" is a token or null; "shared" is true where readers hold the key.
+    ///
     /// While readers hold the key (its value is :readers on a node), each node's line says how
     /// many, and whether a writer waits there (no new reader joins it then), followed by a line per
     /// reader: its token and the time it has left on that node's clock. The last line says how
@@ -150,7 +157,8 @@ enum Cmd {
         /// Number of nodes [default: 5]; with --cluster-mode, number of Redis Clusters [default: 1].
         #[arg(long)]
         nodes: Option<usize>,
-        /// Port of the first node; the others follow it (default: free ports). With
+        /// Port of the first node; the others follow it (default: free ports): the nodes
+        /// first (with --tls, their TLS ports), then the replicas, node by node. With
         /// --cluster-mode, the masters come first, then the replicas; each cluster bus listens
         /// on its node's port + 10000.
         #[arg(short, long)]

@@ -418,18 +418,22 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(
         json.starts_with(&format!(
-            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"state\":\"held\",\"held\":true,\"holder\":\"{token}\",\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
+            "{{\"key\":\"report\",\"quorum\":2,\"reachable\":3,\"fault_tolerance\":1,\"state\":\"held\",\"held\":true,\"shape\":\"exclusive\",\"holder\":\"{token}\",\"holders\":[\"{token}\"],\"holder_nodes\":2,\"nodes\":[{{\"node\":0,"
         )),
         "{json}"
     );
     assert!(
-        json.contains(&format!("\"reachable\":true,\"holder\":\"{token}\",\"waited_for\":false,\"pttl_ms\":")),
+        json.contains(&format!(
+            "\"reachable\":true,\"holder\":\"{token}\",\"shared\":false,\"waited_for\":false,\"pttl_ms\":"
+        )),
         "{json}"
     );
     assert!(json.contains("\"fence\":12,\"rtt_ms\":"), "{json}");
     assert!(
         json.contains("{\"node\":2,")
-            && json.contains("\"holder\":null,\"waited_for\":false,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"),
+            && json.contains(
+                "\"holder\":null,\"shared\":false,\"waited_for\":false,\"pttl_ms\":null,\"fence\":null,\"rtt_ms\":"
+            ),
         "{json}"
     );
     // The table shows the fencing counter too.
@@ -496,6 +500,96 @@ fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
     assert_eq!(stdout(&out).trim().len(), 40, "the replica holds the run's token: {}", stdout(&out));
     signal(child.id(), libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// `cluster --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
+/// the ports after it, and a run locks over them, trusting the printed CA.
+#[cfg(feature = "tls")]
+#[test]
+fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
+    let base = common::free_ports(3);
+    let mut child = spawn_piped(&["cluster", "--tls", "--nodes", "3", "-p", &base.to_string()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut urls, mut ca) = (None, None);
+    while urls.is_none() || ca.is_none() {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if let Some(u) = line.strip_prefix("export REDLEASE_NODES=") {
+            urls = Some(u.to_owned());
+        }
+        if let Some(c) = line.strip_prefix("export REDLEASE_TLS_CA=") {
+            ca = Some(c.to_owned());
+        }
+    }
+    let (urls, ca) = (urls.unwrap(), ca.unwrap());
+    let expected: Vec<String> = (0..3).map(|i| format!("rediss://127.0.0.1:{}", base + i)).collect();
+    assert_eq!(urls, expected.join(","));
+    let out =
+        run(redlease().args(["run", "-k", "tls-launch", "-N", &urls, "-w", "5", "true"]).env("REDLEASE_TLS_CA", &ca));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// `cluster --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
+/// `--help` says.
+#[test]
+fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
+    let base = common::free_ports(4);
+    let mut child = spawn_piped(&["cluster", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    loop {
+        let line = lines.next().expect("cluster output ended early").unwrap();
+        if line.starts_with("export REDLEASE_NODES=") {
+            break;
+        }
+        if let Some(url) = line.split_whitespace().find(|w| w.starts_with("redis://")) {
+            printed.push(url.to_owned());
+        }
+    }
+    let expected = [base, base + 2, base + 1, base + 3].map(|p| format!("redis://127.0.0.1:{p}"));
+    assert_eq!(printed, expected, "node 0, its replica, node 1, its replica");
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// Nodes whose URLs ask grants to wait for a replica they do not have: `run` fails at once
+/// with 78, naming min_replicas and the replica count; `status` shows each node misconfigured
+/// with the numbers and exits 69 (no quorum usable).
+#[test]
+fn nodes_without_the_replicas_their_urls_ask_for_are_misconfigured() {
+    let cluster = Cluster::start(3);
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
+    let urls = urls.join(",");
+    let started = Instant::now();
+    let out = run(redlease().args(["run", "-k", "no-replica", "-N", &urls, "-w", "10", "true"]));
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("min_replicas=1, but the primary has 0 replica(s) online"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "at once, not after -w: {:?}", started.elapsed());
+    let out = run(redlease().args(["status", "-k", "no-replica", "-N", &urls]));
+    assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
+    let text = stdout(&out);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("MISCONFIGURED") && first.contains("min_replicas=1, but the primary has 0 replica(s) online"),
+        "{text}"
+    );
+    let out = run(redlease().args(["status", "-k", "no-replica", "-N", &urls, "--json"]));
+    assert!(stdout(&out).contains("\"fault\":\"misconfigured\""), "{}", stdout(&out));
+}
+
+/// Nodes that want a password, and URLs without one: 78 at once, saying that authentication
+/// is required and where the password goes.
+#[test]
+fn a_missing_password_says_authentication_is_required() {
+    let cluster = Cluster::builder().nodes(3).acl_user("default", "s3cret").start();
+    let urls: Vec<String> = cluster.addrs().iter().map(|a| format!("redis://{a}")).collect();
+    let out = run(redlease().args(["run", "-k", "k", "-N", &urls.join(","), "true"]));
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("authentication required") && err.contains("give one in its URL"), "{err}");
+    assert!(!err.contains("lock format check failed"), "{err}");
 }
 
 #[test]

@@ -104,7 +104,7 @@ fn a_redlock_of_three_redis_clusters_in_status_and_scan() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let json = stdout(&out);
     assert!(json.starts_with("{\"key\":\"{order:42}:a\",\"quorum\":2,\"reachable\":3,"), "{json}");
-    assert!(json.contains("\"state\":\"held\",\"held\":true,\"holder\":\""), "{json}");
+    assert!(json.contains("\"state\":\"held\",\"held\":true,\"shape\":\"exclusive\",\"holder\":\""), "{json}");
     let slot = key_slot("{order:42}:a");
     assert_eq!(slot, key_slot("order:42"));
     for cluster in &clusters {

@@ -21,7 +21,10 @@ fn status_with_too_few_nodes_answering_says_unknown() {
     assert!(text.contains("job: unknown: 0 of 3 nodes answered"), "{text}");
     assert!(!text.contains("free"), "{text}");
     let json = stdout(&run(redlease().args(["status", "-k", "job", "-N", DOWN, "--json"])));
-    assert!(json.contains("\"state\":\"unknown\",\"held\":null,\"holder\":null"), "{json}");
+    assert!(
+        json.contains("\"state\":\"unknown\",\"held\":null,\"shape\":null,\"holder\":null,\"holders\":[]"),
+        "{json}"
+    );
 
     // Every node answers, none holds the key: not held. Then one node of three answers: the
     // other two could hold it.

@@ -183,13 +183,17 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(json.contains("\"semaphore\":{\"name\":\"pool\",\"limit\":3,\"limits\":["), "{json}");
     assert!(json.contains("],\"held\":2,\"free\":1,\"unknown\":0,\"slots\":[{"), "{json}");
-    // The key's own lock is free.
-    assert!(json.contains("\"state\":\"not_held\""), "{json}");
+    // The name is held: by the run's permits (a script reading `.held` needs no shape).
+    assert!(
+        json.contains("\"state\":\"held\",\"held\":true,\"shape\":\"semaphore\",\"holder\":null,\"holders\":[\""),
+        "{json}"
+    );
     for slot in &slots {
         let head = format!("{{\"slot\":{slot},\"state\":\"held\",\"holder\":\"");
         let token = &json[json.find(&head).unwrap_or_else(|| panic!("{json}")) + head.len()..][..40];
         assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{json}");
         assert!(json.contains(&format!("{token}\",\"holder_nodes\":{holding},\"nodes\":[{{\"node\":")), "{json}");
+        assert!(json.contains(&format!("\"holders\":[\"{token}\"]")), "one run, its token once: {json}");
         let per_node = format!("\"holder\":\"{token}\",\"waited_for\":false,\"pttl_ms\":");
         assert_eq!(json.matches(&per_node).count(), 2 * holding, "{json}");
     }

@@ -148,7 +148,12 @@ fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
 
     let json = stdout(&run(redlease().args(["status", "-k", "catalog", "-N", &urls, "--json"])));
     assert_eq!(json.lines().count(), 1, "{json}");
-    assert!(json.contains("\"state\":\"held\",\"held\":true,\"holder\":\":readers\""), "{json}");
+    // Held by readers: no writer's token, the readers' own, never the internal value.
+    assert!(
+        json.contains("\"state\":\"held\",\"held\":true,\"shape\":\"shared\",\"holder\":null,\"holders\":[\""),
+        "{json}"
+    );
+    assert!(!json.contains("\":readers\"") && json.matches("\"holder\":null,\"shared\":true,").count() >= 2, "{json}");
     assert!(json.contains("\"semaphore\":null,\"readers\":{\"count\":2,\"tokens\":[\""), "{json}");
     assert!(json.contains("\"writer_waits\":false,\"nodes\":[{\"node\":"), "{json}");
     assert!(json.matches("\"count\":2,\"writer_waits\":false,\"readers\":[{\"token\":\"").count() >= 2, "{json}");

@@ -23,9 +23,9 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | `redlease_acquire_seconds` | histogram | `client`, `outcome` | from the call to its outcome |
+//! | `redlease_acquire_seconds` | histogram | `client`, `outcome`, `kind` | from the call to its outcome |
 //! | `redlease_wait_seconds` | histogram | `client` | the same, for acquisitions that needed more than one attempt (time spent waiting for the lock) |
-//! | `redlease_acquisitions_total` | counter | `client`, `outcome` | `acquired`, `held`, `unreachable`, `misconfigured`, `too_slow`, `wait_timeout`, `fence_exhausted`, `cancelled` |
+//! | `redlease_acquisitions_total` | counter | `client`, `outcome`, `kind` | `acquired`, `held`, `unreachable`, `misconfigured`, `too_slow`, `wait_timeout`, `fence_exhausted`, `cancelled`; `kind`: `mutex` (a lock or write lock), `read`, `semaphore` |
 //! | `redlease_extensions_total` | counter | `client`, `outcome`, `auto` | `extended`, `lost`, `unconfirmed`, `expired`, `cancelled` |
 //! | `redlease_releases_total` | counter | `client`, `outcome` | `released`, `not_held`, `unreachable` |
 //! | `redlease_hold_seconds` | histogram | `client` | from the grant to the release |
@@ -130,7 +130,9 @@ fn close(op: &Op, engine: &Engine, lock: LockId, now: Instant, outcome: &str, at
         return;
     }
     op.span.record("outcome", outcome);
-    op.span.record("duration_ms", now.saturating_duration_since(op.started).as_secs_f64() * 1e3);
+    // In milliseconds to the microsecond: `duration_ms=0.234`, not a float's last digits.
+    let micros = now.saturating_duration_since(op.started).as_micros();
+    op.span.record("duration_ms", micros as f64 / 1e3);
     if let Some(a) = attempts {
         op.span.record("attempts", a);
     }
@@ -177,7 +179,8 @@ impl Monitor {
             }
         }
         close(&op, engine, lock, now, outcome, Some(attempts_of(error)));
-        tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock not acquired: {error}");
+        // (The outcome is on the span.)
+        tracing::debug!(target: "redlease", parent: &op.span, "lock not acquired: {error}");
     }
 
     /// An extension ended; `op` is `None` for an automatic one.
@@ -217,7 +220,7 @@ impl Monitor {
         close(&op, engine, lock, now, outcome, None);
         match error {
             None => tracing::debug!(target: "redlease", parent: &op.span, "lock extended"),
-            Some(error) => tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock not extended: {error}"),
+            Some(error) => tracing::debug!(target: "redlease", parent: &op.span, "lock not extended: {error}"),
         }
     }
 
@@ -245,7 +248,7 @@ impl Monitor {
         // holder, if any, was told by its lost signal and the WARN line.
         if let Some(op) = op {
             close(&op, engine, lock, now, outcome, None);
-            tracing::debug!(target: "redlease", parent: &op.span, outcome, "lock released");
+            tracing::debug!(target: "redlease", parent: &op.span, "lock released");
         }
     }
 

@@ -10,8 +10,8 @@ use crate::Error;
 
 /// A lock token: 20 bytes from the OS random source, hex-encoded (40 characters).
 ///
-/// The clients make one per acquisition; a user of the bare engine or of the embeddable mio
-/// driver passes it to [`Engine::acquire`](redlease_core::Engine::acquire).
+/// The clients make one per acquisition; a user of the embeddable mio driver passes it to the
+/// driver's `acquire` (or of the sans-IO core, to `Engine::acquire`).
 pub fn new_token() -> Result<String, Error> {
     let mut bytes = [0u8; 20];
     getrandom::fill(&mut bytes).map_err(|e| io::Error::other(format!("no random bytes for a lock token: {e}")))?;

@@ -52,6 +52,13 @@ impl NodeTransport {
     }
 }
 
+/// Why a `rediss://` node cannot be reached by a build without TLS, and what to enable: the
+/// facade's feature first (what users add), then the runtime crates'.
+#[cfg_attr(feature = "tls", allow(dead_code))]
+const NO_TLS: &str = "this build has no TLS: enable the `tls` feature of redlease (cargo add redlease \
+                      --features tls), or of redlease-tokio, redlease-smol or redlease-mio where you use one \
+                      directly";
+
 /// Every node's transport, in config order. Reads the TLS files now, so that a missing CA
 /// file or a bad key fails the client's construction with an error naming the node, not every
 /// connect attempt later.
@@ -93,12 +100,7 @@ pub fn prepare(config: &Config) -> Result<Vec<NodeTransport>, ConfigError> {
         {
             let _ = i;
             if tls {
-                return Err(ConfigError::Tls {
-                    node: node.to_string(),
-                    reason: "this build has no TLS: enable the `tls` feature of the adapter crate \
-                             (redlease-tokio, redlease-smol or redlease-mio)"
-                        .to_owned(),
-                });
+                return Err(ConfigError::Tls { node: node.to_string(), reason: NO_TLS.to_owned() });
             }
             out.push(NodeTransport { target });
         }
@@ -218,4 +220,23 @@ pub enum Origin {
     Engine,
     /// The layer's own (TLS records).
     Layer,
+}
+
+#[cfg(test)]
+mod no_tls_tests {
+    /// The facade's feature comes first: it is what a user of `redlease` enables.
+    #[test]
+    fn the_no_tls_message_names_the_facades_feature() {
+        assert!(super::NO_TLS.contains("`tls` feature of redlease (cargo add redlease --features tls)"));
+    }
+
+    /// Without the `tls` feature (`cargo test -p redlease-client`), a `rediss://` node is
+    /// refused with that message.
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn a_tls_node_without_tls_is_refused_naming_the_feature() {
+        let config = redlease_core::Config::from_urls(["rediss://127.0.0.1:6380"]).unwrap();
+        let e = super::prepare(&config).map(drop).unwrap_err().to_string();
+        assert!(e.contains("`tls` feature of redlease") && e.contains("rediss://127.0.0.1:6380"), "{e}");
+    }
 }

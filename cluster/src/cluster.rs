@@ -55,9 +55,10 @@ pub struct ClusterBuilder {
 }
 
 impl ClusterBuilder {
-    /// Give every node this many replicas (default 0): `redis-server` processes on free
-    /// loopback ports that replicate it (`REPLICAOF`), started after it and ready once their
-    /// link to it is up. Over TCP only.
+    /// Give every node this many replicas (default 0): `redis-server` processes on loopback
+    /// that replicate it (`REPLICAOF`), started after it and ready once their link to it is up.
+    /// Over TCP only. They are on free ports, or, with [`base_port`](Self::base_port), on the
+    /// ports after the nodes': node `i`'s replica `j` on `base + nodes + i × replicas + j`.
     pub fn replicas(mut self, n: usize) -> Self {
         self.replicas = n;
         self
@@ -69,7 +70,8 @@ impl ClusterBuilder {
         self
     }
 
-    /// Put node `i` on port `base + i` instead of free ports chosen by the OS.
+    /// Put node `i` on port `base + i` instead of free ports chosen by the OS (a TLS node's
+    /// TLS port; its replicas follow, see [`replicas`](Self::replicas)).
     pub fn base_port(mut self, base: u16) -> Self {
         self.base_port = Some(base);
         self
@@ -148,11 +150,19 @@ impl ClusterBuilder {
             return Err("replicas are started over TCP only: use Listen::Tcp with replicas".to_owned());
         }
         let mut replicas = Vec::with_capacity(self.nodes);
-        for primary in &nodes {
+        for (i, primary) in nodes.iter().enumerate() {
             let mut of = Vec::with_capacity(self.replicas);
-            for _ in 0..self.replicas {
+            for j in 0..self.replicas {
+                let port = match self.base_port {
+                    Some(base) => Some(
+                        u16::try_from(usize::from(base) + self.nodes + i * self.replicas + j)
+                            .map_err(|_| "replica port past 65535".to_owned())?,
+                    ),
+                    None => None,
+                };
+                let placement = port.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port));
                 let replica =
-                    Node::start(primary.index(), None, self.persist, self.acl.clone(), Listen::Tcp, false, None)?;
+                    Node::start(primary.index(), placement, self.persist, self.acl.clone(), Listen::Tcp, false, None)?;
                 replica.replicate(primary)?;
                 of.push(replica);
             }

@@ -80,22 +80,22 @@ impl Node {
             dir,
             state: Mutex::new(Proc { child: None, paused: false }),
         };
-        if let Some(Placement { ip, port, prefix, env }) = placement {
-            (node.ip, node.port, node.prefix, node.env) = (ip, port, prefix, env);
-            return match node.spawn_and_wait() {
-                Ok(()) => Ok(node),
-                Err(e) => Err(format!("node {index} on {}: redis-server did not start: {e}", node.addr())),
-            };
-        }
+        // The port clients reach: the placement's (a TLS node's TLS port; its plain port, for
+        // inspection, is then a free one), or free ports.
+        let fixed = placement.map(|Placement { ip, port, prefix, env }| {
+            (node.ip, node.prefix, node.env) = (ip, prefix, env);
+            port
+        });
         // A port the OS called free may be taken by someone else before redis binds it: retry.
         let mut last = String::new();
         for _ in 0..10 {
-            node.port = if cluster {
-                process::free_cluster_port().map_err(|e| format!("node {index}: {e}"))?
-            } else {
-                process::free_port()
+            (node.port, node.tls_port) = match fixed {
+                Some(port) if listen.is_tls() => (process::free_port(), port),
+                Some(port) => (port, 0),
+                None if cluster => (process::free_cluster_port().map_err(|e| format!("node {index}: {e}"))?, 0),
+                None => (process::free_port(), 0),
             };
-            if listen.is_tls() {
+            if fixed.is_none() && listen.is_tls() {
                 node.tls_port = process::free_port();
             }
             match node.spawn_and_wait() {
@@ -106,11 +106,18 @@ impl Node {
                     }
                     return Ok(node);
                 }
-                Err(e) if e.contains("Address already in use") => last = e,
+                // Only a port chosen here is worth another try.
+                Err(e) if e.contains("Address already in use") && (fixed.is_none() || listen.is_tls()) => last = e,
+                Err(e) if fixed.is_some() => {
+                    return Err(format!("node {index} on {}: redis-server did not start: {e}", node.client_addr()));
+                }
                 Err(e) => return Err(format!("node {index}: redis-server did not start: {e}")),
             }
         }
-        Err(format!("node {index}: redis-server did not start: {last}"))
+        match fixed {
+            Some(_) => Err(format!("node {index} on {}: redis-server did not start: {last}", node.client_addr())),
+            None => Err(format!("node {index}: redis-server did not start: {last}")),
+        }
     }
 
     /// Make this node a replica of `primary` (`REPLICAOF`, with the primary's credentials)
@@ -190,6 +197,11 @@ impl Node {
     /// `rediss://[user:pass@]127.0.0.1:TLS_PORT` (meaningful for TLS nodes only).
     pub fn tls_url(&self) -> String {
         format!("rediss{}", &make_url(self.tls_addr(), self.credentials())["redis".len()..])
+    }
+
+    /// The address clients reach: the TLS port's for a TLS node, else the TCP port's.
+    fn client_addr(&self) -> SocketAddr {
+        if self.listen.is_tls() { self.tls_addr() } else { self.addr() }
     }
 
     /// The TLS port's address (TLS nodes only).

@@ -22,7 +22,9 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Bind `ip:port` (the address must exist where the server runs).
+    /// Bind `ip:port` (the address must exist where the server runs): the port clients
+    /// reach, so a TLS node ([`Listen::Tls`]) serves TLS on it, and keeps its plain TCP port
+    /// for inspection on a port the OS reports free.
     pub fn new(ip: IpAddr, port: u16) -> Placement {
         Placement { ip, port, prefix: Vec::new(), env: Vec::new() }
     }

@@ -67,12 +67,13 @@ const MAX_CONNECT_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
 /// Longest `node_timeout` and retry delay accepted.
 const MAX_ROUND_DELAY: Duration = Duration::from_secs(60 * 60);
 
-/// Settings of one [`Engine`](crate::Engine): the nodes, the algorithm's parameters and the
-/// reconnect policy the engine applies to its links.
+/// Settings of a client: the nodes, the algorithm's parameters and how connections to the
+/// nodes are made and remade.
 ///
 /// Build one with [`Config::new`] (or [`Config::from_urls`]), adjust it with the builder
-/// methods (named after the fields, which are public to read and adjust), and hand it to
-/// [`Engine::new`](crate::Engine::new) or a client, which validate it once.
+/// methods (named after the fields, which are public to read and adjust), and hand it to a
+/// client's `with_config` (or, driving the sans-IO core yourself, to `Engine::new`), which
+/// validates it once.
 /// `#[non_exhaustive]`: a new setting is not a breaking change.
 ///
 /// ```
@@ -96,13 +97,13 @@ pub struct Config {
     /// Clock drift allowance as a fraction of the TTL; the drift margin is
     /// `ttl × drift_factor + 2 ms` (default 0.01).
     pub drift_factor: f64,
-    /// Retry schedule of [`Engine::acquire`](crate::Engine::acquire): by default an
-    /// acquisition keeps trying for up to 10 s ([`Retry`]).
+    /// Retry schedule of an acquisition: by default it keeps trying for up to 10 s
+    /// ([`Retry`]); a [`LockOptions`](crate::LockOptions) bound replaces it.
     pub retry: Retry,
     /// Seed of the jitter generator (retry delays, reconnect jitter). `None` (the default):
-    /// the client layer draws one from the OS random source, so that two clients never
-    /// jitter in step; a bare [`Engine`](crate::Engine), which takes no OS randomness, then
-    /// uses a fixed seed. Tests fix it.
+    /// a client draws one from the OS random source, so that two clients never jitter in
+    /// step (the sans-IO `Engine` alone, which takes no OS randomness, uses a fixed seed).
+    /// Tests fix it.
     pub seed: Option<u64>,
     /// Name sent with `CLIENT SETNAME` on connect (`None`: not sent). A refusal is ignored.
     pub client_name: Option<String>,
@@ -120,9 +121,8 @@ pub struct Config {
     /// queue and wake channel are named after that key. Clients that lock the same resources
     /// must use the same prefix.
     pub key_prefix: String,
-    /// How long one connect attempt handed out by
-    /// [`Engine::poll_connect`](crate::Engine::poll_connect) may take before it is abandoned
-    /// (default 1 s).
+    /// How long one connect attempt to a node (TCP, TLS and the handshake's answers) may take
+    /// before it is abandoned (default 1 s).
     pub connect_timeout: Duration,
     /// First delay before reconnecting a node whose connection or connect attempt failed
     /// (default 50 ms). It doubles with every failure, up to `reconnect_max`, and starts over
@@ -153,7 +153,7 @@ pub struct Config {
     /// retries at once instead of after its jittered delay, which stays as the fallback
     /// (without a queue, the longest waiter that heard a quorum retries after
     /// [`wake_stagger`](Self::wake_stagger)). Nodes that refuse `HELLO 3` or the channel are
-    /// polled ([`Engine::wake_state`](crate::Engine::wake_state)).
+    /// polled (the health view says which, [`NodeHealth::wake`](crate::NodeHealth::wake)).
     pub wake: bool,
     /// Longest random delay before a woken waiter retries (default 1 ms), halved for every
     /// wake-up it has already lost to another client: waiters of different clients do not
@@ -309,7 +309,7 @@ impl Config {
         self.liveness_timeout.unwrap_or_else(|| self.node_timeout.saturating_mul(10).max(Duration::from_millis(500)))
     }
 
-    /// Check the settings; [`Engine::new`](crate::Engine::new) calls this.
+    /// Check the settings; every client (and `Engine::new`) calls this.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);

@@ -229,6 +229,7 @@ impl Engine {
         if self.links.wake().is_some_and(|w| w <= now) {
             self.links.handle_timeout(now, &mut self.rng, &mut self.events);
             self.links.refresh_maps(now);
+            self.links.check_replicas(now);
             for i in 0..self.links.count() {
                 if let Some(error) = self.links.silent(NodeId(i as u16), now) {
                     self.fail_link(now, NodeId(i as u16), error);

@@ -13,7 +13,8 @@ pub(crate) use link::is_cluster_error;
 pub use link::{Fault, LinkError};
 pub use outcome::{AcquireError, ExtendError, LostReason, ReleaseOutcome, ReleaseReport, Vote, Votes};
 
-/// A configuration that cannot work; returned by [`Engine::new`](crate::Engine::new) and the URL parser.
+/// A configuration that cannot work: returned by the URL parser, and when a client is made
+/// with it (or `Engine::new`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

@@ -22,9 +22,9 @@ impl fmt::Display for NodeId {
     }
 }
 
-/// Handle of one lock in an [`Engine`](crate::Engine): issued by
-/// [`acquire`](crate::Engine::acquire), valid until the lock's final event
-/// ([`Event::AcquireFailed`] or [`Event::Released`]).
+/// Handle of one lock of a client (its health view's [`LockHealth::lock`](crate::LockHealth::lock)):
+/// issued when the acquisition starts (by the mio `Driver`'s `acquire`, or `Engine::acquire`),
+/// valid until the lock's final event ([`Event::AcquireFailed`] or [`Event::Released`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockId {
     pub(crate) slot: u32,
@@ -44,7 +44,7 @@ impl LockId {
     }
 }
 
-/// The phase a lock is in; see [`Engine::lock_info`](crate::Engine::lock_info).
+/// The phase a lock is in, as the health view shows it ([`LockHealth::state`](crate::LockHealth::state)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockState {
@@ -124,7 +124,8 @@ pub struct LockInfo {
     pub attempts: u32,
 }
 
-/// What the engine has to tell the caller; drained with [`Engine::poll_event`](crate::Engine::poll_event).
+/// What happened to a lock or a node: what the mio `Driver`'s `poll_event` (and
+/// `Engine::poll_event`) hand out, one at a time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
@@ -163,7 +164,7 @@ pub enum Event {
         /// The new, earlier deadline.
         valid_until: Instant,
     },
-    /// An extension asked for with [`Engine::extend`](crate::Engine::extend) failed.
+    /// An extension asked for (the driver's `extend`) failed.
     /// Nothing was deleted.
     ExtendFailed {
         /// The lock.
@@ -192,16 +193,15 @@ pub enum Event {
     },
     /// A node that carried release messages refused to subscribe a waiter (an ACL without
     /// the channel, say): its waiters poll it from now on, until it reconnects. For logging
-    /// and health; the reason is in [`wake_state`](crate::Engine::wake_state).
+    /// and health; the reason is in the health view ([`NodeHealth::wake`](crate::NodeHealth::wake)).
     WakeOff {
         /// The node.
         node: NodeId,
     },
-    /// A node's connection (or connect attempt) is unusable: the engine has taken the link
-    /// down and scheduled the next attempt (whether the engine found the failure or the
-    /// driver reported it). For logging and health: the socket to drop, if
-    /// any, comes from [`poll_close`](crate::Engine::poll_close), the next attempt from
-    /// [`poll_connect`](crate::Engine::poll_connect).
+    /// A node's connection (or connect attempt) is unusable: it is taken down, and the next
+    /// attempt is scheduled with backoff (whether the engine found the failure or the socket
+    /// reported it). For logging and health; the driver drops the socket and reconnects by
+    /// itself.
     LinkFailed {
         /// What went wrong, naming the node.
         error: LinkError,

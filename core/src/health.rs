@@ -50,6 +50,10 @@ pub struct NodeHealth {
     pub wake: WakeState,
     /// The replicas its grants wait for ([`NodeConfig::min_replicas`](crate::NodeConfig::min_replicas)).
     pub min_replicas: Option<MinReplicas>,
+    /// The replicas the node reported online at its last check (`ROLE`, with `min_replicas`;
+    /// `None` before the first): fewer than `min_replicas` asks makes it misconfigured, and
+    /// its `last_error` names both numbers.
+    pub replicas_online: Option<u32>,
     /// When the node is a Redis Cluster: its masters, the slots they cover and the redirects
     /// followed. (Its `state` is its own link's, which reads the slot map.)
     pub cluster: Option<ClusterHealth>,
@@ -163,7 +167,8 @@ pub struct LockHealth {
     pub token_prefix: String,
 }
 
-/// The cluster as a client sees it; see [`Engine::health`](crate::Engine::health).
+/// The nodes as a client sees them: what every client's `health()` returns (and
+/// `Engine::health`). Its `Display` is a table, one line per node, then the quorum's line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Health {
@@ -248,6 +253,9 @@ impl fmt::Display for Health {
             if let Some(m) = n.min_replicas {
                 let written = if m.fsync { " (on disk)" } else { "" };
                 write!(f, "  grants wait for {} replica(s){written}, {:?}", m.replicas, m.timeout)?;
+                if let Some(online) = n.replicas_online {
+                    write!(f, " ({online} online)")?;
+                }
             }
             if let Some(reason) = n.polled_because() {
                 write!(f, "  waiters poll: {reason}")?;
@@ -340,6 +348,7 @@ mod tests {
             stats: NodeStats::default(),
             wake: WakeState::On,
             min_replicas: None,
+            replicas_online: None,
             cluster: None,
         }
     }

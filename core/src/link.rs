@@ -79,6 +79,11 @@ struct Link {
     /// [`min_replicas`](crate::NodeConfig::min_replicas).
     wait: Option<Box<[u8]>>,
     min_replicas: Option<MinReplicas>,
+    /// The replicas the node reported online at its last `ROLE` (with `min_replicas`).
+    replicas_online: Option<u32>,
+    /// When the ready link next asks `ROLE` (with `min_replicas`; `None` while one is in
+    /// flight, or the link is not ready).
+    role_at: Option<Instant>,
     /// [`Links::subs_gen`] when `subs` was last brought in line with the channels.
     subs_gen: u64,
     /// The scripts the handshake does not load (a semaphore's, a read lock's) that this
@@ -145,6 +150,7 @@ impl Link {
     /// Forget the connection: buffers emptied, pending requests (held ones too) returned.
     fn reset(&mut self, state: LinkState) -> VecDeque<(Pending, Instant)> {
         self.state = state;
+        self.role_at = None;
         self.out.clear();
         self.out_pos = 0;
         self.inbuf.clear();
@@ -247,6 +253,8 @@ impl Links {
                 answered: false,
                 wait: node.min_replicas.map(wire::wait_command),
                 min_replicas: node.min_replicas,
+                replicas_online: None,
+                role_at: None,
                 owner: i as u16,
                 endpoint: None,
             })

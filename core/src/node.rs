@@ -56,6 +56,12 @@ pub struct NodeConfig {
     pub min_replicas: Option<MinReplicas>,
 }
 
+/// How often a ready connection to a node with [`NodeConfig::min_replicas`] asks the node
+/// (`ROLE`) how many replicas it has online, as its handshake does first: a primary with fewer
+/// than its grants wait for is not used ([`LinkError::Replicas`](crate::LinkError::Replicas))
+/// until a reconnect finds them.
+pub const REPLICAS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Replicas that must acknowledge a node's grant before it counts: `WAIT replicas timeout`
 /// after the write, on the same connection (`WAITAOF 0 replicas timeout` with `fsync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,8 +185,11 @@ impl NodeConfig {
     /// timeout` on the same connection, and a node whose replicas fall short within `timeout`
     /// casts a failed vote (its grant is cleaned up like any failed attempt's). For a node
     /// that is one primary with replicas and automatic failover: a grant a failover could
-    /// lose does not count. `replicas == 0` turns it off. In a URL:
-    /// `?min_replicas=1&replicas_timeout=20` (milliseconds).
+    /// lose does not count. A node that reports fewer replicas online than `replicas`
+    /// (`ROLE`, at the handshake and every [`REPLICAS_CHECK`]) is not used: the health view
+    /// shows it misconfigured with both numbers, and a lock fails at once as misconfigured
+    /// when such nodes leave no quorum. The ACL user needs `+role`. `replicas == 0` turns it
+    /// off. In a URL: `?min_replicas=1&replicas_timeout=20` (milliseconds).
     pub fn min_replicas(mut self, replicas: u32, timeout: std::time::Duration) -> Self {
         self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout, fsync: false });
         self
@@ -211,12 +220,18 @@ impl NodeConfig {
     /// [`min_replicas`](Self::min_replicas)), `replicas_fsync=1` (see
     /// [`replicas_fsync`](Self::replicas_fsync)) and `protocol=resp3|resp2` (no effect: redlease
     /// asks for RESP3 and falls back to RESP2 by itself), e.g.
-    /// `redis://host:6379?min_replicas=1`; an unknown option is refused by name.
+    /// `redis://host:6379?min_replicas=1`; an unknown option, or a fragment (`#insecure`), is
+    /// refused by name. One URL per node: a comma-separated list given as one is refused,
+    /// saying so.
     ///
     /// `redis://:pass@host` gives a password without a user. User and password may be
     /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
     pub fn from_url(url: &str) -> Result<Self, ConfigError> {
         let bad = |reason: &str| ConfigError::BadUrl { url: redact(url), reason: reason.to_owned() };
+        if [",redis://", ",rediss://", ",redis+unix://", ",unix://"].iter().any(|s| url.contains(s)) {
+            return Err(bad("this is a list of URLs given as one: give each URL on its own (a comma-separated \
+                 list is what REDLEASE_NODES, --nodes and Config::from_env take)"));
+        }
         if let Some(rest) = url.strip_prefix("redis+unix://").or_else(|| url.strip_prefix("unix://")) {
             return parse_unix(rest).map_err(|reason| bad(&reason));
         }
@@ -227,21 +242,33 @@ impl NodeConfig {
                 return Err(bad("it must start with redis:// (TCP), rediss:// (TLS) or redis+unix:// (a Unix socket)"));
             }
         };
-        // The query starts at the first `?` after the user information (or `#` ends it all).
-        // An `@` after a `?` could end the user information or sit in the query: refused,
-        // rather than guessed.
+        // The query starts at the first `?` after the user information. An `@` after a `?`
+        // could end the user information or sit in the query: refused, rather than guessed.
         if let (Some(q), Some(at)) = (rest.find('?'), rest.rfind('@')) {
             if at > q {
                 return Err(bad("an @ after a ?: write @ in the query as %40 (or ? in the password as %3F)"));
             }
         }
         let after_at = rest.rfind('@').map_or(0, |i| i + 1);
+        if let Some(i) = rest[after_at..].find('#') {
+            // Refused like an unknown option: a setting redlease would not apply (`#insecure`)
+            // is never silently dropped. Named unless it may be the tail of a password in the
+            // query.
+            let (before, fragment) = (&rest[after_at..after_at + i], &rest[after_at + i + 1..]);
+            let named = if before.contains("pass=") || before.contains("password=") {
+                "a URL fragment (#...)".to_owned()
+            } else {
+                format!("the URL fragment {:?}", format!("#{fragment}"))
+            };
+            return Err(bad(&format!(
+                "{named} is not an option redlease knows: options go in the query (?name=value, an unknown one \
+                 is refused); write # in a value as %23"
+            )));
+        }
         let (rest, query) = match rest[after_at..].find('?') {
             Some(i) => (&rest[..after_at + i], &rest[after_at + i + 1..]),
             None => (rest, ""),
         };
-        let query = query.split('#').next().unwrap_or("");
-        let rest = rest.split('#').next().unwrap_or("");
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),

@@ -12,8 +12,8 @@ const MAX_TTL_MS: u128 = 1 << 40;
 /// The largest semaphore limit: every attempt's script reads each slot once.
 pub const MAX_PERMITS: u32 = 1024;
 
-/// What to lock and how: the argument of [`Engine::acquire`](crate::Engine::acquire), and of
-/// every client's `lock_with` and scoped `with_lock`.
+/// What to lock and how: the argument of every client's `lock_with` and scoped `with_lock`
+/// (and of `Engine::acquire` for a driver of one's own).
 ///
 /// Start from [`LockOptions::new`] and chain the builder methods; the fields are public to
 /// read. New options are added as new builder methods, so this is not a breaking change.
@@ -46,6 +46,9 @@ pub struct LockOptions {
     pub attempts: Option<u32>,
     /// Give up once no retry can start within this time of the call; the acquisition then
     /// fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
+    /// `Duration::MAX` waits without a bound ([`wait_forever`](Self::wait_forever)); `None`
+    /// (with `attempts` `None` too): the config's [`Retry`](crate::Retry), by default up to
+    /// 10 s.
     pub wait: Option<Duration>,
     /// Never extend the lock (by hand or automatically) past this long after it was acquired.
     pub max_hold: Option<Duration>,
@@ -60,8 +63,12 @@ pub struct LockOptions {
 }
 
 impl LockOptions {
-    /// Lock `resource` for `ttl`, with the defaults for everything else: the config's retry
-    /// schedule, no fencing, no wait bound, no cap, no automatic extension.
+    /// Lock `resource` for `ttl`, with the defaults for everything else: the config's
+    /// [`Retry`](crate::Retry) (by default: retry for up to 10 s, then fail with
+    /// [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout)), no fencing, no cap on
+    /// the hold, no automatic extension. [`wait`](Self::wait), [`wait_forever`](Self::wait_forever),
+    /// [`attempts`](Self::attempts) and [`try_once`](Self::try_once) replace the config's
+    /// retry bounds.
     pub fn new(resource: impl Into<String>, ttl: Duration) -> Self {
         LockOptions {
             resources: vec![resource.into()],
@@ -99,10 +106,43 @@ impl LockOptions {
         self
     }
 
+    /// Make one attempt and never wait: held by someone else, the acquisition fails at once
+    /// with [`AcquireError::Held`](crate::AcquireError::Held). What every client's `try_lock`
+    /// does, for `lock_with` and the scoped `with_lock` (`.attempts(1)`, without a wait).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    /// let options = LockOptions::new("reports:daily", Duration::from_secs(30)).try_once();
+    /// assert_eq!((options.attempts, options.wait), (Some(1), None));
+    /// ```
+    pub fn try_once(mut self) -> Self {
+        self.attempts = Some(1);
+        self.wait = None;
+        self
+    }
+
+    /// Wait as long as it takes: retry without a count or time bound (a waiter is woken at
+    /// once by the holder's release) until the lock is acquired, the nodes refuse us as
+    /// misconfigured, or the caller drops the acquisition (`.wait(Duration::MAX)`).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    /// let options = LockOptions::new("migrations", Duration::from_secs(30)).wait_forever();
+    /// assert_eq!((options.attempts, options.wait), (None, Some(Duration::MAX)));
+    /// ```
+    pub fn wait_forever(mut self) -> Self {
+        self.attempts = None;
+        self.wait = Some(Duration::MAX);
+        self
+    }
+
     /// Keep retrying (with the config's random delays) until this much time has passed since
     /// the call; then fail with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout),
     /// which carries the last attempt's outcome. If [`attempts`](Self::attempts) also bounds
-    /// it and runs out first, the error is the last attempt's own.
+    /// it and runs out first, the error is the last attempt's own. `Duration::MAX` is no
+    /// bound at all ([`wait_forever`](Self::wait_forever)).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
@@ -125,7 +165,7 @@ impl LockOptions {
     /// at once, across every client that uses the name with the same limit. A permit is one
     /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
     /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
-    /// quorum of nodes granted, the same slots on each ([`Engine::permits`](crate::Engine::permits)). Its keys are
+    /// quorum of nodes granted, the same slots on each (the guard's `permits()`). Its keys are
     /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
     ///
     /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
@@ -162,7 +202,7 @@ impl LockOptions {
     /// read lock extends, releases, wakes up and is lost like a mutex; with
     /// [`fencing`](Self::fencing) its token is the writer epoch it reads under (the fencing
     /// token of the last writer a quorum saw), with no extra round trip. A held write lock
-    /// turns into a read lock with `downgrade` ([`Engine::downgrade`](crate::Engine::downgrade)).
+    /// turns into a read lock with the guard's `downgrade()`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -177,7 +217,7 @@ impl LockOptions {
         self
     }
 
-    /// Check the options and `token` for [`Engine::acquire`](crate::Engine::acquire) under
+    /// Check the options and `token` for `Engine::acquire` under
     /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
     /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
     /// that will be sent.

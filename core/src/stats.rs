@@ -10,7 +10,7 @@ use crate::error::Fault;
 /// and the previous window (10 to 20 s).
 const RTT_WINDOW: Duration = Duration::from_secs(10);
 
-/// Figures of one node; see [`Engine::node_stats`](crate::Engine::node_stats).
+/// Figures of one node, as the health view shows them ([`NodeHealth::stats`](crate::NodeHealth::stats)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NodeStats {

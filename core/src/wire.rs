@@ -27,6 +27,9 @@ pub(crate) enum Step {
     /// `INFO cluster`, when `HELLO` was refused and so did not say whether the node is a
     /// Redis Cluster: requests wait for its answer.
     ClusterInfo,
+    /// `ROLE`, on a node with [`min_replicas`](crate::NodeConfig::min_replicas): a primary
+    /// with fewer replicas online than its grants wait for fails the handshake.
+    Role,
 }
 
 impl Step {
@@ -40,6 +43,7 @@ impl Step {
             Step::ScriptLoad { .. } => "SCRIPT LOAD",
             Step::Slots => "CLUSTER SHARDS (or SLOTS)",
             Step::ClusterInfo => "INFO cluster",
+            Step::Role => "ROLE",
         }
     }
 }
@@ -129,6 +133,9 @@ pub(crate) enum Pending {
     /// `WAIT` after a grant of a round (on a node with
     /// [`min_replicas`](crate::NodeConfig::min_replicas)): how many replicas have it.
     Replicas { lock: LockId, round: u32 },
+    /// `ROLE` on a ready link of a node with [`min_replicas`](crate::NodeConfig::min_replicas),
+    /// every [`REPLICAS_CHECK`](crate::REPLICAS_CHECK): its replicas are counted again.
+    Role,
 }
 
 impl Pending {
@@ -146,6 +153,7 @@ impl Pending {
             Pending::Unsubscribe { sharded: true } => "SUNSUBSCRIBE",
             Pending::Fence => "PING",
             Pending::Replicas { .. } => "WAIT (or WAITAOF)",
+            Pending::Role => "ROLE",
         }
     }
 }

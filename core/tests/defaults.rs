@@ -147,3 +147,32 @@ fn a_loading_node_is_out_of_reach_not_misconfigured() {
     assert_eq!(error.fault(), redlease_core::Fault::Unreachable, "{error}");
     assert!(!rig.engine.health().misconfigured());
 }
+
+/// `wait_forever` retries without a bound, whatever the config's `Retry` says; `try_once`
+/// makes one attempt, whatever it says.
+#[test]
+fn wait_forever_never_gives_up_and_try_once_tries_once() {
+    for retry in [Retry::default(), Retry::new(3, Duration::from_millis(20), Duration::from_millis(200))] {
+        let mut rig = Rig::with(3, |c| c.retry = retry);
+        rig.engine.acquire(rig.t0, &LockOptions::new("r", TTL).wait_forever(), b"tok").unwrap();
+        let (mut now, mut attempts) = (rig.t0, 0);
+        while now - rig.t0 < Duration::from_secs(600) {
+            for (i, cmds) in rig.sent_commands().into_iter().enumerate() {
+                for cmd in cmds {
+                    attempts += usize::from(i == 0 && (cmd[0] == b"SET" || cmd.iter().any(|a| a == b"10000")));
+                    rig.reply(now, i, if cmd[0] == b"SET" { b"$-1\r\n" } else { b":0\r\n" });
+                }
+            }
+            let events = rig.events();
+            assert!(!events.iter().any(|e| matches!(e, Event::AcquireFailed { .. })), "{retry:?}: {events:?}");
+            now = rig.engine.poll_timeout().expect("a retry is armed");
+            rig.engine.handle_timeout(now);
+        }
+        assert!(attempts > 1000, "still retrying after 10 minutes: {attempts}");
+
+        let mut rig = Rig::with(3, |c| c.retry = retry);
+        let (attempts, error, took) = run(&mut rig, &LockOptions::new("r", TTL).try_once(), None);
+        assert_eq!((attempts, took), (1, Duration::ZERO), "{retry:?}");
+        assert!(matches!(error, AcquireError::Held { .. }), "{error}");
+    }
+}

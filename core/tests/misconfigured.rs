@@ -98,3 +98,23 @@ fn a_plain_connection_dropped_before_any_reply_asks_whether_the_port_is_tls() {
     let again = rig.engine.health().nodes[node.index()].last_error.clone().unwrap();
     assert_eq!(again, "connection lost: closed by the server");
 }
+
+/// A node that wants a password, and a URL without one: the first command of the handshake is
+/// refused with `NOAUTH`, which the error says as what it is, with what to do.
+#[test]
+fn a_missing_password_says_authentication_is_required() {
+    let mut rig = Rig::unconnected(1, |_| {});
+    rig.engine.handle_connected(rig.t0, NodeId(0));
+    rig.sent(0);
+    rig.reply(rig.t0, 0, b"-NOAUTH Authentication required.\r\n");
+    let error = match rig.events().as_slice() {
+        [Event::LinkFailed { error }] => error.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(error.fault(), Fault::Misconfigured);
+    assert_eq!(
+        error.to_string(),
+        "node #0 (redis://127.0.0.1:7000): authentication required: the node wants a password; give one in its \
+         URL, redis://[user:]password@host:port (NOAUTH Authentication required.)"
+    );
+}

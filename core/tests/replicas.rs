@@ -6,8 +6,10 @@ mod rig;
 
 use std::time::Duration;
 
-use redlease_core::{AcquireError, ConfigError, Event, LockOptions, NodeConfig, ReleaseOutcome, Vote};
-use rig::Rig;
+use redlease_core::{
+    AcquireError, ConfigError, Event, LinkError, LockOptions, NodeConfig, NodeId, REPLICAS_CHECK, ReleaseOutcome, Vote,
+};
+use rig::{ROLE_NO_REPLICA, ROLE_ONE_REPLICA, Rig, handshake_reply};
 
 const TTL: Duration = Duration::from_secs(10);
 const GRANT: &[u8] = b"+OK\r\n";
@@ -250,4 +252,113 @@ fn a_link_lost_while_its_grant_waits_for_wait_fails_that_vote_at_once() {
         events.iter().any(|e| matches!(e, Event::AcquireFailed { lock: l, .. } if *l == lock)),
         "decided without waiting for the node timeout: {events:?}"
     );
+}
+
+/// The link failures among `events`: (node, min_replicas, online, is_replica) of each
+/// [`LinkError::Replicas`]; panics on any other event but `LinkUp`.
+fn replica_failures(events: &[Event]) -> Vec<(NodeId, u32, u32, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LinkFailed { error: LinkError::Replicas { node, min_replicas, online, is_replica, .. } } => {
+                Some((*node, *min_replicas, *online, *is_replica))
+            }
+            Event::LinkUp { .. } => None,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// Every node asks for a replica it does not have: `ROLE` in the handshake shows it, the
+/// node is misconfigured in the health view (with both numbers), and a lock fails at once as
+/// misconfigured, naming `min_replicas` and the count. The answer is fed whole and one byte
+/// at a time.
+#[test]
+fn a_node_without_the_replicas_it_waits_for_is_not_used() {
+    for bytewise in [false, true] {
+        let mut rig = Rig::unconnected(3, |c| {
+            for n in &mut c.nodes {
+                *n = n.clone().min_replicas(1, Duration::from_millis(20));
+            }
+        });
+        for i in 0..3 {
+            rig.engine.handle_connected(rig.t0, NodeId(i as u16));
+            let sent = rig.sent(i);
+            assert!(rig::commands(&sent).iter().any(|c| c[0] == b"ROLE"), "the handshake asks ROLE");
+            let reply = handshake_reply(
+                &sent,
+                if i == 2 {
+                    b"*5\r\n$5\r\nslave\r\n$1\r\nh\r\n:1\r\n$9\r\nconnected\r\n:0\r\n"
+                } else {
+                    ROLE_NO_REPLICA
+                },
+            );
+            if bytewise {
+                for b in &reply {
+                    rig.reply(rig.t0, i, std::slice::from_ref(b));
+                }
+            } else {
+                rig.reply(rig.t0, i, &reply);
+            }
+        }
+        let failures = replica_failures(&rig.events());
+        assert_eq!(
+            failures,
+            [(NodeId(0), 1, 0, false), (NodeId(1), 1, 0, false), (NodeId(2), 1, 0, true)],
+            "bytewise {bytewise}"
+        );
+        let health = rig.engine.health();
+        assert_eq!(health.usable(), 0);
+        assert!(!health.can_lock() && health.misconfigured_beyond_quorum());
+        assert_eq!(health.nodes[0].replicas_online, Some(0));
+        let table = health.to_string();
+        let first = table.lines().next().unwrap();
+        assert!(first.contains("MISCONFIGURED") && first.contains("grants wait for 1 replica(s)"), "{table}");
+        assert!(
+            first.contains("(0 online)") && first.contains("min_replicas=1, but the primary has 0 replica(s) online"),
+            "{table}"
+        );
+        assert!(table.lines().nth(2).unwrap().contains("the node is a replica"), "{table}");
+        assert!(table.contains("LOCKING STOPS"), "{table}");
+        // A lock fails at once, as misconfigured, saying why.
+        let lock = rig.engine.acquire(rig.at(1), &LockOptions::new("r", TTL), b"tok").unwrap();
+        match rig.events().as_slice() {
+            [Event::AcquireFailed { lock: l, error: e @ AcquireError::Misconfigured { attempts: 1, .. } }]
+                if *l == lock =>
+            {
+                let text = e.to_string();
+                assert!(text.contains("min_replicas=1") && text.contains("0 replica(s) online"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A ready node is asked `ROLE` again every [`REPLICAS_CHECK`]: while its replica is online
+/// nothing changes; once the primary reports none, its link fails as misconfigured, and a
+/// reconnect that finds the replica again makes it usable.
+#[test]
+fn the_replicas_are_counted_again_while_the_node_is_ready() {
+    let mut rig = rig();
+    let at = REPLICAS_CHECK.as_millis() as u64;
+    assert!(rig.engine.poll_timeout().is_some_and(|t| t <= rig.at(at)), "a check is due");
+    rig.engine.handle_timeout(rig.at(at));
+    let sent = rig.sent_commands();
+    assert_eq!(sent[0], [vec![b"ROLE".to_vec()]], "node 0 is asked again");
+    assert!(sent[1].is_empty() && sent[2].is_empty(), "nodes without min_replicas are not");
+    rig.reply(rig.at(at), 0, ROLE_ONE_REPLICA);
+    assert!(rig.events().is_empty());
+    assert!(rig.engine.health().all_ready());
+    // The next check: the replica is gone.
+    rig.engine.handle_timeout(rig.at(2 * at));
+    assert_eq!(rig.sent_commands()[0], [vec![b"ROLE".to_vec()]]);
+    rig.reply(rig.at(2 * at), 0, ROLE_NO_REPLICA);
+    assert_eq!(replica_failures(&rig.events()), [(NodeId(0), 1, 0, false)]);
+    let health = rig.engine.health();
+    assert!(health.nodes[0].is_misconfigured() && health.usable() == 2, "{health}");
+    // Reconnected with the replica back: usable again.
+    rig.engine.handle_disconnected(rig.at(2 * at), NodeId(0), "closed");
+    rig.events();
+    rig.connect_at(rig.at(3 * at), 0);
+    assert!(rig.engine.health().all_ready());
 }

@@ -15,8 +15,13 @@ async fn main() -> Result<(), redlease::Error> {
     let options = LockOptions::new("orders:42", Duration::from_secs(10)).wait(Duration::from_secs(5)).fencing(true);
     let guard = client.lock_with(options).await?;
     println!("held until {:?}, fencing token {:?}", guard.valid_until(), guard.fence());
-    // ... work, passing guard.fence() to the store you protect ...
-    guard.release().await?;
+    // Ctrl-C (SIGINT) would end the process at once, its lock held until the TTL runs out:
+    // stop the work on it instead, and let close() release the lock.
+    tokio::select! {
+        // ... work, passing guard.fence() to the store you protect ...
+        () = tokio::time::sleep(Duration::from_secs(1)) => drop(guard.release().await?),
+        _ = tokio::signal::ctrl_c() => eprintln!("interrupted: releasing the lock"),
+    }
 
     client.close().await; // releases whatever is still held, then disconnects
     Ok(())

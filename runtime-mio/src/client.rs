@@ -45,8 +45,9 @@ const WAKE: Token = Token(usize::MAX);
 /// # Example
 ///
 /// ```no_run
+/// # mod redlease { pub use redlease_mio as mio; }
 /// use std::time::Duration;
-/// use redlease_mio::Client;
+/// use redlease::mio::Client;
 ///
 /// let client = Client::connect(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])?;
 /// let guard = client.lock("orders:42", Duration::from_secs(10))?;
@@ -104,7 +105,8 @@ impl Client {
     /// bounded: by default it keeps trying for up to 10 s (woken at once by the holder's
     /// release), then fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
     /// The bound and the delays are the config's [`Retry`](crate::Retry); [`lock_with`](Self::lock_with)
-    /// sets them per call. A misconfiguration (a wrong password on a majority) fails at once.
+    /// sets them per call ([`LockOptions::wait_forever`] waits without a bound). A
+    /// misconfiguration (a wrong password on a majority) fails at once.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl))
     }
@@ -117,7 +119,9 @@ impl Client {
 
     /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
     /// automatic extension ([`LockOptions`]). Blocks until the lock is held or the
-    /// acquisition has failed.
+    /// acquisition has failed: by default within the config's [`Retry`](crate::Retry) (10 s);
+    /// [`LockOptions::wait_forever`] never gives up, [`LockOptions::try_once`] makes one
+    /// attempt.
     ///
     /// Its span, `redlease.acquire`, is a child of the caller's span, entered while it waits.
     pub fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
@@ -152,7 +156,10 @@ impl Client {
     /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its deadline,
     /// and the lost signal (check `lease.is_lost()` before acting on the protected resource;
     /// it fires if an extension is refused or the validity runs out). The release's outcome
-    /// is not reported (the work is done); a failure to acquire is.
+    /// is not reported (the work is done); a failure to acquire is. It waits for the lock
+    /// as [`lock_with`](Self::lock_with) does: `options.try_once()` is the form that runs
+    /// `f` only if the lock is free now, `options.wait_forever()` the one that waits as long
+    /// as it takes.
     ///
     /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
     /// acquisition, `f`'s work and the release are its children.

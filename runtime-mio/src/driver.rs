@@ -53,7 +53,8 @@ use crate::socket::{Dialed, Dialing, Direct, Socket};
 /// the system resolver at each connect attempt (its addresses are tried in turn within the
 /// attempt), which may block: give IP addresses to keep the loop strictly non-blocking.
 ///
-/// See the [crate docs](crate) for a complete run loop.
+/// A complete run loop: `runtime-mio/examples/embedded.rs` (and the crate docs of
+/// `redlease-mio`).
 pub struct Driver {
     engine: Engine,
     base: usize,
@@ -113,10 +114,8 @@ impl Driver {
 
     /// The token of `node`'s socket: `base + node`. A node that is a Redis Cluster opens more
     /// sockets, one per master, with the tokens after the nodes' (link ids
-    /// [`Engine::link_count`]): keep `base ..= base + nodes × (1 + `[`MAX_MASTERS`]`)` for the
-    /// driver.
-    ///
-    /// [`MAX_MASTERS`]: redlease_core::cluster::MAX_MASTERS
+    /// after the nodes'): keep `base ..= base + nodes × 257` for the driver (1 + the core's
+    /// `cluster::MAX_MASTERS`, 256, per node).
     pub fn token_of(&self, node: NodeId) -> Token {
         Token(self.base + node.index())
     }
@@ -323,8 +322,7 @@ impl Driver {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called, if ever: the
-    /// engine's [`poll_timeout`](Engine::poll_timeout) (lock timers, connect timeouts,
-    /// reconnect times).
+    /// earliest of the lock timers, connect timeouts and reconnect times.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         self.engine.poll_timeout()

@@ -23,8 +23,8 @@ impl aio::Runtime for Tokio {
 
     fn available() -> Result<(), String> {
         tokio::runtime::Handle::try_current().map(drop).map_err(|_| {
-            "no tokio runtime on this thread: make the redlease_tokio::Client inside one (#[tokio::main], \
-             or Runtime::block_on), built with its I/O and time drivers (enable_all)"
+            "no tokio runtime on this thread: make the tokio Client inside one (#[tokio::main], or \
+             Runtime::block_on), built with its I/O and time drivers (enable_all)"
                 .to_owned()
         })
     }

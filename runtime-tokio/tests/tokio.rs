@@ -219,4 +219,6 @@ fn connect_outside_a_tokio_runtime_is_an_error_not_a_panic() {
     let err = result.unwrap_err();
     assert!(matches!(err, Error::Runtime(_)), "{err:?}");
     assert!(err.to_string().contains("no tokio runtime"), "{err}");
+    // It speaks of the client a facade user made, whichever crate path they wrote.
+    assert!(!err.to_string().contains("redlease_tokio"), "{err}");
 }

@@ -42,3 +42,42 @@ fn a_program_that_exits_without_close_leaves_no_key_behind() {
         }
     }
 }
+
+/// Stopped with Ctrl-C (SIGINT): a tokio program that waits for it and then calls `close()`
+/// (the README's first example, `redlease/examples/service.rs`) leaves no key behind; one
+/// without a handler dies with its lock held until the TTL runs out.
+#[test]
+fn ctrl_c_then_close_releases_and_no_handler_leaves_the_lock_for_its_ttl() {
+    use std::io::{BufRead, BufReader};
+    let cluster = Cluster::start(3);
+    for way in ["ctrl-c", "no-handler"] {
+        let key = format!("exit:sigint:{way}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))
+            .args(["tokio-mt", way, &key])
+            .args(cluster.urls())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the worker runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held", "[{way}]");
+        #[allow(unsafe_code)]
+        // SAFETY: kill(2) on the child this test started and has not reaped.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let status = child.wait().unwrap();
+        let on_nodes = || cluster.nodes().iter().filter(|n| n.conn().unwrap().pttl(&key).unwrap() > 0).count();
+        if way == "ctrl-c" {
+            assert!(status.success(), "{status:?}");
+            let started = Instant::now();
+            while on_nodes() > 0 && started.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(on_nodes(), 0, "[{way}] the lock was released");
+        } else {
+            assert!(!status.success(), "killed by the signal: {status:?}");
+            assert!(on_nodes() >= 2, "[{way}] the lock stays until its TTL");
+        }
+    }
+}

@@ -203,6 +203,28 @@ fn one_misconfigured() -> (Cluster, Config, String) {
     (cluster, config, bad)
 }
 
+/// Every metric recorded so far is in the table of the `redlease::monitor` docs, with each of
+/// its labels.
+fn assert_labels_documented() {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../client/src/monitor.rs")).unwrap();
+    let table: HashMap<&str, Vec<&str>> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `redlease_"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let name = cells[0].trim_end_matches('`');
+            (name, cells[2].split(", ").map(|l| l.trim_matches('`')).collect())
+        })
+        .collect();
+    for ((name, labels), _) in series() {
+        let documented =
+            table.get(&name["redlease_".len()..]).unwrap_or_else(|| panic!("{name} is not in the docs' table"));
+        for (label, _) in &labels {
+            assert!(documented.contains(&label.as_str()), "{name}'s label {label} is not in the docs' table");
+        }
+    }
+}
+
 /// What every client must show, whatever its runtime: `lock` runs `n` lock+release cycles of
 /// `resource` on a cluster whose node 0 refuses the password.
 fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl FnOnce(usize)) {
@@ -238,6 +260,7 @@ fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl Fn
     assert!(acquired >= n as f64, "{acquired}");
     assert!(metric("redlease_acquire_seconds", &[("outcome", "acquired")]).unwrap_or(0.0) >= n as f64);
     assert!(metric("redlease_releases_total", &[("outcome", "released")]).unwrap_or(0.0) >= n as f64);
+    assert_labels_documented();
     assert!(metric("redlease_hold_seconds", &[]).unwrap_or(0.0) >= n as f64);
     let good = cluster.addrs()[1].to_string();
     assert_eq!(metric("redlease_node_up", &[("node", good.as_str())]), Some(1.0));
@@ -469,6 +492,8 @@ fn a_fmt_subscriber_shows_lock_activity() {
             let client = redlease_tokio::Client::with_config(Config::from_urls(&urls).unwrap()).await.unwrap();
             let request = async {
                 let mut guard = client.lock(resource, Duration::from_secs(10)).await.unwrap();
+                // Refused: held (by this client's guard).
+                client.try_lock(resource, Duration::from_secs(10)).await.map(drop).unwrap_err();
                 if lose {
                     for (i, key, _) in cluster.lock_keys() {
                         cluster.node(i).conn().unwrap().del(&key).unwrap();
@@ -489,6 +514,16 @@ fn a_fmt_subscriber_shows_lock_activity() {
     assert!(acquired.contains("http_request:redlease.acquire{"), "{acquired}");
     assert!(acquired.contains("votes=\"#0 ") && acquired.matches(" granted").count() >= 2, "{acquired}");
     assert!(debug.lines().any(|l| l.contains("redlease.release{") && l.contains("lock released")), "{debug}");
+    assert!(debug.lines().any(|l| l.contains("lock not acquired")), "{debug}");
+    // Each field once per line (the outcome is the span's), and durations to the microsecond.
+    for line in debug.lines().filter(|l| l.contains("redlease.")) {
+        assert!(line.matches("outcome=").count() <= 1, "{line}");
+        for value in line.split("duration_ms=").skip(1) {
+            let number = value.split(|c: char| c != '.' && !c.is_ascii_digit()).next().unwrap();
+            let decimals = number.split_once('.').map_or(0, |(_, d)| d.len());
+            assert!(!number.is_empty() && decimals <= 3, "{line}");
+        }
+    }
 }
 
 /// A recorder that keeps each counter's and gauge's current value (the debugging recorder

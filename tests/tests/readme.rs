@@ -43,3 +43,25 @@ fn readme_code_matches_the_compiled_sources() {
     }
     assert!(checked >= 2, "expected the tokio and blocking examples, found {checked}");
 }
+
+/// A tokio program stopped with Ctrl-C without a handler keeps its lock for the TTL: the
+/// README's first example and the service example it links wait for `ctrl_c()` and then
+/// `close()` the client (`tests/exit.rs` shows both behaviours on real servers).
+#[test]
+fn the_first_example_and_the_service_example_close_on_ctrl_c() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let first = readme.split("```rust").nth(1).expect("a first Rust example");
+    let first = &first[..first.find("```").unwrap()];
+    let service = std::fs::read_to_string(root().join("redlease/examples/service.rs")).unwrap();
+    let facade = std::fs::read_to_string(root().join("redlease/README.md")).unwrap();
+    let facade = facade.split("```rust").nth(1).expect("a first Rust example in the crate README");
+    for (what, code) in [
+        ("the README's first example", first),
+        ("the crate README's first example", facade),
+        ("redlease/examples/service.rs", service.as_str()),
+    ] {
+        let signal = code.find("tokio::signal::ctrl_c()").unwrap_or_else(|| panic!("{what} does not handle Ctrl-C"));
+        assert!(code[signal..].contains("client.close().await"), "{what} does not close() after Ctrl-C");
+    }
+    assert!(readme.contains("(redlease/examples/service.rs)"), "the README links the service example");
+}

@@ -166,3 +166,49 @@ fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name(
     }
     cluster.assert_no_leaks();
 }
+
+/// Nodes with fewer replicas online than their `min_replicas`, on real servers. Connecting
+/// when two of three ask for more than they have fails as misconfigured, and the health view
+/// says so with both numbers. Connected while the replicas were there, a client that loses two
+/// of them sees it at its next check (`ROLE`), and a lock then fails at once as
+/// misconfigured, naming `min_replicas` and the count.
+#[test]
+fn nodes_short_of_the_replicas_their_grants_wait_for_are_not_used() {
+    let cluster = Cluster::builder().nodes(3).replicas(1).start();
+    let mut short = config(&cluster.urls(), true);
+    for i in [1, 2] {
+        short.nodes[i] = short.nodes[i].clone().min_replicas(2, Duration::from_millis(50));
+    }
+    match redlease_mio::Client::with_config(short).map(drop) {
+        Err(e @ Error::Unhealthy(_)) => {
+            assert!(e.is_misconfigured() && !e.is_unreachable(), "{e}");
+            let Error::Unhealthy(health) = &e else { unreachable!() };
+            assert!(health.nodes[1].is_misconfigured() && health.nodes[0].is_ready(), "{health}");
+            assert_eq!(health.nodes[1].replicas_online, Some(1));
+            let line = health.to_string().lines().nth(1).unwrap().to_owned();
+            assert!(line.contains("MISCONFIGURED") && line.contains("grants wait for 2 replica(s)"), "{line}");
+            assert!(line.contains("min_replicas=2, but the primary has 1 replica(s) online"), "{line}");
+        }
+        other => panic!("two nodes short of replicas: {:?}", other.err()),
+    }
+
+    let client = redlease_mio::Client::with_config(config(&cluster.urls(), true).require_all(true)).unwrap();
+    assert!(client.health().all_ready() && client.health().nodes[0].replicas_online == Some(1), "{}", client.health());
+    cluster.replicas(1)[0].kill();
+    cluster.replicas(2)[0].kill();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !client.health().misconfigured_beyond_quorum() {
+        assert!(Instant::now() < deadline, "the lost replicas were not noticed: {}", client.health());
+        client.run_for(Duration::from_millis(20)).unwrap();
+    }
+    let started = Instant::now();
+    match client.lock("short", TTL) {
+        Err(e @ Error::Acquire(AcquireError::Misconfigured { .. })) => {
+            let text = e.to_string();
+            assert!(text.contains("min_replicas=1, but the primary has 0 replica(s) online"), "{text}");
+        }
+        other => panic!("a lock over nodes without their replicas: {:?}", other.map(|g| g.token().to_owned())),
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "failed at once, took {:?}", started.elapsed());
+    cluster.assert_no_leaks();
+}

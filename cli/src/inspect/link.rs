@@ -64,10 +64,44 @@ pub(super) fn open_node(node: &NodeConfig, how: &NodeTransport) -> Result<Open, 
     conn.cmd(&["PING"])?;
     let rtt = started.elapsed();
     let link = match slot_map(&mut conn)? {
-        None => Link::Standalone(conn),
+        None => {
+            if let Some(m) = node.min_replicas {
+                replicas_online(&mut conn, m.replicas)?;
+            }
+            Link::Standalone(conn)
+        }
         Some(map) => Link::Cluster(Box::new(ClusterLink::from_slots(node, how, conn, rtt, &map)?)),
     };
     Ok(Open { link, rtt })
+}
+
+/// Whether a standalone node has the `min` replicas online its URL's `min_replicas` asks for
+/// (`ROLE`), as a client's handshake checks: a node short of them is misconfigured, with both
+/// numbers (none of its grants could count).
+fn replicas_online(conn: &mut RedisConn, min: u32) -> Result<(), Fault> {
+    let reply = conn.cmd(&["ROLE"])?;
+    let items = match &reply {
+        Reply::Error(e) => return Err(Fault::of(format!("ROLE: {e}"))),
+        Reply::Array(Some(items)) => items,
+        other => return Err(Fault::unreachable(format!("ROLE: an unexpected reply {other:?}"))),
+    };
+    let online = match (items.first().and_then(Reply::as_text).as_deref(), items.get(2)) {
+        (Some("master"), Some(Reply::Array(Some(replicas)))) => replicas.len(),
+        (Some("slave" | "replica"), _) => {
+            return Err(Fault::misconfigured(format!(
+                "min_replicas={min}, but the node is a replica, not a primary: its grants could never count (give \
+                 the primary's URL)"
+            )));
+        }
+        _ => return Err(Fault::unreachable(format!("ROLE: an unexpected reply {reply:?}"))),
+    };
+    if online < min as usize {
+        return Err(Fault::misconfigured(format!(
+            "min_replicas={min}, but the primary has {online} replica(s) online: its grants could never count (give \
+             it replicas, or lower min_replicas in its URL)"
+        )));
+    }
+    Ok(())
 }
 
 /// The `CLUSTER SLOTS` map of a node that is a Redis Cluster; `None` for a standalone node (a

@@ -122,6 +122,16 @@ impl Occupancy {
         (held, states.iter().filter(|(_, s)| *s == "unknown").count())
     }
 
+    /// The tokens that hold a slot on a quorum of nodes (ascending, each once), and how many
+    /// slots cannot be told.
+    pub(super) fn holders(&self) -> (Vec<&str>, usize) {
+        let (held, unknown) = self.counts();
+        let mut tokens: Vec<&str> = held.into_iter().filter_map(|k| self.verdict(k).held_by).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        (tokens, unknown)
+    }
+
     /// The slot `k` on the nodes whose holder is `token`: the `(node, slot)` pairs.
     fn holding<'s>(&'s self, k: usize, token: &'s str) -> impl Iterator<Item = (usize, &'s Slot)> + 's {
         self.nodes.iter().enumerate().filter_map(move |(i, n)| {

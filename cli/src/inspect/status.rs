@@ -113,8 +113,10 @@ fn print_status_json(
                     json::string(e.text())
                 ),
                 Ok(s) => format!(
-                    "{{{head},\"reachable\":true,\"holder\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}{}}}",
-                    json::opt_string(s.holder.as_deref()),
+                    "{{{head},\"reachable\":true,\"holder\":{},\"shared\":{},\"waited_for\":{},\"pttl_ms\":{},\"fence\":{},\"rtt_ms\":{}{}}}",
+                    // Readers are in `readers`; the key's value for them is no holder.
+                    json::opt_string(s.holder.as_deref().filter(|_| s.readers.is_none())),
+                    s.readers.is_some(),
                     s.waited_for,
                     json::opt_number(s.holder.as_ref().map(|_| s.pttl)),
                     json::opt_number(s.fence.as_deref().and_then(|f| f.parse::<u64>().ok())),
@@ -124,19 +126,65 @@ fn print_status_json(
             }
         })
         .collect();
-    let Verdict { quorum, reachable, tolerance, held_by, best, .. } = verdict;
-    let state = verdict.state();
-    let readers = reading(states);
-    let readers = if readers.is_empty() { "null".to_owned() } else { readers::json(*quorum, &readers) };
+    let Verdict { quorum, reachable, tolerance, best, .. } = verdict;
+    let on = reading(states);
+    let whole = Whole::of(verdict, &on, sem);
+    let readers = if on.is_empty() { "null".to_owned() } else { readers::json(*quorum, &on) };
+    let holders: Vec<String> = whole.holders.iter().map(|t| json::string(t)).collect();
     outln!(
-        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{state}\",\"held\":{},\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}],\"semaphore\":{},\"readers\":{readers}}}",
+        "{{\"key\":{},\"quorum\":{quorum},\"reachable\":{reachable},\"fault_tolerance\":{tolerance},\"state\":\"{}\",\"held\":{},\"shape\":{},\"holder\":{},\"holders\":[{}],\"holder_nodes\":{},\"nodes\":[{}],\"semaphore\":{},\"readers\":{readers}}}",
         json::string(key),
-        if state == "unknown" { "null".to_owned() } else { held_by.is_some().to_string() },
-        json::opt_string(*held_by),
+        whole.state,
+        if whole.state == "unknown" { "null".to_owned() } else { (whole.state == "held").to_string() },
+        json::opt_string(whole.shape),
+        json::opt_string(whole.holder),
+        holders.join(","),
         best.map_or(0, |(count, _)| count),
         per_node.join(","),
         sem.map_or_else(|| "null".to_owned(), semaphore::json),
     );
+}
+
+/// The name as a whole, for `status --json`'s top level: held by a writer (`exclusive`), by
+/// readers (`shared`), or by permits of its semaphore (`semaphore`: at least one permit held on
+/// a quorum), and by which tokens.
+struct Whole<'a> {
+    /// `held`, `not_held` or `unknown` (too few nodes answered to tell).
+    state: &'static str,
+    /// `exclusive`, `shared` or `semaphore`; `None` for a name no quorum holds that is no
+    /// semaphore.
+    shape: Option<&'static str>,
+    /// The writer's token (`exclusive` only).
+    holder: Option<&'a str>,
+    /// Every token that holds it: the writer, the readers on a quorum, the permits' holders.
+    holders: Vec<&'a str>,
+}
+
+impl<'a> Whole<'a> {
+    fn of(verdict: &Verdict<'a>, on: &[readers::OnNode<'a>], sem: Option<&'a Occupancy>) -> Self {
+        match verdict.held_by {
+            Some(token) if readers::is_readers(Some(token)) => {
+                let (holders, _) = readers::on_quorum(on.iter().map(|n| n.readers), verdict.quorum);
+                return Whole { state: "held", shape: Some("shared"), holder: None, holders };
+            }
+            Some(token) => {
+                return Whole { state: "held", shape: Some("exclusive"), holder: Some(token), holders: vec![token] };
+            }
+            None => {}
+        }
+        let Some(sem) = sem else {
+            return Whole { state: verdict.state(), shape: None, holder: None, holders: Vec::new() };
+        };
+        let (holders, unknown) = sem.holders();
+        let state = if !holders.is_empty() {
+            "held"
+        } else if unknown > 0 || verdict.state() == "unknown" {
+            "unknown"
+        } else {
+            "not_held"
+        };
+        Whole { state, shape: Some("semaphore"), holder: None, holders }
+    }
 }
 
 /// The nodes that hold the key for readers, with their readers.

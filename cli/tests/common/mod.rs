@@ -79,3 +79,18 @@ pub fn holder(urls: &str, key: &str, flags: &[&str], dir: &Path, name: &str) -> 
 pub fn spawn_piped(args: &[&str]) -> Child {
     redlease().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
+
+/// The first of `n` consecutive ports free on 127.0.0.1 right now, for a `-p` flag: from
+/// 10000–30000, below Linux's ephemeral range (32768 and up), so that no port the OS hands out
+/// for `port 0` (the other tests' servers, outgoing connections) takes one meanwhile.
+pub fn free_ports(n: u16) -> u16 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let seed = std::process::id() as u16 ^ now.subsec_nanos() as u16;
+    for i in 0..1000u16 {
+        let base = 10_000 + (seed.wrapping_add(i.wrapping_mul(97)) % 10_000) * 2;
+        if (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports on 127.0.0.1");
+}

@@ -83,7 +83,8 @@ macro_rules! async_api {
             /// by the holder's release), then fails with
             /// [`AcquireError::WaitTimeout`]. The bound and the delays are the config's
             /// [`Retry`] ([`Config::retry`]); [`lock_with`](Self::lock_with) sets them per
-            /// call. A misconfiguration (a wrong password on a majority) fails at once.
+            /// call ([`LockOptions::wait_forever`] waits without a bound). A misconfiguration
+            /// (a wrong password on a majority) fails at once.
             pub async fn lock(&self, resource: &str, ttl: std::time::Duration) -> Result<Guard, Error> {
                 self.0.lock(resource, ttl).await.map(Guard)
             }
@@ -95,7 +96,10 @@ macro_rules! async_api {
             }
 
             /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold
-            /// cap, automatic extension ([`LockOptions`]).
+            /// cap, automatic extension ([`LockOptions`]). It waits for the lock within the
+            /// config's [`Retry`] (by default 10 s) unless the options bound it:
+            /// [`LockOptions::wait_forever`] never gives up, [`LockOptions::try_once`] makes
+            /// one attempt.
             ///
             /// If this future is dropped before it finishes, the acquisition is cancelled, and
             /// a lock it got meanwhile is released.
@@ -121,7 +125,10 @@ macro_rules! async_api {
             /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its
             /// deadline, and the lost signal, which fires if an extension is refused or the
             /// validity runs out (select on `lease.lost().wait()` to stop work that is no
-            /// longer protected). The release's own outcome is not reported.
+            /// longer protected). The release's own outcome is not reported. It waits for the
+            /// lock as [`lock_with`](Self::lock_with) does: `options.try_once()` is the form
+            /// that runs `f` only if the lock is free now, `options.wait_forever()` the one
+            /// that waits as long as it takes.
             ///
             /// ```no_run
             #[doc = concat!("# use ", $krate, "::{Client, Error, LockOptions};")]

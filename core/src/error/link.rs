@@ -103,6 +103,22 @@ pub enum LinkError {
         /// The connect timeout that passed.
         after: Duration,
     },
+    /// A node with [`min_replicas`](crate::NodeConfig::min_replicas) has fewer replicas online
+    /// than its grants wait for, as `ROLE` says at the handshake and at every check after
+    /// ([`REPLICAS_CHECK`](crate::REPLICAS_CHECK)), or is a replica itself: none of its grants
+    /// could count, so it is not used ([`Fault::Misconfigured`]) until it has them.
+    Replicas {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis://[user@]host:port[/db]`.
+        addr: Arc<str>,
+        /// The replicas its grants wait for.
+        min_replicas: u32,
+        /// The replicas it reports online (0 when it is a replica itself).
+        online: u32,
+        /// It is a replica, not a primary.
+        is_replica: bool,
+    },
     /// The TLS handshake of a `rediss://` node failed: the driver reported a certificate that
     /// does not verify or a server that does not speak TLS
     /// ([`Engine::handle_tls_failed`](crate::Engine::handle_tls_failed), a misconfiguration),
@@ -133,6 +149,7 @@ impl LinkError {
             | LinkError::ConnectFailed { node, .. }
             | LinkError::Lost { node, .. }
             | LinkError::ConnectTimeout { node, .. }
+            | LinkError::Replicas { node, .. }
             | LinkError::Tls { node, .. } => *node,
         }
     }
@@ -148,6 +165,7 @@ impl LinkError {
             | LinkError::ConnectFailed { addr, .. }
             | LinkError::Lost { addr, .. }
             | LinkError::ConnectTimeout { addr, .. }
+            | LinkError::Replicas { addr, .. }
             | LinkError::Tls { addr, .. } => addr,
         }
     }
@@ -178,6 +196,7 @@ impl LinkError {
                 Fault::Protocol
             }
             LinkError::Tls { fault, .. } => *fault,
+            LinkError::Replicas { .. } => Fault::Misconfigured,
             LinkError::Silent { .. }
             | LinkError::ConnectFailed { .. }
             | LinkError::Lost { .. }
@@ -197,8 +216,9 @@ pub enum Fault {
     /// Refused for a configuration reason: a wrong password or user (`WRONGPASS`, `NOAUTH`),
     /// a database it does not have (`SELECT`), an ACL that forbids a command (`NOPERM`), a key
     /// of another type (`WRONGTYPE`), a Redis Cluster node given as a node (`MOVED`,
-    /// `CROSSSLOT`...), a TLS certificate that does not verify. Retrying does not help; an
-    /// operator must.
+    /// `CROSSSLOT`...), a TLS certificate that does not verify, a node with fewer replicas
+    /// than its `min_replicas` ([`LinkError::Replicas`]). Retrying does not help; an operator
+    /// must.
     Misconfigured,
     /// It answered something our requests cannot produce (garbage, a wrong type, an error).
     Protocol,
@@ -248,6 +268,12 @@ impl fmt::Display for Reason<'_> {
             LinkError::Malformed { detail, .. } => write!(f, "malformed RESP from server: {detail}"),
             LinkError::Unexpected { request, reply, .. } => write!(f, "unexpected reply to {request}: {reply}"),
             LinkError::Unsolicited { reply, .. } => write!(f, "reply with no pending request: {reply}"),
+            // Asked before any password was given (the URL has none): say so, not which step.
+            LinkError::Handshake { message, .. } if message.starts_with("NOAUTH") => write!(
+                f,
+                "authentication required: the node wants a password; give one in its URL, \
+                 redis://[user:]password@host:port ({message})"
+            ),
             LinkError::Handshake { step, message, .. } => write!(f, "{step} failed: {message}"),
             LinkError::Silent { waited, handshake: true, .. } => {
                 write!(f, "no answer to the connection handshake within {waited:?}")
@@ -259,6 +285,16 @@ impl fmt::Display for Reason<'_> {
             LinkError::Lost { reason, .. } => write!(f, "connection lost: {reason}"),
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
             LinkError::Tls { reason, .. } => write!(f, "TLS handshake failed: {reason}"),
+            LinkError::Replicas { min_replicas, is_replica: true, .. } => write!(
+                f,
+                "min_replicas={min_replicas}, but the node is a replica, not a primary: its grants could never \
+                 count (give the primary's URL)"
+            ),
+            LinkError::Replicas { min_replicas, online, .. } => write!(
+                f,
+                "min_replicas={min_replicas}, but the primary has {online} replica(s) online: its grants could \
+                 never count (give it replicas, or lower min_replicas in its URL)"
+            ),
         }
     }
 }

@@ -22,9 +22,7 @@ pub enum Vote {
     /// The node did not answer within the node timeout.
     TimedOut,
     /// The node answered with an error (text of the `-ERR` reply), or its link failed or is
-    /// down after a failure ([`LinkError::reason`], e.g. `connect failed: Connection refused`).
-    ///
-    /// [`LinkError::reason`]: crate::LinkError::reason
+    /// down after a failure (its link error's reason, e.g. `connect failed: Connection refused`).
     Error(String),
     /// The node refused us for a configuration reason ([`Fault::Misconfigured`]): a wrong
     /// password (`AUTH failed: WRONGPASS ...`), a database it does not have, an ACL

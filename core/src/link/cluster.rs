@@ -363,6 +363,8 @@ impl Link {
             answered: false,
             wait: node.wait.clone(),
             min_replicas: node.min_replicas,
+            replicas_online: None,
+            role_at: None,
             owner,
             endpoint: Some((host, port)),
         }

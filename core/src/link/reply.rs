@@ -10,6 +10,7 @@ use crate::cluster::{self, Redirect};
 use crate::config::Config;
 use crate::error::{LinkError, is_cluster_error};
 use crate::event::{NodeId, WakeState};
+use crate::node::REPLICAS_CHECK;
 use crate::resp::{self, MAX_REPLY};
 use crate::scripts;
 use crate::wire::{self, Answer, Pending, Step, StepAnswer};
@@ -75,6 +76,9 @@ impl Links {
             }
             let acked = aof_replicas(&buf[..used]);
             return Ok(Next::Op { used, answer: Answer::Replicas { lock, round, acked } });
+        }
+        if let (Some(Pending::Role | Pending::Step(Step::Role)), Some(b'*')) = (front, buf.first()) {
+            return self.read_role(now, link, buf);
         }
         let addr = || Arc::clone(&self.addrs[link.index()]);
         let (reply, used) = match resp::decode(buf) {
@@ -290,6 +294,65 @@ impl Links {
     }
 }
 
+impl Links {
+    /// The answer to `ROLE` at the front of `buf` (an array), read whole: a node with fewer
+    /// replicas online than its [`min_replicas`](crate::NodeConfig::min_replicas) fails its
+    /// link ([`LinkError::Replicas`]); else the next check is due in [`REPLICAS_CHECK`].
+    fn read_role(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+        let (i, node) = (link.index(), self.owner(link));
+        let addr = Arc::clone(&self.addrs[i]);
+        let used = match resp::frame_len(buf, 4 * MAX_ROLE_REPLICAS + 8, MAX_MAP_REPLY) {
+            Ok(Some(used)) => used,
+            Ok(None) => return Ok(Next::More),
+            Err(detail) => return Err(LinkError::Malformed { node, addr, detail }),
+        };
+        let cluster = self.is_cluster(node.index());
+        let l = &mut self.links[i];
+        if let Some((_, queued)) = l.pending.pop_front() {
+            l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+        }
+        let Some(min) = l.min_replicas.filter(|_| !cluster) else {
+            // A Redis Cluster's seed may be any of its nodes: its masters' replicas count.
+            return Ok(Next::Done(used));
+        };
+        let (online, is_replica) = role_replicas(&buf[..used]).map_err(|reply| LinkError::Unexpected {
+            node,
+            addr: Arc::clone(&addr),
+            request: "ROLE",
+            reply,
+        })?;
+        l.replicas_online = Some(online);
+        if online < min.replicas {
+            return Err(LinkError::Replicas { node, addr, min_replicas: min.replicas, online, is_replica });
+        }
+        l.role_at = Some(now + REPLICAS_CHECK);
+        Ok(Next::Done(used))
+    }
+}
+
+/// Replicas a `ROLE` answer may list that are walked to find its end.
+const MAX_ROLE_REPLICAS: usize = 1024;
+
+/// The replicas online of a whole `ROLE` answer, and whether the node is a replica itself
+/// (`*3 $6 master :offset *N ...`: N replicas; `*5 $5 slave ...`: a replica, none). `Err`: a
+/// rendering of an answer that is neither.
+fn role_replicas(frame: &[u8]) -> Result<(u32, bool), String> {
+    let unexpected = || String::from_utf8_lossy(&frame[..frame.len().min(120)]).trim_end().to_owned();
+    let Ok(Some((resp::Reply::Array(_), at))) = resp::decode(frame) else { return Err(unexpected()) };
+    let Ok(Some((resp::Reply::Bulk(role), used))) = resp::decode(&frame[at..]) else { return Err(unexpected()) };
+    match role {
+        b"master" => {}
+        b"slave" | b"replica" => return Ok((0, true)),
+        _ => return Err(unexpected()),
+    }
+    let at = at + used;
+    let Ok(Some((resp::Reply::Int(_), used))) = resp::decode(&frame[at..]) else { return Err(unexpected()) };
+    match resp::decode(&frame[at + used..]) {
+        Ok(Some((resp::Reply::Array(n), _))) => Ok((u32::try_from(n).unwrap_or(u32::MAX), false)),
+        _ => Err(unexpected()),
+    }
+}
+
 /// The replica count of a whole `WAITAOF` answer (`*2 :local :replicas`), read with the
 /// decoder element by element.
 fn aof_replicas(frame: &[u8]) -> Result<i64, String> {
@@ -355,7 +418,8 @@ fn load_scripts(out: &mut Vec<u8>, steps: &mut Vec<Step>) {
 }
 
 /// The handshake of one node: AUTH and SELECT as it needs them, then the lock format check,
-/// HELLO 3, CLIENT SETNAME (with a client name) and the five SCRIPT LOADs.
+/// HELLO 3, CLIENT SETNAME (with a client name), ROLE (with `min_replicas`) and the five
+/// SCRIPT LOADs.
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
@@ -377,6 +441,11 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
     resp::command(&mut out, &[b"HELLO", b"3"]);
     steps.push(Step::Hello);
     set_name(&mut out, &mut steps, config);
+    if node.min_replicas.is_some() {
+        // Its grants count only once replicas have them: a primary without them is no use.
+        resp::command(&mut out, &[b"ROLE"]);
+        steps.push(Step::Role);
+    }
     load_scripts(&mut out, &mut steps);
     (out, steps)
 }

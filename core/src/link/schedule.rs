@@ -72,7 +72,20 @@ impl Links {
         }
         let step = step.map(|at| at + self.policy.connect_timeout);
         let op = op.map(|at| at + self.policy.liveness);
-        min_opt(min_opt(other, self.next_refresh()), min_opt(step, op))
+        let role = self.links.iter().filter_map(|l| l.role_at).min();
+        min_opt(min_opt(min_opt(other, self.next_refresh()), role), min_opt(step, op))
+    }
+
+    /// Ask `ROLE` on every ready link whose replica check is due (nodes with
+    /// [`min_replicas`](crate::NodeConfig::min_replicas)): its answer fails a link whose node
+    /// has fewer replicas online (see [`REPLICAS_CHECK`](crate::REPLICAS_CHECK)).
+    pub(crate) fn check_replicas(&mut self, now: Instant) {
+        for l in &mut self.links {
+            if l.role_at.is_some_and(|t| t <= now) && l.is_up() && !l.is_handshaking() && !l.holding {
+                l.role_at = None;
+                l.push(now, Pending::Role, |out| crate::resp::command(out, &[b"ROLE"]));
+            }
+        }
     }
 
     /// A connection to `node` is open: queue its handshake; later requests are pipelined

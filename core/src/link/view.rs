@@ -27,6 +27,7 @@ impl Links {
                     stats: l.stats.clone(),
                     wake: self.wake_state(NodeId(i as u16)).unwrap_or(&l.wake).clone(),
                     min_replicas: l.min_replicas,
+                    replicas_online: l.replicas_online,
                     cluster: self.cluster_health(i),
                 }
             })

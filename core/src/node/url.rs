@@ -251,7 +251,7 @@ mod tests {
     fn query_options_are_read_and_unknown_ones_refused_by_name() {
         let n = NodeConfig::from_url("redis://h:6380?protocol=resp3").unwrap();
         assert_eq!((n.host.as_str(), n.port, n.db), ("h", 6380, 0));
-        let n = NodeConfig::from_url("rediss://u:p%3Fw@h:6380/2?protocol=RESP2#frag").unwrap();
+        let n = NodeConfig::from_url("rediss://u:p%3Fw@h:6380/2?protocol=RESP2").unwrap();
         assert_eq!((n.port, n.db, n.password.as_deref()), (6380, 2, Some("p?w")));
         let n = NodeConfig::from_url("redis://h?db=4&username=bob&password=s%40cret").unwrap();
         assert_eq!((n.port, n.db, n.user.as_deref(), n.password.as_deref()), (6379, 4, Some("bob"), Some("s@cret")));
@@ -260,11 +260,23 @@ mod tests {
             ("redis://h:1/0?protocol=resp4", "resp3 or resp2"),
             ("redis+unix:///r.sock?tls=1", "unknown option \"tls\""),
             ("redis://h:1?db=x", "db must be a number"),
+            // A fragment is refused by name, as an unknown option is.
+            ("rediss://h:6380/#insecure", "the URL fragment \"#insecure\" is not an option redlease knows"),
+            ("rediss://u:p#w@h:6380/2?protocol=RESP2#frag", "the URL fragment \"#frag\""),
+            // A list given as one URL: said so, not "the port must be a number".
+            ("redis://a:1,redis://b:2", "a list of URLs given as one"),
+            ("rediss://u:pw@a:1,rediss://u:pw@b:2", "a list of URLs given as one"),
         ] {
             let err = NodeConfig::from_url(url).unwrap_err().to_string();
             assert!(err.contains(needle), "{url}: {err}");
         }
         let err = NodeConfig::from_url("redis://h:1?password=topsecret&x=1").unwrap_err().to_string();
+        assert!(!err.contains("topsecret"), "{err}");
+        let err = NodeConfig::from_url("redis://h:1?password=top#secret").unwrap_err().to_string();
+        assert!(!err.contains("secret") && err.contains("a URL fragment (#...)"), "{err}");
+        let err = crate::Config::from_urls(["redis://a:1,redis://b:2"]).unwrap_err().to_string();
+        assert!(err.contains("a list of URLs given as one"), "{err}");
+        let err = NodeConfig::from_url("redis://u:topsecret@a:1,redis://u:topsecret@b:2").unwrap_err().to_string();
         assert!(!err.contains("topsecret"), "{err}");
         // A raw `&` in a password: its tail is not echoed as an option's name.
         for url in

@@ -56,26 +56,7 @@ impl Rig {
     pub(crate) fn connect_at(&mut self, now: Instant, node: usize) {
         self.engine.handle_connected(now, NodeId(node as u16));
         let sent = self.sent(node);
-        let mut reply = Vec::new();
-        for cmd in commands(&sent) {
-            match cmd[0].to_ascii_uppercase().as_slice() {
-                b"SCRIPT" => {
-                    let i = redlease_core::script_sources()
-                        .iter()
-                        .position(|s| s.as_bytes() == cmd[2].as_slice())
-                        .expect("a known script");
-                    let sha = redlease_core::script_digests()[i];
-                    reply.extend_from_slice(format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
-                }
-                b"HELLO" => reply.extend_from_slice(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
-                // The lock format check.
-                b"EVAL" if cmd[3] == b"redlease:format" => {
-                    let f = redlease_core::LOCK_FORMAT;
-                    reply.extend_from_slice(format!("${}\r\n{f}\r\n", f.len()).as_bytes());
-                }
-                _ => reply.extend_from_slice(b"+OK\r\n"),
-            }
-        }
+        let reply = handshake_reply(&sent, ROLE_ONE_REPLICA);
         self.engine.handle_data(now, NodeId(node as u16), &reply);
         // The handshake's end is an event of its own; a connected rig starts without it.
         match self.engine.poll_event() {
@@ -127,4 +108,37 @@ pub(crate) fn commands(mut bytes: &[u8]) -> Vec<Vec<Vec<u8>>> {
         );
     }
     out
+}
+
+/// `ROLE`'s answer of a primary with one replica online.
+pub(crate) const ROLE_ONE_REPLICA: &[u8] =
+    b"*3\r\n$6\r\nmaster\r\n:42\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7100\r\n$2\r\n42\r\n";
+/// `ROLE`'s answer of a primary without replicas.
+pub(crate) const ROLE_NO_REPLICA: &[u8] = b"*3\r\n$6\r\nmaster\r\n:42\r\n*0\r\n";
+
+/// The answers to the handshake `sent` (SCRIPT LOAD digests, the lock format, `role` to
+/// `ROLE`, `+OK` to the rest), whole.
+pub(crate) fn handshake_reply(sent: &[u8], role: &[u8]) -> Vec<u8> {
+    let mut reply = Vec::new();
+    for cmd in commands(sent) {
+        match cmd[0].to_ascii_uppercase().as_slice() {
+            b"SCRIPT" => {
+                let i = redlease_core::script_sources()
+                    .iter()
+                    .position(|s| s.as_bytes() == cmd[2].as_slice())
+                    .expect("a known script");
+                let sha = redlease_core::script_digests()[i];
+                reply.extend_from_slice(format!("${}\r\n{sha}\r\n", sha.len()).as_bytes());
+            }
+            b"HELLO" => reply.extend_from_slice(b"%1\r\n$5\r\nproto\r\n:3\r\n"),
+            // The lock format check.
+            b"EVAL" if cmd[3] == b"redlease:format" => {
+                let f = redlease_core::LOCK_FORMAT;
+                reply.extend_from_slice(format!("${}\r\n{f}\r\n", f.len()).as_bytes());
+            }
+            b"ROLE" => reply.extend_from_slice(role),
+            _ => reply.extend_from_slice(b"+OK\r\n"),
+        }
+    }
+    reply
 }

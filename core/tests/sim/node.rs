@@ -839,6 +839,16 @@ impl Node {
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
             (b"PING", 1) => out.extend_from_slice(b"+PONG\r\n"),
+            (b"ROLE", 1) => {
+                // A primary: with one replica online when its grants wait for one.
+                let replicas: &[u8] = if self.replicas.is_some() {
+                    b"*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7100\r\n$1\r\n0\r\n"
+                } else {
+                    b"*0\r\n"
+                };
+                out.extend_from_slice(b"*3\r\n$6\r\nmaster\r\n:0\r\n");
+                out.extend_from_slice(replicas);
+            }
             (b"WAIT", 3) => {
                 // The replicas the writes so far reached, as the run's plan draws it.
                 let want = parse_int(&args[1]).unwrap_or(0);

@@ -1,9 +1,10 @@
 //! A program that takes a lock and ends without calling `close()`, the ways real programs
 //! end: `redlease-exit-worker RUNTIME WAY KEY URL...` (RUNTIME: `tokio-mt`, `tokio-ct`, `smol`,
 //! `mio` or `mio-auto` (auto-extended); WAY: `drop` (drop the guard, return from `main`), `alive` (return with the guard
-//! still alive) or `error` (leave `main` through `?` with the guard alive)). Prints `held`
-//! once the lock is taken; exits 0, or 1 for `error`. Used by `tests/exit.rs`, which checks
-//! that no key is left behind.
+//! still alive) or `error` (leave `main` through `?` with the guard alive); on tokio also
+//! `ctrl-c` (wait for Ctrl-C, then `close()`, as the README shows) and `no-handler` (wait
+//! with no handler: SIGINT kills the process)). Prints `held` once the lock is taken; exits
+//! 0, or 1 for `error`. Used by `tests/exit.rs`, which checks that no key is left behind.
 
 use std::time::Duration;
 
@@ -34,8 +35,24 @@ fn main() -> Result<(), String> {
 async fn tokio(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
     let client = redlease_tokio::Client::connect(urls).await.map_err(|e| e.to_string())?;
     let guard = client.lock(key, TTL).await.map_err(|e| e.to_string())?;
+    // What `tokio::signal::ctrl_c()` waits for, its handler installed before `held` is said.
+    let mut interrupt = match way {
+        "ctrl-c" => {
+            Some(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
     println!("held");
-    end(way, guard)
+    match (way, interrupt.as_mut()) {
+        ("ctrl-c", Some(interrupt)) => {
+            interrupt.recv().await;
+            client.close().await;
+            drop(guard);
+            Ok(())
+        }
+        ("no-handler", _) => std::future::pending().await,
+        _ => end(way, guard),
+    }
 }
 
 async fn smol(way: &str, key: &str, urls: &[String]) -> Result<(), String> {
