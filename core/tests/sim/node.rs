@@ -859,6 +859,12 @@ impl Node {
                 self.stats.waits += 1;
                 let roll = draw(rng, 1000);
                 let (short, error, lost) = (plan.short_per_mille, plan.error_per_mille, plan.lost_per_mille);
+                if roll < short + error {
+                    // The grant this `WAIT` follows (the command before it on the connection)
+                    // does not count: it is not one of its round's grants.
+                    let (conn, i) = self.current;
+                    self.granted.retain(|g| g.2 != (conn, i.wrapping_sub(1)));
+                }
                 if roll < short {
                     self.stats.waits_short += 1;
                     out.extend_from_slice(b":0\r\n");

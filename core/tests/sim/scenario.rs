@@ -315,8 +315,12 @@ impl Scenario {
     }
 
     /// [`with_replicas`](Self::with_replicas) over the family of `seed % 3`: mutexes,
-    /// semaphores or reader-writer locks, on standalone nodes.
+    /// semaphores or reader-writer locks; one seed in four on Redis Cluster nodes (the seed's
+    /// [`clusters`](Self::clusters) run).
     pub(crate) fn replicated(seed: u64, profile: Profile) -> Self {
+        if seed % 4 == 3 {
+            return Self::clusters(seed, profile).with_replicas();
+        }
         match seed % 3 {
             0 => Self::generate(seed, profile),
             1 => Self::semaphores(seed, profile),
