@@ -76,13 +76,14 @@ impl Engine {
 }
 
 impl Engine {
-    /// Lock `idx` starts a new round (an extension, a release) while nodes' semaphore grants
-    /// of the round that got it still wait for their `WAIT`: the new round forgets them, so
-    /// the slots each such node granted and the lock does not hold are released there now,
-    /// whatever its replicas say. (After a failed attempt the attempt's cleanup covers them.)
-    pub(super) fn trim_awaiting(&mut self, now: Instant, idx: u32) {
+    /// Lock `idx` starts a new round (its fence round, an extension, a release; `fencing`:
+    /// the fence round) while nodes' semaphore grants of the round that got it still wait for
+    /// their `WAIT`: the new round forgets them, so the slots each such node granted and the
+    /// lock does not hold are released there now, whatever its replicas say. (After a failed
+    /// attempt the attempt's cleanup covers them.)
+    pub(super) fn trim_awaiting(&mut self, now: Instant, idx: u32, fencing: bool) {
         let s = &self.locks[idx];
-        if !s.permits.on() || !matches!(s.phase, Phase::Held(_) | Phase::Extending { .. }) {
+        if !s.permits.on() || !(fencing || matches!(s.phase, Phase::Held(_) | Phase::Extending { .. })) {
             return;
         }
         let lock = self.locks.id(idx);

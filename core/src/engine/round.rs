@@ -22,7 +22,7 @@ impl Engine {
 
     /// Enter `phase` with a new round started at `start`.
     pub(super) fn begin_round(&mut self, start: Instant, idx: u32, phase: Phase) {
-        self.trim_awaiting(start, idx);
+        self.trim_awaiting(start, idx, matches!(phase, Phase::Fencing { .. }));
         self.locks[idx].begin_round(start, self.links.len(), phase);
     }
 

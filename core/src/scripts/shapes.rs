@@ -197,7 +197,9 @@ return 1
 pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
 
 /// Leave the readers; the last live reader deletes the lock key, and if a writer marked it,
-/// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does.
+/// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does. A
+/// key handed to the token (`token:`, reserved for it while it was granted on other nodes) is
+/// passed on the same way.
 /// Returns 1 if the token was a reader, else 0.
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
@@ -217,15 +219,16 @@ end
 local d = redis.call('ZREM', KEYS[2], t)
 if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
 local v = redis.call('GET', KEYS[1])
-if v ~= ':readers' and v ~= ':readers:' then return d end
-if settle() then return d end
+local handed = v == t .. ':'
+if not handed and v ~= ':readers' and v ~= ':readers:' then return d end
+if not handed and settle() then return d end
 redis.call('DEL', KEYS[1])
-if v == ':readers:' then
+if v == ':readers:' or handed then
   local nxt = ''
   local head = redis.pcall('LINDEX', KEYS[3], 0)
   if type(head) == 'string' then
     local tok, hold = string.match(head, '^([^:]*):(%d+)$')
-    if not tok then
+    if not tok or tok == t then
       redis.pcall('LPOP', KEYS[3])
     else
       redis.pcall('LPOP', KEYS[3])
@@ -238,7 +241,7 @@ end
 return d
 ";
 /// SHA-1 of [`READ_RELEASE`].
-pub(crate) const READ_RELEASE_SHA: &str = "747dd1b89540c5c76b78b84416d25cf9c0220a9c";
+pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988219";
 
 /// Turn a write lock into a read lock, atomically on this node: the token joins the readers
 /// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.

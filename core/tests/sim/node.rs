@@ -238,6 +238,9 @@ pub(crate) struct Node {
     /// one per mutex key and one per semaphore; their TTL is not modelled, only checked to be
     /// passed: the engine leaves them when it ends).
     queues: BTreeMap<Key, VecDeque<Vec<u8>>>,
+    /// Each queue's expiry, as a reading of the node's clock (ns): a join gives it at least
+    /// the queue TTL the waiter asks for (`PEXPIRE` when less is left), and it is gone after.
+    queue_expiry: BTreeMap<Key, i64>,
     /// The readers of each lock key, by the lock key.
     readers: BTreeMap<Key, ReaderSet>,
     /// Readers of a crash without persistence: they hold writers off until the restart.
@@ -362,6 +365,7 @@ impl Node {
             published: Vec::new(),
             sharded: false,
             queues: BTreeMap::new(),
+            queue_expiry: BTreeMap::new(),
             readers: BTreeMap::new(),
             lost_readers: Vec::new(),
             memberships: Vec::new(),
@@ -480,6 +484,7 @@ impl Node {
         self.held.clear();
         if !keep_data {
             self.queues.clear();
+            self.queue_expiry.clear();
             self.purge(now);
             self.lost_readers.extend(std::mem::take(&mut self.readers));
             let data = std::mem::take(&mut self.data);
@@ -540,6 +545,36 @@ impl Node {
         for (k, set) in std::mem::take(&mut self.readers) {
             self.close_members(&k, set, Time::MAX);
         }
+    }
+
+    /// What the node holds at `now` besides its persistent keys (fence counters, semaphore
+    /// limits, the format record): every live lock key with its value, every reader with its
+    /// token; as (key, token) pairs. (Waiter queues live at least a second from their last
+    /// join, longer than a run: an entry whose leave found its node down stays until then.)
+    pub(crate) fn leftovers(&mut self, now: Time) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.purge(now);
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for ((_, key), e) in &self.data {
+            if self.is_lock_key(key) && e.value != READERS {
+                out.push((key.clone(), e.value.clone()));
+            }
+        }
+        for ((_, key), set) in &self.readers {
+            out.extend(set.members.keys().map(|t| ([READERS_PREFIX, key].concat(), t.clone())));
+        }
+        out
+    }
+
+    /// The keys that hold `token` at `now`: lock keys (taken or reserved) and readers' sets.
+    pub(crate) fn holding(&mut self, now: Time, token: &[u8]) -> Vec<Vec<u8>> {
+        self.purge(now);
+        let keys = self.data.iter().filter(|(_, e)| e.value == token).map(|((_, k), _)| k.clone());
+        let readers = self
+            .readers
+            .iter()
+            .filter(|(_, set)| set.members.contains_key(token))
+            .map(|((_, k), _)| [READERS_PREFIX, k].concat());
+        keys.chain(readers).collect()
     }
 
     /// The closed spans of reader membership (key: the lock key), taken out.
@@ -676,7 +711,8 @@ impl Node {
                 moved.data.push((key.clone(), e, ttl));
             }
             if let Some(q) = self.queues.remove(&key) {
-                moved.queues.push((key.clone(), q));
+                let left = self.queue_expiry.remove(&key).map_or(1, |x| (x.div_euclid(MS as i64) - ms).max(1));
+                moved.queues.push((key.clone(), q, left));
             }
             if let Some(lock) = name.strip_prefix(READERS_PREFIX) {
                 let lock = (0, lock.to_vec());
@@ -706,7 +742,8 @@ impl Node {
             e.since = now;
             self.data.insert(key, e);
         }
-        for (key, q) in moved.queues {
+        for (key, q, ttl) in moved.queues {
+            self.queue_expiry.insert(key.clone(), (ms + ttl) * MS as i64);
             if self.queues.insert(key.clone(), q).is_some() {
                 self.problems.push(format!("BUSYKEY: queue {:?} migrated to a master that has it", show_key(&key.1)));
             }
@@ -734,6 +771,10 @@ impl Node {
         let expired: Vec<Key> =
             self.data.iter().filter(|(_, e)| e.expires.is_some_and(|x| x <= local)).map(|(k, _)| k.clone()).collect();
         let gone: Vec<Key> = self.readers.iter().filter(|(_, r)| r.expires <= local).map(|(k, _)| k.clone()).collect();
+        let queues = &self.queues;
+        self.queue_expiry.retain(|k, x| *x > local && queues.contains_key(k));
+        let expiry = &self.queue_expiry;
+        self.queues.retain(|k, _| expiry.contains_key(k));
         for k in gone {
             let set = self.readers.remove(&k).expect("listed above");
             self.close_members(&k, set, now);
@@ -1156,7 +1197,7 @@ impl Node {
                     }
                 }
                 for q in qkeys {
-                    self.join_queue(&(db, q.clone()), &entry, front);
+                    self.join_queue(now, &(db, q.clone()), &entry, front, parse_int(queue_ttl).unwrap_or(1));
                 }
             }
             return Ok(0);
@@ -1262,7 +1303,7 @@ impl Node {
                         }
                     }
                 }
-                self.join_queue(&(db, qkey.clone()), &entry, front);
+                self.join_queue(now, &(db, qkey.clone()), &entry, front, parse_int(queue_ttl).unwrap_or(1));
             }
             return Ok(Reply::Int(0));
         }
@@ -1285,7 +1326,14 @@ impl Node {
 
     /// Join queue `key` as `entry`: at the back unless already in it, or (`front`) at the
     /// front unless already heading it (the scripts' `LPOS`, `LREM`, `LPUSH`, `RPUSH`).
-    fn join_queue(&mut self, key: &Key, entry: &[u8], front: bool) {
+    fn join_queue(&mut self, now: Time, key: &Key, entry: &[u8], front: bool, ttl_ms: i64) {
+        let local = self.clock.local(now);
+        let at_least = local + ttl_ms * MS as i64;
+        if !self.queues.contains_key(key) {
+            self.queue_expiry.insert(key.clone(), at_least);
+        }
+        let x = self.queue_expiry.entry(key.clone()).or_insert(at_least);
+        *x = (*x).max(at_least);
         let q = self.queues.entry(key.clone()).or_default();
         let at = q.iter().position(|t| t == entry);
         if front && at != Some(0) {
@@ -1569,7 +1617,7 @@ impl Node {
         if !joins {
             if let Some(front) = front {
                 self.mark(&key);
-                self.join_queue(&qkey, &entry, front);
+                self.join_queue(now, &qkey, &entry, front, parse_int(queue_ttl).unwrap_or(1));
             }
             return Ok(0);
         }
@@ -1634,7 +1682,9 @@ impl Node {
         if leave {
             self.leave_queue(&qkey, &[token.as_slice(), b":", reserve].concat());
         }
-        if self.get(db, &key.1) != Some(READERS) || self.settle(now, &key, ms) {
+        // A key handed to us (reserved) while we read elsewhere is passed on like a release.
+        let reserved = self.get(db, &key.1) == Some(token.as_slice());
+        if !reserved && (self.get(db, &key.1) != Some(READERS) || self.settle(now, &key, ms)) {
             return Ok(d);
         }
         let marked = self.marked(&key);
@@ -1647,7 +1697,8 @@ impl Node {
         if let Some(q) = self.queues.get_mut(&qkey) {
             if let Some(head) = q.pop_front() {
                 let split = head.iter().rposition(|&b| b == b':');
-                if let Some((tok, ms)) = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?))) {
+                let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
+                if let Some((tok, ms)) = parsed.filter(|(tok, _)| *tok != token.as_slice()) {
                     next = tok.to_vec();
                     self.set(now, db, &key.1, &next, Some(ms));
                     self.mark(&key);
@@ -1728,7 +1779,7 @@ pub(crate) fn reader_spans(history: &[Segment], memberships: Vec<Segment>) -> Ve
 #[derive(Debug, Default)]
 pub(crate) struct Moved {
     data: Vec<(Key, Entry, Option<i64>)>,
-    queues: Vec<(Key, VecDeque<Vec<u8>>)>,
+    queues: Vec<(Key, VecDeque<Vec<u8>>, i64)>,
     readers: Vec<(Key, ReaderSet, i64)>,
 }
 

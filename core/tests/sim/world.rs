@@ -176,6 +176,10 @@ struct Client {
     redirected: Vec<(usize, Req, u64, Option<Time>)>,
     /// The lock of each token this client acquired with.
     locks: BTreeMap<Vec<u8>, LockId>,
+    /// Links this client's engine saw fail, and that count when each token's acquisition
+    /// started: a cleanup can miss a node only through a failed link.
+    link_failures: u64,
+    failures_at: BTreeMap<Vec<u8>, u64>,
     /// The link whose `HELLO` reply is being read: what the engine held behind it goes out
     /// now, encoded in a round that may be over.
     hello: Option<usize>,
@@ -257,8 +261,12 @@ pub(crate) struct Stats {
     pub(crate) waits_refused: u64,
     pub(crate) waits_lost: u64,
     pub(crate) waits_late: u64,
-    /// Engines checked idle at the end of a run (every lock released, every reply read).
+    /// Engines checked idle at the end of a run (every lock released, every reply read), and
+    /// what the nodes still held then beyond their persistent keys.
     pub(crate) idle_checked: u64,
+    pub(crate) leftovers: u64,
+    /// Releases every node answered, after which no node held anything of the token.
+    pub(crate) releases_checked: u64,
 }
 
 impl Stats {
@@ -313,6 +321,8 @@ impl Stats {
         self.waits_lost += o.waits_lost;
         self.waits_late += o.waits_late;
         self.idle_checked += o.idle_checked;
+        self.leftovers += o.leftovers;
+        self.releases_checked += o.releases_checked;
     }
 }
 
@@ -391,6 +401,8 @@ struct World {
     /// The workload has stopped: acquisitions are cancelled, holders release at once, nobody
     /// starts again; at the end every engine must be back to idle.
     stopping: bool,
+    /// What the nodes held at the end beyond their persistent keys.
+    leftover: Vec<Violation>,
     vanished: Option<Vanished>,
     stats: Stats,
     trace: Option<Vec<String>>,
@@ -439,6 +451,8 @@ impl World {
                 rx: vec![Vec::new(); sc.nodes],
                 redirected: Vec::new(),
                 locks: BTreeMap::new(),
+                link_failures: 0,
+                failures_at: BTreeMap::new(),
                 hello: None,
                 timer: None,
                 paused: false,
@@ -470,6 +484,7 @@ impl World {
             calm: false,
             vanish_armed: false,
             stopping: false,
+            leftover: Vec::new(),
             vanished: None,
             stats: Stats::default(),
             trace: trace.then(Vec::new),
@@ -1354,6 +1369,8 @@ impl World {
         match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
                 self.clients[c].locks.insert(token.clone(), lock);
+                let failures = self.clients[c].link_failures;
+                self.clients[c].failures_at.insert(token.clone(), failures);
                 self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits, shared };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
@@ -1548,6 +1565,28 @@ impl World {
             }
             Event::Lost { .. } => self.stats.lost += 1,
             Event::Released { lock, report } => {
+                let token = self.clients[c].locks.iter().find(|(_, l)| **l == lock).map(|(t, _)| t.clone());
+                let linked = token.as_ref().and_then(|t| self.clients[c].failures_at.get(t).copied())
+                    == Some(self.clients[c].link_failures);
+                if report.outcome == ReleaseOutcome::Released && report.pending == 0 && report.failed == 0 && linked {
+                    // Every node ran the release, and no link failed while the lock lived (a
+                    // cleanup that missed a node leaves its grant to its TTL): no node holds
+                    // anything of the token any more (a slot it granted outside the quorum's,
+                    // a reader a downgrade left).
+                    for server in 0..self.nodes.len() {
+                        let Some(token) = &token else { break };
+                        for key in self.nodes[server].holding(self.now, token) {
+                            let node = self.node_of[server];
+                            let what = format!(
+                                "every node answered the release of {}, yet {} still holds it",
+                                String::from_utf8_lossy(token),
+                                String::from_utf8_lossy(&key)
+                            );
+                            self.leftover.push(Violation::Node { node, what });
+                        }
+                    }
+                    self.stats.releases_checked += 1;
+                }
                 match report.outcome {
                     ReleaseOutcome::Released => self.stats.released += 1,
                     ReleaseOutcome::NotHeld => self.stats.not_held += 1,
@@ -1564,6 +1603,7 @@ impl World {
                 }
             }
             Event::LinkFailed { error } => {
+                self.clients[c].link_failures += 1;
                 // The model never sends garbage: a link failure means the engine mismatched
                 // something, unless the node went silent (stalled longer than the liveness
                 // bound), which the engine must recycle.
@@ -1624,6 +1664,24 @@ impl World {
                 self.stats.idle_checked += 1;
                 if !fp.is_idle() {
                     self.problems.push((c, format!("the engine is not idle after the workload stopped: {fp}")));
+                }
+            }
+            // And the nodes hold nothing but their persistent keys (fence counters, limits, the
+            // format record), save what the vanished holder left, which lives out its TTL.
+            let vanished = self.vanished.as_ref().map(|v| format!("c{}-", v.client));
+            for server in 0..self.nodes.len() {
+                let node = self.node_of[server];
+                for (key, held) in self.nodes[server].leftovers(self.end) {
+                    if vanished.as_ref().is_some_and(|v| held.starts_with(v.as_bytes())) {
+                        continue;
+                    }
+                    self.stats.leftovers += 1;
+                    let what = format!(
+                        "{} holds {} after the workload stopped and every lock was released",
+                        String::from_utf8_lossy(&key),
+                        String::from_utf8_lossy(&held)
+                    );
+                    self.leftover.push(Violation::Node { node, what });
                 }
             }
         }
@@ -1735,6 +1793,7 @@ impl World {
         for (c, p) in &self.problems {
             violations.push(Violation::Engine { client: *c, what: p.clone() });
         }
+        violations.append(&mut self.leftover);
         if let Some(Vanished { client: vc, at: v, resources, keys }) = &self.vanished {
             self.stats.liveness_checked = true;
             let deadline = v + self.sc.liveness_bound();
