@@ -911,8 +911,9 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
         Expect::Safe => {
             match lock {
                 Lock::Mutex => {}
+                // (Above the limit is broken in every phase, above.)
                 Lock::Semaphore => must(
-                    r.peak == SEM_LIMIT as usize,
+                    r.peak >= SEM_LIMIT as usize,
                     format!("at most {} holders at once: the {SEM_LIMIT} permits were never all used", r.peak),
                 ),
                 Lock::ReadWrite => {
@@ -1438,7 +1439,7 @@ mod tests {
         assert!(failures.is_empty(), "{failures:?}");
         let beyond = Report { peak: SEM_LIMIT as usize + 1, beyond_limit: 1, ..sem.clone() };
         expect(Lock::Semaphore, Expect::Safe, &beyond, &mut failures);
-        assert_eq!(failures.len(), 2, "beyond the limit, and not exactly the limit at the peak: {failures:?}");
+        assert_eq!(failures.len(), 1, "beyond the limit: {failures:?}");
         failures.clear();
         let never_full = Report { peak: 1, ..sem.clone() };
         expect(Lock::Semaphore, Expect::Safe, &never_full, &mut failures);
