@@ -280,7 +280,7 @@ pub fn phases() -> Vec<Phase> {
         },
         Phase {
             id: "rw7",
-            name: "reader-writer: writer paused (SIGSTOP) for 2 TTL",
+            name: "reader-writer: a writer, then a reader paused (SIGSTOP) for 2 TTL",
             lock: Lock::ReadWrite,
             expect: Expect::LateWrite,
             persist: false,
@@ -1259,11 +1259,24 @@ fn clock_jump_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
 
 fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
     p.sleep(Duration::from_secs(1))?;
-    // Pause a tokio worker, then a blocking mio one, and so on: their lost signals differ.
+    // Pause a tokio worker, then a blocking mio one, and so on: their lost signals differ. A
+    // reader-writer lock's rounds pause a writer, then a reader: a tokio writer, a mio reader,
+    // a mio writer, a tokio reader.
     let rounds = p.ctx.rounds(2, 4);
     let mut done = 0;
     for _ in 0..rounds * 3 {
-        let want = if done % 2 == 0 { ClientKind::Tokio } else { ClientKind::Mio }.name();
+        let tokio = if p.phase.lock == Lock::ReadWrite { done % 4 == 0 || done % 4 == 3 } else { done % 2 == 0 };
+        let want = if tokio { ClientKind::Tokio } else { ClientKind::Mio }.name();
+        if p.phase.lock == Lock::ReadWrite && done % 2 == 1 {
+            if reader_pause(p, want)? {
+                done += 1;
+                if done >= rounds {
+                    break;
+                }
+                p.sleep(Duration::from_secs(1))?;
+            }
+            continue;
+        }
         // A holder that writes: a reader-writer lock's writer, not a reader.
         let shapes = p.shapes.clone();
         let read = p.wait_for(Duration::from_secs(15), |r| {
@@ -1348,9 +1361,74 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
         p.sleep(Duration::from_secs(1))?;
     }
     if done < rounds {
-        p.fail(format!("only {done} of {rounds} pauses caught a holder between its read and its write"));
+        p.fail(format!(
+            "only {done} of {rounds} pauses caught a holder between its read and its write (a reader: between its two reads, with a newer writer accepted meanwhile)"
+        ));
     }
     Ok(())
+}
+
+/// Stop a reader of the `want` client between its two reads for 2 TTLs. Whether the round
+/// counts: its second read went out after the SIGSTOP, and a newer writer had been accepted
+/// by then, so the store must refuse it (an accepted read under an old epoch that saw the
+/// fenced counter change fails the phase, as in every reader-writer phase).
+fn reader_pause(p: &mut PhaseRun<'_>, want: &str) -> Result<bool, String> {
+    let shapes = p.shapes.clone();
+    // The first read of a hold: the reader's event before it is its acquisition.
+    let first = loop {
+        let read = p.wait_for(Duration::from_secs(15), |r| {
+            r.client == want && shapes[r.worker] == Shape::Read && matches!(r.event, Event::Read { accepted: true, .. })
+        })?;
+        let Some(read) = read else {
+            return Err(format!("no {want} reader read the store within 15 s"));
+        };
+        let before = p.log.iter().rev().filter(|r| r.worker == read.worker).nth(1);
+        if matches!(before, Some(Record { event: Event::Acquired { .. }, .. })) {
+            break read;
+        }
+    };
+    let Event::Read { fence: epoch, plain: plain_before, .. } = first.event else {
+        unreachable!("the predicate takes reads");
+    };
+    let w = first.worker;
+    let pid = p.workers.pid(w);
+    sys::signal(pid, libc::SIGSTOP).map_err(|e| format!("SIGSTOP worker {w}: {e}"))?;
+    let t_stop = mono_ns();
+    if !sys::wait_for_state(pid, |s| s == 'T' || s == 't') {
+        return Err(format!("worker {w} did not stop"));
+    }
+    p.sleep(2 * TTL)?;
+    sys::signal(pid, libc::SIGCONT).map_err(|e| format!("SIGCONT worker {w}: {e}"))?;
+    let next = p.wait_for(Duration::from_secs(10), |r| r.worker == w && matches!(r.event, Event::Read { .. }))?;
+    let Some(Record { client, event: Event::Read { t, accepted, plain, .. }, .. }) = next else {
+        return Err(format!("worker {w} read nothing within 10 s of SIGCONT"));
+    };
+    if t < t_stop {
+        p.note(format!("worker {w}'s second read went out before the SIGSTOP landed: not counted, again"));
+        return Ok(false);
+    }
+    let until = p
+        .log
+        .iter()
+        .rev()
+        .find_map(|r| match r.event {
+            Event::Acquired { until, .. } if r.worker == w => Some(until),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let (highest, _) = Store::connect(p.ctx.store, StoreKeys::new(&p.store_prefix))
+        .and_then(|mut s| s.marks())
+        .map_err(|e| format!("store: {e}"))?;
+    p.note(format!(
+        "worker {w} ({client}, a reader at epoch {epoch}) stopped for {:.1} s between its two reads; the second went out {:.0} ms after its valid_until, and the fenced store {} it (the store's highest writer fence just after: {highest}); the unchecked counter had gone from {plain_before} to {plain} under the reader",
+        (2 * TTL).as_secs_f64(),
+        (t as f64 - until as f64) / 1e6,
+        if accepted { "ACCEPTED" } else { "refused" },
+    ));
+    if accepted {
+        p.note(format!("no writer above epoch {epoch} had been accepted by then: not counted, again"));
+    }
+    Ok(!accepted)
 }
 
 // ---------------------------------------------------------------------------------------
