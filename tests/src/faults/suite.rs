@@ -213,7 +213,15 @@ pub fn phases() -> Vec<Phase> {
             work: Duration::from_millis(300),
             script: holder_pause,
         },
-        // The semaphore: 3 permits, 5 workers (the last takes 2 permits at once).
+        // The semaphore: 3 permits, 5 workers (the last takes 2 permits at once). Every
+        // semaphore phase must show: at most 3 permits held at any instant of the workers'
+        // windows (none beyond the limit), nothing lost in the fenced store (a counter and a
+        // highest fence per slot).
+        //
+        // s2 must show, besides: the 3 permits all held at some instant, no two holders of one
+        // slot at once, nothing lost without the fence either, fences in order per slot;
+        // acquisitions while a pair is cut off, none granted from 1 s into the majority cut
+        // until it heals, typed `unreachable` errors, an acquisition after healing.
         Phase {
             id: "s2",
             name: "semaphore: minority partitions, then a majority partition",
@@ -223,6 +231,7 @@ pub fn phases() -> Vec<Phase> {
             work: quick,
             script: partitions,
         },
+        // s4: safe as s2, and acquisitions while nodes are paused.
         Phase {
             id: "s4",
             name: "semaphore: node pause (SIGSTOP 1, then 2 nodes)",
@@ -232,6 +241,8 @@ pub fn phases() -> Vec<Phase> {
             work: quick,
             script: node_pause,
         },
+        // s5: safe as s2; the restarted nodes still hold the holder's slot key (at least one of
+        // the three: they meet its quorum) and the slot's fence counter.
         Phase {
             id: "s5",
             name: "semaphore: kill -9 + restart of a majority, appendfsync always",
@@ -241,6 +252,8 @@ pub fn phases() -> Vec<Phase> {
             work: long,
             script: restart_majority,
         },
+        // s7: no two holders of a slot at once, a late write, every late write refused by the
+        // slot's highest fence, updates lost without the check, fences in order per slot.
         Phase {
             id: "s7",
             name: "semaphore: holder paused (SIGSTOP) for 2 TTL",
@@ -250,7 +263,15 @@ pub fn phases() -> Vec<Phase> {
             work: Duration::from_millis(300),
             script: holder_pause,
         },
-        // The reader-writer lock: 2 writers, 3 readers.
+        // The reader-writer lock: 2 writers, 3 readers; readers read the store at the start and
+        // the end of each hold, under their writer epoch. Every reader-writer phase must show:
+        // no reader that saw the fenced counter change under it, nothing lost in the fenced
+        // store.
+        //
+        // rw2 must show, besides: no writer's window beside a reader's or another writer's,
+        // readers together at some instant, no reader that saw even the unchecked counter
+        // change, nothing lost without the fence either, epochs in order; liveness and the
+        // majority cut as s2.
         Phase {
             id: "rw2",
             name: "reader-writer: minority partitions, then a majority partition",
@@ -260,6 +281,7 @@ pub fn phases() -> Vec<Phase> {
             work: quick,
             script: partitions,
         },
+        // rw4: safe as rw2, and acquisitions while nodes are paused.
         Phase {
             id: "rw4",
             name: "reader-writer: node pause (SIGSTOP 1, then 2 nodes)",
@@ -269,6 +291,8 @@ pub fn phases() -> Vec<Phase> {
             work: quick,
             script: node_pause,
         },
+        // rw5: safe as rw2; the restarted nodes still hold the writer's key, then the reader
+        // among the readers, and the fence counter.
         Phase {
             id: "rw5",
             name: "reader-writer: kill -9 + restart of a majority, appendfsync always",
@@ -278,6 +302,9 @@ pub fn phases() -> Vec<Phase> {
             work: long,
             script: restart_majority,
         },
+        // rw7: no writer beside another holder, a late write, every late write refused (by a
+        // newer writer's fence or a reader's epoch), updates lost without the check; the
+        // paused reader's late read refused by a newer writer's epoch.
         Phase {
             id: "rw7",
             name: "reader-writer: a writer, then a reader paused (SIGSTOP) for 2 TTL",
