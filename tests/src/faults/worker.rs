@@ -362,7 +362,20 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
     }
     let emit = |event: Event| println!("{}", Record { worker: args.id, client: args.client.name().into(), event });
     let mut store = Store::connect(args.store, StoreKeys::new(&args.keys)).map_err(|e| format!("store: {e}"))?;
-    let locker = connect(args).map_err(|e| format!("client: {e}"))?;
+    // A loaded machine can leave fresh nodes' first handshakes (with `appendfsync always`, a
+    // write and its fsync) unanswered for longer than the connect timeout: starting is not what
+    // a phase tests, so try again for a while.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let locker = loop {
+        match connect(args) {
+            Ok(locker) => break locker,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("redlease-fault-worker {}: starting the client again: {e}", args.id);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(format!("client: {e}")),
+        }
+    };
     let options = args.shape.options(&args.resource, args.ttl, args.wait);
     let mut rng = mono_ns() ^ (u64::from(std::process::id()) << 32) | 1;
     emit(Event::Started { t: mono_ns() });
