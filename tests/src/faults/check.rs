@@ -11,7 +11,12 @@
 //!   acquisitions that took the count above it.
 //! - A reader reads the store when it has the lock and again at the end of its hold: a
 //!   **change under a reader** is a hold whose two reads differ (a writer wrote meanwhile).
-//! - A **late write** was sent after its writer's `valid_until`.
+//! - A **late write** was sent after its writer's `valid_until`. It is **after a newer
+//!   holder** when a holder that excludes it (of its slot, for a semaphore), acquired after
+//!   its writer, had a read accepted by the store before it was sent: the store has seen a
+//!   newer fence (or a reader's epoch) and must refuse it. A late write that no newer holder
+//!   preceded at the store conflicts with no one's work (a stall of the whole machine makes
+//!   such writes), and the store accepts it.
 //! - **Lost updates**: fenced — accepted fenced writes minus the final fenced counter; plain —
 //!   plain writes minus the final plain counter.
 //! - **Fence-order errors**: holders ordered by `acquired`; one whose fence is not above every
@@ -47,11 +52,40 @@ pub struct Hold {
     pub kind: LockKind,
     /// A semaphore's slots.
     pub slots: Vec<u16>,
-    /// Writes of this hold sent after `until`: `(sent, fenced outcome, lost signal at the
-    /// time, valid_until passed by the worker's own check)`.
-    pub late: Vec<(u64, Fenced, bool, bool)>,
-    /// Reads of this hold: `(accepted, fenced counter, plain counter)`.
-    pub reads: Vec<(bool, i64, i64)>,
+    /// Writes of this hold sent after `until`.
+    pub late: Vec<Late>,
+    /// Reads of this hold.
+    pub reads: Vec<StoreRead>,
+}
+
+/// A write sent after its writer's `valid_until`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Late {
+    /// Sent.
+    pub sent: u64,
+    /// What the fenced store did.
+    pub fenced: Fenced,
+    /// The lost signal had fired when it was sent.
+    pub lost: bool,
+    /// `valid_until` had passed by the worker's own check when it was sent.
+    pub expired: bool,
+    /// A semaphore's slot.
+    pub slot: Option<u16>,
+}
+
+/// A read of the store by a holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreRead {
+    /// Answered.
+    pub end: u64,
+    /// The fence check accepted it.
+    pub accepted: bool,
+    /// The fenced counter (0 if refused).
+    pub fenced: i64,
+    /// The plain counter.
+    pub plain: i64,
+    /// A semaphore's slot.
+    pub slot: Option<u16>,
 }
 
 impl Hold {
@@ -99,15 +133,17 @@ pub fn holds(records: &[Record]) -> Vec<Hold> {
                 };
                 open.insert(r.worker, hold);
             }
-            Event::Read { accepted, fenced, plain, .. } => {
+            Event::Read { end, accepted, fenced, plain, slot, .. } => {
                 if let Some(h) = open.get_mut(&r.worker) {
-                    h.reads.push((*accepted, *fenced, *plain));
+                    let read =
+                        StoreRead { end: *end, accepted: *accepted, fenced: *fenced, plain: *plain, slot: *slot };
+                    h.reads.push(read);
                 }
             }
-            Event::Write { t, fenced, lost, expired, .. } => {
+            Event::Write { t, fenced, lost, expired, slot, .. } => {
                 if let Some(h) = open.get_mut(&r.worker) {
                     if *t > h.until {
-                        h.late.push((*t, *fenced, *lost, *expired));
+                        h.late.push(Late { sent: *t, fenced: *fenced, lost: *lost, expired: *expired, slot: *slot });
                     }
                 }
             }
@@ -123,6 +159,18 @@ pub fn holds(records: &[Record]) -> Vec<Hold> {
     done.extend(open.into_values());
     done.sort_by_key(|h| (h.acquired, h.worker));
     done
+}
+
+/// Whether `late`, a late write of `h`, came after a newer holder at the store: a hold of
+/// `holds` that excludes `h`, acquired after it, had a read accepted (of the late write's slot)
+/// before the write was sent.
+pub fn after_newer_holder(holds: &[Hold], h: &Hold, late: &Late) -> bool {
+    holds.iter().any(|n| {
+        n.worker != h.worker
+            && n.acquired > h.acquired
+            && h.excludes(n)
+            && n.reads.iter().any(|r| r.accepted && r.end < late.sent && (late.slot.is_none() || r.slot == late.slot))
+    })
 }
 
 /// Pairs of holds that exclude each other and whose windows intersect, as indexes into `holds`
@@ -213,6 +261,10 @@ pub struct Report {
     pub changed_plain: usize,
     /// Writes sent after their writer's `valid_until`.
     pub late_writes: usize,
+    /// Of those, the ones sent after a newer holder had read the store.
+    pub late_after_newer: usize,
+    /// Of those, the ones the fenced store accepted.
+    pub late_after_newer_accepted: usize,
     /// Of those, the ones the fenced store accepted.
     pub late_accepted: usize,
     /// Fenced writes the store accepted.
@@ -257,11 +309,15 @@ pub fn check(
     for h in &holds {
         *report.by_client.entry(h.client.clone()).or_default() += 1;
         report.late_writes += h.late.len();
-        report.late_accepted += h.late.iter().filter(|l| l.1 == Fenced::Accepted).count();
-        if let [(a_ok, a_fenced, a_plain), .., (b_ok, b_fenced, b_plain)] = h.reads[..] {
+        report.late_accepted += h.late.iter().filter(|l| l.fenced == Fenced::Accepted).count();
+        for late in h.late.iter().filter(|l| after_newer_holder(&holds, h, l)) {
+            report.late_after_newer += 1;
+            report.late_after_newer_accepted += usize::from(late.fenced == Fenced::Accepted);
+        }
+        if let [a, .., b] = &h.reads[..] {
             if h.kind == LockKind::Read {
-                report.changed_plain += usize::from(a_plain != b_plain);
-                report.changed_fenced += usize::from(a_ok && b_ok && a_fenced != b_fenced);
+                report.changed_plain += usize::from(a.plain != b.plain);
+                report.changed_fenced += usize::from(a.accepted && b.accepted && a.fenced != b.fenced);
             }
         }
     }
@@ -526,7 +582,10 @@ mod tests {
         assert_eq!(report.untyped_errors, 1);
         assert_eq!(report.keys_without_ttl, 1);
         let holds = holds(&log);
-        assert_eq!(holds[0].late, vec![(1500 * MS, Fenced::Accepted, true, true)]);
+        let late = Late { sent: 1500 * MS, fenced: Fenced::Accepted, lost: true, expired: true, slot: None };
+        assert_eq!(holds[0].late, vec![late]);
+        // Worker 1's read was refused: no newer holder had been seen by the store.
+        assert_eq!((report.late_after_newer, report.late_after_newer_accepted), (0, 0));
         assert_eq!(holds[0].end(), 1090 * MS);
     }
 
@@ -603,5 +662,46 @@ mod tests {
         let report = check(&log, (0, 700 * MS), Finals::default(), 0, None);
         assert_eq!((report.overlaps, report.shared, report.fence_order_errors), (1, 1, 2), "{report:?}");
         assert_eq!((report.changed_fenced, report.changed_plain), (0, 1));
+    }
+
+    #[test]
+    fn a_late_write_is_after_a_newer_holder_once_that_holder_read_its_slot() {
+        let read = |w: usize, end: u64, slot: Option<u16>| {
+            rec(w, Event::Read { t: end * MS - MS, end: end * MS, fence: 0, accepted: true, fenced: 0, plain: 0, slot })
+        };
+        let write = |w: usize, t: u64, fenced: Fenced, slot: Option<u16>| {
+            rec(
+                w,
+                Event::Write {
+                    t: t * MS,
+                    end: t * MS + MS,
+                    fence: 0,
+                    fenced,
+                    plain: 0,
+                    lost: true,
+                    expired: true,
+                    slot,
+                },
+            )
+        };
+        // Semaphore holder 0 (slot 0) writes late at 1500 ms; holder 1 took slot 1 and read it
+        // at 1200 ms: nobody newer had read slot 0, and the store accepted the write.
+        let mut log = vec![acquired(0, 100, 1, LockKind::Semaphore, &[0]), read(0, 101, Some(0))];
+        log.extend([acquired(1, 1100, 1, LockKind::Semaphore, &[1]), read(1, 1200, Some(1))]);
+        log.push(write(0, 1500, Fenced::Accepted, Some(0)));
+        let report = check(&log, (0, 2000 * MS), Finals::default(), 0, Some(3));
+        assert_eq!((report.late_writes, report.late_after_newer, report.late_after_newer_accepted), (1, 0, 0));
+        // Holder 2 took slot 0 and read it at 1300 ms: the late write came after it, and a
+        // store that accepted it failed.
+        log.insert(4, acquired(2, 1250, 2, LockKind::Semaphore, &[0]));
+        log.insert(5, read(2, 1300, Some(0)));
+        let report = check(&log, (0, 2000 * MS), Finals::default(), 0, Some(3));
+        assert_eq!((report.late_writes, report.late_after_newer, report.late_after_newer_accepted), (1, 1, 1));
+        // A writer's late write after a reader's read (a reader excludes it).
+        let mut log = vec![acquired(0, 100, 3, LockKind::Write, &[]), read(0, 101, None)];
+        log.extend([acquired(1, 1100, 3, LockKind::Read, &[]), read(1, 1200, None)]);
+        log.push(write(0, 1500, Fenced::Rejected, None));
+        let report = check(&log, (0, 2000 * MS), Finals::default(), 0, None);
+        assert_eq!((report.late_writes, report.late_after_newer, report.late_after_newer_accepted), (1, 1, 0));
     }
 }
