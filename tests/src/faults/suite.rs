@@ -61,7 +61,8 @@ pub enum SuiteError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
     /// Inside the algorithm's assumptions: no overlap, no lost update anywhere, fences in
-    /// order.
+    /// order. (A holder the machine stalls past its validity is outside them: the unchecked
+    /// counter may then lose updates, the fenced one never.)
     Safe,
     /// Outside them, forced: at least one overlap, and the fenced store loses nothing.
     Overlaps,
@@ -870,6 +871,12 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
     let limit = phase.lock.limit().map(|l| l as usize);
     let report = check::check(&run.log, (t0, t1), finals, keys_without_ttl, limit);
     run.shape_notes(&report);
+    if report.late_writes > 0 && phase.expect != Expect::LateWrite {
+        run.note(format!(
+            "{} write(s) went out after their writer's valid_until (the machine stalled the holder past its validity); {} of them after a newer holder had read the store, of which the fenced store accepted {}",
+            report.late_writes, report.late_after_newer, report.late_after_newer_accepted
+        ));
+    }
     expect(phase.lock, phase.expect, &report, &mut run.failures);
 
     let log_path = ctx.options.log_dir.join(format!("phase-{}.log", phase.id));
@@ -913,6 +920,13 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
     };
     must(r.acquisitions > 0, "no acquisition at all (liveness)".into());
     must(r.lost_fenced == 0, format!("{} update(s) lost in the fenced store (must be 0)", r.lost_fenced));
+    must(
+        r.late_after_newer_accepted == 0,
+        format!(
+            "{} late write(s) after a newer holder accepted by the fenced store (must be 0)",
+            r.late_after_newer_accepted
+        ),
+    );
     must(r.keys_without_ttl == 0, format!("{} lock key(s) without a TTL (must be 0)", r.keys_without_ttl));
     must(
         r.untyped_errors == 0,
@@ -946,9 +960,9 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
                 ),
                 Lock::ReadWrite => {
                     must(
-                        r.changed_plain == 0,
+                        r.changed_plain == 0 || r.late_writes > 0,
                         format!(
-                            "{} reader(s) saw the unchecked counter change under them (must be 0)",
+                            "{} reader(s) saw the unchecked counter change under them, with no late write (must be 0)",
                             r.changed_plain
                         ),
                     );
@@ -956,7 +970,13 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
                 }
             }
             must(r.overlaps == 0, format!("{} overlapping holder windows (must be 0)", r.overlaps));
-            must(r.lost_plain == 0, format!("{} update(s) lost in the unchecked counter (must be 0)", r.lost_plain));
+            // A holder that writes after its validity (a stall of the machine as long as a
+            // paused holder's) is outside the algorithm's assumptions: it may overwrite newer
+            // values of the unchecked counter, never of the fenced one.
+            must(
+                r.lost_plain == 0 || r.late_writes > 0,
+                format!("{} update(s) lost in the unchecked counter, with no late write (must be 0)", r.lost_plain),
+            );
             must(r.fence_order_errors == 0, format!("{} fence-order error(s) (must be 0)", r.fence_order_errors));
         }
         Expect::Overlaps => {
@@ -968,13 +988,6 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
             must(
                 r.late_after_newer >= 1,
                 "no late write came after a newer holder had read the store: the fence check was not put to the test (must be at least 1)".into(),
-            );
-            must(
-                r.late_after_newer_accepted == 0,
-                format!(
-                    "{} late write(s) after a newer holder accepted by the fenced store (must be 0)",
-                    r.late_after_newer_accepted
-                ),
             );
             must(
                 r.lost_plain >= 1,
@@ -1115,10 +1128,12 @@ fn node_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
 fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
     p.sleep(Duration::from_secs(1))?;
     let persist = p.phase.persist;
+    // With persistence, a round counts when every restarted node answered within the holder's
+    // validity: a restart that outlasts it (a loaded machine) may rightly find the key expired.
     let (min_rounds, max_rounds) =
-        if persist { (p.ctx.rounds(2, 6), p.ctx.rounds(2, 6)) } else { (p.ctx.rounds(1, 6), 6) };
-    let mut round = 0;
-    while round < max_rounds && (round < min_rounds || (!persist && p.overlaps() == 0)) {
+        if persist { (p.ctx.rounds(2, 6), p.ctx.rounds(2, 6) + 3) } else { (p.ctx.rounds(1, 6), 6) };
+    let (mut round, mut counted) = (0, 0);
+    while round < max_rounds && if persist { counted < min_rounds } else { round < min_rounds || p.overlaps() == 0 } {
         let want = match p.phase.lock {
             Lock::ReadWrite if round % 2 == 1 => Some(LockKind::Read),
             Lock::ReadWrite => Some(LockKind::Write),
@@ -1126,7 +1141,8 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         };
         let min_fence = if want == Some(LockKind::Read) { 1 } else { 3 };
         let acquired = p.wait_acquired_of(want, min_fence, mono_ns())?;
-        let Record { worker: holder, event: Event::Acquired { fence, token, kind, slots, .. }, .. } = acquired else {
+        let Record { worker: holder, event: Event::Acquired { fence, token, kind, slots, until, .. }, .. } = acquired
+        else {
             unreachable!("wait_acquired_of returns acquisitions");
         };
         let majority = [round % NODES, (round + 1) % NODES, (round + 2) % NODES];
@@ -1149,7 +1165,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         // restart.)
         let sem_slots = p.phase.lock.limit().unwrap_or(0) as u16;
         let resource = &p.resource;
-        let found: Vec<(Option<u64>, bool, bool, Vec<u16>)> = std::thread::scope(|s| {
+        let found: Vec<Probe> = std::thread::scope(|s| {
             let handles: Vec<_> = majority
                 .iter()
                 .map(|&i| {
@@ -1157,6 +1173,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                     s.spawn(move || {
                         cluster.node(i).restart(true);
                         let mut conn = cluster.node(i).conn().ok();
+                        let answered = mono_ns();
                         let counter = conn.as_mut().and_then(|c| c.get(fence_key).ok().flatten());
                         let value = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten());
                         let (kept, retaken) = if kind == LockKind::Read {
@@ -1178,14 +1195,16 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                                 v.is_some_and(|v| redlease_core::holder_of(&v).0 == token.as_str())
                             })
                             .collect();
-                        (counter.and_then(|v| v.parse::<u64>().ok()), kept, retaken, mine)
+                        let counter = counter.and_then(|v| v.parse::<u64>().ok());
+                        Probe { counter, kept, retaken, slots: mine, answered }
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a restart thread panicked")).collect()
         });
-        let counters: Vec<Option<u64>> = found.iter().map(|f| f.0).collect();
-        let kept = found.iter().filter(|f| f.1).count();
+        let counters: Vec<Option<u64>> = found.iter().map(|f| f.counter).collect();
+        let kept = found.iter().filter(|f| f.kept).count();
+        let last = found.iter().map(|f| f.answered).max().unwrap_or(0);
         p.note(format!(
             "round {}: worker {holder} holds {} {fence}; nodes {majority:?} killed (SIGKILL) and restarted; after the restart {kept} of them still had its lock{}, and their fence counters were {counters:?}",
             round + 1,
@@ -1198,17 +1217,31 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
             match slots.first() {
                 Some(slot) => format!(
                     " in slot {slot} (of {slots:?}; its token was in slots {:?} on them)",
-                    found.iter().map(|f| &f.3).collect::<Vec<_>>()
+                    found.iter().map(|f| &f.slots).collect::<Vec<_>>()
                 ),
                 None => String::new(),
             },
         ));
-        if persist && (kept == 0 || counters.iter().all(|c| c.unwrap_or(0) < fence)) {
+        if persist && counters.iter().all(|c| c.unwrap_or(0) < fence) {
             p.fail(format!(
-                "with appendfsync always the restarted nodes lost the holder's lock ({kept} kept it) or its fence counter {fence} ({counters:?})"
+                "with appendfsync always the restarted nodes lost the holder's fence counter {fence} ({counters:?})"
             ));
         }
-        let survived = found.iter().any(|&(c, _, retaken, _)| !retaken && c.unwrap_or(0) >= fence);
+        if persist && last >= until {
+            p.note(format!(
+                "the last restarted node answered {:.0} ms after the holder's valid_until: its key may have expired meanwhile; not counted",
+                (last - until) as f64 / 1e6
+            ));
+        } else if persist {
+            counted += 1;
+            if kept == 0 {
+                p.fail(
+                    "with appendfsync always the restarted nodes lost the holder's lock (none kept it), though all answered within its validity"
+                        .into(),
+                );
+            }
+        }
+        let survived = found.iter().any(|f| !f.retaken && f.counter.unwrap_or(0) >= fence);
         if !persist && (kept > 0 || survived) {
             p.fail(format!(
                 "without persistence restarted nodes still had the holder's lock ({kept}) or its fence counter ({counters:?})"
@@ -1218,7 +1251,26 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         round += 1;
     }
     p.note(format!("{round} round(s); overlapping holder windows in the phase: {}", p.overlaps()));
+    if persist && counted < min_rounds {
+        p.fail(format!(
+            "only {counted} of {min_rounds} restarts finished within the holder's validity in {round} rounds"
+        ));
+    }
     Ok(())
+}
+
+/// What a restarted node held, read as soon as it answered.
+struct Probe {
+    /// Its fence counter of the holder's key.
+    counter: Option<u64>,
+    /// Its key still held the holder's token (a reader: the readers' value, with the reader).
+    kept: bool,
+    /// Its key held another holder's.
+    retaken: bool,
+    /// A semaphore's slots holding the holder's token there.
+    slots: Vec<u16>,
+    /// When it answered (mono ns).
+    answered: u64,
 }
 
 fn clock_jump_one(p: &mut PhaseRun<'_>) -> Result<(), String> {
@@ -1548,6 +1600,10 @@ mod tests {
         let clean = Report { acquisitions: 10, ..Report::default() };
         let mut failures = Vec::new();
         expect(Lock::Mutex, Expect::Safe, &clean, &mut failures);
+        assert!(failures.is_empty(), "{failures:?}");
+        // A holder stalled past its validity may cost the unchecked counter an update.
+        let stalled = Report { late_writes: 1, lost_plain: 1, ..clean.clone() };
+        expect(Lock::Mutex, Expect::Safe, &stalled, &mut failures);
         assert!(failures.is_empty(), "{failures:?}");
         expect(Lock::Mutex, Expect::Overlaps, &clean, &mut failures);
         assert_eq!(failures.len(), 1, "an unsafe phase without an overlap fails: {failures:?}");
