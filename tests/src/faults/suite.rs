@@ -1092,7 +1092,15 @@ fn cut_majority(p: &mut PhaseRun<'_>, before: Duration, during: Duration, after:
 
 fn node_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
     p.sleep(Duration::from_millis(500))?;
-    let hold = TTL * if p.ctx.options.short { 3 } else { 5 };
+    // With two nodes stopped every grant needs all three others, and the shapes' waiters (a
+    // semaphore's slots taken per node, a waiting writer's mark and reservations) can hold
+    // grants off for a few seconds first: their short pauses are a TTL longer.
+    let hold = TTL
+        * match (p.ctx.options.short, p.phase.lock) {
+            (true, Lock::Mutex) => 3,
+            (true, _) => 4,
+            (false, _) => 5,
+        };
     let steps: &[&[usize]] = if p.ctx.options.short { &[&[1], &[2, 3]] } else { &[&[1], &[2, 3], &[4], &[0, 1]] };
     for nodes in steps {
         let from = mono_ns();
