@@ -2,7 +2,9 @@
 //! nanoseconds ([`mono_ns`](super::mono_ns)).
 //!
 //! ```text
-//! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234 token=5f0e…
+//! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234 token=5f0e… kind=mutex
+//! w=4 c=tokio ev=acquired t=8123456789 start=8123001234 fence=9 until=9111001234 token=0c1d… kind=sem slots=0,2
+//! w=4 c=tokio ev=read t=8123999999 end=8124000321 fence=9 accepted=1 fenced=12 plain=12 slot=2
 //! ```
 
 use std::collections::HashMap;
@@ -38,6 +40,49 @@ impl Fenced {
     }
 }
 
+/// Which lock a worker takes: the lock shape and, for a reader-writer lock, the side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// A mutex (a plain lock).
+    Mutex,
+    /// Permits of a semaphore: the hold's slots are in [`Event::Acquired`].
+    Semaphore,
+    /// A read lock (`shared`): its fencing token is the writer epoch it reads under.
+    Read,
+    /// The write lock of a reader-writer lock (a plain lock of the same name as the readers').
+    Write,
+}
+
+impl LockKind {
+    /// `mutex`, `sem`, `read` or `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Semaphore => "sem",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+        }
+    }
+
+    /// Read what [`as_str`](Self::as_str) writes.
+    pub fn parse(s: &str) -> Option<LockKind> {
+        Some(match s {
+            "mutex" => LockKind::Mutex,
+            "sem" => LockKind::Semaphore,
+            "read" => LockKind::Read,
+            "write" => LockKind::Write,
+            _ => return None,
+        })
+    }
+
+    /// Whether two holds of this kind and `other` exclude each other (for a semaphore: when
+    /// they hold a slot in common, which the caller checks). Only readers share; a mutex is the
+    /// write lock of its name.
+    pub fn excludes(self, other: LockKind) -> bool {
+        !(self == LockKind::Read && other == LockKind::Read)
+    }
+}
+
 /// One event of a worker. Every `t` is when the step began (before the first byte was sent),
 /// every `end` when its answer was in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,8 +114,13 @@ pub enum Event {
         until: u64,
         /// The lock's token (the value of its keys on the nodes).
         token: String,
+        /// Which lock it is.
+        kind: LockKind,
+        /// A semaphore's slots held (empty for the other kinds).
+        slots: Vec<u16>,
     },
-    /// The read half of the read-modify-write (fenced read and plain read, one script).
+    /// The read half of the read-modify-write (fenced read and plain read, one script); a
+    /// reader reads twice per hold, at its start and at its end, and writes nothing.
     Read {
         /// Sent.
         t: u64,
@@ -84,6 +134,8 @@ pub enum Event {
         fenced: i64,
         /// The plain counter.
         plain: i64,
+        /// A semaphore's slot whose counters these are.
+        slot: Option<u16>,
     },
     /// The write half: the fenced counter (checked) and the plain counter (unchecked).
     Write {
@@ -101,6 +153,8 @@ pub enum Event {
         lost: bool,
         /// Whether `valid_until` had passed when the write was sent (by the worker's check).
         expired: bool,
+        /// A semaphore's slot whose counters these are.
+        slot: Option<u16>,
     },
     /// `release` returned.
     Released {
@@ -151,27 +205,49 @@ fn b(v: bool) -> u8 {
     u8::from(v)
 }
 
+fn write_slot(f: &mut fmt::Formatter<'_>, slot: Option<u16>) -> fmt::Result {
+    match slot {
+        Some(s) => write!(f, " slot={s}"),
+        None => Ok(()),
+    }
+}
+
 impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "w={} c={} ", self.worker, self.client)?;
         match &self.event {
             Event::Started { t } => write!(f, "ev=started t={t}"),
             Event::AcquireFailed { start, t, kind } => write!(f, "ev=acquire_failed t={t} start={start} kind={kind}"),
-            Event::Acquired { start, t, fence, until, token } => {
-                write!(f, "ev=acquired t={t} start={start} fence={fence} until={until} token={token}")
+            Event::Acquired { start, t, fence, until, token, kind, slots } => {
+                write!(
+                    f,
+                    "ev=acquired t={t} start={start} fence={fence} until={until} token={token} kind={}",
+                    kind.as_str()
+                )?;
+                if !slots.is_empty() {
+                    let slots: Vec<String> = slots.iter().map(u16::to_string).collect();
+                    write!(f, " slots={}", slots.join(","))?;
+                }
+                Ok(())
             }
-            Event::Read { t, end, fence, accepted, fenced, plain } => write!(
-                f,
-                "ev=read t={t} end={end} fence={fence} accepted={} fenced={fenced} plain={plain}",
-                b(*accepted)
-            ),
-            Event::Write { t, end, fence, fenced, plain, lost, expired } => write!(
-                f,
-                "ev=write t={t} end={end} fence={fence} fenced={} plain={plain} lost={} expired={}",
-                fenced.as_str(),
-                b(*lost),
-                b(*expired)
-            ),
+            Event::Read { t, end, fence, accepted, fenced, plain, slot } => {
+                write!(
+                    f,
+                    "ev=read t={t} end={end} fence={fence} accepted={} fenced={fenced} plain={plain}",
+                    b(*accepted)
+                )?;
+                write_slot(f, *slot)
+            }
+            Event::Write { t, end, fence, fenced, plain, lost, expired, slot } => {
+                write!(
+                    f,
+                    "ev=write t={t} end={end} fence={fence} fenced={} plain={plain} lost={} expired={}",
+                    fenced.as_str(),
+                    b(*lost),
+                    b(*expired)
+                )?;
+                write_slot(f, *slot)
+            }
             Event::Released { t, end, outcome, lost } => {
                 write!(f, "ev=released t={t} end={end} outcome={outcome} lost={}", b(*lost))
             }
@@ -188,6 +264,8 @@ impl Record {
         let num = |k: &str| text(k)?.parse::<u64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
         let int = |k: &str| text(k)?.parse::<i64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
         let flag = |k: &str| Ok::<bool, String>(text(k)? == "1");
+        let slot =
+            || fields.get("slot").map(|v| v.parse::<u16>().map_err(|e| format!("slot= in {line:?}: {e}"))).transpose();
         let event = match text("ev")? {
             "started" => Event::Started { t: num("t")? },
             "acquire_failed" => {
@@ -199,6 +277,14 @@ impl Record {
                 fence: num("fence")?,
                 until: num("until")?,
                 token: text("token")?.to_owned(),
+                kind: LockKind::parse(text("kind")?).ok_or_else(|| format!("bad kind= in {line:?}"))?,
+                slots: match fields.get("slots") {
+                    Some(v) => v
+                        .split(',')
+                        .map(|s| s.parse::<u16>().map_err(|e| format!("slots= in {line:?}: {e}")))
+                        .collect::<Result<_, _>>()?,
+                    None => Vec::new(),
+                },
             },
             "read" => Event::Read {
                 t: num("t")?,
@@ -207,6 +293,7 @@ impl Record {
                 accepted: flag("accepted")?,
                 fenced: int("fenced")?,
                 plain: int("plain")?,
+                slot: slot()?,
             },
             "write" => Event::Write {
                 t: num("t")?,
@@ -216,6 +303,7 @@ impl Record {
                 plain: int("plain")?,
                 lost: flag("lost")?,
                 expired: flag("expired")?,
+                slot: slot()?,
             },
             "released" => Event::Released {
                 t: num("t")?,
@@ -239,9 +327,55 @@ mod tests {
         let events = [
             Event::Started { t: 1 },
             Event::AcquireFailed { start: 1, t: 2, kind: "wait:unreachable".into() },
-            Event::Acquired { start: 1, t: 2, fence: 3, until: 4, token: "ab12".into() },
-            Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1 },
-            Event::Write { t: 1, end: 2, fence: 3, fenced: Fenced::Skipped, plain: 7, lost: true, expired: false },
+            Event::Acquired {
+                start: 1,
+                t: 2,
+                fence: 3,
+                until: 4,
+                token: "ab12".into(),
+                kind: LockKind::Mutex,
+                slots: vec![],
+            },
+            Event::Acquired {
+                start: 1,
+                t: 2,
+                fence: 3,
+                until: 4,
+                token: "ab12".into(),
+                kind: LockKind::Semaphore,
+                slots: vec![0, 2],
+            },
+            Event::Acquired {
+                start: 1,
+                t: 2,
+                fence: 0,
+                until: 4,
+                token: "ab12".into(),
+                kind: LockKind::Read,
+                slots: vec![],
+            },
+            Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1, slot: None },
+            Event::Read { t: 1, end: 2, fence: 3, accepted: false, fenced: 0, plain: 4, slot: Some(2) },
+            Event::Write {
+                t: 1,
+                end: 2,
+                fence: 3,
+                fenced: Fenced::Skipped,
+                plain: 7,
+                lost: true,
+                expired: false,
+                slot: None,
+            },
+            Event::Write {
+                t: 1,
+                end: 2,
+                fence: 3,
+                fenced: Fenced::Accepted,
+                plain: 7,
+                lost: false,
+                expired: false,
+                slot: Some(1),
+            },
             Event::Released { t: 1, end: 2, outcome: "not_held".into(), lost: true },
             Event::Stopped { t: 9 },
         ];

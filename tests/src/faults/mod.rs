@@ -5,11 +5,13 @@
 //! - [`netns`]: the namespaces (one per node, a veth pair each) and `iptables` partitions.
 //! - [`shim`]: the `LD_PRELOAD` clock shim (`clockshift.c`, compiled with `gcc`) that makes a
 //!   node's wall clock jump.
-//! - [`worker`]: the worker process (`redlease-fault-worker`): acquire with fencing,
-//!   read-modify-write two counters in the [`store`] (one fenced, one not), release; every
-//!   step logged as an [`event`] with `CLOCK_MONOTONIC` times ([`clock`]).
-//! - [`check`]: the checker over the logs (overlaps, late writes, lost updates, fence order,
-//!   availability).
+//! - [`worker`]: the worker process (`redlease-fault-worker`): acquire with fencing (a mutex,
+//!   a semaphore's permits, a read or a write lock), read-modify-write two counters in the
+//!   [`store`] (one fenced, one not; per slot for a semaphore; a reader only reads, twice),
+//!   release; every step logged as an [`event`] with `CLOCK_MONOTONIC` times ([`clock`]).
+//! - [`check`]: the checker over the logs (overlaps of holds that exclude each other, peak
+//!   holders and the semaphore's limit, changes under a reader, late writes, lost updates,
+//!   fence order, availability).
 //! - [`suite`]: the phases and what each must show; `redlease-faults` (run by
 //!   `scripts/faults.sh`) runs them and prints the table.
 //!

@@ -1,6 +1,8 @@
 //! The worker process (`redlease-fault-worker`): loops acquire (fenced) → read both counters →
 //! work → write both counters → release, logging every step to stdout, until its stdin is
-//! closed.
+//! closed. A semaphore's holder does that for each slot it holds (the counters of that slot);
+//! a reader reads the counters when it has the lock and again after its work, and writes
+//! nothing.
 //!
 //! It writes whatever happens: it does not check its lease before writing (that is the point
 //! of the holder-pause phase), but it logs whether the lost signal had fired and whether
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use redlease_client::{AcquireError, Config, Error, Lease, LockOptions, ReleaseOutcome, ReleaseReport, Retry};
 
 use super::clock::{instant_ns, mono_ns};
-use super::event::{Event, Record};
+use super::event::{Event, LockKind, Record};
 use super::store::{Store, StoreKeys};
 
 /// The client a worker drives.
@@ -47,6 +49,67 @@ impl ClientKind {
     }
 }
 
+/// The lock a worker takes, every time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A mutex.
+    Mutex,
+    /// `permits` of a semaphore of `limit` permits.
+    Semaphore {
+        /// The semaphore's limit.
+        limit: u32,
+        /// Permits taken at once.
+        permits: u32,
+    },
+    /// A read lock.
+    Read,
+    /// The write lock of a reader-writer lock.
+    Write,
+}
+
+impl Shape {
+    /// What its holds are logged as.
+    pub fn kind(self) -> LockKind {
+        match self {
+            Shape::Mutex => LockKind::Mutex,
+            Shape::Semaphore { .. } => LockKind::Semaphore,
+            Shape::Read => LockKind::Read,
+            Shape::Write => LockKind::Write,
+        }
+    }
+
+    /// `mutex`, `sem:LIMIT:PERMITS`, `read` or `write`.
+    pub fn to_arg(self) -> String {
+        match self {
+            Shape::Semaphore { limit, permits } => format!("sem:{limit}:{permits}"),
+            other => other.kind().as_str().to_owned(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<Shape> {
+        if let Some(rest) = s.strip_prefix("sem:") {
+            let (limit, permits) = rest.split_once(':')?;
+            return Some(Shape::Semaphore { limit: limit.parse().ok()?, permits: permits.parse().ok()? });
+        }
+        match LockKind::parse(s)? {
+            LockKind::Mutex => Some(Shape::Mutex),
+            LockKind::Read => Some(Shape::Read),
+            LockKind::Write => Some(Shape::Write),
+            LockKind::Semaphore => None,
+        }
+    }
+
+    /// The options of every acquisition: fenced, waiting at most `wait`.
+    pub fn options(self, resource: &str, ttl: Duration, wait: Duration) -> LockOptions {
+        let options = LockOptions::new(resource, ttl).fencing(true).wait(wait);
+        match self {
+            Shape::Mutex | Shape::Write => options,
+            Shape::Semaphore { limit, permits } => options.semaphore(limit).permits(permits),
+            Shape::Read => options.shared(true),
+        }
+    }
+}
+
 /// A worker's settings, passed on its command line.
 #[derive(Clone, Debug)]
 pub struct WorkerArgs {
@@ -60,6 +123,8 @@ pub struct WorkerArgs {
     pub keys: String,
     /// The resource to lock.
     pub resource: String,
+    /// The lock to take.
+    pub shape: Shape,
     /// The lock's TTL.
     pub ttl: Duration,
     /// Time between the read and the write.
@@ -90,6 +155,8 @@ impl WorkerArgs {
             self.keys.clone(),
             "--resource".into(),
             self.resource.clone(),
+            "--shape".into(),
+            self.shape.to_arg(),
             "--ttl-ms".into(),
             ms(self.ttl),
             "--work-ms".into(),
@@ -107,6 +174,7 @@ impl WorkerArgs {
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<WorkerArgs, String> {
         let mut args = args.into_iter();
         let (mut id, mut client, mut store, mut keys, mut resource) = (None, None, None, None, None);
+        let mut shape = Shape::Mutex;
         let (mut ttl, mut work, mut wait, mut node_timeout) = (None, None, None, None);
         let mut nodes = Vec::new();
         while let Some(arg) = args.next() {
@@ -124,6 +192,10 @@ impl WorkerArgs {
                 "--store" => store = Some(value.parse::<SocketAddr>().map_err(|e| format!("--store {value}: {e}"))?),
                 "--keys" => keys = Some(value),
                 "--resource" => resource = Some(value),
+                "--shape" => {
+                    shape = Shape::parse(&value)
+                        .ok_or(format!("--shape {value}: mutex, sem:LIMIT:PERMITS, read or write"))?
+                }
                 "--ttl-ms" => ttl = Some(millis(&value)?),
                 "--work-ms" => work = Some(millis(&value)?),
                 "--wait-ms" => wait = Some(millis(&value)?),
@@ -141,6 +213,7 @@ impl WorkerArgs {
             store: store.ok_or_else(|| need("--store"))?,
             keys: keys.ok_or_else(|| need("--keys"))?,
             resource: resource.ok_or_else(|| need("--resource"))?,
+            shape,
             ttl: ttl.ok_or_else(|| need("--ttl-ms"))?,
             work: work.ok_or_else(|| need("--work-ms"))?,
             wait: wait.ok_or_else(|| need("--wait-ms"))?,
@@ -289,8 +362,21 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
     }
     let emit = |event: Event| println!("{}", Record { worker: args.id, client: args.client.name().into(), event });
     let mut store = Store::connect(args.store, StoreKeys::new(&args.keys)).map_err(|e| format!("store: {e}"))?;
-    let locker = connect(args).map_err(|e| format!("client: {e}"))?;
-    let options = LockOptions::new(args.resource.as_str(), args.ttl).fencing(true).wait(args.wait);
+    // A loaded machine can leave fresh nodes' first handshakes (with `appendfsync always`, a
+    // write and its fsync) unanswered for longer than the connect timeout: starting is not what
+    // a phase tests, so try again for a while.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let locker = loop {
+        match connect(args) {
+            Ok(locker) => break locker,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("redlease-fault-worker {}: starting the client again: {e}", args.id);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(format!("client: {e}")),
+        }
+    };
+    let options = args.shape.options(&args.resource, args.ttl, args.wait);
     let mut rng = mono_ns() ^ (u64::from(std::process::id()) << 32) | 1;
     emit(Event::Started { t: mono_ns() });
     while !stop.load(Ordering::Acquire) {
@@ -306,20 +392,53 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
         let lease = held.lease().clone();
         let fence = lease.fence().ok_or("a fenced lock came without a fencing token")?;
         let until = instant_ns(lease.valid_until());
-        emit(Event::Acquired { start, t: mono_ns(), fence, until, token: lease.token().to_owned() });
+        let slots = lease.permits().to_vec();
+        let kind = args.shape.kind();
+        emit(Event::Acquired { start, t: mono_ns(), fence, until, token: lease.token().to_owned(), kind, slots });
 
-        let t = mono_ns();
-        let read = store.read(fence).map_err(|e| format!("store read: {e}"))?;
-        emit(Event::Read { t, end: mono_ns(), fence, accepted: read.accepted, fenced: read.fenced, plain: read.plain });
+        // The counters of each slot held (a semaphore), or the phase's one pair.
+        let keys: Vec<(Option<u16>, StoreKeys)> = if lease.permits().is_empty() {
+            vec![(None, StoreKeys::new(&args.keys))]
+        } else {
+            lease.permits().iter().map(|&s| (Some(s), StoreKeys::slot(&args.keys, s))).collect()
+        };
+        if kind == LockKind::Read {
+            store.set_keys(keys[0].1.clone());
+            // A reader reads at the start of its hold and at its end: a writer beside it shows
+            // as a change between the two.
+            for step in 0..2 {
+                if step == 1 {
+                    std::thread::sleep(args.work);
+                }
+                let t = mono_ns();
+                let read = store.read_shared(fence).map_err(|e| format!("store read: {e}"))?;
+                let (accepted, fenced, plain) = (read.accepted, read.fenced, read.plain);
+                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, slot: None });
+            }
+        } else {
+            let mut reads = Vec::new();
+            for (slot, keys) in &keys {
+                store.set_keys(keys.clone());
+                let t = mono_ns();
+                let read = store.read(fence).map_err(|e| format!("store read: {e}"))?;
+                let (accepted, fenced, plain, slot) = (read.accepted, read.fenced, read.plain, *slot);
+                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, slot });
+                reads.push(read);
+            }
 
-        std::thread::sleep(args.work);
+            std::thread::sleep(args.work);
 
-        let (lost, t) = (lease.is_lost(), mono_ns());
-        let expired = Instant::now() > lease.valid_until();
-        let fenced = read.accepted.then_some(read.fenced + 1);
-        let plain = read.plain + 1;
-        let written = store.write(fence, fenced, plain).map_err(|e| format!("store write: {e}"))?;
-        emit(Event::Write { t, end: mono_ns(), fence, fenced: written, plain, lost, expired });
+            for ((slot, keys), read) in keys.iter().zip(reads) {
+                store.set_keys(keys.clone());
+                let (lost, t) = (lease.is_lost(), mono_ns());
+                let expired = Instant::now() > lease.valid_until();
+                let fenced = read.accepted.then_some(read.fenced + 1);
+                let plain = read.plain + 1;
+                let written = store.write(fence, fenced, plain).map_err(|e| format!("store write: {e}"))?;
+                let slot = *slot;
+                emit(Event::Write { t, end: mono_ns(), fence, fenced: written, plain, lost, expired, slot });
+            }
+        }
 
         let (lost, t) = (lease.is_lost(), mono_ns());
         let report = held.release();
@@ -348,6 +467,7 @@ mod tests {
             store: "127.0.0.1:7000".parse().unwrap(),
             keys: "faults:p1".into(),
             resource: "faults:lock:p1".into(),
+            shape: Shape::Semaphore { limit: 3, permits: 2 },
             ttl: Duration::from_millis(1000),
             work: Duration::from_millis(20),
             wait: Duration::from_millis(900),
@@ -358,5 +478,9 @@ mod tests {
         assert_eq!(back.to_args(), args.to_args());
         assert!(back.config().is_ok());
         assert!(WorkerArgs::parse(["--id".to_owned()]).is_err());
+        for shape in [Shape::Mutex, Shape::Read, Shape::Write, Shape::Semaphore { limit: 5, permits: 1 }] {
+            assert_eq!(Shape::parse(&shape.to_arg()), Some(shape));
+        }
+        assert_eq!(Shape::parse("sem:3"), None);
     }
 }
