@@ -47,6 +47,9 @@ pub struct Engine {
     scratch: Vec<u8>,
     /// Acquisitions waiting for a release, by wake channel.
     waiters: Waiters,
+    /// An attempt is being started from a failed one: a next attempt that fails as it is
+    /// sent (every node's vote failing at once) waits for the timer instead of recursing.
+    retrying: bool,
 }
 
 impl Engine {
@@ -65,6 +68,7 @@ impl Engine {
             rng: Rng::new(config.seed.unwrap_or(FIXED_SEED)),
             scratch: Vec::new(),
             waiters: Waiters::default(),
+            retrying: false,
             config,
         })
     }

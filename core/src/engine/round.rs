@@ -344,6 +344,22 @@ impl Engine {
     /// failure waits for its jittered delay, cut short when release messages of a quorum were
     /// heard (see [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
+        let tries = self.locks[idx].tries;
+        let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
+        if self.retrying && may_retry && !self.locks[idx].misconfigured(self.quorum) {
+            // The attempt started from a failed one failed as it was sent: its cleanup goes
+            // out, and the next waits for the timer (due now), not for a deeper call.
+            self.send_cleanup(now, idx, false);
+            self.locks[idx].enter(Phase::RetryWait { at: now });
+            self.arm(idx);
+            return;
+        }
+        self.retrying = true;
+        self.attempt_failed_once(now, idx);
+        self.retrying = false;
+    }
+
+    fn attempt_failed_once(&mut self, now: Instant, idx: u32) {
         let retry = self.config.retry;
         let mut delay = self.rng.between(retry.min_delay, retry.max_delay);
         let mut tries = self.locks[idx].tries;
