@@ -1085,3 +1085,44 @@ fn a_grant_still_waiting_for_its_replicas_is_released_when_the_holder_releases_f
     rig.reply(rig.at(2), 2, b":1\r\n");
     assert!(rig.sent_commands().iter().all(Vec::is_empty));
 }
+
+#[test]
+fn a_mutex_in_the_record_a_fast_semaphore_permit_left_is_a_mutex() {
+    let mut rig = Rig::new(3);
+    let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
+    // The limit confirmed, then a permit taken by the one-`SET NX` first attempt and released.
+    let (lock, _) = start(&mut rig, &waits(), b"tok1");
+    for i in 0..3 {
+        rig.reply(rig.t0, i, &grant(1, &[1]));
+    }
+    events(&mut rig);
+    rig.engine.release(rig.t0, lock).unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    events(&mut rig);
+    let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
+    assert!(rig.sent_commands().iter().all(|c| c[0][0] == b"SET"), "the fast first attempt");
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { .. }]));
+    rig.engine.release(rig.t0, lock).unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    events(&mut rig);
+    // A mutex now reuses that lock record: its grants are a mutex's, not slots of a semaphore.
+    let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("job", TTL).attempts(1), b"tok3").unwrap();
+    for cmds in rig.sent_commands() {
+        assert_eq!(cmds[0][1], b"job");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    let all = rig.events();
+    assert!(all.iter().any(|e| matches!(e, Event::Acquired { lock, .. } if *lock == mutex)), "{all:?}");
+    assert!(!all.iter().any(|e| matches!(e, Event::LinkFailed { .. })), "{all:?}");
+}

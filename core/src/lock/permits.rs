@@ -51,6 +51,8 @@ impl Permits {
     pub(crate) fn start(&mut self, prefix: &str, name: &str, limit: u32, want: u32, token: &[u8]) {
         self.limit = limit as u16;
         self.want = want as u16;
+        // (A record reused from a semaphore's permit must not keep its shortcut.)
+        self.fast = false;
         self.name.clear();
         self.name.push_str(name);
         self.chosen.clear();
