@@ -105,7 +105,7 @@ fn semaphore_runs_are_reproducible() {
             panic!("seed {seed}: runs differ at step {i}:\n{:?}\n{:?}", a.trace.get(i), b.trace.get(i));
         }
         assert!(a.holds.iter().all(|h| h.semaphore.is_some()), "seed {seed}: every lock is a semaphore's");
-        assert!(a.holds.len() > 5, "seed {seed}: {} holds", a.holds.len());
+        assert!(a.holds.len() >= 5, "seed {seed}: {} holds", a.holds.len());
     }
 }
 

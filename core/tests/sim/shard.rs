@@ -220,22 +220,20 @@ impl Shard {
     }
 
     /// This master's answer to `CLUSTER SLOTS`: its view, one range per run of slots of one
-    /// owner, each with the master's host, port and id.
+    /// owner, each with the master's host (null from an older server), port and id.
     pub(crate) fn slots_reply(&mut self) -> Vec<u8> {
         self.stats.map_reads += 1;
         self.stats.slots_reads += 1;
         let ranges = self.runs();
         let mut out = format!("*{}\r\n", ranges.len()).into_bytes();
+        // An older server runs with `cluster-preferred-endpoint-type unknown-endpoint`: a null
+        // host, meaning the address the client asked.
+        let host = if self.old { "$-1\r\n".to_owned() } else { format!("${}\r\n{HOST}\r\n", HOST.len()) };
         for (start, end, owner) in ranges {
             let id = format!("master-{owner}");
             out.extend_from_slice(
-                format!(
-                    "*3\r\n:{start}\r\n:{end}\r\n*3\r\n${}\r\n{HOST}\r\n:{}\r\n${}\r\n{id}\r\n",
-                    HOST.len(),
-                    self.ports[owner],
-                    id.len()
-                )
-                .as_bytes(),
+                format!("*3\r\n:{start}\r\n:{end}\r\n*3\r\n{host}:{}\r\n${}\r\n{id}\r\n", self.ports[owner], id.len())
+                    .as_bytes(),
             );
         }
         out

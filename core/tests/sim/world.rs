@@ -103,6 +103,13 @@ enum Ev {
     Calm,
     /// The workload stops (at the end less the drain time; stale once the end moved).
     Stop,
+    /// A release every node answered was a drain time ago: nothing of `token` is left, unless
+    /// a link of its client failed since (`failures` was the count then).
+    CheckGone {
+        client: usize,
+        token: Vec<u8>,
+        failures: u64,
+    },
     Vanish {
         client: usize,
     },
@@ -721,6 +728,23 @@ impl World {
                 }
             }
             Ev::Stop => {}
+            Ev::CheckGone { client, token, failures } => {
+                if self.clients[client].link_failures != failures {
+                    return;
+                }
+                self.stats.releases_checked += 1;
+                for server in 0..self.nodes.len() {
+                    for key in self.nodes[server].holding(self.now, &token) {
+                        let node = self.node_of[server];
+                        let what = format!(
+                            "every node answered the release of {} a drain time ago, yet {} still holds it",
+                            String::from_utf8_lossy(&token),
+                            String::from_utf8_lossy(&key)
+                        );
+                        self.leftover.push(Violation::Node { node, what });
+                    }
+                }
+            }
             Ev::Vanish { client } => self.vanish(client),
             Ev::MoveKey { node } => self.move_key(node),
             Ev::EndMigration { node, gossip, pingpong } => self.end_migration(node, gossip, pingpong),
@@ -1570,22 +1594,14 @@ impl World {
                     == Some(self.clients[c].link_failures);
                 if report.outcome == ReleaseOutcome::Released && report.pending == 0 && report.failed == 0 && linked {
                     // Every node ran the release, and no link failed while the lock lived (a
-                    // cleanup that missed a node leaves its grant to its TTL): no node holds
-                    // anything of the token any more (a slot it granted outside the quorum's,
-                    // a reader a downgrade left).
-                    for server in 0..self.nodes.len() {
-                        let Some(token) = &token else { break };
-                        for key in self.nodes[server].holding(self.now, token) {
-                            let node = self.node_of[server];
-                            let what = format!(
-                                "every node answered the release of {}, yet {} still holds it",
-                                String::from_utf8_lossy(token),
-                                String::from_utf8_lossy(&key)
-                            );
-                            self.leftover.push(Violation::Node { node, what });
-                        }
+                    // cleanup that missed a node leaves its grant to its TTL): once the
+                    // cleanups still on their way (a late grant trimmed) have run, no node
+                    // holds anything of the token (a slot granted outside the quorum's, a
+                    // reader a downgrade left).
+                    if let Some(token) = token {
+                        let failures = self.clients[c].link_failures;
+                        self.push(self.now + self.sc.drain(), Ev::CheckGone { client: c, token, failures });
                     }
-                    self.stats.releases_checked += 1;
                 }
                 match report.outcome {
                     ReleaseOutcome::Released => self.stats.released += 1,
