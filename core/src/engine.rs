@@ -8,7 +8,8 @@ mod links;
 mod nodes;
 mod replicas;
 mod round;
-mod shapes;
+mod rwlock;
+mod semaphore;
 mod wake;
 
 use std::collections::VecDeque;

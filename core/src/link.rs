@@ -4,10 +4,10 @@
 //! waiters subscribe to, in [`subs`]; a node that is a Redis Cluster, in [`cluster`].
 
 mod cluster;
+mod confirmed;
 mod reply;
 mod schedule;
 mod send;
-mod shapes;
 mod subs;
 mod view;
 

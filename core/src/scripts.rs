@@ -6,9 +6,11 @@
 //! Every redlease key and channel follows one scheme (the crate docs' "Names"): the scripts
 //! take every key they touch in `KEYS`, and spell only the wake channel themselves.
 
-mod shapes;
+mod rwlock;
+mod semaphore;
 
-pub(crate) use shapes::*;
+pub(crate) use rwlock::*;
+pub(crate) use semaphore::*;
 
 /// The lock format of this engine's scripts (see the crate docs' names).
 pub(crate) const FORMAT: &str = "2";

@@ -263,8 +263,12 @@ pub(crate) fn encode<'k>(
         set_nx(out, keys.next().unwrap_or_default(), token, ttl_ms);
         return;
     }
-    if shapes::encode(out, call, keys.clone(), token, names, eval) {
-        return;
+    match call {
+        Call::Permits { .. } => return semaphore::permits(out, call, keys, token, names, eval),
+        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
+            return rwlock::read(out, call, keys.next().unwrap_or_default(), token, names, eval);
+        }
+        _ => {}
     }
     // One key, not leaving its queue: the release whose common path is a plain
     // compare-and-delete.
@@ -380,7 +384,8 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
 }
 
 mod classify;
-mod shapes;
+mod rwlock;
+mod semaphore;
 
 pub(crate) use classify::{Answer, OpAnswer, StepAnswer, classify};
 

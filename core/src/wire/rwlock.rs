@@ -1,68 +1,13 @@
-//! The calls of the lock shapes beyond the mutex: a semaphore's acquire, and a read lock's
-//! acquire, extension, release and a write lock's downgrade.
+//! A reader-writer lock's calls: a read lock's acquire, extension and release, and a write
+//! lock's downgrade.
 
 use super::{Call, Names, script_head};
 use crate::{resp, scripts};
 
-/// Encode `call` if it is one of these shapes' (`true`), like [`super::encode`].
-pub(super) fn encode<'k>(
-    out: &mut Vec<u8>,
-    call: Call,
-    mut keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
-) -> bool {
-    match call {
-        Call::Permits { .. } => permits(out, call, keys, token, names, eval),
-        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
-            read(out, call, keys.next().unwrap_or_default(), token, names, eval);
-        }
-        _ => return false,
-    }
-    true
-}
-
-/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the slot keys, the limit key, the queue,
-/// the fence counters with fencing; then the token, TTL, limit, permits wanted, wait mode,
-/// queue TTL and reservation.
-fn permits<'k>(
-    out: &mut Vec<u8>,
-    call: Call,
-    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
-) {
-    let Call::Permits { ttl_ms, fencing, queue, queue_ttl_ms, reserve_ms, want } = call else { return };
-    let (limit_key, queue_key) = names.sem.unwrap_or_default();
-    let n = keys.len();
-    let script_keys = n + 2 + if fencing { n } else { 0 };
-    resp::array(out, 3 + script_keys + 7);
-    script_head(out, (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA), eval, script_keys);
-    for k in keys.clone() {
-        resp::bulk(out, k);
-    }
-    resp::bulk(out, limit_key);
-    resp::bulk(out, queue_key);
-    if fencing {
-        for k in keys {
-            resp::bulk2(out, names.fence_prefix, k);
-        }
-    }
-    resp::bulk(out, token);
-    resp::bulk_uint(out, ttl_ms);
-    resp::bulk_uint(out, n as u64);
-    resp::bulk_uint(out, u64::from(want));
-    resp::bulk(out, queue.arg());
-    resp::bulk_uint(out, queue_ttl_ms);
-    resp::bulk_uint(out, reserve_ms);
-}
-
 /// A read lock's call on `key` ([`scripts::READ_ACQUIRE`] and its kin): the key, its readers,
 /// then the queue (an acquire or a release) and the fence counter (an acquire with fencing);
 /// the token, the TTL, and an acquire's wait mode, queue TTL and reservation.
-fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_>, eval: bool) {
+pub(super) fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_>, eval: bool) {
     let (script, sha, queue, fence, ttl_ms) = match call {
         Call::Read { ttl_ms, fencing, .. } => {
             (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA, true, fencing, Some(ttl_ms))
