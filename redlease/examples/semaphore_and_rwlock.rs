@@ -1,6 +1,6 @@
 //! A semaphore and a reader-writer lock on tokio.
 //!
-//! `cargo run -p redlease --example shapes -- redis://127.0.0.1:7000 redis://127.0.0.1:7001 redis://127.0.0.1:7002`
+//! `cargo run -p redlease --example semaphore_and_rwlock -- redis://127.0.0.1:7000 redis://127.0.0.1:7001 redis://127.0.0.1:7002`
 use std::time::Duration;
 
 use redlease::LockOptions;
