@@ -1015,22 +1015,28 @@ fn sixteen_waiters_keep_four_permits_busy_over_five_nodes() {
     assert!(fewest >= 4, "a waiter starves: {fewest} grants in a run");
 }
 
-#[test]
-fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_slot() {
-    let mut rig = Rig::new(3);
-    let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
-    // The first acquisition runs the script, which confirms the limit on every connection.
-    let (lock, _) = start(&mut rig, &waits(), b"tok1");
+/// Acquire a permit with `options` by the script (every node grants the first slot), which
+/// confirms the limit on every connection, and release it.
+fn confirm_limit(rig: &mut Rig, options: &LockOptions) {
+    let (lock, _) = start(rig, options, b"tok1");
     for i in 0..3 {
         rig.reply(rig.t0, i, &grant(1, &[1]));
     }
-    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { .. }]));
+    assert!(matches!(events(rig).as_slice(), [Event::Acquired { .. }]));
     rig.engine.release(rig.t0, lock).unwrap();
     rig.sent_commands();
     for i in 0..3 {
         rig.reply(rig.t0, i, b":1\r\n");
     }
-    events(&mut rig);
+    events(rig);
+}
+
+#[test]
+fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_slot() {
+    let mut rig = Rig::new(3);
+    let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
+    // The first acquisition runs the script, which confirms the limit on every connection.
+    confirm_limit(&mut rig, &waits());
     // The next one: SET NX PX of its own first slot, no script.
     let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
     let sent = rig.sent_commands();
@@ -1091,17 +1097,7 @@ fn a_mutex_in_the_record_a_fast_semaphore_permit_left_is_a_mutex() {
     let mut rig = Rig::new(3);
     let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
     // The limit confirmed, then a permit taken by the one-`SET NX` first attempt and released.
-    let (lock, _) = start(&mut rig, &waits(), b"tok1");
-    for i in 0..3 {
-        rig.reply(rig.t0, i, &grant(1, &[1]));
-    }
-    events(&mut rig);
-    rig.engine.release(rig.t0, lock).unwrap();
-    rig.sent_commands();
-    for i in 0..3 {
-        rig.reply(rig.t0, i, b":1\r\n");
-    }
-    events(&mut rig);
+    confirm_limit(&mut rig, &waits());
     let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
     assert!(rig.sent_commands().iter().all(|c| c[0][0] == b"SET"), "the fast first attempt");
     for i in 0..3 {
