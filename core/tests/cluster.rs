@@ -431,3 +431,28 @@ fn an_answered_cleanup_keeps_no_copy_and_the_engine_returns_to_idle() {
         assert!(fp.is_idle() && fp.kept_bytes == 0, "round {round}: {fp}");
     }
 }
+
+#[test]
+fn a_map_that_does_not_read_is_read_again_with_the_timer_in_the_future() {
+    let (mut rig, t) = one_node(HELLO_CLUSTER);
+    assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
+    // An answer that is no map: the link fails, and the map is to be read again soon.
+    rig.reply(t, 0, b"*1\r\n:5\r\n");
+    assert!(rig.events().iter().any(|e| matches!(e, Event::LinkFailed { .. })));
+    assert_eq!(rig.engine.poll_close(), Some(NodeId(0)));
+    // Reconnected well after that refresh was due, the map is read again at the next one.
+    let later = rig.at(5_000);
+    rig.engine.handle_timeout(later);
+    assert_eq!(rig.engine.poll_connect(later), Some(NodeId(0)));
+    rig.engine.handle_connected(later, NodeId(0));
+    let sent = rig.sent(0);
+    rig.reply(later, 0, &handshake_answers(&sent, HELLO_CLUSTER));
+    let now = rig.at(5_200);
+    rig.engine.handle_timeout(now);
+    assert_eq!(commands(&rig.sent(0)), [[b"CLUSTER".to_vec(), b"SHARDS".to_vec()]]);
+    // While that read is out, the engine's timer is not in the past: a driver would handle
+    // timeouts in a loop until the answer came.
+    rig.engine.handle_timeout(now);
+    let next = rig.engine.poll_timeout();
+    assert!(next.is_none_or(|at| at > now), "the next timeout {next:?} is not after now {now:?}");
+}

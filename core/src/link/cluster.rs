@@ -239,9 +239,11 @@ impl Links {
             })
     }
 
-    /// The earliest map refresh due.
+    /// The earliest map refresh due. A node whose map read is on the wire has none: its
+    /// answer, or its loss, sets the next (a refresh time left in the past while the read is
+    /// out would have the driver handle timeouts in a loop until it is answered).
     pub(crate) fn next_refresh(&self) -> Option<Instant> {
-        self.routes.iter().flatten().filter_map(|r| r.refresh_at).min()
+        self.routes.iter().flatten().filter(|r| !r.reading).filter_map(|r| r.refresh_at).min()
     }
 
     /// The link of `node` to `host:port`: its own link when that is where it points, a link

@@ -286,6 +286,9 @@ impl Links {
             return Ok(Next::Done(used));
         }
         if let Err(message) = map {
+            // The read is over (its request is off the queue): read again soon, or the node
+            // would never read its map again.
+            self.map_lost(i);
             let message = format!("its answer does not read as a slot map: {message}");
             return Err(LinkError::Handshake { node, addr, step: Step::Slots.name(), message });
         }
