@@ -3,6 +3,7 @@
 //! machine and the slots' timers are in [`round`], wake-on-release in [`wake`], and what the
 //! links bring in (replies, failures) in [`links`]; the per-node getters are in [`nodes`].
 
+mod audit;
 mod cluster;
 mod links;
 mod nodes;
@@ -298,7 +299,12 @@ impl Engine {
     /// The outcome arrives as [`Event::Released`], after which the id is free. An extension
     /// in flight is abandoned (reported as [`ExtendError::Cancelled`] if it was asked for).
     pub fn release(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
-        let (hold, abandoned) = self.locks.get(lock)?.release_from(lock)?;
+        let s = self.locks.get(lock)?;
+        let (hold, abandoned) = s.release_from(lock)?;
+        // A downgrade in flight may apply on any node before the release: leave the readers
+        // there too (after the release on each connection, which deletes the key where the
+        // downgrade did not apply).
+        let downgrading = matches!(s.phase, Phase::Extending { downgrade: true, .. });
         if abandoned {
             self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
         }
@@ -306,6 +312,10 @@ impl Engine {
         let deadline = now + self.config.node_timeout;
         self.begin_round(now, idx, Phase::Releasing { hold, deadline });
         self.send_round(now, idx, Op::Release);
+        self.release_owed(now, idx);
+        if downgrading {
+            self.leave_readers(now, idx);
+        }
         self.arm(idx);
         Ok(())
     }

@@ -326,6 +326,45 @@ impl Links {
         Some((*fault, text))
     }
 
+    /// Whether a request of `lock`'s round `round` to `node` (or the `WAIT` behind its grant)
+    /// is on the wire on one of the node's links.
+    pub(crate) fn asks(&self, node: usize, lock: crate::event::LockId, round: u32) -> bool {
+        self.links.iter().filter(|l| usize::from(l.owner) == node).any(|l| {
+            l.pending.iter().chain(&l.held_pending).any(|(p, _)| match p {
+                Pending::Op { lock: of, round: r, .. } | Pending::Replicas { lock: of, round: r } => {
+                    *of == lock && *r == round
+                }
+                _ => false,
+            })
+        })
+    }
+
+    /// The kept cleanup copies that no request on the wire refers to (each is dropped when
+    /// its request is answered, redirected for good or lost).
+    pub(crate) fn orphan_copies(&self) -> usize {
+        let referred: BTreeSet<u32> = self
+            .links
+            .iter()
+            .flat_map(|l| l.pending.iter().chain(&l.held_pending))
+            .filter_map(|(p, _)| match p {
+                Pending::Resend { copy } => Some(*copy),
+                _ => None,
+            })
+            .collect();
+        self.copies.keys().filter(|c| !referred.contains(c)).count()
+    }
+
+    /// Whether `node` (any of its links, for a Redis Cluster node) still owes the answer to
+    /// an acquisition request of `lock`: a grant it may yet make.
+    pub(crate) fn owes_grant(&self, node: usize, lock: crate::event::LockId) -> bool {
+        use crate::wire::Op;
+        self.links.iter().filter(|l| usize::from(l.owner) == node).any(|l| {
+            l.pending.iter().chain(&l.held_pending).any(|(p, _)| {
+                matches!(p, Pending::Op { op: Op::Acquire | Op::SetNx | Op::Permits, lock: of, .. } if *of == lock)
+            })
+        })
+    }
+
     pub(crate) fn in_flight(&self, node: NodeId) -> usize {
         self.links.get(node.index()).map_or(0, |l| l.pending.len())
     }

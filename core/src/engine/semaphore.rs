@@ -65,6 +65,23 @@ impl Engine {
         }
     }
 
+    /// Semaphore holder `idx` releases: a node that still owes the answer to its acquisition
+    /// may yet grant slots the lock does not hold, and the release names only those it holds.
+    /// Release the others there too (after the acquisition on the connection, so whatever it
+    /// took): the lock's record may be gone by the time that answer comes, with nothing left
+    /// to trim it, and the slots would stay taken for a TTL.
+    pub(super) fn release_owed(&mut self, now: Instant, idx: u32) {
+        let lock = self.locks.id(idx);
+        if !self.locks[idx].permits.on() {
+            return;
+        }
+        for node in 0..self.links.len() {
+            if self.links.owes_grant(node, lock) {
+                self.release_slots(now, NodeId(node as u16), lock, |p| p.unheld());
+            }
+        }
+    }
+
     /// Semaphore holder `idx` leaves the waiter queue of `node` (a node that refused its
     /// attempt, whose reply may come after the decision), passing on every slot it does not
     /// hold that the node handed it meanwhile.
@@ -88,8 +105,11 @@ impl Engine {
     pub(super) fn late_permits(&mut self, now: Instant, node: NodeId, lock: LockId, answer: &OpAnswer) {
         match answer {
             OpAnswer::Slots { positions, .. } => self.trim_late(now, node, lock, positions),
+            // (Settled: held, or in the fence round that follows the grant.)
             OpAnswer::Int(0)
-                if self.locks.get(lock).is_ok_and(|s| matches!(s.phase, Phase::Held(_) | Phase::Extending { .. })) =>
+                if self.locks.get(lock).is_ok_and(|s| {
+                    matches!(s.phase, Phase::Held(_) | Phase::Extending { .. } | Phase::Fencing { .. })
+                }) =>
             {
                 self.leave_queue(now, node, lock.slot)
             }
