@@ -565,6 +565,13 @@ impl Node {
         out
     }
 
+    /// The keys reserved for `token` at `now` (handed to it as the next waiter: `token:`).
+    pub(crate) fn reserved(&mut self, now: Time, token: &[u8]) -> Vec<Vec<u8>> {
+        self.purge(now);
+        let handed = [token, b":"].concat();
+        self.data.iter().filter(|(_, e)| e.value == handed).map(|((_, k), _)| k.clone()).collect()
+    }
+
     /// The keys that hold `token` at `now`: lock keys (taken or reserved) and readers' sets.
     pub(crate) fn holding(&mut self, now: Time, token: &[u8]) -> Vec<Vec<u8>> {
         self.purge(now);

@@ -45,6 +45,9 @@ macro_rules! trace {
 /// round follows at most 5 redirects per node"). A longer chain is reported as a violation.
 pub(crate) const MAX_CHAIN: u64 = 5;
 
+/// Timeouts an engine may handle at one instant before its timer counts as stuck.
+const MAX_SPINS: u32 = 1_000;
+
 /// A request as the world recognizes it when it is sent again after a redirect: the command
 /// (`SET`, or the script's index), its keys and its arguments (`EVALSHA` and `EVAL` of one
 /// script are one request).
@@ -103,12 +106,31 @@ enum Ev {
     Calm,
     /// The workload stops (at the end less the drain time; stale once the end moved).
     Stop,
-    /// A release every node answered was a drain time ago: nothing of `token` is left, unless
-    /// a link of its client failed since (`failures` was the count then).
+    /// A release no node failed was decided a drain time ago: nothing of `token` is left,
+    /// unless a link of its client failed since its acquisition began (`failures` was the
+    /// count then), or a node answered `NOSCRIPT` since (`noscripts` was the count then: a
+    /// release refused so after its record was freed is not sent again), on any node not
+    /// paused now (its release has not run yet).
     CheckGone {
         client: usize,
         token: Vec<u8>,
         failures: u64,
+        noscripts: u64,
+        /// A check soon after a release every node answered, before any TTL the lock's
+        /// requests set can run out (a leftover shows before it expires): skipped if a fault
+        /// began or a pause ended since `calm_since` (a cleanup may be held up).
+        calm_since: Option<Time>,
+    },
+    /// A semaphore waiter was granted a round trip or two ago: no node keeps a slot it does
+    /// not hold reserved for it (handed to it as the next waiter), unless a link of its
+    /// client failed, a node answered `NOSCRIPT`, a fault began or a pause ended since.
+    CheckHanded {
+        client: usize,
+        token: Vec<u8>,
+        held: Vec<Vec<u8>>,
+        failures: u64,
+        noscripts: u64,
+        calm_since: Time,
     },
     Vanish {
         client: usize,
@@ -186,11 +208,16 @@ struct Client {
     /// Links this client's engine saw fail, and that count when each token's acquisition
     /// started: a cleanup can miss a node only through a failed link.
     link_failures: u64,
-    failures_at: BTreeMap<Vec<u8>, u64>,
+    failures_at: BTreeMap<Vec<u8>, (u64, u64)>,
     /// The link whose `HELLO` reply is being read: what the engine held behind it goes out
     /// now, encoded in a round that may be over.
     hello: Option<usize>,
     timer: Option<Time>,
+    /// Timeouts handled at one instant in a row: an engine whose timer does not move on once
+    /// it handled its timeout would spin a real adapter's loop.
+    spins: (Time, u32),
+    /// The engine broke one of its own rules (see `Engine::audit`): reported once.
+    audit_failed: bool,
     paused: bool,
     deferred: Vec<Ev>,
     work: Work,
@@ -244,6 +271,8 @@ pub(crate) struct Stats {
     pub(crate) writes: u64,
     pub(crate) downgrades_asked: u64,
     pub(crate) downgrades: u64,
+    /// Downgrades that did not make the lock a read lock (refused, unconfirmed, too late).
+    pub(crate) downgrades_failed: u64,
     pub(crate) reader_overlaps: u64,
     /// Runs with Redis Cluster nodes: the cluster nodes, slot migrations finished and the keys
     /// they moved; what the masters answered: `MOVED`, `ASK`, the stale `MOVED`s injected,
@@ -274,6 +303,9 @@ pub(crate) struct Stats {
     pub(crate) leftovers: u64,
     /// Releases every node answered, after which no node held anything of the token.
     pub(crate) releases_checked: u64,
+    /// Semaphore grants after which no node kept a slot reserved for the holder that it does
+    /// not hold.
+    pub(crate) handoffs_checked: u64,
 }
 
 impl Stats {
@@ -309,6 +341,7 @@ impl Stats {
         self.writes += o.writes;
         self.downgrades_asked += o.downgrades_asked;
         self.downgrades += o.downgrades;
+        self.downgrades_failed += o.downgrades_failed;
         self.reader_overlaps += o.reader_overlaps;
         self.cluster_nodes += o.cluster_nodes;
         self.migrations += o.migrations;
@@ -330,6 +363,7 @@ impl Stats {
         self.idle_checked += o.idle_checked;
         self.leftovers += o.leftovers;
         self.releases_checked += o.releases_checked;
+        self.handoffs_checked += o.handoffs_checked;
     }
 }
 
@@ -405,6 +439,8 @@ struct World {
     problems: Vec<(usize, String)>,
     calm: bool,
     vanish_armed: bool,
+    /// When a fault last began, or a paused node or client last resumed.
+    disturbed_at: Time,
     /// The workload has stopped: acquisitions are cancelled, holders release at once, nobody
     /// starts again; at the end every engine must be back to idle.
     stopping: bool,
@@ -462,6 +498,8 @@ impl World {
                 failures_at: BTreeMap::new(),
                 hello: None,
                 timer: None,
+                spins: (0, 0),
+                audit_failed: false,
                 paused: false,
                 deferred: Vec::new(),
                 work: Work::Idle,
@@ -490,6 +528,7 @@ impl World {
             problems: Vec::new(),
             calm: false,
             vanish_armed: false,
+            disturbed_at: 0,
             stopping: false,
             leftover: Vec::new(),
             vanished: None,
@@ -631,6 +670,18 @@ impl World {
             Ev::Timer { client: c, at } => {
                 if self.clients[c].timer == Some(at) {
                     self.clients[c].timer = None;
+                    let spins = &mut self.clients[c].spins;
+                    *spins = if spins.0 == at { (at, spins.1 + 1) } else { (at, 1) };
+                    if spins.1 > MAX_SPINS {
+                        let health = self.clients[c].engine.as_ref().map(|e| format!("{:#?}", e.health()));
+                        let what =
+                            format!("the engine's timer stays at {} however often it is handled: {health:?}", ms(at));
+                        self.problem(c, what);
+                        // No more of this client: the run goes on without it.
+                        self.clients[c].engine = None;
+                        self.clients[c].work = Work::Gone;
+                        return;
+                    }
                     trace!(self, "c{c} timeout");
                     self.step(c, |e, now| e.handle_timeout(now));
                 }
@@ -694,6 +745,7 @@ impl World {
             Ev::Fault(f) => self.fault(f),
             Ev::ResumeNode { server } => {
                 trace!(self, "n{server} resumes");
+                self.disturbed_at = self.now;
                 for (conn, reply) in self.nodes[server].resume(self.now) {
                     self.reply(conn, reply);
                 }
@@ -709,6 +761,7 @@ impl World {
                 self.cut[server] = false;
             }
             Ev::ResumeClient { client } => {
+                self.disturbed_at = self.now;
                 trace!(self, "c{client} resumes");
                 self.clients[client].paused = false;
                 for ev in std::mem::take(&mut self.clients[client].deferred) {
@@ -728,18 +781,47 @@ impl World {
                 }
             }
             Ev::Stop => {}
-            Ev::CheckGone { client, token, failures } => {
-                if self.clients[client].link_failures != failures {
+            Ev::CheckGone { client, token, failures, noscripts, calm_since } => {
+                if self.clients[client].link_failures != failures
+                    || self.noscripts() != noscripts
+                    || calm_since.is_some_and(|t| self.disturbed_at >= t)
+                {
                     return;
                 }
                 self.stats.releases_checked += 1;
                 for server in 0..self.nodes.len() {
+                    if self.nodes[server].paused {
+                        continue;
+                    }
                     for key in self.nodes[server].holding(self.now, &token) {
                         let node = self.node_of[server];
                         let what = format!(
-                            "every node answered the release of {} a drain time ago, yet {} still holds it",
+                            "the release of {} was decided (no node failed it), yet {} still holds it once its cleanups ran",
                             String::from_utf8_lossy(&token),
                             String::from_utf8_lossy(&key)
+                        );
+                        self.leftover.push(Violation::Node { node, what });
+                    }
+                }
+            }
+            Ev::CheckHanded { client, token, held, failures, noscripts, calm_since } => {
+                if self.clients[client].link_failures != failures
+                    || self.noscripts() != noscripts
+                    || self.disturbed_at >= calm_since
+                {
+                    return;
+                }
+                self.stats.handoffs_checked += 1;
+                for server in 0..self.nodes.len() {
+                    for key in self.nodes[server].reserved(self.now, &token) {
+                        if held.contains(&key) {
+                            continue;
+                        }
+                        let node = self.node_of[server];
+                        let what = format!(
+                            "{} is still reserved for {}, which does not hold it, once its acquisition settled",
+                            show(&key),
+                            String::from_utf8_lossy(&token)
                         );
                         self.leftover.push(Violation::Node { node, what });
                     }
@@ -762,6 +844,7 @@ impl World {
 
     fn fault(&mut self, f: Fault) {
         trace!(self, "FAULT {f:?}");
+        self.disturbed_at = self.now;
         match f {
             Fault::PauseNode { node, dur } => {
                 for s in self.servers_of(node) {
@@ -834,6 +917,11 @@ impl World {
     }
 
     // ----- the network ---------------------------------------------------------------------
+
+    /// The `NOSCRIPT` answers of every node so far.
+    fn noscripts(&self) -> u64 {
+        self.nodes.iter().map(|n| n.stats.noscript).sum()
+    }
 
     fn delay(&mut self) -> Time {
         if self.sc.slow_per_mille > 0 && self.rng.chance(self.sc.slow_per_mille) {
@@ -1145,6 +1233,13 @@ impl World {
     fn step<R>(&mut self, c: usize, f: impl FnOnce(&mut Engine, Instant) -> R) -> Option<R> {
         let r = self.call(c, f);
         self.settle(c);
+        // The engine's own rules hold after every input (reported once per client).
+        let broken = self.clients[c].engine.as_ref().map(Engine::audit).unwrap_or_default();
+        if let (Some(first), false) = (broken.first(), self.clients[c].audit_failed) {
+            self.clients[c].audit_failed = true;
+            let what = format!("engine audit: {first}");
+            self.problem(c, what);
+        }
         r
     }
 
@@ -1393,8 +1488,8 @@ impl World {
         match self.call(c, |e, now| e.acquire(now, &req, &token)) {
             Some(Ok(lock)) => {
                 self.clients[c].locks.insert(token.clone(), lock);
-                let failures = self.clients[c].link_failures;
-                self.clients[c].failures_at.insert(token.clone(), failures);
+                let counts = (self.clients[c].link_failures, self.noscripts());
+                self.clients[c].failures_at.insert(token.clone(), counts);
                 self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits, shared };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
@@ -1450,6 +1545,13 @@ impl World {
                     self.stats.sem_holds += 1;
                     self.stats.permits += keys.len() as u64;
                     self.stats.multi_permit_holds += u64::from(keys.len() > 1);
+                    // The slots nodes handed this waiter beyond those it holds are passed on
+                    // (or released) once its acquisition settled: none stays reserved for it.
+                    if let Some(&(failures, noscripts)) = self.clients[c].failures_at.get(&token) {
+                        let at = self.now + 4 * self.sc.delay.1.max(self.sc.slow) + MS;
+                        let (token, held, calm_since) = (token.clone(), keys.clone(), self.now);
+                        self.push(at, Ev::CheckHanded { client: c, token, held, failures, noscripts, calm_since });
+                    }
                 }
                 if fence.is_some() != fencing {
                     self.problem(c, format!("fence {fence:?} but fencing asked: {fencing}"));
@@ -1520,9 +1622,20 @@ impl World {
                     let ttl = self.rng.range((self.sc.ttl_ms.0 / 2).max(5), 2 * self.sc.ttl_ms.1);
                     (at, Duration::from_millis(ttl))
                 });
-                let downgrade_at =
-                    (!shared && self.sc.downgrade_per_mille > 0 && self.rng.chance(self.sc.downgrade_per_mille))
-                        .then(|| self.now + self.rng.range(0, work / 2));
+                let downgrade_at = (!shared
+                    && self.sc.downgrade_per_mille > 0
+                    && self.rng.chance(self.sc.downgrade_per_mille))
+                .then(|| {
+                    if self.rng.chance(300) {
+                        // At the end of the lock's validity: the downgrade races expiry
+                        // (refused where the key is gone, applied where it is not yet,
+                        // confirmed too late).
+                        claim.saturating_sub(self.rng.range(0, 4 * self.sc.delay.1.max(US))).max(self.now)
+                    } else {
+                        self.now + self.rng.range(0, work / 2)
+                    }
+                });
+                let release_at = downgrade_at.map_or(release_at, |at| release_at.max(at + self.sc.node_timeout));
                 self.clients[c].work =
                     Work::Holding { lock, hold, extend, release_at, downgrade_at, downgrading: false };
                 let first = [extend.map(|e| e.0), downgrade_at, Some(release_at)].into_iter().flatten().min();
@@ -1580,28 +1693,53 @@ impl World {
             Event::Shortened { .. } => {}
             Event::LinkUp { .. } | Event::WakeOff { .. } => {}
             Event::ExtendFailed { error, .. } => {
+                let downgrading = matches!(self.clients[c].work, Work::Holding { downgrading: true, .. });
                 if let Work::Holding { downgrading, .. } = &mut self.clients[c].work {
                     *downgrading = false;
+                }
+                if downgrading && error != ExtendError::Cancelled {
+                    self.stats.downgrades_failed += 1;
+                    trace!(self, "c{c}'s downgrade failed: {error:?}");
                 }
                 if error != ExtendError::Cancelled {
                     self.stats.extend_failed += 1;
                 }
             }
-            Event::Lost { .. } => self.stats.lost += 1,
+            Event::Lost { reason, .. } => {
+                self.stats.lost += 1;
+                let downgrading = matches!(self.clients[c].work, Work::Holding { downgrading: true, .. });
+                if let Work::Holding { downgrading, .. } = &mut self.clients[c].work {
+                    *downgrading = false;
+                }
+                if downgrading {
+                    self.stats.downgrades_failed += 1;
+                    trace!(self, "c{c} lost its lock while downgrading it ({reason:?})");
+                }
+            }
             Event::Released { lock, report } => {
                 let token = self.clients[c].locks.iter().find(|(_, l)| **l == lock).map(|(t, _)| t.clone());
-                let linked = token.as_ref().and_then(|t| self.clients[c].failures_at.get(t).copied())
-                    == Some(self.clients[c].link_failures);
-                if report.outcome == ReleaseOutcome::Released && report.pending == 0 && report.failed == 0 && linked {
-                    // Every node ran the release, and no link failed while the lock lived (a
-                    // cleanup that missed a node leaves its grant to its TTL): once the
-                    // cleanups still on their way (a late grant trimmed) have run, no node
-                    // holds anything of the token (a slot granted outside the quorum's, a
-                    // reader a downgrade left).
-                    if let Some(token) = token {
-                        let failures = self.clients[c].link_failures;
-                        self.push(self.now + self.sc.drain(), Ev::CheckGone { client: c, token, failures });
+                let counts = token.as_ref().and_then(|t| self.clients[c].failures_at.get(t).copied());
+                if let (0, Some(token), Some((failures, noscripts))) = (report.failed, token, counts) {
+                    if report.pending == 0 {
+                        // Every node answered: what is left once the cleanups sent meanwhile
+                        // (a late grant trimmed, readers left) had a round trip or two.
+                        let at = self.now + 4 * self.sc.delay.1.max(self.sc.slow) + MS;
+                        let calm_since = Some(self.now);
+                        let (client, token) = (c, token.clone());
+                        self.push(at, Ev::CheckGone { client, token, failures, noscripts, calm_since });
                     }
+                    // No node failed the release (whatever it answered, or is still to answer:
+                    // the release is on its way after every request of the lock), and no link
+                    // failed while the lock lived (a cleanup that missed a node leaves its
+                    // grant to its TTL): once the cleanups still on their way (a late grant
+                    // trimmed) have run, no node holds anything of the token (a slot granted
+                    // outside the quorum's or after the release was decided, a reader a
+                    // downgrade left, one in flight when the release came).
+                    let calm_since = None;
+                    self.push(
+                        self.now + self.sc.drain(),
+                        Ev::CheckGone { client: c, token, failures, noscripts, calm_since },
+                    );
                 }
                 match report.outcome {
                     ReleaseOutcome::Released => self.stats.released += 1,
