@@ -11,9 +11,10 @@
 //! were doing, each engine is back to idle: no lock, no request pending, no cleanup kept for a
 //! redirect, no waiter, no subscription (see `Engine::footprint`). A grant forgotten while it
 //! waited for `WAIT`, a vote left pending after its link went down, a reader left behind by a
-//! downgrade: each shows here as a liveness failure, a key found where none may be, or an
-//! engine that does not return to idle. (A grant whose `WAIT` reported too few replicas is
-//! not one of its round's grants: releasing it at once is not a release of what the round got.)
+//! downgrade: each shows here as a broken engine rule (`Engine::audit`, after every input), a
+//! key found where none may be after a release, or an engine that does not return to idle.
+//! (A grant whose `WAIT` reported too few replicas is not one of its round's grants:
+//! releasing it at once is not a release of what the round got.)
 //!
 //! To look at one run step by step:
 //!
