@@ -7,7 +7,7 @@ use super::Engine;
 use crate::cluster::{self, Redirect};
 use crate::error::{Vote, is_cluster_error};
 use crate::event::{LockId, NodeId};
-use crate::link::{Cmd, MAX_HOPS};
+use crate::link::{Cmd, Copy, MAX_HOPS};
 use crate::lock::Keys;
 use crate::wire::{self, Call, Names, OpAnswer, Pending};
 
@@ -137,12 +137,21 @@ impl Engine {
                 // An attempt's cleanup, sent on another master now, could land after the
                 // acquisition's next attempt and delete what it took (the same token): once
                 // the acquisition goes on, its final cleanup or release covers this node.
-                let superseded = copy.attempt_of.is_some_and(|lock| self.locks.get(lock).is_ok());
-                if copy.hops >= MAX_HOPS || superseded {
+                if copy.hops >= MAX_HOPS {
                     return;
                 }
-                if let Ok(to) = self.links.redirected(now, link.index(), &redirect) {
-                    self.links.resend_copy(now, to, copy, redirect.ask);
+                let Ok(to) = self.links.redirected(now, link.index(), &redirect) else { return };
+                match copy.attempt_of.filter(|&lock| self.locks.get(lock).is_ok()) {
+                    // A semaphore's release names only the slots it holds: the others this
+                    // cleanup was for go on to the new master once the lock holds its own,
+                    // or are released when the acquisition settles.
+                    Some(lock) => {
+                        if let Some(bytes) = self.stray_slots(node, lock) {
+                            let copy = Copy { bytes, hops: copy.hops, attempt_of: None };
+                            self.links.resend_copy(now, to, copy, redirect.ask);
+                        }
+                    }
+                    None => self.links.resend_copy(now, to, copy, redirect.ask),
                 }
             }
             _ => {}

@@ -58,6 +58,10 @@ impl Engine {
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
+        let lock = self.locks.id(idx);
+        for node in std::mem::take(&mut self.locks[idx].permits.stray) {
+            self.release_slots(now, NodeId(node), lock, |p| p.unheld());
+        }
         let votes = self.locks[idx].round.tally.votes();
         let refused: Vec<usize> = (0..self.links.len()).filter(|&n| votes.get(n) == Some(&Vote::Refused)).collect();
         for node in refused {
@@ -80,6 +84,34 @@ impl Engine {
                 self.release_slots(now, NodeId(node as u16), lock, |p| p.unheld());
             }
         }
+    }
+
+    /// A cleanup of semaphore `lock`'s earlier attempt on `node` was redirected after the
+    /// acquisition went on: sent again as it was, it could delete what a later attempt took
+    /// (the same token). Once the lock holds its slots, returns the cluster form of a cleanup
+    /// of the others, to go on in its place; until then, notes the node for
+    /// [`settle_permits`](Self::settle_permits). `None`: nothing to send (a mutex's release
+    /// covers every key it took).
+    pub(super) fn stray_slots(&mut self, node: NodeId, lock: LockId) -> Option<Box<[u8]>> {
+        let s = &mut self.locks[lock.slot];
+        if !s.permits.on() {
+            return None;
+        }
+        if !matches!(s.phase, Phase::Held(_) | Phase::Extending { .. } | Phase::Releasing { .. }) {
+            if !s.permits.stray.contains(&node.0) {
+                s.permits.stray.push(node.0);
+            }
+            return None;
+        }
+        let s = &self.locks[lock.slot];
+        let keys = s.permits.unheld();
+        if keys.is_empty() {
+            return None;
+        }
+        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
+        let mut cmd = Vec::new();
+        let (bytes, slot) = encode_all(true, &mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true)?;
+        slot.ok().map(|_| bytes.into())
     }
 
     /// Semaphore holder `idx` leaves the waiter queue of `node` (a node that refused its

@@ -38,6 +38,9 @@ pub(crate) struct Permits {
     /// node confirmed the limit on its connection before, and the attempt is a fresh token's
     /// first, for one permit, without fencing: the script would take that slot if free).
     pub(crate) fast: bool,
+    /// Nodes where a cleanup of an earlier attempt was dropped (see
+    /// `Engine::stray_slots`): their unheld slots are released once the lock settles.
+    pub(crate) stray: Vec<u16>,
 }
 
 impl Permits {
@@ -53,6 +56,7 @@ impl Permits {
         self.want = want as u16;
         // (A record reused from a semaphore's permit must not keep its shortcut.)
         self.fast = false;
+        self.stray.clear();
         self.name.clear();
         self.name.push_str(name);
         self.chosen.clear();

@@ -108,9 +108,9 @@ enum Ev {
     Stop,
     /// A release no node failed was decided a drain time ago: nothing of `token` is left,
     /// unless a link of its client failed since its acquisition began (`failures` was the
-    /// count then), or a node answered `NOSCRIPT` since (`noscripts` was the count then: a
-    /// release refused so after its record was freed is not sent again), on any node not
-    /// paused now (its release has not run yet).
+    /// count then), or a node answered `NOSCRIPT` or `TRYAGAIN` since (`noscripts` was the
+    /// count then: a release or cleanup refused so is not always sent again), on any node
+    /// not paused now (its release has not run yet).
     CheckGone {
         client: usize,
         token: Vec<u8>,
@@ -123,7 +123,7 @@ enum Ev {
     },
     /// A semaphore waiter was granted a round trip or two ago: no node keeps a slot it does
     /// not hold reserved for it (handed to it as the next waiter), unless a link of its
-    /// client failed, a node answered `NOSCRIPT`, a fault began or a pause ended since.
+    /// client failed, a node answered `NOSCRIPT` or `TRYAGAIN`, a fault began or a pause ended since.
     CheckHanded {
         client: usize,
         token: Vec<u8>,
@@ -918,9 +918,11 @@ impl World {
 
     // ----- the network ---------------------------------------------------------------------
 
-    /// The `NOSCRIPT` answers of every node so far.
+    /// The `NOSCRIPT` and `TRYAGAIN` answers of every node so far: a cleanup refused so is
+    /// not sent again (its grant is left to its TTL).
     fn noscripts(&self) -> u64 {
-        self.nodes.iter().map(|n| n.stats.noscript).sum()
+        let tryagain = |n: &Node| n.shard.as_ref().map_or(0, |s| s.stats.tryagain);
+        self.nodes.iter().map(|n| n.stats.noscript + tryagain(n)).sum()
     }
 
     fn delay(&mut self) -> Time {
