@@ -13,6 +13,28 @@ pub(crate) const READERS: &str = ":readers";
 /// each on the node's own clock.
 pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
 
+/// The start of every script over a resource's readers: `t` (the token), `ms` (the node's
+/// clock in ms, `TIME`), the expired readers dropped from `KEYS[2]`, and `settle()`, which
+/// sets the lock key's and the readers' TTL to the last live reader's expiry (`false` when
+/// none is left).
+macro_rules! readers_prelude {
+    () => {
+        r"local t = ARGV[1]
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+local function settle()
+  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if not top[1] then return false end
+  local left = math.max(tonumber(top[2]) - ms, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return true
+end
+"
+    };
+}
+
 /// Take a read lock: join the readers of the lock key. A reader is a token in the readers'
 /// sorted set scored by its expiry on the node's clock (`TIME`), so a crashed reader holds
 /// writers off until its own TTL only; the lock key holds [`READERS`] and the readers' set
@@ -30,19 +52,7 @@ pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue, (with fencing) its fence counter.
 /// `ARGV`: token, TTL in ms, wait mode, queue TTL in ms, the waiter's reservation in ms.
-pub(crate) const READ_ACQUIRE: &str = r"local t = ARGV[1]
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-local function settle()
-  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[1] then return false end
-  local left = math.max(tonumber(top[2]) - ms, 1)
-  redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[2], left)
-  return true
-end
-local v = redis.call('GET', KEYS[1])
+pub(crate) const READ_ACQUIRE: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
 if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
   -- The writer that marked it is gone (its queue expired): no one waits.
   redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
@@ -80,30 +90,18 @@ settle()
 local f = 0
 if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return f + 1
-";
+");
 /// SHA-1 of [`READ_ACQUIRE`].
 pub(crate) const READ_ACQUIRE_SHA: &str = "f4fbe9d2bca46123dd40c0103ab2179024165cd6";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
-pub(crate) const READ_EXTEND: &str = r"local t = ARGV[1]
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-local function settle()
-  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[1] then return false end
-  local left = math.max(tonumber(top[2]) - ms, 1)
-  redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[2], left)
-  return true
-end
-local v = redis.call('GET', KEYS[1])
+pub(crate) const READ_EXTEND: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
 if not redis.call('ZSCORE', KEYS[2], t) or (v ~= ':readers' and v ~= ':readers:') then return 0 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
 settle()
 return 1
-";
+");
 /// SHA-1 of [`READ_EXTEND`].
 pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
 
@@ -115,19 +113,7 @@ pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b6
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
 /// the queue, with the entry our reservation `ARGV[3]` made).
-pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-local function settle()
-  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[1] then return false end
-  local left = math.max(tonumber(top[2]) - ms, 1)
-  redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[2], left)
-  return true
-end
-local d = redis.call('ZREM', KEYS[2], t)
+pub(crate) const READ_RELEASE: &str = concat!(readers_prelude!(), r"local d = redis.call('ZREM', KEYS[2], t)
 if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
 local v = redis.call('GET', KEYS[1])
 local handed = v == t .. ':'
@@ -150,7 +136,7 @@ if v == ':readers:' or handed then
   redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
 end
 return d
-";
+");
 /// SHA-1 of [`READ_RELEASE`].
 pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988219";
 
@@ -159,25 +145,13 @@ pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988
 /// Returns 1, or 0 if the key is not the token's.
 ///
 /// `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
-pub(crate) const DOWNGRADE: &str = r"local t = ARGV[1]
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-local function settle()
-  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[1] then return false end
-  local left = math.max(tonumber(top[2]) - ms, 1)
-  redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[2], left)
-  return true
-end
-local v = redis.call('GET', KEYS[1])
+pub(crate) const DOWNGRADE: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
 if v ~= t and v ~= t .. ':' then return 0 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
 redis.call('SET', KEYS[1], ':readers')
 settle()
 if v == t .. ':' then redis.pcall(ARGV[3] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
 return 1
-";
+");
 /// SHA-1 of [`DOWNGRADE`].
 pub(crate) const DOWNGRADE_SHA: &str = "5bc8d5a7d134a7362aaeb6c8f43a5f15672e4452";
