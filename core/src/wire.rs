@@ -125,11 +125,11 @@ pub(crate) enum Pending {
     /// `UNSUBSCRIBE` from one wake channel, or `SUNSUBSCRIBE` (`sharded`) on a cluster node's
     /// master. A master that loses a slot also unsubscribes its clients from the slot's
     /// channels unasked, with the same push; so every `sunsubscribe` push is read as a
-    /// subscription gone, and a [`Fence`](Self::Fence) follows the `SUNSUBSCRIBE`s: its answer
+    /// subscription gone, and a [`Ping`](Self::Ping) follows the `SUNSUBSCRIBE`s: its answer
     /// ends theirs (each is that push, read before, or an error).
     Unsubscribe { sharded: bool },
-    /// `PING` after `SUNSUBSCRIBE`s.
-    Fence,
+    /// `PING` after `SUNSUBSCRIBE`s: its answer closes theirs.
+    Ping,
     /// `WAIT` after a grant of a round (on a node with
     /// [`min_replicas`](crate::NodeConfig::min_replicas)): how many replicas have it.
     Replicas { lock: LockId, round: u32 },
@@ -151,7 +151,7 @@ impl Pending {
             Pending::Subscribe { shard: Some(_) } => "SSUBSCRIBE",
             Pending::Unsubscribe { sharded: false } => "UNSUBSCRIBE",
             Pending::Unsubscribe { sharded: true } => "SUNSUBSCRIBE",
-            Pending::Fence => "PING",
+            Pending::Ping => "PING",
             Pending::Replicas { .. } => "WAIT (or WAITAOF)",
             Pending::Role => "ROLE",
         }

@@ -9,7 +9,7 @@ use super::Links;
 use crate::cluster::{self, Redirect};
 use crate::config::Config;
 use crate::error::{LinkError, is_cluster_error};
-use crate::event::{NodeId, WakeState};
+use crate::event::{LockId, NodeId, WakeState};
 use crate::node::REPLICAS_CHECK;
 use crate::resp::{self, MAX_REPLY};
 use crate::scripts;
@@ -41,88 +41,50 @@ pub(crate) enum Next {
 impl Links {
     /// Decode the reply at the front of `buf` and match it to the oldest pending request.
     /// Handshake replies and cleanups are dealt with here; `Err` is a reason to fail the link.
+    ///
+    /// A lock operation's answer, the common case, goes straight through; the handshake's
+    /// steps and the subscriptions' answers go to [`on_link_answer`](Self::on_link_answer).
     #[inline]
     pub(crate) fn next_reply(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let node = self.owner(link);
-        let front = self.links[link.index()].pending.front().map(|(p, _)| *p);
-        if matches!(front, Some(Pending::Slots | Pending::Step(Step::Slots))) {
-            match buf.first() {
-                Some(b'*') => return self.read_slots(now, link, buf),
-                Some(b'-') => {
-                    if let Ok(Some((_, used))) = resp::decode(buf) {
-                        let first = front == Some(Pending::Step(Step::Slots));
-                        if self.shards_refused(now, link.index(), first) {
-                            // An older server, or an ACL without it: `CLUSTER SLOTS` instead.
-                            self.links[link.index()].pending.pop_front();
-                            return Ok(Next::Done(used));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        if let (Some(Pending::Replicas { lock, round }), Some(b'*')) = (front, buf.first()) {
-            // `WAITAOF`'s answer: the local and the replica counts that have the writes on disk.
-            let used = match resp::frame_len(buf, 3, 64) {
-                Ok(Some(used)) => used,
-                Ok(None) => return Ok(Next::More),
-                Err(detail) => {
-                    return Err(LinkError::Malformed { node, addr: Arc::clone(&self.addrs[link.index()]), detail });
-                }
-            };
-            let l = &mut self.links[link.index()];
-            if let Some((_, queued)) = l.pending.pop_front() {
-                l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
-            }
-            let acked = aof_replicas(&buf[..used]);
-            return Ok(Next::Op { used, answer: Answer::Replicas { lock, round, acked } });
-        }
-        if let (Some(Pending::Role | Pending::Step(Step::Role)), Some(b'*')) = (front, buf.first()) {
-            return self.read_role(now, link, buf);
-        }
-        let addr = || Arc::clone(&self.addrs[link.index()]);
-        let (reply, used) = match resp::decode(buf) {
-            Ok(Some(whole)) => whole,
-            Ok(None) if buf.len() > MAX_REPLY => {
-                let detail = format!("a reply longer than {MAX_REPLY} bytes without an end");
-                return Err(LinkError::Malformed { node, addr: addr(), detail });
-            }
-            Ok(None) => return Ok(Next::More),
-            Err(mut detail) => {
-                let link = &self.links[link.index()];
-                // A TLS record (an alert, a handshake) where a plaintext reply belongs.
-                if link.plain_tcp && !link.answered && matches!(buf.first(), Some(0x15 | 0x16)) {
-                    detail.push_str(": a TLS record: is this a TLS port? (use rediss:// for it)");
-                }
-                return Err(LinkError::Malformed { node, addr: addr(), detail });
-            }
-        };
         let i = link.index();
+        // Replies read from their raw frame, by what they answer.
+        match (self.links[i].pending.front().map(|(p, _)| *p), buf.first()) {
+            (Some(front @ (Pending::Slots | Pending::Step(Step::Slots))), Some(b'*' | b'-')) => {
+                if let Some(next) = self.read_map_answer(now, link, front, buf)? {
+                    return Ok(next);
+                }
+            }
+            (Some(Pending::Replicas { lock, round }), Some(b'*')) => return self.read_waitaof(now, link, lock, round, buf),
+            (Some(Pending::Role | Pending::Step(Step::Role)), Some(b'*')) => return self.read_role(now, link, buf),
+            _ => {}
+        }
+        let Some((reply, used)) = self.decode_front(link, buf)? else { return Ok(Next::More) };
         if let resp::Reply::Push { kind, channel, data } = reply {
             if kind.eq_ignore_ascii_case(b"message") || kind.eq_ignore_ascii_case(b"smessage") {
                 return Ok(Next::Message { used, channel: channel.to_vec(), data: data.to_vec() });
             }
             if kind.eq_ignore_ascii_case(b"sunsubscribe") {
                 // Asked for or not (the master no longer serves the channel's slot), the
-                // subscription is gone (see `Pending::Fence`).
+                // subscription is gone (see `Pending::Ping`).
                 self.shard_dropped(now, i, Some(channel), cluster::hash_slot(channel));
                 return Ok(Next::Done(used));
             }
         }
         if !matches!(reply, resp::Reply::Error(_)) {
-            // The fence's answer: the `SUNSUBSCRIBE`s ahead of it were answered by pushes.
+            // The `PING`'s answer: the `SUNSUBSCRIBE`s ahead of it were answered by pushes.
             let l = &mut self.links[i];
             while matches!(l.pending.front(), Some((Pending::Unsubscribe { sharded: true }, _))) {
                 l.pending.pop_front();
             }
         }
-        let cluster = self.is_cluster(node.index());
-        let link = &mut self.links[i];
-        let Some((pending, queued)) = link.pending.pop_front() else {
-            return Err(LinkError::Unsolicited { node, addr: addr(), reply: reply.render() });
+        let l = &mut self.links[i];
+        let Some((pending, queued)) = l.pending.pop_front() else {
+            let addr = Arc::clone(&self.addrs[i]);
+            return Err(LinkError::Unsolicited { node, addr, reply: reply.render() });
         };
-        link.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
-        link.answered = true;
+        l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+        l.answered = true;
         if let (resp::Reply::Error(e), Pending::Op { .. } | Pending::Resend { .. }) = (&reply, pending) {
             if let Some(redirect) = cluster::redirect(e) {
                 // Only a Redis Cluster redirects: a node not known as one is.
@@ -141,13 +103,100 @@ impl Links {
         }
         let answer = wire::classify(pending, &reply).map_err(|request| LinkError::Unexpected {
             node,
-            addr: addr(),
+            addr: Arc::clone(&self.addrs[i]),
             request,
             reply: reply.render(),
         })?;
-        let refused = |step: Step, message| LinkError::Handshake { node, addr: addr(), step: step.name(), message };
         match answer {
-            Answer::Op { .. } | Answer::Replicas { .. } => return Ok(Next::Op { used, answer }),
+            Answer::Op { .. } | Answer::Replicas { .. } => Ok(Next::Op { used, answer }),
+            answer => self.on_link_answer(now, link, pending, answer, used),
+        }
+    }
+
+    /// The reply at the front of `buf`, whole, and its length (`None`: not whole yet). `Err`:
+    /// it is malformed, or longer than any reply may be.
+    #[inline]
+    fn decode_front<'b>(&self, link: NodeId, buf: &'b [u8]) -> Result<Option<(resp::Reply<'b>, usize)>, LinkError> {
+        let malformed = |detail| LinkError::Malformed {
+            node: self.owner(link),
+            addr: Arc::clone(&self.addrs[link.index()]),
+            detail,
+        };
+        match resp::decode(buf) {
+            Ok(Some(whole)) => Ok(Some(whole)),
+            Ok(None) if buf.len() > MAX_REPLY => {
+                Err(malformed(format!("a reply longer than {MAX_REPLY} bytes without an end")))
+            }
+            Ok(None) => Ok(None),
+            Err(mut detail) => {
+                let l = &self.links[link.index()];
+                // A TLS record (an alert, a handshake) where a plaintext reply belongs.
+                if l.plain_tcp && !l.answered && matches!(buf.first(), Some(0x15 | 0x16)) {
+                    detail.push_str(": a TLS record: is this a TLS port? (use rediss:// for it)");
+                }
+                Err(malformed(detail))
+            }
+        }
+    }
+
+    /// The answer to `CLUSTER SHARDS` (or `SLOTS`), `front` on `link`: a map read whole, or a
+    /// refusal of `CLUSTER SHARDS` (asked again as `CLUSTER SLOTS`). `None`: a reply for the
+    /// common path (any other error).
+    fn read_map_answer(
+        &mut self,
+        now: Instant,
+        link: NodeId,
+        front: Pending,
+        buf: &[u8],
+    ) -> Result<Option<Next>, LinkError> {
+        if buf.first() == Some(&b'*') {
+            return self.read_slots(now, link, buf).map(Some);
+        }
+        let Ok(Some((_, used))) = resp::decode(buf) else { return Ok(None) };
+        let first = front == Pending::Step(Step::Slots);
+        if !self.shards_refused(now, link.index(), first) {
+            return Ok(None);
+        }
+        // An older server, or an ACL without it: `CLUSTER SLOTS` instead.
+        self.links[link.index()].pending.pop_front();
+        Ok(Some(Next::Done(used)))
+    }
+
+    /// `WAITAOF`'s answer to `lock`'s round `round` at the front of `buf`: the local and the
+    /// replica counts that have the writes on disk.
+    fn read_waitaof(&mut self, now: Instant, link: NodeId, lock: LockId, round: u32, buf: &[u8]) -> Result<Next, LinkError> {
+        let used = match resp::frame_len(buf, 3, 64) {
+            Ok(Some(used)) => used,
+            Ok(None) => return Ok(Next::More),
+            Err(detail) => {
+                let (node, addr) = (self.owner(link), Arc::clone(&self.addrs[link.index()]));
+                return Err(LinkError::Malformed { node, addr, detail });
+            }
+        };
+        let l = &mut self.links[link.index()];
+        if let Some((_, queued)) = l.pending.pop_front() {
+            l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
+        }
+        let acked = aof_replicas(&buf[..used]);
+        Ok(Next::Op { used, answer: Answer::Replicas { lock, round, acked } })
+    }
+
+    /// An answer (`used` bytes) to `pending` on `link` that the link deals with itself: a
+    /// handshake step (its node's kind, its wake-ups, its scripts) or a subscription's.
+    fn on_link_answer(
+        &mut self,
+        now: Instant,
+        link: NodeId,
+        pending: Pending,
+        answer: Answer,
+        used: usize,
+    ) -> Result<Next, LinkError> {
+        let (i, node) = (link.index(), self.owner(link));
+        let cluster = self.is_cluster(node.index());
+        let addr = Arc::clone(&self.addrs[i]);
+        let refused = |step: Step, message| LinkError::Handshake { node, addr, step: step.name(), message };
+        let link = &mut self.links[i];
+        match answer {
             Answer::Step(Step::Hello, hello) if i >= self.nodes => {
                 // A link to a cluster node's master: it carries the release messages of the
                 // master's slots.
@@ -219,7 +268,7 @@ impl Links {
                     return Ok(Next::WakeOff(used));
                 }
             }
-            Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
+            Answer::Op { .. } | Answer::Replicas { .. } | Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
             Answer::Step(step, StepAnswer::Refused(message) | StepAnswer::Cluster(message)) => {
                 return Err(refused(step, message));
             }

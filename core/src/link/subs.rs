@@ -71,7 +71,7 @@ impl Links {
         }
         if fence {
             resp::command(&mut l.out, &[b"PING"]);
-            l.pending.push_back((Pending::Fence, now));
+            l.pending.push_back((Pending::Ping, now));
         }
         l.subs_sharded = sharded;
         let subscribe: &[u8] = if sharded { b"SSUBSCRIBE" } else { b"SUBSCRIBE" };

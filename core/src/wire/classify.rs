@@ -65,103 +65,104 @@ pub(crate) enum Answer {
 /// be one (the link cannot be trusted any more).
 #[inline]
 pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'static str> {
-    let text = |e: &[u8]| String::from_utf8_lossy(e).into_owned();
-    match (pending, reply) {
+    let answer = match pending {
         // No request is answered by an array (and only its header was read).
-        (_, Reply::Array(_)) => Err(pending.name()),
-        (Pending::Step(Step::Hello), Reply::Map { mode, .. }) if mode.eq_ignore_ascii_case(b"cluster") => {
-            Ok(Answer::Step(Step::Hello, StepAnswer::Cluster("HELLO says mode cluster".to_owned())))
+        _ if matches!(reply, Reply::Array(_)) => None,
+        Pending::Op { op, lock, round } => op_answer(op, reply).map(|answer| Answer::Op { op, lock, round, answer }),
+        Pending::Replicas { lock, round } => match reply {
+            Reply::Int(i) => Some(Answer::Replicas { lock, round, acked: Ok(*i) }),
+            Reply::Error(e) => Some(Answer::Replicas { lock, round, acked: Err(text(e)) }),
+            _ => None,
+        },
+        Pending::Step(step) => step_answer(step, reply),
+        Pending::Subscribe { .. } | Pending::Unsubscribe { .. } => subscription_answer(pending, reply),
+        // Answers nobody waits for, whatever they say (but a map or a push answers nothing).
+        Pending::Cleanup | Pending::AttemptCleanup { .. } | Pending::Resend { .. } | Pending::Asking | Pending::Ping => {
+            (!matches!(reply, Reply::Map { .. } | Reply::Push { .. })).then_some(Answer::Ignored)
         }
-        (Pending::Step(Step::Hello), Reply::Map { .. }) => Ok(Answer::Step(Step::Hello, StepAnswer::Ok)),
-        (Pending::Subscribe { shard }, Reply::Push { kind, .. })
-            if kind.eq_ignore_ascii_case(if shard.is_some() { b"ssubscribe" } else { b"subscribe" }) =>
-        {
-            Ok(Answer::Ignored)
-        }
-        (Pending::Unsubscribe { sharded: false }, Reply::Push { kind, .. })
-            if kind.eq_ignore_ascii_case(b"unsubscribe") =>
-        {
-            Ok(Answer::Ignored)
-        }
-        (Pending::Subscribe { .. }, Reply::Error(e)) => Ok(Answer::SubscribeRefused(text(e))),
-        // A master that lost the slot answers `MOVED`: the subscription is gone either way.
-        (Pending::Unsubscribe { .. }, Reply::Error(_)) => Ok(Answer::Ignored),
-        (_, Reply::Map { .. } | Reply::Push { .. }) => Err(pending.name()),
-        (
-            Pending::Cleanup
-            | Pending::AttemptCleanup { .. }
-            | Pending::Resend { .. }
-            | Pending::Asking
-            | Pending::Fence
-            | Pending::Step(Step::SetName),
-            _,
-        ) => Ok(Answer::Ignored),
         // A map read refused (its reply, when it is one, is read before classifying).
-        (Pending::Slots, Reply::Error(_)) => Ok(Answer::Ignored),
-        // A node refusing INFO too is taken for what it answers as: standalone until a
-        // redirect says otherwise.
-        (Pending::Step(Step::ClusterInfo), Reply::Bulk(b)) if b.windows(17).any(|w| w == b"cluster_enabled:1") => {
-            Ok(Answer::Step(Step::ClusterInfo, StepAnswer::Cluster("INFO says cluster_enabled:1".to_owned())))
-        }
-        (Pending::Step(Step::ClusterInfo), Reply::Bulk(_) | Reply::Error(_)) => {
-            Ok(Answer::Step(Step::ClusterInfo, StepAnswer::Ok))
-        }
-        (Pending::Step(step), Reply::Error(e)) if is_cluster_error(&text(e)) => {
-            Ok(Answer::Step(step, StepAnswer::Cluster(text(e))))
-        }
-        (Pending::Step(step), Reply::Error(e)) => Ok(Answer::Step(step, StepAnswer::Refused(text(e)))),
-        (Pending::Step(step @ (Step::Auth | Step::Select)), Reply::Status(_)) => Ok(Answer::Step(step, StepAnswer::Ok)),
-        (Pending::Step(Step::Format), Reply::Bulk(b)) if *b == scripts::FORMAT.as_bytes() => {
-            Ok(Answer::Step(Step::Format, StepAnswer::Ok))
-        }
-        (Pending::Step(Step::Format), Reply::Bulk(b)) => Ok(Answer::Step(
-            Step::Format,
-            StepAnswer::Refused(format!(
-                "the node's locks are in format {} ({}), this client's in format {}: run clients of one \
-                 format against a node",
-                String::from_utf8_lossy(b),
-                scripts::FORMAT_KEY,
-                scripts::FORMAT
-            )),
-        )),
-        (Pending::Step(step @ Step::ScriptLoad { sha, .. }), Reply::Bulk(b)) => {
-            Ok(Answer::Step(step, StepAnswer::Digest { matches: b.eq_ignore_ascii_case(sha.as_bytes()) }))
-        }
-        (Pending::Op { op, lock, round }, Reply::Error(e)) => {
-            // Only a script call can meet a flushed script cache: a `NOSCRIPT` to `SET NX PX`
-            // is a plain error vote, never a reason to resend (and grant on the resend).
-            let answer = if e.starts_with(b"NOSCRIPT") && op != Op::SetNx {
-                OpAnswer::NoScript
-            } else {
-                OpAnswer::Error(text(e))
-            };
-            Ok(Answer::Op { op, lock, round, answer })
-        }
+        Pending::Slots => matches!(reply, Reply::Error(_)).then_some(Answer::Ignored),
+        // (`ROLE`'s answer is read from its frame before classifying.)
+        Pending::Role => None,
+    };
+    answer.ok_or(pending.name())
+}
+
+/// A lock operation's answer (`None`: not one `op` can have).
+#[inline]
+fn op_answer(op: Op, reply: &Reply<'_>) -> Option<OpAnswer> {
+    match (op, reply) {
+        // Only a script call can meet a flushed script cache: a `NOSCRIPT` to `SET NX PX` is a
+        // plain error vote, never a reason to resend (and grant on the resend).
+        (_, Reply::Error(e)) if e.starts_with(b"NOSCRIPT") && op != Op::SetNx => Some(OpAnswer::NoScript),
+        (_, Reply::Error(e)) => Some(OpAnswer::Error(text(e))),
         // The cheap acquire (`SET .. NX PX`): `+OK` set the key, nil (RESP2 `$-1`, RESP3 `_`)
         // found it taken. Nothing else is an answer to it, an integer included: a server that
         // answers `SET` with `:1` is not one we understand, and must not count as a grant.
-        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Status(s)) if *s == b"OK" => {
-            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(1) })
-        }
-        (Pending::Op { op: op @ Op::SetNx, lock, round }, Reply::Nil) => {
-            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(0) })
-        }
-        (Pending::Op { op: Op::SetNx, .. }, _) => Err(pending.name()),
-        (Pending::Op { op: op @ Op::Permits, lock, round }, Reply::Bulk(b)) => match slots(b) {
-            Some((proposal, positions)) => {
-                Ok(Answer::Op { op, lock, round, answer: OpAnswer::Slots { proposal, positions } })
-            }
-            None => Err(pending.name()),
-        },
-        (Pending::Op { op, lock, round }, Reply::Int(i)) => {
-            Ok(Answer::Op { op, lock, round, answer: OpAnswer::Int(*i) })
-        }
-        (Pending::Replicas { lock, round }, Reply::Int(i)) => Ok(Answer::Replicas { lock, round, acked: Ok(*i) }),
-        (Pending::Replicas { lock, round }, Reply::Error(e)) => {
-            Ok(Answer::Replicas { lock, round, acked: Err(text(e)) })
-        }
-        _ => Err(pending.name()),
+        (Op::SetNx, Reply::Status(s)) if *s == b"OK" => Some(OpAnswer::Int(1)),
+        (Op::SetNx, Reply::Nil) => Some(OpAnswer::Int(0)),
+        (Op::SetNx, _) => None,
+        (Op::Permits, Reply::Bulk(b)) => slots(b).map(|(proposal, positions)| OpAnswer::Slots { proposal, positions }),
+        (_, Reply::Int(i)) => Some(OpAnswer::Int(*i)),
+        _ => None,
     }
+}
+
+/// A handshake step's answer (`None`: not one `step` can have).
+fn step_answer(step: Step, reply: &Reply<'_>) -> Option<Answer> {
+    let answer = match (step, reply) {
+        (Step::Hello, Reply::Map { mode, .. }) if mode.eq_ignore_ascii_case(b"cluster") => {
+            StepAnswer::Cluster("HELLO says mode cluster".to_owned())
+        }
+        (Step::Hello, Reply::Map { .. }) => StepAnswer::Ok,
+        (_, Reply::Map { .. } | Reply::Push { .. }) => return None,
+        (Step::SetName, _) => return Some(Answer::Ignored),
+        // A node refusing INFO too is taken for what it answers as: standalone until a
+        // redirect says otherwise.
+        (Step::ClusterInfo, Reply::Bulk(b)) if b.windows(17).any(|w| w == b"cluster_enabled:1") => {
+            StepAnswer::Cluster("INFO says cluster_enabled:1".to_owned())
+        }
+        (Step::ClusterInfo, Reply::Bulk(_) | Reply::Error(_)) => StepAnswer::Ok,
+        (_, Reply::Error(e)) if is_cluster_error(&text(e)) => StepAnswer::Cluster(text(e)),
+        (_, Reply::Error(e)) => StepAnswer::Refused(text(e)),
+        (Step::Auth | Step::Select, Reply::Status(_)) => StepAnswer::Ok,
+        (Step::Format, Reply::Bulk(b)) if *b == scripts::FORMAT.as_bytes() => StepAnswer::Ok,
+        (Step::Format, Reply::Bulk(b)) => StepAnswer::Refused(format!(
+            "the node's locks are in format {} ({}), this client's in format {}: run clients of one format \
+             against a node",
+            String::from_utf8_lossy(b),
+            scripts::FORMAT_KEY,
+            scripts::FORMAT
+        )),
+        (Step::ScriptLoad { sha, .. }, Reply::Bulk(b)) => {
+            StepAnswer::Digest { matches: b.eq_ignore_ascii_case(sha.as_bytes()) }
+        }
+        _ => return None,
+    };
+    Some(Answer::Step(step, answer))
+}
+
+/// A subscription's answer, or an unsubscription's (`None`: not one `pending` can have).
+fn subscription_answer(pending: Pending, reply: &Reply<'_>) -> Option<Answer> {
+    match (pending, reply) {
+        (Pending::Subscribe { shard }, Reply::Push { kind, .. })
+            if kind.eq_ignore_ascii_case(if shard.is_some() { b"ssubscribe" } else { b"subscribe" }) =>
+        {
+            Some(Answer::Ignored)
+        }
+        (Pending::Unsubscribe { sharded: false }, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"unsubscribe") => {
+            Some(Answer::Ignored)
+        }
+        (Pending::Subscribe { .. }, Reply::Error(e)) => Some(Answer::SubscribeRefused(text(e))),
+        // A master that lost the slot answers `MOVED`: the subscription is gone either way.
+        (Pending::Unsubscribe { .. }, Reply::Error(_)) => Some(Answer::Ignored),
+        _ => None,
+    }
+}
+
+/// An error's text.
+fn text(e: &[u8]) -> String {
+    String::from_utf8_lossy(e).into_owned()
 }
 
 /// A semaphore grant, `"proposal p1 p2 ..."`: the proposal and at least one position.
