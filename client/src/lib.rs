@@ -1,4 +1,4 @@
-//! # redlease-client: the client layer every redlease adapter is a thin shell over
+//! # redlease-client: the client layer every redlease adapter is built on
 //!
 //! What a Redlock client needs beyond the sans-IO [`redlease_core::Engine`], written once and
 //! runtime-agnostic, so that the async adapters (`redlease-tokio`, `redlease-smol`) and the
