@@ -55,7 +55,9 @@ impl Links {
                     return Ok(next);
                 }
             }
-            (Some(Pending::Replicas { lock, round }), Some(b'*')) => return self.read_waitaof(now, link, lock, round, buf),
+            (Some(Pending::Replicas { lock, round }), Some(b'*')) => {
+                return self.read_waitaof(now, link, lock, round, buf);
+            }
             (Some(Pending::Role | Pending::Step(Step::Role)), Some(b'*')) => return self.read_role(now, link, buf),
             _ => {}
         }
@@ -164,7 +166,14 @@ impl Links {
 
     /// `WAITAOF`'s answer to `lock`'s round `round` at the front of `buf`: the local and the
     /// replica counts that have the writes on disk.
-    fn read_waitaof(&mut self, now: Instant, link: NodeId, lock: LockId, round: u32, buf: &[u8]) -> Result<Next, LinkError> {
+    fn read_waitaof(
+        &mut self,
+        now: Instant,
+        link: NodeId,
+        lock: LockId,
+        round: u32,
+        buf: &[u8],
+    ) -> Result<Next, LinkError> {
         let used = match resp::frame_len(buf, 3, 64) {
             Ok(Some(used)) => used,
             Ok(None) => return Ok(Next::More),

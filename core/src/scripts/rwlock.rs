@@ -52,7 +52,9 @@ end
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue, (with fencing) its fence counter.
 /// `ARGV`: token, TTL in ms, wait mode, queue TTL in ms, the waiter's reservation in ms.
-pub(crate) const READ_ACQUIRE: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
+pub(crate) const READ_ACQUIRE: &str = concat!(
+    readers_prelude!(),
+    r"local v = redis.call('GET', KEYS[1])
 if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
   -- The writer that marked it is gone (its queue expired): no one waits.
   redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
@@ -90,18 +92,22 @@ settle()
 local f = 0
 if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
 return f + 1
-");
+"
+);
 /// SHA-1 of [`READ_ACQUIRE`].
 pub(crate) const READ_ACQUIRE_SHA: &str = "f4fbe9d2bca46123dd40c0103ab2179024165cd6";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
-pub(crate) const READ_EXTEND: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
+pub(crate) const READ_EXTEND: &str = concat!(
+    readers_prelude!(),
+    r"local v = redis.call('GET', KEYS[1])
 if not redis.call('ZSCORE', KEYS[2], t) or (v ~= ':readers' and v ~= ':readers:') then return 0 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
 settle()
 return 1
-");
+"
+);
 /// SHA-1 of [`READ_EXTEND`].
 pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
 
@@ -113,7 +119,9 @@ pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b6
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
 /// the queue, with the entry our reservation `ARGV[3]` made).
-pub(crate) const READ_RELEASE: &str = concat!(readers_prelude!(), r"local d = redis.call('ZREM', KEYS[2], t)
+pub(crate) const READ_RELEASE: &str = concat!(
+    readers_prelude!(),
+    r"local d = redis.call('ZREM', KEYS[2], t)
 if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
 local v = redis.call('GET', KEYS[1])
 local handed = v == t .. ':'
@@ -136,7 +144,8 @@ if v == ':readers:' or handed then
   redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
 end
 return d
-");
+"
+);
 /// SHA-1 of [`READ_RELEASE`].
 pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988219";
 
@@ -145,13 +154,16 @@ pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988
 /// Returns 1, or 0 if the key is not the token's.
 ///
 /// `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
-pub(crate) const DOWNGRADE: &str = concat!(readers_prelude!(), r"local v = redis.call('GET', KEYS[1])
+pub(crate) const DOWNGRADE: &str = concat!(
+    readers_prelude!(),
+    r"local v = redis.call('GET', KEYS[1])
 if v ~= t and v ~= t .. ':' then return 0 end
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
 redis.call('SET', KEYS[1], ':readers')
 settle()
 if v == t .. ':' then redis.pcall(ARGV[3] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
 return 1
-");
+"
+);
 /// SHA-1 of [`DOWNGRADE`].
 pub(crate) const DOWNGRADE_SHA: &str = "5bc8d5a7d134a7362aaeb6c8f43a5f15672e4452";

@@ -77,9 +77,11 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
         Pending::Step(step) => step_answer(step, reply),
         Pending::Subscribe { .. } | Pending::Unsubscribe { .. } => subscription_answer(pending, reply),
         // Answers nobody waits for, whatever they say (but a map or a push answers nothing).
-        Pending::Cleanup | Pending::AttemptCleanup { .. } | Pending::Resend { .. } | Pending::Asking | Pending::Ping => {
-            (!matches!(reply, Reply::Map { .. } | Reply::Push { .. })).then_some(Answer::Ignored)
-        }
+        Pending::Cleanup
+        | Pending::AttemptCleanup { .. }
+        | Pending::Resend { .. }
+        | Pending::Asking
+        | Pending::Ping => (!matches!(reply, Reply::Map { .. } | Reply::Push { .. })).then_some(Answer::Ignored),
         // A map read refused (its reply, when it is one, is read before classifying).
         Pending::Slots => matches!(reply, Reply::Error(_)).then_some(Answer::Ignored),
         // (`ROLE`'s answer is read from its frame before classifying.)
@@ -150,7 +152,9 @@ fn subscription_answer(pending: Pending, reply: &Reply<'_>) -> Option<Answer> {
         {
             Some(Answer::Ignored)
         }
-        (Pending::Unsubscribe { sharded: false }, Reply::Push { kind, .. }) if kind.eq_ignore_ascii_case(b"unsubscribe") => {
+        (Pending::Unsubscribe { sharded: false }, Reply::Push { kind, .. })
+            if kind.eq_ignore_ascii_case(b"unsubscribe") =>
+        {
             Some(Answer::Ignored)
         }
         (Pending::Subscribe { .. }, Reply::Error(e)) => Some(Answer::SubscribeRefused(text(e))),
