@@ -265,6 +265,7 @@ pub const READERS_PREFIX: &str = scripts::READERS_PREFIX;
 /// SHA-1 digests of the five scripts, in the order the handshake loads them (acquire, extend,
 /// release, fence write-back, and the release of one key that leaves no queue, which every
 /// lock of one resource uses). Useful to answer `SCRIPT LOAD` in tests.
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn script_digests() -> [&'static str; 5] {
     [scripts::ACQUIRE_SHA, scripts::EXTEND_SHA, scripts::RELEASE_SHA, scripts::FENCE_SHA, scripts::RELEASE_ONE_SHA]
 }
@@ -272,6 +273,7 @@ pub fn script_digests() -> [&'static str; 5] {
 /// The semaphore acquire script: its Lua source and SHA-1 digest. The handshake does not load
 /// it: a connection's first semaphore attempt meets `NOSCRIPT` and is resent by `EVAL`, which
 /// loads it. Useful to recognise and answer it in tests.
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn semaphore_script() -> (&'static str, &'static str) {
     (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA)
 }
@@ -280,6 +282,7 @@ pub fn semaphore_script() -> (&'static str, &'static str) {
 /// extension, the read release and the write lock's downgrade, in that order. The handshake
 /// does not load them: a connection's first call of each carries its source (`EVAL`), later
 /// ones its digest. Useful to recognise and answer them in tests.
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn read_lock_scripts() -> [(&'static str, &'static str); 4] {
     [
         (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA),
@@ -317,6 +320,7 @@ pub fn holder_of(value: &str) -> (&str, bool) {
 }
 
 /// The Lua sources of the five scripts, in the order of [`script_digests`].
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn script_sources() -> [&'static str; 5] {
     [scripts::ACQUIRE, scripts::EXTEND, scripts::RELEASE, scripts::FENCE, scripts::RELEASE_ONE]
 }
