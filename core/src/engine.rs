@@ -235,6 +235,10 @@ impl Engine {
         if self.links.wake().is_some_and(|w| w <= now) {
             self.links.handle_timeout(now, &mut self.rng, &mut self.events);
             self.links.refresh_maps(now);
+            let locks = &self.locks;
+            for (link, copy) in self.links.resend_due(now, |lock| locks.get(lock).is_ok()) {
+                self.resend_narrowed(now, link, copy, false);
+            }
             self.links.check_replicas(now);
             for i in 0..self.links.count() {
                 if let Some(error) = self.links.silent(NodeId(i as u16), now) {

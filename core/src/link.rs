@@ -205,6 +205,9 @@ pub(crate) struct Links {
     /// from (cleanups), by [`Pending::Resend`] number, with the redirects they followed.
     copies: std::collections::HashMap<u32, Copy>,
     next_copy: u32,
+    /// Kept cleanups a master answered `TRYAGAIN` (its slot was migrating): each is sent
+    /// again on its link at its time, one redirect further (see [`TRYAGAIN_BACKOFF`]).
+    again: Vec<(Instant, usize, u32)>,
     policy: Policy,
     /// Nodes whose connection or connect attempt the driver must drop.
     closes: VecDeque<NodeId>,
@@ -273,6 +276,7 @@ impl Links {
             routes: (0..config.nodes.len()).map(|_| None).collect(),
             seeds,
             copies: std::collections::HashMap::new(),
+            again: Vec::new(),
             next_copy: 0,
             policy,
             closes: VecDeque::new(),
@@ -339,8 +343,8 @@ impl Links {
         })
     }
 
-    /// The kept cleanup copies that no request on the wire refers to (each is dropped when
-    /// its request is answered, redirected for good or lost).
+    /// The kept cleanup copies that no request on the wire, nor a resend due later, refers
+    /// to (each is dropped when its request is answered, redirected for good or lost).
     pub(crate) fn orphan_copies(&self) -> usize {
         let referred: BTreeSet<u32> = self
             .links
@@ -350,6 +354,7 @@ impl Links {
                 Pending::Resend { copy } => Some(*copy),
                 _ => None,
             })
+            .chain(self.again.iter().map(|&(_, _, copy)| copy))
             .collect();
         self.copies.keys().filter(|c| !referred.contains(c)).count()
     }

@@ -456,3 +456,67 @@ fn a_map_that_does_not_read_is_read_again_with_the_timer_in_the_future() {
     let next = rig.engine.poll_timeout();
     assert!(next.is_none_or(|at| at > now), "the next timeout {next:?} is not after now {now:?}");
 }
+
+#[test]
+fn a_cleanup_answered_tryagain_is_sent_again_shortly() {
+    let mut rig = rig();
+    let r = resource_on(0);
+    let t = rig.t0;
+    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+    // The cluster node grants, the others refuse: the attempt fails and its cleanup goes to
+    // the cluster node's master.
+    assert_eq!(answer_all(&mut rig, 0, b"+OK\r\n"), 1);
+    for n in [1, 2] {
+        assert_eq!(answer_all(&mut rig, n, b"$-1\r\n"), 1);
+    }
+    assert!(matches!(outcome(&mut rig), Some(Err(_))));
+    let cleanup = commands(&rig.sent(0));
+    assert_eq!(cleanup.len(), 1, "the cleanup");
+    // Its slot is migrating: the master asks to try again.
+    rig.reply(t, 0, b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+    assert!(commands(&rig.sent(0)).is_empty(), "not at once");
+    assert_eq!(rig.engine.footprint().kept, 1, "kept to be sent again");
+    let next = rig.engine.poll_timeout().expect("a timer for the resend");
+    assert!(next > t && next <= rig.at(10), "{next:?}");
+    rig.engine.handle_timeout(rig.at(10));
+    assert_eq!(commands(&rig.sent(0)), cleanup, "the same cleanup, on the same master");
+    rig.reply(rig.at(11), 0, b":1\r\n");
+    for n in [1, 2] {
+        answer_all(&mut rig, n, b":0\r\n");
+    }
+    rig.events();
+    let fp = rig.engine.footprint();
+    assert!(fp.is_idle(), "{fp}");
+    assert!(rig.engine.audit().is_empty(), "{:?}", rig.engine.audit());
+}
+
+#[test]
+fn a_cleanup_answered_tryagain_every_time_is_given_up_after_its_share_of_tries() {
+    let mut rig = rig();
+    let r = resource_on(0);
+    let t = rig.t0;
+    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
+    assert_eq!(answer_all(&mut rig, 0, b"+OK\r\n"), 1);
+    for n in [1, 2] {
+        assert_eq!(answer_all(&mut rig, n, b"$-1\r\n"), 1);
+    }
+    assert!(matches!(outcome(&mut rig), Some(Err(_))));
+    assert_eq!(commands(&rig.sent(0)).len(), 1, "the cleanup");
+    let (mut sends, mut now) = (1, t);
+    loop {
+        rig.reply(now, 0, b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+        now += Duration::from_secs(1);
+        rig.engine.handle_timeout(now);
+        if commands(&rig.sent(0)).is_empty() {
+            break;
+        }
+        sends += 1;
+        assert!(sends < 20, "the cleanup is sent again without end");
+    }
+    for n in [1, 2] {
+        answer_all(&mut rig, n, b":0\r\n");
+    }
+    rig.events();
+    assert_eq!(sends, 6, "once, then again as many times as a request follows redirects");
+    assert!(rig.engine.footprint().is_idle(), "{}", rig.engine.footprint());
+}

@@ -92,6 +92,20 @@ impl Engine {
         false
     }
 
+    /// An attempt's cleanup `copy` to go on `to` after its acquisition went on: sent as it
+    /// is, it could delete what a later attempt took (the same token). A semaphore's release
+    /// names only the slots it holds: the others this cleanup was for go on in its place
+    /// once the lock holds its own, or are released when the acquisition settles; a mutex's
+    /// release covers every key the attempt took.
+    pub(super) fn resend_narrowed(&mut self, now: Instant, to: usize, copy: Copy, ask: bool) {
+        let Some(lock) = copy.attempt_of else { return };
+        let node = self.links.owner(NodeId(to as u16));
+        if let Some(bytes) = self.stray_slots(node, lock) {
+            let copy = Copy { bytes, hops: copy.hops, attempt_of: None };
+            self.links.resend_copy(now, to, copy, ask);
+        }
+    }
+
     /// `pending`, sent on `link`, was redirected: send it where the redirect says (behind
     /// `ASKING` for an `ASK`), unless it followed too many; a lock's request is encoded again
     /// from the lock, a cleanup is sent again as it was kept.
@@ -141,17 +155,10 @@ impl Engine {
                     return;
                 }
                 let Ok(to) = self.links.redirected(now, link.index(), &redirect) else { return };
-                match copy.attempt_of.filter(|&lock| self.locks.get(lock).is_ok()) {
-                    // A semaphore's release names only the slots it holds: the others this
-                    // cleanup was for go on to the new master once the lock holds its own,
-                    // or are released when the acquisition settles.
-                    Some(lock) => {
-                        if let Some(bytes) = self.stray_slots(node, lock) {
-                            let copy = Copy { bytes, hops: copy.hops, attempt_of: None };
-                            self.links.resend_copy(now, to, copy, redirect.ask);
-                        }
-                    }
-                    None => self.links.resend_copy(now, to, copy, redirect.ask),
+                if copy.attempt_of.is_some_and(|lock| self.locks.get(lock).is_ok()) {
+                    self.resend_narrowed(now, to, copy, redirect.ask);
+                } else {
+                    self.links.resend_copy(now, to, copy, redirect.ask);
                 }
             }
             _ => {}

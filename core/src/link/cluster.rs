@@ -25,6 +25,11 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(10);
 const REFRESH_MIN: Duration = Duration::from_millis(100);
 /// Redirects one request follows before its node's vote fails.
 pub(crate) const MAX_HOPS: u8 = 5;
+
+/// How long a cleanup answered `TRYAGAIN` (its keys' slot was migrating) waits before it is
+/// sent again, doubled at each further try; with [`MAX_HOPS`] tries, about a third of a
+/// second in all, the length of a small slot's migration.
+const TRYAGAIN_BACKOFF: Duration = Duration::from_millis(10);
 /// No link serves the slot (the map has not named one).
 const NONE: u16 = u16::MAX;
 
@@ -237,6 +242,49 @@ impl Links {
                 let l = &self.links[i];
                 l.owner as usize == node && l.attempts_ended == 0
             })
+    }
+
+    /// A kept cleanup (`copy`) on `link` was answered `TRYAGAIN`: send it again later on the
+    /// same link, unless it followed its share of redirects already. Returns whether it will be
+    /// (else the caller drops it).
+    pub(crate) fn try_again(&mut self, now: Instant, link: usize, copy: u32) -> bool {
+        let Some(hops) = self.copies.get(&copy).map(|c| c.hops) else { return false };
+        if hops >= MAX_HOPS {
+            return false;
+        }
+        self.again.push((now + TRYAGAIN_BACKOFF * (1 << hops), link, copy));
+        true
+    }
+
+    /// Send again the cleanups answered `TRYAGAIN` whose time has come, but for an attempt's
+    /// cleanup whose acquisition went on (`live`: its lock is still acquiring or held): sent
+    /// now, it could delete what a later attempt took (the same token). Those are returned
+    /// with their links, for the engine to narrow.
+    pub(crate) fn resend_due(
+        &mut self,
+        now: Instant,
+        live: impl Fn(crate::event::LockId) -> bool,
+    ) -> Vec<(usize, super::Copy)> {
+        let mut superseded = Vec::new();
+        let mut i = 0;
+        while i < self.again.len() {
+            if self.again[i].0 > now {
+                i += 1;
+                continue;
+            }
+            let (_, link, copy) = self.again.swap_remove(i);
+            match self.copies.remove(&copy) {
+                Some(copy) if copy.attempt_of.is_some_and(&live) => superseded.push((link, copy)),
+                Some(copy) => self.resend_copy(now, link, copy, false),
+                None => {}
+            }
+        }
+        superseded
+    }
+
+    /// When the next cleanup answered `TRYAGAIN` is due.
+    pub(crate) fn next_again(&self) -> Option<Instant> {
+        self.again.iter().map(|a| a.0).min()
     }
 
     /// The earliest map refresh due. A node whose map read is on the wire has none: its

@@ -94,6 +94,12 @@ impl Links {
                 return Ok(Next::Redirect { used, pending, redirect });
             }
         }
+        if let (resp::Reply::Error(e), Pending::Resend { copy }) = (&reply, pending) {
+            // The cleanup's slot is migrating: it goes again shortly.
+            if e.starts_with(b"TRYAGAIN") && self.try_again(now, i, copy) {
+                return Ok(Next::Done(used));
+            }
+        }
         if let Pending::Resend { copy } = pending {
             // The kept cleanup was answered (not redirected): nothing to send again.
             self.copies.remove(&copy);

@@ -73,7 +73,8 @@ impl Links {
         let step = step.map(|at| at + self.policy.connect_timeout);
         let op = op.map(|at| at + self.policy.liveness);
         let role = self.links.iter().filter_map(|l| l.role_at).min();
-        min_opt(min_opt(min_opt(other, self.next_refresh()), role), min_opt(step, op))
+        let again = self.next_again();
+        min_opt(min_opt(min_opt(other, self.next_refresh()), min_opt(role, again)), min_opt(step, op))
     }
 
     /// Ask `ROLE` on every ready link whose replica check is due (nodes with

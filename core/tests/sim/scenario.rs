@@ -439,6 +439,14 @@ impl Scenario {
         20 * MS + 4 * self.delay.1.max(self.slow) + 2 * self.node_timeout
     }
 
+    /// How long the end of a run leaves the engines once the workload stops: the
+    /// [`drain`](Self::drain), and on Redis Cluster nodes the tries of a cleanup a migrating
+    /// slot answers `TRYAGAIN` (sent again up to 5 times, 10 ms later and doubling).
+    pub(crate) fn wind_down(&self) -> Time {
+        let again = if self.clusters.iter().any(Option::is_some) { 320 * MS } else { 0 };
+        self.drain() + again
+    }
+
     /// How long after a holder vanishes another client must have the lock: the longest a
     /// key can live (a TTL, or twice it after an extension in flight), plus a few rounds of
     /// retry, think time, node timeout and network delay.

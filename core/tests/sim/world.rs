@@ -511,7 +511,7 @@ impl World {
             rng: Rng::new(sc.seed.wrapping_add(0x51_u64 << 56)),
             base: Instant::now(),
             now: 0,
-            end: sc.calm_at + sc.liveness_bound() + sc.drain(),
+            end: sc.calm_at + sc.liveness_bound() + sc.wind_down(),
             seq: 0,
             queue: BTreeMap::new(),
             cut: vec![false; nodes.len()],
@@ -600,7 +600,7 @@ impl World {
             self.push(t, Ev::Fault(f));
         }
         self.push(self.sc.calm_at, Ev::Calm);
-        self.push(self.end - self.sc.drain(), Ev::Stop);
+        self.push(self.end - self.sc.wind_down(), Ev::Stop);
     }
 
     fn client_of(&self, ev: &Ev) -> Option<usize> {
@@ -773,7 +773,7 @@ impl World {
                 self.calm = true;
                 self.vanish_armed = true;
             }
-            Ev::Stop if self.now + self.sc.drain() >= self.end && !self.stopping => {
+            Ev::Stop if self.now + self.sc.wind_down() >= self.end && !self.stopping => {
                 trace!(self, "the workload stops: acquisitions are cancelled, holders release");
                 self.stopping = true;
                 for c in 0..self.clients.len() {
@@ -1568,8 +1568,8 @@ impl World {
                         // Liveness shown: the lock came back. Stop the workload and finish
                         // once the engines have drained.
                         let stop = self.now + 2 * MS;
-                        if stop + self.sc.drain() < self.end {
-                            self.end = stop + self.sc.drain();
+                        if stop + self.sc.wind_down() < self.end {
+                            self.end = stop + self.sc.wind_down();
                             self.push(stop, Ev::Stop);
                         }
                     }
@@ -1796,8 +1796,8 @@ impl World {
         let keys = h.resources.clone();
         trace!(self, "c{c} VANISHES holding {resources:?}: {:?}", keys.iter().map(|k| show(k)).collect::<Vec<_>>());
         self.vanished = Some(Vanished { client: c, at: self.now, resources, keys });
-        self.end = self.now + self.sc.liveness_bound() + MS + self.sc.drain();
-        self.push(self.end - self.sc.drain(), Ev::Stop);
+        self.end = self.now + self.sc.liveness_bound() + MS + self.sc.wind_down();
+        self.push(self.end - self.sc.wind_down(), Ev::Stop);
         self.clients[c].engine = None;
         self.clients[c].work = Work::Gone;
         for conn in 0..self.conns.len() {
