@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use redlease_cluster::{SLOTS, key_slot};
 use redlease_core::LockOptions;
+use redlease_servers::{SLOTS, key_slot};
 
 /// TTL of every lock.
 pub const TTL: Duration = Duration::from_secs(10);

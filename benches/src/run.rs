@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redlease_cluster::{Cluster, Listen, Node, RedisCluster};
+use redlease_servers::{Cluster, Listen, Node, RedisCluster};
 
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};

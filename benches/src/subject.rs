@@ -354,7 +354,7 @@ pub fn config(urls: &[String], shape: Shape) -> Result<Config, String> {
         config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(20))).collect();
     }
     for node in config.nodes.iter_mut().filter(|n| n.transport == Transport::Tls) {
-        let files = redlease_cluster::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
+        let files = redlease_servers::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
         node.tls = Some(TlsSettings::new().ca_file(&files.ca));
     }
     Ok(config)

@@ -1,7 +1,7 @@
 //! `redlease cluster --cluster-mode`: local Redis Clusters in the foreground, one seed URL
 //! each (a Redis Cluster is one Redlock node; a client finds its other nodes from the seed).
 
-use redlease_cluster::{RedisCluster, SLOTS};
+use redlease_servers::{RedisCluster, SLOTS};
 
 use crate::Usage;
 use crate::inspect::StopOnDrop;

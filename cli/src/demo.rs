@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_cluster::Cluster;
 use redlease_core::AcquireError;
+use redlease_servers::Cluster;
 use redlease_tokio::{Client, Config, Error, LockOptions};
 
 use crate::Usage;
@@ -83,7 +83,7 @@ async fn start_cluster(t0: Instant, tls: bool) -> Result<Option<Cluster>, Usage>
             if tls { ", TLS with a generated CA" } else { "" }
         ),
     );
-    let listen = if tls { redlease_cluster::Listen::Tls } else { redlease_cluster::Listen::Tcp };
+    let listen = if tls { redlease_servers::Listen::Tls } else { redlease_servers::Listen::Tcp };
     let cluster = tokio::task::spawn_blocking(move || Cluster::builder().nodes(5).listen(listen).try_start())
         .await
         .map_err(|e| Usage(e.to_string()))?;

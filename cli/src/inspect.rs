@@ -17,8 +17,8 @@ use std::time::Duration;
 use fault::Fault;
 use link::{Open, open_node};
 use redlease_client::adapter::NodeTransport;
-use redlease_cluster::Cluster;
 use redlease_core::{NodeConfig, TlsSettings};
+use redlease_servers::Cluster;
 
 use crate::Usage;
 use crate::connect::nodes_of;
@@ -49,7 +49,7 @@ pub(crate) async fn cluster(
     }
     let mut builder = Cluster::builder().nodes(n).persist(persist).replicas(replicas);
     if tls {
-        builder = builder.listen(redlease_cluster::Listen::Tls);
+        builder = builder.listen(redlease_servers::Listen::Tls);
     }
     if let Some(p) = port {
         builder = builder.base_port(p);

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, signal, spawn_piped, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, RedisConn};
+use redlease_servers::{Cluster, RedisConn};
 
 #[test]
 fn usage_errors_exit_64_naming_the_flag() {
@@ -266,7 +266,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 fn eight_processes_increment_a_shared_counter_to_200() {
     let cluster = Cluster::start(5);
     let urls = nodes(&cluster);
-    let dir = redlease_cluster::TempDir::new("redlease-cli-counter").unwrap();
+    let dir = redlease_servers::TempDir::new("redlease-cli-counter").unwrap();
     let file = dir.path().join("counter");
     std::fs::write(&file, "0").unwrap();
     let script = format!("n=$(cat {f}); sleep 0.005; echo $((n + 1)) > {f}", f = file.display());
@@ -298,7 +298,7 @@ fn eight_processes_increment_a_shared_counter_to_200() {
 fn four_workers_waiting_5s_for_a_150ms_hold_never_give_up() {
     let cluster = Cluster::start(5);
     let urls = nodes(&cluster);
-    let dir = redlease_cluster::TempDir::new("redlease-cli-handoff").unwrap();
+    let dir = redlease_servers::TempDir::new("redlease-cli-handoff").unwrap();
     let log = dir.path().join("log");
     let script =
         format!("echo start $(date +%s%N) >> {f}; sleep 0.15; echo end $(date +%s%N) >> {f}", f = log.display());
@@ -635,7 +635,7 @@ fn status_tells_a_refused_password_from_a_down_node() {
 #[cfg(feature = "tls")]
 #[test]
 fn run_over_tls_with_the_ca_given_by_flag_or_env() {
-    let cluster = Cluster::builder().nodes(3).listen(redlease_cluster::Listen::Tls).start();
+    let cluster = Cluster::builder().nodes(3).listen(redlease_servers::Listen::Tls).start();
     let urls = cluster.urls().join(",");
     let ca = cluster.tls().unwrap().ca.display().to_string();
     let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "--tls-ca", &ca, "true"]));
@@ -654,7 +654,7 @@ fn run_over_tls_with_the_ca_given_by_flag_or_env() {
 /// feature, the Unix sockets alone.
 #[test]
 fn status_and_scan_over_tls_and_unix_sockets() {
-    use redlease_cluster::Listen;
+    use redlease_servers::Listen;
     #[cfg(feature = "tls")]
     let listens = [Listen::Tls, Listen::TlsClientAuth, Listen::Unix];
     #[cfg(not(feature = "tls"))]

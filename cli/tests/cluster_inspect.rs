@@ -10,7 +10,7 @@ use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, RedisCluster, RedisConn, TempDir, key_slot};
+use redlease_servers::{Cluster, RedisCluster, RedisConn, TempDir, key_slot};
 
 /// `n` Redis Clusters of 3 masters without replicas, started at once.
 fn clusters(n: usize) -> Vec<RedisCluster> {

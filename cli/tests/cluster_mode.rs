@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::Child;
 
 use common::{alive, redlease, run, signal, spawn_piped, stderr};
-use redlease_cluster::{RedisConn, Reply};
+use redlease_servers::{RedisConn, Reply};
 
 /// Start `redlease ARGS` and read its output up to the REDLEASE_NODES line: the seed addresses
 /// and the pid of every node it printed.

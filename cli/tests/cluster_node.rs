@@ -5,7 +5,7 @@
 mod common;
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::{Cluster, ClusterModeNode, RedisCluster, key_slot};
+use redlease_servers::{Cluster, ClusterModeNode, RedisCluster, key_slot};
 
 #[test]
 fn status_and_scan_read_a_redis_cluster_node() {

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, wait_until};
-use redlease_cluster::Cluster;
+use redlease_servers::Cluster;
 
 #[test]
 fn wait_bounds_take_forever_and_days() {

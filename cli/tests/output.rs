@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::Cluster;
+use redlease_servers::Cluster;
 
 const DOWN: &str = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3";
 

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, TempDir};
+use redlease_servers::{Cluster, TempDir};
 
 /// No lock key without a TTL on any node. A semaphore's limit (`redlease:sem:{NAME}:limit`)
 /// lives without one by design, as the fencing counters do.

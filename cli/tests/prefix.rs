@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{nodes, redlease, run, stdout, wait_until};
-use redlease_cluster::Cluster;
+use redlease_servers::Cluster;
 
 #[test]
 fn run_and_status_use_the_key_prefix() {

@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{alive, nodes, redlease, signal, wait_until};
-use redlease_cluster::{Cluster, TempDir};
+use redlease_servers::{Cluster, TempDir};
 
 /// Start `redlease run` on `key` with `extra` options and `script` as the command (`sh -c`).
 fn start(cluster: &Cluster, key: &str, extra: &[&str], script: &str) -> Child {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{redlease, run, stdout};
-use redlease_cluster::{Cluster, Listen};
+use redlease_servers::{Cluster, Listen};
 
 #[test]
 fn status_hints_at_a_scheme_that_does_not_match_the_port() {

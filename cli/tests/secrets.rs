@@ -4,7 +4,7 @@
 mod common;
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::Cluster;
+use redlease_servers::Cluster;
 
 const SECRET: &str = "hunter2s3cret";
 

@@ -9,7 +9,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, TempDir};
+use redlease_servers::{Cluster, TempDir};
 
 /// One mark of the log the commands write: `start` or `end`, when (ns), and whether the run
 /// was a reader (`R`, with -s) or the writer (`W`).

@@ -3,7 +3,7 @@
 //! Everything here runs against **real `redis-server` processes** on loopback ports; nothing is
 //! mocked.
 //!
-//! - [`Cluster`] (from `redlease-cluster`, shared with the `redlease` command) starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
+//! - [`Cluster`] (from `redlease-servers`, shared with the `redlease` command) starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
 //!   its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart (keeping or
 //!   dropping its files), flush scripts and configure an ACL user. Every process it started is
 //!   killed and reaped when the cluster is dropped, also while a test panics.
@@ -28,7 +28,7 @@ mod ready;
 
 pub use proxy::{Mode, Proxy};
 pub use ready::{READY_WITHIN, all_ready, every_node_ready};
-pub use redlease_cluster::{
+pub use redlease_servers::{
     Cluster, ClusterBuilder, ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, TempDir,
     key_slot, with_listen,
 };
@@ -41,6 +41,6 @@ mod readmes {
     struct Core;
     #[doc = include_str!("../../client/README.md")]
     struct Client;
-    #[doc = include_str!("../../cluster/README.md")]
-    struct ClusterCrate;
+    #[doc = include_str!("../../servers/README.md")]
+    struct ServersCrate;
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use redlease_cluster::Cluster;
+use redlease_servers::Cluster;
 
 /// The redlease binary, with no REDLEASE_NODES from the environment, in a process group of its
 /// own: a signal the test sends reaches it alone, and it never takes a Ctrl-C for the

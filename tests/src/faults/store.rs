@@ -27,7 +27,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use redlease_cluster::{RedisConn, Reply};
+use redlease_servers::{RedisConn, Reply};
 
 use super::event::Fenced;
 
@@ -206,7 +206,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use redlease_cluster::Cluster;
+    use redlease_servers::Cluster;
 
     use super::*;
 

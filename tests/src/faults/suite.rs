@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redlease_cluster::{Cluster, FENCE_PREFIX, Placement, Reply};
+use redlease_servers::{Cluster, FENCE_PREFIX, Placement, Reply};
 
 use super::check::{self, Finals, Report};
 use super::clock::mono_ns;

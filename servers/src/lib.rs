@@ -1,4 +1,4 @@
-//! # redlease-cluster: local `redis-server` nodes
+//! # redlease-servers: local `redis-server` nodes
 //!
 //! The one implementation of "start N independent `redis-server` processes and stop them",
 //! shared by the `redlease` command (`demo`, `cluster`, `status`, `scan`) and the test

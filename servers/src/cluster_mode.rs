@@ -103,7 +103,7 @@ impl RedisClusterBuilder {
 /// that gives its last slot away becomes a replica of the node that took it).
 ///
 /// ```no_run
-/// use redlease_cluster::{RedisCluster, key_slot};
+/// use redlease_servers::{RedisCluster, key_slot};
 ///
 /// let cluster = RedisCluster::builder().masters(3).replicas(1).start();
 /// let seed = cluster.seed_url(); // redis://127.0.0.1:PORT of master 0

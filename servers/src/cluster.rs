@@ -132,7 +132,7 @@ impl ClusterBuilder {
             #[cfg(feature = "tls")]
             true => Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?)),
             #[cfg(not(feature = "tls"))]
-            true => return Err("TLS nodes need the `tls` feature of redlease-cluster".to_owned()),
+            true => return Err("TLS nodes need the `tls` feature of redlease-servers".to_owned()),
             false => None,
         };
         let mut nodes = Vec::with_capacity(self.nodes);
@@ -176,7 +176,7 @@ impl ClusterBuilder {
 /// replicas of its own, [`ClusterBuilder::replicas`]), stopped on drop.
 ///
 /// ```no_run
-/// use redlease_cluster::Cluster;
+/// use redlease_servers::Cluster;
 ///
 /// let cluster = Cluster::builder().nodes(5).persist(true).start();
 /// let urls = cluster.urls(); // redis://127.0.0.1:PORT, one per node

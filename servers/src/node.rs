@@ -150,10 +150,10 @@ impl Node {
             // A replica that has just come online may take up to a second to answer the
             // primary's first `WAIT`: ready once a write of the primary's is acknowledged.
             if text.contains("master_link_status:up") && text.contains("master_sync_in_progress:0") && online {
-                to_primary.checked(&["SET", "redlease-cluster:probe", "1", "PX", "1000"]).map_err(fail)?;
+                to_primary.checked(&["SET", "redlease-servers:probe", "1", "PX", "1000"]).map_err(fail)?;
                 let acked = to_primary.checked(&["WAIT", "1", "100"]).map_err(fail)?;
                 if matches!(acked, crate::Reply::Int(n) if n >= 1) {
-                    to_primary.checked(&["DEL", "redlease-cluster:probe"]).map_err(fail)?;
+                    to_primary.checked(&["DEL", "redlease-servers:probe"]).map_err(fail)?;
                     return Ok(());
                 }
             }
