@@ -1,7 +1,7 @@
 //! # redlease-benches: which runtime, how fast, against what
 //!
 //! The library behind the `runtimes` bench target (see `docs/benchmarks.md`). Every
-//! measurement runs against `redis-server` processes that [`redlease_servers::Cluster`] (or,
+//! measurement runs against `redis-server` processes that [`redlease_servers::Servers`] (or,
 //! for one node that is a Redis Cluster, [`redlease_servers::RedisCluster`]) starts on free
 //! loopback ports and stops afterwards. The subjects ([`Subject`]): the six adapters
 //! ([`adapters`], [`embedded`]), the quorum floors and the pipelined ceiling ([`floor`]), and,

@@ -413,7 +413,7 @@ fn main() -> ExitCode {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
             Cmd::Cluster { nodes, port, persist, tls, replicas, cluster_mode: false, .. } => {
-                until_interrupted(inspect::cluster(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
+                until_interrupted(inspect::servers(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
             }
             Cmd::Cluster { nodes, port, persist, replicas, masters, cluster_mode: true, .. } => {
                 let shape = cluster_mode::Shape {
