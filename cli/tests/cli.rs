@@ -48,12 +48,16 @@ fn help_and_version() {
     let out = run(redlease().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).starts_with("redlease "));
-    for sub in ["demo", "cluster", "run", "status", "scan", "completions"] {
+    for sub in ["demo", "servers", "run", "status", "scan", "completions"] {
         let out = run(redlease().args([sub, "--help"]));
         assert_eq!(out.status.code(), Some(0), "{sub}");
         let help = stdout(&out);
         assert!(help.contains("Example") && help.contains(&format!("redlease {sub}")), "{sub} --help: {help}");
     }
+    // `cluster` is an alias of `servers`, and the help names `servers`.
+    let alias = run(redlease().args(["cluster", "--help"]));
+    assert_eq!(alias.status.code(), Some(0), "{}", stderr(&alias));
+    assert_eq!(stdout(&alias), stdout(&run(redlease().args(["servers", "--help"]))));
     // The short and long flags of run, as in flock(1).
     let help = stdout(&run(redlease().args(["run", "--help"])));
     for flag in [
@@ -454,11 +458,11 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
 }
 
 #[test]
-fn cluster_prints_urls_and_stops_on_ctrl_c() {
-    let mut child = spawn_piped(&["cluster", "--nodes", "3"]);
+fn servers_prints_urls_and_stops_on_ctrl_c() {
+    let mut child = spawn_piped(&["servers", "--nodes", "3"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let export = loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(urls) = line.strip_prefix("export REDLEASE_NODES=") {
             break urls.to_owned();
         }
@@ -478,12 +482,12 @@ fn cluster_prints_urls_and_stops_on_ctrl_c() {
 }
 
 #[test]
-fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
-    let mut child = spawn_piped(&["cluster", "--nodes", "1", "--replicas", "1"]);
+fn servers_with_replicas_prints_urls_whose_grants_wait_for_them() {
+    let mut child = spawn_piped(&["servers", "--nodes", "1", "--replicas", "1"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut replica = None;
     let export = loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(url) = line.trim().strip_prefix("replica: ") {
             replica = url.split(' ').next().map(str::to_owned);
         }
@@ -506,13 +510,13 @@ fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
 /// the ports after it, and a run locks over them, trusting the printed CA.
 #[cfg(feature = "tls")]
 #[test]
-fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
+fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
     let base = common::free_ports(3);
-    let mut child = spawn_piped(&["cluster", "--tls", "--nodes", "3", "-p", &base.to_string()]);
+    let mut child = spawn_piped(&["servers", "--tls", "--nodes", "3", "-p", &base.to_string()]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut urls, mut ca) = (None, None);
     while urls.is_none() || ca.is_none() {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(u) = line.strip_prefix("export REDLEASE_NODES=") {
             urls = Some(u.to_owned());
         }
@@ -533,13 +537,13 @@ fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
 /// `servers --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
 /// `--help` says.
 #[test]
-fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
+fn servers_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
     let base = common::free_ports(4);
-    let mut child = spawn_piped(&["cluster", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
+    let mut child = spawn_piped(&["servers", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut printed = Vec::new();
     loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if line.starts_with("export REDLEASE_NODES=") {
             break;
         }

@@ -76,8 +76,8 @@ fn a_closed_stdout_ends_every_command_quietly() {
     }
     // `servers` stops its nodes first.
     let started = Instant::now();
-    assert_quiet_end("cluster", &into_closed_pipe(&["cluster", "--nodes", "1"]));
-    assert!(started.elapsed() < Duration::from_secs(20), "cluster ran on: {:?}", started.elapsed());
+    assert_quiet_end("servers", &into_closed_pipe(&["servers", "--nodes", "1"]));
+    assert!(started.elapsed() < Duration::from_secs(20), "servers ran on: {:?}", started.elapsed());
     // Help goes to stdout too.
     let out = into_closed_pipe(&["run", "--help"]);
     assert_ne!(out.status.code(), Some(101), "{}", stderr(&out));

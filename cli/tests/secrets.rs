@@ -25,6 +25,7 @@ fn help_never_shows_the_value_of_redlease_nodes() {
         &["run", "-h"],
         &["status", "--help"],
         &["scan", "--help"],
+        &["servers", "--help"],
         &["cluster", "--help"],
         &["demo", "--help"],
         &["completions", "--help"],
