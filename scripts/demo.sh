@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: `redlease demo` — locks over a local 5-node cluster that it starts and stops itself.
+# The main job: `redlease demo` — locks over 5 local nodes that it starts and stops itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh

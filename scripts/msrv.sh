@@ -25,7 +25,7 @@ if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
   timeout 300 rustup toolchain install "$msrv" --profile minimal >&2 ||
     skip "rustup could not install Rust $msrv here"
 fi
-packages=(redlease-core redlease-client redlease-tokio redlease-smol redlease-mio redlease redlease-cluster redlease-cli)
+packages=(redlease-core redlease-client redlease-tokio redlease-smol redlease-mio redlease redlease-servers redlease-cli)
 args=()
 for p in "${packages[@]}"; do args+=(-p "$p"); done
 echo "msrv: cargo +$msrv check --locked ${args[*]}" >&2

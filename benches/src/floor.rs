@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use redis_protocol::resp2::{decode::decode_range, encode::encode_borrowed, types::BorrowedFrame, types::RangeFrame};
-use redlease_cluster::{RedisConn, Reply};
+use redlease_servers::{RedisConn, Reply};
 use tokio::io::AsyncWriteExt;
 
 use crate::exec::{Exec, Threads, Tokio};

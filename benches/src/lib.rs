@@ -1,8 +1,8 @@
 //! # redlease-benches: which runtime, how fast, against what
 //!
 //! The library behind the `runtimes` bench target (see `docs/benchmarks.md`). Every
-//! measurement runs against `redis-server` processes that [`redlease_cluster::Cluster`] (or,
-//! for one node that is a Redis Cluster, [`redlease_cluster::RedisCluster`]) starts on free
+//! measurement runs against `redis-server` processes that [`redlease_servers::Servers`] (or,
+//! for one node that is a Redis Cluster, [`redlease_servers::RedisCluster`]) starts on free
 //! loopback ports and stops afterwards. The subjects ([`Subject`]): the six adapters
 //! ([`adapters`], [`embedded`]), the quorum floors and the pipelined ceiling ([`floor`]), and,
 //! in the bench target, two peers, each a [`subject::Generic`]: a runtime ([`exec`]) and its

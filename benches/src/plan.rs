@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use redlease_cluster::{SLOTS, key_slot};
 use redlease_core::LockOptions;
+use redlease_servers::{SLOTS, key_slot};
 
 /// TTL of every lock.
 pub const TTL: Duration = Duration::from_secs(10);
-/// Nodes of every cluster.
+/// Nodes of every set of standalone servers.
 pub const NODES: usize = 5;
 /// How long a contender of the handoff scenario keeps waiting (far longer than a window).
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
@@ -152,7 +152,7 @@ pub struct Plan {
     pub handoff: Window,
 }
 
-/// Pairs taking turns: `rounds` (each pair on a fresh cluster, the side going first
+/// Pairs taking turns: `rounds` (each pair on fresh servers, the side going first
 /// alternating), each of `warmup` then `cycles` cycles per side, in turns of `turn` cycles.
 #[derive(Clone, Copy, Debug)]
 #[allow(missing_docs)] // Said above.

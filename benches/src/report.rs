@@ -62,7 +62,7 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
     });
     let q = plan.seq;
     let about = format!(
-        "Each subject taking turns on one cluster with the floor of its style (a semaphore: with the mutex of its \
+        "Each subject taking turns on the same nodes with the floor of its style (a semaphore: with the mutex of its \
          adapter): {} rounds of {} + {} cycles per side, turns of {}.",
         q.rounds, q.warmup, q.cycles, q.turn
     );
@@ -81,7 +81,7 @@ pub fn tls(pairs: &[Pair]) -> String {
         row.extend(pairs.iter().flat_map(|&(a, b)| [dur(a), dur(b), over(a, b)]));
         Ok(row)
     });
-    let about = "The same client over TLS (rediss://, rustls with ring) and over TCP, taking turns on one cluster.";
+    let about = "The same client over TLS (rediss://, rustls with ring) and over TCP, taking turns on the same nodes.";
     let head = "subject|TLS p50|TCP p50|÷ TCP|client CPU, TLS|TCP|÷ TCP|server CPU, TLS|TCP|÷ TCP";
     table("TLS against TCP", about, head, 1, rows.collect())
 }

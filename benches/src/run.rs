@@ -1,5 +1,5 @@
-//! Runs the selected scenarios over the selected subjects, each measurement on a fresh cluster
-//! of `redis-server` processes (stopped when it ends, whatever happened), with a progress line
+//! Runs the selected scenarios over the selected subjects, each measurement on fresh
+//! `redis-server` processes (stopped when it ends, whatever happened), with a progress line
 //! per measurement on stderr and each scenario's table on stdout as soon as it is done.
 
 use std::io::Write as _;
@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redlease_cluster::{Cluster, Listen, Node, RedisCluster};
+use redlease_servers::{Listen, Node, RedisCluster, Servers};
 
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};
@@ -40,7 +40,7 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     // A scenario none of the chosen subjects takes part in prints no table.
     let scenarios: Vec<Scenario> =
         Scenario::ALL.into_iter().filter(|&sc| opts.wants_scenario(sc) && steps(sc) > 0).collect();
-    Cluster::builder().nodes(1).try_start().map_err(|e| format!("cannot start redis-server: {e}"))?;
+    Servers::builder().nodes(1).try_start().map_err(|e| format!("cannot start redis-server: {e}"))?;
     let total = scenarios.iter().map(|&sc| steps(sc)).sum();
     let mut p = Progress { plan: &plan, step: 0, total, started: Instant::now(), failures: Vec::new() };
     let mut page = report::header(opts.full);
@@ -66,8 +66,8 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
             Scenario::Cluster => {
                 // One node: a standalone server (0 masters) or a Redis Cluster's seed.
                 let one = |m| match m {
-                    0 => Cluster::builder().nodes(1).try_start().map(Servers::Nodes),
-                    m => RedisCluster::builder().masters(m).replicas(0).try_start().map(Servers::Redis),
+                    0 => Servers::builder().nodes(1).try_start().map(Setup::Nodes),
+                    m => RedisCluster::builder().masters(m).replicas(0).try_start().map(Setup::Redis),
                 };
                 let lockers = |s: &dyn Subject, nodes: &[Node], _| s.lockers(&urls(&nodes[..1]), &plan, plan.cluster);
                 let what = "master(s) in the node (0: standalone)";
@@ -137,7 +137,7 @@ impl Progress<'_> {
         &mut self,
         name: &str,
         what: &str,
-        start: impl FnOnce() -> Result<Servers, String>,
+        start: impl FnOnce() -> Result<Setup, String>,
         measure: impl FnOnce(&[Node]) -> Result<T, String>,
     ) -> Result<T, String> {
         self.step += 1;
@@ -168,7 +168,7 @@ impl Progress<'_> {
         counts: impl Fn(&dyn Subject) -> &'c [usize],
         subjects: &[&dyn Subject],
         what: &str,
-        start: impl Fn(usize) -> Result<Servers, String>,
+        start: impl Fn(usize) -> Result<Setup, String>,
         measure: impl Fn(&dyn Subject, &[Node], usize) -> Result<T, String>,
     ) -> Vec<Point<T>> {
         let mut points: Vec<_> = subjects.iter().flat_map(|&s| counts(s).iter().map(move |&n| (n, s))).collect();
@@ -181,7 +181,7 @@ impl Progress<'_> {
         rows
     }
 
-    /// Every pair's sequential cycles taking turns on one cluster, round after round; with
+    /// Every pair's sequential cycles taking turns on the same servers, round after round; with
     /// `Scenario::Tls` the first of a pair runs over TLS and the second over TCP.
     fn pairs(&mut self, sc: Scenario, pairs: &[(&dyn Subject, &dyn Subject)]) -> Vec<Pair> {
         let mut pooled: Vec<Result<(Seq, Seq), String>> = vec![Ok(Default::default()); pairs.len()];
@@ -215,23 +215,23 @@ impl Progress<'_> {
 
 /// The servers of a measurement, stopped when dropped: nodes of their own, or a Redis Cluster
 /// (its masters first: a client is given master 0, the cluster's seed, as one node).
-enum Servers {
-    Nodes(Cluster),
+enum Setup {
+    Nodes(Servers),
     Redis(RedisCluster),
 }
 
-impl Servers {
+impl Setup {
     fn nodes(&self) -> &[Node] {
         match self {
-            Servers::Nodes(c) => c.nodes(),
-            Servers::Redis(c) => c.nodes(),
+            Setup::Nodes(c) => c.nodes(),
+            Setup::Redis(c) => c.nodes(),
         }
     }
 }
 
-/// A fresh cluster of the plan's nodes, listening as `listen`, each with `replicas` replicas.
-fn nodes(listen: Listen, replicas: usize) -> Result<Servers, String> {
-    Cluster::builder().nodes(NODES).listen(listen).replicas(replicas).try_start().map(Servers::Nodes)
+/// Fresh servers: the plan's nodes, listening as `listen`, each with `replicas` replicas.
+fn nodes(listen: Listen, replicas: usize) -> Result<Setup, String> {
+    Servers::builder().nodes(NODES).listen(listen).replicas(replicas).try_start().map(Setup::Nodes)
 }
 
 /// The URLs of `nodes`, as they listen.

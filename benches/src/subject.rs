@@ -30,7 +30,7 @@ pub struct Info {
     pub shape: Shape,
 }
 
-/// One client under test. Each measurement connects to `urls` (the nodes of a cluster
+/// One client under test. Each measurement connects to `urls` (the nodes
 /// started for it) and tears its client down before it returns; an `Err` is a one-line
 /// reason. The runner asks only for the scenarios the subject [`takes`](Subject::takes).
 pub trait Subject: Sync {
@@ -354,7 +354,8 @@ pub fn config(urls: &[String], shape: Shape) -> Result<Config, String> {
         config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(20))).collect();
     }
     for node in config.nodes.iter_mut().filter(|n| n.transport == Transport::Tls) {
-        let files = redlease_cluster::tls_files_for(node.port).ok_or("a TLS node of no cluster of this run")?;
+        let files =
+            redlease_servers::tls_files_for(node.port).ok_or("a TLS node that no servers of this run started")?;
         node.tls = Some(TlsSettings::new().ca_file(&files.ca));
     }
     Ok(config)

@@ -1,4 +1,4 @@
-//! The noise method (`docs/benchmarks.md`): two clients on one cluster taking turns of a few
+//! The noise method (`docs/benchmarks.md`): two clients on the same servers taking turns of a few
 //! dozen cycles, so that both live through the same spells of noise; each side locks a key of
 //! its own, and each turn's first cycle (which wakes a client idle through the other's turn)
 //! is run but not recorded.

@@ -6,8 +6,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use redlease_client::adapter::{NodeTransport, Target};
-use redlease_cluster::{Duplex, RedisConn};
 use redlease_core::{Config, NodeConfig, TlsSettings, Transport};
+use redlease_servers::{Duplex, RedisConn};
 
 use crate::{Usage, node_urls};
 
@@ -35,7 +35,7 @@ pub(crate) fn nodes_of(urls: Option<&str>, tls: TlsSettings) -> Result<Vec<(Node
 pub(crate) fn open(node: &NodeConfig, how: &NodeTransport) -> Result<RedisConn, String> {
     let socket: Box<dyn Duplex> = match &how.target {
         Target::Tcp { host, port } => {
-            Box::new(redlease_cluster::tcp(resolve(host, *port)?).map_err(|e| e.to_string())?)
+            Box::new(redlease_servers::tcp(resolve(host, *port)?).map_err(|e| e.to_string())?)
         }
         Target::Unix(path) => Box::new(unix(path)?),
     };
@@ -90,7 +90,7 @@ fn plain_hint(e: std::io::Error) -> String {
 
 #[cfg(unix)]
 fn unix(path: &std::path::Path) -> Result<std::os::unix::net::UnixStream, String> {
-    redlease_cluster::unix(path).map_err(|e| format!("{}: {e}", path.display()))
+    redlease_servers::unix(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(not(unix))]

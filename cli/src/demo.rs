@@ -1,11 +1,11 @@
-//! `redlease demo`: locks at work on a local 5-node cluster, with node failures.
+//! `redlease demo`: locks at work on 5 local redis-server nodes, with node failures.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_cluster::Cluster;
 use redlease_core::AcquireError;
+use redlease_servers::Servers;
 use redlease_tokio::{Client, Config, Error, LockOptions};
 
 use crate::Usage;
@@ -32,10 +32,10 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
         return Err(Usage("--workers 0: the demo needs at least one worker".into()));
     }
     let t0 = Instant::now();
-    let Some(cluster) = start_cluster(t0, tls).await? else {
+    let Some(servers) = start_servers(t0, tls).await? else {
         return Ok(1);
     };
-    let client = connect(&cluster).await?;
+    let client = connect(&servers).await?;
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> =
@@ -45,8 +45,8 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
     tokio::time::sleep(Duration::from_secs(4)).await;
 
     say(t0, "act 2: kill -9 node 0 and SIGSTOP node 1 — 3 of 5 remain, a quorum: locking goes on");
-    cluster.node(0).kill();
-    cluster.node(1).pause();
+    servers.node(0).kill();
+    servers.node(1).pause();
     tokio::time::sleep(Duration::from_secs(5)).await;
 
     say(t0, "act 3: SIGSTOP node 2 as well — only 2 of 5 remain, no quorum: locks must fail, typed");
@@ -54,18 +54,18 @@ pub(crate) async fn run(workers: usize, tls: bool) -> Result<u8, Usage> {
     for t in tasks {
         let _ = t.await;
     }
-    cluster.node(2).pause();
+    servers.node(2).pause();
     if !fails_without_quorum(t0, &client).await {
         return Ok(1);
     }
-    if !recovers(t0, &cluster, &client).await? {
+    if !recovers(t0, &servers, &client).await? {
         return Ok(1);
     }
 
     say(t0, "cleaning up: stopping the 5 nodes");
-    let leaks = cluster.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl < 0).count();
+    let leaks = servers.lock_keys().into_iter().filter(|(_, _, pttl)| *pttl < 0).count();
     drop(client);
-    drop(cluster);
+    drop(servers);
     Ok(summary(t0, &tally, workers, leaks))
 }
 
@@ -75,7 +75,7 @@ fn say(t0: Instant, msg: &str) {
 }
 
 /// Start the 5 local nodes and list them; `None` (the reason printed) if they do not start.
-async fn start_cluster(t0: Instant, tls: bool) -> Result<Option<Cluster>, Usage> {
+async fn start_servers(t0: Instant, tls: bool) -> Result<Option<Servers>, Usage> {
     say(
         t0,
         &format!(
@@ -83,29 +83,29 @@ async fn start_cluster(t0: Instant, tls: bool) -> Result<Option<Cluster>, Usage>
             if tls { ", TLS with a generated CA" } else { "" }
         ),
     );
-    let listen = if tls { redlease_cluster::Listen::Tls } else { redlease_cluster::Listen::Tcp };
-    let cluster = tokio::task::spawn_blocking(move || Cluster::builder().nodes(5).listen(listen).try_start())
+    let listen = if tls { redlease_servers::Listen::Tls } else { redlease_servers::Listen::Tcp };
+    let servers = tokio::task::spawn_blocking(move || Servers::builder().nodes(5).listen(listen).try_start())
         .await
         .map_err(|e| Usage(e.to_string()))?;
-    let cluster = match cluster {
+    let servers = match servers {
         Ok(c) => c,
         Err(e) => {
             crate::warn(&e);
             return Ok(None);
         }
     };
-    for node in cluster.nodes() {
+    for node in servers.nodes() {
         say(t0, &format!("  node {} at {}", node.index(), node.url()));
     }
-    Ok(Some(cluster))
+    Ok(Some(servers))
 }
 
-/// A client of the cluster's nodes with a short per-node timeout (trusting its CA with TLS).
-async fn connect(cluster: &Cluster) -> Result<Client, Usage> {
-    let mut config = Config::from_urls(cluster.urls()).map_err(|e| Usage(e.to_string()))?;
+/// A client of the nodes with a short per-node timeout (trusting its CA with TLS).
+async fn connect(servers: &Servers) -> Result<Client, Usage> {
+    let mut config = Config::from_urls(servers.urls()).map_err(|e| Usage(e.to_string()))?;
     config.node_timeout = Duration::from_millis(50);
     #[cfg(feature = "tls")]
-    if let Some(files) = cluster.tls() {
+    if let Some(files) = servers.tls() {
         config = config.tls(redlease_core::TlsSettings::new().ca_file(&files.ca));
     }
     Client::with_config(config).await.map_err(|e| Usage(e.to_string()))
@@ -129,14 +129,14 @@ async fn fails_without_quorum(t0: Instant, client: &Client) -> bool {
 
 /// Act 4: bring nodes back so that a quorum needs the restarted node 0, then lock and release
 /// again (for up to 20 s); whether the lock was taken.
-async fn recovers(t0: Instant, cluster: &Cluster, client: &Client) -> Result<bool, Usage> {
+async fn recovers(t0: Instant, servers: &Servers, client: &Client) -> Result<bool, Usage> {
     say(t0, "act 4: resume nodes 1 and 2, restart node 0 (empty), then pause nodes 3 and 4:");
     say(t0, "       a quorum now needs the restarted node 0, so the client must have reconnected by itself");
-    cluster.node(1).resume();
-    cluster.node(2).resume();
-    tokio::task::block_in_place(|| cluster.node(0).restart(false));
-    cluster.node(3).pause();
-    cluster.node(4).pause();
+    servers.node(1).resume();
+    servers.node(2).resume();
+    tokio::task::block_in_place(|| servers.node(0).restart(false));
+    servers.node(3).pause();
+    servers.node(4).pause();
     let started = Instant::now();
     let guard = loop {
         match client.lock_with(LockOptions::new(RESOURCE, TTL).fencing(true).wait(Duration::from_secs(2))).await {
@@ -161,8 +161,8 @@ async fn recovers(t0: Instant, cluster: &Cluster, client: &Client) -> Result<boo
     );
     let report = guard.release().await.map_err(|e| Usage(e.to_string()))?;
     say(t0, &format!("  released: {:?} ({} nodes deleted our key)", report.outcome, report.deleted));
-    cluster.node(3).resume();
-    cluster.node(4).resume();
+    servers.node(3).resume();
+    servers.node(4).resume();
     Ok(true)
 }
 

@@ -1,4 +1,4 @@
-//! `redlease cluster`, `redlease status` and `redlease scan`, and what status and scan share:
+//! `redlease servers`, `redlease status` and `redlease scan`, and what status and scan share:
 //! connections to the nodes (standalone, or a whole Redis Cluster as one node), how a node's
 //! failure is classed, and the shapes of the output.
 
@@ -17,8 +17,8 @@ use std::time::Duration;
 use fault::Fault;
 use link::{Open, open_node};
 use redlease_client::adapter::NodeTransport;
-use redlease_cluster::Cluster;
 use redlease_core::{NodeConfig, TlsSettings};
+use redlease_servers::Servers;
 
 use crate::Usage;
 use crate::connect::nodes_of;
@@ -28,7 +28,7 @@ pub(crate) use scan::scan;
 pub(crate) use status::status;
 
 /// Start `n` local nodes in the foreground until Ctrl-C.
-pub(crate) async fn cluster(
+pub(crate) async fn servers(
     n: usize,
     port: Option<u16>,
     persist: bool,
@@ -36,7 +36,7 @@ pub(crate) async fn cluster(
     replicas: usize,
 ) -> Result<u8, Usage> {
     if n == 0 {
-        return Err(Usage("--nodes 0: a cluster needs at least one node (Redlock wants 3 or 5)".into()));
+        return Err(Usage("--nodes 0: at least one node is needed (Redlock wants 3 or 5)".into()));
     }
     if let Some(p) = port {
         let processes = n.saturating_mul(replicas + 1);
@@ -47,32 +47,32 @@ pub(crate) async fn cluster(
     if tls && replicas > 0 {
         return Err(Usage("--replicas with --tls: replicas are started over plain TCP only".into()));
     }
-    let mut builder = Cluster::builder().nodes(n).persist(persist).replicas(replicas);
+    let mut builder = Servers::builder().nodes(n).persist(persist).replicas(replicas);
     if tls {
-        builder = builder.listen(redlease_cluster::Listen::Tls);
+        builder = builder.listen(redlease_servers::Listen::Tls);
     }
     if let Some(p) = port {
         builder = builder.base_port(p);
     }
-    let cluster = tokio::task::spawn_blocking(move || builder.try_start())
+    let servers = tokio::task::spawn_blocking(move || builder.try_start())
         .await
         .map_err(|e| Usage(format!("starting the nodes failed: {e}")))?
         .map_err(Usage)?;
-    for node in cluster.nodes() {
+    for node in servers.nodes() {
         outln!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
-        for r in cluster.replicas(node.index()) {
+        for r in servers.replicas(node.index()) {
             outln!("  replica: {} (pid {})", r.url(), r.pid().unwrap_or(0));
         }
     }
     if replicas > 0 {
         // Grants count once a replica has them.
-        let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
+        let urls: Vec<String> = servers.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
         outln!("export REDLEASE_NODES={}", urls.join(","));
     } else {
-        outln!("export REDLEASE_NODES={}", cluster.urls().join(","));
+        outln!("export REDLEASE_NODES={}", servers.urls().join(","));
     }
     #[cfg(feature = "tls")]
-    if let Some(files) = cluster.tls() {
+    if let Some(files) = servers.tls() {
         outln!("export REDLEASE_TLS_CA={}", files.ca.display());
         outln!(
             "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
@@ -87,9 +87,9 @@ pub(crate) async fn cluster(
         if persist { " with appendfsync always" } else { "" }
     );
     // Runs until the caller's SIGINT/SIGTERM handler ends this future; dropping the future
-    // drops the cluster, which stops every node.
-    let what = format!("{} node(s)", cluster.len());
-    let _nodes = StopOnDrop(cluster, what);
+    // drops the servers, which stops every node.
+    let what = format!("{} node(s)", servers.len());
+    let _nodes = StopOnDrop(servers, what);
     std::future::pending::<()>().await;
     Ok(0)
 }

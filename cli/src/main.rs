@@ -2,12 +2,11 @@
 //!
 //! - `redlease run -k KEY CMD…` — like `flock(1)`, across machines;
 //! - `redlease status -k KEY` / `redlease scan` — inspect the nodes (`--json` for scripts);
-//! - `redlease cluster` — start local nodes (or Redis Clusters) in the foreground;
-//! - `redlease demo` — locks over a local 5-node cluster, with faults, in under a minute;
+//! - `redlease servers` — start local nodes (or Redis Clusters) in the foreground;
+//! - `redlease demo` — locks over 5 local nodes, with faults, in under a minute;
 //! - `redlease completions SHELL` — shell completions.
 
 mod acquire;
-mod cluster_mode;
 mod connect;
 mod demo;
 mod duration;
@@ -16,6 +15,7 @@ mod inspect;
 mod out;
 mod permits;
 mod ready;
+mod redis_cluster;
 mod run;
 mod say;
 mod secret;
@@ -144,7 +144,7 @@ enum Cmd {
     },
     /// Start local redis-server nodes in the foreground and print their URLs; Ctrl-C stops them.
     ///
-    /// Example: redlease cluster --nodes 5 -p 7000
+    /// Example: redlease servers --nodes 5 -p 7000
     ///
     /// With --cluster-mode, each node is a local Redis Cluster instead: --masters masters
     /// (cluster-enabled yes, the 16384 slots split evenly), each with --replicas replicas.
@@ -152,8 +152,9 @@ enum Cmd {
     /// other nodes of a cluster from its seed, and a whole Redis Cluster counts as one node of
     /// the Redlock. Plain TCP only.
     ///
-    /// Example: redlease cluster --cluster-mode --masters 3 --replicas 1
-    Cluster {
+    /// Example: redlease servers --cluster-mode --masters 3 --replicas 1
+    #[command(alias = "cluster")]
+    Servers {
         /// Number of nodes [default: 5]; with --cluster-mode, number of Redis Clusters [default: 1].
         #[arg(long)]
         nodes: Option<usize>,
@@ -182,7 +183,7 @@ enum Cmd {
         #[arg(long, requires = "cluster_mode")]
         masters: Option<usize>,
     },
-    /// Show locks at work on a local 5-node cluster, with node failures, then clean up.
+    /// Show locks at work on 5 local nodes, with node failures, then clean up.
     ///
     /// Example: redlease demo
     Demo {
@@ -412,18 +413,18 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
-            Cmd::Cluster { nodes, port, persist, tls, replicas, cluster_mode: false, .. } => {
-                until_interrupted(inspect::cluster(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
+            Cmd::Servers { nodes, port, persist, tls, replicas, cluster_mode: false, .. } => {
+                until_interrupted(inspect::servers(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
             }
-            Cmd::Cluster { nodes, port, persist, replicas, masters, cluster_mode: true, .. } => {
-                let shape = cluster_mode::Shape {
+            Cmd::Servers { nodes, port, persist, replicas, masters, cluster_mode: true, .. } => {
+                let shape = redis_cluster::Shape {
                     clusters: nodes.unwrap_or(1),
                     masters: masters.unwrap_or(3),
                     replicas: replicas.unwrap_or(1),
                     port,
                     persist,
                 };
-                until_interrupted(cluster_mode::cluster_mode(shape)).await
+                until_interrupted(redis_cluster::start(shape)).await
             }
             Cmd::Run(args) => run::run(args.into_run_args()?).await,
             Cmd::Status { key, nodes, json } => {

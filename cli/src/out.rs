@@ -1,7 +1,7 @@
 //! Standard output that ends the program quietly when its reader goes away (`redlease scan |
 //! head`): no panic, no message, exit 141 as a program killed by SIGPIPE would give the shell.
 //!
-//! `status`, `scan` and `completions` exit at once. `cluster` and `demo` must stop their nodes
+//! `status`, `scan` and `completions` exit at once. `servers` and `demo` must stop their nodes
 //! first: for them ([`defer_exit`]) the output is dropped from then on and [`closed`] resolves,
 //! which ends their work the way Ctrl-C does. Any other write error says so once, with exit 74
 //! (`EX_IOERR`).

@@ -1,5 +1,5 @@
 //! The `redlease` command against real redis-server processes: flags and exit codes, the
-//! shared-counter run, status and scan output (text and JSON), completions, the cluster command
+//! shared-counter run, status and scan output (text and JSON), completions, the servers command
 //! and the demo. Signals and secrets have their own files.
 
 mod common;
@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, signal, spawn_piped, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, RedisConn};
+use redlease_servers::{RedisConn, Servers};
 
 #[test]
 fn usage_errors_exit_64_naming_the_flag() {
@@ -48,12 +48,16 @@ fn help_and_version() {
     let out = run(redlease().arg("--version"));
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).starts_with("redlease "));
-    for sub in ["demo", "cluster", "run", "status", "scan", "completions"] {
+    for sub in ["demo", "servers", "run", "status", "scan", "completions"] {
         let out = run(redlease().args([sub, "--help"]));
         assert_eq!(out.status.code(), Some(0), "{sub}");
         let help = stdout(&out);
         assert!(help.contains("Example") && help.contains(&format!("redlease {sub}")), "{sub} --help: {help}");
     }
+    // `cluster` is an alias of `servers`, and the help names `servers`.
+    let alias = run(redlease().args(["cluster", "--help"]));
+    assert_eq!(alias.status.code(), Some(0), "{}", stderr(&alias));
+    assert_eq!(stdout(&alias), stdout(&run(redlease().args(["servers", "--help"]))));
     // The short and long flags of run, as in flock(1).
     let help = stdout(&run(redlease().args(["run", "--help"])));
     for flag in [
@@ -102,8 +106,8 @@ fn completions_for_every_shell() {
 
 #[test]
 fn run_passes_env_and_exit_status() {
-    let cluster = Cluster::start(3);
-    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&cluster), "--"]).args([
+    let servers = Servers::start(3);
+    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&servers), "--"]).args([
         "sh",
         "-c",
         "echo \"$REDLEASE_KEY $REDLEASE_FENCE\"; exit 3",
@@ -115,22 +119,22 @@ fn run_passes_env_and_exit_status() {
     let fence: u64 = parts.next().and_then(|f| f.parse().ok()).expect("REDLEASE_FENCE is a number");
     assert!(fence >= 1);
     // Released afterwards: the key is gone everywhere.
-    for node in cluster.nodes() {
+    for node in servers.nodes() {
         assert_eq!(node.conn().unwrap().get("job").unwrap(), None);
     }
     // A command that cannot be started: 127, and the lock is released.
-    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&cluster), "--", "/nonexistent/cmd"]));
+    let out = run(redlease().args(["run", "--key", "job", "--nodes", &nodes(&servers), "--", "/nonexistent/cmd"]));
     assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
     // One that cannot be executed: 126.
-    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "/"]));
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&servers), "/"]));
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn run_takes_the_command_without_dashes_or_as_a_shell_line() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     // As flock(1): the command follows the options, and its own flags are its own.
     let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "sh", "-c", "echo \"$REDLEASE_KEY\"; exit 4"]));
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
@@ -144,13 +148,13 @@ fn run_takes_the_command_without_dashes_or_as_a_shell_line() {
         let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-t", "3"]).args(wait).args(["true"]));
         assert_eq!(out.status.code(), Some(0), "{wait:?}: {}", stderr(&out));
     }
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn the_command_does_not_inherit_the_node_urls() {
-    let cluster = Cluster::start(3);
-    let out = run(redlease().env("REDLEASE_NODES", nodes(&cluster)).args([
+    let servers = Servers::start(3);
+    let out = run(redlease().env("REDLEASE_NODES", nodes(&servers)).args([
         "run",
         "-k",
         "env",
@@ -163,11 +167,11 @@ fn the_command_does_not_inherit_the_node_urls() {
 
 #[test]
 fn held_by_someone_else_and_nodes_unreachable_have_distinct_exit_codes() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let mut holder =
         redlease().args(["run", "-k", "busy", "-N", &urls, "--", "sleep", "5"]).stdin(Stdio::null()).spawn().unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("busy").unwrap().is_some());
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("busy").unwrap().is_some());
     // -n: one attempt, exit 75 at once.
     let started = Instant::now();
     let out = run(redlease().args(["run", "-k", "busy", "-N", &urls, "-n", "true"]));
@@ -191,45 +195,45 @@ fn held_by_someone_else_and_nodes_unreachable_have_distinct_exit_codes() {
     let out = run(redlease().args(["run", "-k", "busy", "-N", down, "-w", "0.5", "true"]));
     assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
     // Two of three nodes down: no quorum either.
-    cluster.node(1).kill();
-    cluster.node(2).kill();
+    servers.node(1).kill();
+    servers.node(2).kill();
     let out = run(redlease().args(["run", "-k", "busy", "-N", &urls, "-w", "0.5", "true"]));
     assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
 }
 
 #[test]
 fn not_acquired_within_wait_exits_75() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let mut holder = redlease()
         .args(["run", "--key", "busy", "--nodes", &urls, "--", "sleep", "3"])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("busy").unwrap().is_some());
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("busy").unwrap().is_some());
     let out = run(redlease().args(["run", "--key", "busy", "--nodes", &urls, "--wait", "300ms", "--", "true"]));
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert!(stderr(&out).contains("could not acquire \"busy\""), "{}", stderr(&out));
     assert!(stderr(&out).contains("held by another client"), "{}", stderr(&out));
     assert_eq!(holder.wait().unwrap().code(), Some(0));
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn lost_lock_terminates_the_command_and_exits_70() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let started = Instant::now();
     let child = redlease()
-        .args(["run", "--key", "fragile", "--ttl", "1s", "--grace", "2s", "--nodes", &nodes(&cluster), "--"])
+        .args(["run", "--key", "fragile", "--ttl", "1s", "--grace", "2s", "--nodes", &nodes(&servers), "--"])
         .args(["sh", "-c", "trap 'echo got-term; kill $! 2>/dev/null; exit 0' TERM; sleep 30 & wait"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("fragile").unwrap().is_some());
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("fragile").unwrap().is_some());
     // Someone deletes the lock everywhere: the next extension is refused by a majority.
-    for node in cluster.nodes() {
+    for node in servers.nodes() {
         node.conn().unwrap().del("fragile").unwrap();
     }
     let out = child.wait_with_output().unwrap();
@@ -241,10 +245,10 @@ fn lost_lock_terminates_the_command_and_exits_70() {
 
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let started = Instant::now();
     let child = redlease()
-        .args(["run", "--key", "stubborn", "--ttl", "1s", "--grace", "500ms", "--nodes", &nodes(&cluster), "--"])
+        .args(["run", "--key", "stubborn", "--ttl", "1s", "--grace", "500ms", "--nodes", &nodes(&servers), "--"])
         // SIGTERM stays ignored across exec, so only the SIGKILL after --grace ends it.
         .args(["sh", "-c", "trap '' TERM; exec sleep 30"])
         .stdin(Stdio::null())
@@ -252,8 +256,8 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("stubborn").unwrap().is_some());
-    for node in cluster.nodes() {
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("stubborn").unwrap().is_some());
+    for node in servers.nodes() {
         node.conn().unwrap().del("stubborn").unwrap();
     }
     let out = child.wait_with_output().unwrap();
@@ -264,9 +268,9 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 
 #[test]
 fn eight_processes_increment_a_shared_counter_to_200() {
-    let cluster = Cluster::start(5);
-    let urls = nodes(&cluster);
-    let dir = redlease_cluster::TempDir::new("redlease-cli-counter").unwrap();
+    let servers = Servers::start(5);
+    let urls = nodes(&servers);
+    let dir = redlease_servers::TempDir::new("redlease-cli-counter").unwrap();
     let file = dir.path().join("counter");
     std::fs::write(&file, "0").unwrap();
     let script = format!("n=$(cat {f}); sleep 0.005; echo $((n + 1)) > {f}", f = file.display());
@@ -287,7 +291,7 @@ fn eight_processes_increment_a_shared_counter_to_200() {
         w.join().unwrap();
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "200");
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Four workers contend for one key, each run holding it 150 ms, each waiting at most 5 s:
@@ -296,9 +300,9 @@ fn eight_processes_increment_a_shared_counter_to_200() {
 /// belongs to the benchmarks).
 #[test]
 fn four_workers_waiting_5s_for_a_150ms_hold_never_give_up() {
-    let cluster = Cluster::start(5);
-    let urls = nodes(&cluster);
-    let dir = redlease_cluster::TempDir::new("redlease-cli-handoff").unwrap();
+    let servers = Servers::start(5);
+    let urls = nodes(&servers);
+    let dir = redlease_servers::TempDir::new("redlease-cli-handoff").unwrap();
     let log = dir.path().join("log");
     let script =
         format!("echo start $(date +%s%N) >> {f}; sleep 0.15; echo end $(date +%s%N) >> {f}", f = log.display());
@@ -345,19 +349,19 @@ fn four_workers_waiting_5s_for_a_150ms_hold_never_give_up() {
         gaps[gaps.len() - 1] as f64 / 1e6,
         gaps.len()
     );
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn status_and_scan_report_a_known_state() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let token = "0123456789abcdef0123456789abcdef01234567";
     // Node 1's value carries the mark a refused waiter leaves: `token:`.
-    for (node, value) in cluster.nodes()[..2].iter().zip([token.to_owned(), format!("{token}:")]) {
+    for (node, value) in servers.nodes()[..2].iter().zip([token.to_owned(), format!("{token}:")]) {
         node.conn().unwrap().set_px("report", &value, Duration::from_secs(60)).unwrap();
     }
-    cluster.node(2).kill();
+    servers.node(2).kill();
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
@@ -372,14 +376,14 @@ fn status_and_scan_report_a_known_state() {
     assert!(lines[3].contains("held by 0123456789ab… on 2 of 3 nodes (quorum 2)"), "{text}");
     assert!(lines[0].contains(" rtt ") && lines[1].contains(" rtt "), "{text}");
     assert_eq!(lines[4], "2 of 3 nodes reachable, quorum 2: 0 more may fail before locking stops", "{text}");
-    cluster.node(2).restart(false);
+    servers.node(2).restart(false);
 
     // scan: clean (TTL keys and fence counters only) → 0; a key without TTL → 1 naming it.
-    cluster.node(1).conn().unwrap().set("redlease:fence:report", "7").unwrap();
+    servers.node(1).conn().unwrap().set("redlease:fence:report", "7").unwrap();
     let out = run(redlease().args(["scan", "--nodes", &urls]));
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("no keys without a TTL"), "{}", stdout(&out));
-    cluster.node(1).conn().unwrap().set("orphan", "x").unwrap();
+    servers.node(1).conn().unwrap().set("orphan", "x").unwrap();
     let out = run(redlease().args(["scan", "--nodes", &urls, "--pattern", "*"]));
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("node 1 ") && stdout(&out).contains("orphan has no TTL"), "{}", stdout(&out));
@@ -393,8 +397,8 @@ fn status_and_scan_report_a_known_state() {
     assert!(json.contains("\"reachable\":true,\"keys_without_ttl\":[\"orphan\"]}"), "{json}");
     assert_eq!(json.lines().count(), 1, "{json}");
     // A node down: 69 when nothing leaked, and the JSON says which node.
-    cluster.node(1).conn().unwrap().del("orphan").unwrap();
-    cluster.node(0).kill();
+    servers.node(1).conn().unwrap().del("orphan").unwrap();
+    servers.node(0).kill();
     let out = run(redlease().args(["scan", "--nodes", &urls, "--json"]));
     assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
     let json = stdout(&out);
@@ -404,10 +408,10 @@ fn status_and_scan_report_a_known_state() {
 
 #[test]
 fn status_json_and_its_exit_code_follow_the_quorum() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let token = "0123456789abcdef0123456789abcdef01234567";
-    for node in &cluster.nodes()[..2] {
+    for node in &servers.nodes()[..2] {
         let mut conn = node.conn().unwrap();
         conn.set_px("report", token, Duration::from_secs(60)).unwrap();
         conn.set("redlease:fence:report", "12").unwrap();
@@ -441,8 +445,8 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
     assert!(text.lines().next().unwrap().ends_with("fence 12"), "{text}");
     assert!(text.lines().last().unwrap().ends_with("1 more may fail before locking stops"), "{text}");
     // Two of three nodes down: no quorum is reachable, exit 69 (a health check).
-    cluster.node(0).kill();
-    cluster.node(1).kill();
+    servers.node(0).kill();
+    servers.node(1).kill();
     let out = run(redlease().args(["status", "--key", "report", "--nodes", &urls, "--json"]));
     assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
     let json = stdout(&out);
@@ -454,11 +458,11 @@ fn status_json_and_its_exit_code_follow_the_quorum() {
 }
 
 #[test]
-fn cluster_prints_urls_and_stops_on_ctrl_c() {
-    let mut child = spawn_piped(&["cluster", "--nodes", "3"]);
+fn servers_prints_urls_and_stops_on_ctrl_c() {
+    let mut child = spawn_piped(&["servers", "--nodes", "3"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let export = loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(urls) = line.strip_prefix("export REDLEASE_NODES=") {
             break urls.to_owned();
         }
@@ -478,12 +482,12 @@ fn cluster_prints_urls_and_stops_on_ctrl_c() {
 }
 
 #[test]
-fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
-    let mut child = spawn_piped(&["cluster", "--nodes", "1", "--replicas", "1"]);
+fn servers_with_replicas_prints_urls_whose_grants_wait_for_them() {
+    let mut child = spawn_piped(&["servers", "--nodes", "1", "--replicas", "1"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut replica = None;
     let export = loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(url) = line.trim().strip_prefix("replica: ") {
             replica = url.split(' ').next().map(str::to_owned);
         }
@@ -502,17 +506,17 @@ fn cluster_with_replicas_prints_urls_whose_grants_wait_for_them() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
-/// `cluster --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
+/// `servers --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
 /// the ports after it, and a run locks over them, trusting the printed CA.
 #[cfg(feature = "tls")]
 #[test]
-fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
+fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
     let base = common::free_ports(3);
-    let mut child = spawn_piped(&["cluster", "--tls", "--nodes", "3", "-p", &base.to_string()]);
+    let mut child = spawn_piped(&["servers", "--tls", "--nodes", "3", "-p", &base.to_string()]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut urls, mut ca) = (None, None);
     while urls.is_none() || ca.is_none() {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(u) = line.strip_prefix("export REDLEASE_NODES=") {
             urls = Some(u.to_owned());
         }
@@ -530,16 +534,16 @@ fn cluster_with_tls_and_a_port_locks_over_the_printed_urls() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
-/// `cluster --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
+/// `servers --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
 /// `--help` says.
 #[test]
-fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
+fn servers_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
     let base = common::free_ports(4);
-    let mut child = spawn_piped(&["cluster", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
+    let mut child = spawn_piped(&["servers", "--nodes", "2", "--replicas", "1", "-p", &base.to_string()]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut printed = Vec::new();
     loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if line.starts_with("export REDLEASE_NODES=") {
             break;
         }
@@ -558,8 +562,8 @@ fn cluster_with_replicas_and_a_port_puts_the_replicas_after_the_nodes() {
 /// with the numbers and exits 69 (no quorum usable).
 #[test]
 fn nodes_without_the_replicas_their_urls_ask_for_are_misconfigured() {
-    let cluster = Cluster::start(3);
-    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
+    let servers = Servers::start(3);
+    let urls: Vec<String> = servers.urls().iter().map(|u| format!("{u}?min_replicas=1")).collect();
     let urls = urls.join(",");
     let started = Instant::now();
     let out = run(redlease().args(["run", "-k", "no-replica", "-N", &urls, "-w", "10", "true"]));
@@ -583,8 +587,8 @@ fn nodes_without_the_replicas_their_urls_ask_for_are_misconfigured() {
 /// is required and where the password goes.
 #[test]
 fn a_missing_password_says_authentication_is_required() {
-    let cluster = Cluster::builder().nodes(3).acl_user("default", "s3cret").start();
-    let urls: Vec<String> = cluster.addrs().iter().map(|a| format!("redis://{a}")).collect();
+    let servers = Servers::builder().nodes(3).acl_user("default", "s3cret").start();
+    let urls: Vec<String> = servers.addrs().iter().map(|a| format!("redis://{a}")).collect();
     let out = run(redlease().args(["run", "-k", "k", "-N", &urls.join(","), "true"]));
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     let err = stderr(&out);
@@ -608,9 +612,9 @@ fn demo_runs_to_completion() {
 
 #[test]
 fn status_tells_a_refused_password_from_a_down_node() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
-    let (user, pass) = cluster.credentials().unwrap();
-    let addrs = cluster.addrs();
+    let servers = Servers::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let (user, pass) = servers.credentials().unwrap();
+    let addrs = servers.addrs();
     let urls = format!(
         "redis://{user}:wrong-one@{},redis://{user}:{pass}@{},redis://{user}:{pass}@{}",
         addrs[0], addrs[1], addrs[2]
@@ -621,7 +625,7 @@ fn status_tells_a_refused_password_from_a_down_node() {
     assert!(text.lines().next().unwrap().contains("MISCONFIGURED"), "{text}");
     assert!(text.contains("2 of 3 nodes reachable, quorum 2: 0 more may fail"), "{text}");
     assert!(!text.contains("wrong-one") && !text.contains(pass), "{text}");
-    cluster.node(2).kill();
+    servers.node(2).kill();
     let out = run(redlease().args(["status", "--key", "k", "--nodes", &urls, "--json"]));
     assert_eq!(out.status.code(), Some(69), "{}", stdout(&out));
     let json = stdout(&out);
@@ -635,9 +639,9 @@ fn status_tells_a_refused_password_from_a_down_node() {
 #[cfg(feature = "tls")]
 #[test]
 fn run_over_tls_with_the_ca_given_by_flag_or_env() {
-    let cluster = Cluster::builder().nodes(3).listen(redlease_cluster::Listen::Tls).start();
-    let urls = cluster.urls().join(",");
-    let ca = cluster.tls().unwrap().ca.display().to_string();
+    let servers = Servers::builder().nodes(3).listen(redlease_servers::Listen::Tls).start();
+    let urls = servers.urls().join(",");
+    let ca = servers.tls().unwrap().ca.display().to_string();
     let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "--tls-ca", &ca, "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "true"]).env("REDLEASE_TLS_CA", &ca));
@@ -645,7 +649,7 @@ fn run_over_tls_with_the_ca_given_by_flag_or_env() {
     let out = run(redlease().args(["run", "-k", "tls", "-N", &urls, "-w", "1", "true"]));
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     assert!(stderr(&out).contains("UnknownIssuer") && stderr(&out).contains("--tls-ca"), "{}", stderr(&out));
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// `status` and `scan` take the URLs `run` takes: over TLS (trusting `--tls-ca`, and saying
@@ -654,22 +658,22 @@ fn run_over_tls_with_the_ca_given_by_flag_or_env() {
 /// feature, the Unix sockets alone.
 #[test]
 fn status_and_scan_over_tls_and_unix_sockets() {
-    use redlease_cluster::Listen;
+    use redlease_servers::Listen;
     #[cfg(feature = "tls")]
     let listens = [Listen::Tls, Listen::TlsClientAuth, Listen::Unix];
     #[cfg(not(feature = "tls"))]
     let listens = [Listen::Unix];
     for listen in listens {
-        let cluster = Cluster::builder().nodes(3).listen(listen).start();
-        let urls = cluster.urls().join(",");
+        let servers = Servers::builder().nodes(3).listen(listen).start();
+        let urls = servers.urls().join(",");
         // A holder's key on every node, with no TTL: status names the holder, scan the leak.
-        for node in cluster.nodes() {
+        for node in servers.nodes() {
             node.conn().unwrap().set("inspected", "0123456789abcdef").unwrap();
         }
         #[allow(unused_mut)]
         let mut tls: Vec<String> = Vec::new();
         #[cfg(feature = "tls")]
-        if let Some(files) = cluster.tls() {
+        if let Some(files) = servers.tls() {
             tls = vec!["--tls-ca".to_owned(), files.ca.display().to_string()];
             if listen == Listen::TlsClientAuth {
                 let (cert, key) = (files.client_cert.display(), files.client_key.display());
@@ -699,9 +703,9 @@ fn status_and_scan_over_tls_and_unix_sockets() {
             assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
             assert!(stderr(&out).contains("/nonexistent/ca.pem"), "{}", stderr(&out));
         }
-        for node in cluster.nodes() {
+        for node in servers.nodes() {
             node.conn().unwrap().del("inspected").unwrap();
         }
-        cluster.assert_no_leaks();
+        servers.assert_no_leaks();
     }
 }

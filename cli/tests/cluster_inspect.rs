@@ -10,7 +10,7 @@ use std::process::Child;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, RedisCluster, RedisConn, TempDir, key_slot};
+use redlease_servers::{RedisCluster, RedisConn, Servers, TempDir, key_slot};
 
 /// `n` Redis Clusters of 3 masters without replicas, started at once.
 fn clusters(n: usize) -> Vec<RedisCluster> {
@@ -189,7 +189,7 @@ fn now_ms() -> u128 {
 #[test]
 fn a_redis_cluster_node_compares_with_standalone_ones() {
     let cluster = clusters(1).remove(0);
-    let standalone = Cluster::start(2);
+    let standalone = Servers::start(2);
     let urls = format!("{},{}", cluster.seed_url(), nodes(&standalone));
     let token = "0123456789abcdef0123456789abcdef01234567";
     // A lock on a master other than the seed (the seed down is the node's URL down).

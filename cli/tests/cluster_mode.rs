@@ -1,4 +1,4 @@
-//! `redlease cluster --cluster-mode`: local Redis Clusters in the foreground, one seed URL per
+//! `redlease servers --cluster-mode`: local Redis Clusters in the foreground, one seed URL per
 //! cluster in REDLEASE_NODES, every process stopped on Ctrl-C or SIGTERM.
 
 mod common;
@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::Child;
 
 use common::{alive, redlease, run, signal, spawn_piped, stderr};
-use redlease_cluster::{RedisConn, Reply};
+use redlease_servers::{RedisConn, Reply};
 
 /// Start `redlease ARGS` and read its output up to the REDLEASE_NODES line: the seed addresses
 /// and the pid of every node it printed.
@@ -17,7 +17,7 @@ fn start(args: &[&str]) -> (Child, Vec<SocketAddr>, Vec<u32>) {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut pids = Vec::new();
     let seeds = loop {
-        let line = lines.next().expect("cluster output ended early").unwrap();
+        let line = lines.next().expect("servers output ended early").unwrap();
         if let Some(pid) = line.rsplit_once("(pid ").and_then(|(_, p)| p.strip_suffix(')')) {
             pids.push(pid.parse().unwrap());
         }
@@ -59,7 +59,7 @@ fn slot_ranges(addr: SocketAddr) -> Vec<(i64, i64, i64, usize)> {
 
 #[test]
 fn cluster_mode_starts_a_redis_cluster_and_stops_it_on_ctrl_c() {
-    let (mut child, seeds, pids) = start(&["cluster", "--cluster-mode", "--masters", "3", "--replicas", "1"]);
+    let (mut child, seeds, pids) = start(&["servers", "--cluster-mode", "--masters", "3", "--replicas", "1"]);
     assert_eq!(seeds.len(), 1, "one Redis Cluster, one seed URL");
     assert_eq!(pids.len(), 6, "3 masters and 3 replicas");
     let info = cluster_info(seeds[0]);
@@ -85,7 +85,7 @@ fn cluster_mode_starts_a_redis_cluster_and_stops_it_on_ctrl_c() {
 #[test]
 fn cluster_mode_with_nodes_starts_that_many_clusters() {
     let (mut child, seeds, pids) =
-        start(&["cluster", "--cluster-mode", "--nodes", "2", "--masters", "1", "--replicas", "0"]);
+        start(&["servers", "--cluster-mode", "--nodes", "2", "--masters", "1", "--replicas", "0"]);
     assert_eq!((seeds.len(), pids.len()), (2, 2));
     for seed in &seeds {
         let info = cluster_info(*seed);
@@ -99,11 +99,11 @@ fn cluster_mode_with_nodes_starts_that_many_clusters() {
 #[test]
 fn cluster_mode_flags_that_do_not_fit_are_usage_errors() {
     for (args, needle) in [
-        (&["cluster", "--masters", "2"][..], "--cluster-mode"),
-        (&["cluster", "--cluster-mode", "--tls"], "--tls"),
-        (&["cluster", "--cluster-mode", "--masters", "0"], "--masters 0"),
-        (&["cluster", "--cluster-mode", "--nodes", "0"], "--nodes 0"),
-        (&["cluster", "--cluster-mode", "-p", "60000"], "65535"),
+        (&["servers", "--masters", "2"][..], "--cluster-mode"),
+        (&["servers", "--cluster-mode", "--tls"], "--tls"),
+        (&["servers", "--cluster-mode", "--masters", "0"], "--masters 0"),
+        (&["servers", "--cluster-mode", "--nodes", "0"], "--nodes 0"),
+        (&["servers", "--cluster-mode", "-p", "60000"], "65535"),
     ] {
         let out = run(redlease().args(args));
         assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));

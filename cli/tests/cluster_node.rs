@@ -5,13 +5,13 @@
 mod common;
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::{Cluster, ClusterModeNode, RedisCluster, key_slot};
+use redlease_servers::{ClusterModeNode, RedisCluster, Servers, key_slot};
 
 #[test]
 fn status_and_scan_read_a_redis_cluster_node() {
     let node = ClusterModeNode::start();
-    let cluster = Cluster::start(2);
-    let urls = format!("{},{}", node.url(), nodes(&cluster));
+    let servers = Servers::start(2);
+    let urls = format!("{},{}", node.url(), nodes(&servers));
     let out = run(redlease().args(["status", "--key", "k", "--nodes", &urls]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
@@ -39,7 +39,7 @@ fn status_and_scan_read_a_redis_cluster_node() {
     let first = text.lines().next().unwrap_or_default();
     assert!(first.contains("MISCONFIGURED") && first.contains("starts with '}' and has no hash tag"), "{text}");
     assert!(text.contains("2 of 3 nodes reachable"), "{text}");
-    let urls = format!("{}/1,{}", node.url(), nodes(&cluster));
+    let urls = format!("{}/1,{}", node.url(), nodes(&servers));
     let out = run(redlease().args(["status", "--key", "k", "--nodes", &urls, "--json"]));
     let json = stdout(&out);
     assert!(json.contains("\"fault\":\"misconfigured\",\"error\":\"the node is a Redis Cluster, whose only database is 0: drop /1 from its URL"), "{json}");

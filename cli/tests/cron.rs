@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, wait_until};
-use redlease_cluster::Cluster;
+use redlease_servers::Servers;
 
 #[test]
 fn wait_bounds_take_forever_and_days() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     for wait in ["inf", "forever", "1d", "0.5d", "0"] {
         let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-w", wait, "true"]));
         assert_eq!(out.status.code(), Some(0), "-w {wait}: {}", stderr(&out));
@@ -25,11 +25,11 @@ fn wait_bounds_take_forever_and_days() {
     // Without a bound it waits out a holder, however many attempts that takes.
     let mut holder =
         redlease().args(["run", "-k", "job", "-N", &urls, "--", "sleep", "2"]).stdin(Stdio::null()).spawn().unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("job").unwrap().is_some());
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("job").unwrap().is_some());
     let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-w", "forever", "true"]));
     assert_eq!(out.status.code(), Some(0), "-w forever: {}", stderr(&out));
     assert_eq!(holder.wait().unwrap().code(), Some(0));
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 const SECRET: &str = "cr0nS3cret";
@@ -50,21 +50,21 @@ fn nodes_down_fail_after_the_connect_timeout_not_the_lock_wait() {
         assert!(stderr(&out).contains("redis://127.0.0.1:2: down"), "names the nodes: {}", stderr(&out));
     }
     // One node of three answers: still no quorum, still not 30 s.
-    let cluster = Cluster::start(3);
-    cluster.node(1).kill();
-    cluster.node(2).kill();
+    let servers = Servers::start(3);
+    servers.node(1).kill();
+    servers.node(2).kill();
     let started = Instant::now();
-    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "-w", "30", "true"]));
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&servers), "-w", "30", "true"]));
     assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
     assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
 }
 
 #[test]
 fn wait_nodes_waits_for_the_servers_to_come_up() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
-    cluster.node(1).kill();
-    cluster.node(2).kill();
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
+    servers.node(1).kill();
+    servers.node(2).kill();
     // A bounded wait for the nodes runs out, after that bound rather than at once.
     let started = Instant::now();
     let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "--wait-nodes", "2", "true"]));
@@ -78,16 +78,16 @@ fn wait_nodes_waits_for_the_servers_to_come_up() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    cluster.node(1).restart(false);
-    cluster.node(2).restart(false);
+    servers.node(1).restart(false);
+    servers.node(2).restart(false);
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]
 fn a_wrong_password_fails_at_once_naming_the_node_and_not_the_password() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", SECRET).start();
-    let wrong = nodes(&cluster).replace(SECRET, "not-the-password");
+    let servers = Servers::builder().nodes(3).acl_user("alice", SECRET).start();
+    let wrong = nodes(&servers).replace(SECRET, "not-the-password");
     for extra in [&["-w", "30"][..], &["-n"], &["--wait-nodes", "forever"]] {
         let started = Instant::now();
         let out = run(redlease().args(["run", "-k", "job", "-N", &wrong]).args(extra).arg("true"));
@@ -96,24 +96,24 @@ fn a_wrong_password_fails_at_once_naming_the_node_and_not_the_password() {
         let err = stderr(&out);
         assert!(err.contains("misconfigured") && err.contains("WRONGPASS"), "{err}");
         assert!(err.contains("node #0 redis://"), "names the node: {err}");
-        assert!(err.contains(&format!("@{}: MISCONFIGURED", cluster.node(0).addr())), "names the node: {err}");
+        assert!(err.contains(&format!("@{}: MISCONFIGURED", servers.node(0).addr())), "names the node: {err}");
         assert!(!err.contains("not-the-password") && !err.contains(SECRET), "shows a password: {err}");
     }
 }
 
 #[test]
 fn a_refusal_of_our_commands_while_waiting_ends_the_wait_at_once() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", SECRET).start();
-    for node in cluster.nodes() {
+    let servers = Servers::builder().nodes(3).acl_user("alice", SECRET).start();
+    for node in servers.nodes() {
         node.conn().unwrap().ok(&["ACL", "SETUSER", "bob", "on", ">bobs-pw", "~*", "&*", "+@all"]).unwrap();
     }
     let mut holder = redlease()
-        .args(["run", "-k", "job", "-N", &nodes(&cluster), "--", "sleep", "30"])
+        .args(["run", "-k", "job", "-N", &nodes(&servers), "--", "sleep", "30"])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("job").unwrap().is_some());
-    let bob = nodes(&cluster).replace(&format!("alice:{SECRET}"), "bob:bobs-pw");
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("job").unwrap().is_some());
+    let bob = nodes(&servers).replace(&format!("alice:{SECRET}"), "bob:bobs-pw");
     let waiter = redlease()
         .args(["run", "-k", "job", "-N", &bob, "-w", "60", "true"])
         .stdin(Stdio::null())
@@ -122,7 +122,7 @@ fn a_refusal_of_our_commands_while_waiting_ends_the_wait_at_once() {
         .unwrap();
     std::thread::sleep(Duration::from_secs(1));
     let refused = Instant::now();
-    for node in cluster.nodes() {
+    for node in servers.nodes() {
         node.conn().unwrap().ok(&["ACL", "SETUSER", "bob", "-evalsha", "-eval"]).unwrap();
     }
     let out = waiter.wait_with_output().unwrap();
@@ -145,11 +145,11 @@ fn help_explains_the_wait_for_the_nodes_and_exit_78() {
 
 #[test]
 fn quiet_says_nothing_when_the_lock_is_held_and_errors_still_print() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let mut holder =
         redlease().args(["run", "-k", "job", "-N", &urls, "--", "sleep", "5"]).stdin(Stdio::null()).spawn().unwrap();
-    wait_until(Duration::from_secs(10), || cluster.node(0).conn().unwrap().get("job").unwrap().is_some());
+    wait_until(Duration::from_secs(10), || servers.node(0).conn().unwrap().get("job").unwrap().is_some());
     for extra in [&["-n", "-q"][..], &["--quiet", "-w", "0.3"], &["-q", "-n", "-E", "0"]] {
         let out = run(redlease().args(["run", "-k", "job", "-N", &urls]).args(extra).arg("true"));
         let want = if extra.contains(&"-E") { 0 } else { 75 };
@@ -170,9 +170,9 @@ fn quiet_says_nothing_when_the_lock_is_held_and_errors_still_print() {
 
 #[test]
 fn verbose_says_what_it_did() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let out =
-        run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "--verbose", "--", "sh", "-c", "exit 3"]));
+        run(redlease().args(["run", "-k", "job", "-N", &nodes(&servers), "--verbose", "--", "sh", "-c", "exit 3"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let err = stderr(&out);
     for step in [
@@ -186,6 +186,6 @@ fn verbose_says_what_it_did() {
         assert!(err.contains(step), "--verbose does not say {step:?}: {err}");
     }
     // Without it, a run that goes well says nothing.
-    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&cluster), "true"]));
+    let out = run(redlease().args(["run", "-k", "job", "-N", &nodes(&servers), "true"]));
     assert_eq!((out.status.code(), stderr(&out).as_str()), (Some(0), ""));
 }

@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::Cluster;
+use redlease_servers::Servers;
 
 const DOWN: &str = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3";
 
@@ -28,14 +28,14 @@ fn status_with_too_few_nodes_answering_says_unknown() {
 
     // Every node answers, none holds the key: not held. Then one node of three answers: the
     // other two could hold it.
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let json = stdout(&run(redlease().args(["status", "-k", "job", "-N", &urls, "--json"])));
     assert!(json.contains("\"state\":\"not_held\",\"held\":false"), "{json}");
     let text = stdout(&run(redlease().args(["status", "-k", "job", "-N", &urls])));
     assert!(text.contains("job: free on every reachable node"), "{text}");
-    cluster.node(1).kill();
-    cluster.node(2).kill();
+    servers.node(1).kill();
+    servers.node(2).kill();
     let json = stdout(&run(redlease().args(["status", "-k", "job", "-N", &urls, "--json"])));
     assert!(json.contains("\"reachable\":1,") && json.contains("\"state\":\"unknown\",\"held\":null"), "{json}");
 }
@@ -60,9 +60,9 @@ fn assert_quiet_end(what: &str, out: &Output) {
 
 #[test]
 fn a_closed_stdout_ends_every_command_quietly() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
-    cluster.node(0).conn().unwrap().set("orphan", "x").unwrap();
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
+    servers.node(0).conn().unwrap().set("orphan", "x").unwrap();
     for args in [
         &["completions", "fish"][..],
         &["completions", "bash"],
@@ -74,10 +74,10 @@ fn a_closed_stdout_ends_every_command_quietly() {
     ] {
         assert_quiet_end(&format!("{args:?}"), &into_closed_pipe(args));
     }
-    // `cluster` stops its nodes first.
+    // `servers` stops its nodes first.
     let started = Instant::now();
-    assert_quiet_end("cluster", &into_closed_pipe(&["cluster", "--nodes", "1"]));
-    assert!(started.elapsed() < Duration::from_secs(20), "cluster ran on: {:?}", started.elapsed());
+    assert_quiet_end("servers", &into_closed_pipe(&["servers", "--nodes", "1"]));
+    assert!(started.elapsed() < Duration::from_secs(20), "servers ran on: {:?}", started.elapsed());
     // Help goes to stdout too.
     let out = into_closed_pipe(&["run", "--help"]);
     assert_ne!(out.status.code(), Some(101), "{}", stderr(&out));

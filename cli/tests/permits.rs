@@ -8,12 +8,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, TempDir};
+use redlease_servers::{Servers, TempDir};
 
 /// No lock key without a TTL on any node. A semaphore's limit (`redlease:sem:{NAME}:limit`)
 /// lives without one by design, as the fencing counters do.
-fn assert_no_leaks(cluster: &Cluster) {
-    let leaks: Vec<_> = cluster
+fn assert_no_leaks(servers: &Servers) {
+    let leaks: Vec<_> = servers
         .lock_keys()
         .into_iter()
         .filter(|(_, key, pttl)| *pttl == -1 && !(key.starts_with("redlease:sem:") && key.ends_with(":limit")))
@@ -50,8 +50,8 @@ fn marks(log: &Path) -> Vec<Mark> {
 /// do happen.
 #[test]
 fn eight_workers_under_permits_3_run_at_most_three_at_once_and_do_reach_three() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let dir = TempDir::new("redlease-cli-permits").unwrap();
     let log = dir.path().join("log");
     let script = format!(
@@ -93,19 +93,19 @@ fn eight_workers_under_permits_3_run_at_most_three_at_once_and_do_reach_three() 
     }
     assert_eq!(most, 3, "never three commands at once: {marks:?}");
     eprintln!("16 runs of 400 ms under 3 permits took {:?}", started.elapsed());
-    assert_no_leaks(&cluster);
+    assert_no_leaks(&servers);
 }
 
 #[test]
 fn a_limit_other_than_the_recorded_one_exits_78_naming_the_nodes_and_both_limits() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     // The first runs record the limit on every node they reach: until each node has it (a run
     // goes ahead once a quorum of nodes is ready).
     wait_until(Duration::from_secs(10), || {
         let out = run(redlease().args(["run", "-k", "pool", "--permits", "3", "-N", &urls, "true"]));
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let limit = |i| cluster.node(i).conn().unwrap().get("redlease:sem:{pool}:limit").unwrap();
+        let limit = |i| servers.node(i).conn().unwrap().get("redlease:sem:{pool}:limit").unwrap();
         (0..3).all(|i| limit(i).as_deref() == Some("3"))
     });
     // Waiting, even without a bound, does not mend it: 78 at once.
@@ -118,20 +118,20 @@ fn a_limit_other_than_the_recorded_one_exits_78_naming_the_nodes_and_both_limits
         assert!(err.contains("has a limit of 3 on nodes #") && err.contains("not --permits 4"), "{err}");
         assert!(err.contains("give --permits 3") && err.contains("redlease:sem:{pool}:limit"), "{err}");
         // The nodes that refused are named: at least a quorum of them.
-        let named = cluster.urls().iter().filter(|u| err.contains(u.as_str())).count();
+        let named = servers.urls().iter().filter(|u| err.contains(u.as_str())).count();
         assert!(named >= 2, "{err}");
     }
     // With -n too: misconfigured, not held.
     let out = run(redlease().args(["run", "-k", "pool", "--permits", "2", "-N", &urls, "-n", "true"]));
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     // One node with another limit is a minority: the others still grant, and status says so.
-    cluster.node(2).conn().unwrap().set("redlease:sem:{pool}:limit", "4").unwrap();
+    servers.node(2).conn().unwrap().set("redlease:sem:{pool}:limit", "4").unwrap();
     let out = run(redlease().args(["run", "-k", "pool", "--permits", "3", "-N", &urls, "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls])));
     assert!(text.contains("limits differ across nodes (3 on node(s) 0,1; 4 on node(s) 2)"), "{text}");
     assert!(text.contains("pool: semaphore of 3 permits: 0 held, 3 free"), "{text}");
-    assert_no_leaks(&cluster);
+    assert_no_leaks(&servers);
 }
 
 /// While `run --permits 3 --take 2` holds two permits: the command sees them in
@@ -139,8 +139,8 @@ fn a_limit_other_than_the_recorded_one_exits_78_naming_the_nodes_and_both_limits
 /// `scan` lists the semaphore apart from the keys without a TTL.
 #[test]
 fn status_and_scan_show_the_permits_a_run_holds() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let dir = TempDir::new("redlease-cli-permits-status").unwrap();
     let (held, stop) = (dir.path().join("held"), dir.path().join("stop"));
     let script = format!(
@@ -223,16 +223,16 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     assert!(verbose.contains(&format!("REDLEASE_PERMIT={permits}")), "{verbose}");
     let text = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls])));
     assert!(text.contains("pool: semaphore of 3 permits: 0 held, 3 free"), "{text}");
-    assert_no_leaks(&cluster);
+    assert_no_leaks(&servers);
 }
 
 #[test]
 fn scan_reports_a_semaphore_slot_without_a_ttl() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let out = run(redlease().args(["run", "-k", "pool", "--permits", "2", "-N", &urls, "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    cluster.node(1).conn().unwrap().set("redlease:sem:{pool}:1", "0123456789abcdef").unwrap();
+    servers.node(1).conn().unwrap().set("redlease:sem:{pool}:1", "0123456789abcdef").unwrap();
     let out = run(redlease().args(["scan", "-N", &urls]));
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -249,8 +249,8 @@ fn scan_reports_a_semaphore_slot_without_a_ttl() {
 
 #[test]
 fn permits_taken_is_held_elsewhere_and_the_permit_reaches_the_command_only() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let mut holder = redlease()
         .args(["run", "-k", "one", "--permits", "1", "-N", &urls, "--", "sleep", "3"])
         .stdin(Stdio::null())
@@ -274,7 +274,7 @@ fn permits_taken_is_held_elsewhere_and_the_permit_reaches_the_command_only() {
     assert_eq!(stdout(&out).trim(), "0", "{}", stderr(&out));
     let out = run(redlease().args(["run", "-k", "one", "-N", &urls, "-c", echo]).env("REDLEASE_PERMIT", "5"));
     assert_eq!(stdout(&out).trim(), "unset", "{}", stderr(&out));
-    assert_no_leaks(&cluster);
+    assert_no_leaks(&servers);
 }
 
 #[test]

@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{nodes, redlease, run, stdout, wait_until};
-use redlease_cluster::Cluster;
+use redlease_servers::Servers;
 
 #[test]
 fn run_and_status_use_the_key_prefix() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let mut holder = redlease()
         .args(["run", "-k", "job", "-N", &urls, "--key-prefix", "app1:", "--", "sleep", "3"])
         .stdout(Stdio::null())
@@ -29,7 +29,7 @@ fn run_and_status_use_the_key_prefix() {
     };
     wait_until(Duration::from_secs(10), || held(Some("app1:")));
     assert!(!held(None), "the key without the prefix is free");
-    let mut conn = cluster.node(0).conn().unwrap();
+    let mut conn = servers.node(0).conn().unwrap();
     assert!(conn.get("app1:job").unwrap().is_some() && conn.get("job").unwrap().is_none());
     assert!(holder.wait().unwrap().success());
     // scan looks under the prefix only.
@@ -40,5 +40,5 @@ fn run_and_status_use_the_key_prefix() {
     assert!(text.contains("app1:leak") && !text.contains("other:leak"), "{text}");
     conn.del("app1:leak").unwrap();
     conn.del("other:leak").unwrap();
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

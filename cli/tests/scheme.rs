@@ -6,13 +6,13 @@
 mod common;
 
 use common::{redlease, run, stdout};
-use redlease_cluster::{Cluster, Listen};
+use redlease_servers::{Listen, Servers};
 
 #[test]
 fn status_hints_at_a_scheme_that_does_not_match_the_port() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let node = cluster.node(0);
-    let ca = cluster.tls().unwrap().ca.display().to_string();
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let node = servers.node(0);
+    let ca = servers.tls().unwrap().ca.display().to_string();
     // redis:// on the TLS port: the server drops what is not TLS.
     let tls_as_plain = format!("redis://{}", node.tls_addr());
     let out = run(redlease().args(["status", "-k", "k", "-N", &tls_as_plain]));

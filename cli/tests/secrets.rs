@@ -4,7 +4,7 @@
 mod common;
 
 use common::{nodes, redlease, run, stderr, stdout};
-use redlease_cluster::Cluster;
+use redlease_servers::Servers;
 
 const SECRET: &str = "hunter2s3cret";
 
@@ -25,6 +25,7 @@ fn help_never_shows_the_value_of_redlease_nodes() {
         &["run", "-h"],
         &["status", "--help"],
         &["scan", "--help"],
+        &["servers", "--help"],
         &["cluster", "--help"],
         &["demo", "--help"],
         &["completions", "--help"],
@@ -118,9 +119,9 @@ fn runtime_errors_never_show_a_password() {
 
 #[test]
 fn a_wrong_or_right_password_on_real_nodes_never_shows() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", SECRET).start();
+    let servers = Servers::builder().nodes(3).acl_user("alice", SECRET).start();
     // Right password: the lock works, and nothing prints it.
-    let urls = nodes(&cluster);
+    let urls = nodes(&servers);
     assert!(urls.contains(SECRET));
     let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-c", "env"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

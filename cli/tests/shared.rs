@@ -9,7 +9,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 use common::{holder, nodes, redlease, run, stderr, stdout, wait_until};
-use redlease_cluster::{Cluster, TempDir};
+use redlease_servers::{Servers, TempDir};
 
 /// One mark of the log the commands write: `start` or `end`, when (ns), and whether the run
 /// was a reader (`R`, with -s) or the writer (`W`).
@@ -68,8 +68,8 @@ fn most_readers_at_once(marks: &[Mark]) -> usize {
 /// starting while it runs), and every run gets its lock.
 #[test]
 fn shared_runs_overlap_and_a_run_without_s_excludes_them() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let dir = TempDir::new("redlease-cli-shared").unwrap();
     let log = dir.path().join("log");
     let spawn = |who: &'static str, times: usize| {
@@ -97,7 +97,7 @@ fn shared_runs_overlap_and_a_run_without_s_excludes_them() {
     assert!(most >= 2, "the readers never ran together: {marks:?}");
     let order: String = marks.iter().map(|m| if m.reader { 'R' } else { 'W' }).collect();
     eprintln!("at most {most} readers at once; starts and ends in order: {order}");
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
@@ -120,8 +120,8 @@ fn finished(child: Child) -> Output {
 /// writer gets the key and nothing is left behind.
 #[test]
 fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let dir = TempDir::new("redlease-cli-shared-status").unwrap();
     let readers =
         [holder(&urls, "catalog", &["-s"], dir.path(), "r1"), holder(&urls, "catalog", &["-s"], dir.path(), "r2")];
@@ -189,14 +189,14 @@ fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
     finished(writer);
     let json = stdout(&run(redlease().args(["status", "-k", "catalog", "-N", &urls, "--json"])));
     assert!(json.contains("\"state\":\"not_held\"") && json.ends_with("\"readers\":null}\n"), "{json}");
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn scan_reports_a_readers_set_without_a_ttl() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
-    let mut conn = cluster.node(1).conn().unwrap();
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
+    let mut conn = servers.node(1).conn().unwrap();
     conn.checked(&["ZADD", "redlease:readers:app:orphan", "99999999999999", "0123456789abcdef"]).unwrap();
     for pattern in ["*", "orph*"] {
         let out = run(redlease().args(["scan", "-N", &urls, "--key-prefix", "app:", "-p", pattern]));
@@ -221,8 +221,8 @@ fn scan_reports_a_readers_set_without_a_ttl() {
 /// -s and -x: the last one given wins; a reader is refused while a writer holds the key.
 #[test]
 fn a_readers_fence_is_the_writer_epoch_and_the_last_of_s_and_x_wins() {
-    let cluster = Cluster::start(3);
-    let urls = nodes(&cluster);
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
     let fence = |flags: &[&str]| -> u64 {
         let out = run(redlease()
             .args(["run", "-k", "epoch", "-N", &urls, "-v"])
@@ -263,7 +263,7 @@ fn a_readers_fence_is_the_writer_epoch_and_the_last_of_s_and_x_wins() {
     assert!(stderr(&out).contains("could not acquire a read lock on \"catalog\" at once"), "{}", stderr(&out));
     std::fs::write(dir.path().join("stop"), "").unwrap();
     finished(writer);
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]

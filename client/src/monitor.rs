@@ -11,7 +11,7 @@
 //! as the caller waits; the outcome, the votes and the duration are recorded on it.
 //! `redlease.auto_extend` (made when an automatic extension ends) has no caller: it is a root.
 //!
-//! Levels: nothing at INFO or above on the hot path of a healthy cluster. Lock spans, lock
+//! Levels: nothing at INFO or above on the hot path of healthy nodes. Lock spans, lock
 //! outcomes (`lock acquired`, `lock not acquired`, `lock extended`, `lock released`: DEBUG
 //! events inside the operation's span) and routine link events are DEBUG. A node that starts
 //! failing is reported once per change of its state — WARN when it is out of reach or speaks

@@ -10,13 +10,13 @@ use redlease_mio::core::{Misuse, Vote};
 use redlease_mio::{
     AcquireError, Client, Config, Error, ExtendError, LockOptions, LostReason, NodeState, ReleaseOutcome,
 };
-use support::{Redis, all_ready, cluster, eventually, urls};
+use support::{Redis, all_ready, eventually, servers, urls};
 
 const TTL: Duration = Duration::from_secs(10);
 
 #[test]
 fn lock_extend_release_roundtrip() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     assert_eq!(client.node_count(), 3);
     let before = Instant::now();
@@ -56,7 +56,7 @@ fn lock_extend_release_roundtrip() {
 
 #[test]
 fn contention_is_reported_as_held_and_wait_times_out() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let a = Client::connect(urls(&nodes)).unwrap();
     let b = Client::connect(urls(&nodes)).unwrap();
     // Node 1 is read below: a's lock and b's attempts must reach it.
@@ -96,7 +96,7 @@ fn contention_is_reported_as_held_and_wait_times_out() {
 
 #[test]
 fn a_wait_bound_outlasts_the_holder() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let a = Client::connect(urls(&nodes)).unwrap();
     let b = Client::connect(urls(&nodes)).unwrap();
     let held = a.lock("handover", Duration::from_millis(400)).unwrap();
@@ -115,7 +115,7 @@ fn a_wait_bound_outlasts_the_holder() {
 
 #[test]
 fn drop_releases_in_the_background() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let guard = client.lock("dropped", TTL).unwrap();
     drop(guard);
@@ -131,7 +131,7 @@ fn drop_releases_in_the_background() {
 
 #[test]
 fn fencing_tokens_increase() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let mut last = 0;
     for _ in 0..5 {
@@ -145,7 +145,7 @@ fn fencing_tokens_increase() {
 
 #[test]
 fn several_resources_lock_together() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let g = client.lock_with(LockOptions::new("multi:a", TTL).resources(["multi:b"])).unwrap();
     assert_eq!(g.resources(), ["multi:a", "multi:b"]);
@@ -156,7 +156,7 @@ fn several_resources_lock_together() {
 
 #[test]
 fn misuse_is_refused_at_once() {
-    let nodes = cluster(1);
+    let nodes = servers(1);
     let client = Client::connect(urls(&nodes)).unwrap();
     assert!(matches!(client.lock("x", Duration::ZERO), Err(Error::Misuse(Misuse::ZeroTtl))));
     assert!(matches!(client.lock("", TTL), Err(Error::Misuse(Misuse::EmptyResource))));
@@ -167,7 +167,7 @@ fn misuse_is_refused_at_once() {
 
 #[test]
 fn auto_extension_without_threads_by_driving_the_loop() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let other = Client::connect(urls(&nodes)).unwrap();
     let ttl = Duration::from_millis(600);
@@ -187,7 +187,7 @@ fn auto_extension_without_threads_by_driving_the_loop() {
 
 #[test]
 fn keepalive_thread_extends_while_the_caller_sleeps() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let keepalive = client.spawn_keepalive().unwrap();
     let ttl = Duration::from_millis(600);
@@ -205,7 +205,7 @@ fn keepalive_thread_extends_while_the_caller_sleeps() {
 
 #[test]
 fn auto_extension_needs_nothing_from_the_busy_caller() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     // Every node is read below: the lock must reach every node.
     all_ready(&client);
@@ -224,7 +224,7 @@ fn auto_extension_needs_nothing_from_the_busy_caller() {
 
 #[test]
 fn past_its_deadline_a_lock_is_lost_by_the_clock_with_no_call_made() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let guard = client.lock("undriven", Duration::from_millis(300)).unwrap();
     assert!(!guard.is_lost());
@@ -237,7 +237,7 @@ fn past_its_deadline_a_lock_is_lost_by_the_clock_with_no_call_made() {
 
 #[test]
 fn replies_read_late_are_not_round_trips() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     // Every node's figures are read below: the lock and its release must reach every node.
     all_ready(&client);
@@ -255,7 +255,7 @@ fn replies_read_late_are_not_round_trips() {
 
 #[test]
 fn with_lock_runs_the_work_under_auto_extension() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     // Node 0 is read below: the lock must reach it.
     all_ready(&client);
@@ -281,7 +281,7 @@ fn with_lock_runs_the_work_under_auto_extension() {
 
 #[test]
 fn a_refused_extension_fires_the_lost_signal() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let mut guard = client.lock_with(LockOptions::new("stolen", Duration::from_millis(900)).auto_extend(true)).unwrap();
     let lost = guard.lost();
@@ -302,7 +302,7 @@ fn a_refused_extension_fires_the_lost_signal() {
 
 #[test]
 fn validity_running_out_fires_the_lost_signal() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let guard = client.lock("expiring", Duration::from_millis(300)).unwrap();
     assert_eq!(guard.lost().wait_timeout(Duration::from_secs(10)).unwrap(), Some(LostReason::Expired));
@@ -311,7 +311,7 @@ fn validity_running_out_fires_the_lost_signal() {
 
 #[test]
 fn one_client_shared_by_many_threads() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let client = Client::connect(urls(&nodes)).unwrap();
     let inside = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
@@ -337,7 +337,7 @@ fn one_client_shared_by_many_threads() {
 
 #[test]
 fn a_down_minority_does_not_stop_locking_and_a_majority_does() {
-    let mut nodes = cluster(3);
+    let mut nodes = servers(3);
     nodes[2].stop();
     let client = Client::connect(urls(&nodes)).unwrap();
     // `connect` is ready at the quorum; the refused node's attempt ends soon after.
@@ -362,7 +362,7 @@ fn a_down_minority_does_not_stop_locking_and_a_majority_does() {
 
 #[test]
 fn a_restarted_node_is_reconnected() {
-    let mut nodes = cluster(1);
+    let mut nodes = servers(1);
     let client = Client::connect(urls(&nodes)).unwrap();
     client.lock("re", TTL).unwrap().release().unwrap();
     nodes[0].restart();

@@ -11,7 +11,7 @@ use mio::{Events, Interest, Poll, Token};
 use redlease_mio::{
     AcquireError, Config, Driver, Event, LockId, LockOptions, NodeId, NodeState, ReleaseOutcome, new_token,
 };
-use support::{Redis, cluster, urls};
+use support::{Redis, servers, urls};
 
 const TTL: Duration = Duration::from_secs(10);
 const BASE: Token = Token(100);
@@ -181,7 +181,7 @@ impl Echo {
 
 #[test]
 fn a_foreign_loop_serves_its_own_sockets_while_locking() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let mut host = Host::new(urls(&nodes));
     let mut echo = Echo::new(&host.poll);
     let addr = echo.listener.local_addr().unwrap();
@@ -242,7 +242,7 @@ fn a_foreign_loop_serves_its_own_sockets_while_locking() {
 
 #[test]
 fn large_commands_go_out_in_partial_writes() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     // Moving 8 MiB through Lua takes a while (debug builds, 2 cores): a roomy node timeout.
     let mut host = Host::with(urls(&nodes), |c| c.node_timeout = Duration::from_secs(5));
     // An 8 MiB resource name: far more than a socket buffer takes in one write.
@@ -263,7 +263,7 @@ fn large_commands_go_out_in_partial_writes() {
 
 #[test]
 fn eof_is_noticed_and_the_node_reconnected() {
-    let mut nodes = cluster(3);
+    let mut nodes = servers(3);
     let mut host = Host::new(urls(&nodes));
     let lock = host.acquire("eof");
     assert_eq!(host.release(lock), ReleaseOutcome::Released);
@@ -328,7 +328,7 @@ fn a_wrong_password_is_a_link_failure_and_reconnects_with_backoff() {
 
 #[test]
 fn deregister_closes_everything_and_register_starts_over() {
-    let nodes = cluster(3);
+    let nodes = servers(3);
     let mut host = Host::new(urls(&nodes));
     let lock = host.acquire("dereg");
     host.driver.deregister(Instant::now());

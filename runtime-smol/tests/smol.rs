@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 use redlease_smol::{Client, Config, ReleaseOutcome};
-use redlease_tests::Cluster;
+use redlease_tests::Servers;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -16,10 +16,10 @@ async fn sleep(d: Duration) {
 }
 
 /// Wait (5 s at most, sleeping with `sleep`) until no lock key is left on any node.
-async fn every_key_deleted<F: std::future::Future>(cluster: &Cluster, sleep: impl Fn(Duration) -> F) {
+async fn every_key_deleted<F: std::future::Future>(servers: &Servers, sleep: impl Fn(Duration) -> F) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !cluster.lock_keys().is_empty() {
-        assert!(Instant::now() < deadline, "keys left after 5 s: {:?}", cluster.lock_keys());
+    while !servers.lock_keys().is_empty() {
+        assert!(Instant::now() < deadline, "keys left after 5 s: {:?}", servers.lock_keys());
         sleep(Duration::from_millis(10)).await;
     }
 }
@@ -28,9 +28,9 @@ async fn every_key_deleted<F: std::future::Future>(cluster: &Cluster, sleep: imp
 /// release that a dropped guard asked for.
 #[test]
 fn driver_future_ends_after_the_last_handle() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     smol::block_on(async {
-        let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let (client, driver) = Client::with_driver(Config::from_urls(servers.urls()).unwrap()).await.unwrap();
         let driver = smol::spawn(driver);
         // `with_driver` returns at the quorum; a lock taken while the third link is still
         // connecting is granted by two nodes and never written to the third. Wait for all three.
@@ -38,10 +38,10 @@ fn driver_future_ends_after_the_last_handle() {
         let guard = client.lock("dropped", TTL).await.expect("lock");
         // The lock is granted at the quorum; the third node's write may still be on its way.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while cluster.lock_keys().len() < 3 && std::time::Instant::now() < deadline {
+        while servers.lock_keys().len() < 3 && std::time::Instant::now() < deadline {
             smol::Timer::after(Duration::from_millis(10)).await;
         }
-        assert_eq!(cluster.lock_keys().len(), 3, "every node got the lock");
+        assert_eq!(servers.lock_keys().len(), 3, "every node got the lock");
         drop(client);
         drop(guard);
         let ended = future::or(
@@ -58,7 +58,7 @@ fn driver_future_ends_after_the_last_handle() {
         assert!(ended, "the driver ends within 5 s");
         // The release was written before the driver ended; the nodes apply it a moment later
         // (within 5 s: the keys' own TTL is 10 s).
-        every_key_deleted(&cluster, sleep).await;
+        every_key_deleted(&servers, sleep).await;
     });
 }
 
@@ -66,8 +66,8 @@ fn driver_future_ends_after_the_last_handle() {
 /// all (here `futures_lite::future::block_on`), and resolves host names off the caller's thread.
 #[test]
 fn own_thread_driver_needs_no_executor_and_resolves_names() {
-    let cluster = Cluster::start(3);
-    let urls: Vec<String> = cluster.nodes().iter().map(|n| format!("redis://localhost:{}", n.port())).collect();
+    let servers = Servers::start(3);
+    let urls: Vec<String> = servers.nodes().iter().map(|n| format!("redis://localhost:{}", n.port())).collect();
     future::block_on(async {
         let client = Client::connect(&urls).await.expect("connect");
         let mut guard = client.lock("threaded", TTL).await.expect("lock via localhost");
@@ -76,16 +76,16 @@ fn own_thread_driver_needs_no_executor_and_resolves_names() {
         assert!(after > before && after == guard.valid_until());
         assert_eq!(guard.release().await.unwrap().outcome, ReleaseOutcome::Released);
         // Released at a quorum: the last node's delete may still be on its way.
-        every_key_deleted(&cluster, sleep).await;
+        every_key_deleted(&servers, sleep).await;
     });
 }
 
 /// Many async-std tasks share one client whose driver runs on async-std's executor.
 #[test]
 fn many_tasks_share_one_client_on_async_std() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     async_std::task::block_on(async {
-        let (client, driver) = Client::with_driver(Config::from_urls(cluster.urls()).unwrap()).await.unwrap();
+        let (client, driver) = Client::with_driver(Config::from_urls(servers.urls()).unwrap()).await.unwrap();
         async_std::task::spawn(driver);
         let started = Instant::now();
         let tasks: Vec<_> = (0..32)
@@ -102,6 +102,6 @@ fn many_tasks_share_one_client_on_async_std() {
         }
         assert!(started.elapsed() < Duration::from_secs(5), "32 lock cycles took {:?}", started.elapsed());
         // Each release returned at a quorum: the last node's delete may still be on its way.
-        every_key_deleted(&cluster, async_std::task::sleep).await;
+        every_key_deleted(&servers, async_std::task::sleep).await;
     });
 }

@@ -3,10 +3,10 @@
 //! Everything here runs against **real `redis-server` processes** on loopback ports; nothing is
 //! mocked.
 //!
-//! - [`Cluster`] (from `redlease-cluster`, shared with the `redlease` command) starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
+//! - [`Servers`] (from `redlease-servers`, shared with the `redlease` command) starts N independent `redis-server` processes on free `127.0.0.1` ports, each in
 //!   its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart (keeping or
 //!   dropping its files), flush scripts and configure an ACL user. Every process it started is
-//!   killed and reaped when the cluster is dropped, also while a test panics.
+//!   killed and reaped when the set is dropped, also while a test panics.
 //! - [`RedisConn`] is a tiny synchronous RESP client for assertions (`keys`, `get`, `pttl`, ...).
 //! - [`Proxy`] is an in-process TCP fault proxy for one node (pass, delay, blackhole, reset),
 //!   switchable at run time; it runs its own tokio runtime on a background thread, so it works
@@ -18,7 +18,7 @@
 //! - [`conformance`] is the suite written once and run against every adapter through the
 //!   [`conformance::Subject`] trait; [`conformance_tests!`] generates one `#[test]` per case.
 //!
-//! If `redis-server` is not on `PATH`, [`Cluster::start`] panics with one line saying how to
+//! If `redis-server` is not on `PATH`, [`Servers::start`] panics with one line saying how to
 //! install it.
 
 pub mod conformance;
@@ -28,8 +28,8 @@ mod ready;
 
 pub use proxy::{Mode, Proxy};
 pub use ready::{READY_WITHIN, all_ready, every_node_ready};
-pub use redlease_cluster::{
-    Cluster, ClusterBuilder, ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, TempDir,
+pub use redlease_servers::{
+    ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, Servers, ServersBuilder, TempDir,
     key_slot, with_listen,
 };
 
@@ -41,6 +41,6 @@ mod readmes {
     struct Core;
     #[doc = include_str!("../../client/README.md")]
     struct Client;
-    #[doc = include_str!("../../cluster/README.md")]
-    struct ClusterCrate;
+    #[doc = include_str!("../../servers/README.md")]
+    struct ServersCrate;
 }

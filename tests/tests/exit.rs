@@ -7,17 +7,17 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use redlease_tests::Cluster;
+use redlease_tests::Servers;
 
 #[test]
 fn a_program_that_exits_without_close_leaves_no_key_behind() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     for runtime in ["tokio-mt", "tokio-ct", "smol", "mio", "mio-auto"] {
         for way in ["drop", "alive", "error"] {
             let key = format!("exit:{runtime}:{way}");
             let out = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))
                 .args([runtime, way, &key])
-                .args(cluster.urls())
+                .args(servers.urls())
                 .output()
                 .expect("the worker runs");
             let stdout = String::from_utf8_lossy(&out.stdout);
@@ -27,7 +27,7 @@ fn a_program_that_exits_without_close_leaves_no_key_behind() {
             // The releases went out before the process ended; give the nodes a moment to run them.
             let started = Instant::now();
             let left = loop {
-                let left: Vec<i64> = cluster
+                let left: Vec<i64> = servers
                     .nodes()
                     .iter()
                     .map(|n| n.conn().unwrap().pttl(&key).unwrap())
@@ -49,12 +49,12 @@ fn a_program_that_exits_without_close_leaves_no_key_behind() {
 #[test]
 fn ctrl_c_then_close_releases_and_no_handler_leaves_the_lock_for_its_ttl() {
     use std::io::{BufRead, BufReader};
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     for way in ["ctrl-c", "no-handler"] {
         let key = format!("exit:sigint:{way}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_redlease-exit-worker"))
             .args(["tokio-mt", way, &key])
-            .args(cluster.urls())
+            .args(servers.urls())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("the worker runs");
@@ -67,7 +67,7 @@ fn ctrl_c_then_close_releases_and_no_handler_leaves_the_lock_for_its_ttl() {
             libc::kill(child.id() as libc::pid_t, libc::SIGINT);
         }
         let status = child.wait().unwrap();
-        let on_nodes = || cluster.nodes().iter().filter(|n| n.conn().unwrap().pttl(&key).unwrap() > 0).count();
+        let on_nodes = || servers.nodes().iter().filter(|n| n.conn().unwrap().pttl(&key).unwrap() > 0).count();
         if way == "ctrl-c" {
             assert!(status.success(), "{status:?}");
             let started = Instant::now();

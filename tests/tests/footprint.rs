@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redlease_core::{Config, Footprint, LockOptions};
-use redlease_tests::{Cluster, RedisCluster};
+use redlease_tests::{RedisCluster, Servers};
 
 /// Tasks per client.
 const TASKS: usize = 4;
@@ -116,15 +116,15 @@ fn soak(config: Config, kind: &str) {
 
 #[test]
 fn standalone_nodes_keep_the_footprint_bounded() {
-    let cluster = Cluster::start(3);
-    soak(Config::from_urls(cluster.urls()).unwrap().node_timeout(Duration::from_millis(500)), "standalone");
-    cluster.assert_no_leaks();
+    let servers = Servers::start(3);
+    soak(Config::from_urls(servers.urls()).unwrap().node_timeout(Duration::from_millis(500)), "standalone");
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn nodes_whose_grants_wait_for_a_replica_keep_the_footprint_bounded() {
-    let cluster = Cluster::builder().nodes(3).replicas(1).start();
-    let mut config = Config::from_urls(cluster.urls()).unwrap().node_timeout(Duration::from_millis(500));
+    let servers = Servers::builder().nodes(3).replicas(1).start();
+    let mut config = Config::from_urls(servers.urls()).unwrap().node_timeout(Duration::from_millis(500));
     config.nodes = config.nodes.into_iter().map(|n| n.min_replicas(1, Duration::from_millis(100))).collect();
     soak(config, "replicas");
 }

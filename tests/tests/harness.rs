@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use redlease_tests::{Cluster, Mode, Proxy, RedisConn, Reply};
+use redlease_tests::{Mode, Proxy, RedisConn, Reply, Servers};
 
 fn alive(pid: u32) -> bool {
     // A reaped child leaves no /proc entry; a zombie would show state Z.
@@ -22,21 +22,21 @@ fn is_timeout(e: &io::Error) -> bool {
 
 #[test]
 fn starts_independent_nodes() {
-    let cluster = Cluster::start(3);
-    assert_eq!(cluster.len(), 3);
-    let ports: Vec<u16> = cluster.nodes().iter().map(|n| n.port()).collect();
+    let servers = Servers::start(3);
+    assert_eq!(servers.len(), 3);
+    let ports: Vec<u16> = servers.nodes().iter().map(|n| n.port()).collect();
     assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2], "{ports:?}");
-    for (i, url) in cluster.urls().iter().enumerate() {
+    for (i, url) in servers.urls().iter().enumerate() {
         assert_eq!(url, &format!("redis://127.0.0.1:{}", ports[i]));
     }
     // Independent masters: a key written on one node is not on the others.
-    let mut c0 = cluster.node(0).conn().unwrap();
+    let mut c0 = servers.node(0).conn().unwrap();
     assert!(c0.ping().unwrap());
     c0.set_px("k", "v", Duration::from_secs(60)).unwrap();
     assert_eq!(c0.get("k").unwrap().as_deref(), Some("v"));
     let pttl = c0.pttl("k").unwrap();
     assert!(pttl > 0 && pttl <= 60_000, "{pttl}");
-    assert_eq!(cluster.node(1).conn().unwrap().get("k").unwrap(), None);
+    assert_eq!(servers.node(1).conn().unwrap().get("k").unwrap(), None);
     assert_eq!(c0.pttl("missing").unwrap(), -2);
     // The RESP client handles arrays (SCAN) and errors.
     assert_eq!(c0.keys("*").unwrap(), vec!["k".to_owned()]);
@@ -49,13 +49,13 @@ fn starts_independent_nodes() {
         reply,
         Reply::Array(Some(vec![Reply::Bulk(Some(b"appendonly".to_vec())), Reply::Bulk(Some(b"no".to_vec()))]))
     );
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn pause_and_resume() {
-    let cluster = Cluster::start(1);
-    let node = cluster.node(0);
+    let servers = Servers::start(1);
+    let node = servers.node(0);
     let mut conn = node.conn().unwrap();
     node.pause();
     assert!(node.is_paused() && node.is_running());
@@ -72,8 +72,8 @@ fn pause_and_resume() {
 
 #[test]
 fn kill_and_restart_with_appendfsync_always_keeps_data() {
-    let cluster = Cluster::builder().nodes(1).persist(true).start();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).persist(true).start();
+    let node = servers.node(0);
     let port = node.port();
     let mut conn = node.conn().unwrap();
     let reply = conn.cmd(&["CONFIG", "GET", "appendfsync"]).unwrap();
@@ -99,8 +99,8 @@ fn kill_and_restart_with_appendfsync_always_keeps_data() {
 
 #[test]
 fn restart_without_persistence_loses_data() {
-    let cluster = Cluster::start(1);
-    let node = cluster.node(0);
+    let servers = Servers::start(1);
+    let node = servers.node(0);
     node.conn().unwrap().set_px("gone", "1", Duration::from_secs(600)).unwrap();
     // Also from a paused state: SIGKILL ends a stopped process.
     node.pause();
@@ -112,19 +112,19 @@ fn restart_without_persistence_loses_data() {
 
 #[test]
 fn script_flush_forgets_scripts() {
-    let cluster = Cluster::start(2);
-    let mut conn = cluster.node(1).conn().unwrap();
+    let servers = Servers::start(2);
+    let mut conn = servers.node(1).conn().unwrap();
     let sha = conn.checked(&["SCRIPT", "LOAD", "return 1"]).unwrap().as_text().unwrap();
     assert_eq!(conn.checked(&["EVALSHA", &sha, "0"]).unwrap(), Reply::Int(1));
-    cluster.script_flush_all();
+    servers.script_flush_all();
     assert!(matches!(conn.cmd(&["EVALSHA", &sha, "0"]).unwrap(), Reply::Error(e) if e.starts_with("NOSCRIPT")));
 }
 
 #[test]
 fn acl_user_is_the_only_login() {
-    let cluster = Cluster::builder().nodes(2).acl_user("alice", "s3cret").start();
-    assert_eq!(cluster.credentials(), Some(("alice", "s3cret")));
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(2).acl_user("alice", "s3cret").start();
+    assert_eq!(servers.credentials(), Some(("alice", "s3cret")));
+    let node = servers.node(0);
     assert_eq!(node.url(), format!("redis://alice:s3cret@127.0.0.1:{}", node.port()));
     assert!(node.conn().unwrap().ping().unwrap());
     let mut anonymous = RedisConn::connect(node.addr(), None).unwrap();
@@ -132,33 +132,33 @@ fn acl_user_is_the_only_login() {
     let err = RedisConn::connect(node.addr(), Some(("alice", "wrong"))).unwrap_err();
     assert!(err.to_string().contains("WRONGPASS"), "{err}");
     // The harness's own helpers log in by themselves.
-    cluster.flushall();
-    cluster.assert_no_leaks();
+    servers.flushall();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn leak_check_flags_keys_without_ttl_only() {
-    let cluster = Cluster::start(2);
-    let mut conn = cluster.node(1).conn().unwrap();
+    let servers = Servers::start(2);
+    let mut conn = servers.node(1).conn().unwrap();
     conn.set_px("lock:a", "token", Duration::from_secs(60)).unwrap();
     conn.set("redlease:fence:a", "7").unwrap();
-    cluster.assert_no_leaks();
-    assert_eq!(cluster.lock_keys().len(), 1);
-    assert_eq!(cluster.all_keys().len(), 2);
+    servers.assert_no_leaks();
+    assert_eq!(servers.lock_keys().len(), 1);
+    assert_eq!(servers.all_keys().len(), 2);
     conn.set("lock:b", "token").unwrap();
-    let panic = std::panic::catch_unwind(|| cluster.assert_no_leaks()).unwrap_err();
+    let panic = std::panic::catch_unwind(|| servers.assert_no_leaks()).unwrap_err();
     let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("lock:b") && !msg.contains("lock:a"), "{msg}");
 }
 
 #[test]
 fn drop_stops_every_process() {
-    let cluster = Cluster::start(3);
-    cluster.node(1).pause();
-    let pids: Vec<u32> = cluster.nodes().iter().map(|n| n.pid().unwrap()).collect();
+    let servers = Servers::start(3);
+    servers.node(1).pause();
+    let pids: Vec<u32> = servers.nodes().iter().map(|n| n.pid().unwrap()).collect();
     let dirs_exist = pids.iter().all(|p| alive(*p));
     assert!(dirs_exist);
-    drop(cluster);
+    drop(servers);
     for pid in pids {
         assert!(!alive(pid), "redis-server {pid} still running after drop");
     }
@@ -168,9 +168,9 @@ fn drop_stops_every_process() {
 fn panicking_test_still_stops_its_processes() {
     let (tx, rx) = std::sync::mpsc::channel();
     let result = std::thread::spawn(move || {
-        let cluster = Cluster::start(2);
-        tx.send(cluster.nodes().iter().map(|n| n.pid().unwrap()).collect::<Vec<_>>()).unwrap();
-        panic!("a test failing while its cluster runs");
+        let servers = Servers::start(2);
+        tx.send(servers.nodes().iter().map(|n| n.pid().unwrap()).collect::<Vec<_>>()).unwrap();
+        panic!("a test failing while its servers run");
     })
     .join();
     assert!(result.is_err());
@@ -187,7 +187,7 @@ fn panicking_test_still_stops_its_processes() {
 #[ignore = "helper: run by missing_redis_server_is_one_clear_line"]
 fn probe_missing_redis_server() {
     if std::env::var_os("REDLEASE_PROBE_MISSING").is_some() {
-        let _ = Cluster::start(1);
+        let _ = Servers::start(1);
     }
 }
 
@@ -223,14 +223,14 @@ fn read_pong(s: &mut TcpStream) -> io::Result<()> {
 
 #[test]
 fn proxy_passes_and_delays() {
-    let cluster = Cluster::start(1);
-    let proxy = Proxy::start(cluster.node(0).addr());
-    assert_eq!(proxy.upstream(), cluster.node(0).addr());
+    let servers = Servers::start(1);
+    let proxy = Proxy::start(servers.node(0).addr());
+    assert_eq!(proxy.upstream(), servers.node(0).addr());
     assert_eq!(proxy.mode(), Mode::Pass);
     let mut conn = RedisConn::connect(proxy.addr(), None).unwrap();
     assert!(conn.ping().unwrap());
     conn.set("through", "proxy").unwrap();
-    assert_eq!(cluster.node(0).conn().unwrap().get("through").unwrap().as_deref(), Some("proxy"));
+    assert_eq!(servers.node(0).conn().unwrap().get("through").unwrap().as_deref(), Some("proxy"));
 
     // Delay holds each chunk back at least that long each way (a lower bound only).
     let delay = Duration::from_millis(100);
@@ -248,13 +248,13 @@ fn proxy_passes_and_delays() {
     assert!(conn.ping().unwrap());
     assert!(proxy.accepted() >= 2);
     assert_eq!(proxy.active(), 2);
-    cluster.flushall();
+    servers.flushall();
 }
 
 #[test]
 fn proxy_blackhole_holds_bytes_until_healed() {
-    let cluster = Cluster::start(1);
-    let proxy = Proxy::start(cluster.node(0).addr());
+    let servers = Servers::start(1);
+    let proxy = Proxy::start(servers.node(0).addr());
     let mut open = raw(proxy.addr(), Duration::from_millis(300));
     open.write_all(b"PING\r\n").unwrap();
     read_pong(&mut open).unwrap();
@@ -278,8 +278,8 @@ fn proxy_blackhole_holds_bytes_until_healed() {
 
 #[test]
 fn proxy_reset_kills_open_and_new_connections() {
-    let cluster = Cluster::start(1);
-    let proxy = Proxy::start(cluster.node(0).addr());
+    let servers = Servers::start(1);
+    let proxy = Proxy::start(servers.node(0).addr());
     let mut open = raw(proxy.addr(), Duration::from_secs(5));
     open.write_all(b"PING\r\n").unwrap();
     read_pong(&mut open).unwrap();
@@ -306,15 +306,15 @@ fn proxy_reset_kills_open_and_new_connections() {
 
 #[test]
 fn proxy_in_front_of_a_dead_node_fails_connections() {
-    let cluster = Cluster::start(1);
-    let proxy = Proxy::start(cluster.node(0).addr());
-    cluster.node(0).kill();
+    let servers = Servers::start(1);
+    let proxy = Proxy::start(servers.node(0).addr());
+    servers.node(0).kill();
     let mut s = raw(proxy.addr(), Duration::from_secs(5));
     let _ = s.write_all(b"PING\r\n");
     let mut buf = [0u8; 1];
     let r = s.read(&mut buf);
     assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
-    cluster.node(0).restart(false);
+    servers.node(0).restart(false);
     let mut s = raw(proxy.addr(), Duration::from_secs(5));
     s.write_all(b"PING\r\n").unwrap();
     read_pong(&mut s).unwrap();

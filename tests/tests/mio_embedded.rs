@@ -1,5 +1,5 @@
 //! The `redlease-mio` driver embedded in a foreign mio loop that also serves its own sockets
-//! (an echo listener answering clients on other threads), against a real cluster with faults:
+//! (an echo listener answering clients on other threads), against real servers with faults:
 //! locks are taken and released, and a long-held auto-extended lock is kept, while a node is
 //! paused (SIGSTOP), killed and restarted. Both the echo service and the locks keep working
 //! in every phase.
@@ -14,7 +14,7 @@ use redlease_mio::mio::event::Event as MioEvent;
 use redlease_mio::mio::net::{TcpListener, TcpStream};
 use redlease_mio::mio::{Events, Interest, Poll, Token};
 use redlease_mio::{Config, Driver, Event, LockId, LockOptions, LockShape, ReleaseOutcome, new_token};
-use redlease_tests::Cluster;
+use redlease_tests::Servers;
 
 const LISTENER: Token = Token(0);
 const FIRST_CONN: usize = 1;
@@ -201,13 +201,13 @@ impl Host {
 
 #[test]
 fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let poll = Poll::new().unwrap();
     let mut listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE).unwrap();
     let addr = listener.local_addr().unwrap();
 
-    let mut config = Config::from_urls(cluster.urls()).unwrap();
+    let mut config = Config::from_urls(servers.urls()).unwrap();
     config.reconnect_min = Duration::from_millis(10);
     config.reconnect_max = Duration::from_millis(200);
     let mut driver = Driver::new(config, REDLEASE).unwrap();
@@ -254,13 +254,13 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
 
     host.phase("all nodes up", &echoes);
 
-    cluster.node(0).pause();
+    servers.node(0).pause();
     host.phase("node 0 paused", &echoes);
-    cluster.node(0).resume();
+    servers.node(0).resume();
 
-    cluster.node(1).kill();
+    servers.node(1).kill();
     host.phase("node 1 killed", &echoes);
-    cluster.node(1).restart(false);
+    servers.node(1).restart(false);
     host.run_until("node 1 reconnected", |h| h.driver.health().nodes[1].is_ready());
 
     // The leader lock survived all of it, extended all along.
@@ -271,10 +271,10 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     host.leader = None;
     host.release(leader);
 
-    cluster.node(2).kill();
+    servers.node(2).kill();
     // Now a quorum needs the restarted node 1: the driver reconnected to it by itself.
     host.phase("node 1 restarted, node 2 killed", &echoes);
-    cluster.node(2).restart(false);
+    servers.node(2).restart(false);
     host.run_until("node 2 reconnected", |h| h.driver.health().nodes[2].is_ready());
     host.phase("all nodes back", &echoes);
 
@@ -284,16 +284,16 @@ fn a_foreign_mio_loop_keeps_serving_while_locks_are_taken_and_released() {
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
     assert!(total >= (5 * 2 * CLIENTS) as u64, "{total} echoes");
     assert_eq!(total as usize, echoes.load(Ordering::SeqCst));
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn an_embedded_driver_takes_a_semaphores_permits() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let poll = Poll::new().unwrap();
     let mut listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE).unwrap();
-    let mut driver = Driver::new(Config::from_urls(cluster.urls()).unwrap(), REDLEASE).unwrap();
+    let mut driver = Driver::new(Config::from_urls(servers.urls()).unwrap(), REDLEASE).unwrap();
     driver.register(poll.registry(), Instant::now()).unwrap();
     let echo = Echo { listener, conns: HashMap::new(), next: FIRST_CONN };
     let mut host = Host { poll, events: Events::with_capacity(128), echo, driver, seen: Vec::new(), leader: None };
@@ -327,5 +327,5 @@ fn an_embedded_driver_takes_a_semaphores_permits() {
     let (all, slots) = host.try_permits("embedded-pool", 3, 3).expect("every permit once all are free");
     assert_eq!(slots, [0, 1, 2]);
     host.release(all);
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redlease_client::Error;
 use redlease_core::{Config, Health, LockOptions, TlsSettings};
-use redlease_tests::{Cluster, ClusterModeNode, Listen};
+use redlease_tests::{ClusterModeNode, Listen, Servers};
 
 const CONNECT: Duration = Duration::from_millis(500);
 
@@ -45,9 +45,9 @@ fn last_errors(config: &Config) -> Vec<(&'static str, Health, String)> {
 
 #[test]
 fn a_certificate_from_an_unknown_ca_is_misconfigured_and_names_the_setting() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let files = cluster.tls().unwrap();
-    let untrusted = config(&cluster.node(0).tls_url(), TlsSettings::new().ca_file(&files.other_ca));
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let files = servers.tls().unwrap();
+    let untrusted = config(&servers.node(0).tls_url(), TlsSettings::new().ca_file(&files.other_ca));
     for (who, health, e) in last_errors(&untrusted) {
         assert!(health.nodes[0].is_misconfigured() && health.misconfigured(), "[{who}] {health}");
         assert!(health.to_string().contains("MISCONFIGURED"), "[{who}] {health}");
@@ -56,7 +56,7 @@ fn a_certificate_from_an_unknown_ca_is_misconfigured_and_names_the_setting() {
     }
     // Trusted, but for another name: the hint names the other setting.
     let wrong_name = TlsSettings::new().ca_file(&files.ca).server_name("redis.example.com");
-    for (who, health, e) in last_errors(&config(&cluster.node(0).tls_url(), wrong_name)) {
+    for (who, health, e) in last_errors(&config(&servers.node(0).tls_url(), wrong_name)) {
         assert!(health.nodes[0].is_misconfigured(), "[{who}] {health}");
         assert!(e.contains("NotValidForName") && e.contains("server_name"), "[{who}] {e}");
     }
@@ -69,9 +69,9 @@ fn a_certificate_from_an_unknown_ca_is_misconfigured_and_names_the_setting() {
 
 #[test]
 fn a_scheme_that_does_not_match_the_port_gets_a_hint() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let files = cluster.tls().unwrap();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let files = servers.tls().unwrap();
+    let node = servers.node(0);
     // A TLS server behind redis://: it drops our plaintext handshake at once.
     let tls_as_plain = format!("redis://{}", node.tls_addr());
     for (who, health, e) in last_errors(&config(&tls_as_plain, TlsSettings::new())) {

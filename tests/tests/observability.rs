@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redlease_core::{Config, LockOptions};
-use redlease_tests::Cluster;
+use redlease_tests::Servers;
 use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -188,19 +188,19 @@ fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-/// A 3-node ACL cluster whose node 0 gets a wrong password: it refuses us, the others serve.
-fn one_misconfigured() -> (Cluster, Config, String) {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
-    let (user, pass) = cluster.credentials().unwrap();
-    let urls: Vec<String> = cluster
+/// Three ACL servers whose node 0 gets a wrong password: it refuses us, the others serve.
+fn one_misconfigured() -> (Servers, Config, String) {
+    let servers = Servers::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let (user, pass) = servers.credentials().unwrap();
+    let urls: Vec<String> = servers
         .addrs()
         .iter()
         .enumerate()
         .map(|(i, a)| if i == 0 { format!("redis://{user}:wrong@{a}") } else { format!("redis://{user}:{pass}@{a}") })
         .collect();
     let config = Config::from_urls(&urls).unwrap().reconnect(Duration::from_millis(10), Duration::from_millis(50));
-    let bad = cluster.addrs()[0].to_string();
-    (cluster, config, bad)
+    let bad = servers.addrs()[0].to_string();
+    (servers, config, bad)
 }
 
 /// Every metric recorded so far is in the table of the `redlease::monitor` docs, with each of
@@ -226,8 +226,8 @@ fn assert_labels_documented() {
 }
 
 /// What every client must show, whatever its runtime: `lock` runs `n` lock+release cycles of
-/// `resource` on a cluster whose node 0 refuses the password.
-fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl FnOnce(usize)) {
+/// `resource` on servers whose node 0 refuses the password.
+fn check(resource: &str, servers: &Servers, bad: &str, n: usize, cycles: impl FnOnce(usize)) {
     capture();
     cycles(n);
     // The acquire spans: one per lock, with the outcome, the attempts and each node's vote.
@@ -262,7 +262,7 @@ fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl Fn
     assert!(metric("redlease_releases_total", &[("outcome", "released")]).unwrap_or(0.0) >= n as f64);
     assert_labels_documented();
     assert!(metric("redlease_hold_seconds", &[]).unwrap_or(0.0) >= n as f64);
-    let good = cluster.addrs()[1].to_string();
+    let good = servers.addrs()[1].to_string();
     assert_eq!(metric("redlease_node_up", &[("node", good.as_str())]), Some(1.0));
     assert_eq!(metric("redlease_node_up", &[("node", bad)]), Some(0.0));
     assert!(metric("redlease_node_rtt_seconds", &[("node", good.as_str())]).is_some_and(|s| s > 0.0));
@@ -271,8 +271,8 @@ fn check(resource: &str, cluster: &Cluster, bad: &str, n: usize, cycles: impl Fn
 
 #[test]
 fn tokio_client_traces_and_counts() {
-    let (cluster, config, bad) = one_misconfigured();
-    check("obs:tokio", &cluster, &bad, 5, |n| {
+    let (servers, config, bad) = one_misconfigured();
+    check("obs:tokio", &servers, &bad, 5, |n| {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
             let client = redlease_tokio::Client::with_config(config).await.unwrap();
@@ -291,11 +291,11 @@ fn tokio_client_traces_and_counts() {
 
 #[test]
 fn a_semaphores_acquisition_shows_its_limit_slots_and_kind() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     capture();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let slots = rt.block_on(async {
-        let client = redlease_tokio::Client::connect(cluster.urls()).await.unwrap();
+        let client = redlease_tokio::Client::connect(servers.urls()).await.unwrap();
         let options = LockOptions::new("obs:sem", Duration::from_secs(10)).semaphore(4).permits(2);
         let guard = client.lock_with(options).await.unwrap();
         let slots = guard.permits().to_vec();
@@ -314,8 +314,8 @@ fn a_semaphores_acquisition_shows_its_limit_slots_and_kind() {
 
 #[test]
 fn blocking_mio_client_traces_and_counts() {
-    let (cluster, config, bad) = one_misconfigured();
-    check("obs:mio", &cluster, &bad, 5, |n| {
+    let (servers, config, bad) = one_misconfigured();
+    check("obs:mio", &servers, &bad, 5, |n| {
         let client = redlease_mio::Client::with_config(config).unwrap();
         for _ in 0..n {
             let guard = client.lock_with(LockOptions::new("obs:mio", Duration::from_secs(10))).unwrap();
@@ -334,16 +334,16 @@ fn blocking_mio_client_traces_and_counts() {
 #[test]
 fn a_node_refusing_wake_ups_is_polled_and_says_why() {
     capture();
-    let cluster = Cluster::start(3);
-    let mut admin = cluster.node(0).conn().unwrap();
+    let servers = Servers::start(3);
+    let mut admin = servers.node(0).conn().unwrap();
     admin.ok(&["ACL", "SETUSER", "nopush", "on", ">pw", "~*", "resetchannels", "+@all"]).unwrap();
-    let urls: Vec<String> = cluster
+    let urls: Vec<String> = servers
         .addrs()
         .iter()
         .enumerate()
         .map(|(i, a)| if i == 0 { format!("redis://nopush:pw@{a}") } else { format!("redis://{a}") })
         .collect();
-    let polled = cluster.addrs()[0].to_string();
+    let polled = servers.addrs()[0].to_string();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let config = Config::from_urls(&urls).unwrap().require_all(true);
@@ -376,7 +376,7 @@ fn a_node_refusing_wake_ups_is_polled_and_says_why() {
         client.close().await;
     });
     // Node 0 deleted the keys although its `PUBLISH` was refused.
-    assert!(eventually(Duration::from_secs(2), || cluster.lock_keys().is_empty()), "{:?}", cluster.lock_keys());
+    assert!(eventually(Duration::from_secs(2), || servers.lock_keys().is_empty()), "{:?}", servers.lock_keys());
     let lines = events(Level::INFO, "waiters poll this node");
     let ours: Vec<_> = lines.iter().filter(|e| e.fields.get("addr").is_some_and(|a| a.contains(&polled))).collect();
     assert_eq!(ours.len(), 1, "one line for the change, not one per lock: {lines:?}");
@@ -412,8 +412,8 @@ fn check_parents(resource: &str) {
 #[test]
 fn tokio_operation_spans_are_children_of_the_callers_span() {
     capture();
-    let cluster = Cluster::start(3);
-    let config = Config::from_urls(cluster.urls()).unwrap();
+    let servers = Servers::start(3);
+    let config = Config::from_urls(servers.urls()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let client = redlease_tokio::Client::with_config(config).await.unwrap();
@@ -433,8 +433,8 @@ fn tokio_operation_spans_are_children_of_the_callers_span() {
 #[test]
 fn blocking_mio_operation_spans_are_children_of_the_callers_span() {
     capture();
-    let cluster = Cluster::start(3);
-    let client = redlease_mio::Client::with_config(Config::from_urls(cluster.urls()).unwrap()).unwrap();
+    let servers = Servers::start(3);
+    let client = redlease_mio::Client::with_config(Config::from_urls(servers.urls()).unwrap()).unwrap();
     tracing::info_span!("http_request").in_scope(|| {
         let opts = || LockOptions::new("obs:parent:mio", Duration::from_secs(10));
         let mut guard = client.lock_with(opts()).unwrap();
@@ -483,8 +483,8 @@ fn fmt_output(redlease_debug: bool, run: impl FnOnce()) -> String {
 /// `info,redlease=debug` it shows every outcome with each node's vote, inside the caller's span.
 #[test]
 fn a_fmt_subscriber_shows_lock_activity() {
-    let cluster = Cluster::start(3);
-    let urls = cluster.urls();
+    let servers = Servers::start(3);
+    let urls = servers.urls();
     // A current-thread runtime: the driver runs on this thread, where the subscriber is.
     let cycle = |resource: &'static str, lose: bool| {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -495,8 +495,8 @@ fn a_fmt_subscriber_shows_lock_activity() {
                 // Refused: held (by this client's guard).
                 client.try_lock(resource, Duration::from_secs(10)).await.map(drop).unwrap_err();
                 if lose {
-                    for (i, key, _) in cluster.lock_keys() {
-                        cluster.node(i).conn().unwrap().del(&key).unwrap();
+                    for (i, key, _) in servers.lock_keys() {
+                        servers.node(i).conn().unwrap().del(&key).unwrap();
                     }
                     guard.extend(Duration::from_secs(10)).await.unwrap_err();
                 }
@@ -590,9 +590,9 @@ impl metrics::Recorder for Values {
 /// while the other's stay live. (A recorder of this thread only: both clients run here.)
 #[test]
 fn two_clients_keep_their_series_apart_and_a_closed_one_reads_zero() {
-    let cluster = Cluster::start(3);
-    let urls = cluster.urls();
-    let addrs: Vec<String> = cluster.addrs().iter().map(ToString::to_string).collect();
+    let servers = Servers::start(3);
+    let urls = servers.urls();
+    let addrs: Vec<String> = servers.addrs().iter().map(ToString::to_string).collect();
     let values = Values::default();
     metrics::with_local_recorder(&values, || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -14,7 +14,7 @@ const PUBLISHED: &[(&str, &str)] = &[
     ("runtime-tokio", "redlease-tokio"),
     ("runtime-smol", "redlease-smol"),
     ("runtime-mio", "redlease-mio"),
-    ("cluster", "redlease-cluster"),
+    ("servers", "redlease-servers"),
     ("cli", "redlease-cli"),
 ];
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redlease_client::{AcquireError, Error};
 use redlease_core::{Config, Vote};
-use redlease_tests::{Cluster, Node};
+use redlease_tests::{Node, Servers};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -32,16 +32,16 @@ fn promote(replica: &Node) {
 
 #[test]
 fn when_a_lock_is_held_its_keys_are_on_the_replicas() {
-    let cluster = Cluster::builder().nodes(3).replicas(1).start();
+    let servers = Servers::builder().nodes(3).replicas(1).start();
     // The blocking client and the tokio one: the core adds WAIT for both.
-    let client = redlease_mio::Client::with_config(config(&cluster.urls(), true)).unwrap();
+    let client = redlease_mio::Client::with_config(config(&servers.urls(), true)).unwrap();
     let health = client.health();
     assert!(health.nodes.iter().all(|n| n.min_replicas.is_some_and(|m| m.replicas == 1)), "{health}");
     assert!(health.to_string().contains("grants wait for 1 replica(s), 50ms"), "{health}");
     let mut guard = client.lock("replicated", TTL).unwrap();
     // No waiting: each grant counted only once its replica had it, and a quorum counted.
     let on_replicas = |key: &str, token: &str| {
-        (0..3).filter(|&i| get(&cluster.replicas(i)[0], key).as_deref() == Some(token)).count()
+        (0..3).filter(|&i| get(&servers.replicas(i)[0], key).as_deref() == Some(token)).count()
     };
     assert!(on_replicas("replicated", guard.token()) >= 2, "the replicas of a quorum have it");
     guard.extend(TTL).unwrap();
@@ -49,20 +49,20 @@ fn when_a_lock_is_held_its_keys_are_on_the_replicas() {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let client = redlease_tokio::Client::with_config(config(&cluster.urls(), true)).await.unwrap();
+        let client = redlease_tokio::Client::with_config(config(&servers.urls(), true)).await.unwrap();
         let guard = client.lock("replicated-tokio", TTL).await.unwrap();
         assert!(on_replicas("replicated-tokio", guard.token()) >= 2, "the replicas of a quorum have it");
         guard.release().await.unwrap();
         client.close().await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 #[test]
 fn a_replica_that_does_not_answer_fails_grants_within_the_timeout() {
-    let cluster = Cluster::builder().nodes(1).replicas(1).start();
-    let client = redlease_mio::Client::with_config(config(&cluster.urls(), true)).unwrap();
-    let replica = &cluster.replicas(0)[0];
+    let servers = Servers::builder().nodes(1).replicas(1).start();
+    let client = redlease_mio::Client::with_config(config(&servers.urls(), true)).unwrap();
+    let replica = &servers.replicas(0)[0];
     replica.pause();
     let started = Instant::now();
     match client.try_lock("stalled", TTL) {
@@ -74,11 +74,11 @@ fn a_replica_that_does_not_answer_fails_grants_within_the_timeout() {
     assert!(started.elapsed() < Duration::from_secs(1), "failed within the timeouts, took {:?}", started.elapsed());
     // The primary's grant was cleaned up; nothing is left without a TTL.
     let deadline = Instant::now() + Duration::from_secs(3);
-    while get(cluster.node(0), "stalled").is_some() && Instant::now() < deadline {
+    while get(servers.node(0), "stalled").is_some() && Instant::now() < deadline {
         client.run_for(Duration::from_millis(10)).unwrap();
     }
-    assert_eq!(get(cluster.node(0), "stalled"), None, "the failed grant was released");
-    cluster.assert_no_leaks();
+    assert_eq!(get(servers.node(0), "stalled"), None, "the failed grant was released");
+    servers.assert_no_leaks();
     replica.resume();
     client.lock("stalled", TTL).unwrap().release().unwrap();
 }
@@ -90,13 +90,13 @@ fn a_replica_that_does_not_answer_fails_grants_within_the_timeout() {
 #[test]
 fn a_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
     // Without: lost.
-    let cluster = Cluster::builder().nodes(1).replicas(1).start();
-    let replica = &cluster.replicas(0)[0];
-    let first = redlease_mio::Client::with_config(config(&cluster.urls(), false)).unwrap();
+    let servers = Servers::builder().nodes(1).replicas(1).start();
+    let replica = &servers.replicas(0)[0];
+    let first = redlease_mio::Client::with_config(config(&servers.urls(), false)).unwrap();
     replica.pause();
-    cluster.node(0).conn().and_then(|mut c| c.checked(&["CLIENT", "KILL", "TYPE", "replica"])).unwrap();
+    servers.node(0).conn().and_then(|mut c| c.checked(&["CLIENT", "KILL", "TYPE", "replica"])).unwrap();
     let held = first.lock("job", TTL).unwrap();
-    cluster.node(0).kill();
+    servers.node(0).kill();
     replica.resume();
     promote(replica);
     let second = redlease_mio::Client::connect([replica.url()]).unwrap();
@@ -105,11 +105,11 @@ fn a_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
     drop((again, held));
 
     // With: kept.
-    let cluster = Cluster::builder().nodes(1).replicas(1).start();
-    let replica = &cluster.replicas(0)[0];
-    let first = redlease_mio::Client::with_config(config(&cluster.urls(), true)).unwrap();
+    let servers = Servers::builder().nodes(1).replicas(1).start();
+    let replica = &servers.replicas(0)[0];
+    let first = redlease_mio::Client::with_config(config(&servers.urls(), true)).unwrap();
     let held = first.lock("job", TTL).unwrap();
-    cluster.node(0).kill();
+    servers.node(0).kill();
     promote(replica);
     let second = redlease_mio::Client::connect([replica.url()]).unwrap();
     match second.try_lock("job", TTL) {
@@ -126,16 +126,16 @@ fn a_failover_loses_a_lock_unless_grants_wait_for_the_replica() {
 /// left behind.
 #[test]
 fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name() {
-    let cluster = Cluster::builder().nodes(3).replicas(1).start();
+    let servers = Servers::builder().nodes(3).replicas(1).start();
     let urls: Vec<String> =
-        cluster.urls().iter().map(|u| format!("{u}?min_replicas=1&replicas_timeout=50&replicas_fsync=1")).collect();
+        servers.urls().iter().map(|u| format!("{u}?min_replicas=1&replicas_timeout=50&replicas_fsync=1")).collect();
     let client = redlease_mio::Client::with_config(config(&urls, false)).unwrap();
     assert!(
         client.health().to_string().contains("grants wait for 1 replica(s) (on disk), 50ms"),
         "{}",
         client.health()
     );
-    let info = cluster.nodes()[0].conn().and_then(|mut c| c.cmd(&["INFO", "server"])).unwrap();
+    let info = servers.nodes()[0].conn().and_then(|mut c| c.cmd(&["INFO", "server"])).unwrap();
     let info = info.as_text().unwrap_or_default();
     let version: Vec<u32> = info
         .lines()
@@ -144,12 +144,12 @@ fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name(
         .unwrap_or_default();
     if version.as_slice() >= [7, 2].as_slice() {
         for i in 0..3 {
-            for node in [&cluster.nodes()[i], &cluster.replicas(i)[0]] {
+            for node in [&servers.nodes()[i], &servers.replicas(i)[0]] {
                 node.conn().and_then(|mut c| c.checked(&["CONFIG", "SET", "appendonly", "yes"])).unwrap();
             }
         }
         let guard = client.lock("on-disk", TTL).unwrap();
-        assert!((0..3).filter(|&i| get(&cluster.replicas(i)[0], "on-disk").is_some()).count() >= 2);
+        assert!((0..3).filter(|&i| get(&servers.replicas(i)[0], "on-disk").is_some()).count() >= 2);
         guard.release().unwrap();
     } else {
         match client.try_lock("on-disk", TTL) {
@@ -164,7 +164,7 @@ fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name(
             other => panic!("Redis {version:?} has no WAITAOF: {:?}", other.map(|g| g.token().to_owned())),
         }
     }
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Nodes with fewer replicas online than their `min_replicas`, on real servers. Connecting
@@ -174,8 +174,8 @@ fn replicas_fsync_waits_for_the_replicas_append_only_file_or_is_refused_by_name(
 /// misconfigured, naming `min_replicas` and the count.
 #[test]
 fn nodes_short_of_the_replicas_their_grants_wait_for_are_not_used() {
-    let cluster = Cluster::builder().nodes(3).replicas(1).start();
-    let mut short = config(&cluster.urls(), true);
+    let servers = Servers::builder().nodes(3).replicas(1).start();
+    let mut short = config(&servers.urls(), true);
     for i in [1, 2] {
         short.nodes[i] = short.nodes[i].clone().min_replicas(2, Duration::from_millis(50));
     }
@@ -192,10 +192,10 @@ fn nodes_short_of_the_replicas_their_grants_wait_for_are_not_used() {
         other => panic!("two nodes short of replicas: {:?}", other.err()),
     }
 
-    let client = redlease_mio::Client::with_config(config(&cluster.urls(), true).require_all(true)).unwrap();
+    let client = redlease_mio::Client::with_config(config(&servers.urls(), true).require_all(true)).unwrap();
     assert!(client.health().all_ready() && client.health().nodes[0].replicas_online == Some(1), "{}", client.health());
-    cluster.replicas(1)[0].kill();
-    cluster.replicas(2)[0].kill();
+    servers.replicas(1)[0].kill();
+    servers.replicas(2)[0].kill();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !client.health().misconfigured_beyond_quorum() {
         assert!(Instant::now() < deadline, "the lost replicas were not noticed: {}", client.health());
@@ -210,5 +210,5 @@ fn nodes_short_of_the_replicas_their_grants_wait_for_are_not_used() {
         other => panic!("a lock over nodes without their replicas: {:?}", other.map(|g| g.token().to_owned())),
     }
     assert!(started.elapsed() < Duration::from_secs(1), "failed at once, took {:?}", started.elapsed());
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use redlease_core::{Config, LockOptions, TlsSettings};
-use redlease_tests::{Cluster, Listen};
+use redlease_tests::{Listen, Servers};
 
 const CONNECT: Duration = Duration::from_millis(500);
 
@@ -31,9 +31,9 @@ fn refused(config: Config, place: &str, reasons: &[&str]) {
 
 #[test]
 fn an_unknown_ca_a_wrong_name_and_a_plaintext_server_are_named_failures() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let files = cluster.tls().unwrap();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let files = servers.tls().unwrap();
+    let node = servers.node(0);
     let place = node.tls_addr().to_string();
     // Signed by a CA we do not trust.
     refused(config(&node.tls_url(), TlsSettings::new().ca_file(&files.other_ca)), &place, &["UnknownIssuer"]);
@@ -53,9 +53,9 @@ fn an_unknown_ca_a_wrong_name_and_a_plaintext_server_are_named_failures() {
 
 #[test]
 fn a_server_that_requires_a_client_certificate_refuses_one_without_and_serves_one_with() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::TlsClientAuth).start();
-    let files = cluster.tls().unwrap();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).listen(Listen::TlsClientAuth).start();
+    let files = servers.tls().unwrap();
+    let node = servers.node(0);
     let place = node.tls_addr().to_string();
     refused(
         config(&node.tls_url(), TlsSettings::new().ca_file(&files.ca)),
@@ -71,13 +71,13 @@ fn a_server_that_requires_a_client_certificate_refuses_one_without_and_serves_on
 
 #[test]
 fn bad_tls_settings_fail_at_construction_naming_the_node_and_never_the_key() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let node = servers.node(0);
     let missing = TlsSettings::new().ca_file("/nonexistent/ca.pem");
     let e = redlease_mio::Client::with_config(config(&node.tls_url(), missing)).map(drop).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/ca.pem") && e.contains(&node.tls_addr().to_string()), "{e}");
     let key = "-----BEGIN PRIVATE KEY-----\ntopsecretkeymaterial\n-----END PRIVATE KEY-----\n";
-    let files = cluster.tls().unwrap();
+    let files = servers.tls().unwrap();
     let bad_key =
         TlsSettings::new().ca_file(&files.ca).client_cert_pem(std::fs::read(&files.client_cert).unwrap(), key);
     let e = redlease_mio::Client::with_config(config(&node.tls_url(), bad_key.clone())).map(drop).unwrap_err();
@@ -89,9 +89,9 @@ fn bad_tls_settings_fail_at_construction_naming_the_node_and_never_the_key() {
 #[test]
 fn the_embedded_driver_locks_over_tls_and_over_a_unix_socket() {
     for listen in [Listen::Tls, Listen::Unix] {
-        let cluster = Cluster::builder().nodes(3).listen(listen).start();
-        let mut config = Config::from_urls(cluster.urls()).unwrap();
-        if let Some(files) = cluster.tls() {
+        let servers = Servers::builder().nodes(3).listen(listen).start();
+        let mut config = Config::from_urls(servers.urls()).unwrap();
+        if let Some(files) = servers.tls() {
             config = config.tls(TlsSettings::new().ca_file(&files.ca));
         }
         let mut poll = redlease_mio::mio::Poll::new().unwrap();
@@ -130,15 +130,15 @@ fn the_embedded_driver_locks_over_tls_and_over_a_unix_socket() {
                 }
             }
         }
-        cluster.assert_no_leaks();
+        servers.assert_no_leaks();
     }
 }
 
 #[test]
 fn the_ca_as_pem_bytes_a_server_name_override_and_the_danger_mode_each_connect() {
-    let cluster = Cluster::builder().nodes(1).listen(Listen::Tls).start();
-    let files = cluster.tls().unwrap();
-    let node = cluster.node(0);
+    let servers = Servers::builder().nodes(1).listen(Listen::Tls).start();
+    let files = servers.tls().unwrap();
+    let node = servers.node(0);
     let ca = std::fs::read(&files.ca).unwrap();
     // Through `localhost` in the URL's place (the certificate names both), the CA given as bytes.
     let by_name = TlsSettings::new().ca_pem(ca).server_name("localhost");

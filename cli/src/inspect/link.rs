@@ -7,9 +7,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::NodeTransport;
-use redlease_cluster::{RedisConn, Reply};
 use redlease_core::NodeConfig;
 use redlease_core::cluster::hash_slot;
+use redlease_servers::{RedisConn, Reply};
 
 use super::fault::Fault;
 use super::redis_cluster::{ClusterLink, cluster_form, name_of, unwrap_form};

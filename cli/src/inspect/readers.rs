@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use redlease_cluster::{RedisConn, Reply};
 use redlease_core::{READERS_PREFIX, READERS_VALUE};
+use redlease_servers::{RedisConn, Reply};
 
 use super::fault::Fault;
 use super::json;

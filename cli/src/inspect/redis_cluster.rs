@@ -11,9 +11,9 @@
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{NodeTransport, Target};
-use redlease_cluster::{FENCE_PREFIX, RedisConn, Reply, parse_cluster_slots};
 use redlease_core::cluster::{MAX_MASTERS, Redirect, SLOTS, cluster_key, hash_slot, hash_tag, redirect};
 use redlease_core::{NodeConfig, READERS_PREFIX, Transport};
+use redlease_servers::{FENCE_PREFIX, RedisConn, Reply, parse_cluster_slots};
 
 use super::fault::Fault;
 use crate::connect::open;

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{FORMAT_KEY, NodeConfig, TlsSettings};
+use redlease_servers::FENCE_PREFIX;
 
 use super::fault::{Fault, FaultKind};
 use super::link::{Hit, Open, glob_literal};

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{MAX_PERMITS, NodeConfig};
+use redlease_servers::FENCE_PREFIX;
 
 use super::fault::Fault;
 use super::link::Open;

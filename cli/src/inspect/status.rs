@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use redlease_cluster::FENCE_PREFIX;
 use redlease_core::{NodeConfig, TlsSettings};
+use redlease_servers::FENCE_PREFIX;
 
 use super::fault::Fault;
 use super::link::{Open, Served};

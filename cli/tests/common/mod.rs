@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use redlease_cluster::Cluster;
+use redlease_servers::Servers;
 
 /// The redlease binary, with no REDLEASE_NODES from the environment, in a process group of its
 /// own: a signal the test sends reaches it alone, and it never takes a Ctrl-C for the
@@ -18,8 +18,8 @@ pub fn redlease() -> Command {
     c
 }
 
-pub fn nodes(cluster: &Cluster) -> String {
-    cluster.urls().join(",")
+pub fn nodes(servers: &Servers) -> String {
+    servers.urls().join(",")
 }
 
 pub fn run(cmd: &mut Command) -> Output {

@@ -114,7 +114,7 @@ impl Drop for Redis {
     }
 }
 
-pub fn cluster(n: usize) -> Vec<Redis> {
+pub fn servers(n: usize) -> Vec<Redis> {
     (0..n).map(|_| Redis::start()).collect()
 }
 

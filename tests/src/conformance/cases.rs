@@ -1,4 +1,4 @@
-//! The cases. Each is one function generic over the [`Subject`]; it starts its own cluster and
+//! The cases. Each is one function generic over the [`Subject`]; it starts its own servers and
 //! ends with the leak check.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use redlease_core::{
 };
 
 use super::{Failure, FailureKind, HolderLog, LockSpec, Options, Subject};
-use crate::{Cluster, Mode, Proxy, Reply};
+use crate::{Mode, Proxy, Reply, Servers};
 
 pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -74,8 +74,8 @@ pub(super) async fn eventually<S: Subject>(timeout: Duration, what: &str, mut ch
 }
 
 /// `(value, PTTL)` of `key` on each live node (`None` for a node that is down or paused).
-pub(super) fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>, i64)>> {
-    cluster
+pub(super) fn values(servers: &Servers, key: &str) -> Vec<Option<(Option<String>, i64)>> {
+    servers
         .nodes()
         .iter()
         .map(|n| {
@@ -91,14 +91,14 @@ pub(super) fn values(cluster: &Cluster, key: &str) -> Vec<Option<(Option<String>
 }
 
 /// Nodes where `key` holds `token` (marked as waited for, `token:`, or not).
-fn holding(cluster: &Cluster, key: &str, token: &str) -> usize {
+fn holding(servers: &Servers, key: &str, token: &str) -> usize {
     let is_ours = |v: &str| redlease_core::holder_of(v).0 == token;
-    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.as_deref().is_some_and(is_ours)).count()
+    values(servers, key).into_iter().flatten().filter(|(v, _)| v.as_deref().is_some_and(is_ours)).count()
 }
 
 /// How many `PUBLISH` calls each node has run (scripts' included), from `INFO commandstats`.
-fn publishes(cluster: &Cluster) -> Vec<u64> {
-    cluster
+fn publishes(servers: &Servers) -> Vec<u64> {
+    servers
         .nodes()
         .iter()
         .map(|n| {
@@ -114,14 +114,14 @@ fn publishes(cluster: &Cluster) -> Vec<u64> {
 }
 
 /// Nodes where `key` exists.
-fn present(cluster: &Cluster, key: &str) -> usize {
-    values(cluster, key).into_iter().flatten().filter(|(v, _)| v.is_some()).count()
+fn present(servers: &Servers, key: &str) -> usize {
+    values(servers, key).into_iter().flatten().filter(|(v, _)| v.is_some()).count()
 }
 
 /// A proxy in front of every node, and the URLs that go through them.
-fn proxied(cluster: &Cluster) -> (Vec<Proxy>, Vec<String>) {
-    let proxies: Vec<Proxy> = cluster.addrs().into_iter().map(Proxy::start).collect();
-    let urls = proxies.iter().map(|p| cluster.url_of(p.addr())).collect();
+fn proxied(servers: &Servers) -> (Vec<Proxy>, Vec<String>) {
+    let proxies: Vec<Proxy> = servers.addrs().into_iter().map(Proxy::start).collect();
+    let urls = proxies.iter().map(|p| servers.url_of(p.addr())).collect();
     (proxies, urls)
 }
 
@@ -149,9 +149,9 @@ pub(super) fn contention_options() -> Options {
 
 /// Guard basics: the token, the validity deadline, the keys on the nodes, extend, release.
 pub fn basics<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(10);
         let before = Instant::now();
         let mut guard = lock::<S>(&client, LockSpec::new("basics", ttl)).await;
@@ -167,7 +167,7 @@ pub fn basics<S: Subject>() {
         assert_eq!(S::fence(&guard), None, "[{}] no fencing token unless asked for", S::NAME);
         assert!(!S::is_lost(&S::lost(&guard)));
         eventually::<S>(Duration::from_secs(2), "every node holds the token with a TTL ≤ ttl", || {
-            values(&cluster, "basics")
+            values(&servers, "basics")
                 .into_iter()
                 .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 0 && p <= 10_000))
         })
@@ -178,7 +178,7 @@ pub fn basics<S: Subject>() {
         assert!(extended > valid, "[{}] extend to 30s must move the deadline later", S::NAME);
         assert_eq!(S::valid_until(&guard), extended, "[{}] valid_until() must follow extend", S::NAME);
         eventually::<S>(Duration::from_secs(2), "every node has the extended TTL", || {
-            values(&cluster, "basics")
+            values(&servers, "basics")
                 .into_iter()
                 .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 10_000 && p <= 30_000))
         })
@@ -188,7 +188,7 @@ pub fn basics<S: Subject>() {
         assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] {report:?}", S::NAME);
         assert!(report.deleted >= 2, "[{}] a quorum must have deleted: {report:?}", S::NAME);
         eventually::<S>(Duration::from_secs(2), "release deletes the key on every node", || {
-            present(&cluster, "basics") == 0
+            present(&servers, "basics") == 0
         })
         .await;
 
@@ -197,7 +197,7 @@ pub fn basics<S: Subject>() {
         assert_ne!(S::token(&again), token, "[{}] tokens must be unique per acquisition", S::NAME);
         assert_eq!(release::<S>(again).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 16 tasks × 30 cycles of read-modify-write on a shared value under the lock: no lost update,
@@ -205,11 +205,11 @@ pub fn basics<S: Subject>() {
 pub fn mutual_exclusion<S: Subject>() {
     const TASKS: usize = 16;
     const CYCLES: usize = 30;
-    let cluster = Cluster::start(5);
+    let servers = Servers::start(5);
     let log = Arc::new(HolderLog::new());
     let counter = Arc::new(AtomicU64::new(0));
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), contention_options()).await;
+        let client = connect::<S>(servers.urls(), contention_options()).await;
         let mut tasks = Vec::new();
         for t in 0..TASKS {
             let (client, log, counter) = (client.clone(), log.clone(), counter.clone());
@@ -238,20 +238,20 @@ pub fn mutual_exclusion<S: Subject>() {
     assert_eq!(counter.load(Ordering::SeqCst), (TASKS * CYCLES) as u64, "[{}] lost updates", S::NAME);
     assert_eq!(log.len(), TASKS * CYCLES);
     log.assert_no_overlap();
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A held lock refuses others with a typed `Held` (per-node votes); a wait bound ends in
 /// `WaitTimeout`; a waiter gets the lock once it is released.
 pub fn contention<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
-        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
+        let b = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(10);
         let guard = lock::<S>(&a, LockSpec::new("contended", ttl)).await;
         eventually::<S>(Duration::from_secs(2), "all nodes hold a's token", || {
-            holding(&cluster, "contended", &S::token(&guard)) == 3
+            holding(&servers, "contended", &S::token(&guard)) == 3
         })
         .await;
 
@@ -288,7 +288,7 @@ pub fn contention<S: Subject>() {
         let second = ok::<S, _>(waiter.await, "waiter after the release");
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// `client` takes `resource` once it is free on every node, and holds it on every node when
@@ -296,15 +296,15 @@ pub fn contention<S: Subject>() {
 /// may still be on its way. A delete that lands after the `SET NX` refuses it there; a waiter's
 /// attempt that reaches that node before the `SET` is granted there instead of queued, and
 /// waits for its next retry to queue.
-async fn take_everywhere<S: Subject>(cluster: &Cluster, client: &S::Client, resource: &str, ttl: Duration) -> S::Guard {
+async fn take_everywhere<S: Subject>(servers: &Servers, client: &S::Client, resource: &str, ttl: Duration) -> S::Guard {
     eventually::<S>(Duration::from_secs(5), "the resource free on every node before it is taken", || {
-        values(cluster, resource).iter().all(|v| matches!(v, Some((None, _))))
+        values(servers, resource).iter().all(|v| matches!(v, Some((None, _))))
     })
     .await;
     let guard = lock::<S>(client, LockSpec::new(resource, ttl)).await;
     let token = S::token(&guard);
     eventually::<S>(Duration::from_secs(5), "the holder's key on every node", || {
-        holding(cluster, resource, &token) == cluster.len()
+        holding(servers, resource, &token) == servers.len()
     })
     .await;
     guard
@@ -314,19 +314,19 @@ async fn take_everywhere<S: Subject>(cluster: &Cluster, client: &S::Client, reso
 /// subscribed on every node and its attempt behind the subscription was refused: from then on
 /// it sleeps its retry delay unless a release message wakes it.
 async fn held_with_a_waiter<S: Subject>(
-    cluster: &Cluster,
+    servers: &Servers,
     a: &S::Client,
     b: &S::Client,
     spec: &LockSpec,
 ) -> (S::Guard, super::BoxFuture<'static, Result<S::Guard, Failure>>) {
-    let guard = take_everywhere::<S>(cluster, a, &spec.resource, spec.ttl).await;
+    let guard = take_everywhere::<S>(servers, a, &spec.resource, spec.ttl).await;
     let waiter = {
         let (b, spec) = (b.clone(), spec.clone());
         S::spawn(async move { S::lock(&b, spec).await })
     };
     let channel = format!("redlease:wake:{}", spec.resource);
     eventually::<S>(Duration::from_secs(3), "the waiter subscribed on every node", || {
-        subscribers(cluster, &channel) == cluster.len() as i64
+        subscribers(servers, &channel) == servers.len() as i64
     })
     .await;
     S::sleep(ms(100)).await;
@@ -334,8 +334,8 @@ async fn held_with_a_waiter<S: Subject>(
 }
 
 /// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
-fn subscribers(cluster: &Cluster, channel: &str) -> i64 {
-    cluster
+fn subscribers(servers: &Servers, channel: &str) -> i64 {
+    servers
         .nodes()
         .iter()
         .map(|n| {
@@ -357,40 +357,40 @@ fn subscribers(cluster: &Cluster, channel: &str) -> i64 {
 /// expire) still goes to the waiter, through the fallback retry. Subscriptions end with the
 /// last waiter.
 pub fn wake_on_release<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
-        let b = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let b = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
         let ttl = Duration::from_secs(30);
         let channel = "redlease:wake:handoff";
         let spec = LockSpec::new("handoff", ttl).wait(Duration::from_secs(20));
 
         // Nobody waits: the release is a plain compare-and-delete and announces nothing.
-        let before = publishes(&cluster);
-        let guard = take_everywhere::<S>(&cluster, &a, "handoff", ttl).await;
+        let before = publishes(&servers);
+        let guard = take_everywhere::<S>(&servers, &a, "handoff", ttl).await;
         let token = S::token(&guard);
-        let unmarked = values(&cluster, "handoff").into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*token));
+        let unmarked = values(&servers, "handoff").into_iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*token));
         assert_eq!(unmarked.count(), 3, "[{}] nobody waited: no mark", S::NAME);
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
         // Released at a quorum: count the publishes once every node has run its release.
-        eventually::<S>(Duration::from_secs(3), "the release run on every node", || present(&cluster, "handoff") == 0)
+        eventually::<S>(Duration::from_secs(3), "the release run on every node", || present(&servers, "handoff") == 0)
             .await;
-        assert_eq!(publishes(&cluster), before, "[{}] an uncontended release published", S::NAME);
+        assert_eq!(publishes(&servers), before, "[{}] an uncontended release published", S::NAME);
 
         for round in 0..3 {
-            let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
+            let (guard, waiter) = held_with_a_waiter::<S>(&servers, &a, &b, &spec).await;
             // The waiter's refused attempt marked the holder's key and left its expiry alone, on
             // a quorum of nodes at least: the holder's lock call returned at a quorum, and a node
             // that ran the waiter's first `SET NX` before the holder's has no key of the holder.
             let marked = format!("{}:", S::token(&guard));
-            let quorum = cluster.len() / 2 + 1;
+            let quorum = servers.len() / 2 + 1;
             eventually::<S>(Duration::from_secs(3), "the holder's key marked on a quorum of nodes", || {
-                let values = values(&cluster, "handoff");
+                let values = values(&servers, "handoff");
                 values.iter().flatten().filter(|(v, _)| v.as_deref() == Some(&*marked)).count() >= quorum
             })
             .await;
-            for (i, v) in values(&cluster, "handoff").into_iter().enumerate() {
+            for (i, v) in values(&servers, "handoff").into_iter().enumerate() {
                 let (value, pttl) = v.unwrap_or_else(|| panic!("node {i} is up"));
                 let intact = value.is_none() || (pttl > 0 && pttl <= ttl.as_millis() as i64);
                 assert!(intact, "[{}] round {round}, node {i}: PTTL {pttl}", S::NAME);
@@ -407,14 +407,14 @@ pub fn wake_on_release<S: Subject>() {
             assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
         }
         eventually::<S>(Duration::from_secs(3), "no subscription left without a waiter", || {
-            subscribers(&cluster, channel) == 0
+            subscribers(&servers, channel) == 0
         })
         .await;
 
         // Freed without a message: the fallback retry still hands it over.
-        let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &spec).await;
+        let (guard, waiter) = held_with_a_waiter::<S>(&servers, &a, &b, &spec).await;
         let freed = Instant::now();
-        for n in cluster.nodes() {
+        for n in servers.nodes() {
             n.conn().and_then(|mut c| c.del("handoff")).unwrap_or_else(|e| panic!("node {}: DEL: {e}", n.index()));
         }
         let second = ok::<S, _>(waiter.await, "waiter after the keys were deleted");
@@ -425,11 +425,11 @@ pub fn wake_on_release<S: Subject>() {
         // A waiter on several resources queues on each of them (a waiter of any kind queues, so
         // none starves) and is handed the key by its release just the same.
         let both = LockSpec::new("handoff", ttl).and("handoff:b").wait(Duration::from_secs(20));
-        let (guard, waiter) = held_with_a_waiter::<S>(&cluster, &a, &b, &both).await;
-        assert_eq!(holding(&cluster, "handoff", &S::token(&guard)), 3);
+        let (guard, waiter) = held_with_a_waiter::<S>(&servers, &a, &b, &both).await;
+        assert_eq!(holding(&servers, "handoff", &S::token(&guard)), 3);
         eventually::<S>(Duration::from_secs(3), "the two-resource waiter in both queues on every node", || {
-            queue_lengths(&cluster, "redlease:queue:handoff") == [1, 1, 1]
-                && queue_lengths(&cluster, "redlease:queue:handoff:b") == [1, 1, 1]
+            queue_lengths(&servers, "redlease:queue:handoff") == [1, 1, 1]
+                && queue_lengths(&servers, "redlease:queue:handoff:b") == [1, 1, 1]
         })
         .await;
         let released = Instant::now();
@@ -439,12 +439,12 @@ pub fn wake_on_release<S: Subject>() {
         assert!(took < Duration::from_secs(2), "[{}] two resources: the handoff took {took:?}", S::NAME);
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// `LLEN` of `key` on each node.
-pub(super) fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
-    cluster
+pub(super) fn queue_lengths(servers: &Servers, key: &str) -> Vec<i64> {
+    servers
         .nodes()
         .iter()
         .map(|n| match n.conn().and_then(|mut c| c.cmd(&["LLEN", key])) {
@@ -461,16 +461,16 @@ pub(super) fn queue_lengths(cluster: &Cluster, key: &str) -> Vec<i64> {
 /// after its release is refused (the key is reserved for the next waiter). The queue is empty
 /// on every node afterwards.
 pub fn waiters_in_order<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
-        let holder = connect::<S>(cluster.urls(), Options::default()).await;
-        let first = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
-        let second = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
-        let (queue, n) = ("redlease:queue:fifo", cluster.len() as i64);
+        let holder = connect::<S>(servers.urls(), Options::default()).await;
+        let first = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
+        let second = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
+        let (queue, n) = ("redlease:queue:fifo", servers.len() as i64);
         let spec = LockSpec::new("fifo", Duration::from_secs(30)).wait(Duration::from_secs(20));
         for round in 0..3 {
-            let guard = take_everywhere::<S>(&cluster, &holder, "fifo", Duration::from_secs(30)).await;
+            let guard = take_everywhere::<S>(&servers, &holder, "fifo", Duration::from_secs(30)).await;
             let mut waiters = Vec::new();
             for (i, client) in [&first, &second].into_iter().enumerate() {
                 let (client, spec) = (client.clone(), spec.clone());
@@ -478,11 +478,11 @@ pub fn waiters_in_order<S: Subject>() {
                 // Its first attempt (sent at once on every link, all of them up) is refused
                 // everywhere and queues it; a second attempt would be 5 s later.
                 eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
-                    queue_lengths(&cluster, queue).iter().all(|&len| len == i as i64 + 1)
+                    queue_lengths(&servers, queue).iter().all(|&len| len == i as i64 + 1)
                 })
                 .await;
             }
-            assert_eq!(subscribers(&cluster, "redlease:wake:fifo"), 2 * n);
+            assert_eq!(subscribers(&servers, "redlease:wake:fifo"), 2 * n);
             let mut waiters = waiters.into_iter();
             let released = Instant::now();
             assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
@@ -498,7 +498,7 @@ pub fn waiters_in_order<S: Subject>() {
             // Granted at a quorum: on the last node its grant, which takes it off the queue, may
             // still be on its way.
             eventually::<S>(Duration::from_secs(3), "the first waiter off every queue, the second still on", || {
-                queue_lengths(&cluster, queue) == vec![1; n as usize]
+                queue_lengths(&servers, queue) == vec![1; n as usize]
             })
             .await;
             let released = Instant::now();
@@ -508,12 +508,12 @@ pub fn waiters_in_order<S: Subject>() {
             assert!(took < Duration::from_secs(2), "[{}] round {round}: the second waiter took {took:?}", S::NAME);
             assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
             eventually::<S>(Duration::from_secs(3), "nobody left queued on any node", || {
-                queue_lengths(&cluster, queue) == vec![0; n as usize]
+                queue_lengths(&servers, queue) == vec![0; n as usize]
             })
             .await;
         }
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Lock/release cycles that must each succeed; returns nothing, panics on the first failure.
@@ -534,8 +534,8 @@ async fn cycles<S: Subject>(client: &S::Client, resource: &str, n: usize, what: 
 
 /// 2 of 5 nodes blackholed, then 2 of 5 killed (also while connecting): locks still work.
 pub fn minority_down<S: Subject>() {
-    let cluster = Cluster::start(5);
-    let (proxies, urls) = proxied(&cluster);
+    let servers = Servers::start(5);
+    let (proxies, urls) = proxied(&servers);
     S::block_on(async {
         let client = connect::<S>(urls.clone(), Options::default()).await;
         cycles::<S>(&client, "minority", 3, "all nodes up").await;
@@ -546,25 +546,25 @@ pub fn minority_down<S: Subject>() {
         proxies[0].set_mode(Mode::Pass);
         proxies[1].set_mode(Mode::Pass);
 
-        cluster.node(3).kill();
-        cluster.node(4).kill();
+        servers.node(3).kill();
+        servers.node(4).kill();
         cycles::<S>(&client, "minority", 5, "nodes 3 and 4 killed").await;
 
         // A client created while 2 nodes are down connects and works.
         let late = connect_partial::<S>(urls.clone(), Options::default()).await;
         cycles::<S>(&late, "minority", 3, "new client, nodes 3 and 4 killed").await;
 
-        cluster.node(3).restart(false);
-        cluster.node(4).restart(false);
+        servers.node(3).restart(false);
+        servers.node(4).restart(false);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 3 of 5 nodes blackholed, reset or killed: a typed `Unreachable` within seconds (node timeout
 /// × attempts, far below TCP timeouts); locks work again once healed.
 pub fn majority_down<S: Subject>() {
-    let cluster = Cluster::start(5);
-    let (proxies, urls) = proxied(&cluster);
+    let servers = Servers::start(5);
+    let (proxies, urls) = proxied(&servers);
     // 50 ms node timeout, 3 attempts 5–50 ms apart: the error is due after about 250 ms.
     let fast = Options { node_timeout: ms(50), ..Options::default() };
     S::block_on(async {
@@ -610,27 +610,27 @@ pub fn majority_down<S: Subject>() {
         }
 
         for i in 0..3 {
-            cluster.node(i).kill();
+            servers.node(i).kill();
         }
         unreachable("3 of 5 killed").await;
         for i in 0..3 {
-            cluster.node(i).restart(false);
+            servers.node(i).restart(false);
         }
         heal("after restarting the killed nodes").await;
         cycles::<S>(&client, "majority", 2, "healed").await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// One node paused with SIGSTOP (also before a client connects): lock and release complete
 /// well within a second each (early quorum), never at a TCP timeout.
 pub fn paused_node<S: Subject>() {
-    let cluster = Cluster::start(5);
+    let servers = Servers::start(5);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         cycles::<S>(&client, "paused", 2, "all nodes up").await;
 
-        cluster.node(0).pause();
+        servers.node(0).pause();
         for i in 0..5 {
             let started = Instant::now();
             let guard = lock::<S>(&client, LockSpec::new("paused", Duration::from_secs(10))).await;
@@ -645,27 +645,27 @@ pub fn paused_node<S: Subject>() {
 
         // A client connecting while the node is paused: its TCP connect succeeds, its handshake
         // is never answered. Neither connecting nor locking may wait for it.
-        let late = connect_partial::<S>(cluster.urls(), Options::default()).await;
+        let late = connect_partial::<S>(servers.urls(), Options::default()).await;
         let started = Instant::now();
         let guard = lock::<S>(&late, LockSpec::new("paused", Duration::from_secs(10))).await;
         assert!(started.elapsed() < Duration::from_secs(1), "[{}] took {:?}", S::NAME, started.elapsed());
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
 
-        cluster.node(0).resume();
+        servers.node(0).resume();
         cycles::<S>(&client, "paused", 2, "node resumed").await;
         cycles::<S>(&late, "paused", 2, "node resumed, late client").await;
         // The paused node ran its backlog (acquires and the releases behind them): nothing stays.
-        eventually::<S>(Duration::from_secs(3), "no key left on the resumed node", || present(&cluster, "paused") == 0)
+        eventually::<S>(Duration::from_secs(3), "no key left on the resumed node", || present(&servers, "paused") == 0)
             .await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Nodes killed with SIGKILL and restarted on the same port: the client reconnects by itself.
 pub fn kill_restart<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         cycles::<S>(&client, "restart", 2, "all nodes up").await;
         let wait = |what: &'static str| {
             let client = client.clone();
@@ -678,21 +678,21 @@ pub fn kill_restart<S: Subject>() {
 
         // Nodes 0 and 1 crash and come back empty; then node 2 dies: a quorum now needs both
         // restarted nodes, so the lock proves the client reconnected to each of them.
-        cluster.node(0).kill();
-        cluster.node(1).kill();
-        cluster.node(0).restart(false);
-        cluster.node(1).restart(false);
-        cluster.node(2).kill();
+        servers.node(0).kill();
+        servers.node(1).kill();
+        servers.node(0).restart(false);
+        servers.node(1).restart(false);
+        servers.node(2).kill();
         wait("nodes 0 and 1 restarted, node 2 down").await;
 
         // And the other way round: node 2 back, node 0 down.
-        cluster.node(2).restart(false);
-        cluster.node(0).kill();
+        servers.node(2).restart(false);
+        servers.node(0).kill();
         wait("node 2 restarted, node 0 down").await;
-        cluster.node(0).restart(false);
+        servers.node(0).restart(false);
         cycles::<S>(&client, "restart", 3, "all nodes restarted").await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Crash recovery on real servers, both sides: with `appendfsync always`, a majority that is
@@ -701,20 +701,20 @@ pub fn kill_restart<S: Subject>() {
 /// while the first still believes it holds it (the documented unsafe setup).
 pub fn crash_recovery<S: Subject>() {
     for persist in [true, false] {
-        let cluster = Cluster::builder().nodes(3).persist(persist).start();
+        let servers = Servers::builder().nodes(3).persist(persist).start();
         S::block_on(async {
-            let a = connect::<S>(cluster.urls(), Options::default()).await;
-            let b = connect::<S>(cluster.urls(), Options::default()).await;
+            let a = connect::<S>(servers.urls(), Options::default()).await;
+            let b = connect::<S>(servers.urls(), Options::default()).await;
             let ttl = Duration::from_secs(30);
             let guard = lock::<S>(&a, LockSpec::new("crash", ttl)).await;
             let token = S::token(&guard);
             eventually::<S>(Duration::from_secs(2), "all nodes hold the key", || {
-                holding(&cluster, "crash", &token) == 3
+                holding(&servers, "crash", &token) == 3
             })
             .await;
-            cluster.node(0).restart(true);
-            cluster.node(1).restart(true);
-            let survivors = holding(&cluster, "crash", &token);
+            servers.node(0).restart(true);
+            servers.node(1).restart(true);
+            let survivors = holding(&servers, "crash", &token);
 
             // b tries until its client is reconnected to the restarted nodes (no vote says a
             // node is down or silent), or until it gets the lock.
@@ -752,7 +752,7 @@ pub fn crash_recovery<S: Subject>() {
                 assert_eq!(report.outcome, ReleaseOutcome::NotHeld, "[{}] {report:?}", S::NAME);
             }
         });
-        cluster.assert_no_leaks();
+        servers.assert_no_leaks();
     }
 }
 
@@ -775,10 +775,10 @@ async fn wait_reconnected<S: Subject>(client: &S::Client, deadline: Instant) {
 /// A release after the TTL passed reports `NotHeld`, fires nothing wrong and leaves the next
 /// holder's keys alone; the lost signal fires when the validity runs out.
 pub fn release_after_expiry<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
-        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
+        let b = connect::<S>(servers.urls(), Options::default()).await;
         let first = lock::<S>(&a, LockSpec::new("expiring", ms(300))).await;
         let lost = S::lost(&first);
         assert!(
@@ -787,7 +787,7 @@ pub fn release_after_expiry<S: Subject>() {
             S::NAME
         );
         assert!(S::valid_until(&first) <= Instant::now());
-        eventually::<S>(Duration::from_secs(2), "keys expire", || present(&cluster, "expiring") == 0).await;
+        eventually::<S>(Duration::from_secs(2), "keys expire", || present(&servers, "expiring") == 0).await;
 
         let second = lock::<S>(&b, LockSpec::new("expiring", Duration::from_secs(10))).await;
         let token = S::token(&second);
@@ -797,38 +797,38 @@ pub fn release_after_expiry<S: Subject>() {
         // The next holder's lock returned at a quorum; its last `SET` may land a moment later, and
         // nothing re-sets a key the late release would have deleted.
         eventually::<S>(Duration::from_secs(2), "the next holder's keys survive on every node", || {
-            holding(&cluster, "expiring", &token) == 3
+            holding(&servers, "expiring", &token) == 3
         })
         .await;
         assert_eq!(release::<S>(second).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// An extend after the lock was lost reports `Lost` (or `Expired` once the validity ran out),
 /// fires the lost signal and changes nothing on the nodes.
 pub fn extend_after_loss<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
-        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
+        let b = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(10);
 
         // Taken away while still valid: the keys vanish behind a's back and b takes over.
         let mut first = lock::<S>(&a, LockSpec::new("taken", ttl)).await;
         let lost = S::lost(&first);
         eventually::<S>(Duration::from_secs(2), "all nodes hold a's key", || {
-            holding(&cluster, "taken", &S::token(&first)) == 3
+            holding(&servers, "taken", &S::token(&first)) == 3
         })
         .await;
-        for node in cluster.nodes() {
+        for node in servers.nodes() {
             node.conn().and_then(|mut c| c.del("taken")).expect("DEL");
         }
         let second = lock::<S>(&b, LockSpec::new("taken", ttl)).await;
         let token = S::token(&second);
         // Granted at a quorum; b's last SET may still be on its way, and the checks below read
         // every node.
-        eventually::<S>(Duration::from_secs(3), "all nodes hold b's key", || holding(&cluster, "taken", &token) == 3)
+        eventually::<S>(Duration::from_secs(3), "all nodes hold b's key", || holding(&servers, "taken", &token) == 3)
             .await;
         let e = err::<S, _>(S::extend(&mut first, Duration::from_secs(60)).await, "extend of a taken lock");
         match &e.kind {
@@ -840,7 +840,7 @@ pub fn extend_after_loss<S: Subject>() {
         assert!(e.message.contains("lost"), "[{}] message: {}", S::NAME, e.message);
         assert!(S::wait_lost(&lost, Duration::from_secs(2)).await, "[{}] lost signal after a refused extend", S::NAME);
         let untouched = |key: &str, token: &str| {
-            values(&cluster, key)
+            values(&servers, key)
                 .into_iter()
                 .all(|v| matches!(v, Some((Some(t), p)) if t == token && p > 0 && p <= 10_000))
         };
@@ -856,7 +856,7 @@ pub fn extend_after_loss<S: Subject>() {
         let next = lock::<S>(&b, LockSpec::new("late", ttl)).await;
         let token = S::token(&next);
         eventually::<S>(Duration::from_secs(3), "all nodes hold the next holder's key", || {
-            holding(&cluster, "late", &token) == 3
+            holding(&servers, "late", &token) == 3
         })
         .await;
         let e = err::<S, _>(S::extend(&mut late, Duration::from_secs(60)).await, "extend of an expired lock");
@@ -870,16 +870,16 @@ pub fn extend_after_loss<S: Subject>() {
         assert_eq!(release::<S>(late).await.outcome, ReleaseOutcome::NotHeld);
         assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Auto-extension keeps a 1 s lock through 5 s of work under `with_lock` (others are refused
 /// meanwhile, and it is released right after), and likewise through `set_auto_extend(true)`.
 pub fn auto_extension<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
-        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
+        let b = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(1);
         let other = b.clone();
         let work = move |lost: S::Lost| -> super::BoxFuture<'static, u32> {
@@ -905,7 +905,7 @@ pub fn auto_extension<S: Subject>() {
         let steps = ok::<S, _>(S::with_lock(&a, "auto", ttl, Box::new(work)).await, "with_lock");
         assert!(steps >= 40, "[{}] the work ran {steps} steps", S::NAME);
         // Released at the end, not expired: the last extension left most of a second.
-        assert!(present(&cluster, "auto") <= 1, "[{}] with_lock left its keys behind", S::NAME);
+        assert!(present(&servers, "auto") <= 1, "[{}] with_lock left its keys behind", S::NAME);
         let after = lock::<S>(&b, LockSpec::new("auto", ttl).once()).await;
         assert_eq!(release::<S>(after).await.outcome, ReleaseOutcome::Released);
 
@@ -915,21 +915,21 @@ pub fn auto_extension<S: Subject>() {
         S::sleep(Duration::from_millis(2500)).await;
         assert!(!S::is_lost(&S::lost(&guard)), "[{}] auto-extended guard lost", S::NAME);
         assert!(S::valid_until(&guard) > Instant::now(), "[{}] auto-extended guard expired", S::NAME);
-        assert!(holding(&cluster, "auto-guard", &S::token(&guard)) >= 2);
+        assert!(holding(&servers, "auto-guard", &S::token(&guard)) >= 2);
         let e = err::<S, _>(S::lock(&b, LockSpec::new("auto-guard", ttl).once()).await, "try_lock of a held lock");
         assert!(is_held(&e), "[{}] expected Held, got {e}", S::NAME);
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// The lost-lock signal fires when a majority of nodes is taken away (SIGSTOP) during
 /// `with_lock`.
 pub fn lost_signal<S: Subject>() {
-    let cluster = Arc::new(Cluster::start(5));
+    let servers = Arc::new(Servers::start(5));
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
-        let nodes = cluster.clone();
+        let client = connect::<S>(servers.urls(), Options::default()).await;
+        let nodes = servers.clone();
         let work = move |lost: S::Lost| -> super::BoxFuture<'static, (bool, bool)> {
             Box::pin(async move {
                 let before = S::is_lost(&lost);
@@ -949,7 +949,7 @@ pub fn lost_signal<S: Subject>() {
         assert!(fired, "[{}] the lost signal did not fire within 5 s of losing 3 of 5 nodes", S::NAME);
         cycles::<S>(&client, "lost", 2, "after resuming the nodes").await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 1,000 fenced acquisitions from 8 tasks while a partition rotates over the nodes (so the
@@ -957,8 +957,8 @@ pub fn lost_signal<S: Subject>() {
 pub fn fencing_monotonic<S: Subject>() {
     const TASKS: usize = 8;
     const EACH: usize = 125;
-    let cluster = Cluster::start(5);
-    let (proxies, urls) = proxied(&cluster);
+    let servers = Servers::start(5);
+    let (proxies, urls) = proxied(&servers);
     let proxies = Arc::new(proxies);
     let log = Arc::new(HolderLog::new());
     S::block_on(async {
@@ -1010,30 +1010,30 @@ pub fn fencing_monotonic<S: Subject>() {
     log.assert_fences_increase();
     // The last token was written back to a quorum of counters.
     let last = log.holds("fenced").last().and_then(|h| h.fence).expect("a fence");
-    let at_least = values(&cluster, "redlease:fence:fenced")
+    let at_least = values(&servers, "redlease:fence:fenced")
         .into_iter()
         .flatten()
         .filter(|(v, pttl)| *pttl == -1 && v.as_deref().and_then(|v| v.parse::<u64>().ok()).is_some_and(|c| c >= last))
         .count();
     assert!(at_least >= 3, "[{}] only {at_least} fence counters reached the last token {last}", S::NAME);
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// `SCRIPT FLUSH` on every node mid-run: lock, extend and release keep working (the core falls
 /// back from `EVALSHA` to `EVAL` on `NOSCRIPT`).
 pub fn script_flush<S: Subject>() {
-    let cluster = Arc::new(Cluster::start(3));
+    let servers = Arc::new(Servers::start(3));
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(10);
         // Step by step: a flush before each kind of operation.
-        cluster.script_flush_all();
+        servers.script_flush_all();
         let mut guard = lock::<S>(&client, LockSpec::new("flush", ttl)).await;
-        cluster.script_flush_all();
+        servers.script_flush_all();
         ok::<S, _>(S::extend(&mut guard, ttl).await, "extend after SCRIPT FLUSH");
-        cluster.script_flush_all();
+        servers.script_flush_all();
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released, "[{}] release after flush", S::NAME);
-        cluster.script_flush_all();
+        servers.script_flush_all();
         let guard = lock::<S>(&client, LockSpec::new("flush", ttl).fencing()).await;
         assert!(S::fence(&guard).is_some());
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
@@ -1047,10 +1047,10 @@ pub fn script_flush<S: Subject>() {
         let stop = Arc::new(AtomicBool::new(false));
         let flushed = Arc::new(AtomicU32::new(0));
         let flusher = {
-            let (cluster, stop, flushed) = (cluster.clone(), stop.clone(), flushed.clone());
+            let (servers, stop, flushed) = (servers.clone(), stop.clone(), flushed.clone());
             S::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
-                    cluster.script_flush_all();
+                    servers.script_flush_all();
                     flushed.fetch_add(1, Ordering::SeqCst);
                     S::sleep(ms(10)).await;
                 }
@@ -1079,21 +1079,21 @@ pub fn script_flush<S: Subject>() {
         let flushes = flushed.load(Ordering::SeqCst);
         assert!(flushes >= FLUSHES, "[{}] only {flushes} flushes happened during the run", S::NAME);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// ACL user and password from the URL work; a wrong or missing password gives a clear error
 /// that names the node (and never shows the password).
 pub fn acl_auth<S: Subject>() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let servers = Servers::builder().nodes(3).acl_user("alice", "s3cret").start();
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         cycles::<S>(&client, "acl", 2, "with the ACL user").await;
 
         let bad_password = "not-the-password";
         let cases = [
-            ("a wrong password", cluster.addrs().iter().map(|a| format!("redis://alice:{bad_password}@{a}")).collect()),
-            ("no password", cluster.addrs().iter().map(|a| format!("redis://{a}")).collect::<Vec<_>>()),
+            ("a wrong password", servers.addrs().iter().map(|a| format!("redis://alice:{bad_password}@{a}")).collect()),
+            ("no password", servers.addrs().iter().map(|a| format!("redis://{a}")).collect::<Vec<_>>()),
         ];
         for (what, urls) in cases {
             let started = Instant::now();
@@ -1113,13 +1113,13 @@ pub fn acl_auth<S: Subject>() {
             assert!(!e.message.contains(bad_password), "[{}] {what}: the error shows the password: {e}", S::NAME);
         }
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Malformed URLs, an empty node list, a zero TTL and an empty resource are typed errors with
 /// clear messages (never a panic, nothing sent).
 pub fn config_errors<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
         let bad = |urls: Vec<String>| async move {
             match S::connect(urls.clone(), Options::default()).await {
@@ -1130,7 +1130,7 @@ pub fn config_errors<S: Subject>() {
         let e = bad(vec!["http://127.0.0.1:6379".into()]).await;
         assert!(matches!(e.kind, FailureKind::Config(ConfigError::BadUrl { .. })), "[{}] {e}", S::NAME);
         assert!(e.message.contains("redis://"), "[{}] the message should show the expected form: {e}", S::NAME);
-        let mut urls = cluster.urls();
+        let mut urls = servers.urls();
         urls.push("redis://127.0.0.1:notaport".into());
         let e = bad(urls).await;
         assert!(matches!(e.kind, FailureKind::Config(ConfigError::BadUrl { .. })), "[{}] {e}", S::NAME);
@@ -1139,7 +1139,7 @@ pub fn config_errors<S: Subject>() {
         assert!(matches!(e.kind, FailureKind::Config(ConfigError::NoNodes)), "[{}] {e}", S::NAME);
         assert!(e.message.contains("no nodes"), "[{}] {e}", S::NAME);
 
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let e = err::<S, _>(S::lock(&client, LockSpec::new("cfg", Duration::ZERO)).await, "zero ttl");
         assert!(matches!(e.kind, FailureKind::Misuse(Misuse::ZeroTtl)), "[{}] {e}", S::NAME);
         assert!(e.message.contains("ttl"), "[{}] {e}", S::NAME);
@@ -1154,16 +1154,16 @@ pub fn config_errors<S: Subject>() {
         ok::<S, _>(S::extend(&mut guard, Duration::from_secs(10)).await, "extend after a misuse");
         assert_eq!(release::<S>(guard).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// `close()`: a guard dropped right before it and a guard still held are both released
 /// before it returns (not left for their 30 s TTL), the held guard's lost signal fires (nobody
 /// extends it any more), and every later call on any clone reports the client closed.
 pub fn close_releases<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let clone = client.clone();
         let ttl = Duration::from_secs(30);
         let held = lock::<S>(&client, LockSpec::new("close:held", ttl)).await;
@@ -1174,7 +1174,7 @@ pub fn close_releases<S: Subject>() {
         assert!(S::wait_lost(&lost, Duration::from_secs(2)).await, "[{}] the held lock is not reported lost", S::NAME);
         // The releases were sent before close returned; the nodes apply them at once.
         eventually::<S>(Duration::from_secs(2), "both keys are deleted everywhere", || {
-            present(&cluster, "close:held") == 0 && present(&cluster, "close:dropped") == 0
+            present(&servers, "close:held") == 0 && present(&servers, "close:dropped") == 0
         })
         .await;
         match S::lock(&clone, LockSpec::new("close:after", ttl)).await {
@@ -1183,24 +1183,24 @@ pub fn close_releases<S: Subject>() {
         }
         drop(held);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Dropping a guard releases its lock (also when the task holding it ends).
 pub fn drop_releases<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let a = connect::<S>(cluster.urls(), Options::default()).await;
-        let b = connect::<S>(cluster.urls(), Options::default()).await;
+        let a = connect::<S>(servers.urls(), Options::default()).await;
+        let b = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(30);
         let guard = lock::<S>(&a, LockSpec::new("dropped", ttl)).await;
         let token = S::token(&guard);
-        eventually::<S>(Duration::from_secs(2), "all nodes hold the key", || holding(&cluster, "dropped", &token) == 3)
+        eventually::<S>(Duration::from_secs(2), "all nodes hold the key", || holding(&servers, "dropped", &token) == 3)
             .await;
         drop(guard);
         // A 30 s TTL cannot explain the keys going away within 3 s: the drop released them.
         eventually::<S>(Duration::from_secs(3), "the dropped guard's keys are deleted", || {
-            present(&cluster, "dropped") == 0
+            present(&servers, "dropped") == 0
         })
         .await;
         let next = lock::<S>(&b, LockSpec::new("dropped", ttl).once()).await;
@@ -1215,13 +1215,13 @@ pub fn drop_releases<S: Subject>() {
         };
         let _token = task.await;
         eventually::<S>(Duration::from_secs(3), "the task's guard is released when the task ends", || {
-            present(&cluster, "dropped-in-task") == 0
+            present(&servers, "dropped-in-task") == 0
         })
         .await;
         let next = lock::<S>(&b, LockSpec::new("dropped-in-task", ttl).once()).await;
         assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A loopback address whose connects hang (the listener's accept queue is full, so the kernel
@@ -1245,11 +1245,11 @@ fn hanging_addr() -> (socket2::Socket, Vec<std::net::TcpStream>, std::net::Socke
 /// other three are connected — not after the 10 s connect timeout — locking works, and the
 /// client goes away without waiting for the hanging nodes either.
 pub fn ready_at_quorum<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let (_l1, _f1, a1) = hanging_addr();
     let (_l2, _f2, a2) = hanging_addr();
     S::block_on(async {
-        let mut urls = cluster.urls();
+        let mut urls = servers.urls();
         urls.push(format!("redis://{a1}"));
         urls.push(format!("redis://{a2}"));
         let options = Options { connect_timeout: Duration::from_secs(10), ..Options::default() };
@@ -1267,7 +1267,7 @@ pub fn ready_at_quorum<S: Subject>() {
         S::close(&client).await;
         assert!(started.elapsed() < Duration::from_secs(3), "[{}] close waited {:?}", S::NAME, started.elapsed());
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Reports say what happened: a release decided at the quorum counts the nodes that had not
@@ -1275,9 +1275,9 @@ pub fn ready_at_quorum<S: Subject>() {
 /// address; refusals for a configuration reason are `Misconfigured`; a refused extension says
 /// how many nodes refused.
 pub fn honest_reports<S: Subject>() {
-    let cluster = Cluster::builder().nodes(3).acl_user("alice", "s3cret").start();
+    let servers = Servers::builder().nodes(3).acl_user("alice", "s3cret").start();
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         for i in 0..10 {
             let guard = lock::<S>(&client, LockSpec::new(&format!("honest:{i}"), Duration::from_secs(10))).await;
             let r = release::<S>(guard).await;
@@ -1289,7 +1289,7 @@ pub fn honest_reports<S: Subject>() {
         // A refused extension: another client's token on two nodes.
         let mut guard = lock::<S>(&client, LockSpec::new("honest:stolen", Duration::from_secs(10))).await;
         for i in 0..2 {
-            cluster.node(i).conn().unwrap().set("honest:stolen", "someone-else").unwrap();
+            servers.node(i).conn().unwrap().set("honest:stolen", "someone-else").unwrap();
         }
         match S::extend(&mut guard, Duration::from_secs(10)).await {
             Err(Failure { kind: FailureKind::Extend(ExtendError::Lost { refused, nodes: 3 }), .. }) => {
@@ -1299,12 +1299,12 @@ pub fn honest_reports<S: Subject>() {
         }
         drop(guard);
         for i in 0..3 {
-            cluster.node(i).conn().unwrap().del("honest:stolen").unwrap();
+            servers.node(i).conn().unwrap().del("honest:stolen").unwrap();
         }
 
         // A wrong password on two of three nodes: misconfigured, each named by address.
-        let (user, pass) = cluster.credentials().unwrap();
-        let urls: Vec<String> = cluster
+        let (user, pass) = servers.credentials().unwrap();
+        let urls: Vec<String> = servers
             .addrs()
             .iter()
             .enumerate()
@@ -1318,19 +1318,19 @@ pub fn honest_reports<S: Subject>() {
             FailureKind::Unhealthy(h) => assert!(h.misconfigured() && h.usable() == 1, "[{}] {h}", S::NAME),
             _ => panic!("[{}] connect with wrong passwords: {e}", S::NAME),
         }
-        for a in &cluster.addrs()[..2] {
+        for a in &servers.addrs()[..2] {
             assert!(e.message.contains(&a.to_string()), "[{}] the message names {a}: {e}", S::NAME);
         }
         assert!(!e.message.contains("wrong-password"), "[{}] the message shows the password: {e}", S::NAME);
 
         // Two nodes down: unreachable, each named by address.
-        cluster.node(1).kill();
-        cluster.node(2).kill();
+        servers.node(1).kill();
+        servers.node(2).kill();
         let e =
             err::<S, _>(S::lock(&client, LockSpec::new("honest:down", Duration::from_secs(10)).once()).await, "lock");
         assert!(matches!(e.kind, FailureKind::Acquire(AcquireError::Unreachable { .. })), "[{}] {e}", S::NAME);
         // Named as the client reaches them (TCP or TLS address, or the Unix socket's path).
-        for node in &cluster.nodes()[1..] {
+        for node in &servers.nodes()[1..] {
             let url = node.url();
             let after_creds = url.rsplit('@').next().unwrap_or(&url);
             let place = ["redis+unix://", "rediss://", "redis://"]
@@ -1342,7 +1342,7 @@ pub fn honest_reports<S: Subject>() {
 
         // A new client with no reachable quorum is refused by `connect` (with the health view),
         // not handed out to fail every call.
-        let e = err::<S, _>(S::connect(cluster.urls(), Options::default()).await, "connect with 2 of 3 down");
+        let e = err::<S, _>(S::connect(servers.urls(), Options::default()).await, "connect with 2 of 3 down");
         match &e.kind {
             FailureKind::Unhealthy(h) => {
                 assert!(!h.misconfigured() && h.usable() == 1 && !h.can_lock(), "[{}] {h}", S::NAME);
@@ -1356,7 +1356,7 @@ pub fn honest_reports<S: Subject>() {
 /// closed with a reset, so that nothing it still carries runs on the server later.
 pub fn failed_links_are_reset<S: Subject>() {
     use std::io::{ErrorKind, Read, Write};
-    let cluster = Cluster::start(2);
+    let servers = Servers::start(2);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let garbage = listener.local_addr().expect("addr");
     let server = std::thread::spawn(move || {
@@ -1375,7 +1375,7 @@ pub fn failed_links_are_reset<S: Subject>() {
         }
     });
     S::block_on(async {
-        let mut urls = cluster.urls();
+        let mut urls = servers.urls();
         urls.push(format!("redis://{garbage}"));
         let client = connect_partial::<S>(urls, Options::default()).await;
         // Two of three nodes are healthy: locking works meanwhile.
@@ -1387,7 +1387,7 @@ pub fn failed_links_are_reset<S: Subject>() {
         let seen = server.join().expect("the server thread");
         assert_eq!(seen, "reset", "[{}] the failed connection was not reset", S::NAME);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Poll the client's health view until `done` holds (at most `limit`); the last view either way.
@@ -1408,22 +1408,22 @@ async fn health_until<S: Subject>(client: &S::Client, limit: Duration, done: imp
 /// password; the usable ones have round-trip figures. Once the password is accepted and the
 /// node restarted, every node is ready again and two may fail.
 pub fn health_view<S: Subject>() {
-    let cluster = Cluster::builder().nodes(5).acl_user("alice", "s3cret").start();
-    let (user, pass) = cluster.credentials().unwrap();
+    let servers = Servers::builder().nodes(5).acl_user("alice", "s3cret").start();
+    let (user, pass) = servers.credentials().unwrap();
     let wrong = "not-the-password";
-    let urls: Vec<String> = cluster
+    let urls: Vec<String> = servers
         .addrs()
         .iter()
         .enumerate()
         .map(|(i, a)| if i == 0 { format!("redis://{user}:{wrong}@{a}") } else { format!("redis://{user}:{pass}@{a}") })
         .collect();
     S::block_on(async {
-        // Asked to, connect refuses a cluster that is not whole, and says which node and why.
+        // Asked to, connect refuses servers that are not all up, and says which node and why.
         let strict = Options { require_all: true, ..Options::default() };
         match S::connect(urls.clone(), strict).await {
             Err(Failure { kind: FailureKind::Unhealthy(h), message }) => {
                 assert!(h.nodes[0].is_misconfigured() && h.usable() == 4, "[{}]\n{h}", S::NAME);
-                let addr = cluster.addrs()[0].to_string();
+                let addr = servers.addrs()[0].to_string();
                 assert!(message.contains(&addr) && message.contains("AUTH"), "[{}] {message}", S::NAME);
                 assert!(!message.contains(wrong), "[{}] {message}", S::NAME);
             }
@@ -1434,7 +1434,7 @@ pub fn health_view<S: Subject>() {
         let h = health_until::<S>(&client, Duration::from_secs(10), refused).await;
         assert!(refused(&h), "[{}] node 0 refuses the password, the others are ready:\n{h}", S::NAME);
         assert_eq!(h.fault_tolerance(), 1, "[{}] one failure less to spare:\n{h}", S::NAME);
-        cluster.node(1).kill();
+        servers.node(1).kill();
 
         let degraded = |h: &Health| {
             h.nodes[0].is_misconfigured()
@@ -1455,7 +1455,7 @@ pub fn health_view<S: Subject>() {
         assert!(h.nodes[0].stats.misconfigured >= 1, "[{}] {:?}", S::NAME, h.nodes[0].stats);
         assert!(h.nodes[1].last_error.is_some(), "[{}] node 1 says why:\n{h}", S::NAME);
         let table = h.to_string();
-        for (i, a) in cluster.addrs().iter().enumerate() {
+        for (i, a) in servers.addrs().iter().enumerate() {
             assert!(h.nodes[i].addr.contains(&a.to_string()), "[{}] node {i} by address:\n{h}", S::NAME);
             assert!(table.contains(&a.to_string()), "[{}] the table names node {i}:\n{table}", S::NAME);
         }
@@ -1478,9 +1478,9 @@ pub fn health_view<S: Subject>() {
         }
 
         // Fixed: node 0 now accepts that password, node 1 is back.
-        let mut conn = cluster.node(0).conn().expect("admin connection to node 0");
+        let mut conn = servers.node(0).conn().expect("admin connection to node 0");
         conn.cmd(&["ACL", "SETUSER", user, &format!(">{wrong}")]).expect("ACL SETUSER");
-        cluster.node(1).restart(false);
+        servers.node(1).restart(false);
         let _ = S::lock(&client, LockSpec::new("health", Duration::from_secs(10)).once()).await.map(drop);
         let h = health_until::<S>(&client, Duration::from_secs(15), Health::all_ready).await;
         assert!(h.all_ready(), "[{}] every node recovers:\n{h}", S::NAME);
@@ -1489,8 +1489,8 @@ pub fn health_view<S: Subject>() {
         assert!(h.nodes[1].stats.reconnects() >= 1, "[{}] {:?}", S::NAME, h.nodes[1].stats);
         S::close(&client).await;
         let whole = Options { require_all: true, ..Options::default() };
-        let strict = ok::<S, _>(S::connect(cluster.urls(), whole).await, "require_all on a whole cluster");
+        let strict = ok::<S, _>(S::connect(servers.urls(), whole).await, "require_all with every node up");
         S::close(&strict).await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

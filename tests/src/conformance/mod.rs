@@ -9,9 +9,9 @@
 //! redlease_tests::conformance_tests!(TokioSubject);
 //! ```
 //!
-//! Each case starts its own real `redis-server` cluster (and proxies where it needs faults),
+//! Each case starts its own real `redis-server` nodes (and proxies where it needs faults),
 //! asserts behaviour, not micro-timings (only generous liveness bounds of seconds), and ends
-//! with [`Cluster::assert_no_leaks`](crate::Cluster::assert_no_leaks): no lock key may be left
+//! with [`Servers::assert_no_leaks`](crate::Servers::assert_no_leaks): no lock key may be left
 //! without a TTL.
 //!
 //! | case | what it proves |
@@ -83,7 +83,7 @@ macro_rules! conformance_tests {
     ($subject:ty, clusters) => {
         $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; cluster_locks, cluster_resharding);
     };
-    // Every case over the given transport: every cluster a case starts listens that way
+    // Every case over the given transport: all the servers a case starts listen that way
     // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
     ($subject:ty, listen = $listen:expr) => {
         $crate::conformance_tests!(@cases $subject, $listen;

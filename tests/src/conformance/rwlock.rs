@@ -11,7 +11,7 @@ use redlease_core::{AcquireError, LockHealth, LockShape, ReleaseOutcome, Retry};
 
 use super::cases::{connect, eventually, lock, ms, ok, queue_lengths, release, values};
 use super::{Failure, FailureKind, LockSpec, Options, Subject};
-use crate::{Cluster, Reply};
+use crate::{Reply, Servers};
 
 fn held(f: &Failure) -> bool {
     matches!(f.kind, FailureKind::Acquire(AcquireError::Held { .. }))
@@ -26,8 +26,8 @@ fn texts(reply: Reply) -> Vec<String> {
 }
 
 /// The readers' tokens on each node (its sorted set `redlease:readers:KEY`).
-fn readers(cluster: &Cluster, key: &str) -> Vec<Vec<String>> {
-    cluster
+fn readers(servers: &Servers, key: &str) -> Vec<Vec<String>> {
+    servers
         .nodes()
         .iter()
         .map(|n| {
@@ -43,11 +43,11 @@ fn readers(cluster: &Cluster, key: &str) -> Vec<Vec<String>> {
 /// the last reader; a writer excludes readers; downgrade lets readers in at once; a reader's
 /// fencing token is the writer epoch.
 pub fn rw_lock<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
-        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
         let ttl = Duration::from_secs(10);
         let read = || LockSpec::new("catalog", ttl).shared();
         let write = || LockSpec::new("catalog", ttl);
@@ -56,10 +56,10 @@ pub fn rw_lock<S: Subject>() {
         let r1 = lock::<S>(&client, read().once()).await;
         let r2 = lock::<S>(&client, read().once()).await;
         eventually::<S>(Duration::from_secs(3), "both readers on every node, the key shared", || {
-            let shared = values(&cluster, "catalog")
+            let shared = values(&servers, "catalog")
                 .iter()
                 .all(|v| matches!(v, Some((Some(v), p)) if v == ":readers" && *p > 0));
-            shared && readers(&cluster, "catalog").iter().all(|r| r.len() == 2)
+            shared && readers(&servers, "catalog").iter().all(|r| r.len() == 2)
         })
         .await;
         // The client's health view shows both as read locks of the key.
@@ -84,7 +84,7 @@ pub fn rw_lock<S: Subject>() {
             S::spawn(async move { S::lock(&waiter, spec).await })
         };
         eventually::<S>(Duration::from_secs(3), "the writer's mark on a quorum", || {
-            values(&cluster, "catalog").iter().flatten().filter(|(v, _)| v.as_deref() == Some(":readers:")).count() >= 2
+            values(&servers, "catalog").iter().flatten().filter(|(v, _)| v.as_deref() == Some(":readers:")).count() >= 2
         })
         .await;
         let late = S::lock(&client, read().once())
@@ -117,8 +117,8 @@ pub fn rw_lock<S: Subject>() {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
         eventually::<S>(Duration::from_secs(3), "nothing left of the lock", || {
-            values(&cluster, "catalog").iter().flatten().all(|(v, _)| v.is_none())
-                && readers(&cluster, "catalog").iter().all(Vec::is_empty)
+            values(&servers, "catalog").iter().flatten().all(|(v, _)| v.is_none())
+                && readers(&servers, "catalog").iter().all(Vec::is_empty)
         })
         .await;
 
@@ -130,28 +130,28 @@ pub fn rw_lock<S: Subject>() {
         assert_eq!(S::fence(&reader), Some(epoch), "[{}] the reader's epoch", S::NAME);
         assert_eq!(release::<S>(reader).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// Readers and writers that wait are served in the order they queued: a reader waiting on a
 /// writer goes before a writer that came after it (neither kind starves), each within 2 s of
 /// the release before it (with a 5 s retry delay: the release handed the key on).
 pub fn rw_fair_order<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let slow =
             || Options { retry: Retry::new(3, Duration::from_secs(5), Duration::from_secs(5)), ..Options::default() };
         let (reader_client, writer_client) =
-            (connect::<S>(cluster.urls(), slow()).await, connect::<S>(cluster.urls(), slow()).await);
+            (connect::<S>(servers.urls(), slow()).await, connect::<S>(servers.urls(), slow()).await);
         let ttl = Duration::from_secs(10);
         let w1 = lock::<S>(&client, LockSpec::new("queue-order", ttl).once()).await;
-        let cluster = &cluster;
+        let servers = &servers;
         // Granted at a quorum: wait until every node has the writer's key, so that the reader's
         // first attempt is refused and queues everywhere.
         eventually::<S>(Duration::from_secs(3), "the first writer's key on every node", || {
             let token = S::token(&w1);
-            values(cluster, "queue-order")
+            values(servers, "queue-order")
                 .iter()
                 .all(|v| matches!(v, Some((Some(v), _)) if redlease_core::holder_of(v).0 == token))
         })
@@ -160,7 +160,7 @@ pub fn rw_fair_order<S: Subject>() {
         // then the writer.
         let queued = |n: i64, what: &'static str| {
             eventually::<S>(Duration::from_secs(3), what, move || {
-                queue_lengths(cluster, "redlease:queue:queue-order").iter().all(|&len| len == n)
+                queue_lengths(servers, "redlease:queue:queue-order").iter().all(|&len| len == n)
             })
         };
         let reading = {
@@ -187,17 +187,17 @@ pub fn rw_fair_order<S: Subject>() {
         assert!(write_at - released < Duration::from_secs(2), "[{}] the last reader did not hand the key on", S::NAME);
         assert_eq!(release::<S>(w2).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A reader that crashed (its entry left on the nodes, with a 1 s TTL) holds writers off until
 /// its own TTL, not for as long as another reader keeps renewing.
 pub fn rw_crashed_reader<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         // The crashed reader: what its acquisition left on every node.
-        for node in cluster.nodes() {
+        for node in servers.nodes() {
             let mut c = node.conn().expect("a connection to a node");
             let time = c.checked(&["TIME"]).expect("TIME");
             let parts = texts(time);
@@ -218,18 +218,18 @@ pub fn rw_crashed_reader<S: Subject>() {
         let writer = lock::<S>(&client, LockSpec::new("ledger", Duration::from_secs(5)).once()).await;
         assert_eq!(release::<S>(writer).await.outcome, ReleaseOutcome::Released);
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 8 tasks, each now reading and now writing one resource: never a writer with anyone else,
 /// and readers do overlap.
 pub fn rw_exclusion<S: Subject>() {
     const TASKS: u32 = 8;
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let (reading, writing, most) =
         (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)));
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let mut tasks = Vec::new();
         for t in 0..TASKS {
             let (client, reading, writing, most) = (client.clone(), reading.clone(), writing.clone(), most.clone());
@@ -262,5 +262,5 @@ pub fn rw_exclusion<S: Subject>() {
         }
     });
     assert!(most.load(Ordering::SeqCst) >= 2, "[{}] readers never shared the lock", S::NAME);
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

@@ -11,7 +11,7 @@ use redlease_core::{AcquireError, ExtendError, LockShape, LockState, ReleaseOutc
 
 use super::cases::{connect, eventually, lock, ms, ok, queue_lengths, release, values};
 use super::{FailureKind, LockSpec, Options, Subject};
-use crate::{Cluster, Reply};
+use crate::{Reply, Servers};
 
 /// The key of slot `k` of semaphore `name`.
 fn slot_key(name: &str, k: u16) -> String {
@@ -19,9 +19,9 @@ fn slot_key(name: &str, k: u16) -> String {
 }
 
 /// Nodes on which slot `k` of `name` holds `token` (marked or not) with a TTL.
-fn holding(cluster: &Cluster, name: &str, k: u16, token: &str) -> usize {
+fn holding(servers: &Servers, name: &str, k: u16, token: &str) -> usize {
     let marked = format!("{token}:");
-    values(cluster, &slot_key(name, k))
+    values(servers, &slot_key(name, k))
         .into_iter()
         .flatten()
         .filter(|(v, pttl)| (v.as_deref() == Some(token) || v.as_deref() == Some(&*marked)) && *pttl > 0)
@@ -29,9 +29,9 @@ fn holding(cluster: &Cluster, name: &str, k: u16, token: &str) -> usize {
 }
 
 /// Slot keys of `name` present on any node.
-fn slots_present(cluster: &Cluster, name: &str, limit: u16) -> usize {
+fn slots_present(servers: &Servers, name: &str, limit: u16) -> usize {
     (0..limit)
-        .map(|k| values(cluster, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count())
+        .map(|k| values(servers, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count())
         .sum()
 }
 
@@ -41,12 +41,12 @@ pub fn semaphore_limit<S: Subject>() {
     const TASKS: usize = 8;
     const CYCLES: usize = 6;
     const LIMIT: u32 = 3;
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let active = Arc::new(AtomicU32::new(0));
     let most = Arc::new(AtomicU32::new(0));
     let busy: Arc<Vec<AtomicBool>> = Arc::new((0..LIMIT).map(|_| AtomicBool::new(false)).collect());
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let mut tasks = Vec::new();
         for t in 0..TASKS {
             let (client, active, most, busy) = (client.clone(), active.clone(), most.clone(), busy.clone());
@@ -75,12 +75,12 @@ pub fn semaphore_limit<S: Subject>() {
             task.await;
         }
         eventually::<S>(Duration::from_secs(3), "every slot free at the end", || {
-            slots_present(&cluster, "workers", 3) == 0
+            slots_present(&servers, "workers", 3) == 0
         })
         .await;
     });
     assert_eq!(most.load(Ordering::SeqCst), LIMIT, "[{}] 8 contenders never filled the 3 permits", S::NAME);
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 8 workers contend for a semaphore of 3 over 5 nodes while one node is paused (SIGSTOP)
@@ -89,12 +89,12 @@ pub fn semaphore_limit<S: Subject>() {
 pub fn semaphore_faults<S: Subject>() {
     const WORKERS: usize = 8;
     const LIMIT: u32 = 3;
-    let cluster = Cluster::start(5);
+    let servers = Servers::start(5);
     let active = Arc::new(AtomicU32::new(0));
     let done = Arc::new(AtomicU32::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let mut workers = Vec::new();
         for w in 0..WORKERS {
             let (client, active, done, stop) = (client.clone(), active.clone(), done.clone(), stop.clone());
@@ -121,28 +121,28 @@ pub fn semaphore_faults<S: Subject>() {
             }
         };
         progress("cycles with every node up").await;
-        cluster.node(0).pause();
+        servers.node(0).pause();
         progress("cycles with node 0 paused").await;
-        cluster.node(1).kill();
+        servers.node(1).kill();
         progress("cycles with node 0 paused and node 1 killed").await;
-        cluster.node(0).resume();
-        cluster.node(1).restart(false);
+        servers.node(0).resume();
+        servers.node(1).restart(false);
         progress("cycles with every node back").await;
         stop.store(true, Ordering::SeqCst);
         for w in workers {
             w.await;
         }
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A semaphore of 4: permits are slot keys with the holder's token and a TTL, the limit is
 /// recorded on every node and another limit refused as misconfigured; 2 permits are taken
 /// all or nothing; extend moves a slot's TTL; a slot taken away is lost at the next extend.
 pub fn semaphore_permits<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let ttl = Duration::from_secs(10);
         let one = || LockSpec::new("pool", ttl).semaphore(4, 1);
         let mut held = Vec::new();
@@ -167,10 +167,10 @@ pub fn semaphore_permits<S: Subject>() {
         }
         for g in &held {
             let (k, token) = (S::permits(g)[0], S::token(g));
-            assert!(holding(&cluster, "pool", k, &token) >= 2, "[{}] slot {k} not held on a quorum", S::NAME);
+            assert!(holding(&servers, "pool", k, &token) >= 2, "[{}] slot {k} not held on a quorum", S::NAME);
         }
         eventually::<S>(Duration::from_secs(3), "the limit recorded on every node, without a TTL", || {
-            values(&cluster, "redlease:sem:{pool}:limit").iter().all(|v| matches!(v, Some((Some(l), -1)) if l == "4"))
+            values(&servers, "redlease:sem:{pool}:limit").iter().all(|v| matches!(v, Some((Some(l), -1)) if l == "4"))
         })
         .await;
 
@@ -182,7 +182,7 @@ pub fn semaphore_permits<S: Subject>() {
         }
         let tokens: Vec<String> = held.iter().map(S::token).collect();
         for k in 0..4 {
-            for (v, _) in values(&cluster, &slot_key("pool", k)).into_iter().flatten() {
+            for (v, _) in values(&servers, &slot_key("pool", k)).into_iter().flatten() {
                 let token = v.as_deref().map(|v| v.trim_end_matches(':'));
                 let ours = token.is_none_or(|t| tokens.iter().any(|h| h == t));
                 assert!(ours, "[{}] slot {k}: {v:?} left by the refused attempt", S::NAME);
@@ -195,7 +195,7 @@ pub fn semaphore_permits<S: Subject>() {
         assert_eq!(pair.len(), 2, "[{}] {pair:?}", S::NAME);
         assert!(held.iter().all(|g| !pair.contains(&S::permits(g)[0])), "[{}] a held slot granted again", S::NAME);
         for &k in &pair {
-            assert!(holding(&cluster, "pool", k, &S::token(&two)) >= 2, "[{}] slot {k} of the pair", S::NAME);
+            assert!(holding(&servers, "pool", k, &S::token(&two)) >= 2, "[{}] slot {k} of the pair", S::NAME);
         }
 
         // Another limit for the name is a misconfiguration, reported at once, naming the limits.
@@ -218,11 +218,11 @@ pub fn semaphore_permits<S: Subject>() {
         let mut first = held.remove(0);
         let k = S::permits(&first)[0];
         ok::<S, _>(S::extend(&mut first, Duration::from_secs(30)).await, "extend a permit");
-        let longer = values(&cluster, &slot_key("pool", k)).into_iter().flatten().filter(|(_, p)| *p > 10_000).count();
+        let longer = values(&servers, &slot_key("pool", k)).into_iter().flatten().filter(|(_, p)| *p > 10_000).count();
         assert!(longer >= 2, "[{}] the extended slot's TTL", S::NAME);
         let mut second = held.remove(0);
         let gone = S::permits(&second)[0];
-        for node in cluster.nodes() {
+        for node in servers.nodes() {
             node.conn().and_then(|mut c| c.del(&slot_key("pool", gone))).expect("DEL on a node");
         }
         match S::extend(&mut second, ttl).await {
@@ -234,18 +234,18 @@ pub fn semaphore_permits<S: Subject>() {
         for g in [first, two] {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
-        eventually::<S>(Duration::from_secs(3), "every slot free", || slots_present(&cluster, "pool", 4) == 0).await;
+        eventually::<S>(Duration::from_secs(3), "every slot free", || slots_present(&servers, "pool", 4) == 0).await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// 4 tasks × 10 fenced acquisitions of a semaphore of 2: per slot, the tokens strictly
 /// increase from holder to holder.
 pub fn semaphore_fencing<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     let seen: Arc<Mutex<HashMap<u16, Vec<u64>>>> = Arc::default();
     S::block_on(async {
-        let client = connect::<S>(cluster.urls(), Options::default()).await;
+        let client = connect::<S>(servers.urls(), Options::default()).await;
         let mut tasks = Vec::new();
         for _ in 0..4 {
             let (client, seen) = (client.clone(), seen.clone());
@@ -277,7 +277,7 @@ pub fn semaphore_fencing<S: Subject>() {
     for (slot, fences) in seen.iter() {
         assert!(fences.windows(2).all(|w| w[0] < w[1]), "[{}] slot {slot}: tokens {fences:?}", S::NAME);
     }
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// The waiter queue of the semaphore `wake-pool`.
@@ -286,18 +286,18 @@ const WAKE_POOL_QUEUE: &str = "redlease:queue:redlease:sem:{wake-pool}";
 /// With a 5 s retry delay, a waiter on a full semaphore gets the permit within 2 s of a
 /// release: the release message woke it.
 pub fn semaphore_wake<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let holder = connect::<S>(servers.urls(), Options::default()).await;
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
-        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
         let spec = LockSpec::new("wake-pool", Duration::from_secs(30)).semaphore(2, 1);
         let a = lock::<S>(&holder, spec.clone().once()).await;
         let b = lock::<S>(&holder, spec.clone().once()).await;
         // Granted at a quorum: wait until every node has both permits, or the waiter's first
         // attempt could get a slot on the last node and queue only at its retry, 5 s later.
         eventually::<S>(Duration::from_secs(3), "both permits on every node", || {
-            [&a, &b].iter().all(|g| holding(&cluster, "wake-pool", S::permits(g)[0], &S::token(g)) == cluster.len())
+            [&a, &b].iter().all(|g| holding(&servers, "wake-pool", S::permits(g)[0], &S::token(g)) == servers.len())
         })
         .await;
         let waiting = {
@@ -306,7 +306,7 @@ pub fn semaphore_wake<S: Subject>() {
         };
         // Its first attempt is refused, and it queues (behind its subscription) on every node.
         eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
-            queue_lengths(&cluster, WAKE_POOL_QUEUE).iter().all(|&len| len == 1)
+            queue_lengths(&servers, WAKE_POOL_QUEUE).iter().all(|&len| len == 1)
         })
         .await;
         let freed = S::permits(&a)[0];
@@ -320,14 +320,14 @@ pub fn semaphore_wake<S: Subject>() {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
         eventually::<S>(Duration::from_secs(3), "no queue left", || {
-            cluster.nodes().iter().all(|n| {
+            servers.nodes().iter().all(|n| {
                 let pttl = n.conn().and_then(|mut c| c.pttl(WAKE_POOL_QUEUE));
                 pttl.expect("PTTL on a node") == -2
             })
         })
         .await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A holder of both permits of a semaphore of 2 releases them at once while two waiters of
@@ -335,20 +335,20 @@ pub fn semaphore_wake<S: Subject>() {
 /// needs it, so both get theirs within 2 s of the release, each on its own slot.
 pub fn semaphore_freed_slots<S: Subject>() {
     const QUEUE: &str = "redlease:queue:redlease:sem:{freed-pool}";
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let holder = connect::<S>(servers.urls(), Options::default()).await;
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
         let spec = LockSpec::new("freed-pool", Duration::from_secs(30)).semaphore(2, 1);
         let both = lock::<S>(&holder, spec.clone().semaphore(2, 2).once()).await;
         let mut waiting = Vec::new();
         for w in 0..2 {
-            let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+            let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
             let spec = spec.clone().wait(Duration::from_secs(20));
             waiting.push(S::spawn(async move { S::lock(&waiter, spec).await }));
             // Each is refused and queues on every node before the next comes.
             eventually::<S>(Duration::from_secs(5), "the waiter queued on every node", || {
-                cluster.nodes().iter().all(|n| {
+                servers.nodes().iter().all(|n| {
                     let len = n.conn().and_then(|mut c| c.cmd(&["LLEN", QUEUE]));
                     matches!(len, Ok(Reply::Int(n)) if n == w as i64 + 1)
                 })
@@ -375,7 +375,7 @@ pub fn semaphore_freed_slots<S: Subject>() {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }
 
 /// A waiter re-enters a slot that already holds its own token on a node: the leftover of an
@@ -384,17 +384,17 @@ pub fn semaphore_freed_slots<S: Subject>() {
 /// 1 and 2 hand the slot to the waiter; its retry counts node 0's leftover as its own, and the
 /// slot is held on every node with the full TTL.
 pub fn semaphore_reentry<S: Subject>() {
-    let cluster = Cluster::start(3);
+    let servers = Servers::start(3);
     S::block_on(async {
-        let holder = connect::<S>(cluster.urls(), Options::default()).await;
+        let holder = connect::<S>(servers.urls(), Options::default()).await;
         let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
-        let waiter = connect::<S>(cluster.urls(), Options { retry: slow, ..Options::default() }).await;
+        let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
         let spec = LockSpec::new("reentry-pool", Duration::from_secs(30)).semaphore(1, 1);
         let a = lock::<S>(&holder, spec.clone().once()).await;
         // Granted at a quorum: wait until every node has the holder's slot, so that the waiter
         // is refused and queued on every node (nodes 1 and 2 must hand the slot to it).
         eventually::<S>(Duration::from_secs(3), "the holder's slot on every node", || {
-            holding(&cluster, "reentry-pool", 0, &S::token(&a)) == 3
+            holding(&servers, "reentry-pool", 0, &S::token(&a)) == 3
         })
         .await;
         let waiting = {
@@ -403,12 +403,12 @@ pub fn semaphore_reentry<S: Subject>() {
         };
         let queue = "redlease:queue:redlease:sem:{reentry-pool}";
         eventually::<S>(Duration::from_secs(3), "the waiter queued on every node", || {
-            queue_lengths(&cluster, queue).iter().all(|&len| len == 1)
+            queue_lengths(&servers, queue).iter().all(|&len| len == 1)
         })
         .await;
         let mut token = None;
         eventually::<S>(Duration::from_secs(3), "the waiter queued on node 0", || {
-            let mut c = cluster.node(0).conn().expect("a connection to node 0");
+            let mut c = servers.node(0).conn().expect("a connection to node 0");
             let entries = match c.checked(&["LRANGE", queue, "0", "-1"]).expect("LRANGE") {
                 Reply::Array(Some(items)) => items.iter().filter_map(Reply::as_text).collect(),
                 _ => Vec::new(),
@@ -419,7 +419,7 @@ pub fn semaphore_reentry<S: Subject>() {
         .await;
         let token = token.unwrap_or_default();
         let slot = slot_key("reentry-pool", 0);
-        let mut c = cluster.node(0).conn().expect("a connection to node 0");
+        let mut c = servers.node(0).conn().expect("a connection to node 0");
         c.checked(&["SET", slot.as_str(), token.as_str(), "PX", "5000"]).expect("SET the leftover");
 
         assert_eq!(release::<S>(a).await.outcome, ReleaseOutcome::Released, "[{}] released on nodes 1 and 2", S::NAME);
@@ -429,14 +429,14 @@ pub fn semaphore_reentry<S: Subject>() {
         // Granted at a quorum: node 0's re-entry may still be on its way.
         eventually::<S>(Duration::from_secs(3), "held on every node, node 0's slot with the lock's TTL again", || {
             let pttl = c.pttl(&slot).expect("PTTL");
-            holding(&cluster, "reentry-pool", 0, &token) == 3 && pttl > 20_000
+            holding(&servers, "reentry-pool", 0, &token) == 3 && pttl > 20_000
         })
         .await;
         assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
         eventually::<S>(Duration::from_secs(3), "the release cleared every node", || {
-            slots_present(&cluster, "reentry-pool", 1) == 0
+            slots_present(&servers, "reentry-pool", 1) == 0
         })
         .await;
     });
-    cluster.assert_no_leaks();
+    servers.assert_no_leaks();
 }

@@ -57,7 +57,7 @@ impl Options {
         // TLS nodes of the harness: trust the CA that signed their certificates.
         for node in &mut config.nodes {
             if node.transport == redlease_core::Transport::Tls {
-                if let Some(files) = redlease_cluster::tls_files_for(node.port) {
+                if let Some(files) = redlease_servers::tls_files_for(node.port) {
                     node.tls = Some(redlease_core::TlsSettings::new().ca_file(&files.ca));
                 }
             }

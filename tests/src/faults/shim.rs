@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use redlease_cluster::TempDir;
+use redlease_servers::TempDir;
 
 /// The shim's C source.
 pub const SOURCE: &str = include_str!("clockshift.c");

@@ -27,7 +27,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use redlease_cluster::{RedisConn, Reply};
+use redlease_servers::{RedisConn, Reply};
 
 use super::event::Fenced;
 
@@ -206,14 +206,14 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use redlease_cluster::Cluster;
+    use redlease_servers::Servers;
 
     use super::*;
 
     #[test]
     fn the_store_refuses_stale_writers_and_readers_and_keeps_a_fence_per_slot() {
-        let cluster = Cluster::start(1);
-        let mut s = Store::connect(cluster.node(0).addr(), StoreKeys::new("t")).unwrap();
+        let servers = Servers::start(1);
+        let mut s = Store::connect(servers.node(0).addr(), StoreKeys::new("t")).unwrap();
         s.reset().unwrap();
         // Writer 3 reads and writes; a reader under epoch 3 reads what it wrote.
         assert!(s.read(3).unwrap().accepted);

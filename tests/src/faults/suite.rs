@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redlease_cluster::{Cluster, FENCE_PREFIX, Placement, Reply};
+use redlease_servers::{FENCE_PREFIX, Placement, Reply, Servers};
 
 use super::check::{self, Finals, Report};
 use super::clock::mono_ns;
@@ -396,7 +396,7 @@ pub fn run(options: &Options) -> Result<Vec<PhaseResult>, SuiteError> {
     }
     let mut lab = NetLab::create(NODES).map_err(setup)?;
     let shim = Shim::build().map_err(setup)?;
-    let store = Cluster::builder().nodes(1).try_start().map_err(setup)?;
+    let store = Servers::builder().nodes(1).try_start().map_err(setup)?;
     std::fs::create_dir_all(&options.log_dir).map_err(|e| setup(format!("{}: {e}", options.log_dir.display())))?;
     let ctx = Ctx { options, shim: &shim, store: store.node(0).addr() };
     eprintln!(
@@ -559,7 +559,7 @@ struct PhaseRun<'a> {
     ctx: &'a Ctx<'a>,
     lab: &'a mut NetLab,
     phase: Phase,
-    cluster: Cluster,
+    servers: Servers,
     shifts: Vec<ClockShift>,
     workers: Workers,
     rx: Receiver<Msg>,
@@ -669,7 +669,7 @@ impl PhaseRun<'_> {
     /// a key's PTTL drops by about `by`, and a key with less than `by` left is gone at once.
     fn jump(&mut self, i: usize, by: Duration) -> Result<(), String> {
         let (long, short) = ("redlease-faults:probe:long", "redlease-faults:probe:short");
-        let mut conn = self.cluster.node(i).conn().map_err(|e| format!("node {i}: {e}"))?;
+        let mut conn = self.servers.node(i).conn().map_err(|e| format!("node {i}: {e}"))?;
         let io = |e: std::io::Error| format!("node {i}: {e}");
         conn.set_px(long, "1", Duration::from_secs(600)).map_err(io)?;
         conn.set_px(short, "1", by / 2).map_err(io)?;
@@ -735,7 +735,7 @@ impl PhaseRun<'_> {
     fn keys_without_ttl(&mut self) -> usize {
         let mut found = 0;
         for i in 0..NODES {
-            let node = self.cluster.node(i);
+            let node = self.servers.node(i);
             let scan = node.conn().and_then(|mut c| {
                 let keys = c.keys("*")?;
                 let mut bad = Vec::new();
@@ -786,7 +786,7 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
                 .env(SHIFT_VAR, shifts[i].path())
         })
         .collect();
-    let cluster = Cluster::builder().placements(placements).persist(phase.persist).try_start()?;
+    let servers = Servers::builder().placements(placements).persist(phase.persist).try_start()?;
     let resource = format!("faults:lock:{}", phase.id);
     let keys = format!("faults:{run_id}:{}", phase.id);
     let store_keys = phase_store_keys(phase.lock, &keys);
@@ -808,7 +808,7 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
             work: phase.work,
             wait: WAIT,
             node_timeout: NODE_TIMEOUT,
-            nodes: cluster.urls(),
+            nodes: servers.urls(),
         })
         .collect();
     let workers = Workers::spawn(&ctx.options.worker_bin, args, &tx, &ctx.options.log_dir, phase.id)?;
@@ -817,7 +817,7 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
         ctx,
         lab,
         phase,
-        cluster,
+        servers,
         shifts,
         workers,
         rx,
@@ -847,7 +847,7 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
     if let Err(e) = run.heal_all() {
         run.fail(format!("healing the partitions: {e}"));
     }
-    for node in run.cluster.nodes() {
+    for node in run.servers.nodes() {
         if node.is_paused() {
             node.resume();
         }
@@ -1105,11 +1105,11 @@ fn node_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
     for nodes in steps {
         let from = mono_ns();
         for &i in *nodes {
-            p.cluster.node(i).pause();
+            p.servers.node(i).pause();
         }
         p.sleep(hold)?;
         for &i in *nodes {
-            p.cluster.node(i).resume();
+            p.servers.node(i).resume();
         }
         let during = p.acquisitions_between(from, mono_ns());
         p.note(format!(
@@ -1151,9 +1151,9 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         };
         let majority = [round % NODES, (round + 1) % NODES, (round + 2) % NODES];
         for &i in &majority {
-            p.cluster.node(i).kill();
+            p.servers.node(i).kill();
         }
-        let cluster = &p.cluster;
+        let servers = &p.servers;
         let lock_key = match slots.first() {
             Some(slot) => format!("{}{{{}}}:{slot}", redlease_core::SEMAPHORE_PREFIX, p.resource),
             None => p.resource.clone(),
@@ -1175,8 +1175,8 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                 .map(|&i| {
                     let (fence_key, lock_key, readers_key, token) = (&fence_key, &lock_key, &readers_key, &token);
                     s.spawn(move || {
-                        cluster.node(i).restart(true);
-                        let mut conn = cluster.node(i).conn().ok();
+                        servers.node(i).restart(true);
+                        let mut conn = servers.node(i).conn().ok();
                         let answered = mono_ns();
                         let counter = conn.as_mut().and_then(|c| c.get(fence_key).ok().flatten());
                         let value = conn.as_mut().and_then(|c| c.get(lock_key).ok().flatten());

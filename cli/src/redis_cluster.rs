@@ -1,7 +1,7 @@
-//! `redlease cluster --cluster-mode`: local Redis Clusters in the foreground, one seed URL
+//! `redlease servers --cluster-mode`: local Redis Clusters in the foreground, one seed URL
 //! each (a Redis Cluster is one Redlock node; a client finds its other nodes from the seed).
 
-use redlease_cluster::{RedisCluster, SLOTS};
+use redlease_servers::{RedisCluster, SLOTS};
 
 use crate::Usage;
 use crate::inspect::StopOnDrop;
@@ -19,7 +19,7 @@ pub(crate) struct Shape {
 }
 
 /// Start the clusters (at once, each on its own thread) in the foreground until Ctrl-C.
-pub(crate) async fn cluster_mode(shape: Shape) -> Result<u8, Usage> {
+pub(crate) async fn start(shape: Shape) -> Result<u8, Usage> {
     let Shape { clusters, masters, replicas, port, persist } = shape;
     if clusters == 0 {
         return Err(Usage("--nodes 0: at least one Redis Cluster is needed (Redlock wants 1, 3 or 5)".into()));

@@ -1,13 +1,13 @@
-//! # redlease-cluster: local `redis-server` nodes
+//! # redlease-servers: local `redis-server` nodes
 //!
 //! The one implementation of "start N independent `redis-server` processes and stop them",
-//! shared by the `redlease` command (`demo`, `cluster`, `status`, `scan`) and the test
+//! shared by the `redlease` command (`demo`, `servers`, `status`, `scan`) and the test
 //! harness (`redlease-tests`):
 //!
-//! - [`Cluster`] starts N independent `redis-server` processes on free `127.0.0.1` ports, each
+//! - [`Servers`] starts N independent `redis-server` processes on free `127.0.0.1` ports, each
 //!   in its own temporary directory, and can pause (SIGSTOP), resume, kill -9, restart
 //!   (keeping or dropping its files), flush scripts and configure an ACL user. Every process
-//!   it started is killed and reaped when the cluster is dropped, also while a thread panics.
+//!   it started is killed and reaped when the set is dropped, also while a thread panics.
 //!   A node can also be placed elsewhere ([`Placement`]: another address, started through a
 //!   command such as `ip netns exec NAME`, with extra environment), as the fault suite does.
 //! - [`RedisCluster`] starts a local Redis Cluster (M masters with R replicas each,
@@ -17,31 +17,31 @@
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
 //!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between).
 //!
-//! If `redis-server` is not on `PATH`, [`Cluster::start`] panics (and
-//! [`ClusterBuilder::try_start`] fails) with one line saying how to install it; so do
+//! If `redis-server` is not on `PATH`, [`Servers::start`] panics (and
+//! [`ServersBuilder::try_start`] fails) with one line saying how to install it; so do
 //! [`RedisClusterBuilder::start`] and [`RedisClusterBuilder::try_start`].
 
-mod cluster;
-mod cluster_mode;
 mod conf;
 mod node;
 mod placement;
 mod process;
+mod redis_cluster;
 mod resp;
+mod servers;
 mod tempdir;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use cluster::{Cluster, ClusterBuilder, FENCE_PREFIX, FORMAT_KEY};
-pub use cluster_mode::{
+pub use node::Node;
+pub use placement::{Listen, Placement, with_listen};
+pub use redis_cluster::{
     ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, SlotNode, SlotRange, key_slot,
     parse_cluster_slots,
 };
-pub use node::Node;
-pub use placement::{Listen, Placement, with_listen};
 #[cfg(unix)]
 pub use resp::unix;
 pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
+pub use servers::{FENCE_PREFIX, FORMAT_KEY, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, tls_files_for};

@@ -6,7 +6,7 @@ use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-/// The certificates of a TLS cluster, shared by its nodes.
+/// The certificates of a set of TLS servers, shared by its nodes.
 #[cfg(feature = "tls")]
 pub(crate) type TlsHandle = std::sync::Arc<crate::tls::TlsFiles>;
 

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::ffi::OsString;
 use std::net::IpAddr;
 
-/// Where and how one node runs, for [`ClusterBuilder::placements`]: the address it binds,
+/// Where and how one node runs, for [`ServersBuilder::placements`]: the address it binds,
 /// and optionally a command it is started through (e.g. `ip netns exec NAME`, which execs
 /// `redis-server` in a network namespace, so the process id is still the server's) and extra
 /// environment variables (e.g. `LD_PRELOAD`).
@@ -12,7 +12,7 @@ use std::net::IpAddr;
 /// The default placement, used when none is given, is `127.0.0.1` on a free port, started
 /// directly.
 ///
-/// [`ClusterBuilder::placements`]: crate::ClusterBuilder::placements
+/// [`ServersBuilder::placements`]: crate::ServersBuilder::placements
 #[derive(Clone, Debug)]
 pub struct Placement {
     pub(crate) ip: IpAddr,
@@ -47,11 +47,11 @@ impl Placement {
     }
 }
 
-/// How clients reach the nodes of a [`Cluster`] (what [`Cluster::urls`] gives). Every node
+/// How clients reach the nodes of a [`Servers`] (what [`Servers::urls`] gives). Every node
 /// also keeps a plain TCP port for inspection ([`Node::conn`], [`Node::plain_url`]).
 ///
-/// [`Cluster`]: crate::Cluster
-/// [`Cluster::urls`]: crate::Cluster::urls
+/// [`Servers`]: crate::Servers
+/// [`Servers::urls`]: crate::Servers::urls
 /// [`Node::conn`]: crate::Node::conn
 /// [`Node::plain_url`]: crate::Node::plain_url
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub enum Listen {
     #[default]
     Tcp,
     /// TLS on a port of its own (`rediss://127.0.0.1:PORT`), with a generated CA (its files:
-    /// `Cluster::tls`); a client certificate is optional. Needs the `tls` feature.
+    /// `Servers::tls`); a client certificate is optional. Needs the `tls` feature.
     Tls,
     /// Like [`Tls`](Self::Tls), but the nodes require a client certificate (mutual TLS).
     TlsClientAuth,
@@ -79,17 +79,17 @@ thread_local! {
     static DEFAULT_LISTEN: Cell<Listen> = const { Cell::new(Listen::Tcp) };
 }
 
-/// How the clusters built on this thread listen unless told: TCP, or what [`with_listen`] set.
+/// How the servers built on this thread listen unless told: TCP, or what [`with_listen`] set.
 pub(crate) fn default_listen() -> Listen {
     DEFAULT_LISTEN.with(Cell::get)
 }
 
-/// Run `f` with `listen` as the default of the clusters built on this thread
-/// ([`Cluster::builder`], [`Cluster::start`]): how a test suite written against TCP runs
+/// Run `f` with `listen` as the default of the servers built on this thread
+/// ([`Servers::builder`], [`Servers::start`]): how a test suite written against TCP runs
 /// over TLS or Unix sockets unchanged.
 ///
-/// [`Cluster::builder`]: crate::Cluster::builder
-/// [`Cluster::start`]: crate::Cluster::start
+/// [`Servers::builder`]: crate::Servers::builder
+/// [`Servers::start`]: crate::Servers::start
 pub fn with_listen<T>(listen: Listen, f: impl FnOnce() -> T) -> T {
     struct Restore(Listen);
     impl Drop for Restore {

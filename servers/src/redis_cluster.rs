@@ -1,6 +1,6 @@
 //! A local Redis Cluster: [`RedisCluster`] runs M masters with R replicas each
 //! (`redis-server --cluster-enabled yes` on free loopback ports), for the tests and the
-//! `redlease cluster --cluster-mode` command; [`ClusterModeNode`] is the one-master cluster the
+//! `redlease servers --cluster-mode` command; [`ClusterModeNode`] is the one-master cluster the
 //! tests give redlease as a standalone node by mistake.
 
 mod form;
@@ -14,9 +14,9 @@ use std::sync::{Mutex, MutexGuard};
 pub use reshard::Migration;
 pub use topology::{SLOTS, SlotNode, SlotRange, key_slot, parse_cluster_slots};
 
-use crate::cluster::{assert_ttls, is_lock_key, keys_with_ttl};
 use crate::node::Node;
 use crate::resp::RedisConn;
+use crate::servers::{assert_ttls, is_lock_key, keys_with_ttl};
 
 /// Settings of a [`RedisCluster`]; start with [`RedisCluster::builder`].
 #[derive(Clone, Debug)]
@@ -98,12 +98,12 @@ impl RedisClusterBuilder {
 /// Masters are numbered 0..M in the order of their hash slots at the start (master 0 serves
 /// slots 0 to 16384/M - 1, and so on); "master `i`" is the node serving that shard now, which a
 /// [`fail_over`](Self::fail_over) changes. Its [`Node`] handles pause, resume, kill and
-/// restart processes as a [`Cluster`](crate::Cluster)'s do; a restarted node keeps its
+/// restart processes as those of a [`Servers`](crate::Servers) do; a restarted node keeps its
 /// identity in the cluster (its `nodes.conf`). Needs Redis 6 or later (on 6.0 and 6.1 a master
 /// that gives its last slot away becomes a replica of the node that took it).
 ///
 /// ```no_run
-/// use redlease_cluster::{RedisCluster, key_slot};
+/// use redlease_servers::{RedisCluster, key_slot};
 ///
 /// let cluster = RedisCluster::builder().masters(3).replicas(1).start();
 /// let seed = cluster.seed_url(); // redis://127.0.0.1:PORT of master 0
@@ -263,7 +263,7 @@ impl RedisCluster {
     }
 
     /// Assert that no lock key is left without a TTL on any running, unpaused master, as
-    /// [`Cluster::assert_no_leaks`](crate::Cluster::assert_no_leaks) does.
+    /// [`Servers::assert_no_leaks`](crate::Servers::assert_no_leaks) does.
     ///
     /// # Panics
     ///

@@ -10,7 +10,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 
 use crate::tempdir::TempDir;
 
-/// The PEM files of a TLS cluster; they live as long as the cluster.
+/// The PEM files of a set of TLS servers; they live as long as the set.
 #[derive(Debug)]
 pub struct TlsFiles {
     /// The CA certificate: what a client trusts (`--tls-ca`, `TlsSettings::ca_file`).

@@ -1,5 +1,6 @@
-//! The set of nodes: [`ClusterBuilder`] starts N independent `redis-server` processes on free
-//! loopback ports, each in its own temp dir; [`Cluster`] holds them and stops them on drop.
+//! The set of standalone nodes: [`ServersBuilder`] starts N independent `redis-server`
+//! processes on free loopback ports, each in its own temp dir; [`Servers`] holds them and stops
+//! them on drop.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -42,9 +43,9 @@ pub(crate) fn assert_ttls(keys: Vec<(usize, String, i64)>, whose: &str) {
     assert!(leaks.is_empty(), "lock keys left without a TTL ({whose}, key, pttl): {leaks:?}");
 }
 
-/// Settings of a [`Cluster`]; start with [`Cluster::builder`].
+/// Settings of a [`Servers`]; start with [`Servers::builder`].
 #[derive(Clone, Debug)]
-pub struct ClusterBuilder {
+pub struct ServersBuilder {
     nodes: usize,
     persist: bool,
     acl: Option<(String, String)>,
@@ -54,7 +55,7 @@ pub struct ClusterBuilder {
     replicas: usize,
 }
 
-impl ClusterBuilder {
+impl ServersBuilder {
     /// Give every node this many replicas (default 0): `redis-server` processes on loopback
     /// that replicate it (`REPLICAOF`), started after it and ready once their link to it is up.
     /// Over TCP only. They are on free ports, or, with [`base_port`](Self::base_port), on the
@@ -116,23 +117,23 @@ impl ClusterBuilder {
     ///
     /// If `redis-server` is missing (one line saying how to install it) or a node does not come
     /// up (with the tail of its log).
-    pub fn start(self) -> Cluster {
+    pub fn start(self) -> Servers {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Like [`start`](Self::start), but a missing `redis-server` or a node that does not come
     /// up is an error message instead of a panic (for the `redlease` command). Nodes already
     /// started are stopped again.
-    pub fn try_start(self) -> Result<Cluster, String> {
+    pub fn try_start(self) -> Result<Servers, String> {
         if self.nodes == 0 {
-            return Err("a cluster needs at least one node".to_owned());
+            return Err("a set of servers needs at least one node".to_owned());
         }
         process::installed()?;
         let tls = match self.listen.is_tls() {
             #[cfg(feature = "tls")]
             true => Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?)),
             #[cfg(not(feature = "tls"))]
-            true => return Err("TLS nodes need the `tls` feature of redlease-cluster".to_owned()),
+            true => return Err("TLS nodes need the `tls` feature of redlease-servers".to_owned()),
             false => None,
         };
         let mut nodes = Vec::with_capacity(self.nodes);
@@ -168,25 +169,25 @@ impl ClusterBuilder {
             }
             replicas.push(of);
         }
-        Ok(Cluster { nodes, replicas, acl: self.acl, tls })
+        Ok(Servers { nodes, replicas, acl: self.acl, tls })
     }
 }
 
 /// N independent `redis-server` processes (no replication between them; each may have
-/// replicas of its own, [`ClusterBuilder::replicas`]), stopped on drop.
+/// replicas of its own, [`ServersBuilder::replicas`]), stopped on drop.
 ///
 /// ```no_run
-/// use redlease_cluster::Cluster;
+/// use redlease_servers::Servers;
 ///
-/// let cluster = Cluster::builder().nodes(5).persist(true).start();
-/// let urls = cluster.urls(); // redis://127.0.0.1:PORT, one per node
-/// cluster.node(0).pause(); // SIGSTOP
-/// cluster.node(0).resume(); // SIGCONT
-/// cluster.node(1).restart(true); // kill -9, start again on the same port with its files
+/// let servers = Servers::builder().nodes(5).persist(true).start();
+/// let urls = servers.urls(); // redis://127.0.0.1:PORT, one per node
+/// servers.node(0).pause(); // SIGSTOP
+/// servers.node(0).resume(); // SIGCONT
+/// servers.node(1).restart(true); // kill -9, start again on the same port with its files
 /// # let _ = urls;
 /// ```
 #[derive(Debug)]
-pub struct Cluster {
+pub struct Servers {
     nodes: Vec<Node>,
     /// Each node's replicas.
     replicas: Vec<Vec<Node>>,
@@ -195,15 +196,15 @@ pub struct Cluster {
     tls: Option<TlsHandle>,
 }
 
-impl Cluster {
+impl Servers {
     /// Start `n` nodes without persistence and without ACL users.
-    pub fn start(n: usize) -> Cluster {
-        Cluster::builder().nodes(n).start()
+    pub fn start(n: usize) -> Servers {
+        Servers::builder().nodes(n).start()
     }
 
     /// A builder with the defaults: 3 nodes, no persistence, no ACL user.
-    pub fn builder() -> ClusterBuilder {
-        ClusterBuilder {
+    pub fn builder() -> ServersBuilder {
+        ServersBuilder {
             nodes: 3,
             persist: false,
             acl: None,
@@ -214,7 +215,7 @@ impl Cluster {
         }
     }
 
-    /// The CA and certificates of a TLS cluster ([`Listen::Tls`]).
+    /// The CA and certificates of TLS servers ([`Listen::Tls`]).
     #[cfg(feature = "tls")]
     pub fn tls(&self) -> Option<&crate::tls::TlsFiles> {
         self.tls.as_deref()
@@ -230,7 +231,7 @@ impl Cluster {
         &self.nodes[i]
     }
 
-    /// The replicas of node `i` (none unless [`ClusterBuilder::replicas`] asked for them).
+    /// The replicas of node `i` (none unless [`ServersBuilder::replicas`] asked for them).
     pub fn replicas(&self, i: usize) -> &[Node] {
         self.replicas.get(i).map_or(&[], Vec::as_slice)
     }
@@ -240,12 +241,12 @@ impl Cluster {
         self.nodes.len()
     }
 
-    /// Always false: a cluster has at least one node.
+    /// Always false: a set of servers has at least one node.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
-    /// The ACL user and password, if the cluster has one.
+    /// The ACL user and password, if the servers have one.
     pub fn credentials(&self) -> Option<(&str, &str)> {
         self.acl.as_ref().map(|(u, p)| (u.as_str(), p.as_str()))
     }
@@ -255,14 +256,14 @@ impl Cluster {
         self.nodes.iter().map(Node::addr).collect()
     }
 
-    /// One URL per node (with the ACL user if any), as the cluster listens:
+    /// One URL per node (with the ACL user if any), as the servers listen:
     /// `redis://[user:pass@]127.0.0.1:PORT`, `rediss://…` or `redis+unix://[user:pass@]/…`.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(Node::url).collect()
     }
 
     /// A URL for `addr` (e.g. the test harness's fault proxy in front of a node) with this
-    /// cluster's credentials.
+    /// set's credentials.
     pub fn url_of(&self, addr: SocketAddr) -> String {
         make_url(addr, self.credentials())
     }

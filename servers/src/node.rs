@@ -18,11 +18,11 @@ use crate::tempdir::TempDir;
 /// How long a starting server may take to answer `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One `redis-server` process of a [`Cluster`](crate::Cluster), in its own temp dir, on a fixed
-/// port.
+/// One `redis-server` process of a [`Servers`](crate::Servers) or a
+/// [`RedisCluster`](crate::RedisCluster), in its own temp dir, on a fixed port.
 ///
-/// Methods take `&self` (the process handle sits behind a mutex), so a cluster can be shared
-/// with the tasks of a test through an `Arc`.
+/// Methods take `&self` (the process handle sits behind a mutex), so a set of servers can be
+/// shared with the tasks of a test through an `Arc`.
 #[derive(Debug)]
 pub struct Node {
     index: usize,
@@ -150,10 +150,10 @@ impl Node {
             // A replica that has just come online may take up to a second to answer the
             // primary's first `WAIT`: ready once a write of the primary's is acknowledged.
             if text.contains("master_link_status:up") && text.contains("master_sync_in_progress:0") && online {
-                to_primary.checked(&["SET", "redlease-cluster:probe", "1", "PX", "1000"]).map_err(fail)?;
+                to_primary.checked(&["SET", "redlease-servers:probe", "1", "PX", "1000"]).map_err(fail)?;
                 let acked = to_primary.checked(&["WAIT", "1", "100"]).map_err(fail)?;
                 if matches!(acked, crate::Reply::Int(n) if n >= 1) {
-                    to_primary.checked(&["DEL", "redlease-cluster:probe"]).map_err(fail)?;
+                    to_primary.checked(&["DEL", "redlease-servers:probe"]).map_err(fail)?;
                     return Ok(());
                 }
             }
@@ -164,7 +164,7 @@ impl Node {
         }
     }
 
-    /// Index in the cluster.
+    /// Index among the nodes started with it (a replica of a standalone node has its primary's).
     pub fn index(&self) -> usize {
         self.index
     }
@@ -179,7 +179,7 @@ impl Node {
         SocketAddr::from((self.ip, self.port))
     }
 
-    /// The node's URL as its cluster listens ([`Listen`]): `redis://[user:pass@]HOST:PORT`,
+    /// The node's URL as it listens ([`Listen`]): `redis://[user:pass@]HOST:PORT`,
     /// `rediss://[user:pass@]127.0.0.1:TLS_PORT` or `redis+unix://[user:pass@]/…/redis.sock`.
     pub fn url(&self) -> String {
         match self.listen {
@@ -296,7 +296,7 @@ impl Node {
     /// Kill the process (if running) and start it again on the same port.
     ///
     /// With `keep_data` the data directory is kept, so a node started with
-    /// [`persist(true)`](crate::ClusterBuilder::persist) comes back with every acknowledged write;
+    /// [`persist(true)`](crate::ServersBuilder::persist) comes back with every acknowledged write;
     /// without persistence there is nothing on disk and the node comes back empty either way.
     /// Without `keep_data` the data directory is emptied first.
     ///

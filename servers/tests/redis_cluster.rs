@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlease_cluster::{ClusterModeNode, Node, RedisCluster, RedisConn, Reply, SLOTS, key_slot};
+use redlease_servers::{ClusterModeNode, Node, RedisCluster, RedisConn, Reply, SLOTS, key_slot};
 
 /// Per `CLUSTER SLOTS` range: first and last slot, the master's port, the replicas' ports.
 type Ranges = Vec<(u16, u16, u16, Vec<u16>)>;
