@@ -77,7 +77,7 @@ pub enum Expect {
 pub enum Lock {
     /// A mutex: every worker.
     Mutex,
-    /// A semaphore of [`SEM_LIMIT`] permits: every worker takes one, but the last, which takes
+    /// A semaphore of `SEM_LIMIT` permits: every worker takes one, but the last, which takes
     /// two at once.
     Semaphore,
     /// A reader-writer lock: workers 0 and 1 write, the others read.
