@@ -4,7 +4,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -36,8 +36,49 @@ impl Redis {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let mut r = Redis { port: free_port(), child: None, dir, password: password.map(str::to_owned) };
-        r.spawn();
-        r
+        // A port found free may be taken by another test's server before ours binds it: ours
+        // then exits, and the port answers for the other one. Start again elsewhere until the
+        // server on the port is ours.
+        for _ in 0..20 {
+            r.spawn();
+            if r.is_ours() {
+                return r;
+            }
+            r.stop();
+            r.port = free_port();
+        }
+        panic!("redis-server did not start on a port of its own");
+    }
+
+    /// Whether the server answering on the port is the process this started.
+    fn is_ours(&mut self) -> bool {
+        let Some(child) = self.child.as_mut() else { return false };
+        let pid = child.id();
+        let info = self.info_server();
+        info.lines().any(|l| l.trim() == format!("process_id:{pid}"))
+    }
+
+    /// `INFO server`, whole (empty if it could not be read).
+    fn info_server(&self) -> String {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return String::new() };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut out = Vec::new();
+        if let Some(p) = &self.password {
+            out.extend_from_slice(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len()).as_bytes());
+        }
+        out.extend_from_slice(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n");
+        if s.write_all(&out).is_err() {
+            return String::new();
+        }
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        while !text.contains("process_id:") || !text.ends_with("\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        text
     }
 
     fn spawn(&mut self) {
