@@ -333,14 +333,18 @@ impl Links {
     /// Whether a request of `lock`'s round `round` to `node` (or the `WAIT` behind its grant)
     /// is on the wire on one of the node's links.
     pub(crate) fn asks(&self, node: usize, lock: crate::event::LockId, round: u32) -> bool {
-        self.links.iter().filter(|l| usize::from(l.owner) == node).any(|l| {
-            l.pending.iter().chain(&l.held_pending).any(|(p, _)| match p {
-                Pending::Op { lock: of, round: r, .. } | Pending::Replicas { lock: of, round: r } => {
-                    *of == lock && *r == round
-                }
-                _ => false,
-            })
+        self.requests_of(node).any(|p| match p {
+            Pending::Op { lock: of, round: r, .. } | Pending::Replicas { lock: of, round: r } => {
+                *of == lock && *r == round
+            }
+            _ => false,
         })
+    }
+
+    /// The requests on the wire (or held behind the handshake) on every link of `node`.
+    fn requests_of(&self, node: usize) -> impl Iterator<Item = &Pending> {
+        let links = self.links.iter().filter(move |l| usize::from(l.owner) == node);
+        links.flat_map(|l| l.pending.iter().chain(&l.held_pending).map(|(p, _)| p))
     }
 
     /// The kept cleanup copies that no request on the wire, nor a resend due later, refers
@@ -363,11 +367,9 @@ impl Links {
     /// an acquisition request of `lock`: a grant it may yet make.
     pub(crate) fn owes_grant(&self, node: usize, lock: crate::event::LockId) -> bool {
         use crate::wire::Op;
-        self.links.iter().filter(|l| usize::from(l.owner) == node).any(|l| {
-            l.pending.iter().chain(&l.held_pending).any(|(p, _)| {
-                matches!(p, Pending::Op { op: Op::Acquire | Op::SetNx | Op::Permits, lock: of, .. } if *of == lock)
-            })
-        })
+        self.requests_of(node).any(
+            |p| matches!(p, Pending::Op { op: Op::Acquire | Op::SetNx | Op::Permits, lock: of, .. } if *of == lock),
+        )
     }
 
     pub(crate) fn in_flight(&self, node: NodeId) -> usize {

@@ -460,16 +460,8 @@ fn a_map_that_does_not_read_is_read_again_with_the_timer_in_the_future() {
 #[test]
 fn a_cleanup_answered_tryagain_is_sent_again_shortly() {
     let mut rig = rig();
-    let r = resource_on(0);
     let t = rig.t0;
-    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
-    // The cluster node grants, the others refuse: the attempt fails and its cleanup goes to
-    // the cluster node's master.
-    assert_eq!(answer_all(&mut rig, 0, b"+OK\r\n"), 1);
-    for n in [1, 2] {
-        assert_eq!(answer_all(&mut rig, n, b"$-1\r\n"), 1);
-    }
-    assert!(matches!(outcome(&mut rig), Some(Err(_))));
+    failed_attempt(&mut rig);
     let cleanup = commands(&rig.sent(0));
     assert_eq!(cleanup.len(), 1, "the cleanup");
     // Its slot is migrating: the master asks to try again.
@@ -493,14 +485,8 @@ fn a_cleanup_answered_tryagain_is_sent_again_shortly() {
 #[test]
 fn a_cleanup_answered_tryagain_every_time_is_given_up_after_its_share_of_tries() {
     let mut rig = rig();
-    let r = resource_on(0);
     let t = rig.t0;
-    rig.engine.acquire(t, &LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1), b"me").unwrap();
-    assert_eq!(answer_all(&mut rig, 0, b"+OK\r\n"), 1);
-    for n in [1, 2] {
-        assert_eq!(answer_all(&mut rig, n, b"$-1\r\n"), 1);
-    }
-    assert!(matches!(outcome(&mut rig), Some(Err(_))));
+    failed_attempt(&mut rig);
     assert_eq!(commands(&rig.sent(0)).len(), 1, "the cleanup");
     let (mut sends, mut now) = (1, t);
     loop {
@@ -519,4 +505,18 @@ fn a_cleanup_answered_tryagain_every_time_is_given_up_after_its_share_of_tries()
     rig.events();
     assert_eq!(sends, 6, "once, then again as many times as a request follows redirects");
     assert!(rig.engine.footprint().is_idle(), "{}", rig.engine.footprint());
+}
+
+/// One attempt on a resource the cluster node (link 0) serves: the cluster node grants, the
+/// others refuse, so the attempt fails and its cleanup goes to the cluster node's master
+/// (kept for a redirect), unanswered.
+fn failed_attempt(rig: &mut Rig) {
+    let r = resource_on(0);
+    let options = LockOptions::new(r.as_str(), Duration::from_secs(10)).attempts(1);
+    rig.engine.acquire(rig.t0, &options, b"me").unwrap();
+    assert_eq!(answer_all(rig, 0, b"+OK\r\n"), 1);
+    for n in [1, 2] {
+        assert_eq!(answer_all(rig, n, b"$-1\r\n"), 1);
+    }
+    assert!(matches!(outcome(rig), Some(Err(_))));
 }
