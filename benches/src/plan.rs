@@ -80,7 +80,8 @@ options:
                  =NAME for exactly that subject); the partners its ratios need still run
   -h, --help     this text
 
-Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md.";
+Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md; their
+charts (SVG) to target/bench/runtimes/.";
 
 /// What the command line asked for: the full plan (`cargo bench`) or the quick one, the
 /// `--only` words (lowercase), `--help`, and the arguments not understood.

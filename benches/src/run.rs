@@ -1,6 +1,7 @@
 //! Runs the selected scenarios over the selected subjects, each measurement on fresh
 //! `redis-server` processes (stopped when it ends, whatever happened), with a progress line
-//! per measurement on stderr and each scenario's table on stdout as soon as it is done.
+//! per measurement on stderr and each scenario's table on stdout as soon as it is done; at the
+//! end, writes the report (every table) and its charts.
 
 use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use redlease_servers::{Listen, Node, RedisCluster, Servers};
 
+use crate::chart;
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};
 use crate::stats::dur;
@@ -78,13 +80,19 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
         let _ = std::io::stdout().flush();
         page.push_str(&format!("\n{table}"));
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("."));
     let dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from).join("bench");
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench");
     let file = dir.join("runtimes.md");
-    std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, page)).map_err(|e| format!("{file:?}: {e}"))?;
+    std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &page)).map_err(|e| format!("{file:?}: {e}"))?;
+    let charts = chart::beside(&file, &page)?;
     eprintln!("done in {:.0} s; the tables are in {}", p.started.elapsed().as_secs_f64(), file.display());
+    charts.iter().for_each(|c| eprintln!("chart: {}", c.display()));
     Ok(p.failures)
+}
+
+/// The workspace's folder (cargo runs a bench in its package's folder).
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("."))
 }
 
 /// What a measurement returns: its progress line, or why it counts as failed (nothing
