@@ -90,6 +90,18 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     Ok(p.failures)
 }
 
+/// Draw the charts of the tables in the markdown file `file` (relative: to the workspace)
+/// beside it, measuring nothing ([`chart::beside`]); the files written.
+pub fn redraw(file: &str) -> Result<Vec<PathBuf>, String> {
+    let file = workspace().join(file);
+    let page = std::fs::read_to_string(&file).map_err(|e| format!("{file:?}: {e}"))?;
+    let charts = chart::beside(&file, &page)?;
+    if charts.is_empty() {
+        return Err(format!("{file:?} has no sequential, lockers or handoff table"));
+    }
+    Ok(charts)
+}
+
 /// The workspace's folder (cargo runs a bench in its package's folder).
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("."))
