@@ -9,14 +9,18 @@
 //! [`Error`] type, the holder's view of a lock ([`Lease`], [`LostSignal`]), lock tokens
 //! ([`new_token`]) and the core's options, settings and outcomes.
 //!
+//! The async client is [`aio`]: one [`Client`](aio::Client), [`Guard`](aio::Guard) and
+//! [`Driver`](aio::Driver), generic over a small [`Runtime`](aio::Runtime) trait that each
+//! async adapter implements and names its client for (`redlease_tokio::Client` is
+//! `aio::Client<TokioRuntime>`).
+//!
 //! What only adapter authors need is in [`adapter`]: the table that routes the engine's events
 //! to waiting callers, the one per-node connection state machine (connect → TLS → handshake →
-//! up → lost) that both I/O styles drive, the TLS byte layer, socket options, and the async
-//! client and driver generic over a small `Runtime` trait.
+//! up → lost) that both I/O styles drive, the TLS byte layer and socket options.
 //!
 //! It does no I/O of its own and spawns nothing.
 
-mod aio;
+pub mod aio;
 mod connect;
 mod error;
 mod layer_error;
@@ -69,13 +73,6 @@ pub mod adapter {
     /// One-shot replies that async and blocking callers both wait on.
     pub mod oneshot {
         pub use crate::oneshot::*;
-    }
-
-    /// The async stack: the client, guard and driver behind `redlease-tokio` and
-    /// `redlease-smol`, generic over the [`Runtime`](aio::Runtime) an adapter implements; the
-    /// adapter's public `Client`, `Guard` and `Driver` come from the `async_api!` macro.
-    pub mod aio {
-        pub use crate::aio::*;
     }
 }
 
