@@ -27,10 +27,7 @@ impl aio::Runtime for AsyncIoRuntime {
             let mut last = None;
             for addr in resolve(&host, port).await? {
                 match Async::<TcpStream>::connect(addr).await {
-                    Ok(stream) => {
-                        redlease_client::adapter::configure_tcp(stream.get_ref())?;
-                        return Ok(Socket { conn: Conn::Tcp(stream), reader: None, drained: false });
-                    }
+                    Ok(stream) => return Ok(Socket { conn: Conn::Tcp(stream), reader: None, drained: false }),
                     Err(e) => last = Some(e),
                 }
             }

@@ -27,11 +27,7 @@ impl aio::Runtime for TokioRuntime {
 
     fn connect(host: &str, port: u16) -> aio::BoxFuture<io::Result<Socket>> {
         let host = host.to_owned();
-        Box::pin(async move {
-            let stream = TcpStream::connect((host.as_str(), port)).await?;
-            redlease_client::adapter::configure_tcp(&stream)?;
-            Ok(Socket(Stream::Tcp(stream)))
-        })
+        Box::pin(async move { Ok(Socket(Stream::Tcp(TcpStream::connect((host.as_str(), port)).await?))) })
     }
 
     #[cfg(unix)]

@@ -30,8 +30,8 @@ pub trait Runtime: Send + Sync + Sized + 'static {
         Ok(())
     }
 
-    /// Resolve `host` and connect to `host:port`, and tune the stream with
-    /// [`configure_tcp`](crate::adapter::configure_tcp) (`TCP_NODELAY`, keepalive).
+    /// Resolve `host` and connect to `host:port`. The driver sets the stream's options
+    /// (`TCP_NODELAY`, keepalive) itself.
     ///
     /// The attempt is bounded by the engine's `connect_timeout`: the driver drops the future
     /// when the engine gives the attempt up, so the future need not time out on its own.
