@@ -113,7 +113,7 @@ impl aio::Socket for Socket {
                 return Poll::Ready(Err(e));
             }
             if ready.is_pending() {
-                redlease_client::register_waker(&mut self.reader, cx.waker());
+                redlease_client::adapter::register_waker(&mut self.reader, cx.waker());
                 return Poll::Pending;
             }
             self.drained = false;
@@ -125,7 +125,7 @@ impl aio::Socket for Socket {
         };
         match &read {
             Poll::Ready(Ok(n)) => self.drained = *n < buf.len(),
-            Poll::Pending => redlease_client::register_waker(&mut self.reader, cx.waker()),
+            Poll::Pending => redlease_client::adapter::register_waker(&mut self.reader, cx.waker()),
             Poll::Ready(Err(_)) => {}
         }
         read

@@ -76,7 +76,7 @@ impl<R: Runtime> Client<R> {
         Self::with_config(Config::from_urls(urls)?).await
     }
 
-    /// Like [`connect`](Self::connect), with explicit settings ([`Config`](crate::Config):
+    /// Like [`connect`](#method.connect), with explicit settings ([`Config`](crate::Config):
     /// nodes, timeouts, retries, TLS, reconnect backoff; the engine applies the connection
     /// knobs, the driver only opens the sockets it is told to).
     ///
@@ -104,7 +104,7 @@ impl<R: Runtime> Client<R> {
         Ok(client)
     }
 
-    /// Like [`with_config`](Self::with_config), but hand the driver to the caller instead of
+    /// Like [`with_config`](#method.with_config), but hand the driver to the caller instead of
     /// starting it: the client does nothing until the [`Driver`] future is polled (spawn it on
     /// your executor).
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
@@ -122,7 +122,7 @@ impl<R> Client<R> {
     /// bounded: the defaults of [`LockOptions::new`](crate::LockOptions::new) (the config's
     /// [`Retry`](crate::Retry): by default up to 10 s, woken at once by the holder's release,
     /// then [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout));
-    /// [`lock_with`](Self::lock_with) sets the wait per call. A misconfiguration (a wrong
+    /// [`lock_with`](#method.lock_with) sets the wait per call. A misconfiguration (a wrong
     /// password on a majority) fails at once.
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl)).await
@@ -177,7 +177,7 @@ impl<R> Client<R> {
     /// the lost signal, which fires if an extension is refused or the validity runs out (select
     /// on `lease.lost().wait()` to stop work that is no longer protected). The release's own
     /// outcome is not reported (a lost lock was already signalled). It waits for the lock as
-    /// [`lock_with`](Self::lock_with) does: `options.try_once()` runs `f` only if the lock is
+    /// [`lock_with`](#method.lock_with) does: `options.try_once()` runs `f` only if the lock is
     /// free now, `options.wait_forever()` waits as long as it takes.
     ///
     /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the

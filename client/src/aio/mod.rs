@@ -18,7 +18,7 @@
 //! - One timer, armed at the engine's `poll_timeout`, which covers lock timers, connect
 //!   deadlines and reconnect times. The clock is read again after every wake-up.
 //! - Each node's connection follows the one state machine of the client layer
-//!   ([`Links`](crate::adapter::Links): connect → TLS → handshake → up → lost); when to
+//!   (connect → TLS → handshake → up → lost); when to
 //!   connect and when to drop a connection are the engine's decisions.
 //! - No protocol decisions: quorum, retries, wait bounds, validity, extension schedule,
 //!   handshake and the `NOSCRIPT` fallback are all the engine's. Link trouble and lock
@@ -31,6 +31,7 @@ mod driver;
 mod guard;
 mod runtime;
 
+pub use crate::sockets::AsSocket;
 pub use client::Client;
 pub use driver::Driver;
 pub use guard::Guard;
