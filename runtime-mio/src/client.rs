@@ -135,10 +135,8 @@ impl Client {
         if st.closed {
             return Err(Error::Closed);
         }
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        let lock = router.acquire(driver.engine_mut(), now, options, token, reply, span.clone());
-        shared.after_command(&mut st, now);
+        let lock = shared
+            .command(&mut st, |router, engine, now| router.acquire(engine, now, options, token, reply, span.clone()));
         let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
         let guard = Guard::new(lease.with_pump(pump), Arc::clone(shared));
@@ -186,10 +184,10 @@ impl Client {
         if st.closed {
             return;
         }
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.close(driver.engine_mut(), now);
-        self.shared.after_command(&mut st, now);
+        let now = self.shared.command(&mut st, |router, engine, now| {
+            router.close(engine, now);
+            now
+        });
         let deadline = now + Shared::release_bound(&st);
         let st = self.wait_idle(st, deadline);
         Self::shut(st);
