@@ -58,11 +58,11 @@ impl Guard {
         &self.lease
     }
 
-    /// Extend the lock to `ttl` from now on every node; returns the new validity deadline.
+    /// Extend the lock to `ttl` from now on every node; returns the new deadline.
     ///
-    /// A failed extension deletes nothing: [`ExtendError::Lost`](crate::ExtendError::Lost)
-    /// means a majority no longer holds our token, `Unconfirmed` that too few nodes answered
-    /// (the old deadline still stands), `Expired` that the validity had already run out.
+    /// Succeeds iff a quorum extended it in time. A failed extension never deletes the lock
+    /// ([`ExtendError`](crate::ExtendError) says whether it is gone or still valid until the
+    /// old deadline at best).
     pub fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
         let span = spans::extend(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
@@ -82,9 +82,9 @@ impl Guard {
         self.ask(false, |router, engine, now, lock, reply| router.downgrade(engine, now, lock, reply, span.clone()))
     }
 
-    /// Release the lock on every node and report what they said: `Released`, `NotHeld`
-    /// (it had expired or been taken over; nothing of another holder was deleted) or
-    /// `Unreachable` (too few answers; keys left behind expire with their TTL).
+    /// Release the lock on every node and report what they said: released, not held (expired
+    /// or taken over) or unreachable ([`ReleaseOutcome`](crate::ReleaseOutcome)). Nothing of
+    /// another holder is ever deleted.
     #[doc(alias = "unlock")]
     pub fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;

@@ -59,15 +59,13 @@ impl<R> fmt::Debug for Client<R> {
 
 impl<R: Runtime> Client<R> {
     /// Connect to the nodes at these URLs (`redis://[user[:pass]@]host:port[/db]`,
-    /// `rediss://…` for TLS, `redis+unix:///path[?db=N]`; see
-    /// [`Config::from_urls`](crate::Config::from_urls)), with defaults for everything else,
-    /// and start the driver in the background.
+    /// `rediss://…` for TLS, `redis+unix:///path[?db=N]`: [`Config::from_urls`](crate::Config::from_urls)),
+    /// with defaults for everything else, and start the driver in the background.
     ///
-    /// Returns as soon as a quorum of nodes is connected: nodes beyond the quorum that are down
-    /// or silent keep connecting in the background with backoff and count as failed votes
-    /// meanwhile. Fails with [`Error::Unhealthy`] (the health view: each node's state and last
-    /// error) when no quorum is ready once every node's first attempt has ended — refused, a
-    /// wrong password, or the connect timeout.
+    /// Returns once a quorum of nodes is ready (the others join as they come:
+    /// [`Config::require_all`](crate::Config::require_all)). Fails with [`Error::Unhealthy`]
+    /// (the health view: each node's state and last error) when no quorum is ready once every
+    /// node's first attempt has ended — refused, a wrong password, or the connect timeout.
     pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -118,26 +116,22 @@ impl<R: Runtime> Client<R> {
 }
 
 impl<R> Client<R> {
-    /// Acquire `resource` for `ttl`, waiting while someone else holds it, like a mutex — but
-    /// bounded: the defaults of [`LockOptions::new`](crate::LockOptions::new) (the config's
-    /// [`Retry`](crate::Retry): by default up to 10 s, woken at once by the holder's release,
-    /// then [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout));
-    /// [`lock_with`](#method.lock_with) sets the wait per call. A misconfiguration (a wrong
-    /// password on a majority) fails at once.
+    /// Acquire `resource` for `ttl` with the defaults of
+    /// [`LockOptions::new`](crate::LockOptions::new): waits while someone else holds it, within
+    /// the config's [`Retry`](crate::Retry) (by default up to 10 s);
+    /// [`lock_with`](#method.lock_with) sets the wait per call.
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl)).await
     }
 
-    /// Acquire `resource` for `ttl` with a single attempt
-    /// ([`LockOptions::try_once`](crate::LockOptions::try_once)): held by someone else, it
-    /// fails at once with [`AcquireError::Held`](crate::AcquireError::Held).
+    /// Acquire `resource` for `ttl` in a single attempt
+    /// ([`LockOptions::try_once`](crate::LockOptions::try_once)).
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl).try_once()).await
     }
 
-    /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
-    /// automatic extension, a semaphore or a read lock ([`LockOptions`](crate::LockOptions),
-    /// which also says how long it waits).
+    /// Acquire with options ([`LockOptions`](crate::LockOptions): more resources, fencing, a
+    /// semaphore or a read lock, automatic extension, and how long to wait).
     ///
     /// If this future is dropped before it finishes, the acquisition is cancelled, and a lock
     /// it got meanwhile is released. Its span, `redlease.acquire`, is a child of the caller's
@@ -170,15 +164,13 @@ impl<R> Client<R> {
         Ok(Guard::new(lease, self.tx.clone(), Arc::clone(&self.name)))
     }
 
-    /// Run `f` while holding a lock: acquire with `options` (automatic extension turned on),
-    /// run `f`, release afterwards, and return what `f` returned.
+    /// Run `f` while holding a lock: acquire with `options` as
+    /// [`lock_with`](#method.lock_with) does, with automatic extension turned on (the driver
+    /// keeps it extended while `f` runs), release afterwards, and return what `f` returned; a
+    /// failure to acquire is reported, the release's outcome is not.
     ///
-    /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its deadline, and
-    /// the lost signal, which fires if an extension is refused or the validity runs out (select
-    /// on `lease.lost().wait()` to stop work that is no longer protected). The release's own
-    /// outcome is not reported (a lost lock was already signalled). It waits for the lock as
-    /// [`lock_with`](#method.lock_with) does: `options.try_once()` runs `f` only if the lock is
-    /// free now, `options.wait_forever()` waits as long as it takes.
+    /// `f` gets the [`Lease`]: select on `lease.lost().wait()` to stop work that is no longer
+    /// protected.
     ///
     /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
     /// acquisition, `f`'s work and the release are its children.
@@ -213,10 +205,8 @@ impl<R> Client<R> {
         .await
     }
 
-    /// The nodes' health as the driver sees it now ([`Health`](crate::Health)): each node's
-    /// state, last error, round trips and failures, and how many more nodes may fail before
-    /// locking stops ([`Health::fault_tolerance`](crate::Health::fault_tolerance)). Its
-    /// `Display` is a table, one line per node.
+    /// The nodes' health now ([`Health`](crate::Health): each node's state and last error,
+    /// and how many more nodes may fail before locking stops).
     ///
     /// [`Error::Closed`] once the client is closed or its driver has stopped.
     ///
