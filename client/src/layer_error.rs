@@ -3,7 +3,8 @@
 
 /// Why a connection's byte layer (a TLS session) failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LayerError {
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
+pub(crate) enum LayerError {
     /// The TLS handshake failed in a way no retry fixes: the server's certificate did not
     /// verify, or the server does not speak TLS. The text says which and what to set, for
     /// [`Engine::handle_tls_failed`](redlease_core::Engine::handle_tls_failed).

@@ -159,7 +159,9 @@ impl Lease {
     }
 
     /// The same lease, whose [`LostSignal`] drives `pump` while it waits (for a blocking
-    /// client, whose loop nobody else may be driving).
+    /// client, whose loop nobody else may be driving). For the mio adapter; not part of the
+    /// supported API.
+    #[doc(hidden)]
     pub fn with_pump(mut self, pump: Arc<dyn Pump>) -> Self {
         self.pump = Some(pump);
         self

@@ -4,19 +4,26 @@
 //! runtime-agnostic, so that the async adapters (`redlease-tokio`, `redlease-smol`) and the
 //! blocking one (`redlease-mio`) offer the same API and cannot drift apart.
 //!
-//! **Use the `redlease` crate (or an adapter crate), not this one**, unless you are writing
-//! an adapter. What users meet is re-exported by every adapter from one list, [`api`]: the
-//! [`Error`] type, the holder's view of a lock ([`Lease`], [`LostSignal`]), lock tokens
-//! ([`new_token`]) and the core's options, settings and outcomes.
+//! **Use the `redlease` crate (or an adapter crate), not this one**: they re-export what users
+//! need from here.
 //!
-//! What only adapter authors need is in [`adapter`]: the table that routes the engine's events
-//! to waiting callers, the one per-node connection state machine (connect → TLS → handshake →
-//! up → lost) that both I/O styles drive, the TLS byte layer, socket options, and the async
-//! client and driver generic over a small `Runtime` trait.
+//! - At the root, what every adapter re-exports: the [`Error`] type, the holder's view of a
+//!   lock ([`Lease`], [`LostSignal`]), lock tokens ([`new_token`]) and the core's options,
+//!   settings and outcomes.
+//! - [`aio`]: the async client, one [`Client`](aio::Client), [`Guard`](aio::Guard) and
+//!   [`Driver`](aio::Driver) generic over a small [`Runtime`](aio::Runtime) trait, which each
+//!   async adapter implements and names its client for (`redlease_tokio::Client` is
+//!   `aio::Client<TokioRuntime>`).
+//! - [`monitor`]: what every client reports (`tracing` levels, metric names).
+//!
+//! The rest — the table that routes the engine's events to waiting callers, the one per-node
+//! connection state machine (connect → TLS → handshake → up → lost) that both I/O styles
+//! drive, the TLS byte layer, socket options — is shared by the workspace's own adapters and is
+//! not part of the supported API.
 //!
 //! It does no I/O of its own and spawns nothing.
 
-mod aio;
+pub mod aio;
 mod connect;
 mod error;
 mod layer_error;
@@ -32,7 +39,9 @@ mod spans;
 mod tls;
 mod transport;
 
-/// What every adapter re-exports, in one list: `pub use redlease_client::api::*;`.
+/// What every adapter re-exports, in one list: `pub use redlease_client::api::*;`. The same
+/// items are at the crate root, where they are documented.
+#[doc(hidden)]
 pub mod api {
     pub use crate::error::Error;
     pub use crate::lease::{Lease, LostSignal};
@@ -44,21 +53,22 @@ pub mod api {
     };
 }
 
+#[doc(inline)]
 pub use api::*;
 
-/// For adapter authors only: the pieces an adapter is assembled from. Users never need these.
+/// The pieces the workspace's own adapters (`redlease-mio`, `redlease-smol`) and command line
+/// are assembled from. Not part of the supported API: hidden from the docs, and free to change
+/// in any release.
+#[doc(hidden)]
 pub mod adapter {
     pub use crate::connect::{connect_settled, connected};
-    pub use crate::layer_error::LayerError;
     pub use crate::lease::Pump;
     pub use crate::link::{Conn, Flush, Links, Read, ReadUntil, SocketIo, node_id};
     pub use crate::random::seeded;
-    pub use crate::register_waker;
-    pub use crate::router::{AcquireReply, ExtendReply, ReleaseReply, Router};
-    pub use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
+    pub use crate::router::Router;
     #[cfg(feature = "tls")]
-    pub use crate::tls::{Blocking as BlockingTls, TlsClient, TlsStream};
-    pub use crate::transport::{Layer, NodeTransport, Origin, Target, prepare};
+    pub use crate::tls::Blocking as BlockingTls;
+    pub use crate::transport::{NodeTransport, Target, prepare};
 
     /// The spans of the operations a caller waits for, made on the caller's side (children of
     /// the caller's span) and handed to the [`Router`] with the command.
@@ -71,26 +81,20 @@ pub mod adapter {
         pub use crate::oneshot::*;
     }
 
-    /// The async stack: the client, guard and driver behind `redlease-tokio` and
-    /// `redlease-smol`, generic over the [`Runtime`](aio::Runtime) an adapter implements; the
-    /// adapter's public `Client`, `Guard` and `Driver` come from the `async_api!` macro.
-    pub mod aio {
-        pub use crate::aio::*;
+    /// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
+    /// task (then nothing is cloned). For single-waiter slots (one-shot replies, the driver).
+    #[inline]
+    pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
     }
 }
 
+pub(crate) use adapter::register_waker;
 pub(crate) use connect::{connect_settled, connected};
 pub(crate) use random::seeded;
 pub(crate) use router::Router;
-
-/// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
-/// task (then nothing is cloned). For single-waiter slots (one-shot replies, the driver).
-#[inline]
-pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
-    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-        *slot = Some(waker.clone());
-    }
-}
 
 /// Run a future to completion on this thread (tests only: the crate depends on no runtime).
 #[cfg(test)]

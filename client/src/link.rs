@@ -25,8 +25,8 @@ use std::time::Instant;
 use redlease_core::{Engine, NodeId};
 
 use crate::layer_error::LayerError;
-use crate::sockets::{AsSocket, reset_on_close};
-use crate::transport::{Layer, NodeTransport};
+use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
+use crate::transport::{Layer, NodeTransport, Target};
 
 /// Why a connection ended, as the engine records it (the engine adds the context: `connection
 /// lost: …`, `connect failed: …`). Each text is written here once.
@@ -202,7 +202,7 @@ impl<C, S: AsSocket> Links<C, S> {
             let transport = match engine.link_endpoint(id) {
                 Some((owner, host, port)) => {
                     let mut t = self.nodes[owner.index()].transport.clone();
-                    t.target = crate::transport::Target::Tcp { host: host.to_owned(), port };
+                    t.target = Target::Tcp { host: host.to_owned(), port };
                     t
                 }
                 // Not reached: every link past the nodes' has an endpoint.
@@ -227,12 +227,17 @@ impl<C, S: AsSocket> Links<C, S> {
         changed
     }
 
-    /// `node`'s connect attempt produced `socket`: start its TLS handshake, or tell the engine
-    /// it is connected. Returns the socket when it cannot be used (no TLS session could be
+    /// `node`'s connect attempt produced `socket`: set a TCP stream's options
+    /// ([`configure_tcp`]), then start its TLS handshake, or tell the engine it is connected. Returns the socket when it cannot be used (no TLS session could be
     /// made: the engine has been told why); close it.
     #[must_use]
     pub fn connected(&mut self, engine: &mut Engine, now: Instant, node: usize, socket: S) -> Option<S> {
         let n = &mut self.nodes[node];
+        if let Target::Tcp { .. } = n.transport.target {
+            // A failure here only costs latency (or a late notice of a vanished peer); the
+            // connection still works.
+            let _ = configure_tcp(&socket);
+        }
         match n.transport.layer() {
             Ok(layer) if layer.is_handshaking() => {
                 n.conn = Conn::Tls(socket, layer);

@@ -16,11 +16,11 @@ use tracing::Span;
 mod events;
 
 /// Where the answer to an acquisition goes.
-pub type AcquireReply = Sender<Result<Lease, Error>>;
+pub(crate) type AcquireReply = Sender<Result<Lease, Error>>;
 /// Where the answer to an extension goes: the new deadline.
-pub type ExtendReply = Sender<Result<Instant, Error>>;
+pub(crate) type ExtendReply = Sender<Result<Instant, Error>>;
 /// Where the answer to a release goes.
-pub type ReleaseReply = Sender<Result<ReleaseReport, Error>>;
+pub(crate) type ReleaseReply = Sender<Result<ReleaseReport, Error>>;
 
 /// An acquisition in flight and the caller waiting for it.
 struct Acquiring {

@@ -3,7 +3,8 @@
 
 use std::io;
 
-/// A socket whose options can be set: a file descriptor on Unix.
+/// A socket whose options the client layer can set (`TCP_NODELAY`, keepalive, a reset on
+/// close): any file descriptor on Unix, implemented for every [`AsFd`](std::os::fd::AsFd).
 #[cfg(unix)]
 pub trait AsSocket: std::os::fd::AsFd {}
 #[cfg(unix)]
@@ -19,7 +20,7 @@ impl<T> AsSocket for T {}
 /// requests; Nagle would hold them back) and keepalive probes (first after 10 s idle, then
 /// every 5 s, 3 unanswered probes end it), so that a peer that vanished without a word (a
 /// power loss, a dropped route) is noticed by the kernel even on an idle connection.
-pub fn configure_tcp(socket: &impl AsSocket) -> io::Result<()> {
+pub(crate) fn configure_tcp(socket: &impl AsSocket) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::time::Duration;
@@ -41,7 +42,7 @@ pub fn configure_tcp(socket: &impl AsSocket) -> io::Result<()> {
 /// connection the engine failed (garbage, a refused handshake, silence): the server then
 /// discards what it has not executed yet, so no stale command of the old connection runs after
 /// the new connection's. Best effort: on failure the close is an ordinary one.
-pub fn reset_on_close(socket: &impl AsSocket) {
+pub(crate) fn reset_on_close(socket: &impl AsSocket) {
     #[cfg(unix)]
     {
         let _ = socket2::SockRef::from(socket).set_linger(Some(std::time::Duration::ZERO));

@@ -134,7 +134,7 @@ impl std::fmt::Debug for TlsStream {
 
 impl TlsStream {
     /// Start a session: the client hello is ready in [`ciphertext`](Self::ciphertext).
-    pub fn new(client: &TlsClient) -> Result<Self, String> {
+    pub(crate) fn new(client: &TlsClient) -> Result<Self, String> {
         let conn = ClientConnection::new(Arc::clone(&client.config), client.name.clone())
             .map_err(|e| format!("TLS setup: {e}"))?;
         let mut stream = TlsStream { conn, out: Vec::new(), sent: 0 };
@@ -143,7 +143,7 @@ impl TlsStream {
     }
 
     /// Whether the handshake is still going on (nothing may be sent for the engine yet).
-    pub fn is_handshaking(&self) -> bool {
+    pub(crate) fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
     }
 
@@ -151,7 +151,7 @@ impl TlsStream {
     /// `Err` with the reason when the session fails: a misconfiguration (a certificate that
     /// does not verify, a server that does not speak TLS), or another failure (an alert, a
     /// corrupt record).
-    pub fn feed(&mut self, mut cipher: &[u8], plain: &mut Vec<u8>) -> Result<(), LayerError> {
+    pub(crate) fn feed(&mut self, mut cipher: &[u8], plain: &mut Vec<u8>) -> Result<(), LayerError> {
         while !cipher.is_empty() {
             match self.conn.read_tls(&mut cipher) {
                 Ok(_) => {}
@@ -176,19 +176,19 @@ impl TlsStream {
 
     /// Plaintext for the server: encrypt as much of it as the session takes (all of it once
     /// the handshake is done); returns how much it took.
-    pub fn send(&mut self, plain: &[u8]) -> usize {
+    pub(crate) fn send(&mut self, plain: &[u8]) -> usize {
         let n = self.conn.writer().write(plain).unwrap_or(0);
         self.collect_ciphertext();
         n
     }
 
     /// Ciphertext waiting for the socket.
-    pub fn ciphertext(&self) -> &[u8] {
+    pub(crate) fn ciphertext(&self) -> &[u8] {
         &self.out[self.sent..]
     }
 
     /// The socket took `n` bytes of [`ciphertext`](Self::ciphertext).
-    pub fn advance(&mut self, n: usize) {
+    pub(crate) fn advance(&mut self, n: usize) {
         self.sent = (self.sent + n).min(self.out.len());
         if self.sent == self.out.len() {
             self.out.clear();

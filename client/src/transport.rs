@@ -43,7 +43,7 @@ impl NodeTransport {
 
     /// The byte layer of a new connection (a fresh TLS session, whose client hello is then
     /// in [`Layer::next_write`]).
-    pub fn layer(&self) -> Result<Layer, String> {
+    pub(crate) fn layer(&self) -> Result<Layer, String> {
         #[cfg(feature = "tls")]
         if let Some(client) = &self.tls {
             return Ok(Layer::Tls(Box::new(TlsStream::new(client)?)));
@@ -121,7 +121,7 @@ pub enum Layer {
 impl Layer {
     /// Whether the connection is still in its TLS handshake (the engine must not hear of it
     /// yet). Always `false` for plain connections.
-    pub fn is_handshaking(&self) -> bool {
+    pub(crate) fn is_handshaking(&self) -> bool {
         match self {
             Layer::Plain => false,
             #[cfg(feature = "tls")]
@@ -132,7 +132,7 @@ impl Layer {
     /// Bytes read from the socket: hand the plaintext they carry to `deliver` (at once for a
     /// plain connection; after decryption, through `scratch`, for TLS). `Err`: the TLS session
     /// failed, with the reason.
-    pub fn input(
+    pub(crate) fn input(
         &mut self,
         bytes: &[u8],
         scratch: &mut Vec<u8>,
@@ -162,7 +162,7 @@ impl Layer {
     /// nothing to write. Report what the socket took with [`wrote`](Self::wrote). Both
     /// drivers write through this one loop.
     #[inline]
-    pub fn next_write<'a>(
+    pub(crate) fn next_write<'a>(
         &'a mut self,
         engine: &'a mut Engine,
         node: NodeId,
@@ -190,7 +190,7 @@ impl Layer {
 
     /// The socket took `n` bytes of what [`next_write`](Self::next_write) gave.
     #[inline]
-    pub fn wrote(&mut self, engine: &mut Engine, node: NodeId, from: Origin, n: usize) {
+    pub(crate) fn wrote(&mut self, engine: &mut Engine, node: NodeId, from: Origin, n: usize) {
         match from {
             Origin::Engine => engine.advance_transmit(node, n),
             Origin::Layer =>
@@ -204,7 +204,7 @@ impl Layer {
     }
 
     /// Whether the layer holds bytes of its own not yet written (TLS records).
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         match self {
             Layer::Plain => false,
             #[cfg(feature = "tls")]
@@ -215,7 +215,8 @@ impl Layer {
 
 /// Whose bytes [`Layer::next_write`] handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
+pub(crate) enum Origin {
     /// The engine's, as they are.
     Engine,
     /// The layer's own (TLS records).

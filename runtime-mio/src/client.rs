@@ -28,6 +28,13 @@ const WAKE: Token = Token(usize::MAX);
 ///
 /// Each separate `Client` has its own connections (one per node); sharing one is cheaper.
 ///
+/// Its API is the async clients' (`redlease::tokio::Client`, `redlease::smol::Client`),
+/// blocking: the same methods, options, outcomes and errors. What a call promises is written
+/// once, on the types every client shares: how long an acquisition waits ([`LockOptions`]),
+/// what a held lock promises ([`Lease`](crate::Lease)), how an extension or a release ended
+/// ([`ExtendError`](crate::ExtendError), [`ReleaseOutcome`](crate::ReleaseOutcome)) and why
+/// a call failed ([`Error`]); each method below says what blocking adds.
+///
 /// # Auto-extension
 ///
 /// A lock taken with [`LockOptions::auto_extend`] (or switched on with
@@ -69,15 +76,12 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with default
-    /// settings.
+    /// Connect to the nodes at these URLs ([`Config::from_urls`]), with defaults for
+    /// everything else.
     ///
-    /// Returns as soon as a quorum of nodes is connected. Nodes beyond the quorum that are
-    /// down or silent do not make it wait: they keep connecting in the background with
-    /// backoff, and count as failed votes meanwhile. Fails on a bad URL, when the OS refuses a
-    /// poller, and with [`Error::Unhealthy`] (the health view: each node's state and last
-    /// error) when no quorum is ready once every node's first attempt has ended (refused, a
-    /// wrong password, or the connect timeout).
+    /// Blocks until a quorum of nodes is ready (the others join as they come:
+    /// [`Config::require_all`]). Fails on a bad URL, when the OS refuses a poller, and with
+    /// [`Error::Unhealthy`] when no quorum is ready once every node's first attempt has ended.
     pub fn connect<I, S>(urls: I) -> Result<Client, Error>
     where
         I: IntoIterator<Item = S>,
@@ -86,8 +90,8 @@ impl Client {
         Client::with_config(Config::from_urls(urls)?)
     }
 
-    /// Connect with explicit settings, the core's [`Config`] (validated, seeded from the OS
-    /// unless it has a seed, as in [`Driver::new`]); see [`Client::connect`].
+    /// Like [`connect`](Self::connect), with explicit settings ([`Config`]: checked first,
+    /// seeded from the OS unless it has a seed, as in [`Driver::new`]).
     pub fn with_config(config: Config) -> Result<Client, Error> {
         let mut driver = Driver::new(config, NODES)?;
         let poll = Poll::new()?;
@@ -101,27 +105,21 @@ impl Client {
         Ok(Client { shared })
     }
 
-    /// Acquire `resource` for `ttl`, waiting while someone else holds it, like a mutex — but
-    /// bounded: by default it keeps trying for up to 10 s (woken at once by the holder's
-    /// release), then fails with [`AcquireError::WaitTimeout`](crate::AcquireError::WaitTimeout).
-    /// The bound and the delays are the config's [`Retry`](crate::Retry); [`lock_with`](Self::lock_with)
-    /// sets them per call ([`LockOptions::wait_forever`] waits without a bound). A
-    /// misconfiguration (a wrong password on a majority) fails at once.
+    /// Acquire `resource` for `ttl` with the defaults of [`LockOptions::new`]: blocks while
+    /// someone else holds it, within the config's [`Retry`](crate::Retry) (by default up to
+    /// 10 s); [`lock_with`](Self::lock_with) sets the wait per call.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl))
     }
 
-    /// Acquire `resource` for `ttl` in a single attempt: held by someone else, it fails at
-    /// once with [`AcquireError::Held`](crate::AcquireError::Held).
+    /// Acquire `resource` for `ttl` in a single attempt ([`LockOptions::try_once`]).
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl).attempts(1))
     }
 
-    /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
-    /// automatic extension ([`LockOptions`]). Blocks until the lock is held or the
-    /// acquisition has failed: by default within the config's [`Retry`](crate::Retry) (10 s);
-    /// [`LockOptions::wait_forever`] never gives up, [`LockOptions::try_once`] makes one
-    /// attempt.
+    /// Acquire with options ([`LockOptions`]: more resources, fencing, a semaphore or a read
+    /// lock, automatic extension, and how long to wait). Blocks until the lock is held or the
+    /// acquisition has failed.
     ///
     /// Its span, `redlease.acquire`, is a child of the caller's span, entered while it waits.
     pub fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
@@ -135,10 +133,8 @@ impl Client {
         if st.closed {
             return Err(Error::Closed);
         }
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        let lock = router.acquire(driver.engine_mut(), now, options, token, reply, span.clone());
-        shared.after_command(&mut st, now);
+        let lock = shared
+            .command(&mut st, |router, engine, now| router.acquire(engine, now, options, token, reply, span.clone()));
         let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
         let guard = Guard::new(lease.with_pump(pump), Arc::clone(shared));
@@ -149,17 +145,13 @@ impl Client {
         Ok(guard)
     }
 
-    /// Scoped form: acquire with `options` (automatic extension turned on), run `f` on this
-    /// thread while a helper thread keeps the lock extended (about every `ttl / 3`), then
-    /// release it, and return what `f` returned.
+    /// Run `f` on this thread while holding a lock: acquire with `options` as
+    /// [`lock_with`](Self::lock_with) does, with automatic extension turned on (the client's
+    /// extension thread keeps it extended while `f` runs), release afterwards, and return what
+    /// `f` returned; a failure to acquire is reported, the release's outcome is not.
     ///
-    /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its deadline,
-    /// and the lost signal (check `lease.is_lost()` before acting on the protected resource;
-    /// it fires if an extension is refused or the validity runs out). The release's outcome
-    /// is not reported (the work is done); a failure to acquire is. It waits for the lock
-    /// as [`lock_with`](Self::lock_with) does: `options.try_once()` is the form that runs
-    /// `f` only if the lock is free now, `options.wait_forever()` the one that waits as long
-    /// as it takes.
+    /// `f` gets the [`Lease`]: check `lease.is_lost()` before acting on the protected
+    /// resource.
     ///
     /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
     /// acquisition, `f`'s work and the release are its children.
@@ -177,19 +169,19 @@ impl Client {
         Ok(out)
     }
 
-    /// Close the client, for every clone: refuse new calls ([`Error::Closed`]), cancel the
-    /// acquisitions in flight, release every lock still held (its guard's lost signal fires,
-    /// [`LostReason::Stopped`](crate::LostReason::Stopped)), and return once those
-    /// releases are done (each bounded by the node timeout) and the connections closed.
+    /// Close the client, for every clone: new calls fail with [`Error::Closed`], the
+    /// acquisitions in flight are cancelled, every lock still held is released and lost ([`LostReason::Stopped`](crate::LostReason::Stopped)).
+    /// Returns once those releases are done (each bounded by the node timeout) and the
+    /// connections closed.
     pub fn close(&self) {
         let mut st = self.shared.lock();
         if st.closed {
             return;
         }
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.close(driver.engine_mut(), now);
-        self.shared.after_command(&mut st, now);
+        let now = self.shared.command(&mut st, |router, engine, now| {
+            router.close(engine, now);
+            now
+        });
         let deadline = now + Shared::release_bound(&st);
         let st = self.wait_idle(st, deadline);
         Self::shut(st);
@@ -245,9 +237,8 @@ impl Client {
         self.shared.lock().driver.node_count()
     }
 
-    /// The nodes' health ([`Driver::health`]): each node's state, last error and kind, round
-    /// trips and failures, and how many more nodes may fail before locking stops. Its
-    /// `Display` is a table, one line per node.
+    /// The nodes' health now ([`Health`]: each node's state and last error, and how many more
+    /// nodes may fail before locking stops).
     pub fn health(&self) -> Health {
         self.shared.lock().driver.health()
     }

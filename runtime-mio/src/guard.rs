@@ -2,12 +2,13 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redlease_client::adapter::{oneshot, spans};
-use redlease_client::{Error, Lease, ReleaseReport};
+use redlease_client::adapter::{Router, oneshot, spans};
+use redlease_client::{Error, Lease, LockId, ReleaseReport};
+use redlease_core::Engine;
 
 use crate::shared::{Keeper, Shared, State};
 
@@ -57,22 +58,15 @@ impl Guard {
         &self.lease
     }
 
-    /// Extend the lock to `ttl` from now on every node; returns the new validity deadline.
+    /// Extend the lock to `ttl` from now on every node; returns the new deadline.
     ///
-    /// A failed extension deletes nothing: [`ExtendError::Lost`](crate::ExtendError::Lost)
-    /// means a majority no longer holds our token, `Unconfirmed` that too few nodes answered
-    /// (the old deadline still stands), `Expired` that the validity had already run out.
+    /// Succeeds iff a quorum extended it in time. A failed extension never deletes the lock
+    /// ([`ExtendError`](crate::ExtendError) says whether it is gone or still valid until the
+    /// old deadline at best).
     pub fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
         let span = spans::extend(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
-        let (reply, rx) = oneshot::channel();
-        let lock = self.lease.id();
-        let mut st = self.shared.lock();
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.extend(driver.engine_mut(), now, lock, ttl, reply, span.clone());
-        self.shared.after_command(&mut st, now);
-        self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
+        self.ask(false, |router, engine, now, lock, reply| router.extend(engine, now, lock, ttl, reply, span.clone()))
     }
 
     /// Turn this write lock into a read lock, atomically on each node, for its TTL from now;
@@ -85,39 +79,18 @@ impl Guard {
     pub fn downgrade(&mut self) -> Result<Instant, Error> {
         let span = spans::downgrade(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
-        let (reply, rx) = oneshot::channel();
-        let lock = self.lease.id();
-        let mut st = self.shared.lock();
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.downgrade(driver.engine_mut(), now, lock, reply, span.clone());
-        self.shared.after_command(&mut st, now);
-        self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
+        self.ask(false, |router, engine, now, lock, reply| router.downgrade(engine, now, lock, reply, span.clone()))
     }
 
-    /// Release the lock on every node and report what they said: `Released`, `NotHeld`
-    /// (it had expired or been taken over; nothing of another holder was deleted) or
-    /// `Unreachable` (too few answers; keys left behind expire with their TTL).
+    /// Release the lock on every node and report what they said: released, not held (expired
+    /// or taken over) or unreachable ([`ReleaseOutcome`](crate::ReleaseOutcome)). Nothing of
+    /// another holder is ever deleted.
     #[doc(alias = "unlock")]
     pub fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
         let span = spans::release(&self.shared.name, self.lease.resource());
         let _entered = span.enter();
-        let (reply, rx) = oneshot::channel();
-        let lock = self.lease.id();
-        let mut st = self.shared.lock();
-        let keeper = self.uncount_auto(&mut st);
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.release(driver.engine_mut(), now, lock, Some(reply), span.clone());
-        self.shared.after_command(&mut st, now);
-        if let Some(keeper) = keeper {
-            // The release is queued: the keeper writes it out as it ends.
-            drop(st);
-            self.shared.stop_keeper(keeper);
-            st = self.shared.lock();
-        }
-        self.shared.wait_for(st, Some(lock), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
+        self.ask(true, |router, engine, now, lock, reply| router.release(engine, now, lock, Some(reply), span.clone()))
     }
 
     /// Turn automatic extension (about every `ttl / 3`) on or off; the client's extension
@@ -131,16 +104,39 @@ impl Guard {
             // Refused: see above.
             let _ = self.count_auto();
         }
+        drop(self.command(!on, |router, engine, now, lock| router.set_auto_extend(engine, now, lock, on)));
+    }
+
+    /// Issue `command` for this lock (the router, the engine, the time, the lock) and get it
+    /// written; with `uncount`, first stop counting the lock among the auto-extended ones.
+    /// Returns the state, still locked; when this was the last auto-extended lock, only once
+    /// the extension thread has ended (it writes the command out as it ends).
+    fn command(
+        &self,
+        uncount: bool,
+        command: impl FnOnce(&mut Router, &mut Engine, Instant, LockId),
+    ) -> MutexGuard<'_, State> {
         let mut st = self.shared.lock();
-        let keeper = if on { None } else { self.uncount_auto(&mut st) };
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
-        router.set_auto_extend(driver.engine_mut(), now, self.lease.id(), on);
-        self.shared.after_command(&mut st, now);
-        drop(st);
+        let keeper = if uncount { self.uncount_auto(&mut st) } else { None };
+        self.shared.command(&mut st, |router, engine, now| command(router, engine, now, self.lease.id()));
         if let Some(keeper) = keeper {
+            drop(st);
             self.shared.stop_keeper(keeper);
+            st = self.shared.lock();
         }
+        st
+    }
+
+    /// [`command`](Self::command) with a reply, then wait for the answer (driving the loop
+    /// whenever no other thread does).
+    fn ask<T>(
+        &self,
+        uncount: bool,
+        command: impl FnOnce(&mut Router, &mut Engine, Instant, LockId, oneshot::Sender<Result<T, Error>>),
+    ) -> Result<T, Error> {
+        let (reply, rx) = oneshot::channel();
+        let st = self.command(uncount, |router, engine, now, lock| command(router, engine, now, lock, reply));
+        self.shared.wait_for(st, Some(self.lease.id()), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
     }
 }
 
@@ -157,17 +153,8 @@ impl Drop for Guard {
         if self.released {
             return;
         }
-        let mut st = self.shared.lock();
-        let keeper = self.uncount_auto(&mut st);
-        let now = Instant::now();
-        let State { driver, router, .. } = &mut *st;
         let span = spans::release(&self.shared.name, self.lease.resource());
-        router.release(driver.engine_mut(), now, self.lease.id(), None, span);
-        self.shared.after_command(&mut st, now);
-        drop(st);
-        if let Some(keeper) = keeper {
-            self.shared.stop_keeper(keeper);
-        }
+        drop(self.command(true, |router, engine, now, lock| router.release(engine, now, lock, None, span)));
     }
 }
 

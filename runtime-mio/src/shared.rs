@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Waker};
 use redlease_client::Error;
 use redlease_client::adapter::{Pump, Router, spans};
-use redlease_core::LockId;
+use redlease_core::{Engine, LockId};
 
 use crate::driver::Driver;
 
@@ -114,6 +114,17 @@ impl Shared {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Issue a command: `command` gets the router, the driver's engine and the time, then the
+    /// command is written out ([`after_command`](Self::after_command)). Returns what `command`
+    /// returned.
+    pub(crate) fn command<T>(&self, st: &mut State, command: impl FnOnce(&mut Router, &mut Engine, Instant) -> T) -> T {
+        let now = Instant::now();
+        let State { driver, router, .. } = st;
+        let out = command(router, driver.engine_mut(), now);
+        self.after_command(st, now);
+        out
     }
 
     /// After a command: route its immediate events, and get it written. A thread blocked in

@@ -146,11 +146,6 @@ impl Dialing {
                 Err(why) => Dialed::Failed(why),
             };
         }
-        if let Stream::Tcp(tcp) = &stream {
-            // A failure here only costs latency (or a late notice of a vanished peer); the
-            // connection still works.
-            let _ = redlease_client::adapter::configure_tcp(tcp);
-        }
         // Registered for READABLE | WRITABLE while connecting; the first flush that empties
         // the output drops WRITABLE.
         Dialed::Connected(Socket { stream, writable: true, write_interest: true })

@@ -1,137 +1,16 @@
 #![doc = include_str!("../README.md")]
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Instant;
+mod runtime;
 
-use redlease_client::adapter::aio;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use redlease_client::aio;
 
 pub use redlease_client::api::*;
+pub use runtime::TokioRuntime;
 
-redlease_client::async_api!(Tokio, "redlease_tokio");
-
-/// The tokio runtime as the driver sees it: tokio sockets and timers, `tokio::spawn`.
-#[derive(Debug)]
-struct Tokio;
-
-impl aio::Runtime for Tokio {
-    type Socket = Socket;
-    type Timer = Timer;
-
-    fn available() -> Result<(), String> {
-        tokio::runtime::Handle::try_current().map(drop).map_err(|_| {
-            "no tokio runtime on this thread: make the tokio Client inside one (#[tokio::main], or \
-             Runtime::block_on), built with its I/O and time drivers (enable_all)"
-                .to_owned()
-        })
-    }
-
-    fn connect(host: &str, port: u16) -> aio::BoxFuture<io::Result<Socket>> {
-        let host = host.to_owned();
-        Box::pin(async move {
-            let stream = TcpStream::connect((host.as_str(), port)).await?;
-            redlease_client::adapter::configure_tcp(&stream)?;
-            Ok(Socket(Stream::Tcp(stream)))
-        })
-    }
-
-    #[cfg(unix)]
-    fn connect_unix(path: &std::path::Path) -> aio::BoxFuture<io::Result<Socket>> {
-        let path = path.to_owned();
-        Box::pin(async move { Ok(Socket(Stream::Unix(tokio::net::UnixStream::connect(path).await?))) })
-    }
-
-    fn timer(deadline: Instant) -> Timer {
-        Timer { sleep: Box::pin(tokio::time::sleep_until(deadline.into())), armed: true }
-    }
-
-    fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
-        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-        handle.spawn(future);
-        Ok(())
-    }
-}
-
-/// A tokio TCP or Unix stream as the driver's socket.
-#[derive(Debug)]
-struct Socket(Stream);
-
-#[derive(Debug)]
-enum Stream {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(tokio::net::UnixStream),
-}
-
-#[cfg(unix)]
-impl std::os::fd::AsFd for Socket {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match &self.0 {
-            Stream::Tcp(s) => s.as_fd(),
-            Stream::Unix(s) => s.as_fd(),
-        }
-    }
-}
-
-impl aio::Socket for Socket {
-    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let mut buf = ReadBuf::new(buf);
-        let polled = match &mut self.0 {
-            Stream::Tcp(s) => Pin::new(s).poll_read(cx, &mut buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => Pin::new(s).poll_read(cx, &mut buf),
-        };
-        match polled {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        // Written at once while tokio knows the socket writable (`try_write` forgets the
-        // readiness on `WouldBlock`); the readiness path, which registers the waker, after that.
-        let tried = match &self.0 {
-            Stream::Tcp(s) => s.try_write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.try_write(buf),
-        };
-        match tried {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            done => return Poll::Ready(done),
-        }
-        match &mut self.0 {
-            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-}
-
-/// A tokio `Sleep` as the driver's timer.
-#[derive(Debug)]
-struct Timer {
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    armed: bool,
-}
-
-impl aio::Timer for Timer {
-    fn reset(&mut self, deadline: Instant) {
-        self.sleep.as_mut().reset(deadline.into());
-        self.armed = true;
-    }
-
-    fn poll_fire(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.armed {
-            return Poll::Pending;
-        }
-        let fired = self.sleep.as_mut().poll(cx);
-        if fired.is_ready() {
-            self.armed = false;
-        }
-        fired
-    }
-}
+/// A Redlock client for one set of nodes, on tokio: cheap to clone, every clone talking to the
+/// same driver (a task spawned with `tokio::spawn`) over one connection per node.
+pub type Client = aio::Client<TokioRuntime>;
+/// The future that does all the I/O of a [`Client`] and its clones, for callers who run it
+/// themselves ([`Client::with_driver`]).
+pub type Driver = aio::Driver<TokioRuntime>;
+pub use aio::Guard;

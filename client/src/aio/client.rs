@@ -15,11 +15,29 @@ use super::driver::Driver;
 use super::guard::Guard;
 use super::runtime::Runtime;
 
-/// A Redlock client for one set of nodes, generic over the async [`Runtime`] (each adapter
-/// crate names its own: `redlease_tokio::Client`, `redlease_smol::Client`).
+/// A Redlock client for one set of nodes, on the async runtime `R`.
 ///
-/// Cheap to clone; every clone talks to the same driver, so many tasks can have locks in
-/// flight at once over one connection per node.
+/// Each async adapter names it for its runtime: `redlease::tokio::Client` is
+/// `Client<TokioRuntime>`, `redlease::smol::Client` (smol, async-std) is
+/// `Client<AsyncIoRuntime>`; the methods are these. The examples use tokio.
+///
+/// Cheap to clone: every clone talks to the same driver, so many tasks can have locks in
+/// flight at once over one connection per node. Call [`close`](Client::close) before the
+/// program ends.
+///
+/// ```no_run
+/// # use redlease::Error;
+/// use std::time::Duration;
+/// use redlease::tokio::Client;
+/// # async fn example() -> Result<(), Error> {
+/// let nodes = ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"];
+/// let client = Client::connect(nodes).await?;
+/// let guard = client.lock("orders:42", Duration::from_secs(10)).await?;
+/// println!("held until {:?} with token {}", guard.valid_until(), guard.token());
+/// guard.release().await?;
+/// client.close().await;
+/// # Ok(()) }
+/// ```
 pub struct Client<R> {
     tx: Sender,
     /// The config's name, for the spans made here.
@@ -40,13 +58,14 @@ impl<R> fmt::Debug for Client<R> {
 }
 
 impl<R: Runtime> Client<R> {
-    /// Connect to the nodes at these `redis://[user:pass@]host:port[/db]` URLs, with defaults
-    /// for everything else, and start the driver in the background.
+    /// Connect to the nodes at these URLs (`redis://[user[:pass]@]host:port[/db]`,
+    /// `rediss://…` for TLS, `redis+unix:///path[?db=N]`: [`Config::from_urls`](crate::Config::from_urls)),
+    /// with defaults for everything else, and start the driver in the background.
     ///
-    /// Returns as soon as a quorum of nodes is connected; nodes beyond the quorum that are
-    /// down or silent keep connecting in the background with backoff and count as failed votes
-    /// meanwhile. Fails with [`Error::Unhealthy`] (the health view) when no quorum is ready
-    /// once every node's first attempt has ended.
+    /// Returns once a quorum of nodes is ready (the others join as they come:
+    /// [`Config::require_all`](crate::Config::require_all)). Fails with [`Error::Unhealthy`]
+    /// (the health view: each node's state and last error) when no quorum is ready once every
+    /// node's first attempt has ended — refused, a wrong password, or the connect timeout.
     pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -55,12 +74,24 @@ impl<R: Runtime> Client<R> {
         Self::with_config(Config::from_urls(urls)?).await
     }
 
-    /// Like [`connect`](Self::connect), with explicit settings: the core's [`Config`], which
-    /// also holds the connection knobs (`connect_timeout`, `reconnect_min`, `reconnect_max`) —
-    /// the engine applies them, the driver only opens the sockets it is told to.
+    /// Like [`connect`](#method.connect), with explicit settings ([`Config`](crate::Config):
+    /// nodes, timeouts, retries, TLS, reconnect backoff; the engine applies the connection
+    /// knobs, the driver only opens the sockets it is told to).
     ///
-    /// The config is checked first (a bad one fails as [`Error::Config`]). Without a seed, it
-    /// gets one from the OS random source, so that separate clients do not jitter in step.
+    /// The config is checked first (a bad one fails as [`Error::Config`], naming the field).
+    /// Without a seed, it gets one from the OS random source, so that separate clients do not
+    /// retry in step.
+    ///
+    /// ```no_run
+    /// # use redlease::{Config, Error};
+    /// use std::time::Duration;
+    /// use redlease::tokio::Client;
+    /// # async fn example() -> Result<(), Error> {
+    /// let config = Config::from_urls(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])?
+    ///     .node_timeout(Duration::from_millis(100));
+    /// let client = Client::with_config(config).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn with_config(config: Config) -> Result<Self, Error> {
         let linger = config.node_timeout.saturating_mul(2) + Duration::from_millis(100);
         let (client, driver) = Self::with_driver(config).await?;
@@ -71,10 +102,9 @@ impl<R: Runtime> Client<R> {
         Ok(client)
     }
 
-    /// Like [`with_config`](Self::with_config), but hand the driver to the caller instead of
+    /// Like [`with_config`](#method.with_config), but hand the driver to the caller instead of
     /// starting it: the client does nothing until the [`Driver`] future is polled (spawn it on
-    /// your executor). It finishes once every client and guard is dropped and every release
-    /// is done, or once [`close`](Self::close) is done.
+    /// your executor).
     pub async fn with_driver(config: Config) -> Result<(Self, Driver<R>), Error> {
         let config = seeded(config)?;
         R::available().map_err(Error::Runtime)?;
@@ -86,25 +116,38 @@ impl<R: Runtime> Client<R> {
 }
 
 impl<R> Client<R> {
-    /// Acquire `resource` for `ttl`, waiting while someone else holds it, up to the config's
-    /// [`Retry`](redlease_core::Retry) bound (10 s by default).
+    /// Acquire `resource` for `ttl` with the defaults of
+    /// [`LockOptions::new`](crate::LockOptions::new): waits while someone else holds it, within
+    /// the config's [`Retry`](crate::Retry) (by default up to 10 s);
+    /// [`lock_with`](#method.lock_with) sets the wait per call.
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
         self.lock_with(LockOptions::new(resource, ttl)).await
     }
 
-    /// Acquire `resource` for `ttl` with a single attempt.
+    /// Acquire `resource` for `ttl` in a single attempt
+    /// ([`LockOptions::try_once`](crate::LockOptions::try_once)).
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Guard, Error> {
-        self.lock_with(LockOptions::new(resource, ttl).attempts(1)).await
+        self.lock_with(LockOptions::new(resource, ttl).try_once()).await
     }
 
-    /// Acquire with options: more resources, fencing, attempts, a wait bound, a hold cap,
-    /// automatic extension ([`LockOptions`]).
+    /// Acquire with options ([`LockOptions`](crate::LockOptions): more resources, fencing, a
+    /// semaphore or a read lock, automatic extension, and how long to wait).
     ///
     /// If this future is dropped before it finishes, the acquisition is cancelled, and a lock
-    /// it got meanwhile is released.
+    /// it got meanwhile is released. Its span, `redlease.acquire`, is a child of the caller's
+    /// span and lasts as long as the caller waits.
     ///
-    /// Its span, `redlease.acquire`, is a child of the caller's span and lasts as long as the
-    /// caller waits.
+    /// ```no_run
+    /// # use redlease::{Error, LockOptions};
+    /// use std::time::Duration;
+    /// # async fn example(client: redlease::tokio::Client) -> Result<(), Error> {
+    /// let options = LockOptions::new("orders:42", Duration::from_secs(5))
+    ///     .fencing(true)
+    ///     .wait(Duration::from_secs(2));
+    /// let guard = client.lock_with(options).await?;
+    /// println!("fencing token {:?}", guard.fence());
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
         let span = spans::acquire(&self.name, &options);
         self.acquire(options, span.clone()).instrument(span).await
@@ -121,16 +164,30 @@ impl<R> Client<R> {
         Ok(Guard::new(lease, self.tx.clone(), Arc::clone(&self.name)))
     }
 
-    /// Run `f` while holding a lock: acquire with `options` (automatic extension turned on),
-    /// run `f`, release afterwards, and return what `f` returned.
+    /// Run `f` while holding a lock: acquire with `options` as
+    /// [`lock_with`](#method.lock_with) does, with automatic extension turned on (the driver
+    /// keeps it extended while `f` runs), release afterwards, and return what `f` returned; a
+    /// failure to acquire is reported, the release's outcome is not.
     ///
-    /// `f` gets the [`Lease`]: its fencing token for the store it writes to, its deadline,
-    /// and the lost signal, which fires if an extension is refused or the validity runs out
-    /// (select on `lease.lost().wait()` to stop work that is no longer protected). The
-    /// release's own outcome is not reported (a lost lock was already signalled).
+    /// `f` gets the [`Lease`]: select on `lease.lost().wait()` to stop work that is no longer
+    /// protected.
     ///
     /// All of it runs in a `redlease.with_lock` span, a child of the caller's span: the
     /// acquisition, `f`'s work and the release are its children.
+    ///
+    /// ```no_run
+    /// # use redlease::{Error, LockOptions};
+    /// use std::time::Duration;
+    /// # async fn example(client: redlease::tokio::Client) -> Result<(), Error> {
+    /// let options = LockOptions::new("reports:daily", Duration::from_secs(30)).fencing(true);
+    /// let written = client
+    ///     .with_lock(options, |lease| async move {
+    ///         // Hand `lease.fence()` to the store, which refuses older tokens.
+    ///         lease.fence()
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn with_lock<F, Fut, T>(&self, options: LockOptions, f: F) -> Result<T, Error>
     where
         F: FnOnce(Lease) -> Fut,
@@ -148,13 +205,21 @@ impl<R> Client<R> {
         .await
     }
 
-    /// The nodes' health as the driver sees it now: each node's state (ready, handshaking,
-    /// connecting, down until when), its last error and kind, round trips (smoothed and
-    /// recent maximum), replies, timeouts, failures by kind and reconnects; and how many more
-    /// nodes may fail before locking stops ([`Health::fault_tolerance`]). Its `Display` is a
-    /// table, one line per node.
+    /// The nodes' health now ([`Health`](crate::Health): each node's state and last error,
+    /// and how many more nodes may fail before locking stops).
     ///
     /// [`Error::Closed`] once the client is closed or its driver has stopped.
+    ///
+    /// ```no_run
+    /// # use redlease::Error;
+    /// # async fn example(client: redlease::tokio::Client) -> Result<(), Error> {
+    /// let health = client.health().await?;
+    /// println!("{health}");
+    /// if health.fault_tolerance() == 0 {
+    ///     eprintln!("one more node down and locking stops");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn health(&self) -> Result<Health, Error> {
         let (reply, mut rx) = oneshot::channel();
         self.tx.send(Command::Health { reply }).map_err(|_| Error::Closed)?;
@@ -163,8 +228,11 @@ impl<R> Client<R> {
 
     /// Close the client, for every clone: refuse new calls ([`Error::Closed`]), cancel the
     /// acquisitions in flight, release every lock still held (its guard's lost signal fires,
-    /// [`LostReason::Stopped`](redlease_core::LostReason::Stopped)), and return once those
-    /// releases are done (each bounded by the node timeout) and the connections closed.
+    /// [`LostReason::Stopped`](crate::LostReason::Stopped)), and return once those releases
+    /// are done (each bounded by the node timeout) and the connections closed.
+    ///
+    /// Call it before the program ends. A program that returns from `main` without it still
+    /// sends the releases of what it holds, without waiting for the answers.
     pub async fn close(&self) {
         let (done, mut rx) = oneshot::channel();
         if self.tx.send(Command::Close { done }).is_ok() {

@@ -97,12 +97,16 @@ impl<S: Socket> SocketIo<S> for Polled<'_, '_> {
     }
 }
 
-/// The future that does all the I/O of one async client and its clones.
+/// The future that does all the I/O of one [`Client`](super::Client) and its clones, for callers
+/// who run it themselves ([`Client::with_driver`](super::Client::with_driver)); each async
+/// adapter names it for its runtime (`redlease::tokio::Driver`, `redlease::smol::Driver`).
 ///
 /// Poll it to completion on any executor. It finishes once every client and guard is dropped
-/// and every release they started is done, or once the client's `close` is done. Dropped
-/// earlier, it sends the releases of every lock still held (best effort, without waiting) and
-/// marks those locks lost ([`LostReason::Stopped`](redlease_core::LostReason::Stopped)).
+/// and every release they started is done, or once [`Client::close`](super::Client::close) is
+/// done. Dropped earlier (with its runtime, when a program returns from `main` without
+/// `close()`), it sends the releases of every lock still held in one non-blocking pass, and
+/// marks those locks lost ([`LostReason::Stopped`](crate::LostReason::Stopped)); a key whose
+/// release its socket did not take at once expires with its TTL.
 #[must_use = "the client does nothing unless the driver runs"]
 pub struct Driver<R: Runtime> {
     engine: Engine,

@@ -10,12 +10,26 @@ use tracing::Instrument;
 
 use super::command::{Command, Sender};
 
-/// A held lock: its [`Lease`] (every getter: `fence`, `valid_until`, `lost`, ... through
-/// `Deref`) plus the way to its driver. Dropping it releases the lock in the background;
-/// [`release`](Self::release) does the same and reports what the nodes said.
+/// A held lock: its [`Lease`] (`fence`, `valid_until`, `remaining`, `lost`, … through
+/// `Deref`) plus the way to its driver; the same type for every async runtime
+/// (`redlease::tokio::Guard`, `redlease::smol::Guard`).
 ///
-/// The lock is only safe to rely on until [`valid_until`](Lease::valid_until) (the caller's
-/// monotonic clock) and while [`lost`](Lease::lost) has not fired.
+/// Dropping it releases the lock in the background; [`release`](Self::release) does the same
+/// and reports what the nodes said. The lock is only safe to rely on until
+/// [`valid_until`](Lease::valid_until) (the caller's monotonic clock) and while
+/// [`lost`](Lease::lost) has not fired.
+///
+/// ```no_run
+/// # use redlease::{Error, ReleaseOutcome};
+/// use std::time::Duration;
+/// # async fn example(client: redlease::tokio::Client) -> Result<(), Error> {
+/// let mut guard = client.lock("orders:42", Duration::from_secs(10)).await?;
+/// let until = guard.extend(Duration::from_secs(10)).await?;
+/// println!("extended until {until:?}");
+/// let report = guard.release().await?;
+/// assert_eq!(report.outcome, ReleaseOutcome::Released);
+/// # Ok(()) }
+/// ```
 pub struct Guard {
     lease: Lease,
     tx: Sender,
@@ -36,10 +50,9 @@ impl Guard {
 
     /// Extend the lock to `ttl` from now on every node; returns the new deadline.
     ///
-    /// Succeeds iff a quorum extended it in time. A failed extension never deletes the lock:
-    /// [`ExtendError::Lost`](redlease_core::ExtendError::Lost) means it is gone,
-    /// [`ExtendError::Unconfirmed`](redlease_core::ExtendError::Unconfirmed) that it is still
-    /// valid until the old deadline at best.
+    /// Succeeds iff a quorum extended it in time. A failed extension never deletes the lock
+    /// ([`ExtendError`](crate::ExtendError) says whether it is gone or still valid until the
+    /// old deadline at best).
     pub async fn extend(&mut self, ttl: Duration) -> Result<Instant, Error> {
         let span = spans::extend(&self.client, self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
@@ -53,8 +66,8 @@ impl Guard {
     /// from the call on, the lock is no longer exclusive: stop writing before calling it.
     ///
     /// A downgrade that no quorum confirmed loses the lock (its lost signal fires): some nodes
-    /// may hold it as a reader and others as a writer. Refused
-    /// ([`Misuse`](redlease_core::Misuse)) for a read lock, a semaphore or several resources.
+    /// may hold it as a reader and others as a writer. Refused ([`Misuse`](crate::Misuse)) for
+    /// a read lock, a semaphore or several resources.
     pub async fn downgrade(&mut self) -> Result<Instant, Error> {
         let span = spans::downgrade(&self.client, self.lease.resource());
         let (reply, mut rx) = oneshot::channel();
@@ -63,12 +76,10 @@ impl Guard {
         async move { rx.recv().await.map_err(|_| Error::Closed)? }.instrument(span).await
     }
 
-    /// Release the lock on every node and report what they said:
-    /// [`Released`](redlease_core::ReleaseOutcome::Released),
-    /// [`NotHeld`](redlease_core::ReleaseOutcome::NotHeld) (it had expired or been taken over;
-    /// nothing of another holder was deleted) or
-    /// [`Unreachable`](redlease_core::ReleaseOutcome::Unreachable) (keys left behind expire
-    /// with their TTL).
+    /// Release the lock on every node and report what they said: released, not held (expired
+    /// or taken over) or unreachable ([`ReleaseOutcome`](crate::ReleaseOutcome)). Nothing of
+    /// another holder is ever deleted.
+    #[doc(alias = "unlock")]
     pub async fn release(mut self) -> Result<ReleaseReport, Error> {
         self.released = true;
         let span = spans::release(&self.client, self.lease.resource());

@@ -1,7 +1,9 @@
-//! The async stack, generic over a small [`Runtime`] trait (connect a socket, make a timer, run
-//! a future in the background): the client and guard behind every async adapter's API, and
-//! the [`Driver`] — the one future that owns the sockets and the engine and loops "feed input →
-//! flush transmits → re-arm the timer → deliver events".
+//! The async client, written once for every async runtime: [`Client`], [`Guard`] and
+//! [`Driver`], generic over a small [`Runtime`] trait (connect a socket, make a timer, run a
+//! future in the background). Each async adapter implements the trait and names the client for
+//! its runtime: `redlease_tokio::Client` is `Client<TokioRuntime>`, `redlease_smol::Client` is
+//! `Client<AsyncIoRuntime>`. The [`Driver`] is the one future that owns the sockets and the
+//! engine and loops "feed input → flush transmits → re-arm the timer → deliver events".
 //!
 //! ## How the driver works
 //!
@@ -16,20 +18,20 @@
 //! - One timer, armed at the engine's `poll_timeout`, which covers lock timers, connect
 //!   deadlines and reconnect times. The clock is read again after every wake-up.
 //! - Each node's connection follows the one state machine of the client layer
-//!   ([`Links`](crate::adapter::Links): connect → TLS → handshake → up → lost); when to
+//!   (connect → TLS → handshake → up → lost); when to
 //!   connect and when to drop a connection are the engine's decisions.
 //! - No protocol decisions: quorum, retries, wait bounds, validity, extension schedule,
 //!   handshake and the `NOSCRIPT` fallback are all the engine's. Link trouble and lock
 //!   outcomes are reported through `tracing` (and the `metrics` facade with the `metrics`
 //!   feature), naming nodes by their URL without the password.
 
-mod api;
 mod client;
 mod command;
 mod driver;
 mod guard;
 mod runtime;
 
+pub use crate::sockets::AsSocket;
 pub use client::Client;
 pub use driver::Driver;
 pub use guard::Guard;

@@ -30,8 +30,8 @@ pub trait Runtime: Send + Sync + Sized + 'static {
         Ok(())
     }
 
-    /// Resolve `host` and connect to `host:port`, and tune the stream with
-    /// [`configure_tcp`](crate::adapter::configure_tcp) (`TCP_NODELAY`, keepalive).
+    /// Resolve `host` and connect to `host:port`. The driver sets the stream's options
+    /// (`TCP_NODELAY`, keepalive) itself.
     ///
     /// The attempt is bounded by the engine's `connect_timeout`: the driver drops the future
     /// when the engine gives the attempt up, so the future need not time out on its own.
@@ -56,11 +56,11 @@ pub trait Runtime: Send + Sync + Sized + 'static {
     fn spawn(future: impl Future<Output = ()> + Send + 'static) -> io::Result<()>;
 }
 
-/// A connected stream (TCP or Unix), driven by readiness: each call either makes progress or registers
-/// the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite` contract). Its
-/// options are reachable ([`AsSocket`](crate::adapter::AsSocket)), so that the
-/// driver can close a connection the engine failed with a reset.
-pub trait Socket: Send + Unpin + 'static + crate::adapter::AsSocket {
+/// A connected stream (TCP or Unix), driven by readiness: each call either makes progress or
+/// registers the task's waker and returns `Pending` (the usual `AsyncRead`/`AsyncWrite`
+/// contract). Its options are reachable ([`AsSocket`](super::AsSocket)), so that the driver
+/// can set them and close a connection the engine failed with a reset.
+pub trait Socket: Send + Unpin + 'static + super::AsSocket {
     /// Read into `buf`; `Ok(0)` means end of stream.
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
     /// Write some of `buf`; returns how many bytes were taken.
