@@ -22,25 +22,25 @@
 //! [`RedisClusterBuilder::start`] and [`RedisClusterBuilder::try_start`].
 
 mod conf;
+mod conn;
 mod node;
 mod placement;
 mod process;
 mod redis_cluster;
-mod resp;
 mod servers;
 mod tempdir;
 #[cfg(feature = "tls")]
 mod tls;
 
+#[cfg(unix)]
+pub use conn::unix;
+pub use conn::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 pub use redis_cluster::{
     ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, SlotNode, SlotRange, key_slot,
     parse_cluster_slots,
 };
-#[cfg(unix)]
-pub use resp::unix;
-pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use servers::{FENCE_PREFIX, FORMAT_KEY, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]

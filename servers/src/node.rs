@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::conf::{self, RedisConf, TlsHandle};
+use crate::conn::RedisConn;
 use crate::placement::{Listen, Placement};
 use crate::process;
-use crate::resp::RedisConn;
 use crate::tempdir::TempDir;
 
 /// How long a starting server may take to answer `PING`.

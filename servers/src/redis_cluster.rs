@@ -14,8 +14,8 @@ use std::sync::{Mutex, MutexGuard};
 pub use reshard::Migration;
 pub use topology::{SLOTS, SlotNode, SlotRange, key_slot, parse_cluster_slots};
 
+use crate::conn::RedisConn;
 use crate::node::Node;
-use crate::resp::RedisConn;
 use crate::servers::{assert_ttls, is_lock_key, keys_with_ttl};
 
 /// Settings of a [`RedisCluster`]; start with [`RedisCluster::builder`].

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use super::topology::{SETTLE_TIMEOUT, SLOTS, field, info, wait_for};
 use super::{RedisCluster, Shard};
+use crate::conn::{RedisConn, Reply};
 use crate::node::Node;
-use crate::resp::{RedisConn, Reply};
 
 /// Keys moved per `MIGRATE`.
 const BATCH: usize = 100;

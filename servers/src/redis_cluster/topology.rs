@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::conn::{RedisConn, Reply};
 use crate::node::Node;
-use crate::resp::{RedisConn, Reply};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
