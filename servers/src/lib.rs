@@ -37,10 +37,7 @@ pub use conn::unix;
 pub use conn::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
-pub use redis_cluster::{
-    ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, SlotNode, SlotRange, key_slot,
-    parse_cluster_slots,
-};
+pub use redis_cluster::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, key_slot};
 pub use servers::{FENCE_PREFIX, FORMAT_KEY, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]

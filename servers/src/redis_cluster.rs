@@ -12,10 +12,12 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 pub use reshard::Migration;
-pub use topology::{SLOTS, SlotNode, SlotRange, key_slot, parse_cluster_slots};
+pub use topology::key_slot;
+
+use crate::node::Node;
+use redlease_core::cluster::SLOTS;
 
 use crate::conn::RedisConn;
-use crate::node::Node;
 use crate::servers::{assert_ttls, is_lock_key, keys_with_ttl};
 
 /// Settings of a [`RedisCluster`]; start with [`RedisCluster::builder`].
@@ -198,7 +200,7 @@ impl RedisCluster {
     /// If no running, unpaused node answers, no master serves `slot`, or `slot` is not below
     /// 16384.
     pub fn master_of_slot(&self, slot: u16) -> usize {
-        assert!(slot < SLOTS, "slot {slot} is not below {SLOTS}");
+        assert!(usize::from(slot) < SLOTS, "slot {slot} is not below {SLOTS}");
         let owners = self.owners().unwrap_or_else(|e| panic!("redis cluster: CLUSTER SLOTS: {e}"));
         owners[usize::from(slot)]
             .and_then(|n| self.shard_of(n))
@@ -222,7 +224,8 @@ impl RedisCluster {
     /// If no running, unpaused node answers.
     pub fn slots_of(&self, i: usize) -> Vec<u16> {
         let owners = self.owners().unwrap_or_else(|e| panic!("redis cluster: CLUSTER SLOTS: {e}"));
-        (0..SLOTS).filter(|&s| owners[usize::from(s)].and_then(|n| self.shard_of(n)) == Some(i)).collect()
+        let served = owners.iter().zip(0..).filter(|(owner, _)| owner.and_then(|n| self.shard_of(n)) == Some(i));
+        served.map(|(_, slot)| slot).collect()
     }
 
     /// The keys of each master, in shard order (empty for a master that is not running or
