@@ -241,21 +241,13 @@ impl RedisConn {
     }
 
     /// `FLUSHALL`.
-    pub fn flushall(&mut self) -> io::Result<()> {
+    pub(crate) fn flushall(&mut self) -> io::Result<()> {
         self.ok(&["FLUSHALL"])
     }
 
     /// `SCRIPT FLUSH`: forget every cached Lua script (later `EVALSHA`s answer `NOSCRIPT`).
-    pub fn script_flush(&mut self) -> io::Result<()> {
+    pub(crate) fn script_flush(&mut self) -> io::Result<()> {
         self.ok(&["SCRIPT", "FLUSH"])
-    }
-
-    /// `CLIENT LIST` as text, one line per connection.
-    pub fn client_list(&mut self) -> io::Result<String> {
-        match self.checked(&["CLIENT", "LIST"])? {
-            r @ Reply::Bulk(_) => Ok(r.as_text().unwrap_or_default()),
-            r => Err(bad_data(format!("CLIENT LIST: unexpected {r:?}"))),
-        }
     }
 
     /// Read one reply without sending anything (e.g. the late answer to a command whose read

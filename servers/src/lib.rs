@@ -38,7 +38,7 @@ pub use conn::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 pub use redis_cluster::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, key_slot};
-pub use servers::{FENCE_PREFIX, FORMAT_KEY, Servers, ServersBuilder};
+pub use servers::{FENCE_PREFIX, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, tls_files_for};

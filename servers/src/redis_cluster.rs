@@ -145,11 +145,6 @@ impl RedisCluster {
         &self.nodes
     }
 
-    /// The cluster node id (`CLUSTER MYID`) of node `node` of [`nodes`](Self::nodes).
-    pub fn node_id(&self, node: usize) -> &str {
-        &self.ids[node]
-    }
-
     /// Master `i` (the node serving shard `i` now).
     ///
     /// # Panics
@@ -186,11 +181,6 @@ impl RedisCluster {
     /// `redis://[user:pass@]127.0.0.1:PORT` of master 0: where a client discovers the cluster.
     pub fn seed_url(&self) -> String {
         self.master(0).plain_url()
-    }
-
-    /// The address of every master, in shard order.
-    pub fn master_addrs(&self) -> Vec<SocketAddr> {
-        self.masters().iter().map(|n| n.addr()).collect()
     }
 
     /// Which master serves `slot` (its shard index), as a running node's `CLUSTER SLOTS` says.
@@ -283,13 +273,6 @@ impl RedisCluster {
     pub fn flushall(&self) {
         for m in self.masters().into_iter().filter(|m| self.is_live(m.index())) {
             m.conn().and_then(|mut c| c.flushall()).unwrap_or_else(|e| panic!("node {}: FLUSHALL: {e}", m.index()));
-        }
-    }
-
-    /// `SCRIPT FLUSH` on every running, unpaused node.
-    pub fn script_flush_all(&self) {
-        for n in self.nodes.iter().filter(|n| self.is_live(n.index())) {
-            n.script_flush();
         }
     }
 
