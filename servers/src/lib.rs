@@ -15,7 +15,10 @@
 //!   slots with their keys (also in two phases, to observe `-ASK`), fails masters over, and
 //!   stops every process it started on drop. [`ClusterModeNode`] is its one-master form.
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
-//!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between).
+//!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between). It reads
+//!   replies with the core's decoder ([`redlease_core::resp::decode_frame`]), and can hand a
+//!   reply over whole to the core's parsers, such as a cluster's slot map
+//!   ([`redlease_core::cluster::parse_slots`]).
 //!
 //! If `redis-server` is not on `PATH`, [`Servers::start`] panics (and
 //! [`ServersBuilder::try_start`] fails) with one line saying how to install it; so do
