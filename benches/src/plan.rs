@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use redlease_core::LockOptions;
-use redlease_servers::{SLOTS, key_slot};
+use redlease_core::cluster::SLOTS;
+use redlease_servers::key_slot;
 
 /// TTL of every lock.
 pub const TTL: Duration = Duration::from_secs(10);
@@ -16,7 +17,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(60);
 /// slot (what a Redis Cluster routes a key by) is in the i-th of n equal stripes of the slots,
 /// so that the lockers spread evenly over the masters of a cluster node.
 pub fn own_key(i: usize, n: usize) -> String {
-    let stripe = |key: &String| usize::from(key_slot(key)) * n / usize::from(SLOTS);
+    let stripe = |key: &String| usize::from(key_slot(key)) * n / SLOTS;
     (0u32..).map(|j| format!("bench:own:{i}:{j}")).find(|key| stripe(key) == i).unwrap_or_default()
 }
 

@@ -1,7 +1,8 @@
 //! `redlease servers --cluster-mode`: local Redis Clusters in the foreground, one seed URL
 //! each (a Redis Cluster is one Redlock node; a client finds its other nodes from the seed).
 
-use redlease_servers::{RedisCluster, SLOTS};
+use redlease_core::cluster::SLOTS;
+use redlease_servers::RedisCluster;
 
 use crate::Usage;
 use crate::inspect::StopOnDrop;
@@ -67,7 +68,7 @@ pub(crate) async fn start(shape: Shape) -> Result<u8, Usage> {
         outln!("cluster {k}: {} (Redis Cluster: {masters} master(s), {replicas} replica(s) each)", cluster.seed_url());
         for (i, master) in cluster.masters().into_iter().enumerate() {
             // The slots are split evenly between the masters, in order.
-            let (first, last) = (i * usize::from(SLOTS) / masters, (i + 1) * usize::from(SLOTS) / masters - 1);
+            let (first, last) = (i * SLOTS / masters, (i + 1) * SLOTS / masters - 1);
             outln!("  master {i}: {} slots {first}-{last} (pid {})", master.url(), master.pid().unwrap_or(0));
             for r in cluster.replicas_of(i) {
                 outln!("    replica: {} (pid {})", r.url(), r.pid().unwrap_or(0));

@@ -8,6 +8,8 @@
 //! counter, waiter queue and readers) are a fixed prefix without braces followed by that key,
 //! so they share its tag, and its slot.
 
+use crate::resp::{self, Frame};
+
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: usize = 16384;
 
@@ -80,23 +82,53 @@ pub(crate) fn one_slot<'k>(keys: impl Iterator<Item = &'k [u8]>) -> Result<u16, 
     slot.ok_or_else(|| "a lock without keys".to_owned())
 }
 
-/// One range of slots and the master that serves it, from `CLUSTER SLOTS`.
+/// One range of hash slots, the master that serves it and its replicas, as a cluster node's
+/// `CLUSTER SHARDS` ([`parse_shards`]) or `CLUSTER SLOTS` ([`parse_slots`]) describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SlotRange {
-    pub(crate) start: u16,
-    pub(crate) end: u16,
-    /// The master's host as the cluster announces it (empty: the host the reply came from).
-    pub(crate) host: String,
-    pub(crate) port: u16,
+#[non_exhaustive]
+pub struct SlotRange {
+    /// The first slot.
+    pub start: u16,
+    /// The last slot (included).
+    pub end: u16,
+    /// The master serving the range.
+    pub master: SlotNode,
+    /// Its replicas.
+    pub replicas: Vec<SlotNode>,
+}
+
+/// A node of a [`SlotRange`]: its endpoint and its cluster node id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SlotNode {
+    /// Its host as the cluster announces it; empty or `?` when the cluster does not know it,
+    /// meaning the host of the node that answered.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Its node id (empty when the answer has none: `CLUSTER SLOTS` before Redis 4).
+    pub id: String,
 }
 
 /// Slot ranges one map may hold: a cluster's map is rarely more than a few hundred ranges.
 pub(crate) const MAX_RANGES: usize = 4096;
 
-/// Parse a whole `CLUSTER SLOTS` reply (RESP2 or RESP3): every range and its master (the
-/// replicas and metadata that follow are skipped). `Err` names what is wrong.
-pub(crate) fn parse_slots(buf: &[u8]) -> Result<Vec<SlotRange>, String> {
-    let mut r = Reader { buf, pos: 0 };
+/// Parse a whole `CLUSTER SLOTS` reply (RESP2 or RESP3): every range, its master and its
+/// replicas (the metadata after a node's id is skipped). A null host (as with
+/// `cluster-preferred-endpoint-type unknown-endpoint`) is an empty one. `Err` names what is
+/// wrong, also for a map of more than 4096 ranges.
+///
+/// ```
+/// use redlease_core::cluster::parse_slots;
+///
+/// let reply = b"*1\r\n*4\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nm0\r\n\
+///               *3\r\n$9\r\n127.0.0.1\r\n:7001\r\n$2\r\nr0\r\n";
+/// let ranges = parse_slots(reply).unwrap();
+/// assert_eq!((ranges[0].start, ranges[0].end, ranges[0].master.port), (0, 16383, 7000));
+/// assert_eq!(ranges[0].replicas[0].id, "r0");
+/// ```
+pub fn parse_slots(reply: &[u8]) -> Result<Vec<SlotRange>, String> {
+    let mut r = Reader { buf: reply, pos: 0 };
     let n = r.aggregate()?;
     if n > MAX_RANGES {
         return Err(format!("{n} slot ranges, more than {MAX_RANGES}"));
@@ -112,37 +144,25 @@ pub(crate) fn parse_slots(buf: &[u8]) -> Result<Vec<SlotRange>, String> {
         if start > end || end >= SLOTS as i64 || start < 0 {
             return Err(format!("the slot range {start}-{end}"));
         }
-        let fields = r.aggregate()?;
-        if fields < 2 {
-            return Err("a master without its port".to_owned());
-        }
-        // A null host (`cluster-preferred-endpoint-type unknown-endpoint`) is unknown: the
-        // address the client asked, as an empty or `?` one is.
-        let host = r.string_or_null()?.unwrap_or_default();
-        let port = r.int()?;
-        let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
-        for _ in 2..fields {
-            r.skip()?;
-        }
-        for _ in 3..items {
-            r.skip()?;
-        }
-        let host = String::from_utf8_lossy(host).into_owned();
-        ranges.push(SlotRange { start: start as u16, end: end as u16, host, port });
+        let master = r.slots_node()?;
+        let replicas = (3..items).map(|_| r.slots_node()).collect::<Result<_, _>>()?;
+        ranges.push(SlotRange { start: start as u16, end: end as u16, master, replicas });
     }
     Ok(ranges)
 }
 
-/// Parse a whole `CLUSTER SHARDS` reply (Redis 7; RESP2 or RESP3): every shard's slot ranges
-/// and the endpoint of its master (one that is `online` if the shard has several, as after a
-/// failover), with its TLS port when `tls`. `Err` names what is wrong.
-pub(crate) fn parse_shards(buf: &[u8], tls: bool) -> Result<Vec<SlotRange>, String> {
-    let mut r = Reader { buf, pos: 0 };
+/// Parse a whole `CLUSTER SHARDS` reply (Redis 7; RESP2 or RESP3): every shard's slot ranges,
+/// the master serving them (one that is `online` if the shard has several, as after a
+/// failover) and the shard's replicas, each node at its endpoint (its `ip` when the endpoint
+/// is unknown) and with its TLS port when `tls`. `Err` names what is wrong.
+pub fn parse_shards(reply: &[u8], tls: bool) -> Result<Vec<SlotRange>, String> {
+    let mut r = Reader { buf: reply, pos: 0 };
     let n = r.aggregate()?;
     let mut ranges = Vec::new();
     for _ in 0..n {
         let mut slots = Vec::new();
-        let mut master: Option<(Master, bool)> = None;
+        let mut master: Option<ShardNode> = None;
+        let mut replicas = Vec::new();
         for _ in 0..r.map()? {
             match r.string()? {
                 b"slots" => {
@@ -161,9 +181,11 @@ pub(crate) fn parse_shards(buf: &[u8], tls: bool) -> Result<Vec<SlotRange>, Stri
                 b"nodes" => {
                     for _ in 0..r.aggregate()? {
                         let node = r.shard_node(tls)?;
-                        if node.master && master.as_ref().is_none_or(|(_, online)| !online && node.online) {
-                            let online = node.online;
-                            master = Some((node, online));
+                        if node.role == b"replica" {
+                            let port = node.port.ok_or("a replica without a port")?;
+                            replicas.push(SlotNode { host: node.host, port, id: node.id });
+                        } else if node.role == b"master" && master.as_ref().is_none_or(|m| !m.online && node.online) {
+                            master = Some(node);
                         }
                     }
                 }
@@ -173,64 +195,88 @@ pub(crate) fn parse_shards(buf: &[u8], tls: bool) -> Result<Vec<SlotRange>, Stri
         if slots.is_empty() {
             continue;
         }
-        let Some((m, _)) = master else { return Err("a shard with slots and no master".to_owned()) };
+        let Some(m) = master else { return Err("a shard with slots and no master".to_owned()) };
         let port = m.port.ok_or("a master without a port")?;
-        ranges.extend(slots.into_iter().map(|(start, end)| SlotRange { start, end, host: m.host.clone(), port }));
+        let master = SlotNode { host: m.host, port, id: m.id };
+        ranges.extend(slots.into_iter().map(|(start, end)| SlotRange {
+            start,
+            end,
+            master: master.clone(),
+            replicas: replicas.clone(),
+        }));
     }
     Ok(ranges)
 }
 
 /// One node of a shard, as `CLUSTER SHARDS` describes it.
-struct Master {
-    master: bool,
+struct ShardNode {
+    /// `master` or `replica`.
+    role: Vec<u8>,
     online: bool,
     /// Its endpoint (empty or `?` when unknown).
     host: String,
     port: Option<u16>,
+    id: String,
 }
 
-/// A cursor over a whole RESP frame (the caller checked it is whole).
+/// A cursor over a whole RESP frame (the caller checked it is whole), read with the crate's
+/// decoder one frame at a time.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn line(&mut self) -> Result<(u8, &'a [u8]), String> {
-        let rest = &self.buf[self.pos.min(self.buf.len())..];
-        let end = rest.windows(2).position(|w| w == b"\r\n").ok_or("a frame cut short")?;
-        self.pos += end + 2;
-        let kind = *rest.first().ok_or("a frame cut short")?;
-        Ok((kind, &rest[1..end]))
-    }
-
-    fn number(text: &[u8]) -> Result<i64, String> {
-        std::str::from_utf8(text).ok().and_then(|s| s.parse().ok()).ok_or_else(|| "a malformed number".to_owned())
+    /// The next frame, and the byte that gives its type.
+    fn next(&mut self) -> Result<(u8, Frame<'a>), String> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let (frame, used) = resp::decode_frame(rest)?.ok_or("a frame cut short")?;
+        self.pos += used;
+        Ok((rest[0], frame))
     }
 
     fn aggregate(&mut self) -> Result<usize, String> {
-        match self.line()? {
-            (b'*' | b'~', n) => usize::try_from(Self::number(n)?).map_err(|_| "a null array".to_owned()),
+        match self.next()? {
+            (_, Frame::Array(n) | Frame::Set(n)) => Ok(n),
+            (_, Frame::Null) => Err("a null array".to_owned()),
             (kind, _) => Err(format!("{:?} where an array belongs", kind as char)),
         }
     }
 
     /// A map's header (RESP3), or an array of keys and values (RESP2): the number of pairs.
     fn map(&mut self) -> Result<usize, String> {
-        match self.line()? {
-            (b'%', n) => usize::try_from(Self::number(n)?).map_err(|_| "a null map".to_owned()),
-            (b'*', n) => match usize::try_from(Self::number(n)?) {
-                Ok(n) if n % 2 == 0 => Ok(n / 2),
-                _ => Err("an odd array where a map belongs".to_owned()),
-            },
+        match self.next()? {
+            (_, Frame::Map(n)) => Ok(n),
+            (_, Frame::Array(n)) if n % 2 == 0 => Ok(n / 2),
+            (_, Frame::Array(_)) => Err("an odd array where a map belongs".to_owned()),
+            (_, Frame::Null) => Err("a null map".to_owned()),
             (kind, _) => Err(format!("{:?} where a map belongs", kind as char)),
         }
     }
 
-    /// One node of `CLUSTER SHARDS`: its role, health, endpoint (`ip` if no `endpoint`) and
-    /// port (`tls-port` with `tls`, if it has one).
-    fn shard_node(&mut self, tls: bool) -> Result<Master, String> {
-        let mut node = Master { master: false, online: false, host: String::new(), port: None };
+    /// One node of a `CLUSTER SLOTS` range: `[host, port, id, metadata...]` (the id is there
+    /// since Redis 4, the metadata since Redis 7). A null host is an empty one.
+    fn slots_node(&mut self) -> Result<SlotNode, String> {
+        let fields = self.aggregate()?;
+        if fields < 2 {
+            return Err("a node without its port".to_owned());
+        }
+        let host = self.string_or_null()?.unwrap_or_default();
+        let port = self.int()?;
+        let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
+        let id = if fields > 2 { self.string_or_null()?.unwrap_or_default() } else { b"" };
+        for _ in 3..fields {
+            self.skip()?;
+        }
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Ok(SlotNode { host: text(host), port, id: text(id) })
+    }
+
+    /// One node of `CLUSTER SHARDS`: its id, role, health, endpoint (`ip` if no `endpoint`)
+    /// and port (`tls-port` with `tls`, if it has one).
+    fn shard_node(&mut self, tls: bool) -> Result<ShardNode, String> {
+        let mut node =
+            ShardNode { role: Vec::new(), online: false, host: String::new(), port: None, id: String::new() };
         let (mut plain, mut secure, mut ip) = (None, None, String::new());
         for _ in 0..self.map()? {
             let field = self.string()?;
@@ -240,12 +286,13 @@ impl<'a> Reader<'a> {
                     let port = u16::try_from(port).map_err(|_| format!("the port {port}"))?;
                     *if field == b"port" { &mut plain } else { &mut secure } = Some(port);
                 }
-                b"endpoint" | b"ip" | b"role" | b"health" => {
+                b"role" => node.role = self.string()?.to_vec(),
+                b"id" | b"endpoint" | b"ip" | b"health" => {
                     let value = String::from_utf8_lossy(self.string()?).into_owned();
                     match field {
+                        b"id" => node.id = value,
                         b"endpoint" => node.host = value,
                         b"ip" => ip = value,
-                        b"role" => node.master = value == "master",
                         _ => node.online = value == "online",
                     }
                 }
@@ -260,38 +307,28 @@ impl<'a> Reader<'a> {
     }
 
     fn int(&mut self) -> Result<i64, String> {
-        match self.line()? {
-            (b':', n) => Self::number(n),
+        match self.next()? {
+            (_, Frame::Int(n)) => Ok(n),
             (kind, _) => Err(format!("{:?} where a number belongs", kind as char)),
         }
     }
 
     fn string(&mut self) -> Result<&'a [u8], String> {
-        match self.line()? {
-            (b'+', text) => Ok(text),
-            (b'$', n) => {
-                let len = usize::try_from(Self::number(n)?).map_err(|_| "a null string".to_owned())?;
-                let text = self.buf.get(self.pos..self.pos + len).ok_or("a string cut short")?;
-                self.pos += len + 2;
-                Ok(text)
-            }
-            (kind, _) => Err(format!("{:?} where a string belongs", kind as char)),
-        }
+        self.string_or_null()?.ok_or_else(|| "a null string".to_owned())
     }
 
     /// A string, or `None` for a null (RESP2 `$-1`, RESP3 `_`).
     fn string_or_null(&mut self) -> Result<Option<&'a [u8]>, String> {
-        let rest = self.buf.get(self.pos..).unwrap_or_default();
-        if rest.starts_with(b"$-1\r\n") || rest.starts_with(b"_\r\n") {
-            self.line()?;
-            return Ok(None);
+        match self.next()? {
+            (_, Frame::Simple(text) | Frame::Bulk(text)) => Ok(Some(text)),
+            (_, Frame::Null) => Ok(None),
+            (kind, _) => Err(format!("{:?} where a string belongs", kind as char)),
         }
-        self.string().map(Some)
     }
 
     fn skip(&mut self) -> Result<(), String> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
-        self.pos += crate::resp::frame_len(rest, 4096, rest.len())?.ok_or("a frame cut short")?;
+        self.pos += resp::frame_len(rest, 4096, rest.len())?.ok_or("a frame cut short")?;
         Ok(())
     }
 }
@@ -399,16 +436,27 @@ mod tests {
             shard("*0\r\n", &[node("e", 7002, "master", "online")]),
         );
         let ranges = parse_shards(reply.as_bytes(), false).unwrap();
-        let at = |start, end, port| SlotRange { start, end, host: "127.0.0.1".into(), port };
-        assert_eq!(ranges, [at(0, 99, 7000), at(200, 300, 7000), at(100, 199, 7004)]);
+        let node = |port, id: &str| SlotNode { host: "127.0.0.1".into(), port, id: id.into() };
+        let at =
+            |start, end, master, replicas: &[SlotNode]| SlotRange { start, end, master, replicas: replicas.to_vec() };
+        assert_eq!(
+            ranges,
+            [
+                at(0, 99, node(7000, "a"), &[node(7003, "b")]),
+                at(200, 300, node(7000, "a"), &[node(7003, "b")]),
+                at(100, 199, node(7004, "d"), &[])
+            ]
+        );
         let tls = parse_shards(reply.as_bytes(), true).unwrap();
-        assert_eq!(tls[2].port, 8004, "the TLS port over TLS");
+        assert_eq!(tls[2].master.port, 8004, "the TLS port over TLS");
+        assert_eq!(tls[0].replicas[0].port, 8003);
         // RESP2: maps as arrays of keys and values.
         let resp2 = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n\
                      *6\r\n$8\r\nendpoint\r\n$4\r\nhost\r\n$4\r\nport\r\n:6379\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
+        let master = SlotNode { host: "host".into(), port: 6379, id: String::new() };
         assert_eq!(
             parse_shards(resp2.as_bytes(), true).unwrap()[0],
-            SlotRange { start: 0, end: 16383, host: "host".into(), port: 6379 }
+            SlotRange { start: 0, end: 16383, master, replicas: Vec::new() }
         );
         assert!(parse_shards(b"*1\r\n%1\r\n$5\r\nslots\r\n*2\r\n:5\r\n:1\r\n", false).is_err());
         let orphan = "*1\r\n%2\r\n$5\r\nslots\r\n*2\r\n:0\r\n:1\r\n$5\r\nnodes\r\n*0\r\n";
@@ -421,15 +469,26 @@ mod tests {
         let resp2 = b"*2\r\n*4\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n*3\r\n$9\r\n127.0.0.1\r\n:7003\r\n$2\r\nr1\r\n*3\r\n:8192\r\n:16383\r\n*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$2\r\nid\r\n%1\r\n$8\r\nhostname\r\n$1\r\nh\r\n";
         let ranges = parse_slots(resp2).unwrap();
         assert_eq!(ranges.len(), 2);
-        assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, host: "127.0.0.1".into(), port: 7001 });
+        let node = |port, id: &str| SlotNode { host: "127.0.0.1".into(), port, id: id.into() };
+        assert_eq!(
+            ranges[0],
+            SlotRange { start: 0, end: 8191, master: node(7000, "id"), replicas: vec![node(7003, "r1")] }
+        );
+        assert_eq!(ranges[1], SlotRange { start: 8192, end: 16383, master: node(7001, "id"), replicas: Vec::new() });
         // `cluster-preferred-endpoint-type unknown-endpoint`: a null host (RESP2 and RESP3), or
         // `?`, is the address the client asked (empty here).
         for null in ["$-1", "_", "$1\r\n?"] {
             let reply = format!("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n{null}\r\n:7000\r\n$2\r\nid\r\n");
             let ranges = parse_slots(reply.as_bytes()).unwrap_or_else(|e| panic!("{null}: {e}"));
             let host = if null.ends_with('?') { "?" } else { "" };
-            assert_eq!(ranges, [SlotRange { start: 0, end: 16383, host: host.into(), port: 7000 }], "{null}");
+            let master = SlotNode { host: host.into(), port: 7000, id: "id".into() };
+            assert_eq!(ranges, [SlotRange { start: 0, end: 16383, master, replicas: Vec::new() }], "{null}");
         }
+        // Before Redis 4 a node has no id.
+        let old = parse_slots(b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$1\r\nh\r\n:7000\r\n").unwrap();
+        assert_eq!(old[0].master, SlotNode { host: "h".into(), port: 7000, id: String::new() });
+        // A replica is a node too.
+        assert!(parse_slots(b"*1\r\n*4\r\n:0\r\n:1\r\n*2\r\n$1\r\nh\r\n:1\r\n:5\r\n").is_err());
         assert!(parse_slots(b"*1\r\n*3\r\n:5\r\n:1\r\n*2\r\n$1\r\nh\r\n:1\r\n").is_err());
         assert!(parse_slots(b"*1\r\n*3\r\n:0\r\n:1\r\n").is_err());
         assert!(parse_slots(b"-ERR no\r\n").is_err());

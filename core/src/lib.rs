@@ -216,7 +216,7 @@ mod locks;
 mod node;
 mod options;
 pub mod quorum;
-mod resp;
+pub mod resp;
 mod rng;
 mod scripts;
 mod stats;

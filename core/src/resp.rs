@@ -1,8 +1,11 @@
-//! RESP: the command encoder (written straight into a link's output buffer, no allocation),
-//! and the reply decoder in [`decode`].
+//! RESP, the Redis protocol: the reply decoder the engine reads every reply with, public for
+//! tools that read RESP themselves ([`decode_frame`], one [`Frame`] at a time, RESP2 and RESP3);
+//! and, inside the crate, the command encoder (written straight into a link's output buffer, no
+//! allocation).
 
 mod decode;
 
+pub use decode::{Frame, decode_frame};
 pub(crate) use decode::{MAX_REPLY, Reply, decode, frame_len};
 
 /// Begin a command array of `argc` bulk strings.
@@ -121,6 +124,43 @@ mod tests {
         assert_eq!(decode(b"$2\r\na"), Ok(None));
         assert_eq!(decode(b""), Ok(None));
         assert!(decode(b"?what\r\n").is_err());
+    }
+
+    #[test]
+    fn decodes_frames_one_at_a_time() {
+        // A whole reply, walked frame by frame: scalars whole, aggregates by their headers.
+        let reply = b"*4\r\n$5\r\nhello\r\n:-7\r\n%1\r\n+k\r\n_\r\n*-1\r\n";
+        let expected = [
+            Frame::Array(4),
+            Frame::Bulk(b"hello"),
+            Frame::Int(-7),
+            Frame::Map(1),
+            Frame::Simple(b"k"),
+            Frame::Null,
+            Frame::Null,
+        ];
+        let mut at = 0;
+        for want in expected {
+            let (frame, used) = decode_frame(&reply[at..]).unwrap().unwrap();
+            assert_eq!(frame, want, "at {at}");
+            // Every part of a frame asks for more bytes.
+            for cut in at..at + used {
+                assert_eq!(decode_frame(&reply[at..cut]), Ok(None), "{want:?} cut at {cut}");
+            }
+            at += used;
+        }
+        assert_eq!(at, reply.len());
+        assert_eq!(decode_frame(b"~3\r\n"), Ok(Some((Frame::Set(3), 4))));
+        assert_eq!(decode_frame(b">3\r\n"), Ok(Some((Frame::Push(3), 4))));
+        assert_eq!(decode_frame(b"|1\r\n"), Ok(Some((Frame::Attribute(1), 4))));
+        assert_eq!(decode_frame(b"%-1\r\n"), Ok(Some((Frame::Null, 5))));
+        assert_eq!(decode_frame(b"$-1\r\n"), Ok(Some((Frame::Null, 5))));
+        assert_eq!(decode_frame(b"#t\r\n"), Ok(Some((Frame::Other(b"#t"), 4))));
+        assert_eq!(decode_frame(b"-ERR x\r\n"), Ok(Some((Frame::Error(b"ERR x"), 8))));
+        assert!(decode_frame(b"%x\r\n").is_err());
+        assert!(decode_frame(b"*x\r\n").is_err());
+        assert!(decode_frame(b"=9\r\ntxt:hello\r\n").is_err());
+        assert!(decode_frame(b"?what\r\n").is_err());
     }
 
     #[test]

@@ -15,33 +15,33 @@
 //!   slots with their keys (also in two phases, to observe `-ASK`), fails masters over, and
 //!   stops every process it started on drop. [`ClusterModeNode`] is its one-master form.
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
-//!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between).
+//!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between). It reads
+//!   replies with the core's decoder ([`redlease_core::resp::decode_frame`]), and can hand a
+//!   reply over whole to the core's parsers, such as a cluster's slot map
+//!   ([`redlease_core::cluster::parse_slots`]).
 //!
 //! If `redis-server` is not on `PATH`, [`Servers::start`] panics (and
 //! [`ServersBuilder::try_start`] fails) with one line saying how to install it; so do
 //! [`RedisClusterBuilder::start`] and [`RedisClusterBuilder::try_start`].
 
 mod conf;
+mod conn;
 mod node;
 mod placement;
 mod process;
 mod redis_cluster;
-mod resp;
 mod servers;
 mod tempdir;
 #[cfg(feature = "tls")]
 mod tls;
 
+#[cfg(unix)]
+pub use conn::unix;
+pub use conn::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
-pub use redis_cluster::{
-    ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, SLOTS, SlotNode, SlotRange, key_slot,
-    parse_cluster_slots,
-};
-#[cfg(unix)]
-pub use resp::unix;
-pub use resp::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
-pub use servers::{FENCE_PREFIX, FORMAT_KEY, Servers, ServersBuilder};
+pub use redis_cluster::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, key_slot};
+pub use servers::{FENCE_PREFIX, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, tls_files_for};

@@ -10,9 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::conf::{self, RedisConf, TlsHandle};
+use crate::conn::RedisConn;
 use crate::placement::{Listen, Placement};
 use crate::process;
-use crate::resp::RedisConn;
 use crate::tempdir::TempDir;
 
 /// How long a starting server may take to answer `PING`.
@@ -210,12 +210,12 @@ impl Node {
     }
 
     /// The Unix socket's path (every node has one).
-    pub fn socket_path(&self) -> PathBuf {
+    pub(crate) fn socket_path(&self) -> PathBuf {
         conf::socket_path(self.dir.path())
     }
 
     /// `redis+unix://[user:pass@]/…/redis.sock`.
-    pub fn unix_url(&self) -> String {
+    pub(crate) fn unix_url(&self) -> String {
         let creds = self.credentials().map(|(u, p)| format!("{u}:{p}@")).unwrap_or_default();
         format!("redis+unix://{creds}{}", self.socket_path().display())
     }
@@ -318,14 +318,14 @@ impl Node {
     /// # Panics
     ///
     /// If the node cannot be reached.
-    pub fn script_flush(&self) {
+    pub(crate) fn script_flush(&self) {
         self.conn()
             .and_then(|mut c| c.script_flush())
             .unwrap_or_else(|e| panic!("node {}: SCRIPT FLUSH: {e}", self.index));
     }
 
     /// The last `lines` lines of the server's log.
-    pub fn log_tail(&self, lines: usize) -> String {
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")

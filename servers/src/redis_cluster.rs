@@ -12,10 +12,12 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 pub use reshard::Migration;
-pub use topology::{SLOTS, SlotNode, SlotRange, key_slot, parse_cluster_slots};
+pub use topology::key_slot;
 
 use crate::node::Node;
-use crate::resp::RedisConn;
+use redlease_core::cluster::SLOTS;
+
+use crate::conn::RedisConn;
 use crate::servers::{assert_ttls, is_lock_key, keys_with_ttl};
 
 /// Settings of a [`RedisCluster`]; start with [`RedisCluster::builder`].
@@ -143,11 +145,6 @@ impl RedisCluster {
         &self.nodes
     }
 
-    /// The cluster node id (`CLUSTER MYID`) of node `node` of [`nodes`](Self::nodes).
-    pub fn node_id(&self, node: usize) -> &str {
-        &self.ids[node]
-    }
-
     /// Master `i` (the node serving shard `i` now).
     ///
     /// # Panics
@@ -186,11 +183,6 @@ impl RedisCluster {
         self.master(0).plain_url()
     }
 
-    /// The address of every master, in shard order.
-    pub fn master_addrs(&self) -> Vec<SocketAddr> {
-        self.masters().iter().map(|n| n.addr()).collect()
-    }
-
     /// Which master serves `slot` (its shard index), as a running node's `CLUSTER SLOTS` says.
     ///
     /// # Panics
@@ -198,7 +190,7 @@ impl RedisCluster {
     /// If no running, unpaused node answers, no master serves `slot`, or `slot` is not below
     /// 16384.
     pub fn master_of_slot(&self, slot: u16) -> usize {
-        assert!(slot < SLOTS, "slot {slot} is not below {SLOTS}");
+        assert!(usize::from(slot) < SLOTS, "slot {slot} is not below {SLOTS}");
         let owners = self.owners().unwrap_or_else(|e| panic!("redis cluster: CLUSTER SLOTS: {e}"));
         owners[usize::from(slot)]
             .and_then(|n| self.shard_of(n))
@@ -222,7 +214,8 @@ impl RedisCluster {
     /// If no running, unpaused node answers.
     pub fn slots_of(&self, i: usize) -> Vec<u16> {
         let owners = self.owners().unwrap_or_else(|e| panic!("redis cluster: CLUSTER SLOTS: {e}"));
-        (0..SLOTS).filter(|&s| owners[usize::from(s)].and_then(|n| self.shard_of(n)) == Some(i)).collect()
+        let served = owners.iter().zip(0..).filter(|(owner, _)| owner.and_then(|n| self.shard_of(n)) == Some(i));
+        served.map(|(_, slot)| slot).collect()
     }
 
     /// The keys of each master, in shard order (empty for a master that is not running or
@@ -280,13 +273,6 @@ impl RedisCluster {
     pub fn flushall(&self) {
         for m in self.masters().into_iter().filter(|m| self.is_live(m.index())) {
             m.conn().and_then(|mut c| c.flushall()).unwrap_or_else(|e| panic!("node {}: FLUSHALL: {e}", m.index()));
-        }
-    }
-
-    /// `SCRIPT FLUSH` on every running, unpaused node.
-    pub fn script_flush_all(&self) {
-        for n in self.nodes.iter().filter(|n| self.is_live(n.index())) {
-            n.script_flush();
         }
     }
 

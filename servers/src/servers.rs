@@ -4,6 +4,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use redlease_core::{FORMAT_KEY, SEMAPHORE_PREFIX};
+
 use crate::conf::TlsHandle;
 use crate::node::{Node, make_url};
 use crate::placement::{Listen, Placement, default_listen};
@@ -11,13 +13,11 @@ use crate::process;
 
 /// The prefix of fencing counter keys (the core's default); they are allowed to have no TTL.
 pub const FENCE_PREFIX: &str = "redlease:fence:";
-/// The key in which each node records the lock format of its clients (no TTL either).
-pub const FORMAT_KEY: &str = "redlease:format";
 
 /// Whether `key` is a lock key: not a fencing counter, the lock format key or a semaphore's
 /// limit record, which are meant to live without a TTL.
 pub(crate) fn is_lock_key(key: &str) -> bool {
-    let record = key == FORMAT_KEY || (key.starts_with("redlease:sem:") && key.ends_with("}:limit"));
+    let record = key == FORMAT_KEY || (key.starts_with(SEMAPHORE_PREFIX) && key.ends_with("}:limit"));
     !key.starts_with(FENCE_PREFIX) && !record
 }
 

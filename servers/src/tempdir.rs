@@ -28,19 +28,6 @@ impl TempDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// Remove everything inside the directory, keeping the directory itself.
-    pub fn clear(&self) -> std::io::Result<()> {
-        for entry in std::fs::read_dir(&self.path)? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                std::fs::remove_dir_all(entry.path())?;
-            } else {
-                std::fs::remove_file(entry.path())?;
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Drop for TempDir {

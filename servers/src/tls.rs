@@ -30,7 +30,7 @@ pub struct TlsFiles {
 
 impl TlsFiles {
     /// Generate the CA and the certificates into a new temporary directory.
-    pub fn generate() -> Result<TlsFiles, String> {
+    pub(crate) fn generate() -> Result<TlsFiles, String> {
         let dir = TempDir::new("redlease-tls").map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let err = |e: rcgen::Error| format!("certificate generation: {e}");
         let ca_key = KeyPair::generate().map_err(err)?;
@@ -66,11 +66,6 @@ impl TlsFiles {
             other_ca: write("other-ca.pem", other.pem())?,
             _dir: dir,
         })
-    }
-
-    /// The CA certificate, PEM.
-    pub fn ca_pem(&self) -> Vec<u8> {
-        std::fs::read(&self.ca).unwrap_or_default()
     }
 }
 

@@ -5,7 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use redlease_servers::{ClusterModeNode, Node, RedisCluster, RedisConn, Reply, SLOTS, key_slot};
+use redlease_core::cluster::SLOTS;
+use redlease_servers::{ClusterModeNode, Node, RedisCluster, RedisConn, Reply, key_slot};
+
+/// The number of hash slots, as slots are numbered.
+const SLOT_COUNT: u16 = SLOTS as u16;
 
 /// Per `CLUSTER SLOTS` range: first and last slot, the master's port, the replicas' ports.
 type Ranges = Vec<(u16, u16, u16, Vec<u16>)>;
@@ -149,14 +153,14 @@ fn a_killed_master_is_failed_over_by_the_cluster() {
 fn one_master_without_replicas_serves_every_slot() {
     let cluster = RedisCluster::builder().masters(1).replicas(0).start();
     assert_even_coverage(&cluster);
-    assert_eq!(slots(cluster.master(0)), vec![(0, SLOTS - 1, cluster.master(0).port(), vec![])]);
+    assert_eq!(slots(cluster.master(0)), vec![(0, SLOT_COUNT - 1, cluster.master(0).port(), vec![])]);
     // The crate's slot function is the server's.
     let mut conn = cluster.master(0).conn().unwrap();
     for key in ["", "a", "foo", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "{}", "redlease:fence:{k}"] {
         let slot = conn.cmd(&["CLUSTER", "KEYSLOT", key]).unwrap();
         assert_eq!(slot, Reply::Int(i64::from(key_slot(key))), "{key:?}");
     }
-    // The old one-node helper is this cluster.
+    // The one-node cluster is such a cluster.
     let node = ClusterModeNode::start();
     let info = node.conn().unwrap().cmd(&["INFO", "cluster"]).unwrap().as_text().unwrap();
     assert!(info.contains("cluster_enabled:1"), "{info}");
@@ -189,7 +193,7 @@ fn one_master_with_replicas_fails_over_to_each() {
 fn two_masters_migrate_slots_and_show_ask_while_migrating() {
     let cluster = RedisCluster::builder().masters(2).replicas(0).start();
     assert_even_coverage(&cluster);
-    assert_eq!(cluster.slots_of(1), (8192..SLOTS).collect::<Vec<_>>());
+    assert_eq!(cluster.slots_of(1), (8192..SLOT_COUNT).collect::<Vec<_>>());
     // Many slots at once, with keys in some.
     for slot in [0, 50, 99] {
         cluster.master(0).conn().unwrap().set(&key_in(slot), "x").unwrap();

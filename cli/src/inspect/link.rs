@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use redlease_client::adapter::NodeTransport;
 use redlease_core::NodeConfig;
 use redlease_core::cluster::hash_slot;
+use redlease_core::resp::{Frame, decode_frame};
 use redlease_servers::{RedisConn, Reply};
 
 use super::fault::Fault;
@@ -104,19 +105,21 @@ fn replicas_online(conn: &mut RedisConn, min: u32) -> Result<(), Fault> {
     Ok(())
 }
 
-/// The `CLUSTER SLOTS` map of a node that is a Redis Cluster; `None` for a standalone node (a
-/// node whose ACL refuses both `INFO` and `CLUSTER SLOTS` is taken as one).
-fn slot_map(conn: &mut RedisConn) -> Result<Option<Reply>, Fault> {
+/// The `CLUSTER SLOTS` map of a node that is a Redis Cluster, whole as it came; `None` for a
+/// standalone node (a node whose ACL refuses both `INFO` and `CLUSTER SLOTS` is taken as one).
+fn slot_map(conn: &mut RedisConn) -> Result<Option<Vec<u8>>, Fault> {
     let info = conn.cmd(&["INFO", "cluster"])?.as_text().unwrap_or_default();
     let enabled = info.lines().find_map(|l| l.trim().strip_prefix("cluster_enabled:"));
     if enabled == Some("0") {
         return Ok(None);
     }
-    match conn.cmd(&["CLUSTER", "SLOTS"])? {
-        map @ Reply::Array(Some(_)) => Ok(Some(map)),
-        Reply::Error(e) if enabled == Some("1") => Err(Fault::misconfigured(format!(
-            "the node is a Redis Cluster (INFO says cluster_enabled:1) and refuses CLUSTER SLOTS ({e}): \
-             its ACL user needs +cluster|slots"
+    let map = conn.cmd_raw(&["CLUSTER", "SLOTS"])?;
+    match decode_frame(&map) {
+        Ok(Some((Frame::Array(_), _))) => Ok(Some(map)),
+        Ok(Some((Frame::Error(e), _))) if enabled == Some("1") => Err(Fault::misconfigured(format!(
+            "the node is a Redis Cluster (INFO says cluster_enabled:1) and refuses CLUSTER SLOTS ({}): \
+             its ACL user needs +cluster|slots",
+            String::from_utf8_lossy(e)
         ))),
         _ => Ok(None),
     }

@@ -11,9 +11,9 @@
 use std::time::{Duration, Instant};
 
 use redlease_client::adapter::{NodeTransport, Target};
-use redlease_core::cluster::{MAX_MASTERS, Redirect, SLOTS, cluster_key, hash_slot, hash_tag, redirect};
+use redlease_core::cluster::{MAX_MASTERS, Redirect, SLOTS, cluster_key, hash_slot, hash_tag, parse_slots, redirect};
 use redlease_core::{NodeConfig, READERS_PREFIX, Transport};
-use redlease_servers::{FENCE_PREFIX, RedisConn, Reply, parse_cluster_slots};
+use redlease_servers::{FENCE_PREFIX, RedisConn};
 
 use super::fault::Fault;
 use crate::connect::open;
@@ -88,17 +88,18 @@ pub(super) struct ClusterLink {
 
 impl ClusterLink {
     /// Read the slot map `reply` (the `CLUSTER SLOTS` answer of `seed`, the connection to
-    /// `node`); its masters are reached as the clients reach them: with the node's credentials
-    /// and TLS settings, at the master's host and port. The seed's connection serves the
+    /// `node`, whole as it came), with the clients' parser; its masters are reached as the
+    /// clients reach them: with the node's credentials and TLS settings, at the master's host
+    /// and port. The seed's connection serves the
     /// master it is. A master that does not answer fails only the keys it serves.
     pub(super) fn from_slots(
         node: &NodeConfig,
         how: &NodeTransport,
         seed: RedisConn,
         seed_rtt: Duration,
-        reply: &Reply,
+        reply: &[u8],
     ) -> Result<ClusterLink, Fault> {
-        let ranges = parse_cluster_slots(reply).map_err(Fault::unreachable)?;
+        let ranges = parse_slots(reply).map_err(|e| Fault::unreachable(format!("CLUSTER SLOTS: {e}")))?;
         if ranges.is_empty() {
             return Err(Fault::unreachable("the Redis Cluster serves no slot yet (CLUSTER SLOTS is empty)"));
         }

@@ -175,8 +175,9 @@ impl Links {
         let Ok(ranges) = map else { return routes.known };
         let mut slots = vec![NONE; SLOTS].into_boxed_slice();
         for r in &ranges {
-            let host = if r.host.is_empty() || r.host == "?" { self.host_of(link) } else { r.host.clone() };
-            let Some(to) = self.link_for(node, &host, r.port) else { continue };
+            let m = &r.master;
+            let host = if m.host.is_empty() || m.host == "?" { self.host_of(link) } else { m.host.clone() };
+            let Some(to) = self.link_for(node, &host, m.port) else { continue };
             slots[r.start as usize..=r.end as usize].fill(to as u16);
         }
         let Some(Some(routes)) = self.routes.get_mut(node) else { return false };

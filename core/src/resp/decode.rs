@@ -1,9 +1,127 @@
-//! The reply decoder: `redis-protocol`'s zero-copy range decoder for RESP2 frames, plus the
-//! few RESP3 frames a connection after `HELLO 3` receives (push messages, `HELLO`'s map, null),
-//! and the length of a whole frame the engine reads at once.
+//! The reply decoder. [`decode_frame`] reads one RESP frame at a time (a scalar whole, an
+//! aggregate's header), with `redis-protocol`'s zero-copy range decoder for the RESP2 types and
+//! a reading of its own for the RESP3 ones; [`decode`] reads the engine's replies with it (a
+//! RESP3 map, set or push frame whole), and [`frame_len`] measures a whole frame the engine
+//! reads at once.
 
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
+
+/// One RESP frame, borrowing from the buffer it was decoded from: a scalar whole, or the
+/// header of an aggregate, whose elements follow it in the buffer as frames of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame<'a> {
+    /// A simple string (`+OK`): its text.
+    Simple(&'a [u8]),
+    /// An error (`-ERR ...`): its text, without the `-`.
+    Error(&'a [u8]),
+    /// An integer (`:5`).
+    Int(i64),
+    /// A bulk string (`$3\r\nabc`): its bytes.
+    Bulk(&'a [u8]),
+    /// A null: the null bulk string `$-1` and the null array `*-1` (RESP2), `_` (RESP3), or
+    /// another aggregate with a negative length.
+    Null,
+    /// An array's header (`*2`): its length. That many frames follow.
+    Array(usize),
+    /// A RESP3 map's header (`%2`): its number of entries. A key and a value follow for each.
+    Map(usize),
+    /// A RESP3 set's header (`~2`): its length. That many frames follow.
+    Set(usize),
+    /// A RESP3 push frame's header (`>3`): its length. That many frames follow, the first
+    /// naming the kind of push (`message`, `subscribe`, ...).
+    Push(usize),
+    /// A RESP3 attribute's header (`|1`): its number of entries. A key and a value follow for
+    /// each, then the reply the attribute describes.
+    Attribute(usize),
+    /// A RESP3 boolean, double or big number (`#t`, `,1.5`, `(3492890328409238509324850943850943825024385`):
+    /// its line, the type byte included.
+    Other(&'a [u8]),
+}
+
+/// Decode one frame from the front of `buf`.
+///
+/// `Ok(None)`: more bytes are needed. `Ok(Some((frame, used)))`: a frame of `used` bytes; an
+/// aggregate's elements are not part of it, they are the frames after it (so a hostile nesting
+/// depth costs no stack, and an element count no memory, unless the caller spends it: bound
+/// what you allocate by the lengths you read). `Err`: the bytes are not RESP (nor one of the
+/// RESP3 types above: a verbatim string or a blob error is refused); the stream cannot be
+/// trusted any more.
+///
+/// ```
+/// use redlease_core::resp::{Frame, decode_frame};
+///
+/// let buf = b"*2\r\n$3\r\nkey\r\n:42\r\n";
+/// let (header, mut at) = decode_frame(buf).unwrap().unwrap();
+/// assert_eq!(header, Frame::Array(2));
+/// let (key, used) = decode_frame(&buf[at..]).unwrap().unwrap();
+/// assert_eq!(key, Frame::Bulk(b"key"));
+/// at += used;
+/// assert_eq!(decode_frame(&buf[at..]), Ok(Some((Frame::Int(42), 5))));
+/// // A frame cut short needs more bytes.
+/// assert_eq!(decode_frame(b"$3\r\nke"), Ok(None));
+/// ```
+pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, String> {
+    let Some(&kind) = buf.first() else { return Ok(None) };
+    match kind {
+        b'*' => {
+            let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+                return Ok(None);
+            };
+            let len = std::str::from_utf8(&buf[1..end]).ok().and_then(|s| s.parse::<i64>().ok());
+            return match len {
+                Some(n) if n < 0 => Ok(Some((Frame::Null, end + 2))),
+                Some(n) => Ok(Some((Frame::Array(n as usize), end + 2))),
+                None => Err("invalid array length".to_owned()),
+            };
+        }
+        b'%' | b'~' | b'>' | b'|' => {
+            let Some((n, used)) = header(buf)? else { return Ok(None) };
+            let frame = match usize::try_from(n) {
+                Err(_) => Frame::Null,
+                Ok(n) if kind == b'%' => Frame::Map(n),
+                Ok(n) if kind == b'~' => Frame::Set(n),
+                Ok(n) if kind == b'>' => Frame::Push(n),
+                Ok(n) => Frame::Attribute(n),
+            };
+            return Ok(Some((frame, used)));
+        }
+        b'_' if buf.len() < 3 => return Ok(None),
+        b'_' if &buf[1..3] == b"\r\n" => return Ok(Some((Frame::Null, 3))),
+        b'#' | b',' | b'(' => {
+            let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+            return Ok(Some((Frame::Other(&buf[..end]), end + 2)));
+        }
+        b':' => {
+            if let Some(int) = plain_int(buf) {
+                return Ok(Some(int));
+            }
+        }
+        b'+' => {
+            if let Some(status) = plain_status(buf) {
+                return Ok(Some(status));
+            }
+        }
+        _ => {}
+    }
+    match decode_range(buf) {
+        Ok(None) => Ok(None),
+        Ok(Some((frame, used))) => {
+            let frame = match frame {
+                RangeFrame::SimpleString((a, b)) => Frame::Simple(&buf[a..b]),
+                RangeFrame::Error((a, b)) => Frame::Error(&buf[a..b]),
+                RangeFrame::Integer(i) => Frame::Int(i),
+                RangeFrame::BulkString((a, b)) => Frame::Bulk(&buf[a..b]),
+                RangeFrame::Null => Frame::Null,
+                // Not reached: arrays are read above.
+                RangeFrame::Array(items) => Frame::Array(items.len()),
+            };
+            Ok(Some((frame, used)))
+        }
+        Err(e) => Err(e.details().to_owned()),
+    }
+}
 
 /// One reply, borrowing from the link's input buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +172,8 @@ impl Reply<'_> {
 /// (a server error message at most a few hundred); anything longer is garbage.
 pub(crate) const MAX_REPLY: usize = 64 * 1024;
 
-/// Decode one reply from the front of `buf`.
+/// Decode one reply from the front of `buf`, as the engine reads it: a frame of
+/// [`decode_frame`], or a RESP3 map, set, attribute or push frame read whole.
 ///
 /// `Ok(None)`: more bytes are needed. `Ok(Some((reply, used)))`: a whole reply of `used` bytes.
 /// `Err`: the bytes are not RESP; the connection cannot be trusted any more.
@@ -63,23 +182,9 @@ pub(crate) const MAX_REPLY: usize = 64 * 1024;
 /// read (`used` covers the header alone): its elements are never parsed, which keeps a
 /// hostile nesting depth or element count from exhausting the stack or memory.
 pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    if buf[0] == b'*' {
-        let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
-            return Ok(None);
-        };
-        let len = std::str::from_utf8(&buf[1..end]).ok().and_then(|s| s.parse::<i64>().ok());
-        return match len {
-            Some(n) if n < 0 => Ok(Some((Reply::Nil, end + 2))),
-            Some(n) => Ok(Some((Reply::Array(n as usize), end + 2))),
-            None => Err("invalid array length".to_owned()),
-        };
-    }
-    match buf[0] {
-        b'>' => return decode_push(buf),
-        b'%' | b'~' | b'|' => {
+    match buf.first() {
+        Some(b'>') => return decode_push(buf),
+        Some(b'%' | b'~' | b'|') => {
             return match skip(buf, 0, &mut MAX_SKIPPED.clone())? {
                 None => Ok(None),
                 Some(used) => {
@@ -89,41 +194,22 @@ pub(crate) fn decode(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
                 }
             };
         }
-        b'_' if buf.len() < 3 => return Ok(None),
-        b'_' if &buf[1..3] == b"\r\n" => return Ok(Some((Reply::Nil, 3))),
-        b'#' | b',' | b'(' => {
-            // A boolean, a double, a big number: no answer of ours, but well-formed.
-            let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
-            return Ok(Some((Reply::Status(&buf[..end]), end + 2)));
-        }
         _ => {}
     }
-    if buf[0] == b':' {
-        if let Some(int) = plain_int(buf) {
-            return Ok(Some(int));
-        }
-    }
-    if buf[0] == b'+' {
-        if let Some(status) = plain_status(buf) {
-            return Ok(Some(status));
-        }
-    }
-    match decode_range(buf) {
-        Ok(None) => Ok(None),
-        Ok(Some((frame, used))) => {
-            let reply = match frame {
-                RangeFrame::SimpleString((a, b)) => Reply::Status(&buf[a..b]),
-                RangeFrame::Error((a, b)) => Reply::Error(&buf[a..b]),
-                RangeFrame::Integer(i) => Reply::Int(i),
-                RangeFrame::BulkString((a, b)) => Reply::Bulk(&buf[a..b]),
-                RangeFrame::Null => Reply::Nil,
-                // Not reached: arrays are handled above.
-                RangeFrame::Array(items) => Reply::Array(items.len()),
-            };
-            Ok(Some((reply, used)))
-        }
-        Err(e) => Err(e.details().to_owned()),
-    }
+    let Some((frame, used)) = decode_frame(buf)? else { return Ok(None) };
+    let reply = match frame {
+        Frame::Simple(s) => Reply::Status(s),
+        Frame::Error(e) => Reply::Error(e),
+        Frame::Int(i) => Reply::Int(i),
+        Frame::Bulk(b) => Reply::Bulk(b),
+        Frame::Null => Reply::Nil,
+        Frame::Array(n) => Reply::Array(n),
+        // A boolean, a double, a big number: no answer of ours, but well-formed.
+        Frame::Other(line) => Reply::Status(line),
+        // Not reached: read whole above.
+        Frame::Map(len) | Frame::Set(len) | Frame::Push(len) | Frame::Attribute(len) => Reply::Map { len, mode: b"" },
+    };
+    Ok(Some((reply, used)))
 }
 
 /// The size of the whole frame at the front of `buf` (an answer the engine reads whole, such
@@ -249,14 +335,14 @@ fn decode_push(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, String> {
 /// The common simple string (`+OK` to a `SET`) without the general decoder: the text up to the
 /// first `\r`, when `\n` follows it. Anything else (no end yet, a bare `\r`) is left to the
 /// general decoder.
-fn plain_status(buf: &[u8]) -> Option<(Reply<'_>, usize)> {
+fn plain_status(buf: &[u8]) -> Option<(Frame<'_>, usize)> {
     let cr = buf.iter().position(|&b| b == b'\r')?;
-    (buf.get(cr + 1) == Some(&b'\n')).then(|| (Reply::Status(&buf[1..cr]), cr + 2))
+    (buf.get(cr + 1) == Some(&b'\n')).then(|| (Frame::Simple(&buf[1..cr]), cr + 2))
 }
 
 /// The common integer reply (`:1\r\n`, at most 18 digits) without the general parser.
 /// Anything else, including an unfinished reply, is left to `redis-protocol`.
-fn plain_int(buf: &[u8]) -> Option<(Reply<'static>, usize)> {
+fn plain_int(buf: &[u8]) -> Option<(Frame<'static>, usize)> {
     let neg = buf.get(1) == Some(&b'-');
     let start = if neg { 2 } else { 1 };
     let mut i = start;
@@ -268,5 +354,5 @@ fn plain_int(buf: &[u8]) -> Option<(Reply<'static>, usize)> {
     if i == start || buf.get(i..i + 2) != Some(b"\r\n") {
         return None;
     }
-    Some((Reply::Int(if neg { -v } else { v }), i + 2))
+    Some((Frame::Int(if neg { -v } else { v }), i + 2))
 }

@@ -6,7 +6,9 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::topology::{self, SETTLE_TIMEOUT, SLOTS, field, wait_for};
+use redlease_core::cluster::SLOTS;
+
+use super::topology::{self, SETTLE_TIMEOUT, field, wait_for};
 use super::{RedisCluster, RedisClusterBuilder, Shard};
 use crate::node::Node;
 use crate::placement::{Listen, Placement};
@@ -18,7 +20,7 @@ pub(super) fn form(b: RedisClusterBuilder) -> Result<RedisCluster, String> {
     if masters == 0 {
         return Err("a Redis Cluster needs at least one master".to_owned());
     }
-    if masters > usize::from(SLOTS) {
+    if masters > SLOTS {
         return Err(format!("{masters} masters: a Redis Cluster has only {SLOTS} slots to share"));
     }
     if let Some((user, pass)) = &acl {
@@ -61,7 +63,7 @@ pub(super) fn form(b: RedisClusterBuilder) -> Result<RedisCluster, String> {
 
 /// Slots `first..=last` of master `i` of `masters` when they are split evenly.
 fn share(i: usize, masters: usize) -> (u16, u16) {
-    let slots = usize::from(SLOTS);
+    let slots = SLOTS;
     // Below 16384 (i < masters <= 16384): the casts are lossless.
     ((i * slots / masters) as u16, ((i + 1) * slots / masters - 1) as u16)
 }

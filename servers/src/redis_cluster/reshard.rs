@@ -3,10 +3,12 @@
 
 use std::collections::HashMap;
 
-use super::topology::{SETTLE_TIMEOUT, SLOTS, field, info, wait_for};
+use redlease_core::cluster::SLOTS;
+
+use super::topology::{SETTLE_TIMEOUT, field, info, wait_for};
 use super::{RedisCluster, Shard};
+use crate::conn::{RedisConn, Reply};
 use crate::node::Node;
-use crate::resp::{RedisConn, Reply};
 
 /// Keys moved per `MIGRATE`.
 const BATCH: usize = 100;
@@ -207,7 +209,7 @@ impl RedisCluster {
 
     fn try_migrate_slots(&self, slots: &[u16], to: usize) -> Result<(), String> {
         let target = self.shard(to)?.master;
-        if let Some(slot) = slots.iter().find(|&&s| s >= SLOTS) {
+        if let Some(slot) = slots.iter().find(|&&s| usize::from(s) >= SLOTS) {
             return Err(format!("slot {slot} is not below {SLOTS}"));
         }
         let owners = self.owners()?;
@@ -231,7 +233,7 @@ impl RedisCluster {
     /// The node serving `slot` now and the master of shard `to`.
     fn endpoints(&self, slot: u16, to: usize) -> Result<(usize, usize), String> {
         let target = self.shard(to)?.master;
-        if slot >= SLOTS {
+        if usize::from(slot) >= SLOTS {
             return Err(format!("slot {slot} is not below {SLOTS}"));
         }
         let source = self.owners()?[usize::from(slot)].ok_or_else(|| format!("slot {slot} is not served"))?;
@@ -306,7 +308,7 @@ impl RedisCluster {
     /// The slots node `n` serves, as the first running node says.
     fn served_by(&self, n: usize) -> Result<Vec<u16>, String> {
         let owners = self.owners()?;
-        Ok((0..SLOTS).filter(|&s| owners[usize::from(s)] == Some(n)).collect())
+        Ok(owners.iter().zip(0..).filter(|(owner, _)| **owner == Some(n)).map(|(_, slot)| slot).collect())
     }
 
     fn promote(&self, i: usize, how: Option<&str>) -> Result<usize, String> {

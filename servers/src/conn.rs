@@ -1,14 +1,17 @@
-//! A tiny synchronous RESP2 client for test assertions and inspection, over TCP, a Unix
+//! A blocking connection to one node for test assertions and inspection: it sends commands
+//! and reads their replies with the core's RESP decoder ([`decode_frame`]), over TCP, a Unix
 //! socket, or any stream wrapping one (the CLI puts TLS in between).
 
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 #[cfg(unix)]
 use std::path::Path;
 use std::time::Duration;
+
+use redlease_core::resp::{Frame, decode_frame};
 
 /// A blocking byte stream [`RedisConn`] can talk over: TCP, a Unix socket, or a stream that
 /// wraps one (such as a TLS session).
@@ -39,7 +42,7 @@ impl Duplex for Box<dyn Duplex> {
 /// How long a call waits for its reply, and a write for the socket, unless changed.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One RESP2 reply.
+/// One RESP2 reply, owned: what [`RedisConn::cmd`] returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// `+OK`
@@ -73,7 +76,10 @@ impl Reply {
 /// call fail rather than hang.
 #[derive(Debug)]
 pub struct RedisConn {
-    stream: BufReader<Box<dyn Duplex>>,
+    stream: Box<dyn Duplex>,
+    /// Bytes read and not consumed yet: `input[read..]`.
+    input: Vec<u8>,
+    read: usize,
 }
 
 /// A TCP connection to `addr` as [`RedisConn::connect`] opens it: connect timeout 1 s, no
@@ -110,7 +116,7 @@ impl RedisConn {
     /// log in with `auth` if given.
     pub fn over(stream: impl Duplex + 'static, auth: Option<(&str, &str)>) -> io::Result<RedisConn> {
         let stream: Box<dyn Duplex> = Box::new(stream);
-        let mut conn = RedisConn { stream: BufReader::new(stream) };
+        let mut conn = RedisConn { stream, input: Vec::new(), read: 0 };
         if let Some((user, pass)) = auth {
             conn.ok(&["AUTH", user, pass])?;
         }
@@ -119,11 +125,24 @@ impl RedisConn {
 
     /// Change the read timeout of later calls.
     pub fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.stream.get_ref().set_read_timeout(Some(timeout))
+        self.stream.set_read_timeout(Some(timeout))
     }
 
     /// Send one command and read its reply (an `-ERR` reply is returned as [`Reply::Error`]).
     pub fn cmd<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<Reply> {
+        self.send(args)?;
+        self.receive()
+    }
+
+    /// Send one command and return its reply whole, as the bytes it came in (an `-ERR` reply
+    /// too): for a parser that reads RESP itself, such as
+    /// [`redlease_core::cluster::parse_slots`].
+    pub fn cmd_raw<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<Vec<u8>> {
+        self.send(args)?;
+        self.receive_raw()
+    }
+
+    fn send<S: AsRef<[u8]>>(&mut self, args: &[S]) -> io::Result<()> {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
             let a = a.as_ref();
@@ -131,10 +150,8 @@ impl RedisConn {
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        let socket = self.stream.get_mut();
-        socket.write_all(&out)?;
-        socket.flush()?;
-        self.receive()
+        self.stream.write_all(&out)?;
+        self.stream.flush()
     }
 
     /// Send a command; an `-ERR` reply becomes an `io::Error` (kind `Other`).
@@ -224,67 +241,160 @@ impl RedisConn {
     }
 
     /// `FLUSHALL`.
-    pub fn flushall(&mut self) -> io::Result<()> {
+    pub(crate) fn flushall(&mut self) -> io::Result<()> {
         self.ok(&["FLUSHALL"])
     }
 
     /// `SCRIPT FLUSH`: forget every cached Lua script (later `EVALSHA`s answer `NOSCRIPT`).
-    pub fn script_flush(&mut self) -> io::Result<()> {
+    pub(crate) fn script_flush(&mut self) -> io::Result<()> {
         self.ok(&["SCRIPT", "FLUSH"])
-    }
-
-    /// `CLIENT LIST` as text, one line per connection.
-    pub fn client_list(&mut self) -> io::Result<String> {
-        match self.checked(&["CLIENT", "LIST"])? {
-            r @ Reply::Bulk(_) => Ok(r.as_text().unwrap_or_default()),
-            r => Err(bad_data(format!("CLIENT LIST: unexpected {r:?}"))),
-        }
-    }
-
-    fn line(&mut self) -> io::Result<String> {
-        let mut line = String::new();
-        if self.stream.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by the server"));
-        }
-        if !line.ends_with("\r\n") {
-            return Err(bad_data(format!("reply line without CRLF: {line:?}")));
-        }
-        line.truncate(line.len() - 2);
-        Ok(line)
     }
 
     /// Read one reply without sending anything (e.g. the late answer to a command whose read
     /// timed out while the server was paused).
     pub fn receive(&mut self) -> io::Result<Reply> {
-        let line = self.line()?;
-        let (kind, rest) = line.split_at_checked(1).ok_or_else(|| bad_data("empty reply line".into()))?;
-        let number = |s: &str| s.parse::<i64>().map_err(|_| bad_data(format!("bad length or number {s:?}")));
-        match kind {
-            "+" => Ok(Reply::Simple(rest.to_owned())),
-            "-" => Ok(Reply::Error(rest.to_owned())),
-            ":" => Ok(Reply::Int(number(rest)?)),
-            "$" => {
-                let len = number(rest)?;
-                if len < 0 {
-                    return Ok(Reply::Bulk(None));
-                }
-                let mut buf = vec![0; len as usize + 2];
-                self.stream.read_exact(&mut buf)?;
-                if !buf.ends_with(b"\r\n") {
-                    return Err(bad_data("bulk string without CRLF".into()));
-                }
-                buf.truncate(len as usize);
-                Ok(Reply::Bulk(Some(buf)))
+        let raw = self.receive_raw()?;
+        let mut at = 0;
+        reply_at(&raw, &mut at)
+    }
+
+    /// The bytes of the next whole reply, read from the stream as needed. Bytes that came
+    /// before a read failed (a timeout) are kept for the next call.
+    fn receive_raw(&mut self) -> io::Result<Vec<u8>> {
+        loop {
+            let pending = &self.input[self.read..];
+            if let Some(len) = whole_len(pending).map_err(bad_data)? {
+                let raw = pending[..len].to_vec();
+                self.read += len;
+                return Ok(raw);
             }
-            "*" => {
-                let len = number(rest)?;
-                if len < 0 {
-                    return Ok(Reply::Array(None));
-                }
-                let items = (0..len).map(|_| self.receive()).collect::<io::Result<Vec<_>>>()?;
-                Ok(Reply::Array(Some(items)))
-            }
-            _ => Err(bad_data(format!("unknown RESP type in {line:?}"))),
+            self.fill()?;
         }
+    }
+
+    /// Read more bytes from the stream (after dropping those consumed).
+    fn fill(&mut self) -> io::Result<()> {
+        self.input.drain(..self.read);
+        self.read = 0;
+        let mut chunk = [0; 16 * 1024];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by the server")),
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The size of the whole reply at the front of `buf` (its aggregates with every element):
+/// `None` until it is all there.
+fn whole_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    let (mut at, mut left) = (0usize, 1usize);
+    while left > 0 {
+        let Some((frame, used)) = decode_frame(&buf[at..])? else { return Ok(None) };
+        at += used;
+        let elements = match frame {
+            Frame::Array(n) | Frame::Set(n) | Frame::Push(n) => n,
+            Frame::Map(n) => n.saturating_mul(2),
+            // Its entries, then the reply it describes.
+            Frame::Attribute(n) => n.saturating_mul(2).saturating_add(1),
+            _ => 0,
+        };
+        left = (left - 1).saturating_add(elements);
+    }
+    Ok(Some(at))
+}
+
+/// The reply at `*at` of the whole reply `buf`; `*at` moves past it.
+fn reply_at(buf: &[u8], at: &mut usize) -> io::Result<Reply> {
+    let kind = buf.get(*at).copied().unwrap_or_default();
+    let Some((frame, used)) = decode_frame(&buf[*at..]).map_err(bad_data)? else {
+        return Err(bad_data("a reply cut short".to_owned()));
+    };
+    *at += used;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match (kind, frame) {
+        (_, Frame::Simple(s)) => Ok(Reply::Simple(text(s))),
+        (_, Frame::Error(e)) => Ok(Reply::Error(text(e))),
+        (_, Frame::Int(i)) => Ok(Reply::Int(i)),
+        (_, Frame::Bulk(b)) => Ok(Reply::Bulk(Some(b.to_vec()))),
+        (b'$', Frame::Null) => Ok(Reply::Bulk(None)),
+        (b'*', Frame::Null) => Ok(Reply::Array(None)),
+        (_, Frame::Array(n)) => Ok(Reply::Array(Some((0..n).map(|_| reply_at(buf, at)).collect::<io::Result<_>>()?))),
+        _ => Err(bad_data(format!("a RESP3 reply ({:?}) on a RESP2 connection", kind as char))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream that hands out its input one byte per read, and swallows what is written.
+    #[derive(Debug)]
+    struct Trickle(std::collections::VecDeque<u8>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match self.0.pop_front() {
+                Some(b) if !buf.is_empty() => {
+                    buf[0] = b;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Duplex for Trickle {
+        fn set_read_timeout(&self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn conn(input: &[u8]) -> RedisConn {
+        RedisConn::over(Trickle(input.iter().copied().collect()), None).unwrap()
+    }
+
+    #[test]
+    fn reads_replies_a_byte_at_a_time() {
+        let mut c = conn(b"+OK\r\n-ERR no\r\n:42\r\n$3\r\nabc\r\n$-1\r\n*-1\r\n*2\r\n*1\r\n$1\r\nk\r\n:0\r\n");
+        assert_eq!(c.receive().unwrap(), Reply::Simple("OK".into()));
+        assert_eq!(c.receive().unwrap(), Reply::Error("ERR no".into()));
+        assert_eq!(c.receive().unwrap(), Reply::Int(42));
+        assert_eq!(c.receive().unwrap(), Reply::Bulk(Some(b"abc".to_vec())));
+        assert_eq!(c.receive().unwrap(), Reply::Bulk(None));
+        assert_eq!(c.receive().unwrap(), Reply::Array(None));
+        let nested =
+            Reply::Array(Some(vec![Reply::Array(Some(vec![Reply::Bulk(Some(b"k".to_vec()))])), Reply::Int(0)]));
+        assert_eq!(c.receive().unwrap(), nested);
+        assert_eq!(c.receive().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn returns_a_reply_whole_as_it_came() {
+        let mut c = conn(b"*2\r\n$1\r\na\r\n%1\r\n+k\r\n:1\r\n+PONG\r\n");
+        assert_eq!(c.cmd_raw(&["X"]).unwrap(), b"*2\r\n$1\r\na\r\n%1\r\n+k\r\n:1\r\n");
+        assert!(c.ping().unwrap());
+    }
+
+    #[test]
+    fn refuses_what_is_not_resp2() {
+        assert_eq!(conn(b"?what\r\n").receive().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(conn(b"%1\r\n+k\r\n:1\r\n").receive().unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 }
