@@ -433,6 +433,12 @@ impl Scenario {
         sc
     }
 
+    /// The run of [`clusters`](Self::clusters), but a migration drops the slot's keys instead
+    /// of moving them (UNSAFE).
+    pub(crate) fn lossy_clusters(seed: u64, profile: Profile) -> Self {
+        Self { lossy_migration: true, ..Self::clusters(seed, profile) }
+    }
+
     /// How long the end of a run leaves the engines to finish what they were doing once the
     /// workload stops (their cancellations and releases answered, by the slowest network).
     pub(crate) fn drain(&self) -> Time {
