@@ -15,6 +15,7 @@ pub(crate) mod cluster;
 pub(crate) mod node;
 pub(crate) mod rng;
 pub(crate) mod scenario;
+pub(crate) mod script;
 pub(crate) mod world;
 
 use std::ops::Range;

@@ -8,6 +8,7 @@ use redlease_core::cluster::hash_slot;
 
 use super::node::{Auth, Clock, MS, ReplicaPlan, Time};
 use super::rng::Rng;
+use super::script::Script;
 
 /// Microsecond of simulated time.
 pub(crate) const US: Time = 1_000;
@@ -106,8 +107,10 @@ pub(crate) struct Scenario {
     /// The engines' liveness bound for connections (and connect timeout), when the run sets
     /// one: a node stalled longer than this has its connections recycled.
     pub(crate) liveness: Option<Time>,
-    /// The engines wake waiters on release (RESP3 pub/sub).
+    /// The engines wake waiters on release (RESP3 pub/sub), and the longest random delay
+    /// before a woken waiter retries.
     pub(crate) wake: bool,
+    pub(crate) wake_stagger: Duration,
     /// Nodes that refuse `HELLO 3` (an old Redis): their waiters poll.
     pub(crate) resp2: Vec<bool>,
     /// Per-message chance (‰) that a node drops a release message without breaking the
@@ -130,6 +133,9 @@ pub(crate) struct Scenario {
     /// UNSAFE: a migrating slot's keys are dropped instead of moved (the new owner starts
     /// empty, as after a failover to a replica that never had them).
     pub(crate) lossy_migration: bool,
+    /// The clients' roles, when they are set in advance (see [`Script`]; `None`: each client
+    /// draws its every move from the seed).
+    pub(crate) script: Option<Script>,
 }
 
 impl Scenario {
@@ -277,6 +283,7 @@ impl Scenario {
             calm_at,
             liveness: None,
             wake,
+            wake_stagger: Duration::from_micros(200),
             resp2,
             publish_loss_per_mille,
             limits: Vec::new(),
@@ -286,6 +293,7 @@ impl Scenario {
             clusters: Vec::new(),
             replicas: Vec::new(),
             lossy_migration: false,
+            script: None,
         }
     }
 
