@@ -1529,7 +1529,9 @@ impl World {
             return;
         }
         self.clients[c].issued += 1;
-        let token = format!("c{c}-{}", self.clients[c].issued).into_bytes();
+        // The token names the seed too: a semaphore's slot order follows the token, so that
+        // every seed draws its own.
+        let token = format!("s{}-c{c}-{}", self.sc.seed, self.clients[c].issued).into_bytes();
         trace!(self, "c{c} acquires {req:?} token {}", show(&token));
         self.acquire(c, &req, resources, token, permits);
     }
