@@ -252,7 +252,7 @@ impl Scenario {
             }
         }
         faults.sort_by_key(|f| f.0);
-        // Drawn last, so that the rest of each seed's plan is what it was before wake-ups.
+        // Drawn last: the rest of each seed's plan does not depend on them.
         let wake = !rng.chance(200);
         let resp2 = (0..nodes).map(|_| rng.chance(150)).collect();
         let publish_loss_per_mille = if rng.chance(500) { 0 } else { rng.range(50, 500) };
