@@ -1464,7 +1464,7 @@ impl World {
     /// A new acquisition: of one resource or two (a mutex), or in a semaphore run some permits
     /// of one semaphore. Once a holder vanished, every client asks for what it held: the same
     /// resources, or all the permits of its semaphore (a grant then shows that the vanished
-    /// holder's slots came back).
+    /// holder's slots came back). In a scripted run: what the client's role asks for.
     fn start_acquire(&mut self, c: usize) {
         if self.sc.script.is_some() {
             return self.start_scripted(c);
