@@ -31,7 +31,6 @@
 //! SIM_CLUSTERS=1 SIM_SEED=1234 SIM_PROFILE=safe cargo test -p redlease-core --test simulation trace_one_seed -- --ignored --nocapture
 //! ```
 
-#[allow(dead_code)] // the scripted helpers of the mutex simulation are not used here
 mod sim;
 
 use std::ops::Range;
@@ -39,26 +38,14 @@ use std::ops::Range;
 use sim::checker::Violation;
 use sim::scenario::{Profile, Scenario};
 use sim::world::{MAX_CHAIN, run};
-use sim::{Kind, Seeds};
-
-/// Mutexes, semaphores and reader-writer locks over Redis Cluster nodes.
-const CLUSTERS: Kind = Kind { name: " clusters", env: "SIM_CLUSTERS=1 ", make: Scenario::clusters };
-
-/// The same runs, but a migration drops the slot's keys instead of moving them (UNSAFE).
-const LOSSY: Kind = Kind { name: " clusters, lossy migrations", env: "SIM_CLUSTERS=1 SIM_LOSSY=1 ", make: lossy };
-
-fn lossy(seed: u64, profile: Profile) -> Scenario {
-    let mut sc = Scenario::clusters(seed, profile);
-    sc.lossy_migration = true;
-    sc
-}
+use sim::{CLUSTERS, LOSSY};
 
 /// Assert that no seed broke a rule (a redirect chain beyond the bound is one), and that the
 /// runs really went through clusters: locks of every kind taken, slots migrated with their
 /// keys, every kind of redirect answered and followed, requests bounced more than once.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let n = seeds.end - seeds.start;
-    let Seeds { stats, liveness, .. } = CLUSTERS.run_safe(profile, seeds);
+    let stats = CLUSTERS.band(profile, seeds).stats;
     assert!(stats.acquired > 5 * n && stats.released > 0 && stats.held_by_others > 0, "{stats:?}");
     assert!(stats.sem_holds > 0 && stats.reads > 0 && stats.fenced > 0, "every kind of lock: {stats:?}");
     assert!(stats.cluster_nodes >= n, "every run has a cluster node: {stats:?}");
@@ -71,7 +58,6 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     assert!(stats.max_chain >= 2, "requests bounced between masters: {stats:?}");
     assert!(stats.shard_messages > n, "waiters heard sharded release messages: {stats:?}");
     assert!(stats.shard_unsubscribed > 0, "masters that lost a slot ended its subscriptions: {stats:?}");
-    assert!(liveness * 10 > n * 9, "liveness checked in {liveness} of {n} runs");
 }
 
 #[test]
@@ -115,12 +101,7 @@ fn a_migration_that_loses_the_keys_is_caught() {
 #[test]
 fn cluster_runs_are_reproducible() {
     for seed in [5, 61, 1003] {
-        let sc = Scenario::clusters(seed, Profile::Safe);
-        let a = run(&sc, true);
-        let b = run(&sc, true);
-        if let Some(i) = (0..a.trace.len().max(b.trace.len())).find(|&i| a.trace.get(i) != b.trace.get(i)) {
-            panic!("seed {seed}: runs differ at step {i}:\n{:?}\n{:?}", a.trace.get(i), b.trace.get(i));
-        }
+        let a = sim::run_twice(&Scenario::clusters(seed, Profile::Safe));
         assert!(a.trace.iter().any(|l| l.contains("CLUSTER")), "seed {seed}: the engines read slot maps");
     }
 }
@@ -135,9 +116,9 @@ fn never(what: &str, seeds: &[u64], is: impl Fn(&Violation) -> bool) {
         let found: Vec<String> = out.violations.iter().filter(|v| is(v)).map(ToString::to_string).collect();
         assert!(
             found.is_empty(),
-            "{what}: seed {seed}:\n  - {}\nreplay: SIM_CLUSTERS=1 SIM_SEED={seed} SIM_PROFILE=Safe cargo test -p redlease-core \
-             --test simulation trace_one_seed -- --ignored --nocapture",
-            found.join("\n  - ")
+            "{what}: seed {seed}:\n  - {}\nreplay: {}",
+            found.join("\n  - "),
+            CLUSTERS.replay(seed, Profile::Safe)
         );
     }
 }

@@ -19,19 +19,16 @@ use std::time::Duration;
 
 use redlease_core::{Event, LockOptions};
 
-use sim::Kind;
+use sim::MUTEXES;
 use sim::checker::{self, Hold, Violation};
 use sim::node::{MS, Segment};
 use sim::scenario::{Profile, Scenario};
 use sim::world::{Stats, run};
 
-/// Mutexes.
-const MUTEXES: Kind = Kind { name: "", env: "", make: Scenario::generate };
-
 /// Assert that no seed broke a rule, and that the runs really exercised the engine.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let n = seeds.end - seeds.start;
-    let stats = MUTEXES.run_safe(profile, seeds).stats;
+    let stats = MUTEXES.band(profile, seeds).stats;
     // Not vacuous: locks were taken, contended, extended and lost along the way.
     assert!(stats.acquired > 5 * n, "too few acquisitions: {stats:?}");
     assert!(stats.held_by_others > 0 && stats.released > 0, "{stats:?}");
@@ -169,12 +166,7 @@ fn round_trip_figures_match_the_simulated_delays() {
 #[test]
 fn runs_are_reproducible() {
     for seed in [3, 77, 1001] {
-        let sc = Scenario::generate(seed, Profile::Safe);
-        let a = run(&sc, true);
-        let b = run(&sc, true);
-        if let Some(i) = (0..a.trace.len().max(b.trace.len())).find(|&i| a.trace.get(i) != b.trace.get(i)) {
-            panic!("seed {seed}: runs differ at step {i}:\n{:?}\n{:?}", a.trace.get(i), b.trace.get(i));
-        }
+        let a = sim::run_twice(&Scenario::generate(seed, Profile::Safe));
         assert!(a.trace.len() > 100, "seed {seed}: a run should be more than a handful of steps");
     }
 }
@@ -182,30 +174,12 @@ fn runs_are_reproducible() {
 #[test]
 #[ignore = "debugging aid: SIM_SEED=<n> SIM_PROFILE=<profile> prints one run step by step"]
 fn trace_one_seed() {
-    let seed = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let profile = match std::env::var("SIM_PROFILE").unwrap_or_default().to_ascii_lowercase().as_str() {
-        "clockjump" => Profile::ClockJump,
-        "restartempty" => Profile::RestartEmpty,
-        "restartkeepdata" => Profile::RestartKeepData,
-        "delayedrestart" => Profile::DelayedRestart,
-        _ => Profile::Safe,
-    };
     // SIM_SEMAPHORES=1: the run of `semaphore_simulation.rs` (every lock a semaphore's);
-    // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks); SIM_CLUSTERS=1:
-    // the run of `cluster_simulation.rs` (Redis Cluster nodes), with SIM_LOSSY=1 its unsafe
-    // variant (a migration drops the slot's keys).
-    let flag = |name: &str| std::env::var(name).as_deref() == Ok("1");
-    let sc = match std::env::var("SIM_SEMAPHORES").as_deref() {
-        Ok("1") => Scenario::semaphores(seed, profile),
-        _ if flag("SIM_RWLOCKS") => Scenario::rwlocks(seed, profile),
-        _ if flag("SIM_REPLICAS") => Scenario::replicated(seed, profile),
-        _ if flag("SIM_CLUSTERS") => {
-            let mut sc = Scenario::clusters(seed, profile);
-            sc.lossy_migration = flag("SIM_LOSSY");
-            sc
-        }
-        _ => Scenario::generate(seed, profile),
-    };
+    // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks); SIM_REPLICAS=1:
+    // the run of `replica_simulation.rs` (grants wait for a replica); SIM_CLUSTERS=1: the run
+    // of `cluster_simulation.rs` (Redis Cluster nodes), with SIM_LOSSY=1 its unsafe variant (a
+    // migration drops the slot's keys). See `sim::replay_from_env`.
+    let sc = sim::replay_from_env();
     println!("{sc:#?}");
     let out = run(&sc, true);
     for line in &out.trace {

@@ -393,8 +393,7 @@ impl Node {
         self.sessions.insert(conn, Session::default());
     }
 
-    /// Refuse `HELLO 3` on `conn`, as an old Redis would (the fairness test's RESP2 client).
-    #[allow(dead_code)]
+    /// Refuse `HELLO 3` on `conn`, as an old Redis would (a scripted role's RESP2 connections).
     pub(crate) fn refuse_hello(&mut self, conn: usize) {
         if let Some(s) = self.sessions.get_mut(&conn) {
             s.refuse_hello = true;

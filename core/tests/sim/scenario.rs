@@ -8,6 +8,7 @@ use redlease_core::cluster::hash_slot;
 
 use super::node::{Auth, Clock, MS, ReplicaPlan, Time};
 use super::rng::Rng;
+use super::script::Script;
 
 /// Microsecond of simulated time.
 pub(crate) const US: Time = 1_000;
@@ -106,8 +107,10 @@ pub(crate) struct Scenario {
     /// The engines' liveness bound for connections (and connect timeout), when the run sets
     /// one: a node stalled longer than this has its connections recycled.
     pub(crate) liveness: Option<Time>,
-    /// The engines wake waiters on release (RESP3 pub/sub).
+    /// The engines wake waiters on release (RESP3 pub/sub), and the longest random delay
+    /// before a woken waiter retries.
     pub(crate) wake: bool,
+    pub(crate) wake_stagger: Duration,
     /// Nodes that refuse `HELLO 3` (an old Redis): their waiters poll.
     pub(crate) resp2: Vec<bool>,
     /// Per-message chance (‰) that a node drops a release message without breaking the
@@ -130,6 +133,9 @@ pub(crate) struct Scenario {
     /// UNSAFE: a migrating slot's keys are dropped instead of moved (the new owner starts
     /// empty, as after a failover to a replica that never had them).
     pub(crate) lossy_migration: bool,
+    /// The clients' roles, when they are set in advance (see [`Script`]; `None`: each client
+    /// draws its every move from the seed).
+    pub(crate) script: Option<Script>,
 }
 
 impl Scenario {
@@ -246,7 +252,7 @@ impl Scenario {
             }
         }
         faults.sort_by_key(|f| f.0);
-        // Drawn last, so that the rest of each seed's plan is what it was before wake-ups.
+        // Drawn last: the rest of each seed's plan does not depend on them.
         let wake = !rng.chance(200);
         let resp2 = (0..nodes).map(|_| rng.chance(150)).collect();
         let publish_loss_per_mille = if rng.chance(500) { 0 } else { rng.range(50, 500) };
@@ -277,6 +283,7 @@ impl Scenario {
             calm_at,
             liveness: None,
             wake,
+            wake_stagger: Duration::from_micros(200),
             resp2,
             publish_loss_per_mille,
             limits: Vec::new(),
@@ -286,6 +293,7 @@ impl Scenario {
             clusters: Vec::new(),
             replicas: Vec::new(),
             lossy_migration: false,
+            script: None,
         }
     }
 
@@ -431,6 +439,12 @@ impl Scenario {
         sc.faults.sort_by_key(|f| f.0);
         sc.clusters = clusters;
         sc
+    }
+
+    /// The run of [`clusters`](Self::clusters), but a migration drops the slot's keys instead
+    /// of moving them (UNSAFE).
+    pub(crate) fn lossy_clusters(seed: u64, profile: Profile) -> Self {
+        Self { lossy_migration: true, ..Self::clusters(seed, profile) }
     }
 
     /// How long the end of a run leaves the engines to finish what they were doing once the

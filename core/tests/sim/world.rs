@@ -13,6 +13,9 @@
 //! `poll_close` (links to masters come and go with the slot maps), follows every request
 //! through the redirects it meets (no chain may exceed [`MAX_CHAIN`]), and checks that no
 //! release of an acquisition's token takes what the round that got the lock was granted.
+//!
+//! The clients draw their every move from the seed, or play the roles of a
+//! [`Script`](super::script::Script): what they ask for and when, how long they hold.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -167,6 +170,8 @@ enum Work {
     /// mutex of `resources`).
     Acquiring {
         lock: LockId,
+        /// Its record in the run's acquisitions.
+        acquisition: usize,
         resources: Vec<usize>,
         token: Vec<u8>,
         fencing: bool,
@@ -367,11 +372,20 @@ impl Stats {
     }
 }
 
+/// One acquisition a client asked for: when, and how it ended: the hold it got (an index into
+/// the run's holds) or the error it failed with (`None`: under way when the run ended).
+pub(crate) struct Acquisition {
+    pub(crate) client: usize,
+    pub(crate) asked: Time,
+    pub(crate) outcome: Option<Result<usize, AcquireError>>,
+}
+
 /// The result of one run.
 pub(crate) struct Outcome {
     pub(crate) violations: Vec<Violation>,
     pub(crate) stats: Stats,
     pub(crate) holds: Vec<Hold>,
+    pub(crate) acquisitions: Vec<Acquisition>,
     pub(crate) trace: Vec<String>,
     /// Each client engine's figures of each node at the end (`None` for a vanished client).
     pub(crate) node_stats: Vec<Option<Vec<redlease_core::NodeStats>>>,
@@ -429,6 +443,7 @@ struct World {
     clients: Vec<Client>,
     conns: Vec<Conn>,
     holds: Vec<Hold>,
+    acquisitions: Vec<Acquisition>,
     /// The engine's current deadline of each hold (global time), and when the round that
     /// granted it started.
     claims: Vec<Time>,
@@ -511,7 +526,10 @@ impl World {
             rng: Rng::new(sc.seed.wrapping_add(0x51_u64 << 56)),
             base: Instant::now(),
             now: 0,
-            end: sc.calm_at + sc.liveness_bound() + sc.wind_down(),
+            end: match &sc.script {
+                Some(script) => script.stop_at + sc.wind_down(),
+                None => sc.calm_at + sc.liveness_bound() + sc.wind_down(),
+            },
             seq: 0,
             queue: BTreeMap::new(),
             cut: vec![false; nodes.len()],
@@ -522,6 +540,7 @@ impl World {
             clients,
             conns: Vec::new(),
             holds: Vec::new(),
+            acquisitions: Vec::new(),
             claims: Vec::new(),
             rounds: Vec::new(),
             tags: Vec::new(),
@@ -593,13 +612,18 @@ impl World {
                     self.push(at, Ev::Connect { client: c, link: n });
                 }
             }
-            let at = self.rng.range(0, 2 * MS);
+            let at = match self.sc.role(c) {
+                Some(role) => role.start,
+                None => self.rng.range(0, 2 * MS),
+            };
             self.schedule_wake(c, at);
         }
         for (t, f) in self.sc.faults.clone() {
             self.push(t, Ev::Fault(f));
         }
-        self.push(self.sc.calm_at, Ev::Calm);
+        if self.sc.script.is_none() {
+            self.push(self.sc.calm_at, Ev::Calm);
+        }
         self.push(self.end - self.sc.wind_down(), Ev::Stop);
     }
 
@@ -688,7 +712,8 @@ impl World {
             }
             Ev::Connect { client: c, link } => {
                 let server = self.server_for(c, link);
-                let Some(n) = server.filter(|&n| self.nodes[n].up && !self.cut[n]) else {
+                let reaches = |n: usize| self.sc.role(c).is_none_or(|r| !r.unreachable.contains(&self.node_of[n]));
+                let Some(n) = server.filter(|&n| self.nodes[n].up && !self.cut[n] && reaches(n)) else {
                     if self.driven {
                         let at = self.now + self.delay() + self.delay();
                         self.push(at, Ev::ConnectFailed { client: c, link });
@@ -700,6 +725,9 @@ impl World {
                 let conn = self.conns.len();
                 self.conns.push(Conn { client: c, node: n, link, alive: true, last: [0; 2] });
                 self.nodes[n].accept(conn);
+                if self.sc.role(c).is_some_and(|r| r.resp2) {
+                    self.nodes[n].refuse_hello(conn);
+                }
                 let rtt = self.delay() + self.delay();
                 self.push(self.now + rtt, Ev::Established { conn });
             }
@@ -1436,8 +1464,11 @@ impl World {
     /// A new acquisition: of one resource or two (a mutex), or in a semaphore run some permits
     /// of one semaphore. Once a holder vanished, every client asks for what it held: the same
     /// resources, or all the permits of its semaphore (a grant then shows that the vanished
-    /// holder's slots came back).
+    /// holder's slots came back). In a scripted run: what the client's role asks for.
     fn start_acquire(&mut self, c: usize) {
+        if self.sc.script.is_some() {
+            return self.start_scripted(c);
+        }
         let resources: Vec<usize> = match &self.vanished {
             Some(v) => v.resources.clone(),
             None if self.sc.multi && self.rng.chance(300) => vec![0, 1],
@@ -1475,24 +1506,49 @@ impl World {
             1 => req.wait = Some(ttl),
             _ => {}
         }
-        let fencing = req.fencing;
         let what = match (limit, permits) {
             (Some(limit), Some(permits)) => format!("{permits} of {limit} permits of "),
             _ => String::new(),
         };
         trace!(
             self,
-            "c{c} acquires {what}{}{:?} token {} ttl {ttl:?} fencing {fencing}",
+            "c{c} acquires {what}{}{:?} token {} ttl {ttl:?} fencing {}",
             if shared { "to read " } else { "" },
             show(&keys.concat()),
-            show(&token)
+            show(&token),
+            req.fencing
         );
-        match self.call(c, |e, now| e.acquire(now, &req, &token)) {
+        self.acquire(c, &req, resources, token, permits);
+    }
+
+    /// A new acquisition of client `c`'s role, unless it asks once and has asked.
+    fn start_scripted(&mut self, c: usize) {
+        let again = self.sc.role(c).is_some_and(|r| r.again);
+        let Some((req, resources, permits)) = self.sc.scripted_request(c) else { return };
+        if self.clients[c].issued > 0 && !again {
+            return;
+        }
+        self.clients[c].issued += 1;
+        // The token names the seed too: a semaphore's slot order follows the token, so that
+        // every seed draws its own.
+        let token = format!("s{}-c{c}-{}", self.sc.seed, self.clients[c].issued).into_bytes();
+        trace!(self, "c{c} acquires {req:?} token {}", show(&token));
+        self.acquire(c, &req, resources, token, permits);
+    }
+
+    /// Client `c` asks its engine for `req` with `token` (`resources` and `permits` as
+    /// [`Work::Acquiring`] keeps them).
+    fn acquire(&mut self, c: usize, req: &LockOptions, resources: Vec<usize>, token: Vec<u8>, permits: Option<u32>) {
+        let (fencing, shared) = (req.fencing, req.shared);
+        match self.call(c, |e, now| e.acquire(now, req, &token)) {
             Some(Ok(lock)) => {
                 self.clients[c].locks.insert(token.clone(), lock);
                 let counts = (self.clients[c].link_failures, self.noscripts());
                 self.clients[c].failures_at.insert(token.clone(), counts);
-                self.clients[c].work = Work::Acquiring { lock, resources, token, fencing, permits, shared };
+                let acquisition = self.acquisitions.len();
+                self.acquisitions.push(Acquisition { client: c, asked: self.now, outcome: None });
+                self.clients[c].work =
+                    Work::Acquiring { lock, acquisition, resources, token, fencing, permits, shared };
                 if self.sc.cancels && self.rng.chance(100) {
                     let at = self.now + self.rng.range(0, 3 * MS);
                     self.schedule_wake(c, at);
@@ -1536,9 +1592,11 @@ impl World {
     fn on_event(&mut self, c: usize, ev: Event) {
         match ev {
             Event::Acquired { lock, valid_until, fence, .. } => {
-                let (resources, token, fencing, permits, shared) = match &self.clients[c].work {
-                    Work::Acquiring { lock: l, resources, token, fencing, permits, shared } if *l == lock => {
-                        (resources.clone(), token.clone(), *fencing, *permits, *shared)
+                let (acquisition, resources, token, fencing, permits, shared) = match &self.clients[c].work {
+                    Work::Acquiring { lock: l, acquisition, resources, token, fencing, permits, shared }
+                        if *l == lock =>
+                    {
+                        (*acquisition, resources.clone(), token.clone(), *fencing, *permits, *shared)
                     }
                     _ => return self.problem(c, format!("Acquired for {lock:?}, which it was not acquiring")),
                 };
@@ -1563,6 +1621,7 @@ impl World {
                     self.problem(c, format!("Acquired with a deadline {} not after now", ms(claim)));
                 }
                 let hold = self.holds.len();
+                self.acquisitions[acquisition].outcome = Some(Ok(hold));
                 if let Some(v) = &self.vanished {
                     if c != v.client && v.keys.iter().all(|k| keys.contains(k)) {
                         // Liveness shown: the lock came back. Stop the workload and finish
@@ -1598,6 +1657,14 @@ impl World {
                 self.stats.acquired += 1;
                 self.stats.fenced += u64::from(fence.is_some());
                 let valid = claim.saturating_sub(self.now).max(1);
+                if let Some(role) = self.sc.role(c) {
+                    // A role holds for as long as it says, and does nothing else meanwhile.
+                    let release_at = role.hold.map_or(Time::MAX, |h| self.now + h);
+                    self.clients[c].work =
+                        Work::Holding { lock, hold, extend: None, release_at, downgrade_at: None, downgrading: false };
+                    self.schedule_wake(c, release_at);
+                    return;
+                }
                 if c == 0 && self.vanish_armed {
                     // This holder will vanish while it holds the lock.
                     self.vanish_armed = false;
@@ -1657,7 +1724,8 @@ impl World {
                     _ => {}
                 }
                 match self.clients[c].work {
-                    Work::Acquiring { lock: l, .. } if l == lock => {
+                    Work::Acquiring { lock: l, acquisition, .. } if l == lock => {
+                        self.acquisitions[acquisition].outcome = Some(Err(error.clone()));
                         self.clients[c].work = Work::Idle;
                         let at = self.think();
                         self.schedule_wake(c, at);
@@ -1990,7 +2058,14 @@ impl World {
                 Some((0..self.sc.nodes).filter_map(|n| e.node_stats(NodeId(n as u16)).cloned()).collect())
             })
             .collect();
-        Outcome { violations, stats: self.stats, holds: self.holds, trace: self.trace.unwrap_or_default(), node_stats }
+        Outcome {
+            violations,
+            stats: self.stats,
+            holds: self.holds,
+            acquisitions: self.acquisitions,
+            trace: self.trace.unwrap_or_default(),
+            node_stats,
+        }
     }
 }
 
@@ -2014,8 +2089,8 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     cfg.retry = sc.retry;
     cfg.seed = Some(sc.seed.wrapping_mul(0x9E37_79B9).wrapping_add(c as u64));
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
-    cfg.wake = sc.wake;
-    cfg.wake_stagger = Duration::from_micros(200);
+    cfg.wake = sc.role(c).map_or(sc.wake, |r| r.wake);
+    cfg.wake_stagger = sc.wake_stagger;
     if sc.clusters.iter().any(Option::is_some) {
         // The engine schedules reconnects (the world follows `poll_connect`): on the scale of
         // the run, like the world's own schedule, not the default 50 ms to 2 s.
