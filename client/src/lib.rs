@@ -26,7 +26,6 @@
 pub mod aio;
 mod connect;
 mod error;
-mod layer_error;
 mod lease;
 mod link;
 pub mod monitor;
