@@ -9,30 +9,26 @@ use crate::error::{Vote, is_cluster_error};
 use crate::event::{LockId, NodeId};
 use crate::link::{Cmd, Copy, MAX_HOPS};
 use crate::lock::Keys;
-use crate::wire::{self, Call, Names, OpAnswer, Pending};
+use crate::wire::{Names, OpAnswer, Pending, Request};
 
 /// A call's cluster form, when some node is a cluster: its bytes, and the one slot its keys
 /// hash to (or why there is none).
 pub(super) type ClusterForm = Option<(Vec<u8>, Result<u16, String>)>;
 
-/// Encode `call` over `keys` into `out` as every standalone node takes it, and return its
-/// cluster form when `any_cluster`.
+/// Encode `request` into `out` as every standalone node takes it, and return its cluster form
+/// when `any_cluster`.
 pub(super) fn encode_all<'k>(
     any_cluster: bool,
     out: &mut Vec<u8>,
-    call: Call,
-    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
+    request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>,
 ) -> ClusterForm {
-    wire::encode(out, call, keys.clone(), token, names, eval);
+    request.clone().encode(out);
     if !any_cluster {
         return None;
     }
     let mut tagged = Keys::default();
-    let mut forms = Vec::with_capacity(keys.len());
-    for key in keys {
+    let mut forms = Vec::with_capacity(request.keys.len());
+    for key in request.keys.clone() {
         let mut k = Vec::with_capacity(key.len() + 2);
         if let Err(why) = cluster::cluster_key(&mut k, key) {
             return Some((Vec::new(), Err(why)));
@@ -42,7 +38,8 @@ pub(super) fn encode_all<'k>(
     tagged.set_bytes(forms.iter().map(Vec::as_slice));
     let slot = cluster::one_slot(tagged.iter());
     let mut bytes = Vec::with_capacity(out.len() + 2 * forms.len());
-    wire::encode(&mut bytes, call, tagged.iter(), token, Names { shard: true, ..names }, eval);
+    let Request { call, token, names, eval, .. } = request;
+    Request { call, keys: tagged.iter(), token, names: Names { shard: true, ..names }, eval }.encode(&mut bytes);
     Some((bytes, slot))
 }
 
@@ -131,15 +128,9 @@ impl Engine {
                 let s = &self.locks[lock.slot];
                 let Some(call) = s.call(op, self.config.retry) else { return };
                 let mut plain = Vec::new();
-                let form = encode_all(
-                    true,
-                    &mut plain,
-                    call,
-                    s.keys.iter(),
-                    &s.token,
-                    s.names(self.config.fence_prefix.as_bytes()),
-                    true,
-                );
+                let names = s.names(self.config.fence_prefix.as_bytes());
+                let request = Request { call, keys: s.keys.iter(), token: &s.token, names, eval: true };
+                let form = encode_all(true, &mut plain, request);
                 let Some((bytes, _)) = form else { return };
                 let sent = self.links.send_asking(now, to, redirect.ask, pending, |out| out.extend_from_slice(&bytes));
                 if let Err(vote) = sent {

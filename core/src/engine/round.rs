@@ -11,7 +11,7 @@ use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote};
 use crate::event::{Event, LockId, NodeId};
 use crate::lock::{Decision, Phase};
 use crate::quorum::valid_until;
-use crate::wire::{self, Answer, Op, OpAnswer, Pending};
+use crate::wire::{self, Answer, Op, OpAnswer, Pending, Request};
 
 impl Engine {
     /// Queue the slot's next wake-up in the timer table.
@@ -92,7 +92,11 @@ impl Engine {
         let keys = &s.keys;
         let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
         let names = s.names(self.config.fence_prefix.as_bytes());
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.iter(), &s.token, names, eval);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: keys.iter(), token: &s.token, names, eval },
+        );
         let lock = LockId { slot: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
@@ -137,7 +141,11 @@ impl Engine {
         }
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: s.keys.iter(), token: &s.token, names: s.names(b""), eval: true },
+        );
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
             let pending = Pending::AttemptCleanup { lock: self.locks.id(idx) };
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), pending);
@@ -207,7 +215,8 @@ impl Engine {
                 let (keys, token) = (s.keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
                 let mut plain = Vec::new();
-                let form = encode_all(self.links.any_cluster(), &mut plain, call, keys, token, names, true);
+                let form =
+                    encode_all(self.links.any_cluster(), &mut plain, Request { call, keys, token, names, eval: true });
                 if self.links.send(now, node.index(), cluster::cmd(&plain, &form), pending).is_ok() {
                     return Ok(());
                 }

@@ -9,7 +9,7 @@ use super::cluster::{self, encode_all};
 use crate::error::Vote;
 use crate::event::{LockId, NodeId};
 use crate::lock::{Permits, Phase};
-use crate::wire::{self, OpAnswer, Pending};
+use crate::wire::{self, OpAnswer, Pending, Request};
 
 impl Engine {
     /// The slots of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
@@ -54,7 +54,11 @@ impl Engine {
                 continue;
             }
             cmd.clear();
-            let form = encode_all(self.links.any_cluster(), &mut cmd, call, extras.into_iter(), &s.token, names, true);
+            let form = encode_all(
+                self.links.any_cluster(),
+                &mut cmd,
+                Request { call, keys: extras.into_iter(), token: &s.token, names, eval: true },
+            );
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }
         self.scratch = cmd;
@@ -110,7 +114,11 @@ impl Engine {
         }
         let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let mut cmd = Vec::new();
-        let (bytes, slot) = encode_all(true, &mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true)?;
+        let (bytes, slot) = encode_all(
+            true,
+            &mut cmd,
+            Request { call, keys: keys.into_iter(), token: &s.token, names: s.names(b""), eval: true },
+        )?;
         slot.ok().map(|_| bytes.into())
     }
 
@@ -126,8 +134,11 @@ impl Engine {
         let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        let form =
-            encode_all(self.links.any_cluster(), &mut cmd, call, unheld.into_iter(), &s.token, s.names(b""), true);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: unheld.into_iter(), token: &s.token, names: s.names(b""), eval: true },
+        );
         let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), Pending::Cleanup);
         self.scratch = cmd;
     }
@@ -171,7 +182,11 @@ impl Engine {
         let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.into_iter(), &s.token, s.names(b""), true);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: keys.into_iter(), token: &s.token, names: s.names(b""), eval: true },
+        );
         // While the acquisition goes on, its next attempt may take these very slots again
         // (the same token): a copy redirected on a cluster must not run after it, so it is
         // dropped once superseded (the acquisition's final cleanup or release covers it).
