@@ -314,7 +314,7 @@ impl fmt::Display for LockHealth {
             LockState::Extending => "held, extending",
             LockState::Releasing => "releasing",
         };
-        write!(f, "lock {}.{} {}", self.lock.slot, self.lock.generation, self.resources.join(" + "))?;
+        write!(f, "lock {}.{} {}", self.lock.index, self.lock.generation, self.resources.join(" + "))?;
         match &self.shape {
             LockShape::Exclusive => write!(f, " (exclusive)")?,
             LockShape::Shared => write!(f, " (read)")?,

@@ -36,7 +36,7 @@
 //!   — outcomes are [`Event`]s.
 //!
 //! Inside, the engine is an orchestrator over sub-states that own their data: the per-node
-//! links (buffers, pending FIFO, handshake, reconnect schedule), the lock slots (each a phase
+//! links (buffers, pending FIFO, handshake, reconnect schedule), the lock records (each a phase
 //! enum carrying that phase's data, and the tally of its round), the acquisitions waiting on
 //! each wake channel, the timer table, and the wire layer (script calls encoded from narrow
 //! arguments, replies classified against the request they answer).

@@ -69,16 +69,16 @@ pub(crate) enum Phase {
         deadline: Instant,
     },
     /// The release was decided (its event is out, the id is free), but nodes have not all
-    /// answered yet: the slot waits for them until `deadline`, so that a late `NOSCRIPT` can
+    /// answered yet: the record waits for them until `deadline`, so that a late `NOSCRIPT` can
     /// still be resent with the keys and token it needs.
     Draining {
         deadline: Instant,
     },
 }
 
-/// One lock; slots are reused so steady-state cycles do not allocate.
+/// One lock's record; records are reused so steady-state cycles do not allocate.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct Record {
     pub(crate) generation: u32,
     pub(crate) keys: Keys,
     pub(crate) token: Vec<u8>,
@@ -131,9 +131,9 @@ pub(crate) struct HeardCount {
     pub(crate) named_other: usize,
 }
 
-impl Slot {
+impl Record {
     pub(crate) fn new(now: Instant) -> Self {
-        Slot {
+        Record {
             generation: 0,
             keys: Keys::default(),
             token: Vec::new(),
@@ -154,7 +154,7 @@ impl Slot {
         }
     }
 
-    /// Take the slot for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
+    /// Take the record for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
     /// called at `now` under `config`: its keys are named `{key_prefix}R`, and the options'
     /// own bounds replace the config's retry bounds (a wait alone has no count limit, a count
     /// alone no time bound).
@@ -380,7 +380,7 @@ impl Slot {
         c
     }
 
-    /// When the slot next needs `handle_timeout`.
+    /// When the record next needs `handle_timeout`.
     pub(crate) fn next_wake(&self) -> Option<Instant> {
         let live = |h: &Hold| (!h.lost).then_some(h.valid_until);
         match &self.phase {

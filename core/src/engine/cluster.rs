@@ -81,7 +81,7 @@ impl Engine {
                     if let Some(fault) = vote.fault() {
                         self.links.count_fault(node, fault);
                     }
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                 }
                 return true;
             }
@@ -113,19 +113,19 @@ impl Engine {
                 if !self.locks.in_round(lock, round) {
                     return;
                 }
-                let hops = &mut self.locks[lock.slot].round.hops;
+                let hops = &mut self.locks[lock.index].round.hops;
                 let Some(h) = hops.get_mut(node.index()) else { return };
                 *h = h.saturating_add(1);
                 if *h > MAX_HOPS {
                     let vote = Vote::Error(format!("more than {MAX_HOPS} cluster redirects: {redirect:?}"));
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                     return;
                 }
                 let to = match self.links.redirected(now, link.index(), &redirect) {
                     Ok(to) => to,
-                    Err(vote) => return self.vote(now, lock.slot, node.index(), vote),
+                    Err(vote) => return self.vote(now, lock.index, node.index(), vote),
                 };
-                let s = &self.locks[lock.slot];
+                let s = &self.locks[lock.index];
                 let Some(call) = s.call(op, self.config.retry) else { return };
                 let mut plain = Vec::new();
                 let names = s.names(self.config.fence_prefix.as_bytes());
@@ -134,7 +134,7 @@ impl Engine {
                 let Some((bytes, _)) = form else { return };
                 let sent = self.links.send_asking(now, to, redirect.ask, pending, |out| out.extend_from_slice(&bytes));
                 if let Err(vote) = sent {
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                 }
             }
             Pending::Resend { copy } => {

@@ -24,9 +24,9 @@ impl Engine {
         if !self.locks.in_round(lock, round) {
             return Err(answer);
         }
-        match self.locks[lock.slot].round.awaiting.get_mut(node.index()) {
-            Some(slot) => {
-                *slot = Some((round, op, answer));
+        match self.locks[lock.index].round.awaiting.get_mut(node.index()) {
+            Some(held) => {
+                *held = Some((round, op, answer));
                 Ok(())
             }
             None => Err(answer),
@@ -43,15 +43,15 @@ impl Engine {
         round: u32,
         acked: Result<i64, String>,
     ) -> Result<(), LinkError> {
-        let Some(slot) = self.locks.last(lock).map(|_| lock.slot) else { return Ok(()) };
+        let Some(idx) = self.locks.last(lock).map(|_| lock.index) else { return Ok(()) };
         let held =
-            self.locks[slot].round.awaiting.get_mut(node.index()).filter(|h| h.as_ref().is_some_and(|h| h.0 == round));
+            self.locks[idx].round.awaiting.get_mut(node.index()).filter(|h| h.as_ref().is_some_and(|h| h.0 == round));
         let (Some(Some((_, op, answer))), Some(want)) = (held.map(Option::take), self.links.min_replicas(node)) else {
             return Ok(());
         };
         if !self.locks.in_round(lock, round) {
             // The round was decided without this node: its grant is a late reply (a
-            // semaphore's extra slots are trimmed), whatever the replicas say.
+            // semaphore's extra permits are trimmed), whatever the replicas say.
             return self.cast(now, node, op, lock, round, answer);
         }
         let vote = match acked {
@@ -70,7 +70,7 @@ impl Engine {
             // cleanup would miss them if other nodes win the round).
             self.release_positions(now, node, lock, positions);
         }
-        self.vote(now, lock.slot, node.index(), vote);
+        self.vote(now, lock.index, node.index(), vote);
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! The lock state machine: rounds started and sent, answers turned into votes, decisions
-//! carried out (grants, fence rounds, retries, extensions, releases), and each slot's timer.
+//! carried out (grants, fence rounds, retries, extensions, releases), and each record's timer.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use crate::quorum::valid_until;
 use crate::wire::{self, Answer, Op, OpAnswer, Pending, Request};
 
 impl Engine {
-    /// Queue the slot's next wake-up in the timer table.
+    /// Queue the record's next wake-up in the timer table.
     pub(super) fn arm(&mut self, idx: u32) {
         let wake = self.locks[idx].next_wake();
         self.timers.set(idx, wake);
@@ -97,7 +97,7 @@ impl Engine {
             &mut cmd,
             Request { call, keys: keys.iter(), token: &s.token, names, eval },
         );
-        let lock = LockId { slot: idx, generation: s.generation };
+        let lock = LockId { index: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
             wire::Call::SetNx { .. } => Op::SetNx,
@@ -116,7 +116,7 @@ impl Engine {
         }
     }
 
-    /// Release whatever the slot's attempt took, on every connected node, without waiting;
+    /// Release whatever the record's attempt took, on every connected node, without waiting;
     /// with `leave`, the acquisition ends here and leaves the waiter queues it joined.
     ///
     /// A node that refused the acquire script took nothing: the script grants a key that
@@ -183,7 +183,7 @@ impl Engine {
         round: u32,
         answer: OpAnswer,
     ) -> Result<(), LinkError> {
-        let idx = lock.slot;
+        let idx = lock.index;
         if self.cluster_answer(now, node, lock, round, &answer) {
             return Ok(());
         }
@@ -242,7 +242,7 @@ impl Engine {
         }
     }
 
-    /// Decide the slot's round if it can be decided, and carry the decision out. Returns
+    /// Decide the record's round if it can be decided, and carry the decision out. Returns
     /// `false` if the round stays open (nothing changed).
     fn evaluate(&mut self, now: Instant, idx: u32) -> bool {
         let (n, q) = (self.links.len(), self.quorum);
@@ -423,13 +423,13 @@ impl Engine {
         self.finish(idx, Event::AcquireFailed { lock, error });
     }
 
-    /// End the slot's life with its final event.
+    /// End the record's life with its final event.
     pub(super) fn finish(&mut self, idx: u32, event: Event) {
         self.events.push_back(event);
         self.free(idx);
     }
 
-    /// The slot is done: reusable.
+    /// The record is done: reusable.
     fn free(&mut self, idx: u32) {
         self.unregister(idx);
         self.locks[idx].enter(Phase::Free);
@@ -447,15 +447,15 @@ impl Engine {
         expired
     }
 
-    /// The slot's timer fired: expiry, the round's node timeout, the retry or the automatic
+    /// The record's timer fired: expiry, the round's node timeout, the retry or the automatic
     /// extension that is due.
-    pub(super) fn on_slot_timeout(&mut self, now: Instant, idx: u32) {
+    pub(super) fn on_record_timeout(&mut self, now: Instant, idx: u32) {
         self.expire_if_due(now, idx);
         let s = &mut self.locks[idx];
         if s.deadline().is_some_and(|d| d <= now) {
             let links = &mut self.links;
             s.round.tally.time_out(|node| links.timed_out(node));
-            // With every vote in, the round is decided: the slot moves on.
+            // With every vote in, the round is decided: the record moves on.
             self.evaluate(now, idx);
             return;
         }

@@ -34,7 +34,7 @@ impl Engine {
             });
         }
         let ttl = ttl_to_send(s.ttl, self.config.drift_factor)?;
-        let idx = lock.slot;
+        let idx = lock.index;
         let hold = match &self.locks[idx].phase {
             // An automatic extension in flight is overtaken: the downgrade extends too, and goes
             // out behind it on every connection.

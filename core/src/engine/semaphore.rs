@@ -97,7 +97,7 @@ impl Engine {
     /// [`settle_permits`](Self::settle_permits). `None`: nothing to send (a mutex's release
     /// covers every key it took).
     pub(super) fn stray_slots(&mut self, node: NodeId, lock: LockId) -> Option<Box<[u8]>> {
-        let s = &mut self.locks[lock.slot];
+        let s = &mut self.locks[lock.index];
         if !s.permits.on() {
             return None;
         }
@@ -107,7 +107,7 @@ impl Engine {
             }
             return None;
         }
-        let s = &self.locks[lock.slot];
+        let s = &self.locks[lock.index];
         let keys = s.permits.unheld();
         if keys.is_empty() {
             return None;
@@ -154,7 +154,7 @@ impl Engine {
                     matches!(s.phase, Phase::Held(_) | Phase::Extending { .. } | Phase::Fencing { .. })
                 }) =>
             {
-                self.leave_queue(now, node, lock.slot)
+                self.leave_queue(now, node, lock.index)
             }
             _ => {}
         }

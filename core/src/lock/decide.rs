@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Phase, Slot};
+use super::{Phase, Record};
 use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::quorum::{valid_until, validity_left};
 use crate::wire::{Op, OpAnswer};
@@ -38,11 +38,11 @@ pub(crate) enum Decision {
     Released(ReleaseReport),
     /// A node's fence counter is at the limit Lua counts exactly: no token can be issued.
     FenceExhausted(u64),
-    /// Every node of a draining release answered (or timed out): the slot is free.
+    /// Every node of a draining release answered (or timed out): the record is free.
     Drained,
 }
 
-impl Slot {
+impl Record {
     /// What the votes so far decide, at `now`, over `n` nodes with quorum `q`.
     pub(crate) fn decide(&self, now: Instant, n: usize, q: usize, drift_factor: f64) -> Decision {
         let t = &self.round.tally;

@@ -1,10 +1,10 @@
 //! What the caller sees of a lock: its snapshot, and its line in the health view.
 
-use super::{Phase, Slot};
+use super::{Phase, Record};
 use crate::event::{LockId, LockInfo, LockState};
 use crate::health::{LockHealth, LockShape};
 
-impl Slot {
+impl Record {
     /// The lock in the health view; `None` when free.
     pub(crate) fn health(&self, lock: LockId) -> Option<LockHealth> {
         let info = self.info()?;

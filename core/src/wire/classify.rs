@@ -183,7 +183,7 @@ mod tests {
     use super::*;
 
     fn lock() -> LockId {
-        LockId { slot: 0, generation: 1 }
+        LockId { index: 0, generation: 1 }
     }
 
     #[test]
