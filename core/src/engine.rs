@@ -94,7 +94,7 @@ impl Engine {
 
     /// The health view: every node's state, round trips and last error, how many more nodes
     /// may fail before locking stops ([`Health::fault_tolerance`]), and the engine's own locks
-    /// (what each holds or waits for: resources, read or write, a semaphore's slots; its state
+    /// (what each holds or waits for: resources, read or write, a semaphore's permits; its state
     /// and deadline).
     pub fn health(&self) -> Health {
         let locks = self.locks.live().filter_map(|(id, s)| s.health(id)).collect();

@@ -186,7 +186,7 @@
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
 //! A semaphore `S` of limit L ([`LockOptions::semaphore`]) has the keys `P` + `:0` .. `:{L-1}`
-//! (its slots, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
+//! (its permits, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
 //! no TTL) and one waiter queue `redlease:queue:P`, where `P` is
 //! `{key_prefix}redlease:sem:{S}` ([`SEMAPHORE_PREFIX`]): every key of one semaphore carries
 //! the hash tag `{S}`.
@@ -256,7 +256,7 @@ pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 pub const READERS_VALUE: &str = scripts::READERS;
 
 /// The prefix of a semaphore's keys (after the key prefix): `redlease:sem:{NAME}:k` for its
-/// slots, `redlease:sem:{NAME}:limit` for its recorded limit.
+/// permits, `redlease:sem:{NAME}:limit` for its recorded limit.
 pub const SEMAPHORE_PREFIX: &str = scripts::SEM_PREFIX;
 
 /// The prefix of the sorted set of a lock key's readers.

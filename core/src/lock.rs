@@ -102,8 +102,8 @@ pub(crate) struct Record {
     /// How long a key handed to this waiter stays reserved for it, in ms (its queue entries
     /// say so): short when it hears release messages, a retry delay when it polls.
     pub(crate) reserve_ms: u64,
-    /// A semaphore's slots (off for a mutex): while acquiring, `keys` are every slot in the
-    /// client's order; once a quorum granted, the slots held.
+    /// A semaphore's permits (off for a mutex): while acquiring, `keys` are every permit in
+    /// the client's order; once a quorum granted, the permits held.
     pub(crate) permits: Permits,
     /// A read lock (a write lock that was downgraded included).
     pub(crate) shared: bool,
@@ -319,7 +319,7 @@ impl Record {
     pub(crate) fn next_attempt(&mut self, n: usize) {
         self.tries.made += 1;
         if self.permits.on() {
-            // Every slot is a candidate again, in the client's order.
+            // Every permit is a candidate again, in the client's order.
             self.keys.set_bytes(self.permits.all.iter());
             self.permits.reset_round(n);
             self.permits.fast = false;
@@ -350,8 +350,8 @@ impl Record {
         if counts {
             // The node's latest message is what it says now: a release that named another
             // waiter, then one that names us, counts as naming us. A semaphore's release that
-            // frees several slots names a waiter per slot, one message each: once one of them
-            // named us, a slot is reserved for us there, whoever the others name.
+            // frees several permits names a waiter per permit, one message each: once one of
+            // them named us, a permit is reserved for us there, whoever the others name.
             if self.permits.on() && self.heard[n] == Heard::NamedUs {
                 return;
             }

@@ -57,7 +57,7 @@ pub(crate) enum Op {
     Extend,
     Release,
     Fence,
-    /// A semaphore's acquire ([`Call::Permits`]): its grant names the slots taken.
+    /// A semaphore's acquire ([`Call::Permits`]): its grant names the permits taken.
     Permits,
 }
 
@@ -178,7 +178,7 @@ pub(crate) enum Call {
     Release { leave: bool, reserve_ms: u64, want: u16 },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
-    /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
+    /// Take `want` of a semaphore's permits (the keys, in the client's order; their number is
     /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
     Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
     /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and

@@ -91,13 +91,13 @@ impl Engine {
 
     /// An attempt's cleanup `copy` to go on `to` after its acquisition went on: sent as it
     /// is, it could delete what a later attempt took (the same token). A semaphore's release
-    /// names only the slots it holds: the others this cleanup was for go on in its place
+    /// names only the permits it holds: the others this cleanup was for go on in its place
     /// once the lock holds its own, or are released when the acquisition settles; a mutex's
     /// release covers every key the attempt took.
     pub(super) fn resend_narrowed(&mut self, now: Instant, to: usize, copy: Copy, ask: bool) {
         let Some(lock) = copy.attempt_of else { return };
         let node = self.links.owner(NodeId(to as u16));
-        if let Some(bytes) = self.stray_slots(node, lock) {
+        if let Some(bytes) = self.stray_permits(node, lock) {
             let copy = Copy { bytes, hops: copy.hops, attempt_of: None };
             self.links.resend_copy(now, to, copy, ask);
         }

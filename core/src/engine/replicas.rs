@@ -65,8 +65,8 @@ impl Engine {
         if let Some(fault) = vote.fault() {
             self.links.count_fault(node, fault);
         }
-        if let OpAnswer::Slots { positions, .. } = &answer {
-            // The slots it took do not count: give them back there (the attempt's own
+        if let OpAnswer::Permits { positions, .. } = &answer {
+            // The permits it took do not count: give them back there (the attempt's own
             // cleanup would miss them if other nodes win the round).
             self.release_positions(now, node, lock, positions);
         }
@@ -78,7 +78,7 @@ impl Engine {
 impl Engine {
     /// Lock `idx` starts a new round (its fence round, an extension, a release; `fencing`:
     /// the fence round) while nodes' semaphore grants of the round that got it still wait for
-    /// their `WAIT`: the new round forgets them, so the slots each such node granted and the
+    /// their `WAIT`: the new round forgets them, so the permits each such node granted and the
     /// lock does not hold are released there now, whatever its replicas say. (After a failed
     /// attempt the attempt's cleanup covers them.)
     pub(super) fn trim_awaiting(&mut self, now: Instant, idx: u32, fencing: bool) {
@@ -93,7 +93,7 @@ impl Engine {
             .iter()
             .enumerate()
             .filter_map(|(node, a)| match a {
-                Some((_, _, OpAnswer::Slots { positions, .. })) => Some((node, positions.clone())),
+                Some((_, _, OpAnswer::Permits { positions, .. })) => Some((node, positions.clone())),
                 _ => None,
             })
             .collect();
@@ -108,7 +108,7 @@ impl Engine {
 /// fence write-back's counter is a grant or not by the proposal: held back either way).
 pub(super) fn may_grant(op: Op, answer: &OpAnswer) -> bool {
     match answer {
-        OpAnswer::Slots { .. } => true,
+        OpAnswer::Permits { .. } => true,
         OpAnswer::Int(v) => *v > 0 || (op == Op::Fence && *v >= 0),
         OpAnswer::NoScript | OpAnswer::Error(_) => false,
     }

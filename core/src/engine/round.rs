@@ -32,7 +32,7 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.next_attempt(n);
-        // (Only when a second attempt may follow at once: the script takes any free slot, and
+        // (Only when a second attempt may follow at once: the script takes any free permit, and
         // a try must not fail while one is free.)
         if s.permits.on() && s.tries.made == 1 && s.tries.max > 1 && !s.fencing && s.permits.want == 1 {
             s.permits.fast = self.links.limit_confirmed(&s.permits.limit_key, s.permits.limit);
@@ -187,7 +187,7 @@ impl Engine {
         if self.cluster_answer(now, node, lock, round, &answer) {
             return Ok(());
         }
-        if op == Op::Permits && matches!(answer, OpAnswer::Slots { .. } | OpAnswer::Int(_)) {
+        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {
             // The script ran: the node has this semaphore's limit.
             if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
                 self.links.confirm_limit(node, &s.permits.limit_key, s.permits.limit);
@@ -378,7 +378,7 @@ impl Engine {
         }
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
         if may_retry && self.locks[idx].permits.fast {
-            // The client's first slot was taken: the script tries the others, at once.
+            // The client's first permit was taken: the script tries the others, at once.
             self.send_cleanup(now, idx, false);
             self.start_attempt(now, idx);
             return;

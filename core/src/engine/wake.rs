@@ -74,7 +74,7 @@ impl Engine {
     /// - Too few messages, or any node named another waiter: sleep on (that waiter goes first;
     ///   the jittered fallback covers it if it is gone). A waiter named by fewer than a quorum
     ///   while other nodes name someone else would only fail, and its failed attempt would
-    ///   hand the slots reserved for it to the next waiters there, each named by too few
+    ///   hand the keys reserved for it to the next waiters there, each named by too few
     ///   nodes again: over five nodes, where queues disagree most, that storm kept a
     ///   semaphore's permits mostly idle.
     /// - Otherwise (no queue, or named by some nodes and no other waiter named): retry after a

@@ -3,7 +3,7 @@
 use super::{Call, Request, script_head};
 use crate::{resp, scripts};
 
-/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the slot keys, the limit key, the queue,
+/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the permit keys, the limit key, the queue,
 /// the fence counters with fencing; then the token, TTL, limit, permits wanted, wait mode,
 /// queue TTL and reservation.
 pub(super) fn permits<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>) {
