@@ -182,14 +182,14 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     let json = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls, "--json"])));
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(json.contains("\"semaphore\":{\"name\":\"pool\",\"limit\":3,\"limits\":["), "{json}");
-    assert!(json.contains("],\"held\":2,\"free\":1,\"unknown\":0,\"slots\":[{"), "{json}");
+    assert!(json.contains("],\"held\":2,\"free\":1,\"unknown\":0,\"permits\":[{"), "{json}");
     // The name is held: by the run's permits (a script reading `.held` needs no shape).
     assert!(
         json.contains("\"state\":\"held\",\"held\":true,\"shape\":\"semaphore\",\"holder\":null,\"holders\":[\""),
         "{json}"
     );
     for permit in &numbers {
-        let head = format!("{{\"slot\":{permit},\"state\":\"held\",\"holder\":\"");
+        let head = format!("{{\"permit\":{permit},\"state\":\"held\",\"holder\":\"");
         let token = &json[json.find(&head).unwrap_or_else(|| panic!("{json}")) + head.len()..][..40];
         assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{json}");
         assert!(json.contains(&format!("{token}\",\"holder_nodes\":{holding},\"nodes\":[{{\"node\":")), "{json}");
@@ -207,10 +207,10 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     assert_eq!(line.matches(&format!("holds permits {p}")).count(), holding, "{text}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "-p", "po*", "--json"])));
     assert!(json.contains("\"semaphores\":[{\"name\":\"pool\",\"nodes\":[{\"node\":0,"), "{json}");
-    let slots_json = format!("\"limit\":3,\"slots\":[{p}],\"slots_without_ttl\":[]}}");
-    assert_eq!(json.matches(&slots_json).count(), holding, "{json}");
+    let permits_json = format!("\"limit\":3,\"permits\":[{p}],\"permits_without_ttl\":[]}}");
+    assert_eq!(json.matches(&permits_json).count(), holding, "{json}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "-p", "other*", "--json"])));
-    assert!(json.ends_with("\"slots_without_ttl\":0,\"semaphores\":[],\"shared\":[]}\n"), "{json}");
+    assert!(json.ends_with("\"permits_without_ttl\":0,\"semaphores\":[],\"shared\":[]}\n"), "{json}");
 
     std::fs::write(&stop, "").unwrap();
     let out = holder.wait_with_output().unwrap();
@@ -240,8 +240,8 @@ fn scan_reports_a_semaphore_permit_without_a_ttl() {
     assert!(text.contains("node 0 holds none; node 1 holds permit 1; node 2 holds none"), "{text}");
     assert!(text.ends_with("1 key(s) without a TTL matching \"*\"\n"), "{text}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "--json"])));
-    assert!(json.contains("\"keys_without_ttl\":0,") && json.contains("\"slots_without_ttl\":1,"), "{json}");
-    assert!(json.contains("\"slots\":[1],\"slots_without_ttl\":[1]}"), "{json}");
+    assert!(json.contains("\"keys_without_ttl\":0,") && json.contains("\"permits_without_ttl\":1,"), "{json}");
+    assert!(json.contains("\"permits\":[1],\"permits_without_ttl\":[1]}"), "{json}");
     // status calls the permit's holder a minority, with no TTL.
     let text = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls])));
     assert!(text.contains("  permit 1  not held: at most 1 of 3 nodes agree (0123456789ab…), quorum 2"), "{text}");

@@ -224,7 +224,7 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
                     let none = Semaphore::default();
                     let sem = f.semaphores.get(name).unwrap_or(&none);
                     format!(
-                        "{{\"node\":{i},\"limit\":{},\"slots\":[{}],\"slots_without_ttl\":[{}]}}",
+                        "{{\"node\":{i},\"limit\":{},\"permits\":[{}],\"permits_without_ttl\":[{}]}}",
                         json::opt_number(sem.limit.as_deref().and_then(|l| l.parse::<u32>().ok())),
                         numbers(&sem.held),
                         numbers(&sem.no_ttl)
@@ -238,7 +238,7 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
         shared_keys(found).into_iter().map(|k| readers::scan_json(k, nodes.len(), &readers_of(found, k))).collect();
     let Counts { leaks, permit_leaks, unreachable } = counts;
     outln!(
-        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"slots_without_ttl\":{permit_leaks},\"semaphores\":[{}],\"shared\":[{}]}}",
+        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"permits_without_ttl\":{permit_leaks},\"semaphores\":[{}],\"shared\":[{}]}}",
         json::string(pattern),
         per_node.join(","),
         semaphores.join(","),

@@ -258,7 +258,7 @@ pub(super) fn json(sem: &Occupancy) -> String {
                 })
                 .collect();
             format!(
-                "{{\"slot\":{k},\"state\":\"{}\",\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
+                "{{\"permit\":{k},\"state\":\"{}\",\"holder\":{},\"holder_nodes\":{},\"nodes\":[{}]}}",
                 v.state(),
                 json::opt_string(v.held_by),
                 v.best.map_or(0, |(count, _)| count),
@@ -269,7 +269,7 @@ pub(super) fn json(sem: &Occupancy) -> String {
     let (held, unknown) = sem.counts();
     let free = sem.limit as usize - held.len() - unknown;
     format!(
-        "{{\"name\":{},\"limit\":{},\"limits\":[{}],\"held\":{},\"free\":{free},\"unknown\":{unknown},\"slots\":[{}]}}",
+        "{{\"name\":{},\"limit\":{},\"limits\":[{}],\"held\":{},\"free\":{free},\"unknown\":{unknown},\"permits\":[{}]}}",
         json::string(&sem.name),
         sem.limit,
         limits.join(","),
