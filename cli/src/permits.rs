@@ -10,7 +10,7 @@ use redlease_tokio::{AcquireError, Error, Vote};
 use crate::Usage;
 
 /// The prefix of a semaphore's keys, after the key prefix: `redlease:sem:{NAME}:0` .. `:L-1`
-/// (the slots) and `redlease:sem:{NAME}:limit` (the limit, recorded without a TTL).
+/// (the permits) and `redlease:sem:{NAME}:limit` (the limit, recorded without a TTL).
 pub(crate) const SEM_PREFIX: &str = "redlease:sem:";
 
 /// A semaphore's limit and how many of its permits to take at once.
@@ -41,14 +41,14 @@ pub(crate) fn limit_key(key_prefix: &str, name: &str) -> String {
     format!("{key_prefix}{SEM_PREFIX}{{{name}}}:limit")
 }
 
-/// The key of slot `slot` of a semaphore.
-pub(crate) fn slot_key(key_prefix: &str, name: &str, slot: u32) -> String {
-    format!("{key_prefix}{SEM_PREFIX}{{{name}}}:{slot}")
+/// The key of permit `permit` of a semaphore.
+pub(crate) fn permit_key(key_prefix: &str, name: &str, permit: u32) -> String {
+    format!("{key_prefix}{SEM_PREFIX}{{{name}}}:{permit}")
 }
 
-/// Slot numbers as the command sees them in `REDLEASE_PERMIT`: `2`, or `0,2`.
-pub(crate) fn slot_list(slots: &[u16]) -> String {
-    slots.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+/// Permit numbers as the command sees them in `REDLEASE_PERMIT`: `2`, or `0,2`.
+pub(crate) fn slot_list(permits: &[u16]) -> String {
+    permits.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// What a run locks, for messages: `"backup"` (its write lock), `a read lock on "backup"`, or
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(Semaphore::of(Some(3), None).unwrap(), Some(Semaphore { limit: 3, take: 1 }));
         assert!(Semaphore::of(Some(3), Some(4)).unwrap_err().0.contains("--take 4"));
         assert_eq!(limit_key("app:", "jobs"), "app:redlease:sem:{jobs}:limit");
-        assert_eq!(slot_key("", "jobs", 2), "redlease:sem:{jobs}:2");
+        assert_eq!(permit_key("", "jobs", 2), "redlease:sem:{jobs}:2");
         assert_eq!(slot_list(&[0, 2]), "0,2");
         let sem = Some(Semaphore { limit: 3, take: 2 });
         assert_eq!(Named { key: "jobs", semaphore: sem, shared: false }.to_string(), "2 permits of \"jobs\" (limit 3)");

@@ -183,7 +183,7 @@ fn now_ms() -> u128 {
 }
 
 /// One Redis Cluster among two standalone nodes, each holding the same lock, readers and
-/// semaphore slot: the cluster in the cluster form of each key, the others as named. `status`
+/// semaphore permit: the cluster in the cluster form of each key, the others as named. `status`
 /// and `scan` find them on every node and agree on a quorum; a master that does not answer is
 /// named, as the node's fault for the keys it serves.
 #[test]
@@ -226,14 +226,16 @@ fn a_redis_cluster_node_compares_with_standalone_ones() {
     let text = stdout(&run(redlease().args(["status", "-k", "cat", "-N", &urls])));
     assert!(text.contains("cat: shared by 1 reader on 3 of 3 nodes (quorum 2)"), "{text}");
     let text = stdout(&run(redlease().args(["status", "-k", "api", "-N", &urls])));
-    assert!(text.contains("api: semaphore of 2 permits: 1 held (slot 1), 1 free"), "{text}");
-    assert!(text.contains("slot 1  held by 0123456789ab… on 3 of 3 nodes (quorum 2)"), "{text}");
+    assert!(text.contains("api: semaphore of 2 permits: 1 held (permit 1), 1 free"), "{text}");
+    assert!(text.contains("permit 1  held by 0123456789ab… on 3 of 3 nodes (quorum 2)"), "{text}");
     let out = run(redlease().args(["scan", "-N", &urls]));
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let text = stdout(&out);
     assert!(text.contains("\"cat\" shared by 1 reader (node 0 has 1, node 1 has 1, node 2 has 1)"), "{text}");
     assert!(
-        text.contains("semaphore \"api\" (limit 2): node 0 holds slot 1; node 1 holds slot 1; node 2 holds slot 1"),
+        text.contains(
+            "semaphore \"api\" (limit 2): node 0 holds permit 1; node 1 holds permit 1; node 2 holds permit 1"
+        ),
         "{text}"
     );
     assert!(!text.contains("{cat}") && !text.contains(&stored), "{text}");

@@ -135,7 +135,7 @@ fn a_limit_other_than_the_recorded_one_exits_78_naming_the_nodes_and_both_limits
 }
 
 /// While `run --permits 3 --take 2` holds two permits: the command sees them in
-/// REDLEASE_PERMIT, `status` shows who holds which slot on each node, in text and JSON, and
+/// REDLEASE_PERMIT, `status` shows who holds which permit on each node, in text and JSON, and
 /// `scan` lists the semaphore apart from the keys without a TTL.
 #[test]
 fn status_and_scan_show_the_permits_a_run_holds() {
@@ -156,40 +156,40 @@ fn status_and_scan_show_the_permits_a_run_holds() {
         .unwrap();
     wait_until(Duration::from_secs(10), || held.exists());
     let permits = std::fs::read_to_string(&held).unwrap().trim().to_owned();
-    let slots: Vec<u16> = permits.split(',').map(|p| p.parse().unwrap()).collect();
-    assert!(slots.len() == 2 && slots[0] < slots[1] && slots[1] < 3, "REDLEASE_PERMIT={permits}");
+    let numbers: Vec<u16> = permits.split(',').map(|p| p.parse().unwrap()).collect();
+    assert!(numbers.len() == 2 && numbers[0] < numbers[1] && numbers[1] < 3, "REDLEASE_PERMIT={permits}");
 
     let out = run(redlease().args(["status", "-k", "pool", "-N", &urls]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
-    // Three nodes, two slots, the occupancy, the nodes: the free mutex key is not shown. The run
+    // Three nodes, two permits, the occupancy, the nodes: the free mutex key is not shown. The run
     // went ahead once a quorum of nodes was ready: the third may have been reached or not.
     assert_eq!(lines.len(), 7, "{text}");
     for (i, line) in lines[..3].iter().enumerate() {
         assert!(line.starts_with(&format!("node {i} ")) && line.contains(" reachable "), "{text}");
     }
-    let holding = lines[..3].iter().filter(|l| l.ends_with(&format!("limit 3  holds slots {permits}"))).count();
+    let holding = lines[..3].iter().filter(|l| l.ends_with(&format!("limit 3  holds permits {permits}"))).count();
     assert!(holding >= 2, "{text}");
-    for (line, slot) in lines[3..5].iter().zip(&slots) {
-        assert!(line.starts_with(&format!("  slot {slot}  held by ")), "{text}");
+    for (line, permit) in lines[3..5].iter().zip(&numbers) {
+        assert!(line.starts_with(&format!("  permit {permit}  held by ")), "{text}");
         assert!(line.contains(&format!(" on {holding} of 3 nodes (quorum 2)  pttl ")), "{text}");
         assert!(line.ends_with("ms  fence 1"), "{text}");
     }
-    assert_eq!(lines[5], format!("pool: semaphore of 3 permits: 2 held (slots {permits}), 1 free"), "{text}");
+    assert_eq!(lines[5], format!("pool: semaphore of 3 permits: 2 held (permits {permits}), 1 free"), "{text}");
     assert!(lines[6].starts_with("3 of 3 nodes reachable"), "{text}");
 
     let json = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls, "--json"])));
     assert_eq!(json.lines().count(), 1, "{json}");
     assert!(json.contains("\"semaphore\":{\"name\":\"pool\",\"limit\":3,\"limits\":["), "{json}");
-    assert!(json.contains("],\"held\":2,\"free\":1,\"unknown\":0,\"slots\":[{"), "{json}");
+    assert!(json.contains("],\"held\":2,\"free\":1,\"unknown\":0,\"permits\":[{"), "{json}");
     // The name is held: by the run's permits (a script reading `.held` needs no shape).
     assert!(
         json.contains("\"state\":\"held\",\"held\":true,\"shape\":\"semaphore\",\"holder\":null,\"holders\":[\""),
         "{json}"
     );
-    for slot in &slots {
-        let head = format!("{{\"slot\":{slot},\"state\":\"held\",\"holder\":\"");
+    for permit in &numbers {
+        let head = format!("{{\"permit\":{permit},\"state\":\"held\",\"holder\":\"");
         let token = &json[json.find(&head).unwrap_or_else(|| panic!("{json}")) + head.len()..][..40];
         assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{json}");
         assert!(json.contains(&format!("{token}\",\"holder_nodes\":{holding},\"nodes\":[{{\"node\":")), "{json}");
@@ -204,13 +204,13 @@ fn status_and_scan_show_the_permits_a_run_holds() {
     let text = stdout(&out);
     let line = text.lines().next().unwrap();
     assert!(line.starts_with("semaphore \"pool\" (limit 3") && line.contains("): node 0 holds "), "{text}");
-    assert_eq!(line.matches(&format!("holds slots {p}")).count(), holding, "{text}");
+    assert_eq!(line.matches(&format!("holds permits {p}")).count(), holding, "{text}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "-p", "po*", "--json"])));
     assert!(json.contains("\"semaphores\":[{\"name\":\"pool\",\"nodes\":[{\"node\":0,"), "{json}");
-    let slots_json = format!("\"limit\":3,\"slots\":[{p}],\"slots_without_ttl\":[]}}");
-    assert_eq!(json.matches(&slots_json).count(), holding, "{json}");
+    let permits_json = format!("\"limit\":3,\"permits\":[{p}],\"permits_without_ttl\":[]}}");
+    assert_eq!(json.matches(&permits_json).count(), holding, "{json}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "-p", "other*", "--json"])));
-    assert!(json.ends_with("\"slots_without_ttl\":0,\"semaphores\":[],\"shared\":[]}\n"), "{json}");
+    assert!(json.ends_with("\"permits_without_ttl\":0,\"semaphores\":[],\"shared\":[]}\n"), "{json}");
 
     std::fs::write(&stop, "").unwrap();
     let out = holder.wait_with_output().unwrap();
@@ -227,7 +227,7 @@ fn status_and_scan_show_the_permits_a_run_holds() {
 }
 
 #[test]
-fn scan_reports_a_semaphore_slot_without_a_ttl() {
+fn scan_reports_a_semaphore_permit_without_a_ttl() {
     let servers = Servers::start(3);
     let urls = nodes(&servers);
     let out = run(redlease().args(["run", "-k", "pool", "--permits", "2", "-N", &urls, "true"]));
@@ -236,15 +236,15 @@ fn scan_reports_a_semaphore_slot_without_a_ttl() {
     let out = run(redlease().args(["scan", "-N", &urls]));
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("node 1 ") && text.contains(": semaphore \"pool\" slot 1 has no TTL"), "{text}");
-    assert!(text.contains("node 0 holds none; node 1 holds slot 1; node 2 holds none"), "{text}");
+    assert!(text.contains("node 1 ") && text.contains(": semaphore \"pool\" permit 1 has no TTL"), "{text}");
+    assert!(text.contains("node 0 holds none; node 1 holds permit 1; node 2 holds none"), "{text}");
     assert!(text.ends_with("1 key(s) without a TTL matching \"*\"\n"), "{text}");
     let json = stdout(&run(redlease().args(["scan", "-N", &urls, "--json"])));
-    assert!(json.contains("\"keys_without_ttl\":0,") && json.contains("\"slots_without_ttl\":1,"), "{json}");
-    assert!(json.contains("\"slots\":[1],\"slots_without_ttl\":[1]}"), "{json}");
-    // status calls the slot's holder a minority, with no TTL.
+    assert!(json.contains("\"keys_without_ttl\":0,") && json.contains("\"permits_without_ttl\":1,"), "{json}");
+    assert!(json.contains("\"permits\":[1],\"permits_without_ttl\":[1]}"), "{json}");
+    // status calls the permit's holder a minority, with no TTL.
     let text = stdout(&run(redlease().args(["status", "-k", "pool", "-N", &urls])));
-    assert!(text.contains("  slot 1  not held: at most 1 of 3 nodes agree (0123456789ab…), quorum 2"), "{text}");
+    assert!(text.contains("  permit 1  not held: at most 1 of 3 nodes agree (0123456789ab…), quorum 2"), "{text}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! The engine: an orchestrator over the links, the lock slots, the waiters and the timer
+//! The engine: an orchestrator over the links, the lock records, the waiters and the timer
 //! table. This file is its public API (getters, inputs, commands, outputs); the lock state
-//! machine and the slots' timers are in [`round`], wake-on-release in [`wake`], and what the
+//! machine and the records' timers are in [`round`], wake-on-release in [`wake`], and what the
 //! links bring in (replies, failures) in [`links`]; the per-node getters are in [`nodes`].
 
 mod audit;
@@ -94,7 +94,7 @@ impl Engine {
 
     /// The health view: every node's state, round trips and last error, how many more nodes
     /// may fail before locking stops ([`Health::fault_tolerance`]), and the engine's own locks
-    /// (what each holds or waits for: resources, read or write, a semaphore's slots; its state
+    /// (what each holds or waits for: resources, read or write, a semaphore's permits; its state
     /// and deadline).
     pub fn health(&self) -> Health {
         let locks = self.locks.live().filter_map(|(id, s)| s.health(id)).collect();
@@ -109,7 +109,7 @@ impl Engine {
     pub fn footprint(&self) -> Footprint {
         let mut fp = Footprint {
             locks: self.locks.active(),
-            lock_slots: self.locks.capacity(),
+            lock_records: self.locks.capacity(),
             waiters: self.waiters.count(),
             events: self.events.len(),
             ..Footprint::default()
@@ -249,7 +249,7 @@ impl Engine {
         let mut budget = self.locks.active() + 16;
         while budget > 0 {
             let Some(idx) = self.timers.pop_due(now) else { break };
-            self.on_slot_timeout(now, idx);
+            self.on_record_timeout(now, idx);
             self.arm(idx);
             budget -= 1;
         }
@@ -269,7 +269,7 @@ impl Engine {
         let idx = self.locks.take(now);
         let s = &mut self.locks[idx];
         s.start(now, options, token, ttl, &self.config);
-        let lock = LockId { slot: idx, generation: s.generation };
+        let lock = LockId { index: idx, generation: s.generation };
         self.start_attempt(now, idx);
         self.arm(idx);
         Ok(lock)
@@ -285,7 +285,7 @@ impl Engine {
     pub fn extend(&mut self, now: Instant, lock: LockId, ttl: Option<Duration>) -> Result<(), Misuse> {
         let s = self.locks.get(lock)?;
         let ttl = ttl_to_send(ttl.unwrap_or(s.ttl), self.config.drift_factor)?;
-        let idx = lock.slot;
+        let idx = lock.index;
         let Some(hold) = self.locks[idx].extend_from(lock)? else {
             return Ok(());
         };
@@ -312,7 +312,7 @@ impl Engine {
         if abandoned {
             self.events.push_back(Event::ExtendFailed { lock, error: ExtendError::Cancelled });
         }
-        let idx = lock.slot;
+        let idx = lock.index;
         let deadline = now + self.config.node_timeout;
         self.begin_round(now, idx, Phase::Releasing { hold, deadline });
         self.send_round(now, idx, Op::Release);
@@ -328,7 +328,7 @@ impl Engine {
     /// took is released) or an extension in flight (it ends with [`ExtendError::Cancelled`]).
     pub fn cancel(&mut self, now: Instant, lock: LockId) -> Result<(), Misuse> {
         let s = self.locks.get(lock)?;
-        let idx = lock.slot;
+        let idx = lock.index;
         match &s.phase {
             Phase::Acquiring { .. } | Phase::Fencing { .. } | Phase::RetryWait { .. } => {
                 self.send_cleanup(now, idx, true);
@@ -353,8 +353,8 @@ impl Engine {
     /// Turn automatic extension of a lock on or off.
     pub fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
         self.locks.get(lock)?;
-        self.locks[lock.slot].set_auto_extend(now, on);
-        self.arm(lock.slot);
+        self.locks[lock.index].set_auto_extend(now, on);
+        self.arm(lock.index);
         Ok(())
     }
 
@@ -417,7 +417,7 @@ impl Engine {
     /// An extension (or downgrade) of `lock`, held as `hold`, that cannot go out: the lock
     /// expired or is known lost. Says so with [`Event::ExtendFailed`].
     fn extend_fails(&mut self, now: Instant, lock: LockId, hold: &Hold) -> bool {
-        if !self.expire_if_due(now, lock.slot) && !hold.lost {
+        if !self.expire_if_due(now, lock.index) && !hold.lost {
             return false;
         }
         let error = if hold.valid_until <= now {

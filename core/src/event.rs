@@ -27,20 +27,21 @@ impl fmt::Display for NodeId {
 /// valid until the lock's final event ([`Event::AcquireFailed`] or [`Event::Released`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockId {
-    pub(crate) slot: u32,
+    pub(crate) index: u32,
     pub(crate) generation: u32,
 }
 
 impl fmt::Debug for LockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LockId({}.{})", self.slot, self.generation)
+        write!(f, "LockId({}.{})", self.index, self.generation)
     }
 }
 
 impl LockId {
-    /// A dense number for this lock (the slot), reused after the lock is gone; handy for tables.
-    pub fn slot(self) -> usize {
-        self.slot as usize
+    /// A dense number for this lock (the index of its record), reused after the lock is gone;
+    /// handy for tables.
+    pub fn index(self) -> usize {
+        self.index as usize
     }
 }
 

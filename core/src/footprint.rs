@@ -10,7 +10,7 @@ use std::fmt;
 /// Each figure is bounded: locks by the caller's concurrent locks, requests per link by
 /// an in-flight cap, unsent bytes per link by a byte cap, wake channels by a channel cap.
 /// After the caller's locks are released and their replies read, every figure but
-/// [`lock_slots`](Self::lock_slots) is back to zero.
+/// [`lock_records`](Self::lock_records) is back to zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Footprint {
@@ -19,7 +19,7 @@ pub struct Footprint {
     pub locks: usize,
     /// Lock records allocated (in use or kept for reuse): the most locks ever in use at
     /// once.
-    pub lock_slots: usize,
+    pub lock_records: usize,
     /// Requests sent or queued on the links whose replies have not been read.
     pub pending: usize,
     /// Bytes queued on the links and not yet taken by the driver.
@@ -44,7 +44,7 @@ impl Footprint {
     pub fn is_idle(&self) -> bool {
         let Footprint {
             locks,
-            lock_slots: _,
+            lock_records: _,
             pending,
             unsent,
             kept,
@@ -66,7 +66,7 @@ impl fmt::Display for Footprint {
             "{} lock(s) in use of {} record(s), {} request(s) pending, {} byte(s) unsent, {} cleanup(s) kept \
              ({} bytes), {} waiter(s) on {} channel(s), {} subscription(s), {} event(s) unpolled",
             self.locks,
-            self.lock_slots,
+            self.lock_records,
             self.pending,
             self.unsent,
             self.kept,

@@ -136,7 +136,7 @@ pub enum LockShape {
         limit: u32,
         /// How many permits the lock takes.
         permits: u32,
-        /// The slots held (numbers `0..limit`), once a quorum granted them; empty while
+        /// The permits held (numbers `0..limit`), once a quorum granted them; empty while
         /// acquiring.
         slots: Vec<u16>,
     },
@@ -314,16 +314,16 @@ impl fmt::Display for LockHealth {
             LockState::Extending => "held, extending",
             LockState::Releasing => "releasing",
         };
-        write!(f, "lock {}.{} {}", self.lock.slot, self.lock.generation, self.resources.join(" + "))?;
+        write!(f, "lock {}.{} {}", self.lock.index, self.lock.generation, self.resources.join(" + "))?;
         match &self.shape {
             LockShape::Exclusive => write!(f, " (exclusive)")?,
             LockShape::Shared => write!(f, " (read)")?,
-            LockShape::Semaphore { limit, permits, slots } if slots.is_empty() => {
+            LockShape::Semaphore { limit, permits, slots: held } if held.is_empty() => {
                 write!(f, " ({permits} of {limit} permits)")?
             }
-            LockShape::Semaphore { limit, slots, .. } => {
-                let slots: Vec<String> = slots.iter().map(u16::to_string).collect();
-                write!(f, " (slots {} of {limit})", slots.join(","))?
+            LockShape::Semaphore { limit, slots: held, .. } => {
+                let held: Vec<String> = held.iter().map(u16::to_string).collect();
+                write!(f, " (slots {} of {limit})", held.join(","))?
             }
         }
         write!(f, "  {state}")?;

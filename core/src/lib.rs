@@ -36,7 +36,7 @@
 //!   — outcomes are [`Event`]s.
 //!
 //! Inside, the engine is an orchestrator over sub-states that own their data: the per-node
-//! links (buffers, pending FIFO, handshake, reconnect schedule), the lock slots (each a phase
+//! links (buffers, pending FIFO, handshake, reconnect schedule), the lock records (each a phase
 //! enum carrying that phase's data, and the tally of its round), the acquisitions waiting on
 //! each wake channel, the timer table, and the wire layer (script calls encoded from narrow
 //! arguments, replies classified against the request they answer).
@@ -186,7 +186,7 @@
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
 //! A semaphore `S` of limit L ([`LockOptions::semaphore`]) has the keys `P` + `:0` .. `:{L-1}`
-//! (its slots, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
+//! (its permits, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
 //! no TTL) and one waiter queue `redlease:queue:P`, where `P` is
 //! `{key_prefix}redlease:sem:{S}` ([`SEMAPHORE_PREFIX`]): every key of one semaphore carries
 //! the hash tag `{S}`.
@@ -256,7 +256,7 @@ pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 pub const READERS_VALUE: &str = scripts::READERS;
 
 /// The prefix of a semaphore's keys (after the key prefix): `redlease:sem:{NAME}:k` for its
-/// slots, `redlease:sem:{NAME}:limit` for its recorded limit.
+/// permits, `redlease:sem:{NAME}:limit` for its recorded limit.
 pub const SEMAPHORE_PREFIX: &str = scripts::SEM_PREFIX;
 
 /// The prefix of the sorted set of a lock key's readers.

@@ -69,16 +69,16 @@ pub(crate) enum Phase {
         deadline: Instant,
     },
     /// The release was decided (its event is out, the id is free), but nodes have not all
-    /// answered yet: the slot waits for them until `deadline`, so that a late `NOSCRIPT` can
+    /// answered yet: the record waits for them until `deadline`, so that a late `NOSCRIPT` can
     /// still be resent with the keys and token it needs.
     Draining {
         deadline: Instant,
     },
 }
 
-/// One lock; slots are reused so steady-state cycles do not allocate.
+/// One lock's record; records are reused so steady-state cycles do not allocate.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct Record {
     pub(crate) generation: u32,
     pub(crate) keys: Keys,
     pub(crate) token: Vec<u8>,
@@ -102,8 +102,8 @@ pub(crate) struct Slot {
     /// How long a key handed to this waiter stays reserved for it, in ms (its queue entries
     /// say so): short when it hears release messages, a retry delay when it polls.
     pub(crate) reserve_ms: u64,
-    /// A semaphore's slots (off for a mutex): while acquiring, `keys` are every slot in the
-    /// client's order; once a quorum granted, the slots held.
+    /// A semaphore's permits (off for a mutex): while acquiring, `keys` are every permit in
+    /// the client's order; once a quorum granted, the permits held.
     pub(crate) permits: Permits,
     /// A read lock (a write lock that was downgraded included).
     pub(crate) shared: bool,
@@ -131,9 +131,9 @@ pub(crate) struct HeardCount {
     pub(crate) named_other: usize,
 }
 
-impl Slot {
+impl Record {
     pub(crate) fn new(now: Instant) -> Self {
-        Slot {
+        Record {
             generation: 0,
             keys: Keys::default(),
             token: Vec::new(),
@@ -154,7 +154,7 @@ impl Slot {
         }
     }
 
-    /// Take the slot for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
+    /// Take the record for a new acquisition of `options` with `token`, the TTL `ttl` (checked),
     /// called at `now` under `config`: its keys are named `{key_prefix}R`, and the options'
     /// own bounds replace the config's retry bounds (a wait alone has no count limit, a count
     /// alone no time bound).
@@ -319,7 +319,7 @@ impl Slot {
     pub(crate) fn next_attempt(&mut self, n: usize) {
         self.tries.made += 1;
         if self.permits.on() {
-            // Every slot is a candidate again, in the client's order.
+            // Every permit is a candidate again, in the client's order.
             self.keys.set_bytes(self.permits.all.iter());
             self.permits.reset_round(n);
             self.permits.fast = false;
@@ -350,8 +350,8 @@ impl Slot {
         if counts {
             // The node's latest message is what it says now: a release that named another
             // waiter, then one that names us, counts as naming us. A semaphore's release that
-            // frees several slots names a waiter per slot, one message each: once one of them
-            // named us, a slot is reserved for us there, whoever the others name.
+            // frees several permits names a waiter per permit, one message each: once one of
+            // them named us, a permit is reserved for us there, whoever the others name.
             if self.permits.on() && self.heard[n] == Heard::NamedUs {
                 return;
             }
@@ -380,7 +380,7 @@ impl Slot {
         c
     }
 
-    /// When the slot next needs `handle_timeout`.
+    /// When the record next needs `handle_timeout`.
     pub(crate) fn next_wake(&self) -> Option<Instant> {
         let live = |h: &Hold| (!h.lost).then_some(h.valid_until);
         match &self.phase {

@@ -9,7 +9,7 @@ use crate::quorum::{drift, whole_ms};
 /// Longest TTL accepted (about 34 years), far inside Redis' millisecond range.
 const MAX_TTL_MS: u128 = 1 << 40;
 
-/// The largest semaphore limit: every attempt's script reads each slot once.
+/// The largest semaphore limit: every attempt's script reads each permit once.
 pub const MAX_PERMITS: u32 = 1024;
 
 /// What to lock and how: the argument of every client's `lock_with` and scoped `with_lock`
@@ -162,10 +162,10 @@ impl LockOptions {
     }
 
     /// Make this a semaphore of `limit` permits named by the resource: at most `limit` holders
-    /// at once, across every client that uses the name with the same limit. A permit is one
-    /// of `limit` slots, each held exactly like a mutex over the same nodes (same quorum,
-    /// validity, extension, release, wake-up and fencing); the lock holds the slots that a
-    /// quorum of nodes granted, the same slots on each (the guard's `permits()`). Its keys are
+    /// at once, across every client that uses the name with the same limit. Each of the
+    /// `limit` permits is a key held exactly like a mutex over the same nodes (same quorum,
+    /// validity, extension, release, wake-up and fencing); the lock holds the permits that a
+    /// quorum of nodes granted, the same permits on each (the guard's `permits()`). Its keys are
     /// `redlease:sem:{NAME}:…` (after the key prefix), apart from the mutex of the same name.
     ///
     /// The limit (1 to [`MAX_PERMITS`]) is recorded on each node on first use: a client that
@@ -246,7 +246,7 @@ impl LockOptions {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: READERS_PREFIX });
             }
             // A semaphore's keys are `{prefix}redlease:sem:{NAME}:...`: a mutex named so would
-            // be one of its slots (and its key may not start so under another prefix either).
+            // be one of its permits (and its key may not start so under another prefix either).
             if (r.starts_with(SEM_PREFIX) || starts(SEM_PREFIX)) && self.limit.is_none() {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: SEM_PREFIX });
             }

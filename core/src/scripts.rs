@@ -142,9 +142,9 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// what its own failed attempt took while it heads the queue keeps its place and names nobody;
 /// an entry that is not `token:ms` is dropped.
 ///
-/// Keys that share one queue (a semaphore's slots) go to its waiters in order, each as many
+/// Keys that share one queue (a semaphore's permits) go to its waiters in order, each as many
 /// as it asked for: a waiter of `m` permits queues as `token:ms:m` (of one, as `token:ms`), and
-/// gets up to `m` of the slots one release frees, together, before the next waiter gets the
+/// gets up to `m` of the permits one release frees, together, before the next waiter gets the
 /// rest. A waiter handed fewer than it asked for is refused at its retry and queues at the
 /// front again (it was named), where the next release tops it up.
 ///

@@ -1,6 +1,6 @@
-//! The locks' timer table: one wake-up time per lock slot, and a heap to find the earliest.
+//! The locks' timer table: one wake-up time per lock record, and a heap to find the earliest.
 //!
-//! Entries are invalidated lazily: a slot's wake-up may move later without touching the heap
+//! Entries are invalidated lazily: a record's wake-up may move later without touching the heap
 //! (its live entry is re-queued at the new time when it surfaces), and moving it earlier
 //! queues a new entry; superseded entries are skipped, and pruned when they pile up.
 
@@ -10,25 +10,25 @@ use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Timer {
-    /// When the slot next needs `handle_timeout`.
+    /// When the record next needs `handle_timeout`.
     wake: Option<Instant>,
-    /// The time of the slot's live entry in the heap; never after `wake`. Entries of other
+    /// The time of the record's live entry in the heap; never after `wake`. Entries of other
     /// times are stale.
     queued: Option<Instant>,
 }
 
-/// One timer per lock slot.
+/// One timer per lock record.
 #[derive(Debug, Default)]
 pub(crate) struct TimerTable {
     timers: Vec<Timer>,
     heap: BinaryHeap<Reverse<(Instant, u32)>>,
-    /// Slots with a live entry.
+    /// Records with a live entry.
     live: usize,
 }
 
 impl TimerTable {
-    /// Set slot `idx`'s wake-up (`None`: none). Queues a heap entry only if it is earlier
-    /// than the slot's live one.
+    /// Set record `idx`'s wake-up (`None`: none). Queues a heap entry only if it is earlier
+    /// than the record's live one.
     pub(crate) fn set(&mut self, idx: u32, wake: Option<Instant>) {
         let i = idx as usize;
         if i >= self.timers.len() {
@@ -52,7 +52,7 @@ impl TimerTable {
         }
     }
 
-    /// The earliest wake-up of any slot (stale entries are dropped on the way).
+    /// The earliest wake-up of any record (stale entries are dropped on the way).
     pub(crate) fn next(&mut self) -> Option<Instant> {
         while let Some(&Reverse((when, idx))) = self.heap.peek() {
             let t = &mut self.timers[idx as usize];
@@ -77,7 +77,7 @@ impl TimerTable {
         None
     }
 
-    /// A slot whose wake-up is due at `now`, if any; its wake-up is cleared (the caller
+    /// A record whose wake-up is due at `now`, if any; its wake-up is cleared (the caller
     /// handles it, then sets the next one).
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<u32> {
         while let Some(&Reverse((when, idx))) = self.heap.peek() {

@@ -6,19 +6,19 @@
 
 use std::collections::BTreeMap;
 
-/// Lock slots by wake channel, in the order they started waiting.
+/// Lock records by wake channel, in the order they started waiting.
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
     channels: BTreeMap<Vec<u8>, Vec<u32>>,
 }
 
 impl Waiters {
-    /// Register slot `idx` under `channel`; `true` if the channel had no waiter before.
+    /// Register record `idx` under `channel`; `true` if the channel had no waiter before.
     pub(crate) fn add(&mut self, channel: &[u8], idx: u32) -> bool {
         match self.channels.get_mut(channel) {
-            Some(slots) => {
-                if !slots.contains(&idx) {
-                    slots.push(idx);
+            Some(waiting) => {
+                if !waiting.contains(&idx) {
+                    waiting.push(idx);
                 }
                 false
             }
@@ -29,25 +29,25 @@ impl Waiters {
         }
     }
 
-    /// Unregister slot `idx` from `channel`; `true` if the channel has no waiter left.
+    /// Unregister record `idx` from `channel`; `true` if the channel has no waiter left.
     pub(crate) fn remove(&mut self, channel: &[u8], idx: u32) -> bool {
-        let Some(slots) = self.channels.get_mut(channel) else {
+        let Some(waiting) = self.channels.get_mut(channel) else {
             return false;
         };
-        slots.retain(|&i| i != idx);
-        if slots.is_empty() {
+        waiting.retain(|&i| i != idx);
+        if waiting.is_empty() {
             self.channels.remove(channel);
             return true;
         }
         false
     }
 
-    /// Registrations: one per waiting slot and channel.
+    /// Registrations: one per waiting record and channel.
     pub(crate) fn count(&self) -> usize {
         self.channels.values().map(Vec::len).sum()
     }
 
-    /// The slots waiting on `channel`, oldest registration first.
+    /// The records waiting on `channel`, oldest registration first.
     pub(crate) fn on(&self, channel: &[u8]) -> &[u32] {
         self.channels.get(channel).map_or(&[], Vec::as_slice)
     }

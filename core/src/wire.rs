@@ -57,7 +57,7 @@ pub(crate) enum Op {
     Extend,
     Release,
     Fence,
-    /// A semaphore's acquire ([`Call::Permits`]): its grant names the slots taken.
+    /// A semaphore's acquire ([`Call::Permits`]): its grant names the permits taken.
     Permits,
 }
 
@@ -178,7 +178,7 @@ pub(crate) enum Call {
     Release { leave: bool, reserve_ms: u64, want: u16 },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
-    /// Take `want` of a semaphore's slots (the keys, in the client's order; their number is
+    /// Take `want` of a semaphore's permits (the keys, in the client's order; their number is
     /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
     Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
     /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and
@@ -247,28 +247,38 @@ impl Queue {
     }
 }
 
-/// Encode one call on `keys` with `token`: `SET .. NX PX` for [`Call::SetNx`], else a script
-/// by `EVALSHA`, or `EVAL` with the source (after a `NOSCRIPT`, and for cleanups, whose reply
-/// is never looked at).
-pub(crate) fn encode<'k>(
-    out: &mut Vec<u8>,
-    call: Call,
-    mut keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
-) {
+/// One call to encode: what it does, the keys it names, the holder's token, the names derived
+/// from the keys, and whether a script goes by its source (`EVAL`, after a `NOSCRIPT` and for
+/// cleanups, whose reply is never looked at) rather than its digest (`EVALSHA`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request<'a, K> {
+    pub(crate) call: Call,
+    pub(crate) keys: K,
+    pub(crate) token: &'a [u8],
+    pub(crate) names: Names<'a>,
+    pub(crate) eval: bool,
+}
+
+impl<'k, K: ExactSizeIterator<Item = &'k [u8]> + Clone> Request<'_, K> {
+    /// Append the request's bytes: `SET .. NX PX` for [`Call::SetNx`], else its script call.
+    pub(crate) fn encode(self, out: &mut Vec<u8>) {
+        match self.call {
+            Call::Permits { .. } => semaphore::permits(out, self),
+            Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
+                rwlock::read(out, self);
+            }
+            _ => mutex(out, self),
+        }
+    }
+}
+
+/// A mutex's call (and a semaphore's calls on its permits' keys, which are mutex keys).
+fn mutex<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>) {
+    let Request { call, mut keys, token, names, eval } = request;
     let nkeys = keys.len();
     if let Call::SetNx { ttl_ms } = call {
         set_nx(out, keys.next().unwrap_or_default(), token, ttl_ms);
         return;
-    }
-    match call {
-        Call::Permits { .. } => return semaphore::permits(out, call, keys, token, names, eval),
-        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
-            return rwlock::read(out, call, keys.next().unwrap_or_default(), token, names, eval);
-        }
-        _ => {}
     }
     // One key, not leaving its queue: the release whose common path is a plain
     // compare-and-delete.
@@ -401,14 +411,22 @@ mod tests {
     fn encodes_calls_from_narrow_arguments() {
         let keys: [&[u8]; 2] = [b"a", b"b"];
         let mut out = Vec::new();
-        encode(&mut out, Call::Fence { proposal: 7 }, keys.iter().copied(), b"tok", names(b"f:"), false);
+        Request {
+            call: Call::Fence { proposal: 7 },
+            keys: keys.iter().copied(),
+            token: b"tok",
+            names: names(b"f:"),
+            eval: false,
+        }
+        .encode(&mut out);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*6\r\n$7\r\nEVALSHA\r\n"), "{text}");
         assert!(text.ends_with("$1\r\n2\r\n$3\r\nf:a\r\n$3\r\nf:b\r\n$1\r\n7\r\n"), "{text}");
         let mut out = Vec::new();
         let acquire =
             Call::Acquire { ttl_ms: 10, fencing: true, queue: Queue::Front, queue_ttl_ms: 500, reserve_ms: 20 };
-        encode(&mut out, acquire, keys.iter().copied(), b"t", names(b"f:"), true);
+        Request { call: acquire, keys: keys.iter().copied(), token: b"t", names: names(b"f:"), eval: true }
+            .encode(&mut out);
         let text = String::from_utf8(out).unwrap();
         // EVAL, source, 6 keys (2 locks, their 2 queues, 2 fence counters), token, ttl, number
         // of lock keys, queue mode, queue TTL, reservation.
@@ -419,18 +437,19 @@ mod tests {
         // Not waiting: no queue keys.
         let mut out = Vec::new();
         let acquire = Call::Acquire { ttl_ms: 10, fencing: false, queue: Queue::No, queue_ttl_ms: 0, reserve_ms: 0 };
-        encode(&mut out, acquire, keys.iter().copied(), b"t", names(b"f:"), false);
+        Request { call: acquire, keys: keys.iter().copied(), token: b"t", names: names(b"f:"), eval: false }
+            .encode(&mut out);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*11\r\n") && text.contains("$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nt\r\n"), "{text}");
         let mut out = Vec::new();
-        encode(
-            &mut out,
-            Call::Release { leave: true, reserve_ms: 20, want: 1 },
-            keys[..1].iter().copied(),
-            b"t",
-            names(b""),
-            false,
-        );
+        Request {
+            call: Call::Release { leave: true, reserve_ms: 20, want: 1 },
+            keys: keys[..1].iter().copied(),
+            token: b"t",
+            names: names(b""),
+            eval: false,
+        }
+        .encode(&mut out);
         let text = String::from_utf8(out).unwrap();
         let tail = "$1\r\n2\r\n$1\r\na\r\n$16\r\nredlease:queue:a\r\n$1\r\nt\r\n$1\r\n1\r\n$2\r\n20\r\n";
         assert!(text.starts_with("*8\r\n$7\r\nEVALSHA\r\n") && text.ends_with(tail), "{text}");
@@ -439,7 +458,8 @@ mod tests {
         for eval in [false, true] {
             let mut out = Vec::new();
             let release = Call::Release { leave: false, reserve_ms: 20, want: 1 };
-            encode(&mut out, release, keys[..1].iter().copied(), b"t", names(b""), eval);
+            Request { call: release, keys: keys[..1].iter().copied(), token: b"t", names: names(b""), eval }
+                .encode(&mut out);
             let text = String::from_utf8(out).unwrap();
             let script = if eval { scripts::RELEASE_ONE } else { scripts::RELEASE_ONE_SHA };
             let head = format!(
@@ -456,14 +476,14 @@ mod tests {
         }
         // Several keys: the general release, whether leaving or not.
         let mut out = Vec::new();
-        encode(
-            &mut out,
-            Call::Release { leave: false, reserve_ms: 20, want: 1 },
-            keys.iter().copied(),
-            b"t",
-            names(b""),
-            false,
-        );
+        Request {
+            call: Call::Release { leave: false, reserve_ms: 20, want: 1 },
+            keys: keys.iter().copied(),
+            token: b"t",
+            names: names(b""),
+            eval: false,
+        }
+        .encode(&mut out);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("*10\r\n") && text.contains(scripts::RELEASE_SHA), "{text}");
         assert!(text.ends_with("$1\r\nt\r\n$1\r\n0\r\n$2\r\n20\r\n"), "{text}");

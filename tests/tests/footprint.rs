@@ -32,7 +32,7 @@ fn most(samples: &[Footprint]) -> Footprint {
     let mut m = Footprint::default();
     for s in samples {
         m.locks = m.locks.max(s.locks);
-        m.lock_slots = m.lock_slots.max(s.lock_slots);
+        m.lock_records = m.lock_records.max(s.lock_records);
         m.pending = m.pending.max(s.pending);
         m.unsent = m.unsent.max(s.unsent);
         m.kept = m.kept.max(s.kept);
@@ -97,7 +97,7 @@ fn soak(config: Config, kind: &str) {
             // Bounded by the work in flight, not by how long it ran: a lock per task, and the
             // releases still reading their last replies (up to a node timeout), a few requests
             // each.
-            assert!(m.locks <= 4 * TASKS && m.lock_slots <= 4 * TASKS, "{kind}, {shape:?}: {m}");
+            assert!(m.locks <= 4 * TASKS && m.lock_records <= 4 * TASKS, "{kind}, {shape:?}: {m}");
             assert!(m.pending <= 32 * TASKS && m.kept <= 8 * TASKS && m.channels <= 8, "{kind}, {shape:?}: {m}");
             // Once the work ends: back to idle (the last replies may still be on their way).
             let deadline = Instant::now() + Duration::from_secs(5);

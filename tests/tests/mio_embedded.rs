@@ -160,13 +160,13 @@ impl Host {
         }
     }
 
-    /// Try once for `permits` of the semaphore `name` of `limit`: the slots held, or `None`.
+    /// Try once for `permits` of the semaphore `name` of `limit`: the permits held, or `None`.
     fn try_permits(&mut self, name: &str, limit: u32, permits: u32) -> Option<(LockId, Vec<u16>)> {
         let token = new_token().unwrap();
         let options = LockOptions::new(name, Duration::from_secs(5)).semaphore(limit).permits(permits).attempts(1);
         let lock = self.driver.acquire(Instant::now(), &options, token.as_bytes()).unwrap();
         match self.outcome(lock) {
-            Event::Acquired { .. } => Some((lock, self.driver.permits(lock).expect("a semaphore's slots").to_vec())),
+            Event::Acquired { .. } => Some((lock, self.driver.permits(lock).expect("a semaphore's permits").to_vec())),
             Event::AcquireFailed { .. } => None,
             other => panic!("semaphore {name}: {other:?}"),
         }
@@ -307,13 +307,15 @@ fn an_embedded_driver_takes_a_semaphores_permits() {
     let (c, sc) = host.try_permits("embedded-pool", 3, 1).expect("the third permit");
     assert!(!sa.contains(&sc[0]) && !sb.contains(&sc[0]));
     assert!(host.try_permits("embedded-pool", 3, 1).is_none(), "a fourth permit of three");
-    // The health view shows the three permits held, each with its slot.
+    // The health view shows the three permits held, each with its number.
     let h = host.driver.health();
     let mut shown: Vec<Vec<u16>> = h
         .locks
         .iter()
         .map(|l| match &l.shape {
-            LockShape::Semaphore { limit: 3, permits: 1, slots } if l.resources == ["embedded-pool"] => slots.clone(),
+            LockShape::Semaphore { limit: 3, permits: 1, slots: held } if l.resources == ["embedded-pool"] => {
+                held.clone()
+            }
             other => panic!("{other:?}\n{h}"),
         })
         .collect();
@@ -324,8 +326,8 @@ fn an_embedded_driver_takes_a_semaphores_permits() {
     for lock in [a, b, c] {
         host.release(lock);
     }
-    let (all, slots) = host.try_permits("embedded-pool", 3, 3).expect("every permit once all are free");
-    assert_eq!(slots, [0, 1, 2]);
+    let (all, numbers) = host.try_permits("embedded-pool", 3, 3).expect("every permit once all are free");
+    assert_eq!(numbers, [0, 1, 2]);
     host.release(all);
     servers.assert_no_leaks();
 }

@@ -1,5 +1,5 @@
 //! `redlease scan`: the lock keys left without a TTL on each node (a leak check), the
-//! semaphores, their slot keys grouped by name, apart from the mutex keys, and the keys that
+//! semaphores, their permit keys grouped by name, apart from the mutex keys, and the keys that
 //! readers hold. A node that is a Redis Cluster is scanned on every master, its keys named as
 //! on a standalone node (`{orders:42}` is `orders:42`), so nodes of both kinds compare.
 
@@ -41,14 +41,14 @@ struct Leak {
 struct Semaphore {
     /// The limit the node records (`None`: none).
     limit: Option<String>,
-    /// The slots it has a holder for, ascending.
+    /// The permits it has a holder for, ascending.
     held: Vec<u32>,
     /// Those of them without a TTL.
     no_ttl: Vec<u32>,
 }
 
 /// Keys without a TTL under `key_prefix` matching `pattern` on any node, and the semaphores
-/// whose names match it: exit 1 if a key (a semaphore's slot included) has no TTL, else
+/// whose names match it: exit 1 if a key (a semaphore's permit included) has no TTL, else
 /// [`EXIT_UNAVAILABLE`] if a node did not answer, else 0.
 pub(crate) fn scan(
     nodes: Option<&str>,
@@ -73,16 +73,16 @@ pub(crate) fn scan(
         })
         .collect();
     let leaks: usize = found.iter().filter_map(|f| f.as_ref().ok()).map(|f| f.keys.len()).sum();
-    let slot_leaks: usize =
+    let permit_leaks: usize =
         found.iter().filter_map(|f| f.as_ref().ok()).flat_map(|f| f.semaphores.values()).map(|s| s.no_ttl.len()).sum();
     let unreachable = found.iter().filter(|f| f.is_err()).count();
-    let counts = Counts { leaks, slot_leaks, unreachable };
+    let counts = Counts { leaks, permit_leaks, unreachable };
     if json {
         print_scan_json(&patterns.keys, &nodes, &found, &counts);
     } else {
         print_scan_text(&patterns.keys, &nodes, &found, &counts);
     }
-    Ok(if leaks + slot_leaks > 0 {
+    Ok(if leaks + permit_leaks > 0 {
         1
     } else if unreachable > 0 {
         EXIT_UNAVAILABLE
@@ -104,10 +104,10 @@ struct Patterns {
     readers: String,
 }
 
-/// How many keys have no TTL (mutex keys, semaphore slots) and how many nodes did not answer.
+/// How many keys have no TTL (mutex keys, semaphore permits) and how many nodes did not answer.
 struct Counts {
     leaks: usize,
-    slot_leaks: usize,
+    permit_leaks: usize,
     unreachable: usize,
 }
 
@@ -127,7 +127,7 @@ fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, Fault> {
     }
     let mut semaphores: BTreeMap<String, Semaphore> = BTreeMap::new();
     for k in open.keys("", &patterns.semaphores)? {
-        // `{NAME}:limit` or `{NAME}:SLOT`; a name may hold `}:` itself, the suffix may not.
+        // `{NAME}:limit` or `{NAME}:PERMIT`; a name may hold `}:` itself, the suffix may not.
         let rest = k.name.strip_prefix(&patterns.sem_root).and_then(|r| r.strip_prefix('{'));
         let Some((name, suffix)) = rest.and_then(|r| r.rsplit_once("}:")) else {
             continue;
@@ -135,10 +135,10 @@ fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, Fault> {
         let sem = semaphores.entry(name.to_owned()).or_default();
         if suffix == "limit" {
             sem.limit = open.on_master(k.master, |c| c.get(&k.key))?;
-        } else if let Ok(slot) = suffix.parse::<u32>() {
-            sem.held.push(slot);
+        } else if let Ok(permit) = suffix.parse::<u32>() {
+            sem.held.push(permit);
             if open.on_master(k.master, |c| c.pttl(&k.key))? == -1 {
-                sem.no_ttl.push(slot);
+                sem.no_ttl.push(permit);
             }
         }
     }
@@ -224,7 +224,7 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
                     let none = Semaphore::default();
                     let sem = f.semaphores.get(name).unwrap_or(&none);
                     format!(
-                        "{{\"node\":{i},\"limit\":{},\"slots\":[{}],\"slots_without_ttl\":[{}]}}",
+                        "{{\"node\":{i},\"limit\":{},\"permits\":[{}],\"permits_without_ttl\":[{}]}}",
                         json::opt_number(sem.limit.as_deref().and_then(|l| l.parse::<u32>().ok())),
                         numbers(&sem.held),
                         numbers(&sem.no_ttl)
@@ -236,9 +236,9 @@ fn print_scan_json(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
         .collect();
     let shared: Vec<String> =
         shared_keys(found).into_iter().map(|k| readers::scan_json(k, nodes.len(), &readers_of(found, k))).collect();
-    let Counts { leaks, slot_leaks, unreachable } = counts;
+    let Counts { leaks, permit_leaks, unreachable } = counts;
     outln!(
-        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"slots_without_ttl\":{slot_leaks},\"semaphores\":[{}],\"shared\":[{}]}}",
+        "{{\"pattern\":{},\"keys_without_ttl\":{leaks},\"unreachable\":{unreachable},\"nodes\":[{}],\"permits_without_ttl\":{permit_leaks},\"semaphores\":[{}],\"shared\":[{}]}}",
         json::string(pattern),
         per_node.join(","),
         semaphores.join(","),
@@ -263,8 +263,8 @@ fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
                     outln!("node {i} {node}: {} has no TTL{at}", k.name);
                 }
                 for (name, sem) in &found.semaphores {
-                    for slot in &sem.no_ttl {
-                        outln!("node {i} {node}: semaphore {name:?} slot {slot} has no TTL");
+                    for permit in &sem.no_ttl {
+                        outln!("node {i} {node}: semaphore {name:?} permit {permit} has no TTL");
                     }
                 }
             }
@@ -276,10 +276,10 @@ fn print_scan_text(pattern: &str, nodes: &[NodeConfig], found: &[Result<Found, F
     for key in shared_keys(found) {
         outln!("{}", readers::scan_line(key, nodes.len(), &readers_of(found, key)));
     }
-    let Counts { leaks, slot_leaks, unreachable } = counts;
+    let Counts { leaks, permit_leaks, unreachable } = counts;
     let clusters = clusters_text(found);
-    if leaks + slot_leaks > 0 {
-        outln!("{} key(s) without a TTL matching {pattern:?}{clusters}", leaks + slot_leaks);
+    if leaks + permit_leaks > 0 {
+        outln!("{} key(s) without a TTL matching {pattern:?}{clusters}", leaks + permit_leaks);
     } else {
         outln!(
             "no keys without a TTL matching {pattern:?} on {} reachable node(s){}{clusters}",
@@ -322,7 +322,7 @@ fn cluster_json(found: &Found) -> String {
     format!(",\"cluster\":{{\"masters\":[{}],\"keys_without_ttl\":[{}]}}", masters.join(","), keys.join(","))
 }
 
-/// A semaphore as `scan` lists it: the limit most nodes record (and any other), and the slots
+/// A semaphore as `scan` lists it: the limit most nodes record (and any other), and the permits
 /// each node that answered has a holder for.
 fn semaphore_line(name: &str, found: &[Result<Found, Fault>]) -> String {
     let on_nodes: Vec<(usize, Option<&Semaphore>)> =
@@ -344,10 +344,10 @@ fn semaphore_line(name: &str, found: &[Result<Found, Fault>]) -> String {
         .iter()
         .map(|(i, sem)| match sem.map(|s| s.held.as_slice()).unwrap_or_default() {
             [] => format!("node {i} holds none"),
-            [slot] => format!("node {i} holds slot {slot}"),
-            slots => {
-                let slots: Vec<String> = slots.iter().map(u32::to_string).collect();
-                format!("node {i} holds slots {}", slots.join(","))
+            [permit] => format!("node {i} holds permit {permit}"),
+            permits => {
+                let permits: Vec<String> = permits.iter().map(u32::to_string).collect();
+                format!("node {i} holds permits {}", permits.join(","))
             }
         })
         .collect();

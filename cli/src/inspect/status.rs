@@ -54,9 +54,8 @@ fn node_state(open: &mut Open, key: &str) -> Result<NodeState, Fault> {
 }
 
 /// Per node: reachable, holder token (shortened) or readers, PTTL, fencing counter; then the
-/// verdict; and
-/// the semaphore `name`'s slots when the nodes record a limit for it. Exit 0 when a quorum of
-/// nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
+/// verdict; and the semaphore `name`'s permits when the nodes record a limit for it. Exit 0
+/// when a quorum of nodes answered, [`EXIT_UNAVAILABLE`] otherwise.
 pub(crate) fn status(
     key_prefix: &str,
     name: &str,
@@ -79,7 +78,7 @@ pub(crate) fn status(
         print_status_json(&key, &nodes, &states, &verdict, sem.as_ref());
         return Ok(verdict.code());
     }
-    // A name used as a semaphore only: its slots, without a table of its free mutex key.
+    // A name used as a semaphore only: its permits, without a table of its free mutex key.
     let mutex_used = states.iter().any(|s| s.as_ref().is_ok_and(|s| s.holder.is_some()));
     if sem.is_none() || mutex_used {
         print_status_text(&key, &nodes, &states, &verdict);

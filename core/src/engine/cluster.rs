@@ -9,30 +9,26 @@ use crate::error::{Vote, is_cluster_error};
 use crate::event::{LockId, NodeId};
 use crate::link::{Cmd, Copy, MAX_HOPS};
 use crate::lock::Keys;
-use crate::wire::{self, Call, Names, OpAnswer, Pending};
+use crate::wire::{Names, OpAnswer, Pending, Request};
 
 /// A call's cluster form, when some node is a cluster: its bytes, and the one slot its keys
 /// hash to (or why there is none).
 pub(super) type ClusterForm = Option<(Vec<u8>, Result<u16, String>)>;
 
-/// Encode `call` over `keys` into `out` as every standalone node takes it, and return its
-/// cluster form when `any_cluster`.
+/// Encode `request` into `out` as every standalone node takes it, and return its cluster form
+/// when `any_cluster`.
 pub(super) fn encode_all<'k>(
     any_cluster: bool,
     out: &mut Vec<u8>,
-    call: Call,
-    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
+    request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>,
 ) -> ClusterForm {
-    wire::encode(out, call, keys.clone(), token, names, eval);
+    request.clone().encode(out);
     if !any_cluster {
         return None;
     }
     let mut tagged = Keys::default();
-    let mut forms = Vec::with_capacity(keys.len());
-    for key in keys {
+    let mut forms = Vec::with_capacity(request.keys.len());
+    for key in request.keys.clone() {
         let mut k = Vec::with_capacity(key.len() + 2);
         if let Err(why) = cluster::cluster_key(&mut k, key) {
             return Some((Vec::new(), Err(why)));
@@ -42,7 +38,8 @@ pub(super) fn encode_all<'k>(
     tagged.set_bytes(forms.iter().map(Vec::as_slice));
     let slot = cluster::one_slot(tagged.iter());
     let mut bytes = Vec::with_capacity(out.len() + 2 * forms.len());
-    wire::encode(&mut bytes, call, tagged.iter(), token, Names { shard: true, ..names }, eval);
+    let Request { call, token, names, eval, .. } = request;
+    Request { call, keys: tagged.iter(), token, names: Names { shard: true, ..names }, eval }.encode(&mut bytes);
     Some((bytes, slot))
 }
 
@@ -84,7 +81,7 @@ impl Engine {
                     if let Some(fault) = vote.fault() {
                         self.links.count_fault(node, fault);
                     }
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                 }
                 return true;
             }
@@ -94,13 +91,13 @@ impl Engine {
 
     /// An attempt's cleanup `copy` to go on `to` after its acquisition went on: sent as it
     /// is, it could delete what a later attempt took (the same token). A semaphore's release
-    /// names only the slots it holds: the others this cleanup was for go on in its place
+    /// names only the permits it holds: the others this cleanup was for go on in its place
     /// once the lock holds its own, or are released when the acquisition settles; a mutex's
     /// release covers every key the attempt took.
     pub(super) fn resend_narrowed(&mut self, now: Instant, to: usize, copy: Copy, ask: bool) {
         let Some(lock) = copy.attempt_of else { return };
         let node = self.links.owner(NodeId(to as u16));
-        if let Some(bytes) = self.stray_slots(node, lock) {
+        if let Some(bytes) = self.stray_permits(node, lock) {
             let copy = Copy { bytes, hops: copy.hops, attempt_of: None };
             self.links.resend_copy(now, to, copy, ask);
         }
@@ -116,34 +113,28 @@ impl Engine {
                 if !self.locks.in_round(lock, round) {
                     return;
                 }
-                let hops = &mut self.locks[lock.slot].round.hops;
+                let hops = &mut self.locks[lock.index].round.hops;
                 let Some(h) = hops.get_mut(node.index()) else { return };
                 *h = h.saturating_add(1);
                 if *h > MAX_HOPS {
                     let vote = Vote::Error(format!("more than {MAX_HOPS} cluster redirects: {redirect:?}"));
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                     return;
                 }
                 let to = match self.links.redirected(now, link.index(), &redirect) {
                     Ok(to) => to,
-                    Err(vote) => return self.vote(now, lock.slot, node.index(), vote),
+                    Err(vote) => return self.vote(now, lock.index, node.index(), vote),
                 };
-                let s = &self.locks[lock.slot];
+                let s = &self.locks[lock.index];
                 let Some(call) = s.call(op, self.config.retry) else { return };
                 let mut plain = Vec::new();
-                let form = encode_all(
-                    true,
-                    &mut plain,
-                    call,
-                    s.keys.iter(),
-                    &s.token,
-                    s.names(self.config.fence_prefix.as_bytes()),
-                    true,
-                );
+                let names = s.names(self.config.fence_prefix.as_bytes());
+                let request = Request { call, keys: s.keys.iter(), token: &s.token, names, eval: true };
+                let form = encode_all(true, &mut plain, request);
                 let Some((bytes, _)) = form else { return };
                 let sent = self.links.send_asking(now, to, redirect.ask, pending, |out| out.extend_from_slice(&bytes));
                 if let Err(vote) = sent {
-                    self.vote(now, lock.slot, node.index(), vote);
+                    self.vote(now, lock.index, node.index(), vote);
                 }
             }
             Pending::Resend { copy } => {

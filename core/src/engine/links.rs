@@ -97,12 +97,12 @@ impl Engine {
         for (p, _) in pending {
             match p {
                 Pending::Op { lock, round, .. } if self.locks.in_round(lock, round) => {
-                    self.vote(now, lock.slot, node.index(), vote.clone());
+                    self.vote(now, lock.index, node.index(), vote.clone());
                 }
                 // A grant held back for its `WAIT`: the answer will never come, so the vote
                 // fails now, not at the node timeout.
                 Pending::Replicas { lock, round } if self.locks.in_round(lock, round) => {
-                    self.vote(now, lock.slot, node.index(), vote.clone());
+                    self.vote(now, lock.index, node.index(), vote.clone());
                 }
                 Pending::Resend { copy } => drop(self.links.take_copy(copy)),
                 Pending::Slots | Pending::Step(Step::Slots) => self.links.map_lost(link.index()),
@@ -119,7 +119,7 @@ impl Engine {
         for p in dropped {
             match p {
                 Pending::Op { lock, round, .. } if self.locks.in_round(lock, round) => {
-                    self.vote(now, lock.slot, node.index(), vote());
+                    self.vote(now, lock.index, node.index(), vote());
                 }
                 Pending::Resend { copy } => drop(self.links.take_copy(copy)),
                 _ => {}

@@ -24,9 +24,9 @@ impl Engine {
         if !self.locks.in_round(lock, round) {
             return Err(answer);
         }
-        match self.locks[lock.slot].round.awaiting.get_mut(node.index()) {
-            Some(slot) => {
-                *slot = Some((round, op, answer));
+        match self.locks[lock.index].round.awaiting.get_mut(node.index()) {
+            Some(held) => {
+                *held = Some((round, op, answer));
                 Ok(())
             }
             None => Err(answer),
@@ -43,15 +43,15 @@ impl Engine {
         round: u32,
         acked: Result<i64, String>,
     ) -> Result<(), LinkError> {
-        let Some(slot) = self.locks.last(lock).map(|_| lock.slot) else { return Ok(()) };
+        let Some(idx) = self.locks.last(lock).map(|_| lock.index) else { return Ok(()) };
         let held =
-            self.locks[slot].round.awaiting.get_mut(node.index()).filter(|h| h.as_ref().is_some_and(|h| h.0 == round));
+            self.locks[idx].round.awaiting.get_mut(node.index()).filter(|h| h.as_ref().is_some_and(|h| h.0 == round));
         let (Some(Some((_, op, answer))), Some(want)) = (held.map(Option::take), self.links.min_replicas(node)) else {
             return Ok(());
         };
         if !self.locks.in_round(lock, round) {
             // The round was decided without this node: its grant is a late reply (a
-            // semaphore's extra slots are trimmed), whatever the replicas say.
+            // semaphore's extra permits are trimmed), whatever the replicas say.
             return self.cast(now, node, op, lock, round, answer);
         }
         let vote = match acked {
@@ -65,12 +65,12 @@ impl Engine {
         if let Some(fault) = vote.fault() {
             self.links.count_fault(node, fault);
         }
-        if let OpAnswer::Slots { positions, .. } = &answer {
-            // The slots it took do not count: give them back there (the attempt's own
+        if let OpAnswer::Permits { positions, .. } = &answer {
+            // The permits it took do not count: give them back there (the attempt's own
             // cleanup would miss them if other nodes win the round).
             self.release_positions(now, node, lock, positions);
         }
-        self.vote(now, lock.slot, node.index(), vote);
+        self.vote(now, lock.index, node.index(), vote);
         Ok(())
     }
 }
@@ -78,7 +78,7 @@ impl Engine {
 impl Engine {
     /// Lock `idx` starts a new round (its fence round, an extension, a release; `fencing`:
     /// the fence round) while nodes' semaphore grants of the round that got it still wait for
-    /// their `WAIT`: the new round forgets them, so the slots each such node granted and the
+    /// their `WAIT`: the new round forgets them, so the permits each such node granted and the
     /// lock does not hold are released there now, whatever its replicas say. (After a failed
     /// attempt the attempt's cleanup covers them.)
     pub(super) fn trim_awaiting(&mut self, now: Instant, idx: u32, fencing: bool) {
@@ -93,7 +93,7 @@ impl Engine {
             .iter()
             .enumerate()
             .filter_map(|(node, a)| match a {
-                Some((_, _, OpAnswer::Slots { positions, .. })) => Some((node, positions.clone())),
+                Some((_, _, OpAnswer::Permits { positions, .. })) => Some((node, positions.clone())),
                 _ => None,
             })
             .collect();
@@ -108,7 +108,7 @@ impl Engine {
 /// fence write-back's counter is a grant or not by the proposal: held back either way).
 pub(super) fn may_grant(op: Op, answer: &OpAnswer) -> bool {
     match answer {
-        OpAnswer::Slots { .. } => true,
+        OpAnswer::Permits { .. } => true,
         OpAnswer::Int(v) => *v > 0 || (op == Op::Fence && *v >= 0),
         OpAnswer::NoScript | OpAnswer::Error(_) => false,
     }

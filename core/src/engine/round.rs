@@ -1,5 +1,5 @@
 //! The lock state machine: rounds started and sent, answers turned into votes, decisions
-//! carried out (grants, fence rounds, retries, extensions, releases), and each slot's timer.
+//! carried out (grants, fence rounds, retries, extensions, releases), and each record's timer.
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +11,10 @@ use crate::error::{AcquireError, ExtendError, LinkError, LostReason, Vote};
 use crate::event::{Event, LockId, NodeId};
 use crate::lock::{Decision, Phase};
 use crate::quorum::valid_until;
-use crate::wire::{self, Answer, Op, OpAnswer, Pending};
+use crate::wire::{self, Answer, Op, OpAnswer, Pending, Request};
 
 impl Engine {
-    /// Queue the slot's next wake-up in the timer table.
+    /// Queue the record's next wake-up in the timer table.
     pub(super) fn arm(&mut self, idx: u32) {
         let wake = self.locks[idx].next_wake();
         self.timers.set(idx, wake);
@@ -32,7 +32,7 @@ impl Engine {
         let n = self.links.len();
         let s = &mut self.locks[idx];
         s.next_attempt(n);
-        // (Only when a second attempt may follow at once: the script takes any free slot, and
+        // (Only when a second attempt may follow at once: the script takes any free permit, and
         // a try must not fail while one is free.)
         if s.permits.on() && s.tries.made == 1 && s.tries.max > 1 && !s.fencing && s.permits.want == 1 {
             s.permits.fast = self.links.limit_confirmed(&s.permits.limit_key, s.permits.limit);
@@ -92,8 +92,12 @@ impl Engine {
         let keys = &s.keys;
         let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
         let names = s.names(self.config.fence_prefix.as_bytes());
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, keys.iter(), &s.token, names, eval);
-        let lock = LockId { slot: idx, generation: s.generation };
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: keys.iter(), token: &s.token, names, eval },
+        );
+        let lock = LockId { index: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
             wire::Call::SetNx { .. } => Op::SetNx,
@@ -112,7 +116,7 @@ impl Engine {
         }
     }
 
-    /// Release whatever the slot's attempt took, on every connected node, without waiting;
+    /// Release whatever the record's attempt took, on every connected node, without waiting;
     /// with `leave`, the acquisition ends here and leaves the waiter queues it joined.
     ///
     /// A node that refused the acquire script took nothing: the script grants a key that
@@ -137,7 +141,11 @@ impl Engine {
         }
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: s.keys.iter(), token: &s.token, names: s.names(b""), eval: true },
+        );
         for node in (0..self.links.len()).filter(|&n| !took_nothing(n)) {
             let pending = Pending::AttemptCleanup { lock: self.locks.id(idx) };
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), pending);
@@ -175,11 +183,11 @@ impl Engine {
         round: u32,
         answer: OpAnswer,
     ) -> Result<(), LinkError> {
-        let idx = lock.slot;
+        let idx = lock.index;
         if self.cluster_answer(now, node, lock, round, &answer) {
             return Ok(());
         }
-        if op == Op::Permits && matches!(answer, OpAnswer::Slots { .. } | OpAnswer::Int(_)) {
+        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {
             // The script ran: the node has this semaphore's limit.
             if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
                 self.links.confirm_limit(node, &s.permits.limit_key, s.permits.limit);
@@ -207,7 +215,8 @@ impl Engine {
                 let (keys, token) = (s.keys.iter(), &s.token);
                 let pending = Pending::Op { op, lock, round };
                 let mut plain = Vec::new();
-                let form = encode_all(self.links.any_cluster(), &mut plain, call, keys, token, names, true);
+                let form =
+                    encode_all(self.links.any_cluster(), &mut plain, Request { call, keys, token, names, eval: true });
                 if self.links.send(now, node.index(), cluster::cmd(&plain, &form), pending).is_ok() {
                     return Ok(());
                 }
@@ -233,7 +242,7 @@ impl Engine {
         }
     }
 
-    /// Decide the slot's round if it can be decided, and carry the decision out. Returns
+    /// Decide the record's round if it can be decided, and carry the decision out. Returns
     /// `false` if the round stays open (nothing changed).
     fn evaluate(&mut self, now: Instant, idx: u32) -> bool {
         let (n, q) = (self.links.len(), self.quorum);
@@ -369,7 +378,7 @@ impl Engine {
         }
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
         if may_retry && self.locks[idx].permits.fast {
-            // The client's first slot was taken: the script tries the others, at once.
+            // The client's first permit was taken: the script tries the others, at once.
             self.send_cleanup(now, idx, false);
             self.start_attempt(now, idx);
             return;
@@ -414,13 +423,13 @@ impl Engine {
         self.finish(idx, Event::AcquireFailed { lock, error });
     }
 
-    /// End the slot's life with its final event.
+    /// End the record's life with its final event.
     pub(super) fn finish(&mut self, idx: u32, event: Event) {
         self.events.push_back(event);
         self.free(idx);
     }
 
-    /// The slot is done: reusable.
+    /// The record is done: reusable.
     fn free(&mut self, idx: u32) {
         self.unregister(idx);
         self.locks[idx].enter(Phase::Free);
@@ -438,15 +447,15 @@ impl Engine {
         expired
     }
 
-    /// The slot's timer fired: expiry, the round's node timeout, the retry or the automatic
+    /// The record's timer fired: expiry, the round's node timeout, the retry or the automatic
     /// extension that is due.
-    pub(super) fn on_slot_timeout(&mut self, now: Instant, idx: u32) {
+    pub(super) fn on_record_timeout(&mut self, now: Instant, idx: u32) {
         self.expire_if_due(now, idx);
         let s = &mut self.locks[idx];
         if s.deadline().is_some_and(|d| d <= now) {
             let links = &mut self.links;
             s.round.tally.time_out(|node| links.timed_out(node));
-            // With every vote in, the round is decided: the slot moves on.
+            // With every vote in, the round is decided: the record moves on.
             self.evaluate(now, idx);
             return;
         }

@@ -9,7 +9,7 @@ use crate::error::{ExtendError, LostReason, Misuse};
 use crate::event::{Event, LockId};
 use crate::lock::Phase;
 use crate::options::ttl_to_send;
-use crate::wire::{self, Pending};
+use crate::wire::{self, Pending, Request};
 
 impl Engine {
     /// Turn a held write lock (a plain lock of one resource) into a read lock, atomically on
@@ -34,7 +34,7 @@ impl Engine {
             });
         }
         let ttl = ttl_to_send(s.ttl, self.config.drift_factor)?;
-        let idx = lock.slot;
+        let idx = lock.index;
         let hold = match &self.locks[idx].phase {
             // An automatic extension in flight is overtaken: the downgrade extends too, and goes
             // out behind it on every connection.
@@ -85,7 +85,11 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let call = wire::Call::ReadRelease { leave: false, reserve_ms: 0 };
-        let form = encode_all(self.links.any_cluster(), &mut cmd, call, s.keys.iter(), &s.token, s.names(b""), true);
+        let form = encode_all(
+            self.links.any_cluster(),
+            &mut cmd,
+            Request { call, keys: s.keys.iter(), token: &s.token, names: s.names(b""), eval: true },
+        );
         for node in 0..self.links.len() {
             let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
         }

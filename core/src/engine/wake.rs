@@ -9,7 +9,7 @@ use crate::lock::Phase;
 use crate::wake;
 
 impl Engine {
-    /// Register slot `idx` as a waiter on its resources' wake channels (subscribing the links
+    /// Register record `idx` as a waiter on its resources' wake channels (subscribing the links
     /// to new ones). `false`: wake-ups are off, or no node delivers them now.
     pub(super) fn register(&mut self, idx: u32) -> bool {
         if !self.config.wake || self.links.waking() == 0 {
@@ -31,7 +31,7 @@ impl Engine {
         any
     }
 
-    /// The wake channels of slot `idx`'s resources: each key's, which standalone nodes
+    /// The wake channels of record `idx`'s resources: each key's, which standalone nodes
     /// announce on, and on a Redis Cluster node the sharded one its cluster form's release
     /// announces on (`true`; the same channel when the key has a hash tag).
     fn channels(&self, idx: u32) -> Vec<(Vec<u8>, bool)> {
@@ -50,7 +50,7 @@ impl Engine {
         out
     }
 
-    /// Slot `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
+    /// Record `idx` no longer waits: unregister it, unsubscribing channels nobody waits on.
     pub(super) fn unregister(&mut self, idx: u32) {
         if !std::mem::take(&mut self.locks[idx].waiting) {
             return;
@@ -74,7 +74,7 @@ impl Engine {
     /// - Too few messages, or any node named another waiter: sleep on (that waiter goes first;
     ///   the jittered fallback covers it if it is gone). A waiter named by fewer than a quorum
     ///   while other nodes name someone else would only fail, and its failed attempt would
-    ///   hand the slots reserved for it to the next waiters there, each named by too few
+    ///   hand the keys reserved for it to the next waiters there, each named by too few
     ///   nodes again: over five nodes, where queues disagree most, that storm kept a
     ///   semaphore's permits mostly idle.
     /// - Otherwise (no queue, or named by some nodes and no other waiter named): retry after a
@@ -112,22 +112,22 @@ impl Engine {
     /// waiter the node named next (empty when its queue was empty; servers that only announce
     /// send the token alone).
     ///
-    /// Every waiter on `channel` hears it ([`Slot::hear`] says when it counts). A waiter named
+    /// Every waiter on `channel` hears it ([`Record::hear`] says when it counts). A waiter named
     /// by a quorum retries at once; otherwise the longest waiter that heard a quorum retries
     /// after its stagger ([`verdict`](Self::verdict)).
     ///
-    /// [`Slot::hear`]: crate::lock::Slot::hear
+    /// [`Record::hear`]: crate::lock::Record::hear
     pub(super) fn on_message(&mut self, now: Instant, node: NodeId, channel: &[u8], data: &[u8]) {
         let (releaser, next) = match data.iter().position(|&b| b == b':') {
             Some(at) => (&data[..at], &data[at + 1..]),
             None => (data, &data[data.len()..]),
         };
-        let slots = self.waiters.on(channel).to_vec();
-        for &idx in &slots {
+        let waiting = self.waiters.on(channel).to_vec();
+        for &idx in &waiting {
             self.locks[idx].hear(node.index(), releaser, next);
         }
         let mut staggered = false;
-        for &idx in &slots {
+        for &idx in &waiting {
             let Phase::RetryWait { at } = self.locks[idx].phase else { continue };
             match self.verdict(idx) {
                 Verdict::Now => {

@@ -28,7 +28,7 @@ impl Links {
     }
 
     /// Whether every link that takes requests confirmed `limit` for the semaphore of
-    /// `limit_key` (and at least one does): its first slot can then be taken by `SET NX`.
+    /// `limit_key` (and at least one does): its first permit can then be taken by `SET NX`.
     pub(crate) fn limit_confirmed(&self, limit_key: &[u8], limit: u16) -> bool {
         let mut up = self.links.iter().filter(|l| l.takes_requests()).peekable();
         up.peek().is_some() && up.all(|l| l.limits.iter().any(|(k, n)| k == limit_key && *n == limit))

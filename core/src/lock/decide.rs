@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Phase, Slot};
+use super::{Phase, Record};
 use crate::error::{AcquireError, Fault, ReleaseOutcome, ReleaseReport, Vote, Votes};
 use crate::quorum::{valid_until, validity_left};
 use crate::wire::{Op, OpAnswer};
@@ -38,11 +38,11 @@ pub(crate) enum Decision {
     Released(ReleaseReport),
     /// A node's fence counter is at the limit Lua counts exactly: no token can be issued.
     FenceExhausted(u64),
-    /// Every node of a draining release answered (or timed out): the slot is free.
+    /// Every node of a draining release answered (or timed out): the record is free.
     Drained,
 }
 
-impl Slot {
+impl Record {
     /// What the votes so far decide, at `now`, over `n` nodes with quorum `q`.
     pub(crate) fn decide(&self, now: Instant, n: usize, q: usize, drift_factor: f64) -> Decision {
         let t = &self.round.tally;
@@ -50,7 +50,7 @@ impl Slot {
         let possible = yes + open >= q;
         match &self.phase {
             Phase::Acquiring { proposal, .. } => {
-                // A semaphore's round is won when enough of its slots each have a quorum.
+                // A semaphore's round is won when enough of its permits each have a quorum.
                 let (won, possible) =
                     if self.permits.on() { self.permits.standing(q, open) } else { (yes >= q, possible) };
                 if won {
@@ -129,7 +129,7 @@ impl Slot {
     /// The vote an answer of `node` to `op` of the current round casts: `Ok(None)` for a
     /// `NOSCRIPT` (the engine resends with the source), `Err` with the reply for one the
     /// script cannot return. Keeps the fencing bookkeeping of the acquire and fence rounds,
-    /// and which slots each node granted a semaphore.
+    /// and which permits each node granted a semaphore.
     #[inline]
     pub(crate) fn answer(&mut self, node: usize, op: Op, answer: OpAnswer) -> Result<Option<Vote>, String> {
         let v = match answer {
@@ -138,9 +138,9 @@ impl Slot {
                 return Ok(Some(Vote::Misconfigured(m)));
             }
             OpAnswer::Error(m) => return Ok(Some(Vote::Error(m))),
-            OpAnswer::Slots { proposal: p, positions } => {
+            OpAnswer::Permits { proposal: p, positions } => {
                 let Phase::Acquiring { proposal, .. } = &mut self.phase else {
-                    return Err(format!("slots {positions:?}"));
+                    return Err(format!("permits at {positions:?}"));
                 };
                 self.permits.record(node, &positions)?;
                 *proposal = (*proposal).max(p);
@@ -163,7 +163,7 @@ impl Slot {
             (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {
                 *proposal = (*proposal).max(v as u64);
                 if self.permits.fast {
-                    // `SET NX` of the first slot in the client's order.
+                    // `SET NX` of the first permit in the client's order.
                     self.permits.record(node, &[1])?;
                 }
                 Vote::Granted
@@ -193,7 +193,7 @@ impl Slot {
         // Nodes that had not answered when the attempt was decided stay `Pending`: they
         // neither refused nor failed (a node timeout turns them into `TimedOut` first).
         // Too slow: a quorum granted but too late, or the attempt's validity ran out first. A
-        // semaphore's nodes may each grant other slots: its quorum is on the slots.
+        // semaphore's nodes may each grant other permits: its quorum is on the permits.
         let won = if self.permits.on() { self.permits.standing(q, 0).0 } else { tally.yes >= q };
         let too_slow = won || valid_until(self.round.start, self.ttl, drift_factor).is_none_or(|v| v <= now);
         let n = tally.votes().len();

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Phase, Slot};
+use super::{Phase, Record};
 use crate::error::Misuse;
 use crate::event::LockId;
 use crate::quorum::{drift, whole_ms};
@@ -23,7 +23,7 @@ pub(crate) struct Hold {
     pub(crate) refused: usize,
 }
 
-impl Slot {
+impl Record {
     /// Turn automatic extension on or off; a held lock's next one is a third of its TTL away.
     pub(crate) fn set_auto_extend(&mut self, now: Instant, on: bool) {
         self.auto_extend = on;

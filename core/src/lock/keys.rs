@@ -1,6 +1,6 @@
 //! A lock's keys, back to back in one buffer.
 
-/// The resource names of a lock, back to back (one buffer, reused with the slot).
+/// The resource names of a lock, back to back (one buffer, reused with the record).
 #[derive(Debug, Default)]
 pub(crate) struct Keys {
     bytes: Vec<u8>,

@@ -1,28 +1,28 @@
-//! A semaphore's slots: the client's order of them, what each node granted in the current
-//! round, and the slots the lock holds once a quorum granted them.
+//! A semaphore's permits: the client's order of them, what each node granted in the current
+//! round, and the permits the lock holds once a quorum granted them.
 //!
-//! A semaphore of limit L is L slots, each a mutex over the same nodes: a slot is held when a
-//! quorum granted it, so two holders of one slot would need two intersecting quorums to grant
-//! it to two tokens at once, which no node does. Each node's script takes the first free slots
-//! in the client's order (its rendezvous order, so uncontended clients rarely pick the same
-//! one), and nodes may differ: the lock holds the slots when a quorum of nodes granted the
-//! very same ones, and releases every other grant at once. (Slots held by quorums of their
-//! own could not be extended: each node's extend script needs every slot of the lock, as for
-//! a mutex of several resources, and no quorum would have them all.)
+//! A semaphore of limit L is L permits, each a mutex key over the same nodes: a permit is held
+//! when a quorum granted it, so two holders of one permit would need two intersecting quorums
+//! to grant it to two tokens at once, which no node does. Each node's script takes the first
+//! free permits in the client's order (its rendezvous order, so uncontended clients rarely
+//! pick the same one), and nodes may differ: the lock holds the permits when a quorum of nodes
+//! granted the very same ones, and releases every other grant at once. (Permits held by
+//! quorums of their own could not be extended: each node's extend script needs every permit
+//! of the lock, as for a mutex of several resources, and no quorum would have them all.)
 
 use super::Keys;
 use crate::scripts::{QUEUE_PREFIX, SEM_PREFIX};
 
-/// The slot state of a semaphore acquisition; `limit == 0` for a mutex.
+/// The permit state of a semaphore acquisition; `limit == 0` for a mutex.
 #[derive(Debug, Default)]
 pub(crate) struct Permits {
     /// The semaphore's name (before the key scheme).
     pub(crate) name: String,
     pub(crate) limit: u16,
     pub(crate) want: u16,
-    /// The slot number at each position of the client's order.
+    /// The permit number at each position of the client's order.
     order: Vec<u16>,
-    /// Every slot key, in the client's order.
+    /// Every permit key, in the client's order.
     pub(crate) all: Keys,
     /// `{prefix}redlease:sem:{NAME}:limit`.
     pub(crate) limit_key: Vec<u8>,
@@ -32,14 +32,14 @@ pub(crate) struct Permits {
     granted: Vec<Vec<u16>>,
     /// The positions held (after a quorum granted them), in the client's order.
     chosen: Vec<u16>,
-    /// The slot numbers held, ascending.
-    slots: Vec<u16>,
-    /// The current attempt takes the first slot in the client's order by `SET NX` (every
+    /// The permit numbers held, ascending.
+    held: Vec<u16>,
+    /// The current attempt takes the first permit in the client's order by `SET NX` (every
     /// node confirmed the limit on its connection before, and the attempt is a fresh token's
-    /// first, for one permit, without fencing: the script would take that slot if free).
+    /// first, for one permit, without fencing: the script would take that permit if free).
     pub(crate) fast: bool,
     /// Nodes where a cleanup of an earlier attempt was dropped (see
-    /// `Engine::stray_slots`): their unheld slots are released once the lock settles.
+    /// `Engine::stray_permits`): their unheld permits are released once the lock settles.
     pub(crate) stray: Vec<u16>,
 }
 
@@ -49,7 +49,7 @@ impl Permits {
         self.limit > 0
     }
 
-    /// Set up a semaphore `name` (under `prefix`) of `limit` slots, taking `want` of them, in
+    /// Set up a semaphore `name` (under `prefix`) of `limit` permits, taking `want` of them, in
     /// the order that `token` ranks them; `limit == 0`: a mutex.
     pub(crate) fn start(&mut self, prefix: &str, name: &str, limit: u32, want: u32, token: &[u8]) {
         self.limit = limit as u16;
@@ -60,7 +60,7 @@ impl Permits {
         self.name.clear();
         self.name.push_str(name);
         self.chosen.clear();
-        self.slots.clear();
+        self.held.clear();
         if limit == 0 {
             return;
         }
@@ -79,10 +79,10 @@ impl Permits {
 
     /// A new round over `n` nodes: nothing granted yet.
     pub(crate) fn reset_round(&mut self, n: usize) {
-        // No slot is held during an attempt: a late grant of an earlier attempt is never
-        // trimmed against an old choice (this attempt may re-enter and count that slot).
+        // No permit is held during an attempt: a late grant of an earlier attempt is never
+        // trimmed against an old choice (this attempt may re-enter and count that permit).
         self.chosen.clear();
-        self.slots.clear();
+        self.held.clear();
         self.granted.resize_with(n, Vec::new);
         for g in &mut self.granted {
             g.clear();
@@ -97,7 +97,7 @@ impl Permits {
             || positions.iter().any(|&p| p == 0 || p > self.limit)
             || (1..positions.len()).any(|i| positions[..i].contains(&positions[i]));
         if bad || node >= self.granted.len() {
-            return Err(format!("slots {positions:?} of a semaphore of {} taking {}", self.limit, self.want));
+            return Err(format!("positions {positions:?} of a semaphore of {} taking {}", self.limit, self.want));
         }
         let g = &mut self.granted[node];
         g.clear();
@@ -119,7 +119,7 @@ impl Permits {
         best
     }
 
-    /// Whether the round is won (a quorum `q` of nodes granted the very same slots), and
+    /// Whether the round is won (a quorum `q` of nodes granted the very same permits), and
     /// whether it still can be with `open` nodes yet to answer.
     pub(crate) fn standing(&self, q: usize, open: usize) -> (bool, bool) {
         let (most, _) = self.agreement();
@@ -134,9 +134,9 @@ impl Permits {
                 self.chosen.extend_from_slice(&self.granted[node]);
             }
         }
-        self.slots.clear();
-        self.slots.extend(self.chosen.iter().map(|&p| self.order[p as usize]));
-        self.slots.sort_unstable();
+        self.held.clear();
+        self.held.extend(self.chosen.iter().map(|&p| self.order[p as usize]));
+        self.held.sort_unstable();
         let all: Vec<&[u8]> = self.all.iter().collect();
         keys.set_bytes(self.chosen.iter().map(|&p| all[p as usize]));
     }
@@ -148,7 +148,7 @@ impl Permits {
         g.iter().filter(|p| !self.chosen.contains(p)).map(|&p| all[p as usize]).collect()
     }
 
-    /// The keys of every slot the lock does not hold (once it holds some).
+    /// The keys of every permit the lock does not hold (once it holds some).
     pub(crate) fn unheld(&self) -> Vec<&[u8]> {
         if self.chosen.is_empty() {
             return Vec::new();
@@ -176,18 +176,18 @@ impl Permits {
         late.filter(|p| !self.chosen.contains(p)).map(|p| all[p as usize]).collect()
     }
 
-    /// The slot numbers held, ascending (empty until a quorum granted them).
-    pub(crate) fn slots(&self) -> &[u16] {
-        &self.slots
+    /// The permit numbers held, ascending (empty until a quorum granted them).
+    pub(crate) fn held(&self) -> &[u16] {
+        &self.held
     }
 }
 
-/// FNV-1a of the token: the seed of the client's slot order.
+/// FNV-1a of the token: the seed of the client's permit order.
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// SplitMix64's finalizer: a slot's rank for one token.
+/// SplitMix64's finalizer: a permit's rank for one token.
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -217,7 +217,7 @@ mod tests {
         );
         assert_eq!(p.limit_key, b"redlease:sem:{api}:limit");
         assert_eq!(p.queue, b"redlease:queue:redlease:sem:{api}");
-        // Tokens rank the slots differently: over many tokens, each slot comes first sometimes.
+        // Tokens rank the permits differently: over many tokens, each permit comes first sometimes.
         let mut first = [0; 4];
         for i in 0..400u32 {
             first[sem(4, 1, &i.to_le_bytes()).order[0] as usize] += 1;
@@ -226,15 +226,15 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_held_only_where_a_quorum_granted_it() {
-        // Three nodes grant three different slots (the AB/BC/AC split): nothing is held.
+    fn a_permit_is_held_only_where_a_quorum_granted_it() {
+        // Three nodes grant three different permits (the AB/BC/AC split): nothing is held.
         let mut p = sem(3, 1, b"t");
         p.record(0, &[1]).unwrap();
         p.record(1, &[2]).unwrap();
         assert_eq!(p.standing(2, 1), (false, true));
         p.record(2, &[3]).unwrap();
         assert_eq!(p.standing(2, 0), (false, false));
-        // Two of three agree on a slot: it is held, the odd grant is an extra.
+        // Two of three agree on a permit: it is held, the odd grant is an extra.
         let mut p = sem(3, 1, b"t");
         p.record(0, &[2]).unwrap();
         p.record(1, &[1]).unwrap();
@@ -245,15 +245,15 @@ mod tests {
         assert_eq!(keys.len(), 1);
         assert_eq!(p.extras(1).len(), 1);
         assert!(p.extras(0).is_empty() && p.extras(2).is_empty());
-        assert_eq!(p.slots(), [p.order[1]]);
-        // Two permits, each slot granted by two nodes of three, but no two nodes agree on
+        assert_eq!(p.held(), [p.order[1]]);
+        // Two permits, each granted by two nodes of three, but no two nodes agree on
         // both: nothing is held (no quorum could extend them together).
         let mut p = sem(3, 2, b"t");
         p.record(0, &[1, 2]).unwrap();
         p.record(1, &[3, 1]).unwrap();
         p.record(2, &[2, 3]).unwrap();
         assert_eq!(p.standing(2, 0), (false, false));
-        // Two that agree, whatever order their scripts named the slots in.
+        // Two that agree, whatever order their scripts named the permits in.
         let mut p = sem(3, 2, b"t");
         p.record(0, &[2, 1]).unwrap();
         p.record(1, &[1, 3]).unwrap();

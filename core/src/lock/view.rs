@@ -1,10 +1,10 @@
 //! What the caller sees of a lock: its snapshot, and its line in the health view.
 
-use super::{Phase, Slot};
+use super::{Phase, Record};
 use crate::event::{LockId, LockInfo, LockState};
 use crate::health::{LockHealth, LockShape};
 
-impl Slot {
+impl Record {
     /// The lock in the health view; `None` when free.
     pub(crate) fn health(&self, lock: LockId) -> Option<LockHealth> {
         let info = self.info()?;
@@ -12,7 +12,7 @@ impl Slot {
             let shape = LockShape::Semaphore {
                 limit: u32::from(self.permits.limit),
                 permits: u32::from(self.permits.want),
-                slots: self.permits.slots().to_vec(),
+                slots: self.permits.held().to_vec(),
             };
             (vec![self.permits.name.clone()], shape)
         } else {

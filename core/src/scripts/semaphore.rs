@@ -1,31 +1,32 @@
-//! A semaphore's acquire script (its slots are mutex keys, released and extended by the
+//! A semaphore's acquire script (its permits are mutex keys, released and extended by the
 //! mutex's scripts). The handshake does not load it: a connection's first call carries its
 //! source.
 
 #[cfg(doc)]
 use super::{ACQUIRE, RELEASE};
 
-/// The prefix of every key of a semaphore (after the config's key prefix): the slots are
+/// The prefix of every key of a semaphore (after the config's key prefix): the permits are
 /// `redlease:sem:{NAME}:0` .. `:{L-1}`, the recorded limit `redlease:sem:{NAME}:limit`, the
 /// waiter queue `redlease:queue:` + `redlease:sem:{NAME}` (with the key prefix before each
 /// name). Every key of one semaphore carries the hash tag `{NAME}`.
 pub(crate) const SEM_PREFIX: &str = "redlease:sem:";
 
-/// Take `m` of a semaphore's `n` slots, all or nothing on this node: the slots that already
-/// hold our token first (a re-entry, or a slot a release handed to us), then free ones, in
-/// the order of `KEYS` (the client's own order of the slots). Each slot is a lock key like a
-/// mutex's: the holder's token, marked with [`WAITED`] once a waiter was refused by it.
+/// Take `m` of a semaphore's `n` permits, all or nothing on this node: the permits that
+/// already hold our token first (a re-entry, or a permit a release handed to us), then free
+/// ones, in the order of `KEYS` (the client's own order of the permits). Each permit is a lock
+/// key like a mutex's: the holder's token, marked with [`WAITED`] once a waiter was refused by
+/// it.
 ///
-/// `KEYS`: the `n` slot keys, the limit key, the waiter queue, then (with fencing) the `n`
+/// `KEYS`: the `n` permit keys, the limit key, the waiter queue, then (with fencing) the `n`
 /// fence counters. `ARGV`: token, TTL in ms, `n` (the limit), `m`, wait mode, queue TTL in
 /// ms, the waiter's reservation in ms (as [`ACQUIRE`]).
 ///
 /// The limit is recorded on first use (without a TTL, like the fence counters); another limit
-/// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` slots are ours or free
-/// (a queuing waiter then marks the taken slots and joins the one queue of the semaphore, as
+/// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` permits are ours or free
+/// (a queuing waiter then marks the taken permits and joins the one queue of the semaphore, as
 /// `token:ms`, or `token:ms:m` for more than one permit: see [`RELEASE`]),
-/// else a string: the fencing proposal (one more than the largest counter of the slots taken)
-/// and the 1-based positions in `KEYS` of the slots taken, separated by spaces.
+/// else a string: the fencing proposal (one more than the largest counter of the permits taken)
+/// and the 1-based positions in `KEYS` of the permits taken, separated by spaces.
 pub(crate) const SEM_ACQUIRE: &str = r"local t = ARGV[1]
 local n = tonumber(ARGV[3])
 local m = tonumber(ARGV[4])

@@ -32,8 +32,8 @@ pub(crate) enum OpAnswer {
     /// A server error (its text).
     Error(String),
     /// A semaphore's grant: the node's fencing proposal, and the 1-based positions of the
-    /// slots it took in the order of the call's keys.
-    Slots {
+    /// permits it took in the order of the call's keys.
+    Permits {
         proposal: u64,
         positions: Vec<u16>,
     },
@@ -104,7 +104,9 @@ fn op_answer(op: Op, reply: &Reply<'_>) -> Option<OpAnswer> {
         (Op::SetNx, Reply::Status(s)) if *s == b"OK" => Some(OpAnswer::Int(1)),
         (Op::SetNx, Reply::Nil) => Some(OpAnswer::Int(0)),
         (Op::SetNx, _) => None,
-        (Op::Permits, Reply::Bulk(b)) => slots(b).map(|(proposal, positions)| OpAnswer::Slots { proposal, positions }),
+        (Op::Permits, Reply::Bulk(b)) => {
+            grant(b).map(|(proposal, positions)| OpAnswer::Permits { proposal, positions })
+        }
         (_, Reply::Int(i)) => Some(OpAnswer::Int(*i)),
         _ => None,
     }
@@ -170,7 +172,7 @@ fn text(e: &[u8]) -> String {
 }
 
 /// A semaphore grant, `"proposal p1 p2 ..."`: the proposal and at least one position.
-fn slots(b: &[u8]) -> Option<(u64, Vec<u16>)> {
+fn grant(b: &[u8]) -> Option<(u64, Vec<u16>)> {
     let text = std::str::from_utf8(b).ok()?;
     let mut parts = text.split(' ');
     let proposal = parts.next()?.parse().ok()?;
@@ -183,7 +185,7 @@ mod tests {
     use super::*;
 
     fn lock() -> LockId {
-        LockId { slot: 0, generation: 1 }
+        LockId { index: 0, generation: 1 }
     }
 
     #[test]
@@ -216,16 +218,16 @@ mod tests {
     #[test]
     fn a_semaphore_grant_is_a_proposal_and_positions() {
         let op = Pending::Op { op: Op::Permits, lock: lock(), round: 1 };
-        let slots = |proposal, positions: &[u16]| {
+        let granted = |proposal, positions: &[u16]| {
             Ok(Answer::Op {
                 op: Op::Permits,
                 lock: lock(),
                 round: 1,
-                answer: OpAnswer::Slots { proposal, positions: positions.to_vec() },
+                answer: OpAnswer::Permits { proposal, positions: positions.to_vec() },
             })
         };
-        assert_eq!(classify(op, &Reply::Bulk(b"1 3")), slots(1, &[3]));
-        assert_eq!(classify(op, &Reply::Bulk(b"9007199254740991 2 1")), slots((1 << 53) - 1, &[2, 1]));
+        assert_eq!(classify(op, &Reply::Bulk(b"1 3")), granted(1, &[3]));
+        assert_eq!(classify(op, &Reply::Bulk(b"9007199254740991 2 1")), granted((1 << 53) - 1, &[2, 1]));
         assert_eq!(
             classify(op, &Reply::Int(0)),
             Ok(Answer::Op { op: Op::Permits, lock: lock(), round: 1, answer: OpAnswer::Int(0) })

@@ -1,13 +1,15 @@
 //! A reader-writer lock's calls: a read lock's acquire, extension and release, and a write
 //! lock's downgrade.
 
-use super::{Call, Names, script_head};
+use super::{Call, Request, script_head};
 use crate::{resp, scripts};
 
 /// A read lock's call on `key` ([`scripts::READ_ACQUIRE`] and its kin): the key, its readers,
 /// then the queue (an acquire or a release) and the fence counter (an acquire with fencing);
 /// the token, the TTL, and an acquire's wait mode, queue TTL and reservation.
-pub(super) fn read(out: &mut Vec<u8>, call: Call, key: &[u8], token: &[u8], names: Names<'_>, eval: bool) {
+pub(super) fn read<'k>(out: &mut Vec<u8>, request: Request<'_, impl Iterator<Item = &'k [u8]>>) {
+    let Request { call, mut keys, token, names, eval } = request;
+    let key = keys.next().unwrap_or_default();
     let (script, sha, queue, fence, ttl_ms) = match call {
         Call::Read { ttl_ms, fencing, .. } => {
             (scripts::READ_ACQUIRE, scripts::READ_ACQUIRE_SHA, true, fencing, Some(ttl_ms))

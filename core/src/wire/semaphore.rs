@@ -1,19 +1,13 @@
 //! A semaphore's acquire call.
 
-use super::{Call, Names, script_head};
+use super::{Call, Request, script_head};
 use crate::{resp, scripts};
 
-/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the slot keys, the limit key, the queue,
+/// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the permit keys, the limit key, the queue,
 /// the fence counters with fencing; then the token, TTL, limit, permits wanted, wait mode,
 /// queue TTL and reservation.
-pub(super) fn permits<'k>(
-    out: &mut Vec<u8>,
-    call: Call,
-    keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone,
-    token: &[u8],
-    names: Names<'_>,
-    eval: bool,
-) {
+pub(super) fn permits<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>) {
+    let Request { call, keys, token, names, eval } = request;
     let Call::Permits { ttl_ms, fencing, queue, queue_ttl_ms, reserve_ms, want } = call else { return };
     let (limit_key, queue_key) = names.sem.unwrap_or_default();
     let n = keys.len();

@@ -39,18 +39,18 @@
 //! | [`health_view`] | of five nodes one refuses the password and one is killed: the health view names both with their kind, 3 usable, no fault tolerance left, RTTs for the rest, no password anywhere; after the fix every node is ready and 2 may fail |
 //! | [`wake_on_release`] | a release nobody waits for publishes nothing; a waiter's refused attempt marks the holder's key on a quorum of nodes at least (`token:`, expiry untouched); with a 5 s retry delay a waiter gets a released lock within 2 s (the release message woke it), also one waiting on two resources; keys freed without a message still go to it through the fallback retry; subscriptions end with the last waiter |
 //! | [`waiters_in_order`] | two waiters with a 5 s retry delay are served in the order they queued, each within 2 s of the release before (the release names the next waiter and reserves the key for it: the releaser's own next call is refused); no queue is left |
-//! | [`semaphore_limit`] | 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot, 3 at once reached |
-//! | [`semaphore_permits`] | permits are slot keys with the token and a TTL on a quorum; the limit is recorded and another refused as misconfigured at once; 2 permits all or nothing; extend; a slot taken away is lost |
-//! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per slot the tokens strictly increase |
+//! | [`semaphore_limit`] | 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one permit, 3 at once reached |
+//! | [`semaphore_permits`] | permits are keys with the token and a TTL on a quorum; the limit is recorded and another refused as misconfigured at once; 2 permits all or nothing; extend; a permit taken away is lost |
+//! | [`semaphore_fencing`] | 40 fenced acquisitions of a semaphore of 2: per permit the tokens strictly increase |
 //! | [`semaphore_faults`] | 8 workers on a semaphore of 3 over 5 nodes, one node paused and another killed: never more than 3 holders, progress throughout, nothing left without a TTL |
-//! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed slot within 2 s of the release; no queue left |
-//! | [`semaphore_freed_slots`] | a holder of both permits of a semaphore of 2 releases them while two waiters of one permit queue (5 s retry delay): each gets a slot within 2 s |
-//! | [`semaphore_reentry`] | a waiter whose own token is already on the slot on one node (a lost cleanup's leftover) re-enters it there when the others hand it the slot: held on every node with the lock's TTL |
+//! | [`semaphore_wake`] | with a 5 s retry delay a waiter gets the freed permit within 2 s of the release; no queue left |
+//! | [`semaphore_freed_permits`] | a holder of both permits of a semaphore of 2 releases them while two waiters of one permit queue (5 s retry delay): each gets a permit within 2 s |
+//! | [`semaphore_reentry`] | a waiter whose own token is already on the permit's key on one node (a lost cleanup's leftover) re-enters it there when the others hand it the permit: held on every node with the lock's TTL |
 //! | [`rw_lock`] | readers share and refuse a writer; a waiting writer marks the key, stops new readers and is woken by the last reader; a writer refuses readers; downgrade lets a reader in and still refuses writers; a reader's fencing token is the last writer's |
 //! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
 //! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
-//! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
+//! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every hash slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
 //! | [`cluster_resharding`] | one cluster as the node, 8 tasks on 4 resources while their slots migrate between masters in two phases: no lost update, no overlap, redirects followed, nothing left without a TTL |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
@@ -115,7 +115,7 @@ macro_rules! conformance_tests {
             semaphore_permits,
             semaphore_fencing,
             semaphore_wake,
-            semaphore_freed_slots,
+            semaphore_freed_permits,
             semaphore_reentry,
             semaphore_faults,
             rw_lock,

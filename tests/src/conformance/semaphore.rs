@@ -1,6 +1,6 @@
 //! The semaphore's cases: the limit holds under contention, m permits are all or nothing, a
-//! permit is a slot key like a mutex key (token, TTL, extend, release, lost), the limit is
-//! recorded and a mismatch refused, fencing per slot, and a release wakes a waiter.
+//! permit is a key like a mutex key (token, TTL, extend, release, lost), the limit is
+//! recorded and a mismatch refused, fencing per permit, and a release wakes a waiter.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -13,29 +13,29 @@ use super::cases::{connect, eventually, lock, ms, ok, queue_lengths, release, va
 use super::{FailureKind, LockSpec, Options, Subject};
 use crate::{Reply, Servers};
 
-/// The key of slot `k` of semaphore `name`.
-fn slot_key(name: &str, k: u16) -> String {
+/// The key of permit `k` of semaphore `name`.
+fn permit_key(name: &str, k: u16) -> String {
     format!("redlease:sem:{{{name}}}:{k}")
 }
 
-/// Nodes on which slot `k` of `name` holds `token` (marked or not) with a TTL.
+/// Nodes on which permit `k` of `name` holds `token` (marked or not) with a TTL.
 fn holding(servers: &Servers, name: &str, k: u16, token: &str) -> usize {
     let marked = format!("{token}:");
-    values(servers, &slot_key(name, k))
+    values(servers, &permit_key(name, k))
         .into_iter()
         .flatten()
         .filter(|(v, pttl)| (v.as_deref() == Some(token) || v.as_deref() == Some(&*marked)) && *pttl > 0)
         .count()
 }
 
-/// Slot keys of `name` present on any node.
-fn slots_present(servers: &Servers, name: &str, limit: u16) -> usize {
+/// Permit keys of `name` present on any node.
+fn permits_present(servers: &Servers, name: &str, limit: u16) -> usize {
     (0..limit)
-        .map(|k| values(servers, &slot_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count())
+        .map(|k| values(servers, &permit_key(name, k)).into_iter().flatten().filter(|(v, _)| v.is_some()).count())
         .sum()
 }
 
-/// 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one slot,
+/// 8 tasks × 6 cycles on a semaphore of 3: never more than 3 holders, never two on one permit,
 /// and 3 at once is reached.
 pub fn semaphore_limit<S: Subject>() {
     const TASKS: usize = 8;
@@ -56,15 +56,15 @@ pub fn semaphore_limit<S: Subject>() {
                         .semaphore(LIMIT, 1)
                         .wait(Duration::from_secs(60));
                     let guard = lock::<S>(&client, spec).await;
-                    let slots = S::permits(&guard);
-                    assert!(slots.len() == 1 && u32::from(slots[0]) < LIMIT, "[{}] slots {slots:?}", S::NAME);
+                    let permits = S::permits(&guard);
+                    assert!(permits.len() == 1 && u32::from(permits[0]) < LIMIT, "[{}] permits {permits:?}", S::NAME);
                     let now = active.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
                     assert!(now <= LIMIT, "[{}] task {t} #{i}: {now} holders of a semaphore of {LIMIT}", S::NAME);
-                    let was = busy[slots[0] as usize].swap(true, Ordering::SeqCst);
-                    assert!(!was, "[{}] task {t} #{i}: slot {} held twice", S::NAME, slots[0]);
+                    let was = busy[permits[0] as usize].swap(true, Ordering::SeqCst);
+                    assert!(!was, "[{}] task {t} #{i}: permit {} held twice", S::NAME, permits[0]);
                     S::sleep(ms(40)).await;
-                    busy[slots[0] as usize].store(false, Ordering::SeqCst);
+                    busy[permits[0] as usize].store(false, Ordering::SeqCst);
                     active.fetch_sub(1, Ordering::SeqCst);
                     let report = release::<S>(guard).await;
                     assert_eq!(report.outcome, ReleaseOutcome::Released, "[{}] task {t} #{i}: {report:?}", S::NAME);
@@ -74,8 +74,8 @@ pub fn semaphore_limit<S: Subject>() {
         for task in tasks {
             task.await;
         }
-        eventually::<S>(Duration::from_secs(3), "every slot free at the end", || {
-            slots_present(&servers, "workers", 3) == 0
+        eventually::<S>(Duration::from_secs(3), "every permit free at the end", || {
+            permits_present(&servers, "workers", 3) == 0
         })
         .await;
     });
@@ -136,9 +136,9 @@ pub fn semaphore_faults<S: Subject>() {
     servers.assert_no_leaks();
 }
 
-/// A semaphore of 4: permits are slot keys with the holder's token and a TTL, the limit is
+/// A semaphore of 4: permits are keys with the holder's token and a TTL, the limit is
 /// recorded on every node and another limit refused as misconfigured; 2 permits are taken
-/// all or nothing; extend moves a slot's TTL; a slot taken away is lost at the next extend.
+/// all or nothing; extend moves a permit's TTL; a permit taken away is lost at the next extend.
 pub fn semaphore_permits<S: Subject>() {
     let servers = Servers::start(3);
     S::block_on(async {
@@ -149,11 +149,11 @@ pub fn semaphore_permits<S: Subject>() {
         for _ in 0..3 {
             held.push(lock::<S>(&client, one().once()).await);
         }
-        let mut slots: Vec<u16> = held.iter().flat_map(S::permits).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        assert_eq!(slots.len(), 3, "[{}] three holders, three distinct slots: {slots:?}", S::NAME);
-        // The client's health view shows what it holds: each permit's slot, and its holder.
+        let mut permits: Vec<u16> = held.iter().flat_map(S::permits).collect();
+        permits.sort_unstable();
+        permits.dedup();
+        assert_eq!(permits.len(), 3, "[{}] three holders, three distinct permits: {permits:?}", S::NAME);
+        // The client's health view shows what it holds: each permit's number, and its holder.
         let h = ok::<S, _>(S::health(&client).await, "health");
         for g in &held {
             let token = S::token(g);
@@ -167,7 +167,7 @@ pub fn semaphore_permits<S: Subject>() {
         }
         for g in &held {
             let (k, token) = (S::permits(g)[0], S::token(g));
-            assert!(holding(&servers, "pool", k, &token) >= 2, "[{}] slot {k} not held on a quorum", S::NAME);
+            assert!(holding(&servers, "pool", k, &token) >= 2, "[{}] permit {k} not held on a quorum", S::NAME);
         }
         eventually::<S>(Duration::from_secs(3), "the limit recorded on every node, without a TTL", || {
             values(&servers, "redlease:sem:{pool}:limit").iter().all(|v| matches!(v, Some((Some(l), -1)) if l == "4"))
@@ -182,10 +182,10 @@ pub fn semaphore_permits<S: Subject>() {
         }
         let tokens: Vec<String> = held.iter().map(S::token).collect();
         for k in 0..4 {
-            for (v, _) in values(&servers, &slot_key("pool", k)).into_iter().flatten() {
+            for (v, _) in values(&servers, &permit_key("pool", k)).into_iter().flatten() {
                 let token = v.as_deref().map(|v| v.trim_end_matches(':'));
                 let ours = token.is_none_or(|t| tokens.iter().any(|h| h == t));
-                assert!(ours, "[{}] slot {k}: {v:?} left by the refused attempt", S::NAME);
+                assert!(ours, "[{}] permit {k}: {v:?} left by the refused attempt", S::NAME);
             }
         }
         let last = held.pop().unwrap_or_else(|| unreachable!());
@@ -193,9 +193,9 @@ pub fn semaphore_permits<S: Subject>() {
         let two = lock::<S>(&client, one().semaphore(4, 2).wait(Duration::from_secs(5))).await;
         let pair = S::permits(&two);
         assert_eq!(pair.len(), 2, "[{}] {pair:?}", S::NAME);
-        assert!(held.iter().all(|g| !pair.contains(&S::permits(g)[0])), "[{}] a held slot granted again", S::NAME);
+        assert!(held.iter().all(|g| !pair.contains(&S::permits(g)[0])), "[{}] a held permit granted again", S::NAME);
         for &k in &pair {
-            assert!(holding(&servers, "pool", k, &S::token(&two)) >= 2, "[{}] slot {k} of the pair", S::NAME);
+            assert!(holding(&servers, "pool", k, &S::token(&two)) >= 2, "[{}] permit {k} of the pair", S::NAME);
         }
 
         // Another limit for the name is a misconfiguration, reported at once, naming the limits.
@@ -214,16 +214,17 @@ pub fn semaphore_permits<S: Subject>() {
         }
         assert!(started.elapsed() < Duration::from_secs(5), "[{}] a mismatch must not wait out its bound", S::NAME);
 
-        // Extend moves the slot's TTL; a slot taken away from every node is lost.
+        // Extend moves the permit's TTL; a permit taken away from every node is lost.
         let mut first = held.remove(0);
         let k = S::permits(&first)[0];
         ok::<S, _>(S::extend(&mut first, Duration::from_secs(30)).await, "extend a permit");
-        let longer = values(&servers, &slot_key("pool", k)).into_iter().flatten().filter(|(_, p)| *p > 10_000).count();
-        assert!(longer >= 2, "[{}] the extended slot's TTL", S::NAME);
+        let longer =
+            values(&servers, &permit_key("pool", k)).into_iter().flatten().filter(|(_, p)| *p > 10_000).count();
+        assert!(longer >= 2, "[{}] the extended permit's TTL", S::NAME);
         let mut second = held.remove(0);
         let gone = S::permits(&second)[0];
         for node in servers.nodes() {
-            node.conn().and_then(|mut c| c.del(&slot_key("pool", gone))).expect("DEL on a node");
+            node.conn().and_then(|mut c| c.del(&permit_key("pool", gone))).expect("DEL on a node");
         }
         match S::extend(&mut second, ttl).await {
             Err(f) => assert!(matches!(f.kind, FailureKind::Extend(ExtendError::Lost { .. })), "[{}] {f}", S::NAME),
@@ -234,12 +235,13 @@ pub fn semaphore_permits<S: Subject>() {
         for g in [first, two] {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
-        eventually::<S>(Duration::from_secs(3), "every slot free", || slots_present(&servers, "pool", 4) == 0).await;
+        eventually::<S>(Duration::from_secs(3), "every permit free", || permits_present(&servers, "pool", 4) == 0)
+            .await;
     });
     servers.assert_no_leaks();
 }
 
-/// 4 tasks × 10 fenced acquisitions of a semaphore of 2: per slot, the tokens strictly
+/// 4 tasks × 10 fenced acquisitions of a semaphore of 2: per permit, the tokens strictly
 /// increase from holder to holder.
 pub fn semaphore_fencing<S: Subject>() {
     let servers = Servers::start(3);
@@ -257,7 +259,7 @@ pub fn semaphore_fencing<S: Subject>() {
                         .wait(Duration::from_secs(60));
                     let guard = lock::<S>(&client, spec).await;
                     let fence = S::fence(&guard).unwrap_or_else(|| panic!("[{}] no fencing token", S::NAME));
-                    // Recorded while held: the holders of one slot take turns.
+                    // Recorded while held: the holders of one permit take turns.
                     seen.lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .entry(S::permits(&guard)[0])
@@ -274,8 +276,8 @@ pub fn semaphore_fencing<S: Subject>() {
     });
     let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
     assert_eq!(seen.values().map(Vec::len).sum::<usize>(), 40);
-    for (slot, fences) in seen.iter() {
-        assert!(fences.windows(2).all(|w| w[0] < w[1]), "[{}] slot {slot}: tokens {fences:?}", S::NAME);
+    for (permit, fences) in seen.iter() {
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "[{}] permit {permit}: tokens {fences:?}", S::NAME);
     }
     servers.assert_no_leaks();
 }
@@ -295,7 +297,7 @@ pub fn semaphore_wake<S: Subject>() {
         let a = lock::<S>(&holder, spec.clone().once()).await;
         let b = lock::<S>(&holder, spec.clone().once()).await;
         // Granted at a quorum: wait until every node has both permits, or the waiter's first
-        // attempt could get a slot on the last node and queue only at its retry, 5 s later.
+        // attempt could get a permit on the last node and queue only at its retry, 5 s later.
         eventually::<S>(Duration::from_secs(3), "both permits on every node", || {
             [&a, &b].iter().all(|g| holding(&servers, "wake-pool", S::permits(g)[0], &S::token(g)) == servers.len())
         })
@@ -315,7 +317,7 @@ pub fn semaphore_wake<S: Subject>() {
         let got = ok::<S, _>(waiting.await, "the waiter after a release");
         let took = released.elapsed();
         assert!(took < Duration::from_secs(2), "[{}] the handoff took {took:?}: no wake-up came", S::NAME);
-        assert_eq!(S::permits(&got), [freed], "[{}] the waiter got the freed slot", S::NAME);
+        assert_eq!(S::permits(&got), [freed], "[{}] the waiter got the freed permit", S::NAME);
         for g in [b, got] {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
@@ -331,9 +333,9 @@ pub fn semaphore_wake<S: Subject>() {
 }
 
 /// A holder of both permits of a semaphore of 2 releases them at once while two waiters of
-/// one permit each queue (retrying only every 5 s): each freed slot goes to a waiter that
-/// needs it, so both get theirs within 2 s of the release, each on its own slot.
-pub fn semaphore_freed_slots<S: Subject>() {
+/// one permit each queue (retrying only every 5 s): each freed permit goes to a waiter that
+/// needs it, so both get theirs within 2 s of the release, each on its own permit.
+pub fn semaphore_freed_permits<S: Subject>() {
     const QUEUE: &str = "redlease:queue:redlease:sem:{freed-pool}";
     let servers = Servers::start(3);
     S::block_on(async {
@@ -368,9 +370,9 @@ pub fn semaphore_freed_slots<S: Subject>() {
             );
             guards.push(got);
         }
-        let mut slots: Vec<u16> = guards.iter().flat_map(|g| S::permits(g)).collect();
-        slots.sort_unstable();
-        assert_eq!(slots, [0, 1], "[{}] one slot each", S::NAME);
+        let mut permits: Vec<u16> = guards.iter().flat_map(|g| S::permits(g)).collect();
+        permits.sort_unstable();
+        assert_eq!(permits, [0, 1], "[{}] one permit each", S::NAME);
         for g in guards {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
@@ -378,11 +380,11 @@ pub fn semaphore_freed_slots<S: Subject>() {
     servers.assert_no_leaks();
 }
 
-/// A waiter re-enters a slot that already holds its own token on a node: the leftover of an
-/// earlier grant whose cleanup never arrived, here written on node 0 over the holder's key (as
-/// if node 0 had lost the holder's key and kept the waiter's). When the holder releases, nodes
-/// 1 and 2 hand the slot to the waiter; its retry counts node 0's leftover as its own, and the
-/// slot is held on every node with the full TTL.
+/// A waiter re-enters a permit whose key already holds its own token on a node: the leftover
+/// of an earlier grant whose cleanup never arrived, here written on node 0 over the holder's
+/// key (as if node 0 had lost the holder's key and kept the waiter's). When the holder
+/// releases, nodes 1 and 2 hand the permit to the waiter; its retry counts node 0's leftover as
+/// its own, and the permit is held on every node with the full TTL.
 pub fn semaphore_reentry<S: Subject>() {
     let servers = Servers::start(3);
     S::block_on(async {
@@ -391,9 +393,9 @@ pub fn semaphore_reentry<S: Subject>() {
         let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
         let spec = LockSpec::new("reentry-pool", Duration::from_secs(30)).semaphore(1, 1);
         let a = lock::<S>(&holder, spec.clone().once()).await;
-        // Granted at a quorum: wait until every node has the holder's slot, so that the waiter
-        // is refused and queued on every node (nodes 1 and 2 must hand the slot to it).
-        eventually::<S>(Duration::from_secs(3), "the holder's slot on every node", || {
+        // Granted at a quorum: wait until every node has the holder's permit, so that the waiter
+        // is refused and queued on every node (nodes 1 and 2 must hand the permit to it).
+        eventually::<S>(Duration::from_secs(3), "the holder's permit on every node", || {
             holding(&servers, "reentry-pool", 0, &S::token(&a)) == 3
         })
         .await;
@@ -418,23 +420,27 @@ pub fn semaphore_reentry<S: Subject>() {
         })
         .await;
         let token = token.unwrap_or_default();
-        let slot = slot_key("reentry-pool", 0);
+        let key = permit_key("reentry-pool", 0);
         let mut c = servers.node(0).conn().expect("a connection to node 0");
-        c.checked(&["SET", slot.as_str(), token.as_str(), "PX", "5000"]).expect("SET the leftover");
+        c.checked(&["SET", key.as_str(), token.as_str(), "PX", "5000"]).expect("SET the leftover");
 
         assert_eq!(release::<S>(a).await.outcome, ReleaseOutcome::Released, "[{}] released on nodes 1 and 2", S::NAME);
         let got = ok::<S, _>(waiting.await, "the waiter after the release");
         assert_eq!(S::token(&got), token, "[{}] the leftover was the waiter's", S::NAME);
         assert_eq!(S::permits(&got), [0]);
         // Granted at a quorum: node 0's re-entry may still be on its way.
-        eventually::<S>(Duration::from_secs(3), "held on every node, node 0's slot with the lock's TTL again", || {
-            let pttl = c.pttl(&slot).expect("PTTL");
-            holding(&servers, "reentry-pool", 0, &token) == 3 && pttl > 20_000
-        })
+        eventually::<S>(
+            Duration::from_secs(3),
+            "held on every node, node 0's permit with the lock's TTL again",
+            || {
+                let pttl = c.pttl(&key).expect("PTTL");
+                holding(&servers, "reentry-pool", 0, &token) == 3 && pttl > 20_000
+            },
+        )
         .await;
         assert_eq!(release::<S>(got).await.outcome, ReleaseOutcome::Released);
         eventually::<S>(Duration::from_secs(3), "the release cleared every node", || {
-            slots_present(&servers, "reentry-pool", 1) == 0
+            permits_present(&servers, "reentry-pool", 1) == 0
         })
         .await;
     });

@@ -286,7 +286,7 @@ pub trait Subject: 'static {
     fn valid_until(guard: &Self::Guard) -> Instant;
     /// `guard.fence()`.
     fn fence(guard: &Self::Guard) -> Option<u64>;
-    /// `guard.permits()`: the semaphore slots held.
+    /// `guard.permits()`: the semaphore's permits held.
     fn permits(guard: &Self::Guard) -> Vec<u16>;
     /// `guard.lost()`.
     fn lost(guard: &Self::Guard) -> Self::Lost;

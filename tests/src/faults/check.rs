@@ -5,14 +5,14 @@
 //!   its `valid_until` and the moment it called `release`. Two windows that intersect, of holds
 //!   that exclude each other, are an **overlap**: two processes believed they held the lock at
 //!   the same instant of the one monotonic clock. Holds of a mutex exclude each other; holds
-//!   of a semaphore when they share a slot; holds of a reader-writer lock unless both read.
+//!   of a semaphore when they share a permit; holds of a reader-writer lock unless both read.
 //! - **Peak holders**: the most holders whose windows were open at one instant (for a
 //!   semaphore, the most permits); a semaphore's holders **beyond the limit** are the
 //!   acquisitions that took the count above it.
 //! - A reader reads the store when it has the lock and again at the end of its hold: a
 //!   **change under a reader** is a hold whose two reads differ (a writer wrote meanwhile).
 //! - A **late write** was sent after its writer's `valid_until`. It is **after a newer
-//!   holder** when a holder that excludes it (of its slot, for a semaphore), acquired after
+//!   holder** when a holder that excludes it (of its permit, for a semaphore), acquired after
 //!   its writer, had a read accepted by the store before it was sent: the store has seen a
 //!   newer fence (or a reader's epoch) and must refuse it. A late write that no newer holder
 //!   preceded at the store conflicts with no one's work (a stall of the whole machine makes
@@ -20,18 +20,18 @@
 //! - **Lost updates**: fenced — accepted fenced writes minus the final fenced counter; plain —
 //!   plain writes minus the final plain counter.
 //! - **Fence-order errors**: holders ordered by `acquired`; one whose fence is not above every
-//!   earlier holder's (for a semaphore, every earlier holder of each of its slots). For a
+//!   earlier holder's (for a semaphore, every earlier holder of each of its permits). For a
 //!   reader-writer lock, a writer's fence must be above every earlier writer's and at least
 //!   every earlier reader's epoch, and a reader's epoch at least every earlier writer's fence.
-//! - **Availability**: the share of 200 ms slots of the phase in which some holder's window
+//! - **Availability**: the share of 200 ms intervals of the phase in which some holder's window
 //!   was open.
 
 use std::collections::BTreeMap;
 
 use super::event::{Event, Fenced, LockKind, Record};
 
-/// Availability is counted in slots this long.
-const SLOT_NS: u64 = 200_000_000;
+/// Availability is counted in intervals this long.
+const INTERVAL_NS: u64 = 200_000_000;
 
 /// One holder's acquisition, from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +50,8 @@ pub struct Hold {
     pub fence: u64,
     /// Which lock.
     pub kind: LockKind,
-    /// A semaphore's slots.
-    pub slots: Vec<u16>,
+    /// A semaphore's permits.
+    pub permits: Vec<u16>,
     /// Writes of this hold sent after `until`.
     pub late: Vec<Late>,
     /// Reads of this hold.
@@ -69,8 +69,8 @@ pub struct Late {
     pub lost: bool,
     /// `valid_until` had passed by the worker's own check when it was sent.
     pub expired: bool,
-    /// A semaphore's slot.
-    pub slot: Option<u16>,
+    /// A semaphore's permit.
+    pub permit: Option<u16>,
 }
 
 /// A read of the store by a holder.
@@ -84,8 +84,8 @@ pub struct StoreRead {
     pub fenced: i64,
     /// The plain counter.
     pub plain: i64,
-    /// A semaphore's slot.
-    pub slot: Option<u16>,
+    /// A semaphore's permit.
+    pub permit: Option<u16>,
 }
 
 impl Hold {
@@ -94,15 +94,15 @@ impl Hold {
         self.released.map_or(self.until, |r| r.min(self.until))
     }
 
-    /// The permits it counts for: its slots for a semaphore, else 1.
+    /// How many permits it counts for: those it holds for a semaphore, else 1.
     pub fn weight(&self) -> usize {
-        self.slots.len().max(1)
+        self.permits.len().max(1)
     }
 
     /// Whether this hold and `other` may not be held at once.
     pub fn excludes(&self, other: &Hold) -> bool {
         if self.kind == LockKind::Semaphore || other.kind == LockKind::Semaphore {
-            self.slots.iter().any(|s| other.slots.contains(s))
+            self.permits.iter().any(|s| other.permits.contains(s))
         } else {
             self.kind.excludes(other.kind)
         }
@@ -115,7 +115,7 @@ pub fn holds(records: &[Record]) -> Vec<Hold> {
     let mut done = Vec::new();
     for r in records {
         match &r.event {
-            Event::Acquired { t, fence, until, kind, slots, .. } => {
+            Event::Acquired { t, fence, until, kind, permits, .. } => {
                 if let Some(h) = open.remove(&r.worker) {
                     done.push(h);
                 }
@@ -127,23 +127,29 @@ pub fn holds(records: &[Record]) -> Vec<Hold> {
                     released: None,
                     fence: *fence,
                     kind: *kind,
-                    slots: slots.clone(),
+                    permits: permits.clone(),
                     late: Vec::new(),
                     reads: Vec::new(),
                 };
                 open.insert(r.worker, hold);
             }
-            Event::Read { end, accepted, fenced, plain, slot, .. } => {
+            Event::Read { end, accepted, fenced, plain, permit, .. } => {
                 if let Some(h) = open.get_mut(&r.worker) {
                     let read =
-                        StoreRead { end: *end, accepted: *accepted, fenced: *fenced, plain: *plain, slot: *slot };
+                        StoreRead { end: *end, accepted: *accepted, fenced: *fenced, plain: *plain, permit: *permit };
                     h.reads.push(read);
                 }
             }
-            Event::Write { t, fenced, lost, expired, slot, .. } => {
+            Event::Write { t, fenced, lost, expired, permit, .. } => {
                 if let Some(h) = open.get_mut(&r.worker) {
                     if *t > h.until {
-                        h.late.push(Late { sent: *t, fenced: *fenced, lost: *lost, expired: *expired, slot: *slot });
+                        h.late.push(Late {
+                            sent: *t,
+                            fenced: *fenced,
+                            lost: *lost,
+                            expired: *expired,
+                            permit: *permit,
+                        });
                     }
                 }
             }
@@ -162,14 +168,16 @@ pub fn holds(records: &[Record]) -> Vec<Hold> {
 }
 
 /// Whether `late`, a late write of `h`, came after a newer holder at the store: a hold of
-/// `holds` that excludes `h`, acquired after it, had a read accepted (of the late write's slot)
+/// `holds` that excludes `h`, acquired after it, had a read accepted (of the late write's permit)
 /// before the write was sent.
 pub fn after_newer_holder(holds: &[Hold], h: &Hold, late: &Late) -> bool {
     holds.iter().any(|n| {
         n.worker != h.worker
             && n.acquired > h.acquired
             && h.excludes(n)
-            && n.reads.iter().any(|r| r.accepted && r.end < late.sent && (late.slot.is_none() || r.slot == late.slot))
+            && n.reads
+                .iter()
+                .any(|r| r.accepted && r.end < late.sent && (late.permit.is_none() || r.permit == late.permit))
     })
 }
 
@@ -231,7 +239,7 @@ pub fn overlaps(records: &[Record]) -> usize {
     overlapping_pairs(&holds(records)).len()
 }
 
-/// The store's counters at the end of a phase (summed over a semaphore's slots).
+/// The store's counters at the end of a phase (summed over a semaphore's permits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Finals {
     /// The fenced counter.
@@ -281,7 +289,7 @@ pub struct Report {
     pub fence_order_errors: usize,
     /// Lock keys found without a TTL on the nodes after the phase.
     pub keys_without_ttl: usize,
-    /// Share of 200 ms slots in which some holder's window was open.
+    /// Share of 200 ms intervals in which some holder's window was open.
     pub availability: f64,
     /// Failed acquisitions by kind.
     pub errors: BTreeMap<String, usize>,
@@ -351,30 +359,30 @@ pub fn check(
     report.fence_order_errors = fence_order_errors(&holds);
 
     let (from, to) = span;
-    let slots = (to.saturating_sub(from)).div_ceil(SLOT_NS).max(1);
-    let mut open = vec![false; slots as usize];
+    let intervals = (to.saturating_sub(from)).div_ceil(INTERVAL_NS).max(1);
+    let mut open = vec![false; intervals as usize];
     for h in &holds {
         let (a, b) = (h.acquired.max(from), h.end().min(to));
         if a >= b {
             continue;
         }
-        let first = (a - from) / SLOT_NS;
-        let last = ((b - from - 1) / SLOT_NS).min(slots - 1);
-        for slot in &mut open[first as usize..=last as usize] {
-            *slot = true;
+        let first = (a - from) / INTERVAL_NS;
+        let last = ((b - from - 1) / INTERVAL_NS).min(intervals - 1);
+        for interval in &mut open[first as usize..=last as usize] {
+            *interval = true;
         }
     }
-    report.availability = open.iter().filter(|o| **o).count() as f64 / slots as f64;
+    report.availability = open.iter().filter(|o| **o).count() as f64 / intervals as f64;
     report
 }
 
 /// Holds (sorted by `acquired`) whose fencing token is out of order; see the module docs.
 pub fn fence_order_errors(holds: &[Hold]) -> usize {
     let mut errors = 0;
-    // The highest fence so far: of everyone (a mutex), per slot (a semaphore), of writers and
+    // The highest fence so far: of everyone (a mutex), per permit (a semaphore), of writers and
     // of readers (a reader-writer lock).
     let mut highest: Option<u64> = None;
-    let mut per_slot: BTreeMap<u16, u64> = BTreeMap::new();
+    let mut per_permit: BTreeMap<u16, u64> = BTreeMap::new();
     let (mut writer, mut reader): (Option<u64>, Option<u64>) = (None, None);
     for h in holds {
         let bad = match h.kind {
@@ -384,9 +392,9 @@ pub fn fence_order_errors(holds: &[Hold]) -> usize {
                 bad
             }
             LockKind::Semaphore => {
-                let bad = h.slots.iter().any(|s| per_slot.get(s).is_some_and(|&m| h.fence <= m));
-                for &s in &h.slots {
-                    let m = per_slot.entry(s).or_insert(h.fence);
+                let bad = h.permits.iter().any(|s| per_permit.get(s).is_some_and(|&m| h.fence <= m));
+                for &s in &h.permits {
+                    let m = per_permit.entry(s).or_insert(h.fence);
                     *m = (*m).max(h.fence);
                 }
                 bad
@@ -418,7 +426,7 @@ mod tests {
     }
 
     /// `worker` acquired at `at` ms, valid for 990 ms.
-    fn acquired(worker: usize, at: u64, fence: u64, kind: LockKind, slots: &[u16]) -> Record {
+    fn acquired(worker: usize, at: u64, fence: u64, kind: LockKind, permits: &[u16]) -> Record {
         let t = at * MS;
         rec(
             worker,
@@ -429,15 +437,15 @@ mod tests {
                 until: t + 990 * MS,
                 token: "t".into(),
                 kind,
-                slots: slots.to_vec(),
+                permits: permits.to_vec(),
             },
         )
     }
 
     /// `worker` held from `from` to `to` ms (released).
-    fn held(worker: usize, (from, to): (u64, u64), fence: u64, kind: LockKind, slots: &[u16]) -> Vec<Record> {
+    fn held(worker: usize, (from, to): (u64, u64), fence: u64, kind: LockKind, permits: &[u16]) -> Vec<Record> {
         let released = Event::Released { t: to * MS, end: to * MS + 1, outcome: "released".into(), lost: false };
-        vec![acquired(worker, from, fence, kind, slots), rec(worker, released)]
+        vec![acquired(worker, from, fence, kind, permits), rec(worker, released)]
     }
 
     /// One clean cycle of `worker` from `at` (ms): acquire, read, write, release after 20 ms.
@@ -453,7 +461,7 @@ mod tests {
                     until: t + 990 * MS,
                     token: "t".into(),
                     kind: LockKind::Mutex,
-                    slots: vec![],
+                    permits: vec![],
                 },
             ),
             rec(
@@ -465,7 +473,7 @@ mod tests {
                     accepted: true,
                     fenced: counter,
                     plain: counter,
-                    slot: None,
+                    permit: None,
                 },
             ),
             rec(
@@ -478,7 +486,7 @@ mod tests {
                     plain: counter + 1,
                     lost: false,
                     expired: false,
-                    slot: None,
+                    permit: None,
                 },
             ),
             rec(worker, Event::Released { t: t + 20 * MS, end: t + 21 * MS, outcome: "released".into(), lost: false }),
@@ -497,7 +505,7 @@ mod tests {
         assert_eq!((report.overlaps, report.late_writes, report.lost_fenced, report.lost_plain), (0, 0, 0, 0));
         assert_eq!((report.fence_order_errors, report.refused, report.untyped_errors), (0, 0, 0));
         assert_eq!(report.errors.get("wait:held"), Some(&1));
-        // Windows lie within 100..345 ms of 0..1000: slots 0 and 1 of five are open.
+        // Windows lie within 100..345 ms of 0..1000: intervals 0 and 1 of five are open.
         assert!((report.availability - 0.4).abs() < 1e-9, "{}", report.availability);
     }
 
@@ -516,12 +524,12 @@ mod tests {
                     until: 1090 * MS,
                     token: "t".into(),
                     kind: LockKind::Mutex,
-                    slots: vec![],
+                    permits: vec![],
                 },
             ),
             rec(
                 0,
-                Event::Read { t: 101 * MS, end: 102 * MS, fence: 5, accepted: true, fenced: 0, plain: 0, slot: None },
+                Event::Read { t: 101 * MS, end: 102 * MS, fence: 5, accepted: true, fenced: 0, plain: 0, permit: None },
             ),
             rec(
                 1,
@@ -532,12 +540,20 @@ mod tests {
                     until: 1290 * MS,
                     token: "t".into(),
                     kind: LockKind::Mutex,
-                    slots: vec![],
+                    permits: vec![],
                 },
             ),
             rec(
                 1,
-                Event::Read { t: 301 * MS, end: 302 * MS, fence: 2, accepted: false, fenced: 0, plain: 0, slot: None },
+                Event::Read {
+                    t: 301 * MS,
+                    end: 302 * MS,
+                    fence: 2,
+                    accepted: false,
+                    fenced: 0,
+                    plain: 0,
+                    permit: None,
+                },
             ),
             rec(
                 1,
@@ -549,7 +565,7 @@ mod tests {
                     plain: 1,
                     lost: false,
                     expired: false,
-                    slot: None,
+                    permit: None,
                 },
             ),
             rec(1, Event::Released { t: 410 * MS, end: 411 * MS, outcome: "released".into(), lost: false }),
@@ -563,7 +579,7 @@ mod tests {
                     plain: 1,
                     lost: true,
                     expired: true,
-                    slot: None,
+                    permit: None,
                 },
             ),
             rec(0, Event::Released { t: 1510 * MS, end: 1511 * MS, outcome: "not_held".into(), lost: true }),
@@ -582,7 +598,7 @@ mod tests {
         assert_eq!(report.untyped_errors, 1);
         assert_eq!(report.keys_without_ttl, 1);
         let holds = holds(&log);
-        let late = Late { sent: 1500 * MS, fenced: Fenced::Accepted, lost: true, expired: true, slot: None };
+        let late = Late { sent: 1500 * MS, fenced: Fenced::Accepted, lost: true, expired: true, permit: None };
         assert_eq!(holds[0].late, vec![late]);
         // Worker 1's read was refused: no newer holder had been seen by the store.
         assert_eq!((report.late_after_newer, report.late_after_newer_accepted), (0, 0));
@@ -615,9 +631,9 @@ mod tests {
     }
 
     #[test]
-    fn a_semaphore_counts_slots_shared_and_holders_beyond_its_limit() {
-        // Limit 2: 0 on slot 0 and 1 on slot 1 at once (fine), then 2 on slot 0 (after 0 left)
-        // with 3 on slots 0 and 1 beside it: a slot shared twice, and 3 permits beyond 2.
+    fn a_semaphore_counts_permits_shared_and_holders_beyond_its_limit() {
+        // Limit 2: 0 on permit 0 and 1 on permit 1 at once (fine), then 2 on permit 0 (after 0 left)
+        // with 3 on permits 0 and 1 beside it: a permit shared twice, and 3 permits beyond 2.
         let mut log = held(0, (100, 200), 1, LockKind::Semaphore, &[0]);
         log.extend(held(1, (150, 400), 1, LockKind::Semaphore, &[1]));
         log.extend(held(2, (250, 300), 2, LockKind::Semaphore, &[0]));
@@ -629,8 +645,8 @@ mod tests {
         log.extend(held(3, (260, 270), 2, LockKind::Semaphore, &[0, 1]));
         let report = check(&log, (0, 500 * MS), Finals::default(), 0, Some(2));
         assert_eq!((report.overlaps, report.peak, report.beyond_limit), (2, 4, 1), "{report:?}");
-        assert_eq!(report.fence_order_errors, 1, "3's fence 2 is not above 2's on slot 0");
-        // A holder beyond the limit is found even when the slots are distinct.
+        assert_eq!(report.fence_order_errors, 1, "3's fence 2 is not above 2's on permit 0");
+        // A holder beyond the limit is found even when the permits are distinct.
         let mut log = held(0, (100, 200), 1, LockKind::Semaphore, &[0]);
         log.extend(held(1, (110, 200), 1, LockKind::Semaphore, &[1]));
         log.extend(held(2, (120, 200), 1, LockKind::Semaphore, &[2]));
@@ -641,7 +657,7 @@ mod tests {
     #[test]
     fn readers_share_writers_do_not_and_a_change_under_a_reader_counts() {
         let read = |w: usize, fenced: i64, plain: i64| {
-            rec(w, Event::Read { t: 0, end: 0, fence: 0, accepted: true, fenced, plain, slot: None })
+            rec(w, Event::Read { t: 0, end: 0, fence: 0, accepted: true, fenced, plain, permit: None })
         };
         // Writer 0 (fence 4), then readers 1 and 2 together (epoch 4), then writer 3 (fence 5).
         let mut log = held(0, (100, 200), 4, LockKind::Write, &[]);
@@ -665,11 +681,14 @@ mod tests {
     }
 
     #[test]
-    fn a_late_write_is_after_a_newer_holder_once_that_holder_read_its_slot() {
-        let read = |w: usize, end: u64, slot: Option<u16>| {
-            rec(w, Event::Read { t: end * MS - MS, end: end * MS, fence: 0, accepted: true, fenced: 0, plain: 0, slot })
+    fn a_late_write_is_after_a_newer_holder_once_that_holder_read_its_permit() {
+        let read = |w: usize, end: u64, permit: Option<u16>| {
+            rec(
+                w,
+                Event::Read { t: end * MS - MS, end: end * MS, fence: 0, accepted: true, fenced: 0, plain: 0, permit },
+            )
         };
-        let write = |w: usize, t: u64, fenced: Fenced, slot: Option<u16>| {
+        let write = |w: usize, t: u64, fenced: Fenced, permit: Option<u16>| {
             rec(
                 w,
                 Event::Write {
@@ -680,18 +699,18 @@ mod tests {
                     plain: 0,
                     lost: true,
                     expired: true,
-                    slot,
+                    permit,
                 },
             )
         };
-        // Semaphore holder 0 (slot 0) writes late at 1500 ms; holder 1 took slot 1 and read it
-        // at 1200 ms: nobody newer had read slot 0, and the store accepted the write.
+        // Semaphore holder 0 (permit 0) writes late at 1500 ms; holder 1 took permit 1 and read it
+        // at 1200 ms: nobody newer had read permit 0, and the store accepted the write.
         let mut log = vec![acquired(0, 100, 1, LockKind::Semaphore, &[0]), read(0, 101, Some(0))];
         log.extend([acquired(1, 1100, 1, LockKind::Semaphore, &[1]), read(1, 1200, Some(1))]);
         log.push(write(0, 1500, Fenced::Accepted, Some(0)));
         let report = check(&log, (0, 2000 * MS), Finals::default(), 0, Some(3));
         assert_eq!((report.late_writes, report.late_after_newer, report.late_after_newer_accepted), (1, 0, 0));
-        // Holder 2 took slot 0 and read it at 1300 ms: the late write came after it, and a
+        // Holder 2 took permit 0 and read it at 1300 ms: the late write came after it, and a
         // store that accepted it failed.
         log.insert(4, acquired(2, 1250, 2, LockKind::Semaphore, &[0]));
         log.insert(5, read(2, 1300, Some(0)));

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! w=2 c=tokio ev=acquired t=8123456789 start=8123001234 fence=17 until=9111001234 token=5f0e… kind=mutex
-//! w=4 c=tokio ev=acquired t=8123456789 start=8123001234 fence=9 until=9111001234 token=0c1d… kind=sem slots=0,2
-//! w=4 c=tokio ev=read t=8123999999 end=8124000321 fence=9 accepted=1 fenced=12 plain=12 slot=2
+//! w=4 c=tokio ev=acquired t=8123456789 start=8123001234 fence=9 until=9111001234 token=0c1d… kind=sem permits=0,2
+//! w=4 c=tokio ev=read t=8123999999 end=8124000321 fence=9 accepted=1 fenced=12 plain=12 permit=2
 //! ```
 
 use std::collections::HashMap;
@@ -45,7 +45,7 @@ impl Fenced {
 pub enum LockKind {
     /// A mutex (a plain lock).
     Mutex,
-    /// Permits of a semaphore: the hold's slots are in [`Event::Acquired`].
+    /// Permits of a semaphore: the hold's permits are in [`Event::Acquired`].
     Semaphore,
     /// A read lock (`shared`): its fencing token is the writer epoch it reads under.
     Read,
@@ -76,7 +76,7 @@ impl LockKind {
     }
 
     /// Whether two holds of this kind and `other` exclude each other (for a semaphore: when
-    /// they hold a slot in common, which the caller checks). Only readers share; a mutex is the
+    /// they hold a permit in common, which the caller checks). Only readers share; a mutex is the
     /// write lock of its name.
     pub fn excludes(self, other: LockKind) -> bool {
         !(self == LockKind::Read && other == LockKind::Read)
@@ -116,8 +116,8 @@ pub enum Event {
         token: String,
         /// Which lock it is.
         kind: LockKind,
-        /// A semaphore's slots held (empty for the other kinds).
-        slots: Vec<u16>,
+        /// A semaphore's permits held (empty for the other kinds).
+        permits: Vec<u16>,
     },
     /// The read half of the read-modify-write (fenced read and plain read, one script); a
     /// reader reads twice per hold, at its start and at its end, and writes nothing.
@@ -134,8 +134,8 @@ pub enum Event {
         fenced: i64,
         /// The plain counter.
         plain: i64,
-        /// A semaphore's slot whose counters these are.
-        slot: Option<u16>,
+        /// A semaphore's permit whose counters these are.
+        permit: Option<u16>,
     },
     /// The write half: the fenced counter (checked) and the plain counter (unchecked).
     Write {
@@ -153,8 +153,8 @@ pub enum Event {
         lost: bool,
         /// Whether `valid_until` had passed when the write was sent (by the worker's check).
         expired: bool,
-        /// A semaphore's slot whose counters these are.
-        slot: Option<u16>,
+        /// A semaphore's permit whose counters these are.
+        permit: Option<u16>,
     },
     /// `release` returned.
     Released {
@@ -205,9 +205,9 @@ fn b(v: bool) -> u8 {
     u8::from(v)
 }
 
-fn write_slot(f: &mut fmt::Formatter<'_>, slot: Option<u16>) -> fmt::Result {
-    match slot {
-        Some(s) => write!(f, " slot={s}"),
+fn write_permit(f: &mut fmt::Formatter<'_>, permit: Option<u16>) -> fmt::Result {
+    match permit {
+        Some(s) => write!(f, " permit={s}"),
         None => Ok(()),
     }
 }
@@ -218,27 +218,27 @@ impl fmt::Display for Record {
         match &self.event {
             Event::Started { t } => write!(f, "ev=started t={t}"),
             Event::AcquireFailed { start, t, kind } => write!(f, "ev=acquire_failed t={t} start={start} kind={kind}"),
-            Event::Acquired { start, t, fence, until, token, kind, slots } => {
+            Event::Acquired { start, t, fence, until, token, kind, permits } => {
                 write!(
                     f,
                     "ev=acquired t={t} start={start} fence={fence} until={until} token={token} kind={}",
                     kind.as_str()
                 )?;
-                if !slots.is_empty() {
-                    let slots: Vec<String> = slots.iter().map(u16::to_string).collect();
-                    write!(f, " slots={}", slots.join(","))?;
+                if !permits.is_empty() {
+                    let permits: Vec<String> = permits.iter().map(u16::to_string).collect();
+                    write!(f, " permits={}", permits.join(","))?;
                 }
                 Ok(())
             }
-            Event::Read { t, end, fence, accepted, fenced, plain, slot } => {
+            Event::Read { t, end, fence, accepted, fenced, plain, permit } => {
                 write!(
                     f,
                     "ev=read t={t} end={end} fence={fence} accepted={} fenced={fenced} plain={plain}",
                     b(*accepted)
                 )?;
-                write_slot(f, *slot)
+                write_permit(f, *permit)
             }
-            Event::Write { t, end, fence, fenced, plain, lost, expired, slot } => {
+            Event::Write { t, end, fence, fenced, plain, lost, expired, permit } => {
                 write!(
                     f,
                     "ev=write t={t} end={end} fence={fence} fenced={} plain={plain} lost={} expired={}",
@@ -246,7 +246,7 @@ impl fmt::Display for Record {
                     b(*lost),
                     b(*expired)
                 )?;
-                write_slot(f, *slot)
+                write_permit(f, *permit)
             }
             Event::Released { t, end, outcome, lost } => {
                 write!(f, "ev=released t={t} end={end} outcome={outcome} lost={}", b(*lost))
@@ -264,8 +264,9 @@ impl Record {
         let num = |k: &str| text(k)?.parse::<u64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
         let int = |k: &str| text(k)?.parse::<i64>().map_err(|e| format!("{k}= in {line:?}: {e}"));
         let flag = |k: &str| Ok::<bool, String>(text(k)? == "1");
-        let slot =
-            || fields.get("slot").map(|v| v.parse::<u16>().map_err(|e| format!("slot= in {line:?}: {e}"))).transpose();
+        let permit = || {
+            fields.get("permit").map(|v| v.parse::<u16>().map_err(|e| format!("permit= in {line:?}: {e}"))).transpose()
+        };
         let event = match text("ev")? {
             "started" => Event::Started { t: num("t")? },
             "acquire_failed" => {
@@ -278,10 +279,10 @@ impl Record {
                 until: num("until")?,
                 token: text("token")?.to_owned(),
                 kind: LockKind::parse(text("kind")?).ok_or_else(|| format!("bad kind= in {line:?}"))?,
-                slots: match fields.get("slots") {
+                permits: match fields.get("permits") {
                     Some(v) => v
                         .split(',')
-                        .map(|s| s.parse::<u16>().map_err(|e| format!("slots= in {line:?}: {e}")))
+                        .map(|s| s.parse::<u16>().map_err(|e| format!("permits= in {line:?}: {e}")))
                         .collect::<Result<_, _>>()?,
                     None => Vec::new(),
                 },
@@ -293,7 +294,7 @@ impl Record {
                 accepted: flag("accepted")?,
                 fenced: int("fenced")?,
                 plain: int("plain")?,
-                slot: slot()?,
+                permit: permit()?,
             },
             "write" => Event::Write {
                 t: num("t")?,
@@ -303,7 +304,7 @@ impl Record {
                 plain: int("plain")?,
                 lost: flag("lost")?,
                 expired: flag("expired")?,
-                slot: slot()?,
+                permit: permit()?,
             },
             "released" => Event::Released {
                 t: num("t")?,
@@ -334,7 +335,7 @@ mod tests {
                 until: 4,
                 token: "ab12".into(),
                 kind: LockKind::Mutex,
-                slots: vec![],
+                permits: vec![],
             },
             Event::Acquired {
                 start: 1,
@@ -343,7 +344,7 @@ mod tests {
                 until: 4,
                 token: "ab12".into(),
                 kind: LockKind::Semaphore,
-                slots: vec![0, 2],
+                permits: vec![0, 2],
             },
             Event::Acquired {
                 start: 1,
@@ -352,10 +353,10 @@ mod tests {
                 until: 4,
                 token: "ab12".into(),
                 kind: LockKind::Read,
-                slots: vec![],
+                permits: vec![],
             },
-            Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1, slot: None },
-            Event::Read { t: 1, end: 2, fence: 3, accepted: false, fenced: 0, plain: 4, slot: Some(2) },
+            Event::Read { t: 1, end: 2, fence: 3, accepted: true, fenced: 5, plain: -1, permit: None },
+            Event::Read { t: 1, end: 2, fence: 3, accepted: false, fenced: 0, plain: 4, permit: Some(2) },
             Event::Write {
                 t: 1,
                 end: 2,
@@ -364,7 +365,7 @@ mod tests {
                 plain: 7,
                 lost: true,
                 expired: false,
-                slot: None,
+                permit: None,
             },
             Event::Write {
                 t: 1,
@@ -374,7 +375,7 @@ mod tests {
                 plain: 7,
                 lost: false,
                 expired: false,
-                slot: Some(1),
+                permit: Some(1),
             },
             Event::Released { t: 1, end: 2, outcome: "not_held".into(), lost: true },
             Event::Stopped { t: 9 },

@@ -7,7 +7,7 @@
 //!   node's wall clock jump.
 //! - [`worker`]: the worker process (`redlease-fault-worker`): acquire with fencing (a mutex,
 //!   a semaphore's permits, a read or a write lock), read-modify-write two counters in the
-//!   [`store`] (one fenced, one not; per slot for a semaphore; a reader only reads, twice),
+//!   [`store`] (one fenced, one not; per permit for a semaphore; a reader only reads, twice),
 //!   release; every step logged as an [`event`] with `CLOCK_MONOTONIC` times ([`clock`]).
 //! - [`check`]: the checker over the logs (overlaps of holds that exclude each other, peak
 //!   holders and the semaphore's limit, changes under a reader, late writes, lost updates,

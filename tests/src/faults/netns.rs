@@ -95,10 +95,10 @@ impl NetLab {
     pub fn create(n: usize) -> Result<NetLab, String> {
         let pid = std::process::id();
         let used = ip(&["-o", "-4", "addr", "show"])? + &ip(&["-4", "route", "show", "table", "all"])?;
-        let slots = 250 / n.max(1);
-        let start = pid as usize % slots;
-        let base = (0..slots)
-            .map(|k| (start + k) % slots * n)
+        let blocks = 250 / n.max(1);
+        let start = pid as usize % blocks;
+        let base = (0..blocks)
+            .map(|k| (start + k) % blocks * n)
             .find(|&b| (b..b + n).all(|x| !used.contains(&format!("10.{NET}.{x}."))))
             .ok_or_else(|| format!("no free block of {n} addresses in 10.{NET}.0.0/16"))?;
         let mut lab = NetLab { nodes: Vec::new() };

@@ -1,5 +1,5 @@
 //! The protected store: a `redis-server` outside the fault domain (on loopback) holding two
-//! counters per phase (per slot, for a semaphore), incremented by read-modify-write under the
+//! counters per phase (per permit, for a semaphore), incremented by read-modify-write under the
 //! lock.
 //!
 //! - The **fenced** counter is read and written through scripts that check the holder's
@@ -14,8 +14,8 @@
 //! other holder's accepted operation in between, so the fenced counter equals the number of
 //! accepted writes: a lost update is `accepted − final`.
 //!
-//! A **semaphore**'s holders use one set of keys per slot ([`StoreKeys::slot`]): the store
-//! keeps the highest fence per slot, as the fencing of a semaphore is per slot.
+//! A **semaphore**'s holders use one set of keys per permit ([`StoreKeys::permit`]): the store
+//! keeps the highest fence per permit, as the fencing of a semaphore is per permit.
 //!
 //! A **reader-writer** lock's writers read and write like a mutex's holders; its readers only
 //! read ([`Store::read_shared`]), presenting the writer epoch they read under (their fencing
@@ -87,9 +87,9 @@ impl StoreKeys {
         }
     }
 
-    /// The keys of a semaphore's slot `slot` under `prefix`.
-    pub fn slot(prefix: &str, slot: u16) -> StoreKeys {
-        StoreKeys::new(&format!("{prefix}:slot{slot}"))
+    /// The keys of a semaphore's permit `permit` under `prefix`.
+    pub fn permit(prefix: &str, permit: u16) -> StoreKeys {
+        StoreKeys::new(&format!("{prefix}:permit{permit}"))
     }
 }
 
@@ -166,7 +166,7 @@ impl Store {
         }
     }
 
-    /// Use the keys `keys` from now on (another slot's).
+    /// Use the keys `keys` from now on (another permit's).
     pub fn set_keys(&mut self, keys: StoreKeys) {
         self.keys = keys;
     }
@@ -211,7 +211,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_store_refuses_stale_writers_and_readers_and_keeps_a_fence_per_slot() {
+    fn the_store_refuses_stale_writers_and_readers_and_keeps_a_fence_per_permit() {
         let servers = Servers::start(1);
         let mut s = Store::connect(servers.node(0).addr(), StoreKeys::new("t")).unwrap();
         s.reset().unwrap();
@@ -229,12 +229,12 @@ mod tests {
         assert!(!s.read_shared(3).unwrap().accepted);
         assert!(s.read_shared(4).unwrap().accepted);
         assert_eq!(s.marks().unwrap(), (4, 4));
-        // A semaphore's slots keep their own highest fence.
-        s.set_keys(StoreKeys::slot("t", 1));
+        // A semaphore's permits keep their own highest fence.
+        s.set_keys(StoreKeys::permit("t", 1));
         s.reset().unwrap();
         assert!(s.read(2).unwrap().accepted);
         assert_eq!(s.marks().unwrap(), (2, 0));
-        s.set_keys(StoreKeys::slot("t", 0));
+        s.set_keys(StoreKeys::permit("t", 0));
         s.reset().unwrap();
         assert!(s.read(1).unwrap().accepted);
     }

@@ -218,10 +218,10 @@ pub fn phases() -> Vec<Phase> {
         // The semaphore: 3 permits, 5 workers (the last takes 2 permits at once). Every
         // semaphore phase must show: at most 3 permits held at any instant of the workers'
         // windows (none beyond the limit), nothing lost in the fenced store (a counter and a
-        // highest fence per slot).
+        // highest fence per permit).
         //
         // s2 must show, besides: the 3 permits all held at some instant, no two holders of one
-        // slot at once, nothing lost without the fence either, fences in order per slot;
+        // permit at once, nothing lost without the fence either, fences in order per permit;
         // acquisitions while a pair is cut off, none granted from 1 s into the majority cut
         // until it heals, typed `unreachable` errors, an acquisition after healing.
         Phase {
@@ -243,8 +243,8 @@ pub fn phases() -> Vec<Phase> {
             work: quick,
             script: node_pause,
         },
-        // s5: safe as s2; the restarted nodes still hold the holder's slot key (at least one of
-        // the three: they meet its quorum) and the slot's fence counter.
+        // s5: safe as s2; the restarted nodes still hold the holder's permit key (at least one of
+        // the three: they meet its quorum) and the permit's fence counter.
         Phase {
             id: "s5",
             name: "semaphore: kill -9 + restart of a majority, appendfsync always",
@@ -254,8 +254,8 @@ pub fn phases() -> Vec<Phase> {
             work: long,
             script: restart_majority,
         },
-        // s7: no two holders of a slot at once, a late write, every late write refused by the
-        // slot's highest fence, updates lost without the check, fences in order per slot.
+        // s7: no two holders of a permit at once, a late write, every late write refused by the
+        // permit's highest fence, updates lost without the check, fences in order per permit.
         Phase {
             id: "s7",
             name: "semaphore: holder paused (SIGSTOP) for 2 TTL",
@@ -705,9 +705,9 @@ impl PhaseRun<'_> {
         match self.phase.lock {
             Lock::Mutex => {}
             Lock::Semaphore => {
-                let two = holds.iter().filter(|h| h.slots.len() == 2).count();
+                let two = holds.iter().filter(|h| h.permits.len() == 2).count();
                 self.note(format!(
-                    "{} holds ({two} of them of 2 permits at once); at most {} of the {SEM_LIMIT} permits held at one instant, {} acquisition(s) beyond the limit; {} pair(s) of holders of one slot at once",
+                    "{} holds ({two} of them of 2 permits at once); at most {} of the {SEM_LIMIT} permits held at one instant, {} acquisition(s) beyond the limit; {} pair(s) of holders of one permit at once",
                     holds.len(),
                     r.peak,
                     r.beyond_limit,
@@ -765,10 +765,10 @@ impl PhaseRun<'_> {
     }
 }
 
-/// The store's keys a phase uses: one set, or one per slot of a semaphore.
+/// The store's keys a phase uses: one set, or one per permit of a semaphore.
 fn phase_store_keys(lock: Lock, prefix: &str) -> Vec<StoreKeys> {
     match lock.limit() {
-        Some(limit) => (0..limit as u16).map(|s| StoreKeys::slot(prefix, s)).collect(),
+        Some(limit) => (0..limit as u16).map(|s| StoreKeys::permit(prefix, s)).collect(),
         None => vec![StoreKeys::new(prefix)],
     }
 }
@@ -906,7 +906,7 @@ pub fn expected(lock: Lock, expect: Expect) -> String {
         (Lock::ReadWrite, Expect::Safe) => "safe: a writer alone, readers together".into(),
         (_, Expect::Overlaps) => "unsafe: overlaps".into(),
         (Lock::Mutex, Expect::LateWrite) => "unsafe: late write".into(),
-        (Lock::Semaphore, Expect::LateWrite) => "unsafe: late write, refused by its slot's fence".into(),
+        (Lock::Semaphore, Expect::LateWrite) => "unsafe: late write, refused by its permit's fence".into(),
         (Lock::ReadWrite, Expect::LateWrite) => "unsafe: late write, refused by the writer epoch".into(),
     }
 }
@@ -1098,7 +1098,7 @@ fn cut_majority(p: &mut PhaseRun<'_>, before: Duration, during: Duration, after:
 fn node_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
     p.sleep(Duration::from_millis(500))?;
     // With two nodes stopped every grant needs all three others, and the shapes' waiters (a
-    // semaphore's slots taken per node, a waiting writer's mark and reservations) can hold
+    // semaphore's permits taken per node, a waiting writer's mark and reservations) can hold
     // grants off for a few seconds first: their short pauses are a TTL longer.
     let hold = TTL
         * match (p.ctx.options.short, p.phase.lock) {
@@ -1132,7 +1132,7 @@ fn node_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
 /// Kill -9 a majority of the nodes while a holder is in the middle of its work, and restart
 /// them at once: with `appendfsync always` they come back with the lock and the fence
 /// counters; without persistence they come back empty, and another worker takes the lock.
-/// The holder of a semaphore is checked in its (first) slot; of a reader-writer lock, a writer
+/// The holder of a semaphore is checked in its (first) permit; of a reader-writer lock, a writer
 /// and a reader in turn (a reader's fence is the epoch, which the counter must not be below).
 fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
     p.sleep(Duration::from_secs(1))?;
@@ -1150,7 +1150,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         };
         let min_fence = if want == Some(LockKind::Read) { 1 } else { 3 };
         let acquired = p.wait_acquired_of(want, min_fence, mono_ns())?;
-        let Record { worker: holder, event: Event::Acquired { fence, token, kind, slots, until, .. }, .. } = acquired
+        let Record { worker: holder, event: Event::Acquired { fence, token, kind, permits, until, .. }, .. } = acquired
         else {
             unreachable!("wait_acquired_of returns acquisitions");
         };
@@ -1159,8 +1159,8 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
             p.servers.node(i).kill();
         }
         let servers = &p.servers;
-        let lock_key = match slots.first() {
-            Some(slot) => format!("{}{{{}}}:{slot}", redlease_core::SEMAPHORE_PREFIX, p.resource),
+        let lock_key = match permits.first() {
+            Some(permit) => format!("{}{{{}}}:{permit}", redlease_core::SEMAPHORE_PREFIX, p.resource),
             None => p.resource.clone(),
         };
         let fence_key = format!("{FENCE_PREFIX}{lock_key}");
@@ -1172,7 +1172,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         // include the nodes that kept the holder's counter, may already have written a counter
         // above the holder's there: such a node's counter says nothing of what survived the
         // restart.)
-        let sem_slots = p.phase.lock.limit().unwrap_or(0) as u16;
+        let sem_limit = p.phase.lock.limit().unwrap_or(0) as u16;
         let resource = &p.resource;
         let found: Vec<Probe> = std::thread::scope(|s| {
             let handles: Vec<_> = majority
@@ -1196,8 +1196,8 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                             let kept = holder.as_deref() == Some(token.as_str());
                             (kept, holder.is_some() && !kept)
                         };
-                        // A semaphore's slots are granted per node: where the token is on this one.
-                        let mine = (0..sem_slots)
+                        // A semaphore's permits are granted per node: where the token is on this one.
+                        let mine = (0..sem_limit)
                             .filter(|k| {
                                 let key = format!("{}{{{resource}}}:{k}", redlease_core::SEMAPHORE_PREFIX);
                                 let v = conn.as_mut().and_then(|c| c.get(&key).ok().flatten());
@@ -1205,7 +1205,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                             })
                             .collect();
                         let counter = counter.and_then(|v| v.parse::<u64>().ok());
-                        Probe { counter, kept, retaken, slots: mine, answered }
+                        Probe { counter, kept, retaken, permits: mine, answered }
                     })
                 })
                 .collect();
@@ -1223,10 +1223,10 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
                 LockKind::Semaphore => "permit(s) with fence",
                 LockKind::Mutex => "fence",
             },
-            match slots.first() {
-                Some(slot) => format!(
-                    " in slot {slot} (of {slots:?}; its token was in slots {:?} on them)",
-                    found.iter().map(|f| &f.slots).collect::<Vec<_>>()
+            match permits.first() {
+                Some(permit) => format!(
+                    " in permit {permit} (of {permits:?}; its token was in permits {:?} on them)",
+                    found.iter().map(|f| &f.permits).collect::<Vec<_>>()
                 ),
                 None => String::new(),
             },
@@ -1276,8 +1276,8 @@ struct Probe {
     kept: bool,
     /// Its key held another holder's.
     retaken: bool,
-    /// A semaphore's slots holding the holder's token there.
-    slots: Vec<u16>,
+    /// A semaphore's permits holding the holder's token there.
+    permits: Vec<u16>,
     /// When it answered (mono ns).
     answered: u64,
 }
@@ -1391,7 +1391,7 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
         p.sleep(2 * TTL)?;
         sys::signal(pid, libc::SIGCONT).map_err(|e| format!("SIGCONT worker {w}: {e}"))?;
         let write = p.wait_for(Duration::from_secs(10), |r| r.worker == w && matches!(r.event, Event::Write { .. }))?;
-        let Some(Record { client, event: Event::Write { t, fenced, lost, expired, fence, slot, .. }, .. }) = write
+        let Some(Record { client, event: Event::Write { t, fenced, lost, expired, fence, permit, .. }, .. }) = write
         else {
             return Err(format!("worker {w} wrote nothing within 10 s of SIGCONT"));
         };
@@ -1399,7 +1399,7 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
             p.note(format!("worker {w}'s write went out before the SIGSTOP landed: not counted, again"));
             continue;
         }
-        // The store can refuse it only once a newer holder (of its slot) has read.
+        // The store can refuse it only once a newer holder (of its permit) has read.
         let holds = check::holds(&p.log);
         let after_newer = holds
             .iter()
@@ -1409,7 +1409,7 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
         if !after_newer {
             p.note(format!(
                 "worker {w}'s late write went out before any newer holder{} had read the store: not counted, again",
-                if p.phase.lock == Lock::Semaphore { " of its slot" } else { "" }
+                if p.phase.lock == Lock::Semaphore { " of its permit" } else { "" }
             ));
             continue;
         }
@@ -1436,23 +1436,25 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
             Some(_) => "had still not fired".to_owned(),
             None => "unknown (no release logged)".to_owned(),
         };
-        // What the store had seen, just after: a newer holder's fence (of the slot), or a
+        // What the store had seen, just after: a newer holder's fence (of the permit), or a
         // reader's epoch as high as the writer's fence.
-        let keys = match slot {
-            Some(s) => StoreKeys::slot(&p.store_prefix, s),
+        let keys = match permit {
+            Some(s) => StoreKeys::permit(&p.store_prefix, s),
             None => StoreKeys::new(&p.store_prefix),
         };
         let (highest, epoch) =
             Store::connect(p.ctx.store, keys).and_then(|mut s| s.marks()).map_err(|e| format!("store: {e}"))?;
-        let whose = match (p.phase.lock, slot) {
+        let whose = match (p.phase.lock, permit) {
             (Lock::Mutex, _) => String::new(),
-            (Lock::Semaphore, Some(s)) => format!(", slot {s}"),
-            (Lock::Semaphore, None) => ", no slot".into(),
+            (Lock::Semaphore, Some(s)) => format!(", permit {s}"),
+            (Lock::Semaphore, None) => ", no permit".into(),
             (Lock::ReadWrite, _) => ", a writer".into(),
         };
         let seen = match p.phase.lock {
             Lock::Mutex => String::new(),
-            Lock::Semaphore => format!(" (its fence {fence}; the store's highest for the slot just after: {highest})"),
+            Lock::Semaphore => {
+                format!(" (its fence {fence}; the store's highest for the permit just after: {highest})")
+            }
             Lock::ReadWrite => format!(
                 " (its fence {fence}; just after, the store's highest writer fence: {highest}, highest epoch read under: {epoch})"
             ),

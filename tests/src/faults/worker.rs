@@ -1,6 +1,6 @@
 //! The worker process (`redlease-fault-worker`): loops acquire (fenced) → read both counters →
 //! work → write both counters → release, logging every step to stdout, until its stdin is
-//! closed. A semaphore's holder does that for each slot it holds (the counters of that slot);
+//! closed. A semaphore's holder does that for each permit it holds (the counters of that permit);
 //! a reader reads the counters when it has the lock and again after its work, and writes
 //! nothing.
 //!
@@ -392,15 +392,15 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
         let lease = held.lease().clone();
         let fence = lease.fence().ok_or("a fenced lock came without a fencing token")?;
         let until = instant_ns(lease.valid_until());
-        let slots = lease.permits().to_vec();
+        let permits = lease.permits().to_vec();
         let kind = args.shape.kind();
-        emit(Event::Acquired { start, t: mono_ns(), fence, until, token: lease.token().to_owned(), kind, slots });
+        emit(Event::Acquired { start, t: mono_ns(), fence, until, token: lease.token().to_owned(), kind, permits });
 
-        // The counters of each slot held (a semaphore), or the phase's one pair.
+        // The counters of each permit held (a semaphore), or the phase's one pair.
         let keys: Vec<(Option<u16>, StoreKeys)> = if lease.permits().is_empty() {
             vec![(None, StoreKeys::new(&args.keys))]
         } else {
-            lease.permits().iter().map(|&s| (Some(s), StoreKeys::slot(&args.keys, s))).collect()
+            lease.permits().iter().map(|&s| (Some(s), StoreKeys::permit(&args.keys, s))).collect()
         };
         if kind == LockKind::Read {
             store.set_keys(keys[0].1.clone());
@@ -413,30 +413,30 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
                 let t = mono_ns();
                 let read = store.read_shared(fence).map_err(|e| format!("store read: {e}"))?;
                 let (accepted, fenced, plain) = (read.accepted, read.fenced, read.plain);
-                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, slot: None });
+                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, permit: None });
             }
         } else {
             let mut reads = Vec::new();
-            for (slot, keys) in &keys {
+            for (permit, keys) in &keys {
                 store.set_keys(keys.clone());
                 let t = mono_ns();
                 let read = store.read(fence).map_err(|e| format!("store read: {e}"))?;
-                let (accepted, fenced, plain, slot) = (read.accepted, read.fenced, read.plain, *slot);
-                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, slot });
+                let (accepted, fenced, plain, permit) = (read.accepted, read.fenced, read.plain, *permit);
+                emit(Event::Read { t, end: mono_ns(), fence, accepted, fenced, plain, permit });
                 reads.push(read);
             }
 
             std::thread::sleep(args.work);
 
-            for ((slot, keys), read) in keys.iter().zip(reads) {
+            for ((permit, keys), read) in keys.iter().zip(reads) {
                 store.set_keys(keys.clone());
                 let (lost, t) = (lease.is_lost(), mono_ns());
                 let expired = Instant::now() > lease.valid_until();
                 let fenced = read.accepted.then_some(read.fenced + 1);
                 let plain = read.plain + 1;
                 let written = store.write(fence, fenced, plain).map_err(|e| format!("store write: {e}"))?;
-                let slot = *slot;
-                emit(Event::Write { t, end: mono_ns(), fence, fenced: written, plain, lost, expired, slot });
+                let permit = *permit;
+                emit(Event::Write { t, end: mono_ns(), fence, fenced: written, plain, lost, expired, permit });
             }
         }
 
