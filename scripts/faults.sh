@@ -2,8 +2,8 @@
 # The real-fault suite: Redlock on five redis-server nodes, each in a network namespace it
 # creates, through partitions (iptables), node pauses, kill -9 and restarts, clock jumps and a
 # paused lock holder, with a store that checks fencing tokens. The mutex phases (1 .. 7), then a
-# semaphore's (s2 s4 s5 s7: at most its 3 permits at once, one holder per slot, a store that
-# keeps the highest fence per slot) and a reader-writer lock's (rw2 rw4 rw5 rw7: no writer
+# semaphore's (s2 s4 s5 s7: at most its 3 permits at once, one holder per permit, a store that
+# keeps the highest fence per permit) and a reader-writer lock's (rw2 rw4 rw5 rw7: no writer
 # beside another holder, a store that checks the writer epoch). Prints a table of every phase,
 # with what each must show, and exits non-zero when a phase did not show it (exit 77: this
 # machine cannot run it; the message says why). Needs root. `--short`: a few seconds per phase (scripts/test.sh runs

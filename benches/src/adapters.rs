@@ -87,7 +87,7 @@ macro_rules! adapter {
                 Ok($locker(self.0.clone(), self.1))
             }
 
-            fn slot(held: &$krate::Guard) -> u16 {
+            fn permit(held: &$krate::Guard) -> u16 {
                 held.permits().first().copied().unwrap_or(0)
             }
         }

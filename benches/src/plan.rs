@@ -21,7 +21,7 @@ pub fn own_key(i: usize, n: usize) -> String {
     (0u32..).map(|j| format!("bench:own:{i}:{j}")).find(|key| stripe(key) == i).unwrap_or_default()
 }
 
-/// What a subject locks: a mutex, one permit of a semaphore of this many slots, a read lock
+/// What a subject locks: a mutex, one permit of a semaphore of this many permits, a read lock
 /// (readers share it), or a mutex on nodes that each have a replica, its grants waiting for
 /// it (`min_replicas(1)`). The last two take part in the sequential scenario only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,7 +227,7 @@ fn modes_and_filters() {
     assert!(o.wants_subject("floor-mio") && o.wants_subject("smol") && o.wants_scenario(Scenario::Tls));
     let o = parse(&["--only", "sem"]).unwrap();
     assert!(o.wants_subject("mio-blocking-sem4") && !o.wants_subject("mio-blocking"));
-    assert!(Plan::new(false).contenders(Shape::Semaphore(4)).iter().all(|&k| k > 4), "more than the slots");
+    assert!(Plan::new(false).contenders(Shape::Semaphore(4)).iter().all(|&k| k > 4), "more than the permits");
     assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
     assert_eq!(parse(&["--charts", "docs/benchmarks.md"]).unwrap().charts.as_deref(), Some("docs/benchmarks.md"));
     assert!(parse(&["--charts"]).is_err());

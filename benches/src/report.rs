@@ -163,7 +163,7 @@ pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
         Ok(row)
     });
     let about = format!(
-        "K clients on one key (a mutex, L = 1, or a semaphore of L slots), each holding it {}; handoff: a slot's \
+        "K clients on one key (a mutex, L = 1, or a semaphore of L permits), each holding it {}; handoff: a permit's \
          release call to its next grant.",
         dur(Some(plan.hold))
     );

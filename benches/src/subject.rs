@@ -101,7 +101,7 @@ impl Load {
     }
 }
 
-/// The figures of the handoff scenario: handoffs (from a slot's release call to its next
+/// The figures of the handoff scenario: handoffs (from a permit's release call to its next
 /// grant), waits (from a lock call to its grant), grants in the window, its length, and how
 /// many could hold the lock at once.
 #[derive(Clone, Debug, Default)]
@@ -154,8 +154,8 @@ pub trait Locker: Sized + Send + 'static {
     fn fork(&self) -> Result<Self, String> {
         Err("this subject's lockers share no client".to_owned())
     }
-    /// The semaphore slot it holds (a mutex is slot 0).
-    fn slot(_held: &Self::Held) -> u16 {
+    /// The semaphore permit it holds (a mutex is permit 0).
+    fn permit(_held: &Self::Held) -> u16 {
         0
     }
 }
@@ -267,14 +267,14 @@ impl<T: Target> Subject for Generic<T> {
                 task.await;
             }
             let mut turns = std::mem::take(&mut *log.turns.lock().expect("not poisoned"));
-            // Each grant's handoff counts from the release call of the slot's previous holder
-            // (a mutex is one slot): the latest release of any slot may have freed another.
+            // Each grant's handoff counts from the release call of the permit's previous holder
+            // (a mutex is one permit): the latest release of any permit may have freed another.
             turns.sort_by_key(|t| t.1);
             let holders = if let Shape::Semaphore(limit) = self.info.shape { limit } else { 1 };
             let mut freed = HashMap::new();
             let mut out = Handoff { elapsed: to - from, holders, ..Handoff::default() };
-            for &(called, granted, released, slot) in &turns {
-                let before = freed.insert(slot, released);
+            for &(called, granted, released, permit) in &turns {
+                let before = freed.insert(permit, released);
                 if granted >= from && granted < to {
                     out.grants += 1;
                     out.wait.record(granted - called);
@@ -290,7 +290,7 @@ impl<T: Target> Subject for Generic<T> {
 
 /// What the tasks of a timed window share with the thread that times it: whether to stop,
 /// whether the window is open, and the handoff contenders' turns (called, granted, released,
-/// the slot held).
+/// the permit held).
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,
@@ -334,11 +334,11 @@ async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, l
     while !log.stop.load(Relaxed) {
         let called = Instant::now();
         let Ok(held) = locker.lock_wait("bench:hot").await else { continue };
-        let (granted, slot) = (Instant::now(), L::slot(&held));
+        let (granted, permit) = (Instant::now(), L::permit(&held));
         exec.sleep(hold).await;
         let released = Instant::now();
         if locker.unlock(held).await.is_ok() {
-            log.turns.lock().expect("not poisoned").push((called, granted, released, slot));
+            log.turns.lock().expect("not poisoned").push((called, granted, released, permit));
         }
     }
 }

@@ -8,7 +8,7 @@ use redlease_tokio::{AcquireError, Client, Config, ConfigError, Error, Guard, Lo
 use tokio::time::Instant;
 
 use crate::duration::{Bound, show};
-use crate::permits::{Named, Semaphore, slot_list, wrong_limit};
+use crate::permits::{Named, Semaphore, permit_list, wrong_limit};
 use crate::ready::{self, Unusable};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
@@ -155,8 +155,8 @@ pub(crate) async fn acquire(
 fn acquired_what(ask: &Ask<'_>, guard: &Guard) -> String {
     let key = ask.key;
     let what = match (ask.semaphore, guard.permits()) {
-        (Some(Semaphore { limit, .. }), [slot]) => format!("permit {slot} of {key:?} (limit {limit})"),
-        (Some(Semaphore { limit, .. }), slots) => format!("permits {} of {key:?} (limit {limit})", slot_list(slots)),
+        (Some(Semaphore { limit, .. }), [permit]) => format!("permit {permit} of {key:?} (limit {limit})"),
+        (Some(Semaphore { limit, .. }), held) => format!("permits {} of {key:?} (limit {limit})", permit_list(held)),
         (None, _) if ask.shared => format!("a read lock on {key:?}"),
         (None, _) => format!("the write lock on {key:?}"),
     };

@@ -96,7 +96,7 @@ enum Cmd {
     /// says the same (null when no node holds the key for readers).
     ///
     /// When the nodes record a semaphore of the name, status shows its occupancy: each node's
-    /// limit and slots, then each slot held somewhere (holder, nodes, shortest PTTL, fencing
+    /// limit and permits, then each permit held somewhere (holder, nodes, shortest PTTL, fencing
     /// counter) and how many permits are held and free. The key's own lines are left out while no
     /// node holds it. With --json the object's "semaphore" member says the same (null when
     /// none is recorded).
@@ -125,8 +125,8 @@ enum Cmd {
     /// quorum of nodes and on each node ("shared" with --json); its set of readers
     /// (redlease:readers:KEY) has a TTL while they hold it, and counts as a leak without one.
     /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
-    /// name: the limit the nodes record and the slots each node holds; a slot without a TTL is
-    /// a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
+    /// name: the limit the nodes record and the permits each node holds; a permit without a TTL
+    /// is a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits
     /// (redlease:sem:{NAME}:limit) live without a TTL by design and are never reported. Exit 1
     /// if a key without TTL was found, else 69 if a node did not answer, else 0.
     ///

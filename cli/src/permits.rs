@@ -47,7 +47,7 @@ pub(crate) fn permit_key(key_prefix: &str, name: &str, permit: u32) -> String {
 }
 
 /// Permit numbers as the command sees them in `REDLEASE_PERMIT`: `2`, or `0,2`.
-pub(crate) fn slot_list(permits: &[u16]) -> String {
+pub(crate) fn permit_list(permits: &[u16]) -> String {
     permits.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
 }
 
@@ -152,7 +152,7 @@ mod tests {
         assert!(Semaphore::of(Some(3), Some(4)).unwrap_err().0.contains("--take 4"));
         assert_eq!(limit_key("app:", "jobs"), "app:redlease:sem:{jobs}:limit");
         assert_eq!(permit_key("", "jobs", 2), "redlease:sem:{jobs}:2");
-        assert_eq!(slot_list(&[0, 2]), "0,2");
+        assert_eq!(permit_list(&[0, 2]), "0,2");
         let sem = Some(Semaphore { limit: 3, take: 2 });
         assert_eq!(Named { key: "jobs", semaphore: sem, shared: false }.to_string(), "2 permits of \"jobs\" (limit 3)");
         assert_eq!(Named { key: "jobs", semaphore: None, shared: false }.to_string(), "\"jobs\"");

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 
 use crate::acquire::{self, Ask};
 use crate::duration::{Bound, show};
-use crate::permits::{Semaphore, slot_list};
+use crate::permits::{Semaphore, permit_list};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
 use crate::{EXIT_LOST, Usage, node_urls};
@@ -90,8 +90,8 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
     let held = match guard.permits() {
         [] if shared => format!("a read lock on {key:?}"),
         [] => format!("the write lock on {key:?}"),
-        [slot] => format!("permit {slot} of {key:?}"),
-        slots => format!("permits {} of {key:?}", slot_list(slots)),
+        [permit] => format!("permit {permit} of {key:?}"),
+        held => format!("permits {} of {key:?}", permit_list(held)),
     };
     let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default(), guard.permits()) {
         Ok(child) => child,
@@ -149,8 +149,8 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16]) -> Result<Chil
         command.env_remove("REDLEASE_PERMIT");
         String::new()
     } else {
-        command.env("REDLEASE_PERMIT", slot_list(permits));
-        format!(" REDLEASE_PERMIT={}", slot_list(permits))
+        command.env("REDLEASE_PERMIT", permit_list(permits));
+        format!(" REDLEASE_PERMIT={}", permit_list(permits))
     };
     die_with_parent(&mut command);
     step(&format!("running {argv:?} with REDLEASE_FENCE={fence}{permit}"));

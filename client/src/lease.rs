@@ -145,7 +145,7 @@ impl Lease {
         Lease { held: Arc::new(Held { lock, resources, token, fence, permits: Vec::new(), state }), pump: None }
     }
 
-    /// The same lease, holding these slots of a semaphore.
+    /// The same lease, holding these permits of a semaphore.
     pub(crate) fn holding(mut self, permits: &[u16]) -> Self {
         if let Some(held) = Arc::get_mut(&mut self.held) {
             held.permits = permits.to_vec();
@@ -195,10 +195,10 @@ impl Lease {
         self.held.fence
     }
 
-    /// The semaphore slots this lease holds (numbers from 0 to the limit − 1, ascending), when
+    /// The semaphore permits this lease holds (numbers from 0 to the limit − 1, ascending), when
     /// it was taken with [`LockOptions::semaphore`](redlease_core::LockOptions::semaphore);
     /// empty for a mutex. With fencing, [`fence`](Self::fence) strictly increases across the
-    /// holders of each slot: a protected store keeps the highest token it has seen per slot.
+    /// holders of each permit: a protected store keeps the highest token it has seen per permit.
     pub fn permits(&self) -> &[u16] {
         &self.held.permits
     }

@@ -80,12 +80,12 @@ pub mod adapter {
         pub use crate::oneshot::*;
     }
 
-    /// Keep `waker` in `slot` as the one to wake, unless the waker already there wakes the same
-    /// task (then nothing is cloned). For single-waiter slots (one-shot replies, the driver).
+    /// Keep `waker` in `cell` as the one to wake, unless the waker already there wakes the same
+    /// task (then nothing is cloned). For single-waiter cells (one-shot replies, the driver).
     #[inline]
-    pub fn register_waker(slot: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
-        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            *slot = Some(waker.clone());
+    pub fn register_waker(cell: &mut Option<std::task::Waker>, waker: &std::task::Waker) {
+        if !cell.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *cell = Some(waker.clone());
         }
     }
 }

@@ -157,8 +157,8 @@ impl Monitor {
             }
         }
         close(&op, engine, lock, now, "acquired", Some(attempts));
-        if let Some(slots) = engine.permits(lock).filter(|_| !op.span.is_disabled()) {
-            op.span.record("slots", format!("{slots:?}").as_str());
+        if let Some(held) = engine.permits(lock).filter(|_| !op.span.is_disabled()) {
+            op.span.record("held", format!("{held:?}").as_str());
         }
         tracing::debug!(target: "redlease", parent: &op.span, "lock acquired");
     }

@@ -19,7 +19,7 @@ pub fn client(config: &Config) -> &str {
 
 /// The span of an acquisition of `options`' resources (`redlease.acquire`) by `client`: for a
 /// semaphore, its `limit` and the `permits` asked for (a mutex: limit 0, 1 permit), and the
-/// `slots` granted; `shared` for a read lock.
+/// permits `held` (their numbers, once granted); `shared` for a read lock.
 pub fn acquire(client: &str, options: &LockOptions) -> Span {
     let resource = options.resources.first().map_or("", String::as_str);
     tracing::debug_span!(
@@ -32,7 +32,7 @@ pub fn acquire(client: &str, options: &LockOptions) -> Span {
         limit = options.limit.unwrap_or(0),
         permits = options.permits,
         shared = options.shared,
-        slots = Empty,
+        held = Empty,
         attempts = Empty,
         outcome = Empty,
         votes = Empty,

@@ -101,7 +101,7 @@ impl Driver {
         self.engine.lock_info(lock)
     }
 
-    /// The semaphore slots `lock` holds, from its [`Event::Acquired`] on; `None` for a mutex
+    /// The semaphore permits `lock` holds, from its [`Event::Acquired`] on; `None` for a mutex
     /// (see [`Engine::permits`]).
     pub fn permits(&self, lock: LockId) -> Option<&[u16]> {
         self.engine.permits(lock)

@@ -290,24 +290,24 @@ fn tokio_client_traces_and_counts() {
 }
 
 #[test]
-fn a_semaphores_acquisition_shows_its_limit_slots_and_kind() {
+fn a_semaphores_acquisition_shows_its_limit_permits_held_and_kind() {
     let servers = Servers::start(3);
     capture();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let slots = rt.block_on(async {
+    let held = rt.block_on(async {
         let client = redlease_tokio::Client::connect(servers.urls()).await.unwrap();
         let options = LockOptions::new("obs:sem", Duration::from_secs(10)).semaphore(4).permits(2);
         let guard = client.lock_with(options).await.unwrap();
-        let slots = guard.permits().to_vec();
+        let held = guard.permits().to_vec();
         guard.release().await.unwrap();
         client.close().await;
-        slots
+        held
     });
     let acquires = spans("redlease.acquire", "obs:sem");
     assert_eq!(acquires.len(), 1, "{acquires:?}");
     let field = |k: &str| acquires[0].fields.get(k).cloned().unwrap_or_default();
     assert_eq!((field("limit").as_str(), field("permits").as_str()), ("4", "2"), "{acquires:?}");
-    assert_eq!(field("slots"), format!("{slots:?}"), "{acquires:?}");
+    assert_eq!(field("held"), format!("{held:?}"), "{acquires:?}");
     let semaphores = metric("redlease_acquisitions_total", &[("outcome", "acquired"), ("kind", "semaphore")]);
     assert!(semaphores.unwrap_or(0.0) >= 1.0, "{semaphores:?}");
 }

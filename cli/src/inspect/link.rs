@@ -126,7 +126,7 @@ fn slot_map(conn: &mut RedisConn) -> Result<Option<Vec<u8>>, Fault> {
 }
 
 impl Open {
-    /// `key` (a lock key, a semaphore's slot key) as the node stores it: its cluster form on a
+    /// `key` (a lock key, a semaphore's permit key) as the node stores it: its cluster form on a
     /// Redis Cluster.
     pub(super) fn stored(&self, key: &str) -> Result<String, Fault> {
         match &self.link {

@@ -3,7 +3,7 @@
 use super::fault::{Fault, FaultKind};
 use crate::EXIT_UNAVAILABLE;
 
-/// What the nodes said about a key (or a semaphore's slot), taken together.
+/// What the nodes said about a key (or a semaphore's permit), taken together.
 pub(super) struct Verdict<'a> {
     pub(super) nodes: usize,
     pub(super) quorum: usize,
