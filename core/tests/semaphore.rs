@@ -190,7 +190,7 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
     assert!(events(&mut rig).is_empty());
     assert_eq!(rig.engine.permits(lock), None, "nothing held before the grant");
     let h = rig.engine.health();
-    let acquiring = LockShape::Semaphore { limit: 3, permits: 1, slots: Vec::new() };
+    let acquiring = LockShape::Semaphore { limit: 3, permits: 1, held: Vec::new() };
     assert!(matches!(&h.locks[..], [l] if l.shape == acquiring && l.state == LockState::Acquiring), "{h}");
     rig.reply(rig.t0, 3, &grant(1, &[1]));
     match events(&mut rig).as_slice() {
@@ -203,7 +203,7 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
     assert_eq!(rig.engine.permits(mutex), None);
     // The health view lists both: the semaphore's slot held, the mutex acquiring.
     let h = rig.engine.health();
-    let held = LockShape::Semaphore { limit: 3, permits: 1, slots: vec![order[0]] };
+    let held = LockShape::Semaphore { limit: 3, permits: 1, held: vec![order[0]] };
     match &h.locks[..] {
         [s, m] => {
             assert_eq!(
@@ -217,7 +217,7 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
         other => panic!("{other:?}"),
     }
     let table = h.to_string();
-    assert!(table.contains(&format!("api (slots {} of 3)  held  token tok…", order[0])), "{table}");
+    assert!(table.contains(&format!("api (permits {} of 3)  held  token tok…", order[0])), "{table}");
     assert!(table.contains("m (exclusive)  acquiring  token mutex-to…") && !table.contains("mutex-token"), "{table}");
 }
 
