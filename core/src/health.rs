@@ -136,9 +136,9 @@ pub enum LockShape {
         limit: u32,
         /// How many permits the lock takes.
         permits: u32,
-        /// The permits held (numbers `0..limit`), once a quorum granted them; empty while
+        /// The permits held, by number (`0..limit`), once a quorum granted them; empty while
         /// acquiring.
-        slots: Vec<u16>,
+        held: Vec<u16>,
     },
 }
 
@@ -318,12 +318,12 @@ impl fmt::Display for LockHealth {
         match &self.shape {
             LockShape::Exclusive => write!(f, " (exclusive)")?,
             LockShape::Shared => write!(f, " (read)")?,
-            LockShape::Semaphore { limit, permits, slots: held } if held.is_empty() => {
+            LockShape::Semaphore { limit, permits, held } if held.is_empty() => {
                 write!(f, " ({permits} of {limit} permits)")?
             }
-            LockShape::Semaphore { limit, slots: held, .. } => {
+            LockShape::Semaphore { limit, held, .. } => {
                 let held: Vec<String> = held.iter().map(u16::to_string).collect();
-                write!(f, " (slots {} of {limit})", held.join(","))?
+                write!(f, " (permits {} of {limit})", held.join(","))?
             }
         }
         write!(f, "  {state}")?;

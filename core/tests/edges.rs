@@ -310,7 +310,7 @@ fn a_draining_release_ends_at_its_deadline_when_a_node_never_answers() {
     assert_eq!(rig.engine.active_locks(), 1, "waiting for node 2 until the round's deadline");
     rig.engine.handle_timeout(rig.at(51));
     assert_eq!(rig.engine.active_locks(), 0);
-    // A new lock reuses the slot; node 2's very late reply belongs to nobody.
+    // A new lock reuses the record; node 2's very late reply belongs to nobody.
     let next = rig.engine.acquire(rig.at(52), &once("s"), b"tok2").unwrap();
     rig.sent_commands();
     rig.reply(rig.at(53), 2, b"-NOSCRIPT late\r\n");

@@ -162,19 +162,19 @@ fn the_option_is_read_from_urls_and_checked_against_the_node_timeout() {
 }
 
 #[test]
-fn a_semaphores_slots_on_a_node_its_replicas_lack_do_not_count_and_are_given_back() {
+fn a_semaphores_permits_on_a_node_its_replicas_lack_do_not_count_and_are_given_back() {
     let mut rig = rig();
     let options = LockOptions::new("pool", TTL).semaphore(3).attempts(1);
     let lock = rig.engine.acquire(rig.t0, &options, b"tok").unwrap();
     let sent = rig.sent_commands();
     assert!(sent[0].len() == 2 && is_wait(&sent[0][1]), "{:?}", sent[0]);
     // The connections have no script source yet: each node runs the one sent with EVAL.
-    // Node 0 takes the client's second slot, nodes 1 and 2 its first.
+    // Node 0 takes the client's second permit, nodes 1 and 2 its first.
     rig.reply(rig.t0, 0, b"$3\r\n1 2\r\n");
     rig.reply(rig.t0, 1, b"$3\r\n1 1\r\n");
     assert!(rig.events().is_empty());
     rig.reply(rig.t0, 0, b":0\r\n");
-    // Node 0's slot does not count, and goes back on node 0 at once.
+    // Node 0's permit does not count, and goes back on node 0 at once.
     let sent = rig.sent_commands();
     assert_eq!(sent[0].len(), 1, "{:?}", sent[0]);
     let release = &sent[0][0];

@@ -1,9 +1,9 @@
 //! Semaphores: the wire form of an attempt and what the engine makes of hand-written replies
-//! (scripted, through the rig); why a semaphore is slots and not a count (the AB/BC/AC
-//! schedule, against a counting model and against the engine in the simulation's world); and
-//! how waiters for permits fare (a starvation measurement in the simulation's world). The
-//! simulated runs are the simulation's (`sim`), with clients that play scripted roles, and are
-//! checked as any of its runs besides.
+//! (scripted, through the rig); why a semaphore is a key per permit and not a count (the
+//! AB/BC/AC schedule, against a counting model and against the engine in the simulation's
+//! world); and how waiters for permits fare (a starvation measurement in the simulation's
+//! world). The simulated runs are the simulation's (`sim`), with clients that play scripted
+//! roles, and are checked as any of its runs besides.
 
 mod rig;
 mod sim;
@@ -36,20 +36,20 @@ fn sem(limit: u32, permits: u32) -> LockOptions {
     LockOptions::new("api", TTL).semaphore(limit).permits(permits).attempts(1)
 }
 
-/// The key of slot `k` of `api`.
-fn slot_key(k: u16) -> Vec<u8> {
+/// The key of permit `k` of `api`.
+fn permit_key(k: u16) -> Vec<u8> {
     format!("redlease:sem:{{api}}:{k}").into_bytes()
 }
 
 /// A node's grant: its fencing proposal and the 1-based positions (in the call's KEYS) of the
-/// slots it took.
+/// permits it took.
 fn grant(proposal: u64, positions: &[u16]) -> Vec<u8> {
     let list: Vec<String> = positions.iter().map(ToString::to_string).collect();
     let text = format!("{proposal} {}", list.join(" "));
     format!("${}\r\n{text}\r\n", text.len()).into_bytes()
 }
 
-/// The slot numbers a semaphore call names, in its order (the client's order).
+/// The permit numbers a semaphore call names, in its order (the client's order).
 fn order(cmd: &[Vec<u8>], limit: usize) -> Vec<u16> {
     cmd[3..3 + limit]
         .iter()
@@ -81,7 +81,7 @@ fn release_keys(cmd: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 
 /// Acquire with `options` and `token` at `t0`; every node answers the first call with
 /// `NOSCRIPT` (as after a `SCRIPT FLUSH`), and the attempt is resent with the source. Returns the lock and the client's
-/// order of the slots.
+/// order of the permits.
 fn start(rig: &mut Rig, options: &LockOptions, token: &[u8]) -> (LockId, Vec<u16>) {
     let lock = rig.engine.acquire(rig.t0, options, token).unwrap();
     let limit = options.limit.unwrap() as usize;
@@ -117,7 +117,7 @@ fn events(rig: &mut Rig) -> Vec<Event> {
 }
 
 #[test]
-fn an_attempt_is_one_script_call_naming_every_slot_the_limit_and_the_queue() {
+fn an_attempt_is_one_script_call_naming_every_permit_the_limit_and_the_queue() {
     let mut rig = Rig::new(3);
     for (fencing, numkeys) in [(false, 6), (true, 10)] {
         rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
@@ -136,17 +136,17 @@ fn an_attempt_is_one_script_call_naming_every_slot_the_limit_and_the_queue() {
             assert_eq!(first, (&b"EVAL"[..], source.as_bytes()));
         }
         assert_eq!(cmd[2], numkeys.to_string().as_bytes());
-        // KEYS: the four slots in the client's order (a permutation), the limit, the queue,
-        // then with fencing the slots' fence counters in the same order.
-        let slots = order(cmd, 4);
-        let mut sorted = slots.clone();
+        // KEYS: the four permits in the client's order (a permutation), the limit, the queue,
+        // then with fencing the permits' fence counters in the same order.
+        let permits = order(cmd, 4);
+        let mut sorted = permits.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, [0, 1, 2, 3]);
         assert_eq!(cmd[7], LIMIT_KEY);
         assert_eq!(cmd[8], QUEUE);
         if fencing {
-            for (i, &k) in slots.iter().enumerate() {
-                assert_eq!(cmd[9 + i], [b"redlease:fence:".as_slice(), &slot_key(k)].concat());
+            for (i, &k) in permits.iter().enumerate() {
+                assert_eq!(cmd[9 + i], [b"redlease:fence:".as_slice(), &permit_key(k)].concat());
             }
         }
         // ARGV: token, TTL ms, limit, permits, wait mode (a first attempt does not queue),
@@ -155,7 +155,7 @@ fn an_attempt_is_one_script_call_naming_every_slot_the_limit_and_the_queue() {
         assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0"]);
         // The client's order comes from the token: the same token, the same order.
         rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
-        assert_eq!(order(&rig.sent_commands()[1][0], 4), slots);
+        assert_eq!(order(&rig.sent_commands()[1][0], 4), permits);
     }
 }
 
@@ -179,10 +179,10 @@ fn noscript_resends_the_attempt_with_the_source_and_its_grant_counts() {
 }
 
 #[test]
-fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
+fn a_quorum_on_one_permit_holds_it_and_permits_names_it() {
     let mut rig = Rig::new(5);
     let (lock, order) = start(&mut rig, &sem(3, 1), b"tok");
-    // Nodes 0 and 1 grant the client's first slot, node 2 its second (the first is taken
+    // Nodes 0 and 1 grant the client's first permit, node 2 its second (the first is taken
     // there): no quorum (3 of 5) yet.
     rig.reply(rig.t0, 0, &grant(1, &[1]));
     rig.reply(rig.t0, 1, &grant(1, &[1]));
@@ -190,7 +190,7 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
     assert!(events(&mut rig).is_empty());
     assert_eq!(rig.engine.permits(lock), None, "nothing held before the grant");
     let h = rig.engine.health();
-    let acquiring = LockShape::Semaphore { limit: 3, permits: 1, slots: Vec::new() };
+    let acquiring = LockShape::Semaphore { limit: 3, permits: 1, held: Vec::new() };
     assert!(matches!(&h.locks[..], [l] if l.shape == acquiring && l.state == LockState::Acquiring), "{h}");
     rig.reply(rig.t0, 3, &grant(1, &[1]));
     match events(&mut rig).as_slice() {
@@ -198,12 +198,12 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
         other => panic!("{other:?}"),
     }
     assert_eq!(rig.engine.permits(lock), Some(&[order[0]][..]));
-    // A mutex names no slots.
+    // A mutex names no permits.
     let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("m", TTL), b"mutex-token").unwrap();
     assert_eq!(rig.engine.permits(mutex), None);
-    // The health view lists both: the semaphore's slot held, the mutex acquiring.
+    // The health view lists both: the semaphore's permit held, the mutex acquiring.
     let h = rig.engine.health();
-    let held = LockShape::Semaphore { limit: 3, permits: 1, slots: vec![order[0]] };
+    let held = LockShape::Semaphore { limit: 3, permits: 1, held: vec![order[0]] };
     match &h.locks[..] {
         [s, m] => {
             assert_eq!(
@@ -217,18 +217,18 @@ fn a_quorum_on_one_slot_holds_it_and_permits_names_it() {
         other => panic!("{other:?}"),
     }
     let table = h.to_string();
-    assert!(table.contains(&format!("api (slots {} of 3)  held  token tok…", order[0])), "{table}");
+    assert!(table.contains(&format!("api (permits {} of 3)  held  token tok…", order[0])), "{table}");
     assert!(table.contains("m (exclusive)  acquiring  token mutex-to…") && !table.contains("mutex-token"), "{table}");
 }
 
 #[test]
-fn a_split_vote_fails_the_attempt_as_held_and_cleans_up_every_slot() {
-    // The AB/BC/AC shape: each node grants a different slot, so no slot has a quorum.
+fn a_split_vote_fails_the_attempt_as_held_and_cleans_up_every_permit() {
+    // The AB/BC/AC shape: each node grants a different permit, so no permit has a quorum.
     let mut rig = Rig::new(3);
     let (lock, _) = start(&mut rig, &sem(3, 1), b"tok");
     rig.reply(rig.t0, 0, &grant(1, &[1]));
     rig.reply(rig.t0, 1, &grant(1, &[2]));
-    assert!(events(&mut rig).is_empty(), "node 2 could still make a quorum on either slot");
+    assert!(events(&mut rig).is_empty(), "node 2 could still make a quorum on either permit");
     rig.reply(rig.t0, 2, &grant(1, &[3]));
     match events(&mut rig).as_slice() {
         [Event::AcquireFailed { lock: l, error: AcquireError::Held { votes, attempts: 1 } }] if *l == lock => {
@@ -237,7 +237,7 @@ fn a_split_vote_fails_the_attempt_as_held_and_cleans_up_every_slot() {
         other => panic!("a split vote is held by others, not too slow: {other:?}"),
     }
     assert_eq!(rig.engine.permits(lock), None);
-    // Each node took a slot: each gets the cleanup, which names every slot (the script
+    // Each node took a permit: each gets the cleanup, which names every permit (the script
     // deletes those holding our token), each with the semaphore's one queue.
     for (i, cmds) in rig.sent_commands().iter().enumerate() {
         assert_eq!(cmds.len(), 1, "node {i}");
@@ -245,13 +245,13 @@ fn a_split_vote_fails_the_attempt_as_held_and_cleans_up_every_slot() {
         let (keys, queues) = release_keys(&cmds[0]);
         let mut keys = keys.clone();
         keys.sort();
-        assert_eq!(keys, (0..3).map(slot_key).collect::<Vec<_>>(), "node {i}");
+        assert_eq!(keys, (0..3).map(permit_key).collect::<Vec<_>>(), "node {i}");
         assert!(queues.iter().all(|q| q == QUEUE), "node {i}: {queues:?}");
     }
 }
 
 #[test]
-fn grants_beyond_the_held_slots_are_released_on_the_nodes_that_made_them() {
+fn grants_beyond_the_held_permits_are_released_on_the_nodes_that_made_them() {
     let mut rig = Rig::new(3);
     let (lock, order) = start(&mut rig, &sem(3, 1), b"tok");
     rig.reply(rig.t0, 0, &grant(1, &[2]));
@@ -263,17 +263,17 @@ fn grants_beyond_the_held_slots_are_released_on_the_nodes_that_made_them() {
         other => panic!("{other:?}"),
     }
     assert_eq!(rig.engine.permits(lock), Some(&[order[1]][..]));
-    // Node 1 granted the first slot, which is not held: released there, and only there.
+    // Node 1 granted the first permit, which is not held: released there, and only there.
     let cmds = rig.sent_commands();
     assert!(cmds[0].is_empty() && cmds[2].is_empty(), "{cmds:?}");
     assert_eq!(cmds[1].len(), 1);
     assert!(is_release(&cmds[1][0]));
-    assert_eq!(release_keys(&cmds[1][0]), (vec![slot_key(order[0])], vec![QUEUE.to_vec()]));
+    assert_eq!(release_keys(&cmds[1][0]), (vec![permit_key(order[0])], vec![QUEUE.to_vec()]));
     assert_eq!(cmds[1][0].last().unwrap(), b"tok");
-    // The held slot is what extensions name.
+    // The held permit is what extensions name.
     rig.engine.extend(rig.at(1), lock, None).unwrap();
     for cmds in rig.sent_commands() {
-        assert_eq!(cmds[0][2..4], [b"1".to_vec(), slot_key(order[1])]);
+        assert_eq!(cmds[0][2..4], [b"1".to_vec(), permit_key(order[1])]);
     }
 }
 
@@ -282,14 +282,14 @@ fn several_permits_are_held_all_together_or_not_at_all() {
     let ms = Duration::from_millis(1);
     let mut rig = Rig::with(3, |c| c.retry = redlease_core::Retry::new(2, ms, ms));
     let (lock, order) = start(&mut rig, &sem(3, 2).attempts(2), b"tok");
-    // Node 0 took the first two slots, node 1 none (fewer than two were free), node 2 the
-    // first and third: only the first slot has a quorum, and two are wanted.
+    // Node 0 took the first two permits, node 1 none (fewer than two were free), node 2 the
+    // first and third: only the first permit has a quorum, and two are wanted.
     rig.reply(rig.t0, 0, &grant(1, &[1, 2]));
     rig.reply(rig.t0, 1, REFUSE);
     rig.reply(rig.t0, 2, &grant(1, &[1, 3]));
     assert!(events(&mut rig).is_empty(), "the first attempt failed; the second comes");
     assert_eq!(rig.engine.permits(lock), None);
-    // The cleanup where slots were taken (node 1 took nothing).
+    // The cleanup where permits were taken (node 1 took nothing).
     let cmds = rig.sent_commands();
     assert!(cmds[1].is_empty());
     for i in [0, 2] {
@@ -302,7 +302,7 @@ fn several_permits_are_held_all_together_or_not_at_all() {
         assert_eq!(c.len(), 1, "node {i}");
         assert!(runs(&c[0], redlease_core::semaphore_script()), "node {i}: the retry");
     }
-    // Now two nodes agree on the first two slots.
+    // Now two nodes agree on the first two permits.
     rig.reply(rig.at(1), 0, &grant(1, &[1, 2]));
     rig.reply(rig.at(1), 1, &grant(1, &[2, 1]));
     match events(&mut rig).as_slice() {
@@ -312,15 +312,15 @@ fn several_permits_are_held_all_together_or_not_at_all() {
     let mut held = vec![order[0], order[1]];
     held.sort_unstable();
     assert_eq!(rig.engine.permits(lock), Some(held.as_slice()));
-    // A late refusal queued the holder on node 2: it leaves that queue (releasing the slots it
-    // does not hold, in case the node hands it one), so the node names a waiter next.
+    // A late refusal queued the holder on node 2: it leaves that queue (releasing the permits
+    // it does not hold, in case the node hands it one), so the node names a waiter next.
     rig.reply(rig.at(1), 2, REFUSE);
     let cmds = rig.sent_commands();
     assert!(cmds[0].is_empty() && cmds[1].is_empty(), "{cmds:?}");
     assert_eq!(cmds[2].len(), 1);
     assert!(is_release(&cmds[2][0]));
     let (keys, queues) = release_keys(&cmds[2][0]);
-    assert_eq!(keys, [slot_key(order[2])], "only the slot it does not hold");
+    assert_eq!(keys, [permit_key(order[2])], "only the permit it does not hold");
     assert_eq!(queues, [b"redlease:queue:redlease:sem:{api}".to_vec()]);
     assert_eq!(cmds[2][0][cmds[2][0].len() - 2], b"1", "it leaves the queue");
     rig.reply(rig.at(1), 2, b":0\r\n");
@@ -331,10 +331,10 @@ fn several_permits_are_held_all_together_or_not_at_all() {
     assert_eq!(rig.engine.permits(bad), None);
 }
 
-/// Two permits granted by different quorums (one slot by nodes 0 and 1, the other by nodes 0
+/// Two permits granted by different quorums (one by nodes 0 and 1, the other by nodes 0
 /// and 2) are not held: no quorum of nodes has both, so no extension could ever reach a
-/// quorum (each node's extend script needs every slot), and the lock would be reported lost
-/// although each slot is held. A quorum must grant the very same slots.
+/// quorum (each node's extend script needs every permit), and the lock would be reported lost
+/// although each permit is held. A quorum must grant the very same permits.
 #[test]
 fn permits_granted_by_different_quorums_are_not_held_together() {
     let mut rig = Rig::new(3);
@@ -347,7 +347,7 @@ fn permits_granted_by_different_quorums_are_not_held_together() {
         other => panic!("{other:?}"),
     }
     answer_cleanups(&mut rig);
-    // When a quorum agrees, the lock holds those slots and extends on that quorum.
+    // When a quorum agrees, the lock holds those permits and extends on that quorum.
     let (lock, order) = start(&mut rig, &sem(3, 2), b"tok2");
     rig.reply(rig.t0, 0, &grant(1, &[1, 2]));
     rig.reply(rig.t0, 1, &grant(1, &[1, 3]));
@@ -360,8 +360,8 @@ fn permits_granted_by_different_quorums_are_not_held_together() {
     held.sort_unstable();
     assert_eq!(rig.engine.permits(lock), Some(held.as_slice()));
     let cmds = rig.sent_commands();
-    // Node 1's third slot is released at once.
-    assert_eq!(release_keys(&cmds[1][0]).0, vec![slot_key(order[2])]);
+    // Node 1's third permit is released at once.
+    assert_eq!(release_keys(&cmds[1][0]).0, vec![permit_key(order[2])]);
     rig.engine.extend(rig.at(1), lock, None).unwrap();
     rig.sent_commands();
     rig.reply(rig.at(2), 0, b":1\r\n");
@@ -401,7 +401,7 @@ fn a_wrong_limit_on_a_majority_fails_at_once_as_misconfigured_naming_the_nodes()
 }
 
 #[test]
-fn the_release_names_the_slot_held_with_the_semaphores_queue_and_a_late_grant_is_trimmed() {
+fn the_release_names_the_permit_held_with_the_semaphores_queue_and_a_late_grant_is_trimmed() {
     for limit in [1u16, 4] {
         let mut rig = Rig::new(3);
         let (lock, order) = start(&mut rig, &sem(u32::from(limit), 1), b"tok");
@@ -413,9 +413,9 @@ fn the_release_names_the_slot_held_with_the_semaphores_queue_and_a_late_grant_is
         for (i, cmds) in rig.sent_commands().iter().enumerate() {
             assert_eq!(cmds.len(), 1, "node {i}");
             assert!(is_release(&cmds[0]), "node {i}");
-            // The slot held, with the semaphore's queue.
+            // The permit held, with the semaphore's queue.
             let (keys, queues) = release_keys(&cmds[0]);
-            assert_eq!(keys, [slot_key(order[0])], "node {i}");
+            assert_eq!(keys, [permit_key(order[0])], "node {i}");
             assert_eq!(queues, [QUEUE.to_vec()], "node {i}");
         }
         for i in 0..3 {
@@ -426,7 +426,7 @@ fn the_release_names_the_slot_held_with_the_semaphores_queue_and_a_late_grant_is
             other => panic!("{other:?}"),
         }
     }
-    // Two nodes decide; the third grants another slot after the decision: that slot is
+    // Two nodes decide; the third grants another permit after the decision: that permit is
     // released on it at once.
     let mut rig = Rig::new(3);
     let (lock, order) = start(&mut rig, &sem(4, 1), b"tok");
@@ -439,14 +439,14 @@ fn the_release_names_the_slot_held_with_the_semaphores_queue_and_a_late_grant_is
     assert!(sent[0].is_empty() && sent[1].is_empty(), "{sent:?}");
     assert_eq!(sent[2].len(), 1);
     assert!(is_release(&sent[2][0]));
-    assert_eq!(release_keys(&sent[2][0]).0, [slot_key(order[1])]);
+    assert_eq!(release_keys(&sent[2][0]).0, [permit_key(order[1])]);
 }
 
 #[test]
-fn fencing_gives_one_token_for_the_slots_held() {
+fn fencing_gives_one_token_for_the_permits_held() {
     let mut rig = Rig::new(3);
     let (lock, order) = start(&mut rig, &sem(4, 2).fencing(true), b"tok");
-    // Each node proposes one more than the largest counter of the slots it took.
+    // Each node proposes one more than the largest counter of the permits it took.
     rig.reply(rig.t0, 0, &grant(8, &[1, 2]));
     rig.reply(rig.t0, 1, &grant(5, &[2, 1]));
     assert!(events(&mut rig).is_empty(), "the fence round comes first");
@@ -457,10 +457,11 @@ fn fencing_gives_one_token_for_the_slots_held() {
         let fence = c.last().unwrap();
         let (source, sha) = (redlease_core::script_sources()[3], redlease_core::script_digests()[3]);
         assert!(runs(fence, (source, sha)), "node {i}: the fence round");
-        // The counters of the two slots held, and the largest proposal.
+        // The counters of the two permits held, and the largest proposal.
         let mut counters = fence[3..5].to_vec();
         counters.sort();
-        let want: Vec<Vec<u8>> = held.iter().map(|&k| [b"redlease:fence:".as_slice(), &slot_key(k)].concat()).collect();
+        let want: Vec<Vec<u8>> =
+            held.iter().map(|&k| [b"redlease:fence:".as_slice(), &permit_key(k)].concat()).collect();
         assert_eq!(counters, want, "node {i}");
         assert_eq!(fence[5], b"8", "node {i}");
     }
@@ -518,7 +519,7 @@ fn a_mutex_may_not_live_among_semaphore_keys() {
     assert_eq!(cmd[6], b"redlease:queue:app:redlease:sem:{api}");
 }
 
-// ----- why slots: the AB/BC/AC schedule ------------------------------------------------------
+// ----- why a key per permit: the AB/BC/AC schedule ----------------------------------------
 
 /// Which nodes (A, B, C) each of the three clients reaches: X only A and B, Y only B and C, Z
 /// only A and C. Every pair of them shares one node.
@@ -567,16 +568,17 @@ fn triangle(seed: u64, starts: [Time; 3]) -> Outcome {
 }
 
 #[test]
-fn a_count_per_node_admits_three_holders_of_two_permits_and_slots_admit_two() {
+fn a_count_per_node_admits_three_holders_of_two_permits_and_a_key_per_permit_admits_two() {
     let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
     // (a) Counted per node, granted at a majority: every arrival order admits all three,
     // L + 1 = 3 = N·L/Q holders of a semaphore of 2 (each node sees only two of them).
     for arrivals in orders {
         assert_eq!(counting_holders(2, &arrivals), 3, "{arrivals:?}");
     }
-    // (b) The engine's slots, in the simulation's world, under the same schedule: never more
-    // than two, whatever slot orders the tokens draw and whatever order the clients come in,
-    // retries included. Nobody releases: every grant is held at once with every other.
+    // (b) The engine, a key per permit, in the simulation's world, under the same schedule:
+    // never more than two, whatever permit orders the tokens draw and whatever order the
+    // clients come in, retries included. Nobody releases: every grant is held at once with
+    // every other.
     let mut most = [0; 3];
     for seed in 0..40u64 {
         for arrivals in orders {
@@ -594,7 +596,7 @@ fn a_count_per_node_admits_three_holders_of_two_permits_and_slots_admit_two() {
                     "seed {seed}, {arrivals:?}: client {c} connected to its two nodes only"
                 );
             }
-            // What each client's one acquisition came to: the slot it holds, if any.
+            // What each client's one acquisition came to: the permit it holds, if any.
             let mut holders = Vec::new();
             for c in 0..3 {
                 let ends: Vec<_> = out.acquisitions.iter().filter(|a| a.client == c).map(|a| &a.outcome).collect();
@@ -608,7 +610,7 @@ fn a_count_per_node_admits_three_holders_of_two_permits_and_slots_admit_two() {
             let count = holders.len();
             holders.sort_unstable();
             holders.dedup();
-            assert_eq!(holders.len(), count, "seed {seed}, {arrivals:?}: two holders of one slot");
+            assert_eq!(holders.len(), count, "seed {seed}, {arrivals:?}: two holders of one permit");
             most[count] += 1;
         }
     }
@@ -768,13 +770,13 @@ fn sixteen_waiters_keep_four_permits_busy_over_five_nodes() {
         longest / MS
     );
     // A waiter named by a minority of nodes while others name another waiter must not retry at
-    // once and hand its slots on with its failed attempt: such a storm keeps the permits mostly
-    // idle (about 120 grants per run).
+    // once and hand its permits on with its failed attempt: such a storm keeps the permits
+    // mostly idle (about 120 grants per run).
     assert!(per_run >= 400, "{per_run} grants per run: the permits sit idle between holders");
     assert!(fewest >= 4, "a waiter starves: {fewest} grants in a run");
 }
 
-/// Acquire a permit with `options` by the script (every node grants the first slot), which
+/// Acquire a permit with `options` by the script (every node grants the first permit), which
 /// confirms the limit on every connection, and release it.
 fn confirm_limit(rig: &mut Rig, options: &LockOptions) {
     let (lock, _) = start(rig, options, b"tok1");
@@ -791,21 +793,21 @@ fn confirm_limit(rig: &mut Rig, options: &LockOptions) {
 }
 
 #[test]
-fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_slot() {
+fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_permit() {
     let mut rig = Rig::new(3);
     let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
     // The first acquisition runs the script, which confirms the limit on every connection.
     confirm_limit(&mut rig, &waits());
-    // The next one: SET NX PX of its own first slot, no script.
+    // The next one: SET NX PX of its own first permit, no script.
     let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
     let sent = rig.sent_commands();
     let first = sent[0][0][1].clone();
     for cmds in &sent {
         assert_eq!(cmds[0][0], b"SET");
-        assert_eq!(cmds[0][1], first, "the same slot on every node");
+        assert_eq!(cmds[0][1], first, "the same permit on every node");
         assert_eq!(&cmds[0][3..], [&b"NX"[..], b"PX", b"10000"]);
     }
-    // Taken on two nodes: the script tries the other slots at once (after a cleanup).
+    // Taken on two nodes: the script tries the other permits at once (after a cleanup).
     rig.reply(rig.t0, 0, b"+OK\r\n");
     rig.reply(rig.t0, 1, b"$-1\r\n");
     rig.reply(rig.t0, 2, b"$-1\r\n");
@@ -815,7 +817,7 @@ fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_sl
     }
     assert!(events(&mut rig).is_empty(), "no outcome yet");
     let _ = lock;
-    // A single try never takes the shortcut: it must not fail while another slot is free.
+    // A single try never takes the shortcut: it must not fail while another permit is free.
     rig.engine.acquire(rig.t0, &waits().attempts(1), b"tok3").unwrap();
     for cmds in rig.sent_commands() {
         assert!(cmds.iter().any(|c| runs(c, redlease_core::semaphore_script())), "{cmds:?}");
@@ -831,7 +833,7 @@ fn a_grant_still_waiting_for_its_replicas_is_released_when_the_holder_releases_f
     let sent = rig.sent_commands();
     let order = order(&sent[0][0], 4);
     assert!(sent[2].len() == 2 && sent[2][1][0] == b"WAIT", "{:?}", sent[2]);
-    // Node 2 grants another slot first; its grant waits for its WAIT while the others decide.
+    // Node 2 grants another permit first; its grant waits for its WAIT while the others decide.
     rig.reply(rig.t0, 2, &grant(1, &[2]));
     rig.reply(rig.t0, 0, &grant(1, &[1]));
     rig.reply(rig.t0, 1, &grant(1, &[1]));
@@ -842,10 +844,10 @@ fn a_grant_still_waiting_for_its_replicas_is_released_when_the_holder_releases_f
     let sent = rig.sent_commands();
     let released: Vec<Vec<u8>> = sent[2].iter().filter(|c| is_release(c)).flat_map(|c| release_keys(c).0).collect();
     assert!(
-        released.contains(&slot_key(order[1])),
-        "the slot node 2 granted and the lock does not hold is released there: {released:?}"
+        released.contains(&permit_key(order[1])),
+        "the permit node 2 granted and the lock does not hold is released there: {released:?}"
     );
-    assert!(released.contains(&slot_key(order[0])), "and the slot held: {released:?}");
+    assert!(released.contains(&permit_key(order[0])), "and the permit held: {released:?}");
     // Its WAIT answers late: nothing more to do.
     rig.reply(rig.at(2), 2, b":1\r\n");
     assert!(rig.sent_commands().iter().all(Vec::is_empty));
@@ -869,7 +871,7 @@ fn a_mutex_in_the_record_a_fast_semaphore_permit_left_is_a_mutex() {
         rig.reply(rig.t0, i, b":1\r\n");
     }
     events(&mut rig);
-    // A mutex now reuses that lock record: its grants are a mutex's, not slots of a semaphore.
+    // A mutex now reuses that lock record: its grants are a mutex's, not a semaphore's permits.
     let mutex = rig.engine.acquire(rig.t0, &LockOptions::new("job", TTL).attempts(1), b"tok3").unwrap();
     for cmds in rig.sent_commands() {
         assert_eq!(cmds[0][1], b"job");

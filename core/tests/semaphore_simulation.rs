@@ -1,9 +1,9 @@
 //! Deterministic simulation of semaphores: the simulation's world, faults and model nodes
 //! (`sim`), with every lock a semaphore's (limits 1 to 4, some locks taking several permits,
 //! some fenced, some waiting for wake-ups), checked for: at no instant more permits held than
-//! the limit, each slot held by one holder at a time and by a quorum while it is held, fencing
-//! tokens increasing per slot, no key left without a TTL, and the permits of a vanished holder
-//! coming back.
+//! the limit, each permit held by one holder at a time and by a quorum while it is held,
+//! fencing tokens increasing per permit, no key left without a TTL, and the permits of a
+//! vanished holder coming back.
 //!
 //! To look at one run step by step:
 //!
@@ -101,12 +101,12 @@ fn semaphore_runs_are_reproducible() {
 
 // ----- the checker's semaphore rules can fail ------------------------------------------------
 
-/// A hold of the slots `slots` of semaphore `s` of limit 2.
-fn hold(client: usize, token: &str, slots: &[u32], start: u64, end: u64, fence: Option<u64>) -> Hold {
+/// A hold of the permits numbered `permits` of semaphore `s` of limit 2.
+fn hold(client: usize, token: &str, permits: &[u32], start: u64, end: u64, fence: Option<u64>) -> Hold {
     Hold {
         client,
         token: token.into(),
-        resources: slots.iter().map(|k| format!("redlease:sem:{{s}}:{k}").into_bytes()).collect(),
+        resources: permits.iter().map(|k| format!("redlease:sem:{{s}}:{k}").into_bytes()).collect(),
         start: start * MS,
         end: end * MS,
         fence,
@@ -115,16 +115,16 @@ fn hold(client: usize, token: &str, slots: &[u32], start: u64, end: u64, fence: 
     }
 }
 
-/// `token` held slot `k` on a node from `from` to `to` ms.
+/// `token` held permit `k` on a node from `from` to `to` ms.
 fn seg(token: &str, k: u32, from: u64, to: u64) -> Segment {
     let key = format!("redlease:sem:{{s}}:{k}").into_bytes();
     Segment { db: 0, key, token: token.into(), from: from * MS, to: to * MS }
 }
 
 #[test]
-fn checker_counts_permits_across_holds_whatever_slots_they_name() {
-    // Three holders of one permit each of a limit of 2, at once from 3 to 4 ms. Their slots
-    // differ (as with a per-node count granted on AB, BC and AC), so no slot overlaps.
+fn checker_counts_permits_across_holds_whatever_permits_they_name() {
+    // Three holders of one permit each of a limit of 2, at once from 3 to 4 ms. Their permits
+    // differ (as with a per-node count granted on AB, BC and AC), so no permit overlaps.
     let holds = [hold(0, "a", &[0], 1, 4, None), hold(1, "b", &[1], 2, 6, None), hold(2, "c", &[2], 3, 8, None)];
     let v = checker::check(&holds, &[], &[], 0);
     let text: Vec<String> = v.iter().map(ToString::to_string).collect();
@@ -146,19 +146,19 @@ fn checker_counts_permits_across_holds_whatever_slots_they_name() {
 }
 
 #[test]
-fn checker_holds_each_slot_to_a_quorum_of_its_own_and_fences_per_slot() {
-    // Slot 0 on nodes 0 and 1, slot 1 on nodes 1 and 2: each slot has a quorum, no node has
-    // both. Fine for a semaphore (each slot is a mutex).
+fn checker_holds_each_permit_to_a_quorum_of_its_own_and_fences_per_permit() {
+    // Permit 0 on nodes 0 and 1, permit 1 on nodes 1 and 2: each permit has a quorum, no node
+    // has both. Fine for a semaphore (each permit is a mutex).
     let holds = [hold(0, "a", &[0, 1], 1, 5, Some(3))];
     let (n0, n1, n2) = ([seg("a", 0, 0, 6)], [seg("a", 0, 0, 6), seg("a", 1, 0, 6)], [seg("a", 1, 0, 6)]);
     let v = checker::check(&holds, &[&n0, &n1, &n2], &[0, 0, 0], 2);
     assert!(v.is_empty(), "{v:?}");
-    // Slot 1 only on node 2: overstated.
+    // Permit 1 only on node 2: overstated.
     let n1 = [seg("a", 0, 0, 6)];
     let v = checker::check(&holds, &[&n0, &n1, &n2], &[0, 0, 0], 2);
     assert!(matches!(v.as_slice(), [Violation::Overstated { nodes: 1, .. }]), "{v:?}");
-    // Fencing tokens increase per slot: a lower token on another slot is fine, on the same
-    // slot it is not.
+    // Fencing tokens increase per permit: a lower token on another permit is fine, on the same
+    // permit it is not.
     let holds =
         [hold(0, "a", &[0], 1, 3, Some(5)), hold(1, "b", &[1], 4, 6, Some(2)), hold(2, "c", &[0], 4, 6, Some(4))];
     let v = checker::check(&holds, &[], &[], 0);

@@ -313,9 +313,7 @@ fn an_embedded_driver_takes_a_semaphores_permits() {
         .locks
         .iter()
         .map(|l| match &l.shape {
-            LockShape::Semaphore { limit: 3, permits: 1, slots: held } if l.resources == ["embedded-pool"] => {
-                held.clone()
-            }
+            LockShape::Semaphore { limit: 3, permits: 1, held } if l.resources == ["embedded-pool"] => held.clone(),
             other => panic!("{other:?}\n{h}"),
         })
         .collect();

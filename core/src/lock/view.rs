@@ -12,7 +12,7 @@ impl Record {
             let shape = LockShape::Semaphore {
                 limit: u32::from(self.permits.limit),
                 permits: u32::from(self.permits.want),
-                slots: self.permits.held().to_vec(),
+                held: self.permits.held().to_vec(),
             };
             (vec![self.permits.name.clone()], shape)
         } else {

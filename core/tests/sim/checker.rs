@@ -5,14 +5,14 @@
 //! deadline (as the engine reported it at each moment). The checker asserts:
 //!
 //! - **mutual exclusion**: two holds of the same resource never overlap (a semaphore's
-//!   resources are the slots it holds: each slot is a mutex);
+//!   resources are the permits it holds: each permit is a mutex);
 //! - **the limit**: at no instant do the holds of a semaphore have more permits than its
-//!   limit, counted over the holds themselves whatever slots they name;
+//!   limit, counted over the holds themselves whatever permits they name;
 //! - **validity never overstated**: at every instant of a hold, a quorum of nodes really had
 //!   all its keys under its token (from the nodes' ownership spans); for a semaphore, a quorum
-//!   had each of its slots (each slot is a mutex of its own, its quorum not necessarily the
-//!   other slots');
-//! - **fencing**: fencing tokens strictly increase in holder order, per resource (per slot).
+//!   had each of its permits (each permit is a mutex of its own, its quorum not necessarily
+//!   the other permits');
+//! - **fencing**: fencing tokens strictly increase in holder order, per resource (per permit).
 //!
 //! Node-side rule breaks (a lock key without TTL, malformed requests) and engine oddities
 //! are reported by the model and the world and end up in the same list.
@@ -33,7 +33,7 @@ pub(crate) struct Hold {
     pub(crate) start: Time,
     pub(crate) end: Time,
     pub(crate) fence: Option<u64>,
-    /// A semaphore's hold: its name and limit; it holds one permit per resource (slot key).
+    /// A semaphore's hold: its name and limit; it holds one permit per resource (permit key).
     pub(crate) semaphore: Option<Semaphore>,
     /// A read lock's hold (of a read lock, or of a write lock once its downgrade was
     /// confirmed): it may overlap other readers, never a writer; its fencing token is the
@@ -171,8 +171,8 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
             out.extend(overstated(h, nodes, dbs, quorum));
             continue;
         }
-        for slot in &h.resources {
-            let one = Hold { resources: vec![slot.clone()], ..h.clone() };
+        for permit in &h.resources {
+            let one = Hold { resources: vec![permit.clone()], ..h.clone() };
             out.extend(overstated(&one, nodes, dbs, quorum));
         }
     }

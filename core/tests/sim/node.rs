@@ -325,8 +325,8 @@ fn is_limit_key(key: &[u8]) -> bool {
     key.starts_with(SEM_PREFIX) && key.ends_with(b"}:limit")
 }
 
-/// A semaphore slot key `redlease:sem:{NAME}:k`: its base `redlease:sem:{NAME}` and `k`.
-fn slot_of(key: &[u8]) -> Option<(&[u8], u32)> {
+/// A semaphore permit key `redlease:sem:{NAME}:k`: its base `redlease:sem:{NAME}` and `k`.
+fn permit_of(key: &[u8]) -> Option<(&[u8], u32)> {
     if !key.starts_with(SEM_PREFIX) {
         return None;
     }
@@ -337,9 +337,9 @@ fn slot_of(key: &[u8]) -> Option<(&[u8], u32)> {
 }
 
 /// The waiter queue a lock key's release hands it over from: `redlease:queue:` + the key,
-/// or + the semaphore's base for a slot (one queue per semaphore).
+/// or + the semaphore's base for a permit (one queue per semaphore).
 fn queue_of(key: &[u8]) -> Vec<u8> {
-    let name = slot_of(key).map_or(key, |(base, _)| base);
+    let name = permit_of(key).map_or(key, |(base, _)| base);
     [b"redlease:queue:".as_slice(), name].concat()
 }
 
@@ -1186,7 +1186,7 @@ impl Node {
         let (qkeys, fences) = rest.split_at(queues);
         if locks.iter().any(|k| !self.is_lock_key(k))
             || fences.iter().any(|k| self.is_lock_key(k))
-            || locks.iter().any(|k| slot_of(k).is_some())
+            || locks.iter().any(|k| permit_of(k).is_some())
             || qkeys.iter().zip(locks).any(|(q, k)| *q != queue_of(k))
         {
             return Err("acquire: lock, queue and fence keys mixed up".into());
@@ -1224,16 +1224,16 @@ impl Node {
         Ok(f + 1)
     }
 
-    /// The semaphore's acquire. KEYS: the n slot keys (in the client's order), the limit key,
-    /// the semaphore's one queue, then (with fencing) the n slots' fence counters; ARGV: token,
-    /// ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms.
+    /// The semaphore's acquire. KEYS: the n permit keys (in the client's order), the limit key,
+    /// the semaphore's one queue, then (with fencing) the n permits' fence counters; ARGV:
+    /// token, ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms.
     ///
     /// Records the limit on first use (no TTL) and answers `WRONGLIMIT` for another. Takes m
-    /// slots, all or nothing: those holding the token first (marked or not: a re-entry or a
+    /// permits, all or nothing: those holding the token first (marked or not: a re-entry or a
     /// hand-over), then free ones, in KEYS order; replies 0 when fewer than m are ours or free
-    /// (a queuing waiter then marks every slot another token holds and joins the queue), else
-    /// `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the slots taken (1
-    /// without fencing) and the 1-based positions of the slots taken, leaving the queue.
+    /// (a queuing waiter then marks every permit another token holds and joins the queue), else
+    /// `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the permits taken (1
+    /// without fencing) and the 1-based positions of the permits taken, leaving the queue.
     fn sem_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [token, ttl, limit, m, queue, queue_ttl, reserve] = argv else {
             return Err(format!("the semaphore acquire takes 7 arguments, got {}", argv.len()));
@@ -1257,23 +1257,23 @@ impl Node {
             k if k == 2 * n + 2 => true,
             k => return Err(format!("semaphore: {k} keys for a limit of {n}")),
         };
-        let (slots, rest) = keys.split_at(n);
+        let (permits, rest) = keys.split_at(n);
         let (limit_key, qkey, fences) = (&rest[0], &rest[1], &rest[2..]);
-        // Every key the script touches is in KEYS: the n distinct slots of one semaphore, its
-        // limit, its queue, and the slots' own fence counters, in the slots' order.
-        let base = slot_of(&slots[0]).map(|(b, _)| b.to_vec()).ok_or("semaphore: not a slot key")?;
+        // Every key the script touches is in KEYS: the n distinct permits of one semaphore, its
+        // limit, its queue, and the permits' own fence counters, in the permits' order.
+        let base = permit_of(&permits[0]).map(|(b, _)| b.to_vec()).ok_or("semaphore: not a permit key")?;
         let mut seen = vec![false; n];
-        for k in slots {
-            match slot_of(k) {
+        for k in permits {
+            match permit_of(k) {
                 Some((b, i)) if b == base && (i as usize) < n && !seen[i as usize] => seen[i as usize] = true,
-                _ => return Err("semaphore: the slot keys are not the limit's slots of one semaphore".into()),
+                _ => return Err("semaphore: the permit keys are not the limit's permits of one semaphore".into()),
             }
         }
         if *limit_key != [base.as_slice(), b":limit"].concat()
-            || *qkey != queue_of(&slots[0])
-            || (fencing && fences.iter().zip(slots).any(|(f, k)| *f != [self.fence_prefix.as_slice(), k].concat()))
+            || *qkey != queue_of(&permits[0])
+            || (fencing && fences.iter().zip(permits).any(|(f, k)| *f != [self.fence_prefix.as_slice(), k].concat()))
         {
-            return Err("semaphore: slot, limit, queue and fence keys mixed up".into());
+            return Err("semaphore: permit, limit, queue and fence keys mixed up".into());
         }
         match self.get(db, limit_key) {
             None => self.set(now, db, limit_key, limit, None),
@@ -1287,7 +1287,7 @@ impl Node {
             Some(_) => {}
         }
         let (mut mine, mut free) = (Vec::new(), Vec::new());
-        for (i, k) in slots.iter().enumerate() {
+        for (i, k) in permits.iter().enumerate() {
             match self.get(db, k) {
                 Some(v) if v == token.as_slice() => mine.push(i),
                 None => free.push(i),
@@ -1301,8 +1301,8 @@ impl Node {
         }
         if mine.len() + free.len() < m as usize {
             if let Some(front) = front {
-                for k in slots {
-                    // Every slot another token holds is marked (once), keeping its TTL.
+                for k in permits {
+                    // Every permit another token holds is marked (once), keeping its TTL.
                     if let Some(e) = self.data.get_mut(&(db, k.clone())) {
                         if e.value != *token {
                             e.marked = true;
@@ -1316,9 +1316,9 @@ impl Node {
         let take: Vec<usize> = mine.iter().chain(&free).copied().take(m as usize).collect();
         let mut f = 0;
         for &i in &take {
-            // A slot already ours keeps its value (and mark); only the TTL is set again.
-            self.set(now, db, &slots[i], token, Some(ttl));
-            self.granted.push((now, self.stats.commands, self.current, token.clone(), slots[i].clone()));
+            // A permit already ours keeps its value (and mark); only the TTL is set again.
+            self.set(now, db, &permits[i], token, Some(ttl));
+            self.granted.push((now, self.stats.commands, self.current, token.clone(), permits[i].clone()));
             if fencing {
                 f = f.max(self.get(db, &fences[i]).and_then(parse_int).unwrap_or(0));
             }
@@ -1418,8 +1418,8 @@ impl Node {
             return Err("release: lock and queue keys mixed up".into());
         }
         let mut d = 0;
-        // Keys sharing one queue (a semaphore's slots) go to its waiters in order, each as many
-        // as its entry asks for (`token:ms:m`; one for `token:ms`).
+        // Keys sharing one queue (a semaphore's permits) go to its waiters in order, each as
+        // many as its entry asks for (`token:ms:m`; one for `token:ms`).
         let mut given: BTreeMap<Vec<u8>, (Vec<u8>, i64, i64)> = BTreeMap::new();
         for (k, qname) in locks.iter().zip(qkeys) {
             let key = (db, k.clone());
@@ -1565,7 +1565,7 @@ impl Node {
         if fenced {
             want.push([self.fence_prefix.as_slice(), k].concat());
         }
-        if !self.is_lock_key(k) || slot_of(k).is_some() || k.starts_with(b"redlease:") || *keys != want[..] {
+        if !self.is_lock_key(k) || permit_of(k).is_some() || k.starts_with(b"redlease:") || *keys != want[..] {
             return Err(format!("{what}: the lock key, its readers, queue and fence counter mixed up"));
         }
         Ok(fenced)

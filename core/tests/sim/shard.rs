@@ -256,7 +256,7 @@ pub(crate) fn request_keys(args: &[Vec<u8>]) -> Vec<&[u8]> {
 
 /// A key as the checker names it: the cluster form `{K}` of a lock key `K` without a hash tag
 /// becomes `K` again, and so does its readers' key `redlease:readers:{K}`; other keys (a
-/// semaphore's slots, tagged already) stay.
+/// semaphore's permits, tagged already) stay.
 pub(crate) fn plain_key(key: &[u8]) -> Vec<u8> {
     let (prefix, rest) = match key.strip_prefix(READERS_PREFIX) {
         Some(rest) => (READERS_PREFIX, rest),

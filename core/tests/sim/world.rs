@@ -124,7 +124,7 @@ enum Ev {
         /// began or a pause ended since `calm_since` (a cleanup may be held up).
         calm_since: Option<Time>,
     },
-    /// A semaphore waiter was granted a round trip or two ago: no node keeps a slot it does
+    /// A semaphore waiter was granted a round trip or two ago: no node keeps a permit it does
     /// not hold reserved for it (handed to it as the next waiter), unless a link of its
     /// client failed, a node answered `NOSCRIPT` or `TRYAGAIN`, a fault began or a pause ended since.
     CheckHanded {
@@ -308,7 +308,7 @@ pub(crate) struct Stats {
     pub(crate) leftovers: u64,
     /// Releases every node answered, after which no node held anything of the token.
     pub(crate) releases_checked: u64,
-    /// Semaphore grants after which no node kept a slot reserved for the holder that it does
+    /// Semaphore grants after which no node kept a permit reserved for the holder that it does
     /// not hold.
     pub(crate) handoffs_checked: u64,
 }
@@ -415,7 +415,7 @@ struct Vanished {
     at: Time,
     /// The resource names it asked for (a semaphore's name).
     resources: Vec<usize>,
-    /// The keys it held (a semaphore's slots): another client's hold of them all shows that
+    /// The keys it held (a semaphore's permits): another client's hold of them all shows that
     /// they came back.
     keys: Vec<Vec<u8>>,
 }
@@ -1464,7 +1464,7 @@ impl World {
     /// A new acquisition: of one resource or two (a mutex), or in a semaphore run some permits
     /// of one semaphore. Once a holder vanished, every client asks for what it held: the same
     /// resources, or all the permits of its semaphore (a grant then shows that the vanished
-    /// holder's slots came back). In a scripted run: what the client's role asks for.
+    /// holder's permits came back). In a scripted run: what the client's role asks for.
     fn start_acquire(&mut self, c: usize) {
         if self.sc.script.is_some() {
             return self.start_scripted(c);
@@ -1529,7 +1529,7 @@ impl World {
             return;
         }
         self.clients[c].issued += 1;
-        // The token names the seed too: a semaphore's slot order follows the token, so that
+        // The token names the seed too: a semaphore's permit order follows the token, so that
         // every seed draws its own.
         let token = format!("s{}-c{c}-{}", self.sc.seed, self.clients[c].issued).into_bytes();
         trace!(self, "c{c} acquires {req:?} token {}", show(&token));
@@ -1560,7 +1560,7 @@ impl World {
         self.settle(c);
     }
 
-    /// What an `Acquired` lock holds: the resources' keys, or a semaphore's slot keys (from
+    /// What an `Acquired` lock holds: the resources' keys, or a semaphore's permit keys (from
     /// `Engine::permits`), with the semaphore's name and limit.
     fn held_keys(
         &mut self,
@@ -1569,20 +1569,20 @@ impl World {
         resources: &[usize],
         permits: Option<u32>,
     ) -> (Vec<Vec<u8>>, Option<Semaphore>) {
-        let slots = self.clients[c].engine.as_ref().and_then(|e| e.permits(lock)).map(<[u16]>::to_vec);
+        let held = self.clients[c].engine.as_ref().and_then(|e| e.permits(lock)).map(<[u16]>::to_vec);
         let Some(want) = permits else {
-            if slots.is_some() {
-                self.problem(c, format!("a mutex {lock:?} names semaphore slots {slots:?}"));
+            if held.is_some() {
+                self.problem(c, format!("a mutex {lock:?} names semaphore permits {held:?}"));
             }
             return (resources.iter().map(|&r| NAMES[r].to_vec()).collect(), None);
         };
         let (name, limit) = (NAMES[resources[0]], self.sc.limits[resources[0]]);
-        let slots = slots.unwrap_or_default();
-        let ascending = slots.windows(2).all(|w| w[0] < w[1]);
-        if slots.len() != want as usize || !ascending || slots.iter().any(|&k| u32::from(k) >= limit) {
-            self.problem(c, format!("{lock:?} asked for {want} of {limit} permits and holds slots {slots:?}"));
+        let held = held.unwrap_or_default();
+        let ascending = held.windows(2).all(|w| w[0] < w[1]);
+        if held.len() != want as usize || !ascending || held.iter().any(|&k| u32::from(k) >= limit) {
+            self.problem(c, format!("{lock:?} asked for {want} of {limit} permits and holds permits {held:?}"));
         }
-        let keys = slots
+        let keys = held
             .iter()
             .map(|k| format!("redlease:sem:{{{}}}:{k}", String::from_utf8_lossy(name)).into_bytes())
             .collect();
@@ -1605,7 +1605,7 @@ impl World {
                     self.stats.sem_holds += 1;
                     self.stats.permits += keys.len() as u64;
                     self.stats.multi_permit_holds += u64::from(keys.len() > 1);
-                    // The slots nodes handed this waiter beyond those it holds are passed on
+                    // The permits nodes handed this waiter beyond those it holds are passed on
                     // (or released) once its acquisition settled: none stays reserved for it.
                     if let Some(&(failures, noscripts)) = self.clients[c].failures_at.get(&token) {
                         let at = self.now + 4 * self.sc.delay.1.max(self.sc.slow) + MS;
@@ -1802,7 +1802,7 @@ impl World {
                     // the release is on its way after every request of the lock), and no link
                     // failed while the lock lived (a cleanup that missed a node leaves its
                     // grant to its TTL): once the cleanups still on their way (a late grant
-                    // trimmed) have run, no node holds anything of the token (a slot granted
+                    // trimmed) have run, no node holds anything of the token (a permit granted
                     // outside the quorum's or after the release was decided, a reader a
                     // downgrade left, one in flight when the release came).
                     let calm_since = None;

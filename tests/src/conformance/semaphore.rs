@@ -159,10 +159,10 @@ pub fn semaphore_permits<S: Subject>() {
             let token = S::token(g);
             let line = h.locks.iter().find(|l| token.starts_with(&l.token_prefix));
             let line = line.unwrap_or_else(|| panic!("[{}] a held permit missing from the view:\n{h}", S::NAME));
-            let shape = LockShape::Semaphore { limit: 4, permits: 1, slots: S::permits(g).to_vec() };
+            let shape = LockShape::Semaphore { limit: 4, permits: 1, held: S::permits(g).to_vec() };
             assert_eq!((&line.resources[..], &line.shape), (&["pool".to_owned()][..], &shape), "[{}]", S::NAME);
             assert!(line.state == LockState::Held && line.valid_until.is_some(), "[{}]\n{h}", S::NAME);
-            assert!(h.to_string().contains(&format!("slots {} of 4", S::permits(g)[0])), "[{}]\n{h}", S::NAME);
+            assert!(h.to_string().contains(&format!("permits {} of 4", S::permits(g)[0])), "[{}]\n{h}", S::NAME);
             assert!(!h.to_string().contains(&token) && !format!("{h:?}").contains(&token), "[{}] a token", S::NAME);
         }
         for g in &held {
