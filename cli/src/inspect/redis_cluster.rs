@@ -5,7 +5,7 @@
 //! The clients store a lock key K on a cluster node in its cluster form: K itself when it has a
 //! hash tag (`{order:42}:a`), else `{K}`; the keys named after it (its fence counter, waiter
 //! queue and readers) are their fixed prefix followed by that form
-//! (`redlease:fence:{orders:42}`), so they share its slot. A semaphore's slot keys are tagged
+//! (`redlease:fence:{orders:42}`), so they share its slot. A semaphore's permit keys are tagged
 //! by its name already, and its limit key is stored as it is.
 
 use std::time::{Duration, Instant};
