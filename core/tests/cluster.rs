@@ -520,3 +520,39 @@ fn failed_attempt(rig: &mut Rig) {
     }
     assert!(matches!(outcome(rig), Some(Err(_))));
 }
+
+#[test]
+fn once_its_master_confirmed_the_limit_a_semaphores_first_attempt_on_a_cluster_node_is_set_nx() {
+    let mut rig = rig();
+    let t = rig.t0;
+    // A semaphore whose keys (hash tag: its name) the second master serves, over link 3.
+    let name = resource_on(3);
+    let options = || LockOptions::new(name.as_str(), Duration::from_secs(10)).semaphore(4).attempts(3);
+    // The first acquisition runs the script, which confirms the limit on the links it ran on.
+    let lock = rig.engine.acquire(t, &options(), b"tok1").unwrap();
+    assert!(rig.sent(0).is_empty(), "nothing for the seed's master");
+    for link in [3, 1, 2] {
+        let cmds = commands(&rig.sent(link));
+        assert!(cmds[0][0].starts_with(b"EVAL"), "link {link}: {cmds:?}");
+        rig.reply(t, link, b"$3\r\n1 1\r\n");
+    }
+    assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
+    rig.engine.release(t, lock).unwrap();
+    for link in [3, 1, 2] {
+        rig.sent(link);
+        rig.reply(t, link, b":1\r\n");
+    }
+    rig.events();
+    // The next one: SET NX PX of its first permit, in its cluster form on the master's link.
+    rig.engine.acquire(t, &options(), b"tok2").unwrap();
+    let mut first = None;
+    for link in [3, 1, 2] {
+        let cmds = commands(&rig.sent(link));
+        assert_eq!(cmds[0][0], b"SET", "link {link}: {cmds:?}");
+        assert_eq!(&cmds[0][3..], [&b"NX"[..], b"PX", b"10000"]);
+        assert_eq!(*first.get_or_insert(cmds[0][1].clone()), cmds[0][1], "the same permit everywhere");
+        rig.reply(t, link, b"+OK\r\n");
+    }
+    assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
+    assert!(rig.sent(0).is_empty(), "nothing for the seed's master");
+}

@@ -64,7 +64,7 @@ impl Engine {
                 }
                 Ok(Next::Op { used, answer }) => {
                     pos += used;
-                    if let Err(e) = self.on_answer(now, node, answer) {
+                    if let Err(e) = self.on_answer(now, link, node, answer) {
                         self.fail_link(now, link, e);
                         return None;
                     }

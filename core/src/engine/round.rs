@@ -153,13 +153,27 @@ impl Engine {
         self.scratch = cmd;
     }
 
-    /// Act on a lock operation's answer from `node`. An `Err` is a link failure.
-    pub(super) fn on_answer(&mut self, now: Instant, node: NodeId, answer: Answer) -> Result<(), LinkError> {
+    /// Act on a lock operation's answer from `node`, read on `link` (the node's own, or on a
+    /// node that is a Redis Cluster, the link to one of its masters). An `Err` is a link
+    /// failure.
+    pub(super) fn on_answer(
+        &mut self,
+        now: Instant,
+        link: NodeId,
+        node: NodeId,
+        answer: Answer,
+    ) -> Result<(), LinkError> {
         let (op, lock, round, answer) = match answer {
             Answer::Op { op, lock, round, answer } => (op, lock, round, answer),
             Answer::Replicas { lock, round, acked } => return self.on_replicas(now, node, lock, round, acked),
             _ => return Ok(()),
         };
+        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {
+            // The script ran: the server behind this link has the semaphore's limit.
+            if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
+                self.links.confirm_limit(link, &s.permits.limit_key, s.permits.limit);
+            }
+        }
         let answer = if self.links.min_replicas(node).is_some() && op.writes_grant() && may_grant(op, &answer) {
             // Counted once the node's replicas have it: its `WAIT` follows on the connection.
             match self.hold_back(node, op, lock, round, answer) {
@@ -186,12 +200,6 @@ impl Engine {
         let idx = lock.index;
         if self.cluster_answer(now, node, lock, round, &answer) {
             return Ok(());
-        }
-        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {
-            // The script ran: the node has this semaphore's limit.
-            if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
-                self.links.confirm_limit(node, &s.permits.limit_key, s.permits.limit);
-            }
         }
         if !self.locks.in_round(lock, round) && op == Op::Permits {
             self.late_permits(now, node, lock, &answer);
