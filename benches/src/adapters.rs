@@ -26,7 +26,7 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new("smol", ASYNC, ALL, SmolAdapter(|| Ok(Smol::default()), Mutex))),
         Box::new(Generic::new("async-std", ASYNC, ALL, SmolAdapter(|| Ok(AsyncStd), Mutex))),
         Box::new(Generic::new("mio-blocking", BLOCKING, ALL, mio(Mutex))),
-        Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", SEM, mt(sem4))),
+        Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", &[Sequential, Handoff, Cluster], mt(sem4))),
         Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, mio(sem4))),
         Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], mt(Read))),
         Box::new(Generic::new("mio-blocking-read", "mio-blocking", &[Sequential], mio(Read))),
