@@ -26,6 +26,7 @@
 pub mod aio;
 mod connect;
 mod error;
+mod layer_error;
 mod lease;
 mod link;
 pub mod monitor;

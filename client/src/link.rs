@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use redlease_core::{Engine, NodeId};
 
+use crate::layer_error::LayerError;
 use crate::sockets::{AsSocket, configure_tcp, reset_on_close};
-use crate::transport::LayerError;
 use crate::transport::{Layer, NodeTransport, Target};
 
 /// Why a connection ended, as the engine records it (the engine adds the context: `connection

@@ -29,7 +29,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::transport::LayerError;
+use crate::layer_error::LayerError;
 
 /// What opening a TLS session to one node needs: the rustls configuration (shared by the
 /// nodes with the same settings) and the name to verify.

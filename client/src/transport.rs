@@ -1,11 +1,12 @@
 //! Where each node is and which byte layer its connections use, decided once per client:
 //! TCP or a Unix socket underneath, plain or TLS ([`tls`](crate::tls), feature `tls`) on top.
-//! Both drivers move bytes through a [`Layer`] and never look at TLS themselves; a layer that
-//! fails says why as a [`LayerError`].
+//! Both drivers move bytes through a [`Layer`] and never look at TLS themselves.
 
 use std::path::PathBuf;
 
 use redlease_core::{Config, ConfigError, Engine, NodeId, Transport};
+
+use crate::layer_error::LayerError;
 
 #[cfg(feature = "tls")]
 use crate::tls::{TlsClient, TlsStream};
@@ -105,28 +106,6 @@ pub fn prepare(config: &Config) -> Result<Vec<NodeTransport>, ConfigError> {
         }
     }
     Ok(out)
-}
-
-/// Why a connection's byte layer (a TLS session) failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(not(feature = "tls"), allow(dead_code))]
-pub(crate) enum LayerError {
-    /// The TLS handshake failed in a way no retry fixes: the server's certificate did not
-    /// verify, or the server does not speak TLS. The text says which and what to set, for
-    /// [`Engine::handle_tls_failed`](redlease_core::Engine::handle_tls_failed).
-    Misconfigured(String),
-    /// Another failure (an alert from the server, a corrupt record): the whole reason, for a
-    /// failed connect attempt or a lost connection.
-    Failed(String),
-}
-
-impl std::fmt::Display for LayerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LayerError::Misconfigured(why) => write!(f, "TLS handshake failed: {why}"),
-            LayerError::Failed(why) => f.write_str(why),
-        }
-    }
 }
 
 /// Bytes on their way between a socket and the engine: as they are, or through TLS.
