@@ -424,29 +424,20 @@ mod tests {
             assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
         }
         // The subjects paired with a floor and the series, each bar labelled with its cell.
-        let has =
-            |svg: &str, texts: &[&str]| texts.iter().filter(|t| !svg.contains(*t)).map(|t| t.to_string()).collect();
-        let missing: Vec<String> = has(
-            &runtimes,
-            &[
-                "tokio-mt",
-                "rslock",
-                "÷ the floor of its I/O style (taking turns with it)",
-                "÷ rslock",
-                "1.11×",
-                "1.50×",
-            ],
-        );
-        assert!(missing.is_empty(), "runtimes.svg lacks {missing:?}");
-        let missing: Vec<String> = has(&runtimes, &["16 lockers", "256 lockers", "1.04×", "0.78×", "0.39×"]);
-        assert!(missing.is_empty(), "runtimes.svg lacks {missing:?}");
+        let wanted: [(&str, &str, &[&str]); 4] = [
+            ("runtimes", &runtimes, &["tokio-mt", "rslock", "÷ the floor of its I/O style (taking turns with it)"]),
+            ("runtimes", &runtimes, &["÷ rslock", "1.11×", "1.50×"]),
+            ("runtimes", &runtimes, &["16 lockers", "256 lockers", "1.04×", "0.78×", "0.39×"]),
+            ("handoff", &handoff, &["K = 2", "tokio-mt", "rslock", "wait p50", "longest wait", "1.60 s"]),
+        ];
+        for (name, svg, texts) in wanted {
+            let missing: Vec<_> = texts.iter().filter(|t| !svg.contains(*t)).collect();
+            assert!(missing.is_empty(), "{name}.svg lacks {missing:?}");
+        }
         assert!(
             !runtimes.contains(">floor-async<") && !runtimes.contains(">floor-pipelined<"),
             "floors are the 1× rule"
         );
-        let missing: Vec<String> =
-            has(&handoff, &["K = 2", "tokio-mt", "rslock", "wait p50", "longest wait", "1.60 s"]);
-        assert!(missing.is_empty(), "handoff.svg lacks {missing:?}");
     }
 
     #[test]
