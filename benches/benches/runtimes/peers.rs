@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use redlease_benches::exec::{Threads, Tokio};
+use redlease_benches::exec::{Exec, Threads, Tokio};
 use redlease_benches::floor::{ASYNC, BLOCKING};
 use redlease_benches::plan::{Scenario, TTL};
 use redlease_benches::subject::{Generic, Locker, Subject, Target};
@@ -12,25 +12,29 @@ use redlease_benches::subject::{Generic, Locker, Subject, Target};
 /// The two peers, in table order.
 pub(crate) fn subjects() -> Vec<Box<dyn Subject>> {
     use Scenario::{Handoff, Lockers, Sequential, Stalled};
+    // rslock connects on first use; redlock connects per command, with no timeout at all: a
+    // stopped node blocks its calls until it resumes.
+    let rslock = Peer(|| Tokio::new(true), |urls| RslockLocker(rslock::LockManager::new(urls.to_vec())));
+    let redlock = Peer(|| Ok(Threads), |urls| RedlockLocker(Arc::new(redlock::RedLock::new(urls.to_vec()))));
     vec![
-        Box::new(Generic::new("rslock", ASYNC, &[Sequential, Lockers, Stalled, Handoff], Rslock)),
-        // No timeout at all: a stopped node blocks its calls until it resumes.
-        Box::new(Generic::new("redlock", BLOCKING, &[Sequential, Lockers, Handoff], Redlock)),
+        Box::new(Generic::new("rslock", ASYNC, &[Sequential, Lockers, Stalled, Handoff], rslock)),
+        Box::new(Generic::new("redlock", BLOCKING, &[Sequential, Lockers, Handoff], redlock)),
     ]
 }
 
-struct Rslock;
+/// A peer: the runtime its first function makes, and a locker made of the URLs by the second.
+struct Peer<E, L>(fn() -> Result<E, String>, fn(&[String]) -> L);
 
-impl Target for Rslock {
-    type Exec = Tokio;
-    type Locker = RslockLocker;
+impl<E: Exec, L: Locker> Target for Peer<E, L> {
+    type Exec = E;
+    type Locker = L;
 
-    fn exec(&self) -> Result<Tokio, String> {
-        Tokio::new(true)
+    fn exec(&self) -> Result<E, String> {
+        (self.0)()
     }
 
-    async fn connect(&self, _: &Tokio, urls: &[String]) -> Result<RslockLocker, String> {
-        Ok(RslockLocker(rslock::LockManager::new(urls.to_vec()))) // It connects on first use.
+    async fn connect(&self, _: &E, urls: &[String]) -> Result<L, String> {
+        Ok((self.1)(urls))
     }
 }
 
@@ -62,21 +66,6 @@ impl Locker for RslockLocker {
     fn unlock_detached(&mut self, held: rslock::Lock) {
         let manager = self.0.clone();
         tokio::spawn(async move { manager.unlock(&held).await });
-    }
-}
-
-struct Redlock;
-
-impl Target for Redlock {
-    type Exec = Threads;
-    type Locker = RedlockLocker;
-
-    fn exec(&self) -> Result<Threads, String> {
-        Ok(Threads)
-    }
-
-    async fn connect(&self, _: &Threads, urls: &[String]) -> Result<RedlockLocker, String> {
-        Ok(RedlockLocker(Arc::new(redlock::RedLock::new(urls.to_vec())))) // It connects per command.
     }
 }
 
