@@ -250,12 +250,7 @@ impl Panel {
 
 /// `p` in `area`, on the x axis `x`, its ticks labelled by `tick`: the bars, then the marks
 /// and the rule, then each bar's figure.
-fn panel<'a, X>(
-    area: &DrawingArea<SVGBackend, Shift>,
-    p: &'a Panel,
-    x: X,
-    tick: &dyn Fn(&f64) -> String,
-) -> Result<(), String>
+fn panel<X>(area: &DrawingArea<SVGBackend, Shift>, p: &Panel, x: X, tick: &dyn Fn(&f64) -> String) -> Result<(), String>
 where
     X: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
@@ -286,17 +281,16 @@ where
     let series: Vec<_> = (p.series.iter().zip(COLORS.iter().cycle()))
         .scan(0, |next, (s, &color)| Some((s, color, std::mem::replace(next, *next + usize::from(!s.mark)))))
         .collect();
-    let values = |s: &'a Series| s.tops(n);
     for &(s, color, k) in series.iter().filter(|s| !s.0.mark) {
         let top = |t: f64| t - k as f64 * h;
-        let bars = values(s).map(|(t, (v, _))| Rectangle::new([(lo, top(t)), (v.min(hi), top(t) - h)], color.filled()));
+        let bars = s.tops(n).map(|(t, (v, _))| Rectangle::new([(lo, top(t)), (v.min(hi), top(t) - h)], color.filled()));
         let anno = chart.draw_series(bars).map_err(fail)?.label(&s.name);
         anno.legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
     for &(s, ..) in series.iter().filter(|s| s.0.mark) {
         let mark =
             |(t, (v, _)): (f64, &(f64, String))| PathElement::new(vec![(*v, t), (*v, t - 0.8)], BLACK.stroke_width(2));
-        let anno = chart.draw_series(values(s).map(mark)).map_err(fail)?.label(&s.name);
+        let anno = chart.draw_series(s.tops(n).map(mark)).map_err(fail)?.label(&s.name);
         anno.legend(|(x, y)| PathElement::new(vec![(x + 5, y - 7), (x + 5, y + 7)], BLACK.stroke_width(2)));
     }
     if let Some((at, name)) = &p.rule {
@@ -309,7 +303,7 @@ where
         let text = |(t, (v, label)): (f64, &(f64, String))| {
             EmptyElement::at((v.min(hi), t - (k as f64 + 0.5) * h)) + Text::new(label.clone(), (3, 0), style.clone())
         };
-        chart.draw_series(values(s).map(text)).map_err(fail)?;
+        chart.draw_series(s.tops(n).map(text)).map_err(fail)?;
     }
     chart
         .configure_series_labels()
