@@ -92,19 +92,18 @@ macro_rules! adapter {
             }
         }
     };
+    // An async client: its driver (from `with_driver`) is spawned on the runtime, as `with_config` does.
+    ($target:ident, $locker:ident, $krate:ident, with_driver) => {
+        adapter!($target, $locker, $krate, [.await], |config, exec| {
+            let (client, driver) = $krate::Client::with_driver(config).await.map_err(|e| e.to_string())?;
+            exec.detach(driver);
+            Ok(client)
+        });
+    };
 }
 
-// The async clients' drivers (from `with_driver`) are spawned on the runtime, as `with_config` does.
-adapter!(TokioAdapter, TokioLocker, redlease_tokio, [.await], |config, exec| {
-    let (client, driver) = redlease_tokio::Client::with_driver(config).await.map_err(|e| e.to_string())?;
-    exec.detach(driver);
-    Ok(client)
-});
-adapter!(SmolAdapter, SmolLocker, redlease_smol, [.await], |config, exec| {
-    let (client, driver) = redlease_smol::Client::with_driver(config).await.map_err(|e| e.to_string())?;
-    exec.detach(driver);
-    Ok(client)
-});
+adapter!(TokioAdapter, TokioLocker, redlease_tokio, with_driver);
+adapter!(SmolAdapter, SmolLocker, redlease_smol, with_driver);
 // redlease-mio's blocking client, on threads.
 adapter!(MioBlocking, MioLocker, redlease_mio, [], |config, _exec| {
     redlease_mio::Client::with_config(config).map_err(|e| e.to_string())
