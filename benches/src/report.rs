@@ -159,14 +159,21 @@ pub fn handoff(plan: &Plan, points: &[Point<Handoff>]) -> String {
         let longest = h.wait.at(1.0);
         let mut row = vec![name.to_string(), k.to_string()];
         row.extend([h.handoff.p50(), h.handoff.p99(), h.wait.p50(), longest].map(dur));
-        row.extend([over(longest, Some(fair)), rate(h.grants as f64 / h.elapsed.as_secs_f64())]);
+        let per_s = h.grants as f64 / h.elapsed.as_secs_f64();
+        // Grants/s against what L permits held for the measured mean hold allow.
+        let ideal = f64::from(h.holders.max(1)) * h.grants.max(1) as f64 / h.held.as_secs_f64();
+        let (least, most) = (h.per_contender.iter().min(), h.per_contender.iter().max());
+        let spread = least.zip(most).map_or("—".to_owned(), |(a, b)| format!("{a}–{b}"));
+        let retakes = format!("{:.0} %", 100.0 * h.retakes as f64 / h.grants.max(1) as f64);
+        row.extend([over(longest, Some(fair)), rate(per_s), times(Some(per_s / ideal)), spread, retakes]);
         Ok(row)
     });
     let about = format!(
         "K clients on one key (a mutex, L = 1, or a semaphore of L permits), each holding it {}; handoff: a permit's \
-         release call to its next grant.",
+         release call to its next grant; ÷ L / hold: grants/s over L ÷ the measured mean hold; per client: the \
+         fewest and most grants of one client; re-takes: grants of a permit to the client that released it last.",
         dur(Some(plan.hold))
     );
-    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K/L × hold|grants/s";
+    let head = "subject|K|handoff p50|p99|wait p50|longest wait|÷ K/L × hold|grants/s|÷ L / hold|per client|re-takes";
     table("Handoff", &about, head, 1, rows.collect())
 }

@@ -103,7 +103,9 @@ impl Load {
 
 /// The figures of the handoff scenario: handoffs (from a permit's release call to its next
 /// grant), waits (from a lock call to its grant), grants in the window, its length, and how
-/// many could hold the lock at once.
+/// many could hold the lock at once; how long the grants were held in all, each contender's
+/// grants, and the grants of a permit to the contender that released it last while others
+/// waited (re-takes).
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Handoff {
@@ -112,6 +114,9 @@ pub struct Handoff {
     pub grants: u64,
     pub elapsed: Duration,
     pub holders: u32,
+    pub held: Duration,
+    pub per_contender: Vec<u64>,
+    pub retakes: u64,
 }
 
 /// How to set up one subject: its runtime and its lockers.
@@ -252,10 +257,10 @@ impl<T: Target> Subject for Generic<T> {
         exec.block_on(async {
             let log = Arc::new(Shared::default());
             let mut tasks = Vec::new();
-            for _ in 0..contenders {
+            for who in 0..contenders {
                 let (mut locker, log, e) = (self.target.connect(&exec, urls).await?, Arc::clone(&log), exec.clone());
                 let hold = plan.hold;
-                tasks.push(exec.spawn(async move { contend(&mut locker, &e, hold, &log).await }));
+                tasks.push(exec.spawn(async move { contend(&mut locker, &e, hold, &log, who).await }));
             }
             exec.sleep(plan.handoff.warmup).await;
             let from = Instant::now();
@@ -269,17 +274,22 @@ impl<T: Target> Subject for Generic<T> {
             let mut turns = std::mem::take(&mut *log.turns.lock().expect("not poisoned"));
             // Each grant's handoff counts from the release call of the permit's previous holder
             // (a mutex is one permit): the latest release of any permit may have freed another.
-            turns.sort_by_key(|t| t.1);
+            turns.sort_by_key(|t| t.granted);
             let holders = if let Shape::Semaphore(limit) = self.info.shape { limit } else { 1 };
             let mut freed = HashMap::new();
-            let mut out = Handoff { elapsed: to - from, holders, ..Handoff::default() };
-            for &(called, granted, released, permit) in &turns {
-                let before = freed.insert(permit, released);
+            let per_contender = vec![0; contenders];
+            let mut out = Handoff { elapsed: to - from, holders, per_contender, ..Handoff::default() };
+            for &Turn { called, granted, released, permit, who } in &turns {
+                let before = freed.insert(permit, (released, who));
                 if granted >= from && granted < to {
                     out.grants += 1;
+                    out.held += released - granted;
+                    out.per_contender[who] += 1;
                     out.wait.record(granted - called);
-                    if let Some(before) = before {
+                    if let Some((before, last)) = before {
                         out.handoff.record(granted.saturating_duration_since(before));
+                        // With more contenders than permits, others always wait.
+                        out.retakes += u64::from(last == who && contenders > holders as usize);
                     }
                 }
             }
@@ -289,13 +299,23 @@ impl<T: Target> Subject for Generic<T> {
 }
 
 /// What the tasks of a timed window share with the thread that times it: whether to stop,
-/// whether the window is open, and the handoff contenders' turns (called, granted, released,
-/// the permit held).
+/// whether the window is open, and the handoff contenders' turns.
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,
     recording: AtomicBool,
-    turns: Mutex<Vec<(Instant, Instant, Instant, u16)>>,
+    turns: Mutex<Vec<Turn>>,
+}
+
+/// One grant of the handoff scenario: when its lock call was made, when it was granted and
+/// released, the permit held (0 for a mutex) and which contender held it.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    called: Instant,
+    granted: Instant,
+    released: Instant,
+    permit: u16,
+    who: usize,
 }
 
 /// Lock and unlock `key` until told to stop; the cycles that ended while the window was open.
@@ -329,7 +349,7 @@ async fn stall_level<L: Locker>(locker: &mut L, level: usize, max: usize, cap: D
     out
 }
 
-async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, log: &Shared) {
+async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, log: &Shared, who: usize) {
     // A failed call takes no turn: a subject whose calls fail shows no handoff at all.
     while !log.stop.load(Relaxed) {
         let called = Instant::now();
@@ -338,7 +358,7 @@ async fn contend<L: Locker, E: Exec>(locker: &mut L, exec: &E, hold: Duration, l
         exec.sleep(hold).await;
         let released = Instant::now();
         if locker.unlock(held).await.is_ok() {
-            log.turns.lock().expect("not poisoned").push((called, granted, released, permit));
+            log.turns.lock().expect("not poisoned").push(Turn { called, granted, released, permit, who });
         }
     }
 }
