@@ -1,8 +1,10 @@
 //! What every client supplies to the core from the OS and the process: lock tokens, the jitter
-//! seed, and a name unless the config has one.
+//! seed, the wall clock, and a name unless the config has one.
 
 use std::io;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use redlease_core::Config;
 
@@ -19,10 +21,20 @@ pub fn new_token() -> Result<String, Error> {
 }
 
 /// Validate `config` and give it a jitter seed from the OS random source unless it has one,
-/// so that two clients never retry or reconnect in step; and a name (`client-<n>`, the
-/// process's `n`th client) unless it has one, so that two clients' metrics never mix.
+/// so that two clients never retry or reconnect in step; a name (`client-<n>`, the process's
+/// `n`th client) unless it has one, so that two clients' metrics never mix; and the process's
+/// one reading of the wall clock unless it has one, so that the semaphore waiters of every
+/// client of the process queue in the order they came.
 pub fn seeded(mut config: Config) -> Result<Config, Error> {
     config.validate()?;
+    if config.wall_clock.is_none() {
+        static READING: OnceLock<(Instant, Duration)> = OnceLock::new();
+        let reading = READING.get_or_init(|| {
+            let since_epoch = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+            (Instant::now(), since_epoch)
+        });
+        config.wall_clock = Some(*reading);
+    }
     if config.name.is_none() {
         static CLIENTS: AtomicU64 = AtomicU64::new(1);
         config.name = Some(format!("client-{}", CLIENTS.fetch_add(1, Ordering::Relaxed)));
@@ -60,6 +72,8 @@ mod tests {
         assert!(names[0].starts_with("client-") && names[0] != names[1], "{names:?}");
         assert_eq!(seeded(config.clone().name("orders")).unwrap().name.as_deref(), Some("orders"));
         assert_eq!(seeded(config.clone().seed(7)).unwrap().seed, Some(7));
+        // One reading of the wall clock for every client of the process.
+        assert!(a.wall_clock.is_some() && a.wall_clock == b.wall_clock);
         let err = seeded(config.connect_timeout(Duration::ZERO)).unwrap_err();
         assert!(matches!(err, Error::Config(ConfigError::ZeroConnectTimeout)), "{err}");
         assert!(err.to_string().contains("connect_timeout"), "{err}");

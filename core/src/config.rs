@@ -1,6 +1,6 @@
 //! Engine configuration ([`Config`], [`Retry`]) and its validation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::ConfigError;
 use crate::node::NodeConfig;
@@ -160,6 +160,14 @@ pub struct Config {
     /// all retry in the same instant, and one that has waited longest retries soonest.
     /// Within one engine only the waiter that has waited longest is woken.
     pub wake_stagger: Duration,
+    /// The wall clock at one instant of the monotonic clock the engine is given, as
+    /// `(instant, time since the UNIX epoch then)`: a semaphore's waiters queue on every node in
+    /// the order of their tickets, the wall-clock time of each one's first refusal, so clients of
+    /// one process (which share one reading) and of machines whose clocks agree are served in
+    /// the order they came. `None` (the default): a client takes one reading per process; the
+    /// sans-IO `Engine` alone counts from the first instant it is given (its waiters are then
+    /// in order among themselves).
+    pub wall_clock: Option<(Instant, Duration)>,
     /// TLS settings of the `rediss://` nodes that have none of their own
     /// ([`NodeConfig::tls`](crate::NodeConfig::tls)). Default: verify against the Web PKI
     /// roots and the URL's host.
@@ -187,6 +195,7 @@ impl Config {
             require_all: false,
             wake: true,
             wake_stagger: Duration::from_millis(1),
+            wall_clock: None,
             tls: TlsSettings::default(),
         }
     }
@@ -233,6 +242,13 @@ impl Config {
     /// Set [`require_all`](Self::require_all).
     pub fn require_all(mut self, on: bool) -> Self {
         self.require_all = on;
+        self
+    }
+
+    /// Set [`wall_clock`](Self::wall_clock): at `at`, `since_epoch` had passed since the UNIX
+    /// epoch.
+    pub fn wall_clock(mut self, at: Instant, since_epoch: Duration) -> Self {
+        self.wall_clock = Some((at, since_epoch));
         self
     }
 

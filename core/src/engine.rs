@@ -52,6 +52,9 @@ pub struct Engine {
     /// An attempt is being started from a failed one: a next attempt that fails as it is
     /// sent (every node's vote failing at once) waits for the timer instead of recursing.
     retrying: bool,
+    /// The wall clock that waiters' tickets count on: [`Config::wall_clock`], or from the first
+    /// instant a ticket was asked for.
+    wall_clock: Option<(Instant, Duration)>,
 }
 
 impl Engine {
@@ -71,6 +74,7 @@ impl Engine {
             scratch: Vec::new(),
             waiters: Waiters::default(),
             retrying: false,
+            wall_clock: config.wall_clock,
             config,
         })
     }

@@ -187,7 +187,9 @@
 //!
 //! A semaphore `S` of limit L ([`LockOptions::semaphore`]) has the keys `P` + `:0` .. `:{L-1}`
 //! (its permits, each a lock key as above, with its own fencing counter), `P:limit` (the limit,
-//! no TTL) and one waiter queue `redlease:queue:P`, where `P` is
+//! no TTL) and one waiter queue `redlease:queue:P` (a sorted set of `token:reservation_ms`, or
+//! `token:reservation_ms:permits` for a waiter of several, scored by the waiter's ticket: µs
+//! since the epoch on the client's clock at its first refusal, with a TTL), where `P` is
 //! `{key_prefix}redlease:sem:{S}` ([`SEMAPHORE_PREFIX`]): every key of one semaphore carries
 //! the hash tag `{S}`.
 //!
@@ -271,11 +273,18 @@ pub fn script_digests() -> [&'static str; 5] {
 }
 
 /// The semaphore acquire script: its Lua source and SHA-1 digest. The handshake does not load
-/// it: a connection's first semaphore attempt meets `NOSCRIPT` and is resent by `EVAL`, which
-/// loads it. Useful to recognise and answer it in tests.
+/// it: a connection's first semaphore attempt carries its source (`EVAL`). Useful to recognise
+/// and answer it in tests.
 #[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn semaphore_script() -> (&'static str, &'static str) {
     (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA)
+}
+
+/// The semaphore release script (its permits handed to the waiters queued for them): its Lua
+/// source and SHA-1 digest, loaded as the acquire script is.
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
+pub fn semaphore_release_script() -> (&'static str, &'static str) {
+    (scripts::SEM_RELEASE, scripts::SEM_RELEASE_SHA)
 }
 
 /// The read-lock scripts: the Lua source and SHA-1 digest of the read acquire, the read

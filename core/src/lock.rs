@@ -107,6 +107,9 @@ pub(crate) struct Record {
     pub(crate) permits: Permits,
     /// A read lock (a write lock that was downgraded included).
     pub(crate) shared: bool,
+    /// A semaphore waiter's place in the queue on every node: the wall-clock µs of its first
+    /// refusal ([`Config::wall_clock`]).
+    pub(crate) ticket: u64,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -151,6 +154,7 @@ impl Record {
             reserve_ms: 0,
             permits: Permits::default(),
             shared: false,
+            ticket: 0,
         }
     }
 
@@ -230,20 +234,27 @@ impl Record {
     }
 
     /// The release call: hand each key to the next queued waiter; with `leave`, leave the
-    /// queues this acquisition joined too.
-    pub(crate) fn release_call(&self, leave: bool) -> Call {
+    /// queues this acquisition joined too; a `cleanup` of an attempt hands on only what was
+    /// handed to it.
+    pub(crate) fn release_call(&self, leave: bool, cleanup: bool, retry: Retry) -> Call {
         if self.shared {
             return Call::ReadRelease { leave: leave && self.queued(), reserve_ms: self.reserve_ms };
         }
-        Call::Release { leave: leave && self.queued(), reserve_ms: self.reserve_ms, want: self.permits.want.max(1) }
+        let (reserve_ms, want, leave) = (self.reserve_ms, self.permits.want.max(1), leave && self.queued());
+        // A semaphore waiter whose attempt some nodes granted (taking it off their queues) and
+        // that waits on goes back in line there.
+        let waits = cleanup && !leave && self.queued() && self.permits.on();
+        let rejoin = waits.then(|| (self.ticket, self.queue_ttl_ms(retry)));
+        Call::Release { leave, reserve_ms, want, cleanup, rejoin }
     }
 
     /// From now on the acquisition waits: its attempts mark the keys that refuse them and join
     /// their queues, asking for a reservation that covers how it learns of a hand-over (at once
     /// when it `listens` to release messages, else by its next retry). The first call fixes
-    /// the reservation: it is part of the acquisition's queue entries.
-    pub(crate) fn start_waiting(&mut self, listens: bool, retry: Retry, node_timeout: Duration) {
+    /// the reservation (it is part of the acquisition's queue entries) and the `ticket`.
+    pub(crate) fn start_waiting(&mut self, listens: bool, retry: Retry, node_timeout: Duration, ticket: u64) {
         if self.queue == Queue::No {
+            self.ticket = ticket;
             let reserve = if listens { retry.min_delay } else { retry.max_delay + node_timeout };
             self.reserve_ms = (reserve.as_millis() as u64).max(1);
             self.queue = Queue::Back;
@@ -277,6 +288,7 @@ impl Record {
                 queue_ttl_ms: self.queue_ttl_ms(retry),
                 reserve_ms: self.reserve_ms,
                 want: u32::from(self.permits.want),
+                ticket: self.ticket,
             }),
             (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
@@ -290,7 +302,7 @@ impl Record {
                 reserve_ms: self.reserve_ms,
             }),
             (Op::Extend, Phase::Extending { ttl, .. }) => Some(Call::Extend { ttl_ms: ttl.as_millis().max(1) as u64 }),
-            (Op::Release, _) => Some(self.release_call(true)),
+            (Op::Release, _) => Some(self.release_call(true, false, retry)),
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }

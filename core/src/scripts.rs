@@ -142,11 +142,7 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 /// what its own failed attempt took while it heads the queue keeps its place and names nobody;
 /// an entry that is not `token:ms` is dropped.
 ///
-/// Keys that share one queue (a semaphore's permits) go to its waiters in order, each as many
-/// as it asked for: a waiter of `m` permits queues as `token:ms:m` (of one, as `token:ms`), and
-/// gets up to `m` of the permits one release frees, together, before the next waiter gets the
-/// rest. A waiter handed fewer than it asked for is refused at its retry and queues at the
-/// front again (it was named), where the next release tops it up.
+/// A semaphore's permits release with [`SEM_RELEASE`] instead: they share one queue.
 ///
 /// A waiter that leaves (it gave up) while readers share the key it marked (`:readers:`, see
 /// [`READ_ACQUIRE`]) takes its mark back: new readers join again, and a writer still waiting
@@ -158,7 +154,6 @@ pub(crate) const RELEASE: &str = r"local d = 0
 local t = ARGV[1]
 local n = #KEYS / 2
 local entry = t .. ':' .. ARGV[3]
-local given = {}
 for i = 1, n do
   local name = KEYS[n + i]
   if ARGV[2] == '1' then redis.pcall('LREM', name, 1, entry) end
@@ -170,25 +165,16 @@ for i = 1, n do
   elseif v == t .. ':' then
     d = d + redis.call('DEL', KEYS[i])
     local nxt = ''
-    local g = given[name]
-    if not (g and g[3] > 0) then
-      g = nil
-      local head = redis.pcall('LINDEX', name, 0)
-      if type(head) == 'string' then
-        local tok, ms, w = string.match(head, '^([^:]*):(%d+):?(%d*)$')
-        if not tok then
-          redis.pcall('LPOP', name)
-        elseif tok ~= t then
-          redis.pcall('LPOP', name)
-          g = { tok, ms, tonumber(w) or 1 }
-          given[name] = g
-        end
+    local head = redis.pcall('LINDEX', name, 0)
+    if type(head) == 'string' then
+      local tok, ms = string.match(head, '^([^:]*):(%d+)$')
+      if not tok then
+        redis.pcall('LPOP', name)
+      elseif tok ~= t then
+        redis.pcall('LPOP', name)
+        redis.call('SET', KEYS[i], tok .. ':', 'PX', ms)
+        nxt = tok
       end
-    end
-    if g then
-      redis.call('SET', KEYS[i], g[1] .. ':', 'PX', g[2])
-      nxt = g[1]
-      g[3] = g[3] - 1
     end
     redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
   end
@@ -207,7 +193,7 @@ redis.call('DEL', KEYS[1])
 local nxt = ''
 local head = redis.pcall('LINDEX', KEYS[2], 0)
 if type(head) == 'string' then
-  local tok, ms = string.match(head, '^([^:]*):(%d+):?%d*$')
+  local tok, ms = string.match(head, '^([^:]*):(%d+)$')
   if not tok then
     redis.pcall('LPOP', KEYS[2])
   elseif tok ~= ARGV[1] then
@@ -220,10 +206,10 @@ redis.pcall(ARGV[2] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS
 return 1
 ";
 /// SHA-1 of [`RELEASE_ONE`].
-pub(crate) const RELEASE_ONE_SHA: &str = "a91d64eef5f9ccf102a5f08b44e9f88239675dc3";
+pub(crate) const RELEASE_ONE_SHA: &str = "f1a22963ccb055a59d274e092e74d47dc5ce8577";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "61757d98f9f0fb9ce95034581c59c8b45f4aaeec";
+pub(crate) const RELEASE_SHA: &str = "930b72361517c90684d5c7ba880d402b92b26e10";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the
@@ -289,6 +275,7 @@ mod tests {
             (FENCE, FENCE_SHA),
             (RELEASE_ONE, RELEASE_ONE_SHA),
             (SEM_ACQUIRE, SEM_ACQUIRE_SHA),
+            (SEM_RELEASE, SEM_RELEASE_SHA),
             (READ_ACQUIRE, READ_ACQUIRE_SHA),
             (READ_EXTEND, READ_EXTEND_SHA),
             (READ_RELEASE, READ_RELEASE_SHA),

@@ -174,13 +174,17 @@ pub(crate) enum Call {
     Extend { ttl_ms: u64 },
     /// Delete the keys that are ours, handing each to the next queued waiter; with `leave`,
     /// also leave their queues (our entries name our reservation, `reserve_ms`, and a
-    /// semaphore waiter's the permits it wants, `want`, when more than one).
-    Release { leave: bool, reserve_ms: u64, want: u16 },
+    /// semaphore waiter's the permits it wants, `want`, when more than one). A `cleanup` of
+    /// an acquisition's attempt frees a semaphore's permits the attempt took, handing on only
+    /// those that were handed to it (a mutex key an attempt took is unmarked: freed anyway); a
+    /// semaphore waiter that waits on `rejoin`s its queue at `(ticket, queue TTL in ms)`.
+    Release { leave: bool, reserve_ms: u64, want: u16, cleanup: bool, rejoin: Option<(u64, u64)> },
     /// Raise the fence counters to `proposal`.
     Fence { proposal: u64 },
     /// Take `want` of a semaphore's permits (the keys, in the client's order; their number is
-    /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments.
-    Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32 },
+    /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments; a
+    /// refused waiter queues at `ticket` (µs of wall-clock time, the same on every node).
+    Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32, ticket: u64 },
     /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and
     /// queues as [`Acquire`](Call::Acquire) does.
     Read { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64 },
@@ -195,9 +199,11 @@ pub(crate) enum Call {
 
 impl Call {
     /// The bit of a script the handshake does not load (0 for those it loads): sent with its
-    /// source on a connection's first use ([`Links::needs_source`](crate::link::Links)).
-    pub(crate) fn lazy(self) -> u8 {
+    /// source on a connection's first use ([`Links::needs_source`](crate::link::Links)). A
+    /// release of a semaphore's permits (`sem`) is its own script.
+    pub(crate) fn lazy(self, sem: bool) -> u8 {
         match self {
+            Call::Release { .. } if sem => 32,
             Call::Permits { .. } => 1,
             Call::Read { .. } => 2,
             Call::ReadExtend { .. } => 4,
@@ -264,6 +270,7 @@ impl<'k, K: ExactSizeIterator<Item = &'k [u8]> + Clone> Request<'_, K> {
     pub(crate) fn encode(self, out: &mut Vec<u8>) {
         match self.call {
             Call::Permits { .. } => semaphore::permits(out, self),
+            Call::Release { .. } if self.names.sem.is_some() => semaphore::release(out, self),
             Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
                 rwlock::read(out, self);
             }
@@ -272,7 +279,7 @@ impl<'k, K: ExactSizeIterator<Item = &'k [u8]> + Clone> Request<'_, K> {
     }
 }
 
-/// A mutex's call (and a semaphore's calls on its permits' keys, which are mutex keys).
+/// A mutex's call (and a semaphore's extension of its permits' keys, which are lock keys).
 fn mutex<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>) {
     let Request { call, mut keys, token, names, eval } = request;
     let nkeys = keys.len();
@@ -380,7 +387,7 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
         }
         Call::Extend { ttl_ms } => resp::bulk_uint(out, ttl_ms),
         Call::Release { .. } if one => {}
-        Call::Release { leave, reserve_ms, want } => {
+        Call::Release { leave, reserve_ms, want, .. } => {
             resp::bulk(out, if leave { b"1" } else { b"0" });
             if want > 1 {
                 // The queue entry of a waiter of several permits: `token:ms:want`.
@@ -443,7 +450,7 @@ mod tests {
         assert!(text.starts_with("*11\r\n") && text.contains("$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nt\r\n"), "{text}");
         let mut out = Vec::new();
         Request {
-            call: Call::Release { leave: true, reserve_ms: 20, want: 1 },
+            call: Call::Release { leave: true, reserve_ms: 20, want: 1, cleanup: false, rejoin: None },
             keys: keys[..1].iter().copied(),
             token: b"t",
             names: names(b""),
@@ -457,7 +464,7 @@ mod tests {
         // One key, not leaving: the lean release, its queue as a key, the token only.
         for eval in [false, true] {
             let mut out = Vec::new();
-            let release = Call::Release { leave: false, reserve_ms: 20, want: 1 };
+            let release = Call::Release { leave: false, reserve_ms: 20, want: 1, cleanup: false, rejoin: None };
             Request { call: release, keys: keys[..1].iter().copied(), token: b"t", names: names(b""), eval }
                 .encode(&mut out);
             let text = String::from_utf8(out).unwrap();
@@ -477,7 +484,7 @@ mod tests {
         // Several keys: the general release, whether leaving or not.
         let mut out = Vec::new();
         Request {
-            call: Call::Release { leave: false, reserve_ms: 20, want: 1 },
+            call: Call::Release { leave: false, reserve_ms: 20, want: 1, cleanup: false, rejoin: None },
             keys: keys.iter().copied(),
             token: b"t",
             names: names(b""),

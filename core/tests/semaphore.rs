@@ -66,17 +66,17 @@ fn runs(cmd: &[Vec<u8>], (source, sha): (&str, &str)) -> bool {
     (cmd[0] == b"EVALSHA" && cmd[1] == sha.as_bytes()) || (cmd[0] == b"EVAL" && cmd[1] == source.as_bytes())
 }
 
-/// The release script: the general one (index 2) or the one-key release (index 4).
+/// The semaphore's release script.
 fn is_release(cmd: &[Vec<u8>]) -> bool {
-    let (sources, digests) = (redlease_core::script_sources(), redlease_core::script_digests());
-    [2, 4].into_iter().any(|i| runs(cmd, (sources[i], digests[i])))
+    runs(cmd, redlease_core::semaphore_release_script())
 }
 
-/// The lock keys a release names (its KEYS are the keys, then as many queues), and the queues.
+/// The permits a release names (its KEYS are the permits, then the semaphore's queue), and the
+/// queue.
 fn release_keys(cmd: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let n: usize = std::str::from_utf8(&cmd[2]).unwrap().parse().unwrap();
     let keys = &cmd[3..3 + n];
-    (keys[..n / 2].to_vec(), keys[n / 2..].to_vec())
+    (keys[..n - 1].to_vec(), keys[n - 1..].to_vec())
 }
 
 /// Acquire with `options` and `token` at `t0`; every node answers the first call with
@@ -150,9 +150,9 @@ fn an_attempt_is_one_script_call_naming_every_permit_the_limit_and_the_queue() {
             }
         }
         // ARGV: token, TTL ms, limit, permits, wait mode (a first attempt does not queue),
-        // queue TTL and reservation (unused).
+        // queue TTL, reservation and ticket (unused).
         let argv: Vec<&[u8]> = cmd[3 + numkeys..].iter().map(Vec::as_slice).collect();
-        assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0"]);
+        assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0", b"0"]);
         // The client's order comes from the token: the same token, the same order.
         rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
         assert_eq!(order(&rig.sent_commands()[1][0], 4), permits);
@@ -269,7 +269,10 @@ fn grants_beyond_the_held_permits_are_released_on_the_nodes_that_made_them() {
     assert_eq!(cmds[1].len(), 1);
     assert!(is_release(&cmds[1][0]));
     assert_eq!(release_keys(&cmds[1][0]), (vec![permit_key(order[0])], vec![QUEUE.to_vec()]));
-    assert_eq!(cmds[1][0].last().unwrap(), b"tok");
+    // ARGV: the token, a cleanup not leaving the queue, the reservation of its entry, its
+    // ticket and queue TTL (none: it never waited).
+    let none = b"0".to_vec();
+    assert_eq!(cmds[1][0][5..], [b"tok".to_vec(), b"2".to_vec(), none.clone(), none.clone(), none]);
     // The held permit is what extensions name.
     rig.engine.extend(rig.at(1), lock, None).unwrap();
     for cmds in rig.sent_commands() {
@@ -322,7 +325,7 @@ fn several_permits_are_held_all_together_or_not_at_all() {
     let (keys, queues) = release_keys(&cmds[2][0]);
     assert_eq!(keys, [permit_key(order[2])], "only the permit it does not hold");
     assert_eq!(queues, [b"redlease:queue:redlease:sem:{api}".to_vec()]);
-    assert_eq!(cmds[2][0][cmds[2][0].len() - 2], b"1", "it leaves the queue");
+    assert_eq!(cmds[2][0][cmds[2][0].len() - 4], b"3", "it leaves the queue, a cleanup");
     rig.reply(rig.at(1), 2, b":0\r\n");
     // A grant of fewer (or more) positions than wanted is no answer the script gives.
     let (bad, _) = start(&mut rig, &sem(3, 2), b"tok2");

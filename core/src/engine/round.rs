@@ -90,8 +90,9 @@ impl Engine {
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let keys = &s.keys;
-        let eval = call.lazy() != 0 && self.links.needs_source(call.lazy());
         let names = s.names(self.config.fence_prefix.as_bytes());
+        let lazy = call.lazy(names.sem.is_some());
+        let eval = lazy != 0 && self.links.needs_source(lazy);
         let form = encode_all(
             self.links.any_cluster(),
             &mut cmd,
@@ -127,7 +128,7 @@ impl Engine {
     /// refused by every node: their cleanups would only cost each node a script run.
     pub(super) fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
         let s = &self.locks[idx];
-        let call = s.release_call(leave);
+        let call = s.release_call(leave, true, self.config.retry);
         let leaves = matches!(call, wire::Call::Release { leave: true, .. });
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
             && matches!(
@@ -399,7 +400,8 @@ impl Engine {
             self.send_cleanup(now, idx, false);
             cleaned = true;
             let listens = self.register(idx);
-            self.locks[idx].start_waiting(listens, retry, self.config.node_timeout);
+            let ticket = self.ticket(now);
+            self.locks[idx].start_waiting(listens, retry, self.config.node_timeout, ticket);
             if listens {
                 self.start_attempt(now, idx);
                 return;
@@ -413,8 +415,9 @@ impl Engine {
             }
         }
         let retrying = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g);
-        if !cleaned {
-            // The acquisition leaves the queues it joined when this is its last attempt.
+        if !cleaned || !retrying {
+            // The acquisition leaves the queues it joined when this is its last attempt (a
+            // poller's, cleaned up above, only leaves them).
             self.send_cleanup(now, idx, !retrying);
         }
         if retrying {

@@ -46,7 +46,13 @@ impl Engine {
         let s = &mut self.locks[idx];
         s.permits.choose(q, &mut s.keys);
         let s = &self.locks[idx];
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
+        let call = wire::Call::Release {
+            leave: false,
+            reserve_ms: s.reserve_ms,
+            want: s.permits.want.max(1),
+            cleanup: true,
+            rejoin: None,
+        };
         let names = s.names(b"");
         let mut cmd = std::mem::take(&mut self.scratch);
         for node in 0..self.links.len() {
@@ -113,7 +119,13 @@ impl Engine {
         if keys.is_empty() {
             return None;
         }
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
+        let call = wire::Call::Release {
+            leave: false,
+            reserve_ms: s.reserve_ms,
+            want: s.permits.want.max(1),
+            cleanup: true,
+            rejoin: None,
+        };
         let mut cmd = Vec::new();
         let (bytes, hash_slot) = encode_all(
             true,
@@ -132,7 +144,13 @@ impl Engine {
         if !s.queued() || unheld.is_empty() {
             return;
         }
-        let call = wire::Call::Release { leave: true, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
+        let call = wire::Call::Release {
+            leave: true,
+            reserve_ms: s.reserve_ms,
+            want: s.permits.want.max(1),
+            cleanup: true,
+            rejoin: None,
+        };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let form = encode_all(
@@ -180,7 +198,13 @@ impl Engine {
         if keys.is_empty() {
             return;
         }
-        let call = wire::Call::Release { leave: false, reserve_ms: s.reserve_ms, want: s.permits.want.max(1) };
+        let call = wire::Call::Release {
+            leave: false,
+            reserve_ms: s.reserve_ms,
+            want: s.permits.want.max(1),
+            cleanup: true,
+            rejoin: None,
+        };
         let mut cmd = std::mem::take(&mut self.scratch);
         cmd.clear();
         let form = encode_all(

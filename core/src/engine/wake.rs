@@ -100,6 +100,16 @@ impl Engine {
         if longest { Verdict::Stagger } else { Verdict::Sleep }
     }
 
+    /// A waiter's ticket at `now`: µs since the UNIX epoch on [`Config::wall_clock`] (or since
+    /// the first ticket, without one), at most 2^53 (what a score holds exactly).
+    ///
+    /// [`Config::wall_clock`]: crate::Config::wall_clock
+    pub(super) fn ticket(&mut self, now: Instant) -> u64 {
+        let (at, since_epoch) = *self.wall_clock.get_or_insert((now, Duration::ZERO));
+        let us = (since_epoch + now.saturating_duration_since(at)).as_micros();
+        us.min(1 << 53) as u64
+    }
+
     /// The delay before a woken waiter retries: random up to `wake_stagger`, halved for every
     /// wake-up it has lost, so the longest waiter across clients tends to go first.
     pub(super) fn stagger(&mut self, idx: u32) -> Duration {

@@ -238,6 +238,9 @@ pub(crate) struct Node {
     /// one per mutex key and one per semaphore; their TTL is not modelled, only checked to be
     /// passed: the engine leaves them when it ends).
     queues: BTreeMap<Key, VecDeque<Vec<u8>>>,
+    /// The scores of a semaphore's queue (a sorted set: the real scripts' `ZADD`, its entries
+    /// kept in `queues` in the order of their scores, then of the entries).
+    queue_scores: BTreeMap<Key, Scores>,
     /// Each queue's expiry, as a reading of the node's clock (ns): a join gives it at least
     /// the queue TTL the waiter asks for (`PEXPIRE` when less is left), and it is gone after.
     queue_expiry: BTreeMap<Key, i64>,
@@ -274,6 +277,7 @@ enum Script {
     Fence,
     ReleaseOne,
     SemAcquire,
+    SemRelease,
     ReadAcquire,
     ReadExtend,
     ReadRelease,
@@ -281,12 +285,13 @@ enum Script {
 }
 
 /// How many scripts the model knows.
-const SCRIPTS: usize = 10;
+const SCRIPTS: usize = 11;
 
 /// Every script the model runs: source, SHA-1 digest, and which one it is.
 fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
     let (s, d) = (redlease_core::script_sources(), redlease_core::script_digests());
     let (sem, sem_sha) = redlease_core::semaphore_script();
+    let (sem_release, sem_release_sha) = redlease_core::semaphore_release_script();
     let r = redlease_core::read_lock_scripts();
     [
         (s[0], d[0], Script::Acquire),
@@ -295,6 +300,7 @@ fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
         (s[3], d[3], Script::Fence),
         (s[4], d[4], Script::ReleaseOne),
         (sem, sem_sha, Script::SemAcquire),
+        (sem_release, sem_release_sha, Script::SemRelease),
         (r[0].0, r[0].1, Script::ReadAcquire),
         (r[1].0, r[1].1, Script::ReadExtend),
         (r[2].0, r[2].1, Script::ReadRelease),
@@ -365,6 +371,7 @@ impl Node {
             published: Vec::new(),
             sharded: false,
             queues: BTreeMap::new(),
+            queue_scores: BTreeMap::new(),
             queue_expiry: BTreeMap::new(),
             readers: BTreeMap::new(),
             lost_readers: Vec::new(),
@@ -483,6 +490,7 @@ impl Node {
         self.held.clear();
         if !keep_data {
             self.queues.clear();
+            self.queue_scores.clear();
             self.queue_expiry.clear();
             self.purge(now);
             self.lost_readers.extend(std::mem::take(&mut self.readers));
@@ -718,7 +726,8 @@ impl Node {
             }
             if let Some(q) = self.queues.remove(&key) {
                 let left = self.queue_expiry.remove(&key).map_or(1, |x| (x.div_euclid(MS as i64) - ms).max(1));
-                moved.queues.push((key.clone(), q, left));
+                let scores = self.queue_scores.remove(&key);
+                moved.queues.push(MovedQueue(key.clone(), q, scores, left));
             }
             if let Some(lock) = name.strip_prefix(READERS_PREFIX) {
                 let lock = (0, lock.to_vec());
@@ -748,8 +757,11 @@ impl Node {
             e.since = now;
             self.data.insert(key, e);
         }
-        for (key, q, ttl) in moved.queues {
+        for MovedQueue(key, q, scores, ttl) in moved.queues {
             self.queue_expiry.insert(key.clone(), (ms + ttl) * MS as i64);
+            if let Some(scores) = scores {
+                self.queue_scores.insert(key.clone(), scores);
+            }
             if self.queues.insert(key.clone(), q).is_some() {
                 self.problems.push(format!("BUSYKEY: queue {:?} migrated to a master that has it", show_key(&key.1)));
             }
@@ -781,6 +793,7 @@ impl Node {
         self.queue_expiry.retain(|k, x| *x > local && queues.contains_key(k));
         let expiry = &self.queue_expiry;
         self.queues.retain(|k, _| expiry.contains_key(k));
+        self.queue_scores.retain(|k, _| expiry.contains_key(k));
         for k in gone {
             let set = self.readers.remove(&k).expect("listed above");
             self.close_members(&k, set, now);
@@ -1121,6 +1134,7 @@ impl Node {
         // The argument that makes a script that announces do so on the sharded channel.
         let at = match known_scripts().get(i).map(|s| s.2) {
             Some(Script::Release | Script::ReadRelease) => 3,
+            Some(Script::SemRelease) => 5,
             Some(Script::ReleaseOne) => 1,
             Some(Script::ReadAcquire) => 5,
             Some(Script::Downgrade) => 2,
@@ -1135,6 +1149,7 @@ impl Node {
             Some(Script::Fence) => self.fence(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv).map(Reply::Int),
             Some(Script::SemAcquire) => self.sem_acquire(now, db, keys, argv),
+            Some(Script::SemRelease) => self.sem_release(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadAcquire) => self.read_acquire(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadExtend) => self.read_extend(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadRelease) => self.read_release(now, db, keys, argv).map(Reply::Int),
@@ -1226,17 +1241,21 @@ impl Node {
 
     /// The semaphore's acquire. KEYS: the n permit keys (in the client's order), the limit key,
     /// the semaphore's one queue, then (with fencing) the n permits' fence counters; ARGV:
-    /// token, ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms.
+    /// token, ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms,
+    /// ticket.
     ///
     /// Records the limit on first use (no TTL) and answers `WRONGLIMIT` for another. Takes m
     /// permits, all or nothing: those holding the token first (marked or not: a re-entry or a
     /// hand-over), then free ones, in KEYS order; replies 0 when fewer than m are ours or free
-    /// (a queuing waiter then marks every permit another token holds and joins the queue), else
-    /// `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the permits taken (1
-    /// without fencing) and the 1-based positions of the permits taken, leaving the queue.
+    /// (a queuing waiter then joins the queue once, at its ticket kept between the oldest score
+    /// and a second past the newest, and if it heads the queue keeps the permits handed to it
+    /// for another reservation),
+    /// else `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the permits
+    /// taken (1 without fencing) and the 1-based positions of the permits taken, leaving the
+    /// queue.
     fn sem_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
-        let [token, ttl, limit, m, queue, queue_ttl, reserve] = argv else {
-            return Err(format!("the semaphore acquire takes 7 arguments, got {}", argv.len()));
+        let [token, ttl, limit, m, queue, queue_ttl, reserve, ticket] = argv else {
+            return Err(format!("the semaphore acquire takes 8 arguments, got {}", argv.len()));
         };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("semaphore: the TTL must be a positive integer")?;
         let n = parse_int(limit).filter(|&n| n >= 1).ok_or("semaphore: the limit must be a positive integer")? as usize;
@@ -1252,6 +1271,7 @@ impl Node {
             parse_int(queue_ttl).filter(|&t| t > 0).ok_or("semaphore: the queue TTL must be a positive integer")?;
             parse_int(reserve).filter(|&t| t > 0).ok_or("semaphore: the reservation must be a positive integer")?;
         }
+        let ticket = parse_int(ticket).filter(|&t| t >= 0).ok_or("semaphore: the ticket must be an integer")?;
         let fencing = match keys.len() {
             k if k == n + 2 => false,
             k if k == 2 * n + 2 => true,
@@ -1300,16 +1320,15 @@ impl Node {
             entry.extend_from_slice(format!(":{m}").as_bytes());
         }
         if mine.len() + free.len() < m as usize {
-            if let Some(front) = front {
-                for k in permits {
-                    // Every permit another token holds is marked (once), keeping its TTL.
-                    if let Some(e) = self.data.get_mut(&(db, k.clone())) {
-                        if e.value != *token {
-                            e.marked = true;
-                        }
+            if front.is_some() {
+                let queue = (db, qkey.clone());
+                self.join_sorted(now, &queue, &entry, ticket, parse_int(queue_ttl).unwrap_or(1));
+                if self.queues.get(&queue).and_then(|q| q.front()) == Some(&entry) {
+                    for &i in &mine {
+                        // What was handed to the head stays its while it waits for the rest.
+                        self.pexpire(now, db, &permits[i], parse_int(reserve).unwrap_or(1));
                     }
                 }
-                self.join_queue(now, &(db, qkey.clone()), &entry, front, parse_int(queue_ttl).unwrap_or(1));
             }
             return Ok(Reply::Int(0));
         }
@@ -1324,7 +1343,7 @@ impl Node {
             }
         }
         if front.is_some() {
-            self.leave_queue(&(db, qkey.clone()), &entry);
+            self.leave_sorted(&(db, qkey.clone()), &entry);
         }
         let positions: Vec<String> = take.iter().map(|i| (i + 1).to_string()).collect();
         Ok(Reply::Bulk(format!("{} {}", f + 1, positions.join(" ")).into_bytes()))
@@ -1348,6 +1367,39 @@ impl Node {
         } else if at.is_none() {
             q.push_back(entry.to_vec());
         }
+    }
+
+    /// Join the sorted queue `key` as `entry` at score `ticket` unless already in it (`ZADD
+    /// NX`), the score kept between the queue's oldest and a second past its newest; the queue
+    /// lives at least `ttl_ms` from now.
+    fn join_sorted(&mut self, now: Time, key: &Key, entry: &[u8], ticket: i64, ttl_ms: i64) {
+        let local = self.clock.local(now);
+        let x = self.queue_expiry.entry(key.clone()).or_insert(local);
+        *x = (*x).max(local + ttl_ms * MS as i64);
+        let scores = self.queue_scores.entry(key.clone()).or_default();
+        if scores.contains_key(entry) {
+            return;
+        }
+        let q = self.queues.entry(key.clone()).or_default();
+        let bounds = (q.front().and_then(|e| scores.get(e)), q.back().and_then(|e| scores.get(e)));
+        let score = match bounds {
+            (Some(&first), Some(&last)) => ticket.max(first).min(last + 1_000_000),
+            _ => ticket,
+        };
+        scores.insert(entry.to_vec(), score);
+        let at = q.iter().position(|e| (scores[e], e.as_slice()) > (score, entry)).unwrap_or(q.len());
+        q.insert(at, entry.to_vec());
+    }
+
+    /// Leave the sorted queue `key` (`ZREM`).
+    fn leave_sorted(&mut self, key: &Key, entry: &[u8]) {
+        if let Some(scores) = self.queue_scores.get_mut(key) {
+            scores.remove(entry);
+            if scores.is_empty() {
+                self.queue_scores.remove(key);
+            }
+        }
+        self.leave_queue(key, entry);
     }
 
     fn leave_queue(&mut self, key: &Key, entry: &[u8]) {
@@ -1418,9 +1470,6 @@ impl Node {
             return Err("release: lock and queue keys mixed up".into());
         }
         let mut d = 0;
-        // Keys sharing one queue (a semaphore's permits) go to its waiters in order, each as
-        // many as its entry asks for (`token:ms:m`; one for `token:ms`).
-        let mut given: BTreeMap<Vec<u8>, (Vec<u8>, i64, i64)> = BTreeMap::new();
         for (k, qname) in locks.iter().zip(qkeys) {
             let key = (db, k.clone());
             let queue = (db, qname.clone());
@@ -1444,35 +1493,21 @@ impl Node {
                     continue;
                 }
                 let mut next = Vec::new();
-                if let Some((tok, ms, left)) = given.get(qname).cloned().filter(|g| g.2 > 0) {
-                    given.insert(qname.clone(), (tok.clone(), ms, left - 1));
-                    self.set(now, db, k, &tok, Some(ms));
-                    if let Some(e) = self.data.get_mut(&key) {
-                        e.marked = true;
-                    }
-                    let channel = [b"redlease:wake:".as_slice(), k].concat();
-                    self.published.push((channel, [token, b":", &tok].concat()));
-                    continue;
-                }
                 if let Some(q) = self.queues.get_mut(&queue) {
-                    if let Some(head) = q.front().cloned() {
-                        let parsed = entry_parts(&head);
-                        match parsed {
-                            None => {
-                                q.pop_front();
+                    match q.front().map(|head| entry_parts(head).filter(|e| e.2 == 1).map(|e| (e.0.to_vec(), e.1))) {
+                        None => {}
+                        Some(None) => {
+                            q.pop_front();
+                        }
+                        Some(Some((tok, _))) if tok == token => {}
+                        Some(Some((tok, ms))) => {
+                            q.pop_front();
+                            self.set(now, db, k, &tok, Some(ms));
+                            // The reservation stays marked: other waiters may still listen.
+                            if let Some(e) = self.data.get_mut(&key) {
+                                e.marked = true;
                             }
-                            Some((tok, _, _)) if tok == token => {}
-                            Some((tok, ms, want)) => {
-                                let tok = tok.to_vec();
-                                q.pop_front();
-                                next = tok;
-                                given.insert(qname.clone(), (next.clone(), ms, want - 1));
-                                self.set(now, db, k, &next, Some(ms));
-                                // The reservation stays marked: other waiters may still listen.
-                                if let Some(e) = self.data.get_mut(&key) {
-                                    e.marked = true;
-                                }
-                            }
+                            next = tok;
                         }
                     }
                     if self.queues.get(&queue).is_some_and(VecDeque::is_empty) {
@@ -1482,6 +1517,79 @@ impl Node {
                 let channel = [b"redlease:wake:".as_slice(), k].concat();
                 self.published.push((channel, [token, b":", &next].concat()));
             }
+        }
+        Ok(d)
+    }
+
+    /// A semaphore's release. KEYS: permit keys, then the semaphore's queue; ARGV: token, mode
+    /// (`1`: leave the queue; plus `2`: a cleanup; plus `4`: join the queue again), our entry's
+    /// reservation (`ms` or `ms:m`), the ticket and the queue TTL to join with.
+    /// Deletes the permits holding the token, handing each to the head of the queue (each
+    /// waiter as many as its entry asks for, in order) for the reservation its entry names,
+    /// except a cleanup's unmarked ones; announces a permit named to a waiter or handed over
+    /// before. Returns how many permits it deleted.
+    fn sem_release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+        let [token, mode, reserve, ticket, queue_ttl] = argv else {
+            return Err(format!("the semaphore release takes 5 arguments, got {}", argv.len()));
+        };
+        let Some((qname, permits)) = keys.split_last() else { return Err("semaphore release: no keys".into()) };
+        let good = !permits.is_empty() && permits.iter().all(|k| permit_of(k).is_some() && queue_of(k) == *qname);
+        if !good {
+            return Err("semaphore release: permit and queue keys mixed up".into());
+        }
+        let queue = (db, qname.clone());
+        let mode = parse_int(mode).filter(|m| (0..8).contains(m)).ok_or("semaphore release: mode 0 to 7")?;
+        let entry = [token.as_slice(), b":", reserve].concat();
+        if mode % 2 == 1 {
+            self.leave_sorted(&queue, &entry);
+        }
+        if mode >= 4 {
+            let ticket = parse_int(ticket).ok_or("semaphore release: the ticket must be an integer")?;
+            let ttl = parse_int(queue_ttl).filter(|&t| t > 0).ok_or("semaphore release: the queue TTL")?;
+            self.join_sorted(now, &queue, &entry, ticket, ttl);
+        }
+        let cleanup = mode % 4 >= 2;
+        let (mut d, mut given): (i64, Option<(Vec<u8>, i64, i64)>) = (0, None);
+        for k in permits {
+            let key = (db, k.clone());
+            let marked = self.data.get(&key).is_some_and(|e| e.marked);
+            if self.get(db, k) != Some(token.as_slice()) || !self.del(now, db, k) {
+                continue;
+            }
+            d += 1;
+            self.released.push((now, self.stats.commands, self.current, token.to_vec(), k.clone()));
+            if cleanup && !marked {
+                // A cleanup frees what its attempt took as it was.
+                self.stats.quiet_releases += 1;
+                continue;
+            }
+            if given.as_ref().is_none_or(|g| g.2 == 0) {
+                given = None;
+                let head = self.queues.get(&queue).and_then(|q| q.front().cloned());
+                if let Some(head) = head {
+                    let parsed = entry_parts(&head).map(|(t, ms, m)| (t.to_vec(), ms, m));
+                    if parsed.as_ref().is_none_or(|p| p.0 != *token) {
+                        self.leave_sorted(&queue, &head);
+                    }
+                    given = parsed.filter(|p| p.0 != *token);
+                }
+            }
+            let mut next = Vec::new();
+            if let Some((tok, ms, left)) = &mut given {
+                self.set(now, db, k, tok, Some(*ms));
+                if let Some(e) = self.data.get_mut(&key) {
+                    e.marked = true;
+                }
+                next = tok.clone();
+                *left -= 1;
+            }
+            if next.is_empty() && !marked {
+                // Nobody waits, and nobody was handed it: compare-and-delete only.
+                self.stats.quiet_releases += 1;
+                continue;
+            }
+            let channel = [b"redlease:wake:".as_slice(), k].concat();
+            self.published.push((channel, [token.as_slice(), b":", &next].concat()));
         }
         Ok(d)
     }
@@ -1779,13 +1887,21 @@ pub(crate) fn reader_spans(history: &[Segment], memberships: Vec<Segment>) -> Ve
     out
 }
 
+/// The scores of a sorted queue's entries.
+type Scores = BTreeMap<Vec<u8>, i64>;
+
+/// A waiter queue on its way to another master: its entries, their scores if it is sorted, and
+/// its TTL in whole milliseconds.
+#[derive(Debug)]
+struct MovedQueue(Key, VecDeque<Vec<u8>>, Option<Scores>, i64);
+
 /// Keys of one slot on their way from one cluster master to another (`MIGRATE`): values with
 /// their TTL in whole milliseconds, as Redis sends it; waiter queues; readers, whose scores
 /// are readings of the source's clock (the masters of a simulated cluster share one clock).
 #[derive(Debug, Default)]
 pub(crate) struct Moved {
     data: Vec<(Key, Entry, Option<i64>)>,
-    queues: Vec<(Key, VecDeque<Vec<u8>>, i64)>,
+    queues: Vec<MovedQueue>,
     readers: Vec<(Key, ReaderSet, i64)>,
 }
 

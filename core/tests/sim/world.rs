@@ -500,9 +500,10 @@ impl World {
             }
         }
         let driven = clusters.iter().any(Option::is_some);
+        let base = Instant::now();
         let clients = (0..sc.clients)
             .map(|c| Client {
-                engine: Some(engine_for(&sc, c)),
+                engine: Some(engine_for(&sc, c, base)),
                 conn: vec![None; sc.nodes],
                 tx: vec![Vec::new(); sc.nodes],
                 sent: vec![VecDeque::new(); sc.nodes],
@@ -524,7 +525,7 @@ impl World {
             .collect();
         World {
             rng: Rng::new(sc.seed.wrapping_add(0x51_u64 << 56)),
-            base: Instant::now(),
+            base,
             now: 0,
             end: match &sc.script {
                 Some(script) => script.stop_at + sc.wind_down(),
@@ -2069,7 +2070,9 @@ impl World {
     }
 }
 
-fn engine_for(sc: &Scenario, c: usize) -> Engine {
+/// Client `c`'s engine; every client reads one wall clock, which starts at `base` (the
+/// simulated clock's zero).
+fn engine_for(sc: &Scenario, c: usize, base: Instant) -> Engine {
     let nodes = (0..sc.nodes)
         .map(|i| {
             let mut n = NodeConfig::new("sim", 7000 + i as u16);
@@ -2091,6 +2094,7 @@ fn engine_for(sc: &Scenario, c: usize) -> Engine {
     cfg.client_name = sc.client_name.then(|| format!("sim-{c}"));
     cfg.wake = sc.role(c).map_or(sc.wake, |r| r.wake);
     cfg.wake_stagger = sc.wake_stagger;
+    cfg.wall_clock = Some((base, Duration::ZERO));
     if sc.clusters.iter().any(Option::is_some) {
         // The engine schedules reconnects (the world follows `poll_connect`): on the scale of
         // the run, like the world's own schedule, not the default 50 ms to 2 s.

@@ -442,14 +442,16 @@ pub fn wake_on_release<S: Subject>() {
     servers.assert_no_leaks();
 }
 
-/// `LLEN` of `key` on each node.
+/// How many waiters the queue `key` has on each node: `LLEN` of a lock key's queue, `ZCARD` of
+/// a semaphore's (a sorted set).
 pub(super) fn queue_lengths(servers: &Servers, key: &str) -> Vec<i64> {
+    let count = if key.contains(redlease_core::SEMAPHORE_PREFIX) { "ZCARD" } else { "LLEN" };
     servers
         .nodes()
         .iter()
-        .map(|n| match n.conn().and_then(|mut c| c.cmd(&["LLEN", key])) {
+        .map(|n| match n.conn().and_then(|mut c| c.cmd(&[count, key])) {
             Ok(Reply::Int(len)) => len,
-            other => panic!("node {}: LLEN {key}: {other:?}", n.index()),
+            other => panic!("node {}: {count} {key}: {other:?}", n.index()),
         })
         .collect()
 }

@@ -350,10 +350,7 @@ pub fn semaphore_freed_permits<S: Subject>() {
             waiting.push(S::spawn(async move { S::lock(&waiter, spec).await }));
             // Each is refused and queues on every node before the next comes.
             eventually::<S>(Duration::from_secs(5), "the waiter queued on every node", || {
-                servers.nodes().iter().all(|n| {
-                    let len = n.conn().and_then(|mut c| c.cmd(&["LLEN", QUEUE]));
-                    matches!(len, Ok(Reply::Int(n)) if n == w as i64 + 1)
-                })
+                queue_lengths(&servers, QUEUE).iter().all(|&len| len == w as i64 + 1)
             })
             .await;
         }
@@ -411,7 +408,7 @@ pub fn semaphore_reentry<S: Subject>() {
         let mut token = None;
         eventually::<S>(Duration::from_secs(3), "the waiter queued on node 0", || {
             let mut c = servers.node(0).conn().expect("a connection to node 0");
-            let entries = match c.checked(&["LRANGE", queue, "0", "-1"]).expect("LRANGE") {
+            let entries = match c.checked(&["ZRANGE", queue, "0", "-1"]).expect("ZRANGE") {
                 Reply::Array(Some(items)) => items.iter().filter_map(Reply::as_text).collect(),
                 _ => Vec::new(),
             };
