@@ -79,6 +79,7 @@ options:
   --only WORDS   comma-separated scenario names (sequential, lockers, stalled, handoff, tls,
                  cluster) and/or parts of subject names (tokio, mio, floor, sem, rslock, ...;
                  =NAME for exactly that subject); the partners its ratios need still run
+  --hold MS      how long each contender of the handoff scenario holds the lock (default 5)
   --charts FILE  measure nothing: draw the charts of the tables in the markdown FILE (relative
                  to the workspace) into the folder FILE names without .md (docs/benchmarks.md:
                  docs/benchmarks/)
@@ -88,13 +89,14 @@ Tables go to stdout as each scenario ends, and all of them to target/bench/runti
 charts (SVG) to target/bench/runtimes/.";
 
 /// What the command line asked for: the full plan (`cargo bench`) or the quick one, the
-/// `--only` words (lowercase), the report to draw the charts of (`--charts`), `--help`, and
-/// the arguments not understood.
+/// `--only` words (lowercase), the handoff scenario's hold (`--hold`), the report to draw the
+/// charts of (`--charts`), `--help`, and the arguments not understood.
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Options {
     pub full: bool,
     pub only: Vec<String>,
+    pub hold: Option<Duration>,
     pub charts: Option<String>,
     pub help: bool,
     pub ignored: Vec<String>,
@@ -113,6 +115,10 @@ impl Options {
                 "--only" => {
                     let words = args.next().ok_or("--only needs words, e.g. --only tokio")?;
                     opts.only.extend(words.split(',').map(|w| w.trim().to_ascii_lowercase()));
+                }
+                "--hold" => {
+                    let ms = args.next().and_then(|a| a.parse::<u64>().ok()).filter(|&ms| (1..=1_000).contains(&ms));
+                    opts.hold = Some(Duration::from_millis(ms.ok_or("--hold needs 1 to 1000 (ms), e.g. --hold 1")?));
                 }
                 "--charts" => opts.charts = Some(args.next().ok_or("--charts needs a file, e.g. docs/benchmarks.md")?),
                 _ => opts.ignored.push(arg),
@@ -229,6 +235,8 @@ fn modes_and_filters() {
     assert!(o.wants_subject("mio-blocking-sem4") && !o.wants_subject("mio-blocking"));
     assert!(Plan::new(false).contenders(Shape::Semaphore(4)).iter().all(|&k| k > 4), "more than the permits");
     assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
+    assert_eq!(parse(&["--hold", "1"]).unwrap().hold, Some(Duration::from_millis(1)));
+    assert!(parse(&["--hold", "0"]).is_err() && parse(&["--hold"]).is_err());
     assert_eq!(parse(&["--charts", "docs/benchmarks.md"]).unwrap().charts.as_deref(), Some("docs/benchmarks.md"));
     assert!(parse(&["--charts"]).is_err());
 }

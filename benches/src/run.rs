@@ -20,7 +20,8 @@ use crate::usage;
 
 /// Run what `opts` selects. `Ok` carries the failed measurements (none: all completed).
 pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, String> {
-    let plan = Plan::new(opts.full);
+    let mut plan = Plan::new(opts.full);
+    plan.hold = opts.hold.unwrap_or(plan.hold);
     if !opts.full {
         eprintln!("quick mode: tiny counts, a smoke test (cargo bench -p redlease-benches --bench runtimes measures)");
     }

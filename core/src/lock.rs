@@ -289,6 +289,7 @@ impl Record {
                 reserve_ms: self.reserve_ms,
                 want: u32::from(self.permits.want),
                 ticket: self.ticket,
+                prefer: self.permits.prefer,
             }),
             (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })

@@ -183,8 +183,18 @@ pub(crate) enum Call {
     Fence { proposal: u64 },
     /// Take `want` of a semaphore's permits (the keys, in the client's order; their number is
     /// the limit), all or nothing, with [`Acquire`](Call::Acquire)'s other arguments; a
-    /// refused waiter queues at `ticket` (µs of wall-clock time, the same on every node).
-    Permits { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64, want: u32, ticket: u64 },
+    /// refused waiter queues at `ticket` (µs of wall-clock time, the same on every node); the
+    /// permit at the 1-based position `prefer` is tried first (0: none).
+    Permits {
+        ttl_ms: u64,
+        fencing: bool,
+        queue: Queue,
+        queue_ttl_ms: u64,
+        reserve_ms: u64,
+        want: u32,
+        ticket: u64,
+        prefer: u16,
+    },
     /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and
     /// queues as [`Acquire`](Call::Acquire) does.
     Read { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64 },

@@ -150,9 +150,9 @@ fn an_attempt_is_one_script_call_naming_every_permit_the_limit_and_the_queue() {
             }
         }
         // ARGV: token, TTL ms, limit, permits, wait mode (a first attempt does not queue),
-        // queue TTL, reservation and ticket (unused).
+        // queue TTL, reservation, ticket and preferred position (unused).
         let argv: Vec<&[u8]> = cmd[3 + numkeys..].iter().map(Vec::as_slice).collect();
-        assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0", b"0"]);
+        assert_eq!(argv, [&b"tok"[..], b"10000", b"4", b"2", b"0", b"0", b"0", b"0", b"0"]);
         // The client's order comes from the token: the same token, the same order.
         rig.engine.acquire(rig.t0, &sem(4, 2).fencing(fencing), b"tok").unwrap();
         assert_eq!(order(&rig.sent_commands()[1][0], 4), permits);

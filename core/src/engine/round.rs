@@ -407,6 +407,9 @@ impl Engine {
                 return;
             }
         }
+        if may_retry && self.locks[idx].waiting && self.retry_split(now, idx) {
+            return;
+        }
         if self.locks[idx].waiting {
             match self.verdict(idx) {
                 Verdict::Now => delay = Duration::ZERO,
@@ -432,6 +435,25 @@ impl Engine {
         let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
         self.finish(idx, Event::AcquireFailed { lock, error });
+    }
+
+    /// A waiting semaphore acquisition whose nodes granted permits, but no quorum the same
+    /// ones (two releases reached the nodes in different orders, and each named it for
+    /// another permit): it heads the queue, and what it took is free again once its cleanup
+    /// ran, so it retries at once, the permit most nodes granted first. Twice in a row at most;
+    /// `false` when this is no such round.
+    fn retry_split(&mut self, now: Instant, idx: u32) -> bool {
+        let permits = &mut self.locks[idx].permits;
+        let best = permits.split().filter(|_| permits.on() && permits.splits < 2);
+        let Some(best) = best else {
+            permits.splits = 0;
+            return false;
+        };
+        permits.splits += 1;
+        permits.prefer = best;
+        self.send_cleanup(now, idx, false);
+        self.start_attempt(now, idx);
+        true
     }
 
     /// End the record's life with its final event.

@@ -38,6 +38,11 @@ pub(crate) struct Permits {
     /// node confirmed the limit on its connection before, and the attempt is a fresh token's
     /// first, for one permit, without fencing: the script would take that permit if free).
     pub(crate) fast: bool,
+    /// The 1-based position the next attempt tries first (0: none): after an attempt whose
+    /// nodes granted different permits, the one most of them granted.
+    pub(crate) prefer: u16,
+    /// Attempts in a row retried at once after such a split.
+    pub(crate) splits: u8,
     /// Nodes where a cleanup of an earlier attempt was dropped (see
     /// `Engine::stray_permits`): their unheld permits are released once the lock settles.
     pub(crate) stray: Vec<u16>,
@@ -56,6 +61,8 @@ impl Permits {
         self.want = want as u16;
         // (A record reused from a semaphore's permit must not keep its shortcut.)
         self.fast = false;
+        self.prefer = 0;
+        self.splits = 0;
         self.stray.clear();
         self.name.clear();
         self.name.push_str(name);
@@ -117,6 +124,18 @@ impl Permits {
             }
         }
         best
+    }
+
+    /// After a round lost because its nodes granted different permits: the 1-based position
+    /// most of them granted (the first in the client's order among equals), which the next
+    /// attempt then tries first; `None` when no node granted.
+    pub(crate) fn split(&self) -> Option<u16> {
+        let mut count = vec![0usize; usize::from(self.limit)];
+        for &p in self.granted.iter().flatten() {
+            count[usize::from(p)] += 1;
+        }
+        let best = count.iter().enumerate().filter(|(_, c)| **c > 0).max_by_key(|(p, c)| (**c, std::cmp::Reverse(*p)));
+        best.map(|(p, _)| p as u16 + 1)
     }
 
     /// Whether the round is won (a quorum `q` of nodes granted the very same permits), and

@@ -36,12 +36,13 @@ end
 
 /// Take `m` of a semaphore's `n` permits, all or nothing on this node: the permits that
 /// already hold our token first (a re-entry, or a permit a release handed to us), then free
-/// ones, in the order of `KEYS` (the client's own order of the permits). Each permit is a lock
-/// key like a mutex's, holding its holder's token.
+/// ones, in the order of `KEYS` (the client's own order of the permits), the preferred
+/// position first. Each permit is a lock key like a mutex's, holding its holder's token.
 ///
 /// `KEYS`: the `n` permit keys, the limit key, the waiter queue, then (with fencing) the `n`
 /// fence counters. `ARGV`: token, TTL in ms, `n` (the limit), `m`, wait mode, queue TTL in
-/// ms, the waiter's reservation in ms (as [`ACQUIRE`]), and its ticket.
+/// ms, the waiter's reservation in ms (as [`ACQUIRE`]), its ticket, and the preferred position
+/// (0: none; after an attempt whose nodes granted different permits, the one most granted).
 ///
 /// The limit is recorded on first use (without a TTL, like the fence counters); another limit
 /// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` permits are ours or free,
@@ -52,9 +53,10 @@ end
 /// see [`SEM_RELEASE`]), scored by the waiter's ticket: the wall-clock time (µs) of its first
 /// refusal, which it sends to every node, so that every node orders the waiters alike and
 /// [`SEM_RELEASE`] hands each freed permit to the same waiter everywhere. A refused waiter (wait
-/// mode `1` or `2`) joins it once, at its ticket (see `join_queue!`); if it heads the queue, the permits already handed to it stay reserved
-/// for another reservation while it waits for the rest (only the head keeps them: two waiters
-/// each keeping some could wait for each other for ever). A granted waiter leaves the queue.
+/// mode `1` or `2`) joins it once, at its ticket (see `join_queue!`); if it heads the queue,
+/// the permits already handed to it stay reserved for another reservation while it waits for
+/// the rest (only the head keeps them: two waiters each keeping some could wait for each other
+/// for ever). A granted waiter leaves the queue.
 pub(crate) const SEM_ACQUIRE: &str = concat!(
     join_queue!(),
     r"local t = ARGV[1]
@@ -68,13 +70,18 @@ elseif lim ~= ARGV[3] then
   return redis.error_reply('WRONGLIMIT the semaphore has ' .. lim .. ' permits on this node, the client asks for a limit of ' .. ARGV[3])
 end
 local vals, mine, free = {}, {}, {}
-for i = 1, n do
-  local v = redis.call('GET', KEYS[i])
-  vals[i] = v
-  if v == t or v == t .. ':' then
-    mine[#mine + 1] = i
-  elseif not v then
-    free[#free + 1] = i
+local pref = tonumber(ARGV[9]) or 0
+for j = 0, n do
+  local i = j
+  if j == 0 then i = pref elseif j == pref then i = 0 end
+  if i > 0 and i <= n then
+    local v = redis.call('GET', KEYS[i])
+    vals[i] = v
+    if v == t or v == t .. ':' then
+      mine[#mine + 1] = i
+    elseif not v then
+      free[#free + 1] = i
+    end
   end
 end
 local qk = KEYS[n + 2]
@@ -110,7 +117,7 @@ return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
 "
 );
 /// SHA-1 of [`SEM_ACQUIRE`].
-pub(crate) const SEM_ACQUIRE_SHA: &str = "91b3d6b921fbbf5608cf0532d016b1cb034afc3a";
+pub(crate) const SEM_ACQUIRE_SHA: &str = "2ca4a2cf6216eede2b78d6bf29ecfaf7ddbb2feb";
 
 /// Delete each permit that holds our token (marked or not), handing it to the waiter that
 /// heads the semaphore's queue ([`SEM_ACQUIRE`]), reserved for it for the time its entry names,

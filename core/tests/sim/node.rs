@@ -1242,7 +1242,7 @@ impl Node {
     /// The semaphore's acquire. KEYS: the n permit keys (in the client's order), the limit key,
     /// the semaphore's one queue, then (with fencing) the n permits' fence counters; ARGV:
     /// token, ttl ms, n (the limit), m (permits wanted), wait mode, queue TTL, reservation ms,
-    /// ticket.
+    /// ticket, the preferred position (tried first).
     ///
     /// Records the limit on first use (no TTL) and answers `WRONGLIMIT` for another. Takes m
     /// permits, all or nothing: those holding the token first (marked or not: a re-entry or a
@@ -1254,8 +1254,8 @@ impl Node {
     /// taken (1 without fencing) and the 1-based positions of the permits taken, leaving the
     /// queue.
     fn sem_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
-        let [token, ttl, limit, m, queue, queue_ttl, reserve, ticket] = argv else {
-            return Err(format!("the semaphore acquire takes 8 arguments, got {}", argv.len()));
+        let [token, ttl, limit, m, queue, queue_ttl, reserve, ticket, prefer] = argv else {
+            return Err(format!("the semaphore acquire takes 9 arguments, got {}", argv.len()));
         };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("semaphore: the TTL must be a positive integer")?;
         let n = parse_int(limit).filter(|&n| n >= 1).ok_or("semaphore: the limit must be a positive integer")? as usize;
@@ -1306,8 +1306,11 @@ impl Node {
             }
             Some(_) => {}
         }
+        let prefer = parse_int(prefer).filter(|&p| p >= 0).ok_or("semaphore: the preferred position")? as usize;
         let (mut mine, mut free) = (Vec::new(), Vec::new());
-        for (i, k) in permits.iter().enumerate() {
+        // The preferred position (1-based; 0: none) first, then the others in KEYS order.
+        let first = permits.iter().enumerate().filter(|(i, _)| i + 1 == prefer);
+        for (i, k) in first.chain(permits.iter().enumerate().filter(|(i, _)| i + 1 != prefer)) {
             match self.get(db, k) {
                 Some(v) if v == token.as_slice() => mine.push(i),
                 None => free.push(i),
