@@ -45,8 +45,6 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new(ASYNC, ASYNC, SEQ, Floor::<Vec<tokio::net::TcpStream>>(PhantomData))),
         Box::new(Generic::new(BLOCKING, BLOCKING, SEQ, Floor::<MioSocks>(PhantomData))),
         Box::new(Generic::new("floor-pipelined", "", &[Scenario::Lockers], Floor::<MioSocks>(PhantomData))),
-        Box::new(Generic::new("floor-smol", "floor-smol", SEQ, Floor::<IoSocks<crate::exec::Smol>>(PhantomData))),
-        Box::new(Generic::new("floor-astd", "floor-astd", SEQ, Floor::<IoSocks<crate::exec::AsyncStd>>(PhantomData))),
     ]
 }
 
@@ -284,71 +282,6 @@ impl Socks for Vec<tokio::net::TcpStream> {
             TaskPoll::Pending
         });
         tokio::time::timeout(ROUND_TIMEOUT, decided).await.map_err(|_| "undecided after 10 s")?
-    }
-}
-
-/// async-io sockets on the executor `E` (smol's or async-std's): the floor as a raw client on
-/// the runtime the smol adapter uses, read as the tokio floor reads (a socket only while the
-/// round needs it).
-struct IoSocks<E>(Vec<smol::Async<TcpStream>>, PhantomData<fn() -> E>);
-
-/// An executor that runs async-io sockets.
-trait IoExec: Exec {
-    /// A new one.
-    fn make() -> Result<Self, String>;
-}
-
-impl IoExec for crate::exec::Smol {
-    fn make() -> Result<Self, String> {
-        Ok(crate::exec::Smol::default())
-    }
-}
-
-impl IoExec for crate::exec::AsyncStd {
-    fn make() -> Result<Self, String> {
-        Ok(crate::exec::AsyncStd)
-    }
-}
-
-impl<E: IoExec> Socks for IoSocks<E> {
-    type Exec = E;
-
-    fn exec() -> Result<E, String> {
-        E::make()
-    }
-
-    fn new(streams: Vec<TcpStream>) -> Result<Self, String> {
-        let socks =
-            streams.into_iter().map(|s| smol::Async::new(s).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-        Ok(IoSocks(socks, PhantomData))
-    }
-
-    async fn round(&mut self, nodes: &mut Nodes) -> Result<(), String> {
-        use futures_lite::{AsyncRead, AsyncWriteExt};
-        for s in self.0.iter_mut() {
-            s.write_all(&nodes.out).await.map_err(|e| e.to_string())?;
-        }
-        nodes.inbox.iter_mut().for_each(|b| b.votes.clear());
-        let socks = &mut self.0;
-        poll_fn(|cx| {
-            for (i, sock) in socks.iter_mut().enumerate() {
-                while nodes.inbox[i].votes.is_empty() {
-                    match std::pin::Pin::new(&mut *sock).poll_read(cx, &mut nodes.scratch) {
-                        TaskPoll::Pending => break,
-                        TaskPoll::Ready(r) => {
-                            if let Err(e) = take(r, nodes, i) {
-                                return TaskPoll::Ready(Err(e));
-                            }
-                        }
-                    }
-                }
-                if nodes.decided() {
-                    return TaskPoll::Ready(Ok(()));
-                }
-            }
-            TaskPoll::Pending
-        })
-        .await
     }
 }
 
