@@ -71,6 +71,22 @@ impl Signal {
     }
 }
 
+/// What a thread in [`Shared::wait`] waits for: `check` yields the value; it is given the
+/// state, or `None` when the thread was woken for `lock`'s answer (then it checks without
+/// the state's lock, and is given the state next if it has no value yet). Without `lock`, the
+/// thread is woken after every round of the loop.
+struct Until<C> {
+    lock: Option<LockId>,
+    check: C,
+}
+
+/// An [`Until`] for a check of the state, woken after every round of the loop.
+fn check_state<T>(
+    check: &mut impl FnMut(&mut State) -> Option<T>,
+) -> Until<impl FnMut(Option<&mut State>) -> Option<T> + '_> {
+    Until { lock: None, check: move |st: Option<&mut State>| st.and_then(&mut *check) }
+}
+
 pub(crate) struct State {
     /// `None` while a thread is blocked in `poll`.
     pub(crate) poller: Option<Poller>,
@@ -168,10 +184,11 @@ pub(crate) struct Keeper(std::sync::mpsc::Receiver<()>);
 
 /// What the threads of one client share.
 ///
-/// Wake-ups are targeted: a thread waiting for a lock's outcome sleeps on a condition
-/// variable of its own, signalled only when an event for that lock arrives; a thread waiting
-/// for anything else (`run_until`, a keep-alive, a lost signal) is signalled after every
-/// round of the loop; and a thread that stops driving the loop hands it to one sleeper.
+/// Wake-ups are targeted: a thread waiting for a lock's outcome sleeps on a [`Signal`] of its
+/// own, raised only when an event for that lock arrives (once the routing thread has let the
+/// state's lock go), and takes its answer without that lock; a thread waiting for anything
+/// else (`run_until`, a keep-alive, a lost signal) is woken after every round of the loop; and
+/// only a thread that stops driving the loop hands it to one sleeper.
 pub(crate) struct Shared {
     state: Mutex<State>,
     waker: Waker,
@@ -492,20 +509,4 @@ impl Drop for Shared {
         st.router.stop();
         st.driver.deregister(Instant::now());
     }
-}
-
-/// What a thread in [`Shared::wait`] waits for: `check` yields the value; it is given the
-/// state, or `None` when the thread was woken for `lock`'s answer (then it checks without
-/// the state's lock, and is given the state next if it has no value yet). Without `lock`, the
-/// thread is woken after every round of the loop.
-struct Until<C> {
-    lock: Option<LockId>,
-    check: C,
-}
-
-/// An [`Until`] for a check of the state, woken after every round of the loop.
-fn check_state<T>(
-    check: &mut impl FnMut(&mut State) -> Option<T>,
-) -> Until<impl FnMut(Option<&mut State>) -> Option<T> + '_> {
-    Until { lock: None, check: move |st: Option<&mut State>| st.and_then(&mut *check) }
 }
