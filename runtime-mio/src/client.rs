@@ -12,7 +12,7 @@ use redlease_core::{Config, Health, LockOptions};
 
 use crate::driver::Driver;
 use crate::guard::Guard;
-use crate::shared::{Poller, Shared, State};
+use crate::shared::{Poller, Shared, State, Then};
 
 /// Token of the driver's first socket in the client's own poll.
 const NODES: Token = Token(0);
@@ -100,7 +100,7 @@ impl Client {
         let poller = Poller { poll, events: Events::with_capacity(64) };
         let shared = Arc::new(Shared::new(State::new(poller, driver), waker));
         let st = shared.lock();
-        shared.wait_for(st, None, |st| st.driver.ready().then_some(()))?;
+        shared.wait_for(st, |st| st.driver.ready().then_some(()))?;
         shared.lock().driver.connected()?;
         Ok(Client { shared })
     }
@@ -133,9 +133,10 @@ impl Client {
         if st.closed {
             return Err(Error::Closed);
         }
-        let lock = shared
-            .command(&mut st, |router, engine, now| router.acquire(engine, now, options, token, reply, span.clone()));
-        let lease = shared.wait_for(st, lock, |_| rx.try_recv())?.map_err(|_| Error::Closed)??;
+        let lock = shared.command(&mut st, Then::Wait, |router, engine, now| {
+            router.acquire(engine, now, options, token, reply, span.clone())
+        });
+        let lease = shared.wait_reply(st, lock, &rx)??;
         let pump: Arc<dyn Pump> = Arc::clone(shared) as Arc<dyn Pump>;
         let guard = Guard::new(lease.with_pump(pump), Arc::clone(shared));
         if auto {
@@ -178,7 +179,7 @@ impl Client {
         if st.closed {
             return;
         }
-        let now = self.shared.command(&mut st, |router, engine, now| {
+        let now = self.shared.command(&mut st, Then::Wait, |router, engine, now| {
             router.close(engine, now);
             now
         });
@@ -193,7 +194,7 @@ impl Client {
     fn wait_idle<'a>(&'a self, st: MutexGuard<'a, State>, deadline: Instant) -> MutexGuard<'a, State> {
         let idle = |st: &mut State| (st.driver.engine().active_locks() == 0).then_some(());
         // Only fails if the poll broke, and then there is nothing left to wait for.
-        let _ = self.shared.wait(st, Some(deadline), None, idle);
+        let _ = self.shared.wait_until(st, deadline, idle);
         self.shared.lock()
     }
 
@@ -208,7 +209,7 @@ impl Client {
     /// lost-lock signals. Use it to keep locks extended without threads.
     pub fn run_until(&self, deadline: Instant) -> Result<(), Error> {
         let st = self.shared.lock();
-        self.shared.wait(st, Some(deadline), None, |_| None::<()>)?;
+        self.shared.wait_until(st, deadline, |_| None::<()>)?;
         Ok(())
     }
 
@@ -227,7 +228,7 @@ impl Client {
         let thread = std::thread::Builder::new().name("redlease-mio-keepalive".into()).spawn(move || {
             let st = shared.lock();
             // Ends when stopped, or when the client closes (then every caller sees `Closed`).
-            let _ = shared.wait_for(st, None, |_| flag.load(Ordering::Acquire).then_some(()));
+            let _ = shared.wait_for(st, |_| flag.load(Ordering::Acquire).then_some(()));
         })?;
         Ok(KeepAlive { shared: Arc::clone(&self.shared), stop, thread: Some(thread) })
     }

@@ -10,7 +10,7 @@ use redlease_client::adapter::{Router, oneshot, spans};
 use redlease_client::{Error, Lease, LockId, ReleaseReport};
 use redlease_core::Engine;
 
-use crate::shared::{Keeper, Shared, State};
+use crate::shared::{Keeper, Shared, State, Then};
 
 /// A held lock: its [`Lease`] (every getter: `fence`, `valid_until`, `lost`, ... through
 /// `Deref`) plus the client it came from. Dropping it without [`release`](Guard::release)
@@ -104,21 +104,25 @@ impl Guard {
             // Refused: see above.
             let _ = self.count_auto();
         }
-        drop(self.command(!on, |router, engine, now, lock| router.set_auto_extend(engine, now, lock, on)));
+        drop(
+            self.command(!on, Then::Return, |router, engine, now, lock| router.set_auto_extend(engine, now, lock, on)),
+        );
     }
 
     /// Issue `command` for this lock (the router, the engine, the time, the lock) and get it
-    /// written; with `uncount`, first stop counting the lock among the auto-extended ones.
+    /// written as [`Shared::command`] does for a caller that does `then`; with `uncount`, first
+    /// stop counting the lock among the auto-extended ones.
     /// Returns the state, still locked; when this was the last auto-extended lock, only once
     /// the extension thread has ended (it writes the command out as it ends).
     fn command(
         &self,
         uncount: bool,
+        then: Then,
         command: impl FnOnce(&mut Router, &mut Engine, Instant, LockId),
     ) -> MutexGuard<'_, State> {
         let mut st = self.shared.lock();
         let keeper = if uncount { self.uncount_auto(&mut st) } else { None };
-        self.shared.command(&mut st, |router, engine, now| command(router, engine, now, self.lease.id()));
+        self.shared.command(&mut st, then, |router, engine, now| command(router, engine, now, self.lease.id()));
         if let Some(keeper) = keeper {
             drop(st);
             self.shared.stop_keeper(keeper);
@@ -135,8 +139,9 @@ impl Guard {
         command: impl FnOnce(&mut Router, &mut Engine, Instant, LockId, oneshot::Sender<Result<T, Error>>),
     ) -> Result<T, Error> {
         let (reply, rx) = oneshot::channel();
-        let st = self.command(uncount, |router, engine, now, lock| command(router, engine, now, lock, reply));
-        self.shared.wait_for(st, Some(self.lease.id()), |_| rx.try_recv())?.map_err(|_| Error::Closed)?
+        let st =
+            self.command(uncount, Then::Wait, |router, engine, now, lock| command(router, engine, now, lock, reply));
+        self.shared.wait_reply(st, Some(self.lease.id()), &rx)?
     }
 }
 
@@ -154,7 +159,9 @@ impl Drop for Guard {
             return;
         }
         let span = spans::release(&self.shared.name, self.lease.resource());
-        drop(self.command(true, |router, engine, now, lock| router.release(engine, now, lock, None, span)));
+        drop(
+            self.command(true, Then::Return, |router, engine, now, lock| router.release(engine, now, lock, None, span)),
+        );
     }
 }
 

@@ -1,12 +1,14 @@
 //! What the threads of one blocking client share: the driver, the router, the poll, and the
 //! waiting scheme in which the thread that waits drives the loop.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Waker};
 use redlease_client::Error;
-use redlease_client::adapter::{Pump, Router, spans};
+use redlease_client::adapter::{Pump, Router, oneshot, spans};
 use redlease_core::{Engine, LockId};
 
 use crate::driver::Driver;
@@ -17,13 +19,72 @@ pub(crate) struct Poller {
     pub(crate) events: Events,
 }
 
-/// A thread inside [`Shared::wait`].
+/// A thread inside [`Shared::wait`], asleep or about to be.
 struct Waiter {
     id: u64,
-    signal: Arc<Condvar>,
-    /// It waits for this lock's outcome only (signalled when an event for it arrives), not
-    /// for rounds of the loop.
+    signal: Arc<Signal>,
+    /// It waits for this lock's outcome only (signalled when an event for it arrives, and
+    /// taken off the list then), not for rounds of the loop.
     lock: Option<LockId>,
+}
+
+/// How a sleeping thread is woken: a reason is recorded, then its thread is unparked. The
+/// sleeper needs no lock to learn why it woke.
+struct Signal {
+    reasons: AtomicU8,
+    thread: Thread,
+}
+
+impl Signal {
+    /// An event for the lock it waits for was routed (its answer is in), and it was taken off
+    /// the list of waiters.
+    const ANSWERED: u8 = 1;
+    /// Anything else: a round of the loop ended, the poll was handed over, the client closed.
+    const WOKEN: u8 = 2;
+
+    fn new() -> Self {
+        Signal { reasons: AtomicU8::new(0), thread: std::thread::current() }
+    }
+
+    /// Record `reason` and wake the thread (a system call only if it is parked).
+    fn raise(&self, reason: u8) {
+        self.reasons.fetch_or(reason, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Sleep (on the thread that made the signal) until a reason is raised or `deadline`
+    /// passes; returns the reasons raised since the last call, `0` on timeout.
+    fn sleep(&self, deadline: Option<Instant>) -> u8 {
+        loop {
+            let reasons = self.reasons.swap(0, Ordering::Acquire);
+            if reasons != 0 {
+                return reasons;
+            }
+            match deadline {
+                None => std::thread::park(),
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                    _ => return self.reasons.swap(0, Ordering::Acquire),
+                },
+            }
+        }
+    }
+}
+
+/// What a thread in [`Shared::wait`] waits for: `check` yields the value; it is given the
+/// state, or `None` when the thread was woken for `lock`'s answer (then it checks without
+/// the state's lock, and is given the state next if it has no value yet). Without `lock`, the
+/// thread is woken after every round of the loop.
+struct Until<C> {
+    lock: Option<LockId>,
+    check: C,
+}
+
+/// An [`Until`] for a check of the state, woken after every round of the loop.
+fn check_state<T>(
+    check: &mut impl FnMut(&mut State) -> Option<T>,
+) -> Until<impl FnMut(Option<&mut State>) -> Option<T> + '_> {
+    Until { lock: None, check: move |st: Option<&mut State>| st.and_then(&mut *check) }
 }
 
 pub(crate) struct State {
@@ -43,6 +104,9 @@ pub(crate) struct State {
     keeper_thread: Option<Keeper>,
     /// The threads inside [`Shared::wait`].
     waiters: Vec<Waiter>,
+    /// Waiters whose answer is in, taken off `waiters`: woken once the state's lock is let go
+    /// (waking them under it would only have them wait for it).
+    answered: Vec<Arc<Signal>>,
     next_waiter: u64,
     /// The waker was woken since the polling thread last took the lock: the commands issued
     /// meanwhile go out with the next poll's flush, no need to wake it again.
@@ -60,22 +124,38 @@ impl State {
             keeper_gen: 0,
             keeper_thread: None,
             waiters: Vec::new(),
+            answered: Vec::new(),
             next_waiter: 0,
             woken: false,
         }
     }
 
-    /// Route the driver's events to the callers waiting on them, and signal the threads
-    /// waiting for those locks.
+    /// Route the driver's events to the callers waiting on them, and take the threads waiting
+    /// for those locks off the list, to be woken once the state's lock is let go
+    /// ([`Shared::unlock`]; they take their answer without that lock).
     pub(crate) fn dispatch(&mut self, now: Instant) {
         while let Some(event) = self.driver.poll_event() {
-            if let Some(lock) = event.lock() {
-                for w in self.waiters.iter().filter(|w| w.lock == Some(lock)) {
-                    w.signal.notify_one();
-                }
-            }
+            let lock = event.lock();
             // Link failures are in the driver's node status, where the client reports them.
             let _ = self.router.route(self.driver.engine_mut(), now, event);
+            if lock.is_some() {
+                let mut i = 0;
+                while i < self.waiters.len() {
+                    if self.waiters[i].lock == lock {
+                        self.answered.push(self.waiters.swap_remove(i).signal);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wake the waiters whose answer is in now, under the state's lock (for those who let it
+    /// go elsewhere than [`Shared::unlock`]).
+    fn wake_answered(&mut self) {
+        for signal in self.answered.drain(..) {
+            signal.raise(Signal::ANSWERED);
         }
     }
 
@@ -90,15 +170,25 @@ impl State {
     }
 }
 
+/// What the caller of [`Shared::command`] does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Then {
+    /// It waits for the command's answer, driving the loop if nobody else does.
+    Wait,
+    /// It goes on without waiting.
+    Return,
+}
+
 /// The end signal of a keeper thread (it sends once, when it has written out what was queued).
 pub(crate) struct Keeper(std::sync::mpsc::Receiver<()>);
 
 /// What the threads of one client share.
 ///
-/// Wake-ups are targeted: a thread waiting for a lock's outcome sleeps on a condition
-/// variable of its own, signalled only when an event for that lock arrives; a thread waiting
-/// for anything else (`run_until`, a keep-alive, a lost signal) is signalled after every
-/// round of the loop; and a thread that stops driving the loop hands it to one sleeper.
+/// Wake-ups are targeted: a thread waiting for a lock's outcome sleeps on a [`Signal`] of its
+/// own, raised only when an event for that lock arrives (once the routing thread has let the
+/// state's lock go), and takes its answer without that lock; a thread waiting for anything
+/// else (`run_until`, a keep-alive, a lost signal) is woken after every round of the loop; and
+/// only a thread that stops driving the loop hands it to one sleeper.
 pub(crate) struct Shared {
     state: Mutex<State>,
     waker: Waker,
@@ -116,62 +206,101 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Let go of the state's lock, then wake the waiters whose answer came meanwhile.
+    fn unlock(mut st: MutexGuard<'_, State>) {
+        let answered = std::mem::take(&mut st.answered);
+        drop(st);
+        for signal in answered {
+            signal.raise(Signal::ANSWERED);
+        }
+    }
+
     /// Issue a command: `command` gets the router, the driver's engine and the time, then the
-    /// command is written out ([`after_command`](Self::after_command)). Returns what `command`
-    /// returned.
-    pub(crate) fn command<T>(&self, st: &mut State, command: impl FnOnce(&mut Router, &mut Engine, Instant) -> T) -> T {
+    /// command is routed and written out as `then` says. Returns what `command` returned.
+    ///
+    /// A thread blocked in `poll` is interrupted (once per poll) so that it writes the command
+    /// out and re-reads the driver's timeout. With nobody polling, a caller that waits next
+    /// ([`Then::Wait`]) writes it in the round it drives, with whatever else is queued; else
+    /// it is written at once (a non-blocking write), so that e.g. the release of a dropped
+    /// guard goes out even if nobody drives the loop afterwards (its reply is read the next
+    /// time somebody does).
+    pub(crate) fn command<T>(
+        &self,
+        st: &mut State,
+        then: Then,
+        command: impl FnOnce(&mut Router, &mut Engine, Instant) -> T,
+    ) -> T {
         let now = Instant::now();
         let State { driver, router, .. } = st;
         let out = command(router, driver.engine_mut(), now);
-        self.after_command(st, now);
-        out
-    }
-
-    /// After a command: route its immediate events, and get it written. A thread blocked in
-    /// `poll` is interrupted (once per poll) so that it writes the command out and re-reads
-    /// the driver's timeout; with nobody polling, it is written at once (a non-blocking
-    /// write), so that e.g. the release of a dropped guard goes out even if nobody drives the
-    /// loop afterwards (its reply is read the next time somebody does).
-    pub(crate) fn after_command(&self, st: &mut State, now: Instant) {
         st.dispatch(now);
         if st.poller.is_some() {
-            st.driver.flush(now);
-            st.dispatch(now);
+            if then == Then::Return {
+                st.driver.flush(now);
+                st.dispatch(now);
+            }
         } else if !st.woken {
             // If the wake fails, the poller still wakes at its old timeout or next event.
             st.woken = self.waker.wake().is_ok();
         }
+        // The caller holds on to the lock: wake the answered now.
+        st.wake_answered();
+        out
     }
 
-    /// Block until `check` yields a value, driving the loop whenever no other thread does.
-    /// With `lock`, `check` depends only on that lock's outcome (the thread sleeps until an
-    /// event for it arrives); without, on anything (it wakes after every round).
+    /// Block until `check` yields a value, driving the loop whenever no other thread does;
+    /// it is checked after every round of the loop. `Err(Closed)` once the client is closed.
     pub(crate) fn wait_for<'a, T>(
         &'a self,
         st: MutexGuard<'a, State>,
-        lock: Option<LockId>,
-        check: impl FnMut(&mut State) -> Option<T>,
+        mut check: impl FnMut(&mut State) -> Option<T>,
     ) -> Result<T, Error> {
-        self.wait(st, None, lock, check)?.ok_or(Error::Closed)
+        self.wait(st, None, check_state(&mut check))?.ok_or(Error::Closed)
+    }
+
+    /// Block until the answer to a command for `lock` is in `reply`, driving the loop whenever
+    /// no other thread does. The thread sleeps until an event for that lock arrives, and takes
+    /// the answer without the state's lock (without a lock, it checks after every round).
+    /// `Err(Closed)` once the client is closed (or the request was dropped unanswered, which
+    /// only closing does).
+    pub(crate) fn wait_reply<'a, T>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        lock: Option<LockId>,
+        reply: &oneshot::Receiver<T>,
+    ) -> Result<T, Error> {
+        let check = |_: Option<&mut State>| reply.try_recv();
+        self.wait(st, None, Until { lock, check })?.ok_or(Error::Closed)?.map_err(|_| Error::Closed)
     }
 
     /// Block until `check` yields a value or `deadline` passes (`Ok(None)`), driving the loop
-    /// whenever no other thread does. Drives at least one round if the poll is free. `lock`
-    /// as in [`wait_for`](Self::wait_for). `Err(Closed)` once the client is closed.
-    pub(crate) fn wait<'a, T>(
+    /// whenever no other thread does; it is checked after every round of the loop. Drives at
+    /// least one round if the poll is free. `Err(Closed)` once the client is closed.
+    pub(crate) fn wait_until<'a, T>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        deadline: Instant,
+        mut check: impl FnMut(&mut State) -> Option<T>,
+    ) -> Result<Option<T>, Error> {
+        self.wait(st, Some(deadline), check_state(&mut check))
+    }
+
+    /// The waiting loop: check; if the poll is free, drive a round; else sleep until woken
+    /// (for `until.lock`: only by an event for that lock, or to take over the poll). Leaving,
+    /// a thread that finds the poll free hands it to one sleeper.
+    fn wait<'a, T>(
         &'a self,
         mut st: MutexGuard<'a, State>,
         deadline: Option<Instant>,
-        lock: Option<LockId>,
-        mut check: impl FnMut(&mut State) -> Option<T>,
+        mut until: Until<impl FnMut(Option<&mut State>) -> Option<T>>,
     ) -> Result<Option<T>, Error> {
-        let signal = Arc::new(Condvar::new());
+        let signal = Arc::new(Signal::new());
         let id = st.next_waiter;
         st.next_waiter += 1;
-        st.waiters.push(Waiter { id, signal: Arc::clone(&signal), lock });
+        let mut listed = false;
         let mut drove = false;
         let result = loop {
-            if let Some(t) = check(&mut st) {
+            if let Some(t) = (until.check)(Some(&mut st)) {
                 break Ok(Some(t));
             }
             if st.closed {
@@ -187,13 +316,28 @@ impl Shared {
                 drove = true;
                 continue;
             }
-            st = match deadline {
-                Some(d) => signal.wait_timeout(st, d - now).unwrap_or_else(PoisonError::into_inner).0,
-                None => signal.wait(st).unwrap_or_else(PoisonError::into_inner),
-            };
+            if !listed {
+                st.waiters.push(Waiter { id, signal: Arc::clone(&signal), lock: until.lock });
+                listed = true;
+            }
+            Shared::unlock(st);
+            let reasons = signal.sleep(deadline);
+            if reasons & Signal::ANSWERED != 0 {
+                // Taken off the list. Unless the poll was handed over too, the answer is all
+                // there is to see: no need for the state's lock.
+                listed = false;
+                if reasons & Signal::WOKEN == 0 {
+                    if let Some(t) = (until.check)(None) {
+                        return Ok(Some(t));
+                    }
+                }
+            }
+            st = self.lock();
         };
-        if let Some(pos) = st.waiters.iter().position(|w| w.id == id) {
-            st.waiters.swap_remove(pos);
+        if listed {
+            if let Some(pos) = st.waiters.iter().position(|w| w.id == id) {
+                st.waiters.swap_remove(pos);
+            }
         }
         if st.poller.is_some() && !st.closed {
             // What the engine queued in reaction to the last round (a new connection's
@@ -203,11 +347,12 @@ impl Shared {
             st.driver.flush(now);
             st.dispatch(now);
         }
-        // Nobody drives the loop now: hand it to one of the sleepers.
-        if st.poller.is_some() {
-            if let Some(w) = st.waiters.first() {
-                w.signal.notify_one();
-            }
+        // Nobody drives the loop now: hand it to one of the sleepers, once the state's lock is
+        // let go (it takes that lock first thing).
+        let next = st.poller.is_some().then(|| st.waiters.first().map(|w| Arc::clone(&w.signal))).flatten();
+        Shared::unlock(st);
+        if let Some(next) = next {
+            next.raise(Signal::WOKEN);
         }
         result
     }
@@ -229,7 +374,7 @@ impl Shared {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        drop(st);
+        Shared::unlock(st);
         let result = p.poll.poll(&mut p.events, next.map(|t| t.saturating_duration_since(now)));
         let mut st = self.lock();
         st.woken = false;
@@ -242,9 +387,10 @@ impl Shared {
             }
         }
         st.poller = Some(p);
-        // Signal the waiters that wait for rounds of the loop (all of them if it broke).
-        for w in st.waiters.iter().filter(|w| w.lock.is_none() || st.closed) {
-            w.signal.notify_one();
+        // Wake the waiters that wait for rounds of the loop (all of them if it broke).
+        let closed = st.closed;
+        for w in st.waiters.iter().filter(|w| w.lock.is_none() || closed) {
+            w.signal.raise(Signal::WOKEN);
         }
         st
     }
@@ -266,7 +412,7 @@ impl Shared {
             let st = shared.lock();
             // Ends when told to (another generation is current), or when the client closes
             // (then every caller sees `Closed`); what is queued is written out first.
-            let _ = shared.wait_for(st, None, |st| (st.keeper_gen != generation).then_some(()));
+            let _ = shared.wait_for(st, |st| (st.keeper_gen != generation).then_some(()));
             let mut st = shared.lock();
             if st.keeper_gen == generation {
                 st.keeper_thread = None;
@@ -307,7 +453,7 @@ impl Shared {
     pub(crate) fn wake_all(&self) {
         let st = self.lock();
         for w in &st.waiters {
-            w.signal.notify_one();
+            w.signal.raise(Signal::WOKEN);
         }
         let _ = self.waker.wake();
     }
@@ -325,6 +471,7 @@ impl Shared {
             }
             st.driver.flush(now);
             st.dispatch(now);
+            st.wake_answered();
             let next = st.driver.poll_timeout().map_or(deadline, |t| t.min(deadline));
             match p.poll.poll(&mut p.events, Some(next.saturating_duration_since(now))) {
                 Ok(()) => st.process(&p.events, Instant::now()),
@@ -332,6 +479,7 @@ impl Shared {
                 Err(_) => break,
             }
         }
+        st.wake_answered();
         st.poller = Some(p);
     }
 
@@ -345,7 +493,8 @@ impl Shared {
 impl Pump for Shared {
     fn pump(&self, deadline: Option<Instant>, done: &mut dyn FnMut() -> bool) -> Result<(), Error> {
         let st = self.lock();
-        self.wait(st, deadline, None, |_| done().then_some(()))?;
+        let check = |_: Option<&mut State>| done().then_some(());
+        self.wait(st, deadline, Until { lock: None, check })?;
         Ok(())
     }
 }
