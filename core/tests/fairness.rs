@@ -12,6 +12,10 @@
 //! hear release messages and a reader that polls. Writers have preference (a waiting writer
 //! stops new readers); readers queue with the writers and are handed the key in turn, so
 //! neither kind starves, and readers still share it.
+//!
+//! And a semaphore's waiters of one permit and of two: its queue is one order on every node, so
+//! each client of a kind gets about as many grants as the others, and a waiter of two permits
+//! is topped up in turn rather than starved by waiters of one.
 
 mod sim;
 
@@ -46,6 +50,10 @@ enum Kind {
     Reader,
     /// Read locks of one key, wake-ups off in its config.
     PollingReader,
+    /// One permit of the semaphore `r0` of 4, wake-ups on.
+    Permit,
+    /// Two permits of the same semaphore, wake-ups on.
+    TwoPermits,
 }
 
 impl Kind {
@@ -57,6 +65,9 @@ impl Kind {
             options = options.resources(["r1"]);
         }
         options.shared = matches!(self, Kind::Reader | Kind::PollingReader);
+        if matches!(self, Kind::Permit | Kind::TwoPermits) {
+            options = options.semaphore(4).permits(if self == Kind::TwoPermits { 2 } else { 1 });
+        }
         let mut role = Role::new(start, options, Some(HOLD));
         role.wake = !matches!(self, Kind::Poller | Kind::PollingReader);
         role.resp2 = self == Kind::Resp2;
@@ -64,16 +75,23 @@ impl Kind {
     }
 }
 
-/// Run `kinds` over 8 seeds; print and check each kind's acquisitions and longest wait; return
-/// how often a reader was granted while another held the lock.
+/// Run `kinds` over 8 seeds on 3 nodes; print and check each kind's acquisitions and longest
+/// wait; return how often a reader was granted while another held the lock.
 fn every_kind_served(kinds: &[Kind]) -> usize {
+    served(kinds, 3).0
+}
+
+/// What [`every_kind_served`] does over `nodes` nodes; also returns, per client, its
+/// acquisitions in all runs and its longest wait.
+fn served(kinds: &[Kind], nodes: usize) -> (usize, Vec<(u32, Time)>) {
     // Per kind: acquisitions over the runs, the longest wait, the fewest in a run.
     let mut total: BTreeMap<String, (u32, Time, u32)> = BTreeMap::new();
     let mut shared = 0;
+    let mut per_client = vec![(0, 0); kinds.len()];
     for seed in 0..8 {
         // Each starts a little apart, after the handshakes.
         let roles = kinds.iter().enumerate().map(|(c, k)| k.role(10 * MS + c as Time * MS / 10)).collect();
-        let out = run(&Scenario::scripted(seed, 3, (DELAY, DELAY), Script { roles, stop_at: RUN }), false);
+        let out = run(&Scenario::scripted(seed, nodes, (DELAY, DELAY), Script { roles, stop_at: RUN }), false);
         let mut violations: Vec<String> = out.violations.iter().map(ToString::to_string).collect();
         violations.extend(out.failures().map(|(c, error)| format!("client {c} gave up: {error}")));
         assert!(violations.is_empty(), "seed {seed}: {violations:?}");
@@ -84,6 +102,8 @@ fn every_kind_served(kinds: &[Kind]) -> usize {
             for (_, waited) in out.grants(c) {
                 t.0 += 1;
                 t.1 = t.1.max(waited);
+                per_client[c].0 += 1;
+                per_client[c].1 = per_client[c].1.max(waited);
             }
         }
         for (kind, (grants, longest)) in tally {
@@ -104,7 +124,7 @@ fn every_kind_served(kinds: &[Kind]) -> usize {
         assert!(*fewest >= 5 * per_client, "{kind}: only {fewest} acquisitions in a run: it starves");
         assert!(*longest < 1_000 * MS, "{kind}: waited {} ms", longest / MS);
     }
-    shared
+    (shared, per_client)
 }
 
 #[test]
@@ -118,4 +138,30 @@ fn readers_and_writers_both_get_the_lock() {
     let shared = every_kind_served(&kinds);
     println!("readers shared the lock in {shared} grants over 8 runs");
     assert!(shared > 0, "readers never shared the lock");
+}
+
+/// A semaphore of 4 permits over five nodes, wanted by eight clients of one permit and four of
+/// two, each holding 5 ms: the queue is one order on every node, so a waiter of two permits is
+/// topped up in turn instead of starving behind the others, and each client of a kind gets
+/// about as many grants as the others, none waiting much longer than its turn.
+#[test]
+fn waiters_of_one_and_of_two_permits_are_served_in_turn() {
+    let kinds = [[Kind::Permit; 8].as_slice(), &[Kind::TwoPermits; 4]].concat();
+    let (_, per_client) = served(&kinds, 5);
+    for kind in [Kind::Permit, Kind::TwoPermits] {
+        let of_kind: Vec<(u32, Time)> =
+            kinds.iter().zip(&per_client).filter(|(k, _)| **k == kind).map(|(_, c)| *c).collect();
+        let (least, most) = (of_kind.iter().map(|c| c.0).min().unwrap(), of_kind.iter().map(|c| c.0).max().unwrap());
+        let longest = of_kind.iter().map(|c| c.1).max().unwrap();
+        // A client's turn comes round every `RUN` over its acquisitions in a run.
+        let turn = RUN * 8 / Time::from(least.max(1));
+        println!(
+            "{kind:?}: {least}–{most} acquisitions per client over 8 runs, a turn every {} ms or less, longest wait {} ms",
+            turn / MS,
+            longest / MS
+        );
+        // In turn: within a fifth of each other, and no wait much longer than a turn.
+        assert!(most * 5 <= least * 6, "{kind:?}: {least}–{most} acquisitions per client");
+        assert!(longest < 5 * turn, "{kind:?}: waited {} ms, a turn is {} ms", longest / MS, turn / MS);
+    }
 }
