@@ -31,12 +31,16 @@ impl Engine {
         any
     }
 
-    /// The wake channels of record `idx`'s resources: each key's, which standalone nodes
-    /// announce on, and on a Redis Cluster node the sharded one its cluster form's release
-    /// announces on (`true`; the same channel when the key has a hash tag).
+    /// The wake channels of record `idx`'s resources: each key's (a semaphore's one, whatever
+    /// its limit), which standalone nodes announce on, and on a Redis Cluster node the sharded
+    /// one its cluster form's release announces on (`true`; the same channel when the key has
+    /// a hash tag).
     fn channels(&self, idx: u32) -> Vec<(Vec<u8>, bool)> {
         let mut out = Vec::new();
-        for key in self.locks[idx].keys.iter() {
+        let s = &self.locks[idx];
+        let base = [s.permits.base()];
+        let names: Vec<&[u8]> = if s.permits.on() { base.to_vec() } else { s.keys.iter().collect() };
+        for key in names {
             let mut ch = Vec::new();
             wake::channel(&mut ch, key);
             out.push((ch, false));
@@ -92,11 +96,11 @@ impl Engine {
             return Verdict::Sleep;
         }
         let mine = (s.tries.called, idx);
-        let mut ch = Vec::new();
-        let longest = s.keys.iter().all(|key| {
-            wake::channel(&mut ch, key);
-            self.waiters.on(&ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine)
-        });
+        let longest = self
+            .channels(idx)
+            .iter()
+            .filter(|(_, shard)| !shard)
+            .all(|(ch, _)| self.waiters.on(ch).iter().all(|&o| o == idx || (self.locks[o].tries.called, o) > mine));
         if longest { Verdict::Stagger } else { Verdict::Sleep }
     }
 

@@ -195,6 +195,12 @@ impl Permits {
         late.filter(|p| !self.chosen.contains(p)).map(|p| all[p as usize]).collect()
     }
 
+    /// The name every key of the semaphore starts with, `{prefix}redlease:sem:{NAME}`: its wake
+    /// channel is [`WAKE_PREFIX`](crate::scripts::WAKE_PREFIX) + this.
+    pub(crate) fn base(&self) -> &[u8] {
+        &self.queue[QUEUE_PREFIX.len().min(self.queue.len())..]
+    }
+
     /// The permit numbers held, ascending (empty until a quorum granted them).
     pub(crate) fn held(&self) -> &[u16] {
         &self.held

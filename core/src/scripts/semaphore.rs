@@ -121,7 +121,9 @@ pub(crate) const SEM_ACQUIRE_SHA: &str = "2ca4a2cf6216eede2b78d6bf29ecfaf7ddbb2f
 
 /// Delete each permit that holds our token (marked or not), handing it to the waiter that
 /// heads the semaphore's queue ([`SEM_ACQUIRE`]), reserved for it for the time its entry names,
-/// and announce it on the permit's wake channel ([`WAKE_PREFIX`] + key) as `token:next`.
+/// and announce it as `token:next` on the semaphore's one wake channel ([`WAKE_PREFIX`] +
+/// `redlease:sem:{NAME}`, with the key prefix: the queue's name after `redlease:queue:`), which
+/// its waiters subscribe to once whatever the limit.
 /// Returns how many permits were deleted.
 ///
 /// `KEYS`: the permit keys, then the queue. `ARGV`: token, mode (`1`: also leave the queue,
@@ -154,6 +156,7 @@ local entry = t .. ':' .. ARGV[3]
 if mode % 2 == 1 then redis.pcall('ZREM', qk, entry) end
 if mode >= 4 then join(qk, entry, ARGV[4], ARGV[5]) end
 local cleanup = mode % 4 >= 2
+local wake = 'redlease:wake:' .. string.sub(qk, 16)
 local d = 0
 local g = nil
 for i = 1, n do
@@ -178,7 +181,7 @@ for i = 1, n do
       g[3] = g[3] - 1
     end
     if nxt ~= '' or v ~= t then
-      redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
+      redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', wake, t .. ':' .. nxt)
     end
   end
 end
@@ -186,4 +189,4 @@ return d
 "
 );
 /// SHA-1 of [`SEM_RELEASE`].
-pub(crate) const SEM_RELEASE_SHA: &str = "f7368cf06c57dcc698031fb721c19e2f137d7349";
+pub(crate) const SEM_RELEASE_SHA: &str = "76d91db9801f24a07326ecc7e7c0edb25f9ac898";

@@ -1530,7 +1530,7 @@ impl Node {
     /// Deletes the permits holding the token, handing each to the head of the queue (each
     /// waiter as many as its entry asks for, in order) for the reservation its entry names,
     /// except a cleanup's unmarked ones; announces a permit named to a waiter or handed over
-    /// before. Returns how many permits it deleted.
+    /// before, on the semaphore's one wake channel. Returns how many permits it deleted.
     fn sem_release(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
         let [token, mode, reserve, ticket, queue_ttl] = argv else {
             return Err(format!("the semaphore release takes 5 arguments, got {}", argv.len()));
@@ -1591,7 +1591,7 @@ impl Node {
                 self.stats.quiet_releases += 1;
                 continue;
             }
-            let channel = [b"redlease:wake:".as_slice(), k].concat();
+            let channel = [b"redlease:wake:".as_slice(), &qname[b"redlease:queue:".len()..]].concat();
             self.published.push((channel, [token.as_slice(), b":", &next].concat()));
         }
         Ok(d)
