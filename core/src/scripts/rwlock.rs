@@ -13,30 +13,38 @@ pub(crate) const READERS: &str = ":readers";
 /// each on the node's own clock.
 pub(crate) const READERS_PREFIX: &str = "redlease:readers:";
 
-/// The start of every script over a resource's readers: `t` (the token), `ms` (the node's
-/// clock in ms, `TIME`), the expired readers dropped from `KEYS[2]`, and `settle()`, which
-/// sets the lock key's and the readers' TTL to the last live reader's expiry (`false` when
-/// none is left).
-macro_rules! readers_prelude {
+/// Lua statements that set `ms` to the node's clock in whole ms (`TIME`). A script reads the
+/// clock only when it needs it: to score a reader, or to tell live readers from expired ones
+/// among several.
+///
+/// A reader is live while its score is ahead of the clock. The lock key and the readers' set
+/// expire together with the last live reader, so a set that still exists has a live reader at
+/// its top, and a set of one member holds a live reader. Expired readers are dropped
+/// (`ZREMRANGEBYSCORE`) whenever a script looks at the readers' scores: when a reader joins
+/// others, extends, or leaves others.
+macro_rules! clock {
     () => {
-        r"local t = ARGV[1]
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-local function settle()
-  local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if not top[1] then return false end
-  local left = math.max(tonumber(top[2]) - ms, 1)
-  redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[2], left)
-  return true
+        r"local now = redis.call('TIME')
+local ms = now[1] * 1000 + (now[2] - now[2] % 1000) / 1000
+"
+    };
+}
+
+/// Lua statements that set `at` to the expiry (ms, the node's clock) of the lock key, just set
+/// for `ttl` ms: `PEXPIRETIME` (Redis 7; one integer, cheaper than `TIME`), else `TIME` + `ttl`.
+macro_rules! key_expiry {
+    () => {
+        r"local at = redis.pcall('PEXPIRETIME', KEYS[1])
+if type(at) ~= 'number' or at <= 0 then
+  local now = redis.call('TIME')
+  at = now[1] * 1000 + (now[2] - now[2] % 1000) / 1000 + ttl
 end
 "
     };
 }
 
 /// Take a read lock: join the readers of the lock key. A reader is a token in the readers'
-/// sorted set scored by its expiry on the node's clock (`TIME`), so a crashed reader holds
+/// sorted set scored by its expiry on the node's clock, so a crashed reader holds
 /// writers off until its own TTL only; the lock key holds [`READERS`] and the readers' set
 /// each expire with the last live reader.
 ///
@@ -50,23 +58,33 @@ end
 /// is handed it by the last reader). Returns one
 /// more than the fence counter: the writer epoch read under.
 ///
+/// The first command, `SET K :readers NX PX ttl`, takes a free key: no reader is live then,
+/// so the token is the only one, scored by the key's expiry, and the readers' set gets the
+/// token's TTL. A reader joining others also drops the expired ones, and extends the key and
+/// the set to its TTL if that is the later expiry.
+///
 /// `KEYS`: the lock key, its readers, its waiter queue, (with fencing) its fence counter.
 /// `ARGV`: token, TTL in ms, wait mode, queue TTL in ms, the waiter's reservation in ms.
 pub(crate) const READ_ACQUIRE: &str = concat!(
-    readers_prelude!(),
-    r"local v = redis.call('GET', KEYS[1])
-if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
-  -- The writer that marked it is gone (its queue expired): no one waits.
-  redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
-  v = ':readers'
-end
-local mine = redis.call('ZSCORE', KEYS[2], t)
-local handed = v == t .. ':'
+    r"local t = ARGV[1]
+local ttl = ARGV[2]
 local q = ARGV[3]
-local entry = t .. ':' .. ARGV[5]
-if not (not v or v == ':readers' or handed or (v == ':readers:' and mine)) then
+local function epoch()
+  if #KEYS > 3 then return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1 end
+  return 1
+end
+if redis.call('SET', KEYS[1], ':readers', 'NX', 'PX', ttl) then
+",
+    key_expiry!(),
+    r"  redis.call('ZADD', KEYS[2], at, t)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[5]) end
+  return epoch()
+end
+local function refuse(v)
   if q == '1' or q == '2' then
     if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+    local entry = t .. ':' .. ARGV[5]
     local at = redis.pcall('LPOS', KEYS[3], entry)
     if type(at) ~= 'table' then
       if q == '2' and at ~= 0 then
@@ -81,53 +99,100 @@ if not (not v or v == ':readers' or handed or (v == ':readers:' and mine)) then
   end
   return 0
 end
-redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
-if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, entry) end
-if not v or handed then redis.call('SET', KEYS[1], ':readers') end
-if handed and type(redis.pcall('LINDEX', KEYS[3], 0)) == 'string' then
-  -- The others queued wake up: readers join us, a writer marks the key again.
-  redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
+local v = redis.call('GET', KEYS[1])
+if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
+  -- The writer that marked it is gone (its queue expired): no one waits.
+  redis.call('SET', KEYS[1], ':readers', 'KEEPTTL')
+  v = ':readers'
 end
-settle()
-local f = 0
-if #KEYS > 3 then f = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
-return f + 1
+local handed = v == t .. ':'
+if v ~= ':readers' and v ~= ':readers:' and not handed then return refuse(v) end
+",
+    clock!(),
+    r"redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+if v == ':readers:' and not redis.call('ZSCORE', KEYS[2], t) then return refuse(v) end
+redis.call('ZADD', KEYS[2], ms + ttl, t)
+if q == '1' or q == '2' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[5]) end
+if handed then
+  local left = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2] - ms
+  redis.call('SET', KEYS[1], ':readers', 'PX', left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  if type(redis.pcall('LINDEX', KEYS[3], 0)) == 'string' then
+    -- The others queued wake up: readers join us, a writer marks the key again.
+    redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':')
+  end
+elseif redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return epoch()
 "
 );
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "f4fbe9d2bca46123dd40c0103ab2179024165cd6";
+pub(crate) const READ_ACQUIRE_SHA: &str = "b7dad6b3034fbce1779892b461377f47e0c0f30d";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
 pub(crate) const READ_EXTEND: &str = concat!(
-    readers_prelude!(),
-    r"local v = redis.call('GET', KEYS[1])
-if not redis.call('ZSCORE', KEYS[2], t) or (v ~= ':readers' and v ~= ':readers:') then return 0 end
-redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
-settle()
+    r"local t = ARGV[1]
+local v = redis.call('GET', KEYS[1])
+if v ~= ':readers' and v ~= ':readers:' then return 0 end
+",
+    clock!(),
+    r"redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+if not redis.call('ZSCORE', KEYS[2], t) then return 0 end
+redis.call('ZADD', KEYS[2], ms + ARGV[2], t)
+local left = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2] - ms
+redis.call('PEXPIRE', KEYS[1], left)
+redis.call('PEXPIRE', KEYS[2], left)
 return 1
 "
 );
 /// SHA-1 of [`READ_EXTEND`].
-pub(crate) const READ_EXTEND_SHA: &str = "460778b057f5a4c2cd352be828680ef277d4b614";
+pub(crate) const READ_EXTEND_SHA: &str = "7ee3d6974f7c5a2b619e0a5c1f9780794f3ef1c9";
 
 /// Leave the readers; the last live reader deletes the lock key, and if a writer marked it,
 /// hands it to the head of its waiter queue and announces the release as [`RELEASE`] does. A
 /// key handed to the token (`token:`, reserved for it while it was granted on other nodes) is
 /// passed on the same way.
-/// Returns 1 if the token was a reader, else 0.
+/// Returns 1 if the token was a (live) reader, else 0.
+///
+/// The only member of a set is live (the set expires with it): the only reader leaves without
+/// a look at the clock, and deletes the key and the set with one `DEL`. Among several, the
+/// expired ones are dropped first, and the key and the set then expire with the last live
+/// reader left.
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
 /// the queue, with the entry our reservation `ARGV[3]` made).
-pub(crate) const READ_RELEASE: &str = concat!(
-    readers_prelude!(),
-    r"local d = redis.call('ZREM', KEYS[2], t)
+pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
+local d, ms, top = 0, nil, nil
+local first = redis.call('ZRANGE', KEYS[2], 0, 1)
+if first[1] == t and not first[2] then
+  d = 1
+elseif first[1] then
+  local now = redis.call('TIME')
+  ms = now[1] * 1000 + (now[2] - now[2] % 1000) / 1000
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+  d = redis.call('ZREM', KEYS[2], t)
+  top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
+end
 if ARGV[2] == '1' then redis.pcall('LREM', KEYS[3], 1, t .. ':' .. ARGV[3]) end
 local v = redis.call('GET', KEYS[1])
 local handed = v == t .. ':'
-if not handed and v ~= ':readers' and v ~= ':readers:' then return d end
-if not handed and settle() then return d end
-redis.call('DEL', KEYS[1])
+if not handed and v ~= ':readers' and v ~= ':readers:' then
+  if d == 1 and not ms then redis.call('DEL', KEYS[2]) end
+  return d
+end
+if top then
+  if not handed then
+    redis.call('PEXPIRE', KEYS[1], top - ms)
+    redis.call('PEXPIRE', KEYS[2], top - ms)
+    return d
+  end
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('DEL', KEYS[1], KEYS[2])
+end
 if v == ':readers:' or handed then
   local nxt = ''
   local head = redis.pcall('LINDEX', KEYS[3], 0)
@@ -144,26 +209,29 @@ if v == ':readers:' or handed then
   redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
 end
 return d
-"
-);
+";
 /// SHA-1 of [`READ_RELEASE`].
-pub(crate) const READ_RELEASE_SHA: &str = "d6adeed43af50275827f67796d872d409d988219";
+pub(crate) const READ_RELEASE_SHA: &str = "3ef8e5655b1e22d92033691753c24b344d6090b4";
 
 /// Turn a write lock into a read lock, atomically on this node: the token joins the readers
 /// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.
-/// Returns 1, or 0 if the key is not the token's.
+/// Returns 1, or 0 if the key is not the token's. A key a writer holds has no live reader, so
+/// the token is the only one, and the readers' set gets its TTL.
 ///
 /// `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
 pub(crate) const DOWNGRADE: &str = concat!(
-    readers_prelude!(),
-    r"local v = redis.call('GET', KEYS[1])
+    r"local t = ARGV[1]
+local ttl = ARGV[2]
+local v = redis.call('GET', KEYS[1])
 if v ~= t and v ~= t .. ':' then return 0 end
-redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[2]), t)
-redis.call('SET', KEYS[1], ':readers')
-settle()
+redis.call('SET', KEYS[1], ':readers', 'PX', ttl)
+",
+    key_expiry!(),
+    r"redis.call('ZADD', KEYS[2], at, t)
+redis.call('PEXPIRE', KEYS[2], ttl)
 if v == t .. ':' then redis.pcall(ARGV[3] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':') end
 return 1
 "
 );
 /// SHA-1 of [`DOWNGRADE`].
-pub(crate) const DOWNGRADE_SHA: &str = "5bc8d5a7d134a7362aaeb6c8f43a5f15672e4452";
+pub(crate) const DOWNGRADE_SHA: &str = "2d43049dffeddd6b929bf13b82cb261ef5495409";

@@ -1630,7 +1630,7 @@ impl Node {
         ms
     }
 
-    /// `ZADD readers score token` (the set, if new, expires with `settle`).
+    /// `ZADD readers score token` (the caller sets a new set's expiry).
     fn zadd(&mut self, now: Time, key: &Key, token: &[u8], score: i64) {
         let old = self.readers.entry(key.clone()).or_default().members.insert(token.to_vec(), (score, now));
         if let Some((s, since)) = old {
@@ -1716,7 +1716,24 @@ impl Node {
         let fenced = self.read_keys(keys, true, true, "read acquire")?;
         let key = (db, keys[0].clone());
         let qkey = (db, keys[2].clone());
-        let ms = self.read_start(now, &key);
+        let entry = [token.as_slice(), b":", reserve].concat();
+        let f = if fenced { self.get(db, &keys[3]).and_then(parse_int).unwrap_or(0) } else { 0 };
+        if self.get(db, &key.1).is_none() {
+            // `SET K :readers NX PX ttl` took the free key: no reader is live, the token is
+            // the only one and the readers expire with it.
+            let ms = self.clock.local(now).div_euclid(MS as i64);
+            if self.readers.get(&key).is_some_and(|s| s.members.values().any(|m| m.0 > ms)) {
+                self.problems.push(format!("a live reader of the free key {:?}", show_key(&key.1)));
+            }
+            self.zadd(now, &key, token, ms + ttl);
+            self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
+            self.granted.push((now, self.stats.commands, self.current, token.clone(), key.1.clone()));
+            self.set(now, db, &key.1, READERS, Some(ttl));
+            if front.is_some() {
+                self.leave_queue(&qkey, &entry);
+            }
+            return Ok(f + 1);
+        }
         let no_queue = self.queues.get(&qkey).is_none_or(VecDeque::is_empty);
         if self.get(db, &key.1) == Some(READERS) && self.marked(&key) && no_queue {
             // The writer that marked it is gone (its queue expired).
@@ -1726,11 +1743,14 @@ impl Node {
         }
         let v = self.get(db, &key.1).map(<[u8]>::to_vec);
         let marked = self.marked(&key);
-        let mine = self.readers.get(&key).is_some_and(|s| s.members.contains_key(token));
         let handed = v.as_deref() == Some(token.as_slice()) && marked;
         let shared = v.as_deref() == Some(READERS);
-        let entry = [token.as_slice(), b":", reserve].concat();
-        let joins = v.is_none() || handed || (shared && (!marked || mine));
+        // Joining readers drop the expired ones; while a writer waits, only a re-entry joins.
+        let mut ms = 0;
+        let joins = (shared || handed) && {
+            ms = self.read_start(now, &key);
+            handed || !marked || self.readers.get(&key).is_some_and(|s| s.members.contains_key(token))
+        };
         if !joins {
             if let Some(front) = front {
                 self.mark(&key);
@@ -1743,20 +1763,29 @@ impl Node {
         if front.is_some() {
             self.leave_queue(&qkey, &entry);
         }
-        if v.is_none() || handed {
-            // `SET K :readers` (no TTL until `settle`, a moment later in the same script).
+        if handed {
+            // `SET K :readers PX left`: the key and the readers expire with the last reader.
             self.set(now, db, &key.1, READERS, Some(ttl));
             if let Some(e) = self.data.get_mut(&key) {
                 e.marked = false;
             }
+            self.settle(now, &key, ms);
+            if self.queues.get(&qkey).is_some_and(|q| !q.is_empty()) {
+                let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
+                self.published.push((channel, [token.as_slice(), b":"].concat()));
+            }
+        } else if self.pttl(now, &key).is_none_or(|left| left < ttl) {
+            // The token is now the last reader to expire: the key and the readers last its TTL.
+            self.pexpire(now, db, &key.1, ttl);
+            self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
         }
-        if handed && self.queues.get(&qkey).is_some_and(|q| !q.is_empty()) {
-            let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
-            self.published.push((channel, [token.as_slice(), b":"].concat()));
-        }
-        self.settle(now, &key, ms);
-        let f = if fenced { self.get(db, &keys[3]).and_then(parse_int).unwrap_or(0) } else { 0 };
         Ok(f + 1)
+    }
+
+    /// `PTTL key` in ms (`None`: no TTL or no key).
+    fn pttl(&self, now: Time, key: &Key) -> Option<i64> {
+        let x = self.data.get(key)?.expires?;
+        Some(x.div_euclid(MS as i64) - self.clock.local(now).div_euclid(MS as i64))
     }
 
     /// KEYS: the lock key, its readers; ARGV: token, ttl ms. 1 if the token still reads (its
@@ -1766,9 +1795,11 @@ impl Node {
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("read extend: the TTL must be a positive integer")?;
         self.read_keys(keys, false, false, "read extend")?;
         let key = (db, keys[0].clone());
+        if self.get(db, &key.1) != Some(READERS) {
+            return Ok(0);
+        }
         let ms = self.read_start(now, &key);
-        let mine = self.readers.get(&key).is_some_and(|s| s.members.contains_key(token));
-        if !mine || self.get(db, &key.1) != Some(READERS) {
+        if !self.readers.get(&key).is_some_and(|s| s.members.contains_key(token)) {
             return Ok(0);
         }
         self.zadd(now, &key, token, ms + ttl);
@@ -1791,8 +1822,18 @@ impl Node {
         self.read_keys(keys, true, false, "read release")?;
         let key = (db, keys[0].clone());
         let qkey = (db, keys[2].clone());
-        let ms = self.read_start(now, &key);
+        // The only member of a set is live (the set expires with it): the only reader leaves
+        // without reading the clock. Otherwise the expired readers are dropped first.
+        let n = self.readers.get(&key).map_or(0, |s| s.members.len());
+        let alone = n == 1 && self.readers.get(&key).is_some_and(|s| s.members.contains_key(token));
+        let local_ms = self.clock.local(now).div_euclid(MS as i64);
+        if n == 1 && self.readers.get(&key).is_some_and(|s| s.members.values().any(|m| m.0 <= local_ms)) {
+            self.problems.push(format!("the only reader of {:?} expired before its set", show_key(&key.1)));
+        }
+        let ms = (n > 0 && !alone).then(|| self.read_start(now, &key));
         let d = i64::from(self.zrem(now, &key, token));
+        // The clock's reading when other live readers are left.
+        let others = ms.filter(|_| self.readers.contains_key(&key));
         if d > 0 {
             self.released.push((now, self.stats.commands, self.current, token.to_vec(), key.1.clone()));
         }
@@ -1801,7 +1842,11 @@ impl Node {
         }
         // A key handed to us (reserved) while we read elsewhere is passed on like a release.
         let reserved = self.get(db, &key.1) == Some(token.as_slice());
-        if !reserved && (self.get(db, &key.1) != Some(READERS) || self.settle(now, &key, ms)) {
+        if !reserved && self.get(db, &key.1) != Some(READERS) {
+            return Ok(d);
+        }
+        if let Some(ms) = others.filter(|_| !reserved) {
+            self.settle(now, &key, ms);
             return Ok(d);
         }
         let marked = self.marked(&key);
@@ -1837,17 +1882,19 @@ impl Node {
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("downgrade: the TTL must be a positive integer")?;
         self.read_keys(keys, false, false, "downgrade")?;
         let key = (db, keys[0].clone());
-        let ms = self.read_start(now, &key);
         if self.get(db, &key.1) != Some(token.as_slice()) {
             return Ok(0);
         }
+        // A key a writer holds has no live reader: the token is the only one, and the readers
+        // expire with it.
+        let ms = self.clock.local(now).div_euclid(MS as i64);
         let marked = self.marked(&key);
         self.zadd(now, &key, token, ms + ttl);
+        self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
         self.set(now, db, &key.1, READERS, Some(ttl));
         if let Some(e) = self.data.get_mut(&key) {
             e.marked = false;
         }
-        self.settle(now, &key, ms);
         if marked {
             let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
             self.published.push((channel, [token.as_slice(), b":"].concat()));
