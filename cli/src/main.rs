@@ -312,7 +312,7 @@ struct NodesArg {
         env = "REDLEASE_NODES",
         hide_env_values = true,
         value_name = "URLS",
-        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (rediss:// for TLS, redis+unix:///path for a Unix socket)"
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (rediss:// for TLS, redis+unix:///path for a Unix socket, redis+sentinel://host:port,host:port/SERVICE for a master named by Redis Sentinel: an item without scheme:// continues the sentinel URL's host list)"
     )]
     nodes: Option<String>,
     /// CA certificates (PEM) to trust for rediss:// nodes, instead of the Web PKI roots.
@@ -358,9 +358,8 @@ pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeCo
     let raw = nodes.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
         Usage("no nodes configured: pass --nodes redis://host:port,... or set REDLEASE_NODES".to_owned())
     })?;
-    raw.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    redlease_core::split_node_list(raw)
+        .iter()
         .map(|u| redlease_core::NodeConfig::from_url(u).map_err(|e| Usage(format!("--nodes: {e}"))))
         .collect()
 }
