@@ -10,6 +10,7 @@ use crate::tls::TlsSettings;
 mod sentinel;
 mod url;
 
+pub(crate) use sentinel::hostport;
 pub use sentinel::{MAX_SENTINELS, SENTINEL_PORT, SentinelConfig, split_node_list};
 use url::{credentials, host_port, options, parse_unix, redact};
 

@@ -76,6 +76,7 @@ impl Engine {
                     pos += used;
                     self.on_redirect(now, link, pending, redirect);
                 }
+                Ok(Next::Moved) => return None,
                 Ok(Next::Cluster { used, dropped }) => {
                     pos += used;
                     self.dropped(now, node, dropped);

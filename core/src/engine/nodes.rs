@@ -78,9 +78,12 @@ impl Engine {
         self.links.count()
     }
 
-    /// Where a link beyond the nodes' own connects: the cluster node it belongs to (reach it
-    /// as that node's config says: TLS, credentials), and the master's host and port. `None`
-    /// for a node's own link (its config says where) or an unknown id.
+    /// Where a link connects when its node's config does not say: a link beyond the nodes' own
+    /// (the cluster node it belongs to, to reach as that node's config says: TLS, credentials;
+    /// and the master's host and port), or a Sentinel-managed node's own link (the node, and
+    /// the sentinel it asks now or the master they named). Ask it for every connect attempt
+    /// [`poll_connect`](Self::poll_connect) hands out: a Sentinel-managed node's changes.
+    /// `None` for a node's own link reached as its config says, or an unknown id.
     pub fn link_endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
         self.links.endpoint(link)
     }

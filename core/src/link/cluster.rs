@@ -340,11 +340,16 @@ impl Links {
         }
     }
 
-    /// Where a link beyond the nodes' own connects: its node, host and port (`None` for a
-    /// node's own link, reached as its config says).
+    /// Where a link connects when its config does not say: a link beyond the nodes' own (its
+    /// node, host and port), or a Sentinel-managed node's own link (the sentinel it asks, or
+    /// the master); `None` for a node's own link reached as its config says.
     pub(crate) fn endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
         let l = self.links.get(link.index())?;
-        l.endpoint.as_ref().map(|(h, p)| (NodeId(l.owner), &**h, *p))
+        match &l.endpoint {
+            Some((h, p)) => Some((NodeId(l.owner), &**h, *p)),
+            // A Sentinel-managed node's own link: the sentinel it asks, or its master.
+            None => self.sentinel_endpoint(link),
+        }
     }
 
     /// A cluster node's masters, slot coverage and redirects, for the health view.
@@ -418,6 +423,7 @@ impl Link {
             role_at: None,
             owner,
             endpoint: Some((host, port)),
+            discovery: None,
         }
     }
 }

@@ -75,7 +75,6 @@ impl SentinelConfig {
     }
 
     /// The user and password `AUTH` sends to a sentinel of `node` (no password: no `AUTH`).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn auth<'a>(&'a self, node: &'a NodeConfig) -> (Option<&'a str>, Option<&'a str>) {
         match (&self.user, &self.password) {
             (None, None) => (node.user.as_deref(), node.password.as_deref()),
@@ -85,7 +84,7 @@ impl SentinelConfig {
 }
 
 /// `host:port`, an IPv6 host in brackets.
-fn hostport(host: &str, port: u16) -> String {
+pub(crate) fn hostport(host: &str, port: u16) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
