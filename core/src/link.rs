@@ -100,6 +100,9 @@ struct Link {
     endpoint: Option<(Arc<str>, u16)>,
     /// A Sentinel-managed node's own link: which sentinel it asks, or which master it uses.
     discovery: Option<Box<sentinel::Discovery>>,
+    /// A Sentinel-managed node's link to one of its sentinels, subscribed to
+    /// `+switch-master`.
+    watch: bool,
 }
 
 /// Semaphore limits remembered per connection.
@@ -266,6 +269,7 @@ impl Links {
                 owner: i as u16,
                 endpoint: None,
                 discovery: node.sentinel.as_ref().map(|s| sentinel::Discovery::new(node, s)),
+                watch: false,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
@@ -273,7 +277,7 @@ impl Links {
         let master_handshakes = config.nodes.iter().map(|node| reply::master_handshake(config, node)).collect();
         let seeds = config.nodes.iter().map(|node| node.tcp_endpoint()).collect();
         let policy = Policy::new(config);
-        Links {
+        let mut links = Links {
             links,
             nodes: config.nodes.len(),
             addrs,
@@ -289,7 +293,9 @@ impl Links {
             channels: BTreeMap::new(),
             subs_gen: 0,
             on_time: config.node_timeout,
-        }
+        };
+        links.add_watches();
+        links
     }
 
     // ----- getters -------------------------------------------------------------------------

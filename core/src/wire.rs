@@ -34,6 +34,8 @@ pub(crate) enum Step {
     /// `SENTINEL get-master-addr-by-name SERVICE`, on a Sentinel-managed node's link while it
     /// asks a sentinel.
     SentinelMaster,
+    /// `SUBSCRIBE +switch-master`, on a Sentinel-managed node's watch link.
+    SentinelWatch,
 }
 
 impl Step {
@@ -49,6 +51,7 @@ impl Step {
             Step::ClusterInfo => "INFO cluster",
             Step::Role => "ROLE",
             Step::SentinelMaster => "SENTINEL get-master-addr-by-name",
+            Step::SentinelWatch => "SUBSCRIBE +switch-master",
         }
     }
 }

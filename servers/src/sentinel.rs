@@ -269,6 +269,17 @@ impl SentinelNodes {
         (old, new)
     }
 
+    /// After the primary `old` of node `i` was killed (or stopped) by the caller: wait until
+    /// every sentinel names another data node as primary and it answers `ROLE` as a master;
+    /// its address.
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 30 s.
+    pub fn failover_after_kill(&self, i: usize, old: SocketAddr) -> SocketAddr {
+        self.wait_for_new_primary(i, old)
+    }
+
     /// Wait until every sentinel names a primary of node `i` other than `old`, that answers
     /// `ROLE` as a master.
     fn wait_for_new_primary(&self, i: usize, old: SocketAddr) -> SocketAddr {
@@ -307,7 +318,16 @@ impl SentinelNodes {
                     .and_then(|r| r.as_text())
                     .unwrap_or_default();
                 let of_primary = info.contains(&format!("master_port:{}", primary.port()));
-                if of_primary && info.contains("master_link_status:up") {
+                // And the primary counts it online (for `ROLE` and `WAIT`).
+                let primary_info = self.data[i]
+                    .iter()
+                    .find(|n| n.addr() == primary)
+                    .and_then(|n| n.conn().and_then(|mut c| c.checked(&["INFO", "replication"])).ok())
+                    .and_then(|r| r.as_text())
+                    .unwrap_or_default();
+                let port = format!("port={},", node.addr().port());
+                let online = primary_info.lines().any(|l| l.contains(&port) && l.contains("state=online"));
+                if of_primary && info.contains("master_link_status:up") && online {
                     break;
                 }
                 assert!(Instant::now() < deadline, "node {i}: {} did not become a replica of {primary}", node.addr());

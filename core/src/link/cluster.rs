@@ -390,7 +390,13 @@ impl Link {
     /// A link to one master of cluster node `owner`, reached like `node`'s own link (its
     /// transport, credentials and replicas option), down and due to connect at once; with
     /// `wake`, its handshake asks for RESP3 and it carries the release messages of its slots.
-    fn master_of(node: &Link, backoff: Duration, (owner, wake): (u16, bool), host: Arc<str>, port: u16) -> Link {
+    pub(super) fn master_of(
+        node: &Link,
+        backoff: Duration,
+        (owner, wake): (u16, bool),
+        host: Arc<str>,
+        port: u16,
+    ) -> Link {
         Link {
             state: LinkState::Down { retry_at: None },
             backoff,
@@ -424,6 +430,7 @@ impl Link {
             owner,
             endpoint: Some((host, port)),
             discovery: None,
+            watch: false,
         }
     }
 }

@@ -32,6 +32,9 @@ pub(crate) enum Next {
     Message { used: usize, channel: Vec<u8>, data: Vec<u8> },
     /// A reply of `used` bytes redirecting `pending` to another master of a Redis Cluster.
     Redirect { used: usize, pending: Pending, redirect: Redirect },
+    /// The reply of `used` bytes on a Sentinel-managed node's watch link announced a new
+    /// master: the node's link `link`, to the old one, fails with `error`.
+    Switched { used: usize, link: NodeId, error: LinkError },
     /// The link connects elsewhere now (a Sentinel-managed node's link that asked a sentinel):
     /// its connection is closed, without a failure, and the rest of its input is void.
     Moved,
@@ -51,6 +54,9 @@ impl Links {
     pub(crate) fn next_reply(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let node = self.owner(link);
         let i = link.index();
+        if self.links[i].watch {
+            return self.read_watch(now, link, buf);
+        }
         // Replies read from their raw frame, by what they answer.
         match (self.links[i].pending.front().map(|(p, _)| *p), buf.first()) {
             (Some(front @ (Pending::Slots | Pending::Step(Step::Slots))), Some(b'*' | b'-')) => {
@@ -340,7 +346,7 @@ impl Links {
     }
 
     /// The handshake of `link` is over: it is healthy again. Returns `used`.
-    fn ready(&mut self, link: usize, used: usize) -> usize {
+    pub(super) fn ready(&mut self, link: usize, used: usize) -> usize {
         let link = &mut self.links[link];
         link.last_error = None;
         link.attempts_ended += 1;

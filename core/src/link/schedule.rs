@@ -93,16 +93,19 @@ impl Links {
     /// behind it. The caller has taken down an older connection first.
     pub(crate) fn connected(&mut self, now: Instant, node: NodeId) {
         let i = node.index();
+        // A Sentinel-managed node's link to a sentinel, subscribed to its switches.
+        let watch = self.watch_handshake(i).map(|(bytes, steps)| (bytes.clone(), steps.clone()));
         let link = &mut self.links[i];
         link.reset(LinkState::Up { since: now });
         link.answered = false;
         link.sourced = 0;
         link.limits.clear();
-        let (bytes, steps) = match (&link.endpoint, link.discovery.as_deref()) {
+        let (bytes, steps) = match (&watch, &link.endpoint, link.discovery.as_deref()) {
+            (Some((bytes, steps)), _, _) => (bytes, steps),
             // A Sentinel-managed node's link asking a sentinel.
-            (None, Some(d)) if d.is_asking() => d.handshake(),
-            (None, _) => (&self.handshakes[i].0, &self.handshakes[i].1),
-            (Some(_), _) => {
+            (None, None, Some(d)) if d.is_asking() => d.handshake(),
+            (None, None, _) => (&self.handshakes[i].0, &self.handshakes[i].1),
+            (None, Some(_), _) => {
                 let (b, s) = &self.master_handshakes[link.owner as usize];
                 (b, s)
             }

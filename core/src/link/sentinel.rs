@@ -13,6 +13,12 @@
 //! again every [`REPLICAS_CHECK`](crate::REPLICAS_CHECK) to see a master that was demoted. A
 //! `READONLY` or `MASTERDOWN` answer, a demotion, or the end of the connection starts a new
 //! round at the next connect attempt.
+//!
+//! Beside it, the node has a watch link (after the nodes' own links, as a Redis Cluster's links
+//! to its masters are): a connection to one sentinel, subscribed to `+switch-master`. When the
+//! sentinels switch the service to another master, the node's link to the old one fails at
+//! once and the next attempt asks them again. A watch link that fails moves on to the next
+//! sentinel.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +29,11 @@ use crate::event::{LinkState, NodeId};
 use crate::health::{SentinelHealth, SentinelView};
 use crate::node::{NodeConfig, SentinelConfig};
 use crate::resp;
-use crate::wire::Step;
+use crate::wire::{Pending, Step};
+
+/// The channel on which sentinels announce a new master: `SERVICE OLD-IP OLD-PORT NEW-IP
+/// NEW-PORT`.
+const SWITCH: &[u8] = b"+switch-master";
 
 /// An address: host and port.
 pub(crate) type Addr = (Arc<str>, u16);
@@ -56,6 +66,11 @@ pub(crate) struct Discovery {
     /// A round just failed on an answer, and the link is being failed for it: its going down
     /// is not another sentinel's answer.
     failed: bool,
+    /// The handshake of the watch link: `AUTH` as the sentinels want it, and `SUBSCRIBE
+    /// +switch-master`.
+    watch_handshake: (Vec<u8>, Vec<Step>),
+    /// The sentinel the watch link connects to.
+    watching: usize,
 }
 
 /// How a round of asking stands after an answer.
@@ -80,6 +95,9 @@ impl Discovery {
             }
             steps.push(Step::Auth);
         }
+        let (mut watch, mut watch_steps) = (out.clone(), steps.clone());
+        resp::command(&mut watch, &[b"SUBSCRIBE", SWITCH]);
+        watch_steps.push(Step::SentinelWatch);
         resp::command(&mut out, &[b"SENTINEL", b"get-master-addr-by-name", sentinel.service.as_bytes()]);
         steps.push(Step::SentinelMaster);
         let n = sentinel.sentinels.len();
@@ -95,6 +113,8 @@ impl Discovery {
             last_switch: None,
             handshake: (out, steps),
             failed: false,
+            watch_handshake: (watch, watch_steps),
+            watching: 0,
         })
     }
 
@@ -106,6 +126,11 @@ impl Discovery {
     /// The handshake of a connection to a sentinel: its bytes and steps.
     pub(super) fn handshake(&self) -> (&Vec<u8>, &Vec<Step>) {
         (&self.handshake.0, &self.handshake.1)
+    }
+
+    /// The handshake of the watch link: its bytes and steps.
+    pub(super) fn watch_handshake(&self) -> (&Vec<u8>, &Vec<Step>) {
+        (&self.watch_handshake.0, &self.watch_handshake.1)
     }
 
     /// Where the link connects now: the sentinel it asks, or the master.
@@ -244,6 +269,10 @@ impl Links {
     /// at once with the next one (returns `true`: the link is due now, and the attempt is not
     /// over); when it was to the master, the next attempt asks the sentinels again.
     pub(super) fn sentinel_link_down(&mut self, now: Instant, link: usize) -> bool {
+        if self.links.get(link).is_some_and(|l| l.watch) {
+            self.watch_down(link);
+            return false;
+        }
         let Some(l) = self.links.get_mut(link) else { return false };
         let Some(d) = l.discovery.as_deref_mut() else { return false };
         if std::mem::take(&mut d.failed) {
@@ -298,6 +327,131 @@ impl Links {
 }
 
 impl Links {
+    /// Add every Sentinel-managed node's watch link, down and due to connect at once, to its
+    /// first sentinel.
+    pub(super) fn add_watches(&mut self) {
+        for node in 0..self.nodes {
+            let Some(d) = self.links[node].discovery.as_deref() else { continue };
+            let Some((host, port)) = d.sentinels.first().cloned() else { continue };
+            let addr = format!("{} (its sentinel {})", self.addrs[node], d.sentinel_addr(0));
+            let mut link = Link::master_of(&self.links[node], self.policy.min(), (node as u16, false), host, port);
+            link.watch = true;
+            link.wake = crate::event::WakeState::Polling { reason: "a sentinel's link".to_owned() };
+            link.wait = None;
+            link.min_replicas = None;
+            link.plain_tcp = false;
+            self.links.push(link);
+            self.addrs.push(Arc::from(addr));
+        }
+    }
+
+    /// The handshake of a connection `link`'s watch link opened.
+    pub(super) fn watch_handshake(&self, link: usize) -> Option<(&Vec<u8>, &Vec<Step>)> {
+        let l = self.links.get(link).filter(|l| l.watch)?;
+        Some(self.discovery(l.owner as usize)?.watch_handshake())
+    }
+
+    /// The reply at the front of `buf` on the watch link `link`: `AUTH`'s, `SUBSCRIBE`'s, or a
+    /// `+switch-master` message. A switch of the node's service fails the node's link to the
+    /// old master ([`Next::Switched`]).
+    pub(super) fn read_watch(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
+        let (i, node) = (link.index(), self.owner(link));
+        let addr = Arc::clone(&self.addrs[i]);
+        let used = match resp::frame_len(buf, 8, 64 << 10) {
+            Ok(Some(used)) => used,
+            Ok(None) => return Ok(Next::More),
+            Err(detail) => return Err(LinkError::Malformed { node, addr, detail }),
+        };
+        let frame = &buf[..used];
+        let front = self.links[i].pending.front().map(|(p, _)| *p);
+        let unexpected = || LinkError::Unexpected {
+            node,
+            addr: Arc::clone(&addr),
+            request: "SUBSCRIBE +switch-master",
+            reply: String::from_utf8_lossy(&frame[..frame.len().min(120)]).trim_end().to_owned(),
+        };
+        match resp::decode(frame) {
+            Ok(Some((resp::Reply::Error(e), _))) => {
+                let step = match front {
+                    Some(Pending::Step(step)) => step,
+                    _ => Step::SentinelWatch,
+                };
+                let message = String::from_utf8_lossy(e).into_owned();
+                Err(LinkError::Handshake { node, addr: Arc::clone(&addr), step: step.name(), message })
+            }
+            Ok(Some((resp::Reply::Status(_), _))) if front == Some(Pending::Step(Step::Auth)) => {
+                self.links[i].pending.pop_front();
+                Ok(Next::Done(used))
+            }
+            Ok(Some((resp::Reply::Array(3), at))) => {
+                let mut parts = Vec::with_capacity(3);
+                let mut at = at;
+                for _ in 0..3 {
+                    match resp::decode(&frame[at..]) {
+                        Ok(Some((resp::Reply::Bulk(b), n))) => (parts.push(b), at += n),
+                        Ok(Some((resp::Reply::Int(_), n))) => (parts.push(&[][..]), at += n),
+                        _ => return Err(unexpected()),
+                    };
+                }
+                match (parts[0], parts[1]) {
+                    (b"subscribe", SWITCH) if front == Some(Pending::Step(Step::SentinelWatch)) => {
+                        self.links[i].pending.pop_front();
+                        Ok(Next::Done(self.ready(i, used)))
+                    }
+                    (b"message", SWITCH) => {
+                        let data = String::from_utf8_lossy(parts[2]).into_owned();
+                        Ok(match self.switched(now, node, &data) {
+                            Some(error) => Next::Switched { used, link: node, error },
+                            None => Next::Done(used),
+                        })
+                    }
+                    _ => Err(unexpected()),
+                }
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// The sentinels announced `data` (`SERVICE OLD-IP OLD-PORT NEW-IP NEW-PORT`) for `node`:
+    /// when it is its service, its new master is in use from now on, and the error that fails
+    /// its link to the old master if it has one up.
+    fn switched(&mut self, now: Instant, node: NodeId, data: &str) -> Option<LinkError> {
+        let addr = self.addr(node);
+        let l = self.links.get_mut(node.index())?;
+        let up = l.is_up();
+        let d = l.discovery.as_deref_mut()?;
+        let words: Vec<&str> = data.split(' ').collect();
+        let [service, old_ip, old_port, new_ip, new_port] = words.as_slice() else { return None };
+        if *service != &*d.service {
+            return None;
+        }
+        let to: Addr = (Arc::from(*new_ip), new_port.parse().ok()?);
+        let before = d.master.clone();
+        let connected = up && !d.is_asking();
+        d.use_master(now, to.clone());
+        if !connected || before.as_ref() == Some(&to) {
+            return None;
+        }
+        let reason = format!(
+            "the sentinels switched service {:?} from {} to {}; asking them again",
+            d.service,
+            crate::node::hostport(old_ip, old_port.parse().unwrap_or(0)),
+            crate::node::hostport(&to.0, to.1)
+        );
+        Some(LinkError::Sentinel { node, addr, reason, fault: Fault::Unreachable })
+    }
+
+    /// The watch link `link` failed: its next attempt goes to the next sentinel.
+    fn watch_down(&mut self, link: usize) {
+        let owner = self.links[link].owner as usize;
+        let Some(d) = self.links[owner].discovery.as_deref_mut() else { return };
+        d.watching = (d.watching + 1) % d.sentinels.len().max(1);
+        let next = d.sentinels.get(d.watching).cloned();
+        let addr = format!("{} (its sentinel {})", self.addrs[owner], d.sentinel_addr(d.watching));
+        self.links[link].endpoint = next;
+        self.addrs[link] = Arc::from(addr);
+    }
+
     /// A Sentinel-managed node's view for the health view.
     pub(super) fn sentinel_health(&self, link: usize) -> Option<SentinelHealth> {
         let d = self.discovery(link)?;
