@@ -512,6 +512,16 @@ fn cluster_sentinel_prints_sentinel_urls_and_stops_every_process_on_ctrl_c() {
         };
         assert_eq!(named, data[0], "sentinel {s} names the primary");
     }
+    // The printed URL works for run and status, which show what the sentinels say.
+    let out = run(redlease().args(["run", "-k", "sentinel-run", "-N", &export, "-w", "5", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlease().args(["status", "-k", "sentinel-run", "-N", &export]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains(&format!("Sentinel service \"redlease-0\": master {}", data[0])), "{text}");
+    let out = run(redlease().args(["status", "-k", "sentinel-run", "--json", "-N", &export]));
+    let json = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(json.contains(&format!("\"sentinel\":{{\"service\":\"redlease-0\",\"master\":\"{}\"", data[0])), "{json}");
     signal(child.id(), libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     for a in sentinels.iter().chain(&data.iter().map(|d| d.parse().unwrap()).collect::<Vec<_>>()) {
