@@ -185,3 +185,28 @@ fn without_min_replicas_a_failover_loses_a_grant_the_replica_never_had() {
     set.wait_for_replicas(0);
     set.assert_no_leaks();
 }
+
+#[test]
+fn sentinels_with_their_own_acl_user_as_the_guide_gives_it() {
+    let set = SentinelNodes::builder().nodes(1).replicas(1).start();
+    for s in set.sentinels() {
+        let rules = [
+            "ACL",
+            "SETUSER",
+            "locks",
+            "on",
+            ">s3cret",
+            "+auth",
+            "+sentinel|get-master-addr-by-name",
+            "+sentinel|master",
+            "+subscribe",
+            "&+switch-master",
+        ];
+        s.conn().unwrap().ok(&rules).unwrap();
+    }
+    let url = format!("{}?sentinel_username=locks&sentinel_password=s3cret", set.url(0));
+    let client = redlease_mio::Client::with_config(config(std::slice::from_ref(&url))).unwrap();
+    client.lock("acl", TTL).unwrap().release().unwrap();
+    let wrong = refused(&url.replace("s3cret", "nope"));
+    assert!(wrong.contains("WRONGPASS") && !wrong.contains("nope"), "{wrong}");
+}
