@@ -522,6 +522,8 @@ fn cluster_sentinel_prints_sentinel_urls_and_stops_every_process_on_ctrl_c() {
     let out = run(redlease().args(["status", "-k", "sentinel-run", "--json", "-N", &export]));
     let json = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(json.contains(&format!("\"sentinel\":{{\"service\":\"redlease-0\",\"master\":\"{}\"", data[0])), "{json}");
+    let out = run(redlease().args(["scan", "-N", &export]));
+    assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     signal(child.id(), libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     for a in sentinels.iter().chain(&data.iter().map(|d| d.parse().unwrap()).collect::<Vec<_>>()) {
