@@ -88,6 +88,12 @@ impl Engine {
         self.links.endpoint(link)
     }
 
+    /// Whether `link` belongs to a Sentinel-managed node (its own link, or its watch link on
+    /// a sentinel): where it connects changes, and with TLS the name verified is that host's.
+    pub fn is_sentinel_link(&self, link: NodeId) -> bool {
+        self.links.is_sentinel_link(link)
+    }
+
     /// Whether `node` is a Redis Cluster whose links to its masters have not all ended a
     /// first connect attempt: a client that waits for "every node tried once" waits for these.
     pub fn masters_connecting(&self, node: NodeId) -> bool {

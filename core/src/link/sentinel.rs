@@ -221,6 +221,11 @@ impl Links {
         self.links.get(link)?.discovery.as_deref()
     }
 
+    /// Whether `link` is a Sentinel-managed node's own link or its watch link.
+    pub(crate) fn is_sentinel_link(&self, link: NodeId) -> bool {
+        self.links.get(link.index()).is_some_and(|l| l.watch || l.discovery.is_some())
+    }
+
     /// Where a Sentinel-managed node's own link connects now: `(node, host, port)`.
     pub(super) fn sentinel_endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
         let (host, port) = self.discovery(link.index())?.target()?;
