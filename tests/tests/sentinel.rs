@@ -210,3 +210,58 @@ fn sentinels_with_their_own_acl_user_as_the_guide_gives_it() {
     let wrong = refused(&url.replace("s3cret", "nope"));
     assert!(wrong.contains("WRONGPASS") && !wrong.contains("nope"), "{wrong}");
 }
+
+#[test]
+fn locks_stay_exclusive_with_increasing_fences_while_primaries_are_killed_under_traffic() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let set = SentinelNodes::builder().nodes(3).replicas(2).down_after(Duration::from_millis(500)).start();
+    let urls: Vec<String> = set.urls().iter().map(|u| format!("{u}?min_replicas=1&replicas_timeout=100")).collect();
+    let log = Arc::new(redlease_tests::conformance::HolderLog::new());
+    let (counter, cycles, stop) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let client = redlease_mio::Client::with_config(config(&urls)).unwrap();
+            let (log, counter, cycles, stop) = (log.clone(), counter.clone(), cycles.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let options =
+                        redlease_core::LockOptions::new("counter", TTL).fencing(true).wait(Duration::from_secs(30));
+                    let guard = client.lock_with(options).expect("the lock, within 30 s of a failover");
+                    let acquired = std::time::Instant::now();
+                    let v = counter.load(Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    counter.store(v + 1, Ordering::SeqCst);
+                    let (valid, fence) = (guard.valid_until(), guard.fence());
+                    let released_at = std::time::Instant::now();
+                    guard.release().unwrap();
+                    log.record("counter", &format!("worker {w} cycle {c}"), acquired, valid, released_at, fence);
+                    cycles.fetch_add(1, Ordering::SeqCst);
+                    c += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (killed0, _) = set.kill_primary(0);
+    std::thread::sleep(Duration::from_millis(500));
+    let (killed1, _) = set.kill_primary(1);
+    let after = cycles.load(Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while cycles.load(Ordering::SeqCst) < after + 20 {
+        assert!(std::time::Instant::now() < deadline, "no progress after the failovers");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("a worker");
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), cycles.load(Ordering::SeqCst), "lost updates");
+    log.assert_no_overlap();
+    log.assert_fences_increase();
+    assert!(!killed0.is_running() && !killed1.is_running());
+    set.assert_no_leaks();
+}
