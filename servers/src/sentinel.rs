@@ -20,8 +20,9 @@ use crate::tempdir::TempDir;
 /// How long the sentinels may take to come up and know each other and every replica.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a failover may take to be agreed on by every sentinel.
-const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a failover may take to be agreed on by every sentinel (and the sentinels to make an
+/// old primary a replica: they look at a replica's role every 10 s).
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Settings of a [`SentinelNodes`]; start with [`SentinelNodes::builder`].
 #[derive(Clone, Debug)]
@@ -237,7 +238,7 @@ impl SentinelNodes {
     ///
     /// # Panics
     ///
-    /// If that does not happen within 30 s.
+    /// If that does not happen within 60 s.
     pub fn failover(&self, i: usize) -> SocketAddr {
         let old = self.primary(i).addr();
         let service = &self.services[i];
@@ -256,12 +257,12 @@ impl SentinelNodes {
 
     /// Kill node `i`'s primary with SIGKILL, and wait until every sentinel names another data
     /// node as primary and it answers `ROLE` as a master. Returns the killed node (restart it
-    /// with [`Node::restart`]: the sentinels make it a replica of the new primary) and the new
-    /// primary's address.
+    /// with [`restart_as_replica`](Self::restart_as_replica), or with [`Node::restart`] and let
+    /// the sentinels make it a replica of the new primary) and the new primary's address.
     ///
     /// # Panics
     ///
-    /// If that does not happen within 30 s.
+    /// If that does not happen within 60 s.
     pub fn kill_primary(&self, i: usize) -> (&Node, SocketAddr) {
         let old = self.primary(i);
         old.kill();
@@ -275,7 +276,7 @@ impl SentinelNodes {
     ///
     /// # Panics
     ///
-    /// If that does not happen within 30 s.
+    /// If that does not happen within 60 s.
     pub fn failover_after_kill(&self, i: usize, old: SocketAddr) -> SocketAddr {
         self.wait_for_new_primary(i, old)
     }
@@ -295,9 +296,35 @@ impl SentinelNodes {
                     return new;
                 }
             }
-            assert!(Instant::now() < deadline, "node {i}: no new primary agreed on within 30 s: {named:?}");
+            assert!(
+                Instant::now() < deadline,
+                "node {i}: no new primary agreed on within {FAILOVER_TIMEOUT:?}: {named:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Start `node`, a data node of node `i` that was killed, again (without its data) as a
+    /// replica of the primary the sentinels name now, as the sentinels would make it in a
+    /// while; returns once the primary counts it online.
+    ///
+    /// # Panics
+    ///
+    /// If it does not come back, or not as that replica.
+    pub fn restart_as_replica(&self, i: usize, node: &Node) {
+        node.restart(false);
+        let primary = self.primary(i);
+        // The sentinels may reconfigure it at the same time (and close our connection as they
+        // do): the same REPLICAOF again is harmless.
+        let mut last = String::new();
+        for _ in 0..10 {
+            match node.replicate(primary) {
+                Ok(()) => return,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("node {i}: {last}");
     }
 
     /// Wait until every data node of node `i` that runs is the primary's replica with its
@@ -305,7 +332,7 @@ impl SentinelNodes {
     ///
     /// # Panics
     ///
-    /// If that does not happen within 30 s.
+    /// If that does not happen within 60 s.
     pub fn wait_for_replicas(&self, i: usize) {
         let primary = self.primary(i).addr();
         let deadline = Instant::now() + FAILOVER_TIMEOUT;

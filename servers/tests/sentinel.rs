@@ -23,7 +23,7 @@ fn sentinels_name_the_primary_and_follow_failovers() {
     let (killed, third) = set.kill_primary(0);
     assert_eq!(killed.addr(), second);
     assert!(third != second && !killed.is_running());
-    killed.restart(false);
+    set.restart_as_replica(0, killed);
     set.wait_for_replicas(0);
     set.assert_no_leaks();
 }

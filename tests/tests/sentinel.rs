@@ -158,7 +158,7 @@ fn lock_then_lose_the_primary(
         r.resume();
     }
     let new = set.failover_after_kill(0, primary.addr());
-    primary.restart(false);
+    set.restart_as_replica(0, primary);
     (result, new)
 }
 
@@ -176,13 +176,11 @@ fn without_min_replicas_a_failover_loses_a_grant_the_replica_never_had() {
     drop(held);
 
     // With min_replicas=1 the same grant never counts: the lock call fails instead.
-    set.wait_for_replicas(0);
     let url = format!("{}?min_replicas=1&replicas_timeout=100", set.url(0));
     let (refused, _) = lock_then_lose_the_primary(&set, &url, "safe");
     let Err(error) = refused else { panic!("a grant no replica has counted") };
     let error = error.to_string();
     assert!(error.contains("replica"), "{error}");
-    set.wait_for_replicas(0);
     set.assert_no_leaks();
 }
 
