@@ -42,8 +42,10 @@ Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d ar
 Environment:
   REDLEASE_NODES   the nodes, when --nodes is not given: comma-separated
                    redis://[user:pass@]host:port[/db] URLs, one per independent Redis
-                   master (3 or 5). Its value is never printed, and the command does not
-                   inherit it.
+                   master (3 or 5). A master named by Redis Sentinel is
+                   redis+sentinel://host:26379,host:26379/SERVICE (an item without
+                   scheme:// continues the sentinel URL's host list). Its value is never
+                   printed, and the command does not inherit it.
   REDLEASE_KEY     (set for the command) the key it runs under.
   REDLEASE_FENCE   (set for the command) the fencing token: a number that strictly increases
                    from one holder of KEY to the next. Give it to the store the lock protects,

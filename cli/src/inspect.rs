@@ -9,6 +9,7 @@ mod readers;
 mod redis_cluster;
 mod scan;
 mod semaphore;
+mod sentinel;
 mod status;
 mod verdict;
 

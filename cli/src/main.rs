@@ -19,6 +19,7 @@ mod redis_cluster;
 mod run;
 mod say;
 mod secret;
+mod sentinel;
 mod signals;
 
 use std::io::Write as _;
@@ -153,9 +154,17 @@ enum Cmd {
     /// the Redlock. Plain TCP only.
     ///
     /// Example: redlease servers --cluster-mode --masters 3 --replicas 1
+    ///
+    /// With --sentinel, each node is a primary with --replicas replicas [default: 1], watched
+    /// by one group of --sentinels sentinels (redis-server --sentinel, down-after-milliseconds
+    /// 1000), each node a service of its own (redlease-0, redlease-1, ...). REDLEASE_NODES then
+    /// lists one redis+sentinel://SENTINELS/SERVICE?min_replicas=1 URL per node. Plain TCP only.
+    ///
+    /// Example: redlease cluster --sentinel --nodes 3
     #[command(alias = "cluster")]
     Servers {
-        /// Number of nodes [default: 5]; with --cluster-mode, number of Redis Clusters [default: 1].
+        /// Number of nodes [default: 5; with --sentinel, 3]; with --cluster-mode, number of Redis
+        /// Clusters [default: 1].
         #[arg(long)]
         nodes: Option<usize>,
         /// Port of the first node; the others follow it (default: free ports): the nodes
@@ -165,7 +174,7 @@ enum Cmd {
         #[arg(short, long)]
         port: Option<u16>,
         /// Listen with TLS too (a generated CA; its files are printed), and print rediss:// URLs.
-        #[arg(long, conflicts_with = "cluster_mode")]
+        #[arg(long, conflicts_with_all = ["cluster_mode", "sentinel"])]
         tls: bool,
         /// Persist with appendonly yes + appendfsync always (safe restarts).
         #[arg(long)]
@@ -182,6 +191,13 @@ enum Cmd {
         /// Masters of each Redis Cluster [default: 3] (with --cluster-mode).
         #[arg(long, requires = "cluster_mode")]
         masters: Option<usize>,
+        /// Start Sentinel-managed nodes (a primary with replicas each, watched by sentinels)
+        /// and print one redis+sentinel:// URL per node.
+        #[arg(long, conflicts_with = "cluster_mode")]
+        sentinel: bool,
+        /// Sentinels watching the nodes [default: 3] (with --sentinel).
+        #[arg(long, requires = "sentinel")]
+        sentinels: Option<usize>,
     },
     /// Show locks at work on 5 local nodes, with node failures, then clean up.
     ///
@@ -312,7 +328,7 @@ struct NodesArg {
         env = "REDLEASE_NODES",
         hide_env_values = true,
         value_name = "URLS",
-        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (rediss:// for TLS, redis+unix:///path for a Unix socket)"
+        help = "Nodes as comma-separated redis://[user:pass@]host:port[/db] URLs (rediss:// for TLS, redis+unix:///path for a Unix socket, redis+sentinel://host:port,host:port/SERVICE for a master named by Redis Sentinel: an item without scheme:// continues the sentinel URL's host list)"
     )]
     nodes: Option<String>,
     /// CA certificates (PEM) to trust for rediss:// nodes, instead of the Web PKI roots.
@@ -358,9 +374,8 @@ pub(crate) fn node_urls(nodes: Option<&str>) -> Result<Vec<redlease_core::NodeCo
     let raw = nodes.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
         Usage("no nodes configured: pass --nodes redis://host:port,... or set REDLEASE_NODES".to_owned())
     })?;
-    raw.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    redlease_core::split_node_list(raw)
+        .iter()
         .map(|u| redlease_core::NodeConfig::from_url(u).map_err(|e| Usage(format!("--nodes: {e}"))))
         .collect()
 }
@@ -413,6 +428,16 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
+            Cmd::Servers { nodes, port, persist, replicas, sentinels, sentinel: true, .. } => {
+                let shape = sentinel::Shape {
+                    nodes: nodes.unwrap_or(3),
+                    replicas: replicas.unwrap_or(1),
+                    sentinels: sentinels.unwrap_or(3),
+                    port,
+                    persist,
+                };
+                until_interrupted(sentinel::start(shape)).await
+            }
             Cmd::Servers { nodes, port, persist, tls, replicas, cluster_mode: false, .. } => {
                 until_interrupted(inspect::servers(nodes.unwrap_or(5), port, persist, tls, replicas.unwrap_or(0))).await
             }

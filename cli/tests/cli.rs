@@ -482,6 +482,56 @@ fn servers_prints_urls_and_stops_on_ctrl_c() {
 }
 
 #[test]
+fn cluster_sentinel_prints_sentinel_urls_and_stops_every_process_on_ctrl_c() {
+    let mut child = spawn_piped(&["cluster", "--sentinel", "--nodes", "1"]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut data = Vec::new();
+    let export = loop {
+        let line = lines.next().expect("servers output ended early").unwrap();
+        for role in ["primary: ", "replica: "] {
+            if let Some(url) = line.trim().strip_prefix(role) {
+                data.push(url.split(' ').next().unwrap().strip_prefix("redis://").unwrap().to_owned());
+            }
+        }
+        if let Some(urls) = line.strip_prefix("export REDLEASE_NODES=") {
+            break urls.to_owned();
+        }
+    };
+    let rest = export.strip_prefix("redis+sentinel://").expect(&export);
+    let (hosts, service) = rest.split_once('/').unwrap();
+    assert_eq!(service, "redlease-0?min_replicas=1");
+    let sentinels: Vec<std::net::SocketAddr> = hosts.split(',').map(|h| h.parse().unwrap()).collect();
+    assert_eq!((sentinels.len(), data.len()), (3, 2), "{export} {data:?}");
+    for s in &sentinels {
+        let reply = RedisConn::connect(*s, None).unwrap().cmd(&["SENTINEL", "get-master-addr-by-name", "redlease-0"]);
+        let named = match reply.unwrap() {
+            redlease_servers::Reply::Array(Some(parts)) => {
+                parts.iter().filter_map(redlease_servers::Reply::as_text).collect::<Vec<_>>().join(":")
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(named, data[0], "sentinel {s} names the primary");
+    }
+    // The printed URL works for run and status, which show what the sentinels say.
+    let out = run(redlease().args(["run", "-k", "sentinel-run", "-N", &export, "-w", "5", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(redlease().args(["status", "-k", "sentinel-run", "-N", &export]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains(&format!("Sentinel service \"redlease-0\": master {}", data[0])), "{text}");
+    let out = run(redlease().args(["status", "-k", "sentinel-run", "--json", "-N", &export]));
+    let json = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(json.contains(&format!("\"sentinel\":{{\"service\":\"redlease-0\",\"master\":\"{}\"", data[0])), "{json}");
+    let out = run(redlease().args(["scan", "-N", &export]));
+    assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    for a in sentinels.iter().chain(&data.iter().map(|d| d.parse().unwrap()).collect::<Vec<_>>()) {
+        assert!(RedisConn::connect(*a, None).is_err(), "{a} still answers after Ctrl-C");
+    }
+}
+
+#[test]
 fn servers_with_replicas_prints_urls_whose_grants_wait_for_them() {
     let mut child = spawn_piped(&["servers", "--nodes", "1", "--replicas", "1"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

@@ -184,6 +184,10 @@ impl<C, S: AsSocket> Links<C, S> {
         while let Some(node) = engine.poll_connect(now) {
             let i = node.index();
             self.grow(engine, i);
+            if let (Some((_, host, port)), true) = (engine.link_endpoint(node), engine.is_sentinel_link(node)) {
+                // A Sentinel-managed node's link goes to a sentinel, or to the master one named.
+                self.nodes[i].transport.retarget(host, port);
+            }
             closed(std::mem::replace(&mut self.nodes[i].conn, Conn::Down));
             match connect(i, &self.nodes[i].transport) {
                 Ok(attempt) => self.nodes[i].conn = Conn::Connecting(attempt),

@@ -37,6 +37,8 @@ use crate::layer_error::LayerError;
 pub struct TlsClient {
     config: Arc<ClientConfig>,
     name: ServerName<'static>,
+    /// The name was given in the settings (`TlsSettings::server_name`), not taken from the host.
+    fixed: bool,
 }
 
 impl std::fmt::Debug for TlsClient {
@@ -97,7 +99,22 @@ pub(crate) fn client(settings: &TlsSettings, host: &str) -> Result<TlsClient, St
         Ok(ip) => ServerName::IpAddress(ip.into()),
         Err(_) => ServerName::try_from(name.to_owned()).map_err(|e| format!("server name {name:?}: {e}"))?,
     };
-    Ok(TlsClient { config: Arc::new(config), name })
+    Ok(TlsClient { config: Arc::new(config), name, fixed: settings.server_name.is_some() })
+}
+
+impl TlsClient {
+    /// The same settings for a connection to `host` (a Sentinel-managed node's sentinels and
+    /// masters): its name is the one verified, unless the settings give a server name.
+    pub(crate) fn for_host(&self, host: &str) -> TlsClient {
+        let name = match host.parse::<IpAddr>() {
+            Ok(ip) => Some(ServerName::IpAddress(ip.into())),
+            Err(_) => ServerName::try_from(host.to_owned()).ok(),
+        };
+        match name {
+            Some(name) if !self.fixed => TlsClient { config: Arc::clone(&self.config), name, fixed: false },
+            _ => self.clone(),
+        }
+    }
 }
 
 fn read(pem: &Pem, what: &str) -> Result<Vec<u8>, String> {
@@ -373,5 +390,22 @@ impl ServerCertVerifier for AcceptAnything {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redlease_core::TlsSettings;
+
+    /// A Sentinel-managed node's connections verify the host they go to, unless the settings
+    /// name the server.
+    #[test]
+    fn another_host_is_verified_by_its_own_name_unless_one_is_set() {
+        let first = super::client(&TlsSettings::new(), "sentinel-1.example").unwrap();
+        let moved = format!("{:?}", first.for_host("10.0.0.7"));
+        assert!(moved.contains("[10, 0, 0, 7]") && !moved.contains("sentinel-1"), "{moved}");
+        let named = super::client(&TlsSettings::new().server_name("redis.example"), "sentinel-1.example").unwrap();
+        let kept = format!("{:?}", named.for_host("master-2.example"));
+        assert!(kept.contains("redis.example") && !kept.contains("master-2"), "{kept}");
     }
 }

@@ -41,6 +41,19 @@ impl NodeTransport {
         self.tls.as_ref()
     }
 
+    /// Connect to `host:port` from now on (a Sentinel-managed node's link, which goes to a
+    /// sentinel or to the master one named): with TLS, that host is the name verified, unless
+    /// the settings give a server name.
+    pub(crate) fn retarget(&mut self, host: &str, port: u16) {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            if !matches!(&self.target, Target::Tcp { host: h, .. } if h == host) {
+                self.tls = Some(tls.for_host(host));
+            }
+        }
+        self.target = Target::Tcp { host: host.to_owned(), port };
+    }
+
     /// The byte layer of a new connection (a fresh TLS session, whose client hello is then
     /// in [`Layer::next_write`]).
     pub(crate) fn layer(&self) -> Result<Layer, String> {

@@ -337,6 +337,20 @@ impl Config {
             return Err(ConfigError::ZeroNodeTimeout);
         }
         for node in &self.nodes {
+            if let Some(sentinel) = &node.sentinel {
+                let reason = if sentinel.sentinels.is_empty() {
+                    Some("it lists no sentinel: give at least one host:port (three or more, for a quorum of them)")
+                } else if sentinel.service.is_empty() {
+                    Some("its service name is empty: give the name the sentinels monitor the master as")
+                } else if matches!(node.transport, crate::Transport::Unix(_)) {
+                    Some("sentinels are reached over TCP (or TLS), not a Unix socket")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(ConfigError::Sentinel { node: node.to_string(), reason: reason.to_owned() });
+                }
+            }
             if let Some(m) = node.min_replicas.filter(|m| m.timeout.is_zero() || m.timeout >= self.node_timeout) {
                 let node_timeout = self.node_timeout;
                 return Err(ConfigError::ReplicasTimeout { node: node.to_string(), timeout: m.timeout, node_timeout });

@@ -50,6 +50,14 @@ pub enum ConfigError {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// A Sentinel-managed node that cannot work as configured.
+    #[error("node {node}: {reason}")]
+    Sentinel {
+        /// The node, as a URL without its passwords.
+        node: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A Unix-socket node on a platform without Unix sockets.
     #[error("node {node}: Unix sockets are not available on this platform")]
     UnixUnsupported {

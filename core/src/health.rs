@@ -57,6 +57,41 @@ pub struct NodeHealth {
     /// When the node is a Redis Cluster: its masters, the slots they cover and the redirects
     /// followed. (Its `state` is its own link's, which reads the slot map.)
     pub cluster: Option<ClusterHealth>,
+    /// When the node is Sentinel-managed: its service, the master in use, what each sentinel
+    /// said last and the last switch. (Its `state` is its link's: to a sentinel while it asks,
+    /// to the master once it votes.)
+    pub sentinel: Option<SentinelHealth>,
+}
+
+/// A Sentinel-managed node, in the health view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SentinelHealth {
+    /// The service the sentinels watch.
+    pub service: Arc<str>,
+    /// The master in use, `host:port` (`None` before the sentinels named one).
+    pub master: Option<String>,
+    /// Whether the node's link is asking the sentinels now (connected or connecting to one).
+    pub asking: bool,
+    /// Each sentinel, with what it said last.
+    pub sentinels: Vec<SentinelView>,
+    /// Times the master in use changed (a failover followed).
+    pub switches: u64,
+    /// The last change of master: from, to (`host:port`), and when.
+    pub last_switch: Option<(String, String, Instant)>,
+}
+
+/// What one sentinel of a Sentinel-managed node said last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SentinelView {
+    /// The sentinel, `host:port`.
+    pub addr: String,
+    /// The master it named (`Ok`, `host:port`), or why it named none (`Err`); `None` before
+    /// it was asked.
+    pub said: Option<Result<String, String>>,
+    /// When it said it.
+    pub at: Option<Instant>,
 }
 
 /// A node that is a Redis Cluster, in the health view.
@@ -264,6 +299,28 @@ impl fmt::Display for Health {
                 write!(f, "  last error: {e}")?;
             }
             writeln!(f)?;
+            if let Some(s) = &n.sentinel {
+                write!(f, "  Sentinel-managed service {:?}: master ", s.service)?;
+                match &s.master {
+                    Some(m) => write!(f, "{m}")?,
+                    None => write!(f, "not named yet")?,
+                }
+                if s.asking {
+                    write!(f, " (asking the sentinels)")?;
+                }
+                write!(f, ", {} switch(es) followed", s.switches)?;
+                if let Some((from, to, _)) = &s.last_switch {
+                    write!(f, ", last {from} -> {to}")?;
+                }
+                writeln!(f)?;
+                for v in &s.sentinels {
+                    match &v.said {
+                        Some(Ok(m)) => writeln!(f, "    sentinel {}  names {m}", v.addr)?,
+                        Some(Err(e)) => writeln!(f, "    sentinel {}  {e}", v.addr)?,
+                        None => writeln!(f, "    sentinel {}  not asked yet", v.addr)?,
+                    }
+                }
+            }
             if let Some(c) = &n.cluster {
                 writeln!(
                     f,
@@ -350,6 +407,7 @@ mod tests {
             min_replicas: None,
             replicas_online: None,
             cluster: None,
+            sentinel: None,
         }
     }
 

@@ -236,8 +236,12 @@ pub use error::{
 
 pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
 pub use footprint::Footprint;
-pub use health::{ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState};
-pub use node::{MinReplicas, NodeConfig, REPLICAS_CHECK, Transport};
+pub use health::{
+    ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState, SentinelHealth, SentinelView,
+};
+pub use node::{
+    MAX_SENTINELS, MinReplicas, NodeConfig, REPLICAS_CHECK, SENTINEL_PORT, SentinelConfig, Transport, split_node_list,
+};
 pub use options::{LockOptions, MAX_PERMITS};
 pub use stats::NodeStats;
 pub use tls::{Pem, TlsSettings};

@@ -1,13 +1,15 @@
 //! The per-node links: where each connection stands, its buffers and FIFO of pending replies.
 //! How a link reads replies and runs its handshake is in [`reply`]; connecting, failing and
 //! reconnecting on a schedule, in [`schedule`]; where a request goes, in [`send`]; what
-//! waiters subscribe to, in [`subs`]; a node that is a Redis Cluster, in [`cluster`].
+//! waiters subscribe to, in [`subs`]; a node that is a Redis Cluster, in [`cluster`]; a
+//! Sentinel-managed node, in [`sentinel`].
 
 mod cluster;
 mod confirmed;
 mod reply;
 mod schedule;
 mod send;
+mod sentinel;
 mod subs;
 mod view;
 
@@ -96,6 +98,11 @@ struct Link {
     owner: u16,
     /// Where a link to a cluster node's master connects (`None`: a node's own link).
     endpoint: Option<(Arc<str>, u16)>,
+    /// A Sentinel-managed node's own link: which sentinel it asks, or which master it uses.
+    discovery: Option<Box<sentinel::Discovery>>,
+    /// A Sentinel-managed node's link to one of its sentinels, subscribed to
+    /// `+switch-master`.
+    watch: bool,
 }
 
 /// Semaphore limits remembered per connection.
@@ -114,6 +121,7 @@ impl Link {
     /// Whether the link takes new requests: up, and not too far behind.
     fn takes_requests(&self) -> bool {
         self.is_up()
+            && !self.is_asking()
             && self.pending.len() + self.held_pending.len() < MAX_PENDING
             && self.out.len() - self.out_pos + self.held.len() < MAX_UNSENT
     }
@@ -260,6 +268,8 @@ impl Links {
                 role_at: None,
                 owner: i as u16,
                 endpoint: None,
+                discovery: node.sentinel.as_ref().map(|s| sentinel::Discovery::new(node, s)),
+                watch: false,
             })
             .collect();
         let addrs = config.nodes.iter().map(|c| Arc::from(c.to_string())).collect();
@@ -267,7 +277,7 @@ impl Links {
         let master_handshakes = config.nodes.iter().map(|node| reply::master_handshake(config, node)).collect();
         let seeds = config.nodes.iter().map(|node| node.tcp_endpoint()).collect();
         let policy = Policy::new(config);
-        Links {
+        let mut links = Links {
             links,
             nodes: config.nodes.len(),
             addrs,
@@ -283,7 +293,9 @@ impl Links {
             channels: BTreeMap::new(),
             subs_gen: 0,
             on_time: config.node_timeout,
-        }
+        };
+        links.add_watches();
+        links
     }
 
     // ----- getters -------------------------------------------------------------------------

@@ -7,9 +7,12 @@ use std::path::PathBuf;
 use crate::error::ConfigError;
 use crate::tls::TlsSettings;
 
+mod sentinel;
 mod url;
 
-use url::{credentials, options, parse_unix, redact};
+pub(crate) use sentinel::hostport;
+pub use sentinel::{MAX_SENTINELS, SENTINEL_PORT, SentinelConfig, split_node_list};
+use url::{credentials, host_port, options, parse_unix, redact};
 
 /// How the client reaches a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +57,9 @@ pub struct NodeConfig {
     /// Count this node's grants and extensions only once its replicas have them
     /// ([`NodeConfig::min_replicas`]); `None`: as soon as the node answers.
     pub min_replicas: Option<MinReplicas>,
+    /// The sentinels that name this node's master (`None`: the node is at `host:port`); see
+    /// [`SentinelConfig`]. `host` and `port` are then its first sentinel's.
+    pub sentinel: Option<SentinelConfig>,
 }
 
 /// How often a ready connection to a node with [`NodeConfig::min_replicas`] asks the node
@@ -88,6 +94,7 @@ impl fmt::Debug for NodeConfig {
             .field("transport", &self.transport)
             .field("tls", &self.tls)
             .field("min_replicas", &self.min_replicas)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }
@@ -95,6 +102,9 @@ impl fmt::Debug for NodeConfig {
 impl fmt::Display for NodeConfig {
     /// The node as a URL without its password, for messages.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(sentinel) = &self.sentinel {
+            return sentinel::display(f, self, sentinel);
+        }
         if let Transport::Unix(path) = &self.transport {
             write!(f, "redis+unix://")?;
             if let Some(user) = &self.user {
@@ -140,6 +150,7 @@ impl NodeConfig {
             transport: Transport::Tcp,
             tls: None,
             min_replicas: None,
+            sentinel: None,
         }
     }
 
@@ -213,7 +224,12 @@ impl NodeConfig {
     /// - `redis://[user:pass@]host[:port][/db]`: plain TCP;
     /// - `rediss://[user:pass@]host[:port][/db]`: TLS (verified as [`TlsSettings`] say);
     /// - `redis+unix:///path/to/redis.sock[?db=N&user=U&pass=P]` (or `unix://…`): a Unix
-    ///   socket; credentials may also come as `redis+unix://user:pass@/path`.
+    ///   socket; credentials may also come as `redis+unix://user:pass@/path`;
+    /// - `redis+sentinel://[user:pass@]host[:port][,host[:port]…]/service[/db]`: the master
+    ///   the sentinels at those addresses (port 26379 by default) name as `service`
+    ///   ([`SentinelConfig`]); `rediss+sentinel://` reaches the sentinels and the data nodes
+    ///   with TLS. The options `sentinel_username` and `sentinel_password` log in to the
+    ///   sentinels where they take other credentials than the data nodes.
     ///
     /// Every form takes the query options `db`, `user` (`username`), `pass` (`password`),
     /// `min_replicas`, `replicas_timeout` (milliseconds, default 20: see
@@ -228,19 +244,27 @@ impl NodeConfig {
     /// percent-encoded. IPv6 hosts go in brackets: `redis://[::1]:6379`.
     pub fn from_url(url: &str) -> Result<Self, ConfigError> {
         let bad = |reason: &str| ConfigError::BadUrl { url: redact(url), reason: reason.to_owned() };
-        if [",redis://", ",rediss://", ",redis+unix://", ",unix://"].iter().any(|s| url.contains(s)) {
+        if [",redis://", ",rediss://", ",redis+unix://", ",unix://", ",redis+sentinel://", ",rediss+sentinel://"]
+            .iter()
+            .any(|s| url.contains(s))
+        {
             return Err(bad("this is a list of URLs given as one: give each URL on its own (a comma-separated \
                  list is what REDLEASE_NODES, --nodes and Config::from_env take)"));
         }
         if let Some(rest) = url.strip_prefix("redis+unix://").or_else(|| url.strip_prefix("unix://")) {
             return parse_unix(rest).map_err(|reason| bad(&reason));
         }
-        let (rest, transport) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
-            (Some(rest), _) => (rest, Transport::Tcp),
-            (_, Some(rest)) => (rest, Transport::Tls),
-            _ => {
-                return Err(bad("it must start with redis:// (TCP), rediss:// (TLS) or redis+unix:// (a Unix socket)"));
-            }
+        let (rest, transport, sentinel) = if let Some(rest) = url.strip_prefix("redis://") {
+            (rest, Transport::Tcp, false)
+        } else if let Some(rest) = url.strip_prefix("rediss://") {
+            (rest, Transport::Tls, false)
+        } else if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            (rest, Transport::Tcp, true)
+        } else if let Some(rest) = url.strip_prefix("rediss+sentinel://") {
+            (rest, Transport::Tls, true)
+        } else {
+            return Err(bad("it must start with redis:// (TCP), rediss:// (TLS), redis+unix:// (a Unix socket), or \
+                 redis+sentinel:// (rediss+sentinel:// with TLS) for a master named by Redis Sentinel"));
         };
         // The query starts at the first `?` after the user information. An `@` after a `?`
         // could end the user information or sit in the query: refused, rather than guessed.
@@ -265,6 +289,9 @@ impl NodeConfig {
                  is refused); write # in a value as %23"
             )));
         }
+        if sentinel {
+            return sentinel::parse(rest, transport).map_err(|reason| bad(&reason));
+        }
         let (rest, query) = match rest[after_at..].find('?') {
             Some(i) => (&rest[..after_at + i], &rest[after_at + i + 1..]),
             None => (rest, ""),
@@ -278,32 +305,7 @@ impl NodeConfig {
             None => (None, authority),
         };
         let (user, password) = credentials(userinfo).map_err(|reason| bad(&reason))?;
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(|| bad("an IPv6 host needs a closing ]"))?;
-            let host = &v6[..end];
-            let after = &v6[end + 1..];
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(bad("unexpected text after the IPv6 host")),
-            };
-            (host, port)
-        } else {
-            match hostport.rfind(':') {
-                Some(i) => (&hostport[..i], Some(&hostport[i + 1..])),
-                None => (hostport, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(bad("the host is missing (expected redis://host:port)"));
-        }
-        let port = match port {
-            None => 6379,
-            Some(p) => match p.parse::<u16>() {
-                Ok(0) | Err(_) => return Err(bad("the port must be a number from 1 to 65535")),
-                Ok(p) => p,
-            },
-        };
+        let (host, port) = host_port(hostport, 6379).map_err(|reason| bad(&reason))?;
         let db = if path.is_empty() {
             0
         } else {

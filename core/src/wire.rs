@@ -28,8 +28,14 @@ pub(crate) enum Step {
     /// Redis Cluster: requests wait for its answer.
     ClusterInfo,
     /// `ROLE`, on a node with [`min_replicas`](crate::NodeConfig::min_replicas): a primary
-    /// with fewer replicas online than its grants wait for fails the handshake.
+    /// with fewer replicas online than its grants wait for fails the handshake; on a
+    /// Sentinel-managed node, a replica does.
     Role,
+    /// `SENTINEL get-master-addr-by-name SERVICE`, on a Sentinel-managed node's link while it
+    /// asks a sentinel.
+    SentinelMaster,
+    /// `SUBSCRIBE +switch-master`, on a Sentinel-managed node's watch link.
+    SentinelWatch,
 }
 
 impl Step {
@@ -44,6 +50,8 @@ impl Step {
             Step::Slots => "CLUSTER SHARDS (or SLOTS)",
             Step::ClusterInfo => "INFO cluster",
             Step::Role => "ROLE",
+            Step::SentinelMaster => "SENTINEL get-master-addr-by-name",
+            Step::SentinelWatch => "SUBSCRIBE +switch-master",
         }
     }
 }

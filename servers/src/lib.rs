@@ -14,6 +14,10 @@
 //!   `cluster-enabled yes`, formed by hand so that one or two masters work too), migrates
 //!   slots with their keys (also in two phases, to observe `-ASK`), fails masters over, and
 //!   stops every process it started on drop. [`ClusterModeNode`] is its one-master form.
+//! - [`SentinelNodes`] starts Sentinel-managed nodes: per node a primary with replicas, and a
+//!   group of `redis-server --sentinel` processes watching each primary as a service; it
+//!   drives failovers (`SENTINEL FAILOVER`, kill -9 of a primary) and waits until every
+//!   sentinel agrees on the new primary.
 //! - [`RedisConn`] is a tiny synchronous RESP client for inspection (`keys`, `get`, `pttl`, ...),
 //!   over TCP, a Unix socket or any [`Duplex`] stream (the CLI puts TLS in between). It reads
 //!   replies with the core's decoder ([`redlease_core::resp::decode_frame`]), and can hand a
@@ -30,6 +34,7 @@ mod node;
 mod placement;
 mod process;
 mod redis_cluster;
+mod sentinel;
 mod servers;
 mod tempdir;
 #[cfg(feature = "tls")]
@@ -41,6 +46,7 @@ pub use conn::{Duplex, IO_TIMEOUT, RedisConn, Reply, tcp};
 pub use node::Node;
 pub use placement::{Listen, Placement, with_listen};
 pub use redis_cluster::{ClusterModeNode, Migration, RedisCluster, RedisClusterBuilder, key_slot};
+pub use sentinel::{Sentinel, SentinelNodes, SentinelNodesBuilder};
 pub use servers::{FENCE_PREFIX, Servers, ServersBuilder};
 pub use tempdir::TempDir;
 #[cfg(feature = "tls")]

@@ -58,6 +58,18 @@ pub(crate) fn spawn(prefix: &[OsString], env: &[(OsString, OsString)], conf: &Pa
         })
 }
 
+/// Start `redis-server CONF --sentinel` with its standard streams closed.
+pub(crate) fn spawn_sentinel(conf: &Path) -> Result<Child, String> {
+    Command::new("redis-server")
+        .arg(conf)
+        .arg("--sentinel")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| if e.kind() == io::ErrorKind::NotFound { NOT_FOUND.to_owned() } else { e.to_string() })
+}
+
 /// A port the OS considers free right now on 127.0.0.1.
 pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");

@@ -29,8 +29,8 @@ mod ready;
 pub use proxy::{Mode, Proxy};
 pub use ready::{READY_WITHIN, all_ready, every_node_ready};
 pub use redlease_servers::{
-    ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, Servers, ServersBuilder, TempDir,
-    key_slot, with_listen,
+    ClusterModeNode, Listen, Migration, Node, RedisCluster, RedisConn, Reply, Sentinel, SentinelNodes, Servers,
+    ServersBuilder, TempDir, key_slot, with_listen,
 };
 
 /// The code in the READMEs of the crates that do not make their README their crate docs (it

@@ -145,6 +145,7 @@ impl Subject for MioSubject {
 
 redlease_tests::conformance_tests!(MioSubject);
 redlease_tests::conformance_tests!(MioSubject, clusters);
+redlease_tests::conformance_tests!(MioSubject, sentinels);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

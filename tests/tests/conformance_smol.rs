@@ -44,6 +44,7 @@ impl Executor for Smol {
 
 redlease_tests::conformance_tests!(AsyncSubject<Smol>);
 redlease_tests::conformance_tests!(AsyncSubject<Smol>, clusters);
+redlease_tests::conformance_tests!(AsyncSubject<Smol>, sentinels);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

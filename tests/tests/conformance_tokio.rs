@@ -52,6 +52,7 @@ impl<const MULTI: bool> Executor for TokioRt<MULTI> {
 
 redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>);
 redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, clusters);
+redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, sentinels);
 
 /// The same cases on a current-thread runtime.
 mod current_thread {

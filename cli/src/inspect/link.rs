@@ -14,6 +14,7 @@ use redlease_servers::{RedisConn, Reply};
 
 use super::fault::Fault;
 use super::redis_cluster::{ClusterLink, cluster_form, name_of, unwrap_form};
+use super::sentinel::{Seen, open_master};
 use crate::connect::open;
 
 /// A connection to a node that answered.
@@ -21,6 +22,8 @@ pub(super) struct Open {
     link: Link,
     /// The round trip of a `PING` to the node's URL.
     rtt: Duration,
+    /// On a Sentinel-managed node: what its sentinels said, and the master in use.
+    pub(super) sentinel: Option<Seen>,
 }
 
 enum Link {
@@ -51,6 +54,16 @@ pub(super) struct Hit {
 /// Cluster (`INFO` says `cluster_enabled:1`, or `CLUSTER SLOTS` answers a map): then read its
 /// slot map and connect to every master.
 pub(super) fn open_node(node: &NodeConfig, how: &NodeTransport) -> Result<Open, Fault> {
+    if let Some(sentinel) = &node.sentinel {
+        let (mut conn, seen) = open_master(node, sentinel, how)?;
+        let started = Instant::now();
+        conn.cmd(&["PING"])?;
+        let rtt = started.elapsed();
+        if let Some(m) = node.min_replicas {
+            replicas_online(&mut conn, m.replicas)?;
+        }
+        return Ok(Open { link: Link::Standalone(conn), rtt, sentinel: Some(seen) });
+    }
     let mut conn = open(node, how).map_err(|e| {
         if e.contains("not allowed in cluster mode") {
             Fault::misconfigured(format!(
@@ -73,7 +86,7 @@ pub(super) fn open_node(node: &NodeConfig, how: &NodeTransport) -> Result<Open, 
         }
         Some(map) => Link::Cluster(Box::new(ClusterLink::from_slots(node, how, conn, rtt, &map)?)),
     };
-    Ok(Open { link, rtt })
+    Ok(Open { link, rtt, sentinel: None })
 }
 
 /// Whether a standalone node has the `min` replicas online its URL's `min_replicas` asks for

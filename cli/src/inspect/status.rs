@@ -30,6 +30,8 @@ struct NodeState {
     rtt: Duration,
     /// On a Redis Cluster node: the master that serves the key's slot.
     served: Option<Served>,
+    /// On a Sentinel-managed node: what its sentinels said (text, JSON).
+    sentinel: Option<(String, String)>,
 }
 
 /// What the node `open` says of `key`: on a Redis Cluster, the master serving the slot of its
@@ -50,7 +52,9 @@ fn node_state(open: &mut Open, key: &str) -> Result<NodeState, Fault> {
     } else {
         None
     };
-    Ok(NodeState { holder, waited_for, readers, pttl, fence, rtt: open.rtt_of(&stored), served: open.served(&stored) })
+    let sentinel = open.sentinel.as_ref().map(|s| (s.text(), s.json()));
+    let (rtt, served) = (open.rtt_of(&stored), open.served(&stored));
+    Ok(NodeState { holder, waited_for, readers, pttl, fence, rtt, served, sentinel })
 }
 
 /// Per node: reachable, holder token (shortened) or readers, PTTL, fencing counter; then the
@@ -120,7 +124,8 @@ fn print_status_json(
                     json::opt_number(s.holder.as_ref().map(|_| s.pttl)),
                     json::opt_number(s.fence.as_deref().and_then(|f| f.parse::<u64>().ok())),
                     ms(s.rtt),
-                    s.served.as_ref().map_or_else(String::new, |c| format!(",\"cluster\":{}", served_json(c))),
+                    s.served.as_ref().map_or_else(String::new, |c| format!(",\"cluster\":{}", served_json(c)))
+                        + &s.sentinel.as_ref().map_or_else(String::new, |(_, j)| format!(",\"sentinel\":{j}")),
                 ),
             }
         })
@@ -222,6 +227,9 @@ fn print_status_text(key: &str, nodes: &[NodeConfig], states: &[Result<NodeState
             _ => String::new(),
         };
         outln!("node {i} {node}  {line}{fence}{served}");
+        if let Ok(NodeState { sentinel: Some((text, _)), .. }) = state {
+            outln!("  {text}");
+        }
         for r in state.as_ref().ok().and_then(|s| s.readers.as_deref()).unwrap_or_default() {
             outln!("  reader {}  {}ms left", short(&r.token), r.left_ms);
         }

@@ -5,7 +5,9 @@ use crate::error::ConfigError;
 
 impl Config {
     /// A config from the environment, read as the `redlease` command reads it:
-    /// `REDLEASE_NODES` holds the node URLs, comma-separated (required), and
+    /// `REDLEASE_NODES` holds the node URLs, comma-separated (required; an item without a
+    /// `scheme://` continues the host list of the `redis+sentinel://` URL before it, see
+    /// [`split_node_list`](crate::split_node_list)), and
     /// `REDLEASE_TLS_CA`, `REDLEASE_TLS_CERT` / `REDLEASE_TLS_KEY` the CA certificates and the
     /// client certificate for `rediss://` nodes (optional, PEM files), `REDLEASE_KEY_PREFIX` the
     /// [`key_prefix`](Config::key_prefix) (optional). Everything else has its default; chain
@@ -27,8 +29,7 @@ impl Config {
             var: "REDLEASE_NODES",
             reason: "not set: give the node URLs, comma-separated (redis://host:port,...)".into(),
         })?;
-        let urls = nodes.split(',').map(str::trim).filter(|u| !u.is_empty());
-        let mut config = Config::from_urls(urls)?;
+        let mut config = Config::from_urls(crate::split_node_list(&nodes))?;
         if let Some(prefix) = var("REDLEASE_KEY_PREFIX")? {
             config.key_prefix = prefix;
         }

@@ -76,6 +76,11 @@ impl Engine {
                     pos += used;
                     self.on_redirect(now, link, pending, redirect);
                 }
+                Ok(Next::Moved) => return None,
+                Ok(Next::Switched { used, link: own, error }) => {
+                    pos += used;
+                    self.fail_link(now, own, error);
+                }
                 Ok(Next::Cluster { used, dropped }) => {
                     pos += used;
                     self.dropped(now, node, dropped);

@@ -78,11 +78,20 @@ impl Engine {
         self.links.count()
     }
 
-    /// Where a link beyond the nodes' own connects: the cluster node it belongs to (reach it
-    /// as that node's config says: TLS, credentials), and the master's host and port. `None`
-    /// for a node's own link (its config says where) or an unknown id.
+    /// Where a link connects when its node's config does not say: a link beyond the nodes' own
+    /// (the cluster node it belongs to, to reach as that node's config says: TLS, credentials;
+    /// and the master's host and port), or a Sentinel-managed node's own link (the node, and
+    /// the sentinel it asks now or the master they named). Ask it for every connect attempt
+    /// [`poll_connect`](Self::poll_connect) hands out: a Sentinel-managed node's changes.
+    /// `None` for a node's own link reached as its config says, or an unknown id.
     pub fn link_endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
         self.links.endpoint(link)
+    }
+
+    /// Whether `link` belongs to a Sentinel-managed node (its own link, or its watch link on
+    /// a sentinel): where it connects changes, and with TLS the name verified is that host's.
+    pub fn is_sentinel_link(&self, link: NodeId) -> bool {
+        self.links.is_sentinel_link(link)
     }
 
     /// Whether `node` is a Redis Cluster whose links to its masters have not all ended a

@@ -135,6 +135,21 @@ pub enum LinkError {
         /// for a handshake left unanswered.
         fault: Fault,
     },
+    /// A Sentinel-managed node ([`NodeConfig::sentinel`](crate::NodeConfig::sentinel)) has no
+    /// master to vote with: its sentinels are all out of reach, disagree, know no such
+    /// service, or are not sentinels; or the master they named is not one (`ROLE`, a
+    /// `READONLY` answer). The node asks its sentinels again at its next connect attempt.
+    Sentinel {
+        /// The node.
+        node: NodeId,
+        /// The node's address, `redis+sentinel://[user@]host:port,…/service`.
+        addr: Arc<str>,
+        /// What the sentinels (or the master they named) said, naming each sentinel.
+        reason: String,
+        /// [`Fault::Misconfigured`] for an unknown service or a sentinel that is not one,
+        /// [`Fault::Unreachable`] for the rest (it heals by itself).
+        fault: Fault,
+    },
 }
 
 impl LinkError {
@@ -150,7 +165,8 @@ impl LinkError {
             | LinkError::Lost { node, .. }
             | LinkError::ConnectTimeout { node, .. }
             | LinkError::Replicas { node, .. }
-            | LinkError::Tls { node, .. } => *node,
+            | LinkError::Tls { node, .. }
+            | LinkError::Sentinel { node, .. } => *node,
         }
     }
 
@@ -166,7 +182,8 @@ impl LinkError {
             | LinkError::Lost { addr, .. }
             | LinkError::ConnectTimeout { addr, .. }
             | LinkError::Replicas { addr, .. }
-            | LinkError::Tls { addr, .. } => addr,
+            | LinkError::Tls { addr, .. }
+            | LinkError::Sentinel { addr, .. } => addr,
         }
     }
 
@@ -195,7 +212,7 @@ impl LinkError {
             LinkError::Malformed { .. } | LinkError::Unexpected { .. } | LinkError::Unsolicited { .. } => {
                 Fault::Protocol
             }
-            LinkError::Tls { fault, .. } => *fault,
+            LinkError::Tls { fault, .. } | LinkError::Sentinel { fault, .. } => *fault,
             LinkError::Replicas { .. } => Fault::Misconfigured,
             LinkError::Silent { .. }
             | LinkError::ConnectFailed { .. }
@@ -285,6 +302,7 @@ impl fmt::Display for Reason<'_> {
             LinkError::Lost { reason, .. } => write!(f, "connection lost: {reason}"),
             LinkError::ConnectTimeout { after, .. } => write!(f, "connect timed out after {after:?}"),
             LinkError::Tls { reason, .. } => write!(f, "TLS handshake failed: {reason}"),
+            LinkError::Sentinel { reason, .. } => write!(f, "{reason}"),
             LinkError::Replicas { min_replicas, is_replica: true, .. } => write!(
                 f,
                 "min_replicas={min_replicas}, but the node is a replica, not a primary: its grants could never \

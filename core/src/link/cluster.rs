@@ -340,11 +340,16 @@ impl Links {
         }
     }
 
-    /// Where a link beyond the nodes' own connects: its node, host and port (`None` for a
-    /// node's own link, reached as its config says).
+    /// Where a link connects when its config does not say: a link beyond the nodes' own (its
+    /// node, host and port), or a Sentinel-managed node's own link (the sentinel it asks, or
+    /// the master); `None` for a node's own link reached as its config says.
     pub(crate) fn endpoint(&self, link: NodeId) -> Option<(NodeId, &str, u16)> {
         let l = self.links.get(link.index())?;
-        l.endpoint.as_ref().map(|(h, p)| (NodeId(l.owner), &**h, *p))
+        match &l.endpoint {
+            Some((h, p)) => Some((NodeId(l.owner), &**h, *p)),
+            // A Sentinel-managed node's own link: the sentinel it asks, or its master.
+            None => self.sentinel_endpoint(link),
+        }
     }
 
     /// A cluster node's masters, slot coverage and redirects, for the health view.
@@ -385,7 +390,13 @@ impl Link {
     /// A link to one master of cluster node `owner`, reached like `node`'s own link (its
     /// transport, credentials and replicas option), down and due to connect at once; with
     /// `wake`, its handshake asks for RESP3 and it carries the release messages of its slots.
-    fn master_of(node: &Link, backoff: Duration, (owner, wake): (u16, bool), host: Arc<str>, port: u16) -> Link {
+    pub(super) fn master_of(
+        node: &Link,
+        backoff: Duration,
+        (owner, wake): (u16, bool),
+        host: Arc<str>,
+        port: u16,
+    ) -> Link {
         Link {
             state: LinkState::Down { retry_at: None },
             backoff,
@@ -418,6 +429,8 @@ impl Link {
             role_at: None,
             owner,
             endpoint: Some((host, port)),
+            discovery: None,
+            watch: false,
         }
     }
 }

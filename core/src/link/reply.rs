@@ -32,6 +32,12 @@ pub(crate) enum Next {
     Message { used: usize, channel: Vec<u8>, data: Vec<u8> },
     /// A reply of `used` bytes redirecting `pending` to another master of a Redis Cluster.
     Redirect { used: usize, pending: Pending, redirect: Redirect },
+    /// The reply of `used` bytes on a Sentinel-managed node's watch link announced a new
+    /// master: the node's link `link`, to the old one, fails with `error`.
+    Switched { used: usize, link: NodeId, error: LinkError },
+    /// The link connects elsewhere now (a Sentinel-managed node's link that asked a sentinel):
+    /// its connection is closed, without a failure, and the rest of its input is void.
+    Moved,
     /// The reply of `used` bytes showed the node is a Redis Cluster: the requests that waited
     /// for it (`dropped`, encoded with the keys as they are) were never sent, and its map is
     /// being read.
@@ -48,6 +54,9 @@ impl Links {
     pub(crate) fn next_reply(&mut self, now: Instant, link: NodeId, buf: &[u8]) -> Result<Next, LinkError> {
         let node = self.owner(link);
         let i = link.index();
+        if self.links[i].watch {
+            return self.read_watch(now, link, buf);
+        }
         // Replies read from their raw frame, by what they answer.
         match (self.links[i].pending.front().map(|(p, _)| *p), buf.first()) {
             (Some(front @ (Pending::Slots | Pending::Step(Step::Slots))), Some(b'*' | b'-')) => {
@@ -59,9 +68,16 @@ impl Links {
                 return self.read_waitaof(now, link, lock, round, buf);
             }
             (Some(Pending::Role | Pending::Step(Step::Role)), Some(b'*')) => return self.read_role(now, link, buf),
+            (Some(Pending::Step(Step::SentinelMaster)), Some(_)) => return self.read_sentinel_answer(now, link, buf),
             _ => {}
         }
         let Some((reply, used)) = self.decode_front(link, buf)? else { return Ok(Next::More) };
+        if let resp::Reply::Error(e) = reply {
+            // A Sentinel-managed node's master that is not one any more.
+            if let Some(error) = self.demoted(link, e) {
+                return Err(error);
+            }
+        }
         if let resp::Reply::Push { kind, channel, data } = reply {
             if kind.eq_ignore_ascii_case(b"message") || kind.eq_ignore_ascii_case(b"smessage") {
                 return Ok(Next::Message { used, channel: channel.to_vec(), data: data.to_vec() });
@@ -284,6 +300,14 @@ impl Links {
                 }
             }
             Answer::Op { .. } | Answer::Replicas { .. } | Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
+            Answer::Step(Step::Format, StepAnswer::Refused(message)) if message.contains("unknown command 'EVAL'") => {
+                // What a Redis Sentinel answers: it runs no scripts.
+                let message = format!(
+                    "this looks like a sentinel, not a data node (it does not know EVAL): give the master it \
+                     watches as redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE ({message})"
+                );
+                return Err(refused(Step::Format, message));
+            }
             Answer::Step(step, StepAnswer::Refused(message) | StepAnswer::Cluster(message)) => {
                 return Err(refused(step, message));
             }
@@ -322,7 +346,7 @@ impl Links {
     }
 
     /// The handshake of `link` is over: it is healthy again. Returns `used`.
-    fn ready(&mut self, link: usize, used: usize) -> usize {
+    pub(super) fn ready(&mut self, link: usize, used: usize) -> usize {
         let link = &mut self.links[link];
         link.last_error = None;
         link.attempts_ended += 1;
@@ -374,20 +398,31 @@ impl Links {
             Err(detail) => return Err(LinkError::Malformed { node, addr, detail }),
         };
         let cluster = self.is_cluster(node.index());
+        let not_a_master = self.not_a_master(link);
         let l = &mut self.links[i];
         if let Some((_, queued)) = l.pending.pop_front() {
             l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
         }
-        let Some(min) = l.min_replicas.filter(|_| !cluster) else {
+        let sentinel = l.discovery.is_some();
+        if l.min_replicas.is_none() && !sentinel || cluster {
             // A Redis Cluster's seed may be any of its nodes: its masters' replicas count.
             return Ok(Next::Done(used));
-        };
+        }
         let (online, is_replica) = role_replicas(&buf[..used]).map_err(|reply| LinkError::Unexpected {
             node,
             addr: Arc::clone(&addr),
             request: "ROLE",
             reply,
         })?;
+        if let (true, Some(error)) = (is_replica, not_a_master) {
+            // The master the sentinels named is a replica (now): no vote counts from it.
+            return Err(error);
+        }
+        let Some(min) = l.min_replicas else {
+            // A Sentinel-managed node's master: asked again for a demotion.
+            l.role_at = Some(now + REPLICAS_CHECK);
+            return Ok(Next::Done(used));
+        };
         l.replicas_online = Some(online);
         if online < min.replicas {
             return Err(LinkError::Replicas { node, addr, min_replicas: min.replicas, online, is_replica });
@@ -484,9 +519,9 @@ fn load_scripts(out: &mut Vec<u8>, steps: &mut Vec<Step>) {
     }
 }
 
-/// The handshake of one node: AUTH and SELECT as it needs them, then the lock format check,
-/// HELLO 3, CLIENT SETNAME (with a client name), ROLE (with `min_replicas`) and the five
-/// SCRIPT LOADs.
+/// The handshake of one node: AUTH and SELECT as it needs them, ROLE (a Sentinel-managed
+/// node's master), then the lock format check, HELLO 3, CLIENT SETNAME (with a client name),
+/// ROLE (with `min_replicas`) and the five SCRIPT LOADs.
 pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, Vec<Step>) {
     let mut out = Vec::new();
     let mut steps = Vec::new();
@@ -496,6 +531,11 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
         resp::bulk(&mut out, b"SELECT");
         resp::bulk_uint(&mut out, node.db.into());
         steps.push(Step::Select);
+    }
+    if node.sentinel.is_some() {
+        // The master the sentinels named must be one before anything is written to it.
+        resp::command(&mut out, &[b"ROLE"]);
+        steps.push(Step::Role);
     }
     // The lock format of the node (of its database): another than ours fails the handshake.
     resp::command(
@@ -508,7 +548,7 @@ pub(super) fn handshake(config: &Config, node: &crate::NodeConfig) -> (Vec<u8>, 
     resp::command(&mut out, &[b"HELLO", b"3"]);
     steps.push(Step::Hello);
     set_name(&mut out, &mut steps, config);
-    if node.min_replicas.is_some() {
+    if node.min_replicas.is_some() && node.sentinel.is_none() {
         // Its grants count only once replicas have them: a primary without them is no use.
         resp::command(&mut out, &[b"ROLE"]);
         steps.push(Step::Role);

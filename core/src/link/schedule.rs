@@ -93,14 +93,22 @@ impl Links {
     /// behind it. The caller has taken down an older connection first.
     pub(crate) fn connected(&mut self, now: Instant, node: NodeId) {
         let i = node.index();
+        // A Sentinel-managed node's link to a sentinel, subscribed to its switches.
+        let watch = self.watch_handshake(i).map(|(bytes, steps)| (bytes.clone(), steps.clone()));
         let link = &mut self.links[i];
         link.reset(LinkState::Up { since: now });
         link.answered = false;
         link.sourced = 0;
         link.limits.clear();
-        let (bytes, steps) = match link.endpoint {
-            None => &self.handshakes[i],
-            Some(_) => &self.master_handshakes[link.owner as usize],
+        let (bytes, steps) = match (&watch, &link.endpoint, link.discovery.as_deref()) {
+            (Some((bytes, steps)), _, _) => (bytes, steps),
+            // A Sentinel-managed node's link asking a sentinel.
+            (None, None, Some(d)) if d.is_asking() => d.handshake(),
+            (None, None, _) => (&self.handshakes[i].0, &self.handshakes[i].1),
+            (None, Some(_), _) => {
+                let (b, s) = &self.master_handshakes[link.owner as usize];
+                (b, s)
+            }
         };
         link.out.extend_from_slice(bytes);
         link.pending.extend(steps.iter().map(|&s| (Pending::Step(s), now)));
@@ -287,6 +295,14 @@ impl Links {
     /// for `max`; otherwise (refused connects, a handshake that fails at once) it doubles, up
     /// to `max`.
     fn schedule_reconnect(&mut self, now: Instant, i: usize, up_since: Option<Instant>, rng: &mut Rng) {
+        if self.sentinel_link_down(now, i) {
+            // A sentinel that did not answer: the round goes on with the next one at once, and
+            // the node's connect attempt is not over.
+            let link = &mut self.links[i];
+            link.state = LinkState::Down { retry_at: None };
+            link.attempts_ended = link.attempts_ended.saturating_sub(1);
+            return;
+        }
         let Policy { min, max, jitter, .. } = self.policy;
         let link = &mut self.links[i];
         if up_since.is_some_and(|since| now.saturating_duration_since(since) >= max) {

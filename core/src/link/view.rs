@@ -29,6 +29,7 @@ impl Links {
                     min_replicas: l.min_replicas,
                     replicas_online: l.replicas_online,
                     cluster: self.cluster_health(i),
+                    sentinel: self.sentinel_health(i),
                 }
             })
             .collect()

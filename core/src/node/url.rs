@@ -46,8 +46,24 @@ pub(super) fn parse_unix(rest: &str) -> Result<NodeConfig, String> {
 }
 
 /// The query options a node URL takes.
-const KNOWN: [&str; 9] =
-    ["db", "user", "username", "pass", "password", "protocol", "min_replicas", "replicas_timeout", "replicas_fsync"];
+const KNOWN: [&str; 11] = [
+    "db",
+    "user",
+    "username",
+    "pass",
+    "password",
+    "protocol",
+    "min_replicas",
+    "replicas_timeout",
+    "replicas_fsync",
+    "sentinel_username",
+    "sentinel_password",
+];
+
+/// Whether `key` is an option that holds a password.
+fn is_secret(key: &str) -> bool {
+    matches!(key, "pass" | "password" | "sentinel_password")
+}
 
 /// Apply a URL's query options to `node`: `db`, `user` (or `username`), `pass` (or
 /// `password`), and `protocol` (`resp3` or `resp2`, accepted as redis-rs writes them; redlease
@@ -55,7 +71,7 @@ const KNOWN: [&str; 9] =
 /// refused by name, so that a setting redlease would not apply is never silently dropped.
 pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, String> {
     let (mut replicas_timeout, mut replicas_fsync) = (None, None);
-    let secret = query.split('&').any(|p| p.starts_with("pass=") || p.starts_with("password="));
+    let secret = query.split('&').any(|p| is_secret(p.split_once('=').map_or(p, |(k, _)| k)));
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = percent_decode(value).ok_or_else(|| {
@@ -70,6 +86,16 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
             "db" => node.db = value.parse().map_err(|_| "db must be a number, e.g. ?db=0".to_owned())?,
             "user" | "username" => node.user = Some(value).filter(|s| !s.is_empty()),
             "pass" | "password" => node.password = Some(value),
+            "sentinel_username" | "sentinel_password" => {
+                let Some(sentinel) = node.sentinel.as_mut() else {
+                    return Err(format!("{key} is an option of redis+sentinel:// URLs (the sentinels' login)"));
+                };
+                if key == "sentinel_username" {
+                    sentinel.user = Some(value).filter(|s| !s.is_empty());
+                } else {
+                    sentinel.password = Some(value);
+                }
+            }
             "min_replicas" => {
                 let n: u32 =
                     value.parse().map_err(|_| "min_replicas must be a number, e.g. ?min_replicas=1".to_owned())?;
@@ -102,8 +128,9 @@ pub(super) fn options(query: &str, mut node: NodeConfig) -> Result<NodeConfig, S
                     format!("unknown option {key:?}")
                 };
                 return Err(format!(
-                    "{named}: the options are db, user, password, min_replicas, replicas_timeout, replicas_fsync and \
-                     protocol (resp3 or resp2); write & in a value as %26"
+                    "{named}: the options are db, user, password, min_replicas, replicas_timeout, replicas_fsync, \
+                     protocol (resp3 or resp2), and on redis+sentinel:// URLs sentinel_username and \
+                     sentinel_password; write & in a value as %26"
                 ));
             }
         }
@@ -156,7 +183,7 @@ fn redact_query(url: &str) -> String {
         .filter_map(|pair| {
             let key = pair.split_once('=').map_or(pair, |(k, _)| k);
             match key {
-                "pass" | "password" => {
+                _ if is_secret(key) => {
                     in_password = true;
                     Some(format!("{key}=***"))
                 }
@@ -171,7 +198,38 @@ fn redact_query(url: &str) -> String {
     format!("{}?{}", &url[..q], pairs.join("&"))
 }
 
-fn percent_decode(s: &str) -> Option<String> {
+/// `host[:port]` (an IPv6 host in brackets) as host and port, `default` without one.
+pub(super) fn host_port(hostport: &str, default: u16) -> Result<(&str, u16), String> {
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let end = v6.find(']').ok_or("an IPv6 host needs a closing ]")?;
+        let host = &v6[..end];
+        let after = &v6[end + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Err("unexpected text after the IPv6 host".to_owned()),
+        };
+        (host, port)
+    } else {
+        match hostport.rfind(':') {
+            Some(i) => (&hostport[..i], Some(&hostport[i + 1..])),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the host is missing (expected redis://host:port)".to_owned());
+    }
+    let port = match port {
+        None => default,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => return Err("the port must be a number from 1 to 65535".to_owned()),
+            Ok(p) => p,
+        },
+    };
+    Ok((host, port))
+}
+
+pub(super) fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -47,7 +47,7 @@ pub(super) async fn all_ready<S: Subject>(client: &S::Client) -> Health {
 }
 
 /// Connect to nodes some of which may be down or silent.
-async fn connect_partial<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
+pub(super) async fn connect_partial<S: Subject>(urls: Vec<String>, options: Options) -> S::Client {
     let started = Instant::now();
     let client = ok::<S, _>(S::connect(urls, options).await, "connect");
     // Liveness only: connecting must not wait for TCP timeouts of nodes that are down.

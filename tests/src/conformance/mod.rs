@@ -52,6 +52,7 @@
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
 //! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every hash slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
 //! | [`cluster_resharding`] | one cluster as the node, 8 tasks on 4 resources while their slots migrate between masters in two phases: no lost update, no overlap, redirects followed, nothing left without a TTL |
+//! | [`sentinel_locks`] | a Redlock of three Sentinel-managed nodes (a primary and a replica each, three sentinels, `min_replicas=1`): each node seen through its sentinels, a fenced counter exact with increasing tokens while one node fails over, a lock held across another node's failover refuses a second client and its extension and release reach the new primary |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
@@ -59,6 +60,7 @@ mod cluster;
 mod recorder;
 mod rwlock;
 mod semaphore;
+mod sentinel;
 mod subject;
 
 pub use cases::*;
@@ -66,6 +68,7 @@ pub use cluster::*;
 pub use recorder::{Hold, HolderLog};
 pub use rwlock::*;
 pub use semaphore::*;
+pub use sentinel::*;
 pub use subject::{BoxFuture, Failure, FailureKind, LockSpec, Options, Subject, Work, failure};
 
 /// Generate one `#[test]` per conformance case for a [`Subject`] type.
@@ -82,6 +85,10 @@ macro_rules! conformance_tests {
     // The cases on Redis Cluster nodes (local clusters listen over TCP only), once per adapter.
     ($subject:ty, clusters) => {
         $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; cluster_locks, cluster_resharding);
+    };
+    // The case on Sentinel-managed nodes (local sentinels over TCP), once per adapter.
+    ($subject:ty, sentinels) => {
+        $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; sentinel_locks);
     };
     // Every case over the given transport: all the servers a case starts listen that way
     // (`Listen::Tls`: `rediss://` with a generated CA; `Listen::Unix`: `redis+unix://`).
