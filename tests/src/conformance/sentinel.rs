@@ -81,7 +81,7 @@ pub fn sentinel_locks<S: Subject>() {
         }
         let new0 = failover.join().expect("the failover of node 0");
         let health = ok::<S, _>(S::health(&client).await, "health");
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(45);
         let mut health = health;
         while master_in_use(&health, 0) != Some(new0.to_string()) {
             assert!(Instant::now() < deadline, "[{}] node 0 never moved to {new0}: {health}", S::NAME);
@@ -103,7 +103,7 @@ pub fn sentinel_locks<S: Subject>() {
             let replica = set.data_nodes(1).iter().find(|n| n.addr() != primary1).and_then(|n| n.conn().ok());
             replica.and_then(|mut c| c.get("across").ok()).flatten().is_some()
         };
-        eventually::<S>(Duration::from_secs(2), "node 1's replica has the grant", on_replica).await;
+        eventually::<S>(Duration::from_secs(10), "node 1's replica has the grant", on_replica).await;
         let new1 = std::thread::spawn({
             let set = Arc::clone(&set);
             move || set.failover(1)
@@ -130,7 +130,7 @@ pub fn sentinel_locks<S: Subject>() {
         .join()
         .expect("node 1's old primary replicates the new one");
         let mut health = ok::<S, _>(S::health(&client).await, "health");
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(45);
         while master_in_use(&health, 1) != Some(new1.to_string()) || !health.nodes[1].is_ready() {
             assert!(Instant::now() < deadline, "[{}] node 1 never moved to {new1}: {health}", S::NAME);
             S::sleep(Duration::from_millis(50)).await;
@@ -143,9 +143,9 @@ pub fn sentinel_locks<S: Subject>() {
             let pttl = set.data_nodes(1).iter().find(|n| n.addr() == new1).map(|n| n.conn().unwrap().pttl("across"));
             pttl.is_some_and(|p| p.is_ok_and(|p| p > 60_000))
         };
-        eventually::<S>(Duration::from_secs(2), "the extension reached the new primary", extended).await;
+        eventually::<S>(Duration::from_secs(10), "the extension reached the new primary", extended).await;
         assert_eq!(release::<S>(held).await.outcome, ReleaseOutcome::Released);
-        eventually::<S>(Duration::from_secs(2), "the release reached the new primary", || on_new().is_none()).await;
+        eventually::<S>(Duration::from_secs(10), "the release reached the new primary", || on_new().is_none()).await;
         S::close(&client).await;
     });
     assert_eq!(counter.load(Ordering::SeqCst), (TASKS * CYCLES) as u64, "[{}] lost updates", S::NAME);
