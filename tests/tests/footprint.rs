@@ -58,7 +58,12 @@ async fn work(client: redlease_tokio::Client, shape: Shape, task: usize, stop: A
             Shape::ReadWrite => LockOptions::new("soak-doc", TTL).shared(task % 2 == 0),
             _ => LockOptions::new("soak-mutex", TTL),
         };
-        let Ok(mut guard) = client.lock_with(options.wait(Duration::from_secs(10))).await else { continue };
+        let mut guard = match client.lock_with(options.wait(Duration::from_secs(10))).await {
+            Ok(guard) => guard,
+            // The client's driver is gone (it would be a bug): stop rather than spin.
+            Err(redlease_tokio::Error::Closed) => break,
+            Err(_) => continue,
+        };
         tokio::time::sleep(Duration::from_millis(2)).await;
         if matches!(this, Shape::ReadWrite) && task % 2 == 1 && done % 3 == 0 {
             let _ = guard.downgrade().await;

@@ -444,7 +444,7 @@ impl Engine {
     /// `false` when this is no such round.
     fn retry_split(&mut self, now: Instant, idx: u32) -> bool {
         let permits = &mut self.locks[idx].permits;
-        let best = permits.split().filter(|_| permits.on() && permits.splits < 2);
+        let best = permits.split().filter(|_| permits.splits < 2);
         let Some(best) = best else {
             permits.splits = 0;
             return false;

@@ -68,6 +68,9 @@ impl Permits {
         self.name.push_str(name);
         self.chosen.clear();
         self.held.clear();
+        for g in &mut self.granted {
+            g.clear();
+        }
         if limit == 0 {
             return;
         }
@@ -130,9 +133,14 @@ impl Permits {
     /// most of them granted (the first in the client's order among equals), which the next
     /// attempt then tries first; `None` when no node granted.
     pub(crate) fn split(&self) -> Option<u16> {
+        if !self.on() {
+            return None;
+        }
         let mut count = vec![0usize; usize::from(self.limit)];
         for &p in self.granted.iter().flatten() {
-            count[usize::from(p)] += 1;
+            if let Some(c) = count.get_mut(usize::from(p)) {
+                *c += 1;
+            }
         }
         let best = count.iter().enumerate().filter(|(_, c)| **c > 0).max_by_key(|(p, c)| (**c, std::cmp::Reverse(*p)));
         best.map(|(p, _)| p as u16 + 1)
@@ -288,6 +296,21 @@ mod tests {
         p.choose(2, &mut keys);
         assert_eq!(keys.len(), 2);
         assert_eq!(p.extras(1).len(), 1);
+    }
+
+    #[test]
+    fn a_split_names_the_position_most_nodes_granted_and_a_mutex_has_none() {
+        let mut p = sem(3, 1, b"t");
+        p.record(0, &[2]).unwrap();
+        p.record(1, &[1]).unwrap();
+        p.record(2, &[2]).unwrap();
+        assert_eq!(p.split(), Some(2));
+        // The record taken again for a mutex (limit 0), its last round's grants kept: none.
+        p.start("", "m", 0, 1, b"u");
+        assert_eq!(p.split(), None);
+        p.limit = 2;
+        p.granted = vec![vec![5]];
+        assert_eq!(p.split(), None, "a position beyond the limit counts for nothing");
     }
 
     #[test]
