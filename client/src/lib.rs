@@ -49,7 +49,7 @@ pub mod api {
     pub use redlease_core::{
         AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockHealth, LockId, LockOptions, LockShape,
         LockState, LostReason, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
-        ReleaseReport, Retry, TlsSettings, Transport, Vote, Votes,
+        ReleaseReport, Retry, TlsSettings, Transport, Vote, Votes, split_node_list,
     };
 }
 
