@@ -261,6 +261,13 @@ impl Record {
         }
     }
 
+    /// The cleanup release of a semaphore's permits the lock does not hold (its extras, late or
+    /// stray grants; with `leave`, also leaving the queue): what was handed to it is handed on.
+    pub(crate) fn permit_cleanup(&self, leave: bool) -> Call {
+        let (reserve_ms, want) = (self.reserve_ms, self.permits.want.max(1));
+        Call::Release { leave, reserve_ms, want, cleanup: true, rejoin: None }
+    }
+
     /// The script call of `op` in the current phase (`None` if the phase has no such call),
     /// under the client's `retry` schedule.
     pub(crate) fn call(&self, op: Op, retry: Retry) -> Option<Call> {

@@ -9,7 +9,7 @@ use super::cluster::{self, encode_all};
 use crate::error::Vote;
 use crate::event::{LockId, NodeId};
 use crate::lock::{Permits, Phase};
-use crate::wire::{self, OpAnswer, Pending, Request};
+use crate::wire::{OpAnswer, Pending, Request};
 
 impl Engine {
     /// The permits of a semaphore that `lock` holds (numbers `0..limit`, ascending): known from
@@ -45,30 +45,9 @@ impl Engine {
         let q = self.quorum;
         let s = &mut self.locks[idx];
         s.permits.choose(q, &mut s.keys);
-        let s = &self.locks[idx];
-        let call = wire::Call::Release {
-            leave: false,
-            reserve_ms: s.reserve_ms,
-            want: s.permits.want.max(1),
-            cleanup: true,
-            rejoin: None,
-        };
-        let names = s.names(b"");
-        let mut cmd = std::mem::take(&mut self.scratch);
         for node in 0..self.links.len() {
-            let extras = s.permits.extras(node);
-            if extras.is_empty() {
-                continue;
-            }
-            cmd.clear();
-            let form = encode_all(
-                self.links.any_cluster(),
-                &mut cmd,
-                Request { call, keys: extras.into_iter(), token: &s.token, names, eval: true },
-            );
-            let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), Pending::Cleanup);
+            self.send_permit_cleanup(now, node, idx, false, Pending::Cleanup, |p| p.extras(node));
         }
-        self.scratch = cmd;
         let lock = self.locks.id(idx);
         for node in std::mem::take(&mut self.locks[idx].permits.stray) {
             self.release_permits(now, NodeId(node), lock, |p| p.unheld());
@@ -119,13 +98,7 @@ impl Engine {
         if keys.is_empty() {
             return None;
         }
-        let call = wire::Call::Release {
-            leave: false,
-            reserve_ms: s.reserve_ms,
-            want: s.permits.want.max(1),
-            cleanup: true,
-            rejoin: None,
-        };
+        let call = s.permit_cleanup(false);
         let mut cmd = Vec::new();
         let (bytes, hash_slot) = encode_all(
             true,
@@ -139,27 +112,9 @@ impl Engine {
     /// attempt, whose reply may come after the decision), passing on every permit it does not
     /// hold that the node handed it meanwhile.
     pub(super) fn leave_queue(&mut self, now: Instant, node: NodeId, idx: u32) {
-        let s = &self.locks[idx];
-        let unheld = s.permits.unheld();
-        if !s.queued() || unheld.is_empty() {
-            return;
+        if self.locks[idx].queued() {
+            self.send_permit_cleanup(now, node.index(), idx, true, Pending::Cleanup, Permits::unheld);
         }
-        let call = wire::Call::Release {
-            leave: true,
-            reserve_ms: s.reserve_ms,
-            want: s.permits.want.max(1),
-            cleanup: true,
-            rejoin: None,
-        };
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        let form = encode_all(
-            self.links.any_cluster(),
-            &mut cmd,
-            Request { call, keys: unheld.into_iter(), token: &s.token, names: s.names(b""), eval: true },
-        );
-        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), Pending::Cleanup);
-        self.scratch = cmd;
     }
 
     /// A semaphore's node answered after its round was decided: a grant is trimmed to the
@@ -194,24 +149,6 @@ impl Engine {
     /// mutex, or when it names none).
     fn release_permits(&mut self, now: Instant, node: NodeId, lock: LockId, pick: impl FnOnce(&Permits) -> Vec<&[u8]>) {
         let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) else { return };
-        let keys = pick(&s.permits);
-        if keys.is_empty() {
-            return;
-        }
-        let call = wire::Call::Release {
-            leave: false,
-            reserve_ms: s.reserve_ms,
-            want: s.permits.want.max(1),
-            cleanup: true,
-            rejoin: None,
-        };
-        let mut cmd = std::mem::take(&mut self.scratch);
-        cmd.clear();
-        let form = encode_all(
-            self.links.any_cluster(),
-            &mut cmd,
-            Request { call, keys: keys.into_iter(), token: &s.token, names: s.names(b""), eval: true },
-        );
         // While the acquisition goes on, its next attempt may take these very permits again
         // (the same token): a copy redirected on a cluster must not run after it, so it is
         // dropped once superseded (the acquisition's final cleanup or release covers it).
@@ -220,7 +157,36 @@ impl Engine {
         } else {
             Pending::Cleanup
         };
-        let _ = self.links.send(now, node.index(), cluster::cmd(&cmd, &form), pending);
+        self.send_permit_cleanup(now, node.index(), lock.index, false, pending, pick);
+    }
+
+    /// Send `node` the cleanup release of the permit keys of record `idx` that `pick` names
+    /// (leaving the queue with `leave`), as `pending`; nothing when it names none.
+    fn send_permit_cleanup(
+        &mut self,
+        now: Instant,
+        node: usize,
+        idx: u32,
+        leave: bool,
+        pending: Pending,
+        pick: impl FnOnce(&Permits) -> Vec<&[u8]>,
+    ) {
+        let s = &self.locks[idx];
+        let keys = pick(&s.permits);
+        if keys.is_empty() {
+            return;
+        }
+        let mut cmd = std::mem::take(&mut self.scratch);
+        cmd.clear();
+        let request = Request {
+            call: s.permit_cleanup(leave),
+            keys: keys.into_iter(),
+            token: &s.token,
+            names: s.names(b""),
+            eval: true,
+        };
+        let form = encode_all(self.links.any_cluster(), &mut cmd, request);
+        let _ = self.links.send(now, node, cluster::cmd(&cmd, &form), pending);
         self.scratch = cmd;
     }
 }
