@@ -28,6 +28,17 @@ use crate::out::outln;
 pub(crate) use scan::scan;
 pub(crate) use status::status;
 
+/// Print where the CA of local TLS nodes is (`REDLEASE_TLS_CA`), and a client certificate.
+#[cfg(feature = "tls")]
+pub(crate) fn print_tls_files(files: &redlease_servers::TlsFiles) {
+    outln!("export REDLEASE_TLS_CA={}", files.ca.display());
+    outln!(
+        "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
+        files.client_cert.display(),
+        files.client_key.display()
+    );
+}
+
 /// Start `n` local nodes in the foreground until Ctrl-C.
 pub(crate) async fn servers(
     n: usize,
@@ -74,12 +85,7 @@ pub(crate) async fn servers(
     }
     #[cfg(feature = "tls")]
     if let Some(files) = servers.tls() {
-        outln!("export REDLEASE_TLS_CA={}", files.ca.display());
-        outln!(
-            "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
-            files.client_cert.display(),
-            files.client_key.display()
-        );
+        print_tls_files(files);
     }
     outln!(
         "{} node(s) running{}{}; press Ctrl-C to stop them.",

@@ -584,6 +584,32 @@ fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
+/// `cluster --sentinel --tls`: the printed URLs are `rediss+sentinel://`, the sentinels they
+/// name answer only over TLS there, and a run locks through them, trusting the printed CA.
+#[cfg(feature = "tls")]
+#[test]
+fn cluster_sentinel_with_tls_locks_over_the_printed_rediss_sentinel_urls() {
+    let mut child = spawn_piped(&["cluster", "--sentinel", "--tls", "--nodes", "1"]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut urls, mut ca) = (None, None);
+    while urls.is_none() || ca.is_none() {
+        let line = lines.next().expect("servers output ended early").unwrap();
+        if let Some(u) = line.strip_prefix("export REDLEASE_NODES=") {
+            urls = Some(u.to_owned());
+        }
+        if let Some(c) = line.strip_prefix("export REDLEASE_TLS_CA=") {
+            ca = Some(c.to_owned());
+        }
+    }
+    let (urls, ca) = (urls.unwrap(), ca.unwrap());
+    assert!(urls.starts_with("rediss+sentinel://") && urls.ends_with("/redlease-0?min_replicas=1"), "{urls}");
+    let out =
+        run(redlease().args(["run", "-k", "tls-sentinel", "-N", &urls, "-w", "5", "true"]).env("REDLEASE_TLS_CA", &ca));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
 /// `servers --replicas 1 -p PORT`: the nodes on PORT and after, then their replicas, as
 /// `--help` says.
 #[test]
