@@ -39,7 +39,8 @@ pub(crate) struct Managed {
     /// The model node of each data server, and which of them is the primary now.
     pub(crate) data: Vec<usize>,
     pub(crate) primary: usize,
-    /// What each replica has of the primary's keyspace (the primary's own: `None`).
+    /// What each replica has of the primary's keyspace (`None`: the primary's own, or a replica
+    /// that has not synced since it joined).
     pub(crate) copies: Vec<Option<Keyspace>>,
     /// The model node of each sentinel.
     pub(crate) sentinels: Vec<usize>,

@@ -1242,8 +1242,9 @@ impl World {
     // ----- Sentinel-managed nodes ----------------------------------------------------------
 
     /// The replicas of Sentinel-managed node `node` that its primary reaches now (up, running,
-    /// not cut off), as indexes of its data servers; none while the primary cannot send.
-    fn online(&self, node: usize) -> Vec<usize> {
+    /// not cut off), as indexes of its data servers; none while the primary cannot send. A sync
+    /// (or a `WAIT`) gives each its keys at once.
+    fn reachable(&self, node: usize) -> Vec<usize> {
         let Some(m) = &self.managed[node] else { return Vec::new() };
         let reaches = |s: usize| self.able(s) && !self.cut[s];
         if !self.able(m.primary_server()) {
@@ -1252,12 +1253,18 @@ impl World {
         (0..m.data.len()).filter(|&j| j != m.primary && reaches(m.data[j])).collect()
     }
 
+    /// Of those, the replicas that synced since they joined: the ones a failover may promote.
+    fn online(&self, node: usize) -> Vec<usize> {
+        let Some(m) = &self.managed[node] else { return Vec::new() };
+        self.reachable(node).into_iter().filter(|&j| m.copies[j].is_some()).collect()
+    }
+
     /// Before server `s` reads input: if it is a Sentinel-managed node's primary, tell it
     /// how many replicas it has online (for `ROLE` and `WAIT`).
     fn count_replicas(&mut self, s: usize) {
         let node = self.node_of[s];
         if self.managed[node].as_ref().is_some_and(|m| m.primary_server() == s) {
-            self.nodes[s].in_sync = Some(self.online(node).len());
+            self.nodes[s].in_sync = Some(self.reachable(node).len());
         }
     }
 
@@ -1269,9 +1276,9 @@ impl World {
         }
     }
 
-    /// The replicas of node `node` online copy its primary's keys now.
+    /// The replicas of node `node` that its primary reaches copy its keys now.
     fn replicate(&mut self, node: usize) {
-        let online = self.online(node);
+        let online = self.reachable(node);
         let Some(m) = &mut self.managed[node] else { return };
         if online.is_empty() {
             return;
@@ -1299,6 +1306,8 @@ impl World {
         trace!(self, "node {node} fails over from n{old} to n{new} (port {port})");
         let Some(m) = &mut self.managed[node] else { return };
         let keys = m.copies[to].take().unwrap_or_default();
+        // The old primary has nothing of the new one's until it syncs.
+        m.copies[from] = None;
         m.primary = to;
         m.failovers += 1;
         let (sentinels, epoch) = (m.sentinels.clone(), m.failovers);
@@ -2167,13 +2176,15 @@ impl World {
                 // the hold when it asks): all attempts of an acquisition share the token, so
                 // it was sent for an earlier one, and took what the later one was granted.
                 let key = plain(key);
+                // (The last such grant: attempts retried at one instant share their start, and
+                // a grant after the release is what the lock stands on.)
                 let by_round = |round: Time| {
-                    n.granted.iter().any(|(_, gs, (conn, i), t, k)| {
+                    let grants = n.granted.iter().filter(|(_, _, (conn, i), t, k)| {
                         t == token
                             && plain(k) == key
-                            && gs < seq
                             && self.tags.get(*conn).and_then(|t| t.get(*i as usize)) == Some(&Some(round))
-                    })
+                    });
+                    grants.map(|g| g.1).max().is_some_and(|gs| gs < *seq)
                 };
                 let hold = self.holds.iter().enumerate().find(|(i, h)| {
                     h.token == *token && h.resources.contains(&key) && *at < h.end && by_round(self.rounds[*i])
