@@ -129,6 +129,24 @@ impl Kind {
     }
 }
 
+/// The seeds of `bad` (each with its violations) that broke mutual exclusion, the limit or the
+/// validity (an unsafe setup caught), leaving out those of `clean` (the same seeds broken in a
+/// safe setup too): each with the first such violation.
+pub(crate) fn caught(bad: &[(u64, Vec<Violation>)], clean: &[(u64, Vec<Violation>)]) -> Vec<(u64, String)> {
+    let unsafe_run = |v: &Violation| {
+        matches!(v, Violation::Overlap { .. } | Violation::Overstated { .. } | Violation::OverLimit { .. })
+    };
+    let caught: Vec<(u64, String)> = bad
+        .iter()
+        .filter(|(seed, _)| !clean.iter().any(|(s, _)| s == seed))
+        .filter_map(|(seed, v)| v.iter().find(|v| unsafe_run(v)).map(|v| (*seed, v.to_string())))
+        .collect();
+    if let Some((seed, v)) = caught.first() {
+        println!("{} runs caught, e.g. seed {seed}: {v}", caught.len());
+    }
+    caught
+}
+
 /// Run `sc` twice with a trace, panic at the first step where the runs differ, and return
 /// the first run.
 pub(crate) fn run_twice(sc: &Scenario) -> Outcome {
