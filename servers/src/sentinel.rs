@@ -110,19 +110,9 @@ impl SentinelNodesBuilder {
             return Err("Sentinel-managed nodes need at least one node, one replica each and one sentinel".to_owned());
         }
         process::installed()?;
-        let tls: Option<TlsHandle> = match self.tls {
-            #[cfg(feature = "tls")]
-            true => Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?)),
-            #[cfg(not(feature = "tls"))]
-            true => return Err("TLS nodes need the `tls` feature of redlease-servers".to_owned()),
-            false => None,
-        };
+        let tls = crate::conf::tls_files(self.tls)?;
         let listen = if tls.is_some() { Listen::Tls } else { Listen::Tcp };
-        let port = |offset: usize| -> Result<Option<crate::Placement>, String> {
-            let Some(base) = self.base_port else { return Ok(None) };
-            let port = u16::try_from(usize::from(base) + offset).map_err(|_| "port past 65535".to_owned())?;
-            Ok(Some(crate::Placement::new(Ipv4Addr::LOCALHOST.into(), port)))
-        };
+        let port = |offset: usize| crate::Placement::local(self.base_port, offset);
         let mut data = Vec::with_capacity(self.nodes);
         for i in 0..self.nodes {
             let primary = Node::start(i, port(i)?, self.persist, None, listen, false, tls.clone())?;
