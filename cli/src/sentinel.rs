@@ -8,7 +8,7 @@ use std::time::Duration;
 use redlease_servers::SentinelNodes;
 
 use crate::Usage;
-use crate::inspect::StopOnDrop;
+use crate::inspect::{StopOnDrop, ports_fit, start_blocking};
 use crate::out::outln;
 
 /// What `--sentinel` starts: `nodes` primaries with `replicas` replicas each, watched by
@@ -38,12 +38,7 @@ pub(crate) async fn start(shape: Shape) -> Result<u8, Usage> {
     if sentinels == 0 {
         return Err(Usage("--sentinels 0: at least one sentinel is needed (3 or 5 for a quorum)".into()));
     }
-    if let Some(p) = port {
-        let processes = nodes.saturating_mul(replicas + 1).saturating_add(sentinels);
-        if p as usize + processes > 65536 {
-            return Err(Usage(format!("--port {p}: {processes} processes from there run past port 65535")));
-        }
-    }
+    ports_fit(port, nodes.saturating_mul(replicas + 1).saturating_add(sentinels))?;
     let mut builder = SentinelNodes::builder()
         .nodes(nodes)
         .replicas(replicas)
@@ -54,10 +49,7 @@ pub(crate) async fn start(shape: Shape) -> Result<u8, Usage> {
     if let Some(p) = port {
         builder = builder.base_port(p);
     }
-    let set = tokio::task::spawn_blocking(move || builder.try_start())
-        .await
-        .map_err(|e| Usage(format!("starting the nodes failed: {e}")))?
-        .map_err(Usage)?;
+    let set = start_blocking(move || builder.try_start()).await?;
     for s in set.sentinels() {
         outln!("sentinel {}: {} (pid {})", s.index(), s.client_addr(), s.pid().unwrap_or(0));
     }
