@@ -2062,11 +2062,23 @@ impl World {
             }
             // And the nodes hold nothing but their persistent keys (fence counters, limits, the
             // format record), save what the vanished holder left, which lives out its TTL.
+            // And what a cleanup may have missed lives out its TTL, as `CheckGone` allows: a
+            // token whose client saw a link fail (or a node answer `NOSCRIPT`, `TRYAGAIN`, or
+            // fail over) since its acquisition began.
             let vanished = self.vanished.as_ref().map(|v| format!("c{}-", v.client));
+            let noscripts = self.noscripts();
+            let missed = |held: &[u8]| {
+                let held = held.strip_suffix(b":").unwrap_or(held);
+                let client = held.strip_prefix(b"c").and_then(|t| t.split(|&b| b == b'-').next());
+                let client = client.and_then(|c| std::str::from_utf8(c).ok()?.parse::<usize>().ok());
+                let cl = client.and_then(|c| self.clients.get(c));
+                cl.and_then(|cl| cl.failures_at.get(held))
+                    .is_some_and(|&(failures, ns)| cl.is_some_and(|cl| cl.link_failures != failures) || noscripts != ns)
+            };
             for server in 0..self.nodes.len() {
                 let node = self.node_of[server];
                 for (key, held) in self.nodes[server].leftovers(self.end) {
-                    if vanished.as_ref().is_some_and(|v| held.starts_with(v.as_bytes())) {
+                    if vanished.as_ref().is_some_and(|v| held.starts_with(v.as_bytes())) || missed(&held) {
                         continue;
                     }
                     self.stats.leftovers += 1;
