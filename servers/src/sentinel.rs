@@ -78,9 +78,10 @@ impl SentinelNodesBuilder {
         self
     }
 
-    /// Listen with TLS too (a generated CA, [`SentinelNodes::tls`]): the sentinels and the
-    /// data nodes on TLS ports, replication and the sentinels' own connections over TLS, and
-    /// `rediss+sentinel://` URLs naming the sentinels' TLS ports. Needs the `tls` feature.
+    /// Listen with TLS too (a generated CA; `SentinelNodes::tls` gives its files): the
+    /// sentinels and the data nodes on TLS ports, replication and the sentinels' own
+    /// connections over TLS, and `rediss+sentinel://` URLs naming the sentinels' TLS ports.
+    /// Needs the `tls` feature.
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
         self
