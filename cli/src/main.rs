@@ -161,7 +161,7 @@ enum Cmd {
     /// lists one redis+sentinel://SENTINELS/SERVICE?min_replicas=1 URL per node; with --tls,
     /// rediss+sentinel:// (TLS to the sentinels and the data nodes, which replicate over TLS).
     ///
-    /// Example: redlease cluster --sentinel --nodes 3
+    /// Example: redlease servers --sentinel --nodes 3
     #[command(alias = "cluster")]
     Servers {
         /// Number of nodes [default: 5; with --sentinel, 3]; with --cluster-mode, number of Redis
