@@ -133,7 +133,12 @@ impl Engine {
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
             && matches!(
                 s.call(Op::Acquire, self.config.retry),
-                Some(wire::Call::Acquire { .. } | wire::Call::Permits { .. } | wire::Call::Read { .. })
+                Some(
+                    wire::Call::Acquire { .. }
+                        | wire::Call::Permits { .. }
+                        | wire::Call::Read { .. }
+                        | wire::Call::Reentry(wire::reentry::Step::Acquire { .. })
+                )
             );
         let votes = s.round.tally.votes();
         let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);

@@ -57,6 +57,10 @@ impl Record {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
                         Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
                         // A reader's token is the writer epoch it reads under: no fence round.
+                        // A re-entry's token is its owner's, where a quorum recorded it.
+                        Some(valid) if self.fencing && self.recorded.token(q).is_some() => {
+                            Decision::Grant { valid, fence: self.recorded.token(q) }
+                        }
                         Some(valid) if self.fencing && self.shared => {
                             Decision::Grant { valid, fence: Some(proposal.saturating_sub(1)) }
                         }
@@ -158,6 +162,14 @@ impl Record {
                     *seen = (*seen).max(v as u64);
                     Vote::Refused
                 }
+            }
+            // A re-entry where the owner's token is recorded: it is the hold's token (and the
+            // node's proposal, should no quorum have it, is above it).
+            (Op::Acquire, Phase::Acquiring { proposal, .. }) if v < 0 && !self.owner.is_empty() => {
+                let fence = v.unsigned_abs();
+                self.recorded.add(fence);
+                *proposal = (*proposal).max(fence.saturating_add(1));
+                Vote::Granted
             }
             // The node's fencing proposal: one more than its largest counter.
             (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {

@@ -50,6 +50,17 @@ pub(crate) const SEMAPHORES: Kind = Kind { name: " semaphores", env: &["SIM_SEMA
 /// Read and write locks (`rwlock_simulation.rs`).
 pub(crate) const RWLOCKS: Kind = Kind { name: " rwlocks", env: &["SIM_RWLOCKS"], make: Scenario::rwlocks };
 
+/// Re-entrant mutexes, two engines per owner, among plain ones (`reentry_simulation.rs`).
+pub(crate) const REENTRANT: Kind = Kind { name: " re-entrant", env: &["SIM_REENTRY"], make: Scenario::reentrant };
+
+/// [`REENTRANT`] over nodes whose grants wait for a replica (`reentry_simulation.rs`).
+pub(crate) const REENTRANT_REPLICAS: Kind =
+    Kind { name: " re-entrant, replicas", env: &["SIM_REENTRY", "SIM_REPLICAS"], make: Scenario::reentrant_replicated };
+
+/// [`REENTRANT`] over Redis Cluster nodes (`reentry_simulation.rs`).
+pub(crate) const REENTRANT_CLUSTERS: Kind =
+    Kind { name: " re-entrant, clusters", env: &["SIM_REENTRY", "SIM_CLUSTERS"], make: Scenario::reentrant_clusters };
+
 /// Mutexes, semaphores and reader-writer locks over nodes whose grants wait for a replica
 /// (`replica_simulation.rs`).
 pub(crate) const REPLICAS: Kind = Kind { name: " replicas", env: &["SIM_REPLICAS"], make: Scenario::replicated };
@@ -64,7 +75,17 @@ pub(crate) const LOSSY: Kind =
     Kind { name: " clusters, lossy migrations", env: &["SIM_CLUSTERS", "SIM_LOSSY"], make: Scenario::lossy_clusters };
 
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 6] = [&SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &MUTEXES];
+const KINDS: [&Kind; 9] = [
+    &SEMAPHORES,
+    &RWLOCKS,
+    &REENTRANT_REPLICAS,
+    &REENTRANT_CLUSTERS,
+    &REENTRANT,
+    &REPLICAS,
+    &LOSSY,
+    &CLUSTERS,
+    &MUTEXES,
+];
 
 impl Kind {
     /// Run `seeds` of `profile`, and print a line of what they gave.

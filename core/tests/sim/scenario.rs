@@ -126,6 +126,10 @@ pub(crate) struct Scenario {
     /// write lock being downgraded while held.
     pub(crate) read_per_mille: u64,
     pub(crate) downgrade_per_mille: u64,
+    /// Re-entry runs: per-lock chance (‰) that a client from the third on takes its lock
+    /// re-entrant: clients 2 and 3 as the owner they share (`o1`: two engines whose holds of
+    /// one owner may overlap), the others each as an owner of its own (0: none re-entrant).
+    pub(crate) reentry_per_mille: u64,
     /// Which nodes are Redis Clusters (empty: none).
     pub(crate) clusters: Vec<Option<ClusterPlan>>,
     /// Which nodes' grants wait for a replica (`WAIT`), and how it answers (empty: none).
@@ -290,6 +294,7 @@ impl Scenario {
             multi_permit_per_mille: 0,
             read_per_mille: 0,
             downgrade_per_mille: 0,
+            reentry_per_mille: 0,
             clusters: Vec::new(),
             replicas: Vec::new(),
             lossy_migration: false,
@@ -363,6 +368,36 @@ impl Scenario {
         sc.clients = sc.clients.max(rng.range(3, 5) as usize);
         sc.read_per_mille = rng.pick(&[400, 600, 800]);
         sc.downgrade_per_mille = rng.pick(&[0, 250, 500]);
+        sc
+    }
+
+    /// Draw a re-entry run of `profile` from `seed`: the faults, timings and knobs of
+    /// [`generate`](Self::generate)'s run, every lock of one resource, at least four clients, of
+    /// which those from the third on take many of their locks re-entrant, two of them as one
+    /// owner (see [`reentry_per_mille`](Self::reentry_per_mille)); clients 0 and 1 take plain
+    /// locks of the same names.
+    pub(crate) fn reentrant(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::generate(seed, profile);
+        let mut rng = Rng::new(seed ^ 0x5EE7_12A1);
+        sc.multi = false;
+        sc.clients = sc.clients.max(4);
+        sc.reentry_per_mille = rng.pick(&[500, 800]);
+        sc
+    }
+
+    /// The re-entry run of `seed` where some nodes' grants wait for a replica
+    /// ([`with_replicas`](Self::with_replicas)).
+    pub(crate) fn reentrant_replicated(seed: u64, profile: Profile) -> Self {
+        Self::reentrant(seed, profile).with_replicas()
+    }
+
+    /// The mutex run of Redis Cluster nodes of [`clusters`](Self::clusters) (its seed
+    /// `3 × seed`), with the clients of [`reentrant`](Self::reentrant).
+    pub(crate) fn reentrant_clusters(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::clusters(seed.wrapping_mul(3), profile);
+        let mut rng = Rng::new(seed ^ 0x5EE7_12A1);
+        sc.clients = sc.clients.max(4);
+        sc.reentry_per_mille = rng.pick(&[500, 800]);
         sc
     }
 
