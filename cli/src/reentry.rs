@@ -61,7 +61,10 @@ impl Reentry {
         }
         let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
         let enclosing = match (var(OWNER), var(SCOPE), var(PID)) {
-            (Some(owner), Some(s), Some(pid)) if s == scope => pid.parse().ok().map(|pid| (owner, pid)),
+            // (A pid that is gone: variables a run left behind, or brought from another machine.)
+            (Some(owner), Some(s), Some(pid)) if s == scope => {
+                pid.parse().ok().filter(|&p| alive(p)).map(|p| (owner, p))
+            }
             _ => None,
         };
         match enclosing {

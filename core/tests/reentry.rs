@@ -87,3 +87,17 @@ fn a_reentry_without_a_recorded_token_on_a_quorum_runs_a_fence_round_above_it() 
         assert_eq!((&cmd[7][..], &cmd[8][..], &cmd[10][..]), (&b"f"[..], &b"ci-42"[..], &b"8"[..]), "{cmd:?}");
     }
 }
+
+#[test]
+fn a_script_command_the_acl_refuses_is_a_misconfiguration() {
+    use redlease_core::Fault;
+    // Redis 7.0's words for a command a script runs and the user's ACL refuses (the hash
+    // commands of a re-entrant lock, say); later servers answer NOPERM.
+    let text =
+        "ERR The user executing the script can't run this command or subcommand script: d1d2, on @user_script:12.";
+    assert_eq!(Fault::of_server_error(text), Fault::Misconfigured);
+    assert_eq!(
+        Fault::of_server_error("NOPERM User redlease has no permissions to run the 'hset' command"),
+        Fault::Misconfigured
+    );
+}

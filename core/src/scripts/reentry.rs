@@ -6,6 +6,8 @@
 //! of the owner's holds on that node: one field per hold's token, and `:fence` once a fence
 //! round recorded the owner's fencing token there. Both always carry a TTL: the lock key's,
 //! which a hold's acquire or extension only ever lengthens, so one hold never cuts another's.
+//! An acquire writes the holds before the key: a server whose ACL refuses the hash commands
+//! fails the script before it took anything.
 
 /// The prefix of the hash of a re-entrant lock key's holds.
 pub(crate) const HOLDS_PREFIX: &str = "redlease:holds:";
@@ -95,13 +97,16 @@ end
 local ttl = tonumber(ARGV[4])
 if v then
   ttl = math.max(ttl, redis.call('PTTL', KEYS[1]))
-  redis.call('PEXPIRE', KEYS[1], ttl)
 else
   redis.call('DEL', KEYS[2])
-  redis.call('SET', KEYS[1], o, 'PX', ttl)
 end
 redis.call('HSET', KEYS[2], h, '1')
 redis.call('PEXPIRE', KEYS[2], ttl)
+if v then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  redis.call('SET', KEYS[1], o, 'PX', ttl)
+end
 if queues then redis.pcall('LREM', KEYS[3], 1, entry) end
 local s = tonumber(redis.call('HGET', KEYS[2], ':fence') or '0') or 0
 if s > 0 then return -s end
@@ -109,4 +114,4 @@ if ARGV[8] ~= '1' then return 1 end
 return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1
 ";
 /// SHA-1 of [`REENTRY`].
-pub(crate) const REENTRY_SHA: &str = "99334cf2f175b541e36944a81c1cd17db02f4311";
+pub(crate) const REENTRY_SHA: &str = "ddd9874391f43ed93bf15fce46dc1873926b2144";
