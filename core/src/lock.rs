@@ -44,12 +44,15 @@ pub(crate) enum Phase {
         proposal: u64,
     },
     /// The quorum granted, the fence round is in flight; `seen` is the largest counter a node
-    /// reported at or above `proposal`, `valid` the validity the lock will have.
+    /// reported at or above `proposal`, `valid` the validity the lock will have. With
+    /// `recording` (a re-entrant lock), a quorum accepted `proposal`, and the round records it
+    /// as the owner's token.
     Fencing {
         deadline: Instant,
         proposal: u64,
         seen: u64,
         valid: Instant,
+        recording: bool,
     },
     /// The attempt failed; the next starts at `at`.
     RetryWait {

@@ -86,6 +86,22 @@ fn a_reentry_without_a_recorded_token_on_a_quorum_runs_a_fence_round_above_it() 
         // The fence step, proposing above every counter and the recorded token.
         assert_eq!((&cmd[7][..], &cmd[8][..], &cmd[10][..]), (&b"f"[..], &b"ci-42"[..], &b"8"[..]), "{cmd:?}");
     }
+    // A quorum accepts it: only now is it recorded as the owner's, and once a quorum recorded
+    // it (for the owner's next hold to find), the lock is held with it.
+    rig.reply(rig.t0, 0, b":7\r\n");
+    rig.reply(rig.t0, 1, b":6\r\n");
+    assert!(rig.events().is_empty());
+    for cmds in rig.sent_commands() {
+        let [cmd] = cmds.as_slice() else { panic!("{cmds:?}") };
+        assert_eq!((&cmd[7][..], &cmd[9][..], &cmd[10][..]), (&b"k"[..], &b"hold2"[..], &b"8"[..]), "{cmd:?}");
+    }
+    rig.reply(rig.t0, 2, b":5\r\n"); // the fence round's, late
+    rig.reply(rig.t0, 2, b":1\r\n");
+    assert!(rig.events().is_empty());
+    rig.reply(rig.t0, 0, b":0\r\n");
+    assert!(rig.events().is_empty());
+    rig.reply(rig.t0, 1, b":1\r\n");
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { fence: Some(8), .. }]));
 }
 
 #[test]

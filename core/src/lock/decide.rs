@@ -74,6 +74,12 @@ impl Record {
                     Decision::Open
                 }
             }
+            // The token is the lock's: once a quorum recorded it, or no quorum can, it is held.
+            Phase::Fencing { proposal, valid, recording: true, .. } => match Some(*valid).filter(|&v| v > now) {
+                Some(valid) if yes >= q || !possible => Decision::Grant { valid, fence: Some(*proposal) },
+                Some(_) => Decision::Open,
+                None => Decision::AttemptFailed,
+            },
             Phase::Fencing { proposal, seen, valid, .. } => {
                 let valid = Some(*valid).filter(|&v| v > now);
                 if yes >= q {
@@ -155,6 +161,14 @@ impl Record {
         let vote = match (op, &mut self.phase) {
             // The largest counter the node had before the write: the proposal holds on this
             // node iff it was above it.
+            // The record of a re-entrant lock's token: 1 where recorded.
+            (Op::Fence, Phase::Fencing { recording: true, .. }) if v == 0 || v == 1 => {
+                if v == 1 {
+                    Vote::Granted
+                } else {
+                    Vote::Refused
+                }
+            }
             (Op::Fence, Phase::Fencing { proposal, seen, .. }) if v >= 0 => {
                 if (v as u64) < *proposal {
                     Vote::Granted

@@ -58,12 +58,13 @@ impl Recorded {
 
     /// The owner's token, when a quorum `q` of granting nodes had one recorded.
     ///
-    /// A fence round records its token on every node where it holds while the owner holds the
-    /// key there. A quorum of nodes that all have one recorded meets the quorum of the owner's
-    /// latest fence round on a node that recorded it (or a later one), so the largest is the
-    /// owner's latest token. A node where the key was granted afresh has its holds, and so its
-    /// record, wiped: if another owner held the lock since, no quorum has a record, and the hold
-    /// runs a fence round of its own, as a first hold does.
+    /// A token is recorded only once a quorum accepted it in a fence round, and only on a node
+    /// where the owner holds the key with that hold among its holds: every record is a token of
+    /// one of the owner's terms. A term's token is above every earlier holder's; and a node where
+    /// the key was granted to the owner afresh (after another owner may have held it) has its
+    /// holds, and so its record, wiped. So when every node of a quorum has a record, no other
+    /// owner held the lock since the term of the largest one, which is the owner's token; when
+    /// some node has none, the hold runs a fence round of its own, as a first hold does.
     pub(crate) fn token(&self, q: usize) -> Option<u64> {
         (self.nodes >= q && self.fence > 0).then_some(self.fence)
     }
@@ -83,6 +84,7 @@ impl super::Record {
             },
             (Op::Extend, Phase::Extending { ttl, .. }) => Step::Extend { ttl_ms: ttl_ms(*ttl) },
             (Op::Release, _) => return Some(self.release_call(true, false, retry)),
+            (Op::Fence, Phase::Fencing { proposal, recording: true, .. }) => Step::Record { token: *proposal },
             (Op::Fence, Phase::Fencing { proposal, .. }) => Step::Fence { proposal: *proposal },
             _ => return None,
         };

@@ -25,12 +25,15 @@ pub(crate) const HOLDS_PREFIX: &str = "redlease:holds:";
 /// - `e`: TTL in ms. 1 if the owner holds the key and the hold is among its holds (the key
 ///   and holds then get the longer of their TTL and this one), else 0.
 /// - `r`: leave (`1`: also leave the queue, with the entry of reservation `ARGV[5]`), then `s`
-///   on a Redis Cluster node. Drops the hold (1 if it was there, else 0); once no hold is left
-///   the key and its holds are deleted, and a marked key is handed to the next waiter as
+///   on a Redis Cluster node. Drops the hold from the holds, whoever holds the key now (a
+///   release that comes after the key expired leaves nothing behind); 1 if the owner holds the
+///   key and the hold was among its holds, else 0. Once no hold is left the key and its holds
+///   are deleted, and a marked key is handed to the next waiter as
 ///   [`RELEASE_ONE`](super::RELEASE_ONE) does, announced as `owner:next`.
-/// - `f`: the proposal. [`FENCE`](super::FENCE) on the counter, and where the proposal holds on
-///   this node and the owner holds the key, it is recorded as the owner's token (the holds get
-///   the key's TTL).
+/// - `f`: the proposal. [`FENCE`](super::FENCE) on the counter.
+/// - `k`: a fencing token a quorum accepted for the hold: recorded as the owner's (`:fence`),
+///   if the owner holds the key and the hold is among its holds (so not in the holds of a
+///   later grant of the key). 1 if recorded, else 0.
 pub(crate) const REENTRY: &str = r"local m, o, h = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call('GET', KEYS[1])
 local ours = v == o or v == o .. ':'
@@ -43,20 +46,23 @@ if m == 'e' then
 end
 if m == 'f' then
   local c = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
-  if c < tonumber(ARGV[4]) then
-    redis.call('SET', KEYS[4], ARGV[4])
-    if ours then
-      redis.call('HSET', KEYS[2], ':fence', ARGV[4])
-      redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))
-    end
-  end
+  if c < tonumber(ARGV[4]) then redis.call('SET', KEYS[4], ARGV[4]) end
   return c
+end
+if m == 'k' then
+  if not ours or redis.call('HEXISTS', KEYS[2], h) == 0 then return 0 end
+  redis.call('HSET', KEYS[2], ':fence', ARGV[4])
+  return 1
 end
 if m == 'r' then
   if ARGV[4] == '1' then redis.pcall('LREM', KEYS[3], 1, o .. ':' .. ARGV[5]) end
-  if not ours then return 0 end
   local d = redis.call('HDEL', KEYS[2], h)
-  if redis.call('HLEN', KEYS[2]) > redis.call('HEXISTS', KEYS[2], ':fence') then return d end
+  local left = redis.call('HLEN', KEYS[2]) > redis.call('HEXISTS', KEYS[2], ':fence')
+  if not ours then
+    if d == 1 and not left then redis.call('DEL', KEYS[2]) end
+    return 0
+  end
+  if left then return d end
   redis.call('DEL', KEYS[1], KEYS[2])
   if v == o then return d end
   local nxt = ''
@@ -114,4 +120,4 @@ if ARGV[8] ~= '1' then return 1 end
 return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1
 ";
 /// SHA-1 of [`REENTRY`].
-pub(crate) const REENTRY_SHA: &str = "ddd9874391f43ed93bf15fce46dc1873926b2144";
+pub(crate) const REENTRY_SHA: &str = "c77057418e8b107855738f103f1ddbdef2ba6c02";

@@ -13,8 +13,10 @@ pub(crate) enum Step {
     Extend { ttl_ms: u64 },
     /// Leave the holds (the last one releases the key); with `leave`, also the queue.
     Release { leave: bool, reserve_ms: u64 },
-    /// The fence round: raise the counter to `proposal` and record it as the owner's token.
+    /// The fence round: raise the counter to `proposal`.
     Fence { proposal: u64 },
+    /// Record `token`, which a quorum accepted for the hold, as the owner's.
+    Record { token: u64 },
 }
 
 /// Encode the call `step` of `request` (one key): the lock key, its holds, its queue and its
@@ -25,7 +27,7 @@ pub(super) fn encode<'k>(out: &mut Vec<u8>, request: Request<'_, impl Iterator<I
     let shard = names.shard && matches!(step, Step::Release { .. });
     let args = match step {
         Step::Acquire { .. } => 5,
-        Step::Extend { .. } | Step::Fence { .. } => 1,
+        Step::Extend { .. } | Step::Fence { .. } | Step::Record { .. } => 1,
         Step::Release { .. } => 2,
     } + usize::from(shard);
     resp::array(out, 3 + 4 + 3 + args);
@@ -39,6 +41,7 @@ pub(super) fn encode<'k>(out: &mut Vec<u8>, request: Request<'_, impl Iterator<I
         Step::Extend { .. } => b"e",
         Step::Release { .. } => b"r",
         Step::Fence { .. } => b"f",
+        Step::Record { .. } => b"k",
     };
     resp::bulk(out, mode);
     resp::bulk(out, names.owner);
@@ -57,6 +60,7 @@ pub(super) fn encode<'k>(out: &mut Vec<u8>, request: Request<'_, impl Iterator<I
             resp::bulk_uint(out, reserve_ms);
         }
         Step::Fence { proposal } => resp::bulk_uint(out, proposal),
+        Step::Record { token } => resp::bulk_uint(out, token),
     }
     if shard {
         resp::bulk(out, SHARD_ARG);

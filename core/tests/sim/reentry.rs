@@ -33,7 +33,7 @@ impl Node {
         let [mode, owner, hold, rest @ ..] = argv else { return Err("re-entry: too few arguments".into()) };
         // (The fence counter is named only where the script reads it: a release's cleanup
         // names none.)
-        let fenced = matches!(mode.as_slice(), b"a" | b"f");
+        let fenced = matches!(mode.as_slice(), b"a" | b"f" | b"k");
         let good = self.is_lock_key(k)
             && *h == [HOLDS_PREFIX, k].concat()
             && *q == queue_of(k)
@@ -67,23 +67,34 @@ impl Node {
                 let c = self.get(db, f).and_then(parse_int).unwrap_or(0);
                 if c < t {
                     self.set(now, db, f, proposal, None);
-                    if ours {
-                        let ttl = self.pttl(now, &lock).unwrap_or(1).max(1);
-                        self.set(now, db, h, &encode(t, &holds), Some(ttl));
-                    }
                 }
                 Ok(c)
+            }
+            (b"k", [token]) => {
+                let t = int(token, "token")?;
+                if !ours || !holds.contains(hold) {
+                    return Ok(0);
+                }
+                self.keep_ttl(db, h, encode(t, &holds));
+                Ok(1)
             }
             (b"r", [leave, reserve]) => {
                 if leave == b"1" {
                     self.leave_queue(&(db, q.clone()), &[owner.as_slice(), b":", reserve].concat());
                 }
-                if !ours {
-                    return Ok(0);
-                }
                 let before = holds.len();
                 holds.retain(|x| x != hold);
                 let d = i64::from(holds.len() < before);
+                if !ours {
+                    // A late release: its hold goes, from the holds of a key that is not the
+                    // owner's any more.
+                    if d == 1 && holds.is_empty() {
+                        self.del(now, db, h);
+                    } else if d == 1 {
+                        self.keep_ttl(db, h, encode(fence, &holds));
+                    }
+                    return Ok(0);
+                }
                 if !holds.is_empty() {
                     self.keep_ttl(db, h, encode(fence, &holds));
                     return Ok(d);

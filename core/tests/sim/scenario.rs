@@ -489,11 +489,16 @@ impl Scenario {
     }
 
     /// How long the end of a run leaves the engines once the workload stops: the
-    /// [`drain`](Self::drain), and on Redis Cluster nodes the tries of a cleanup a migrating
-    /// slot answers `TRYAGAIN` (sent again up to 5 times, 10 ms later and doubling).
+    /// [`drain`](Self::drain), on Redis Cluster nodes the tries of a cleanup a migrating slot
+    /// answers `TRYAGAIN` (sent again up to 5 times, 10 ms later and doubling), and in re-entry
+    /// runs the longest a key a missed release left can live.
     pub(crate) fn wind_down(&self) -> Time {
         let again = if self.clusters.iter().any(Option::is_some) { 320 * MS } else { 0 };
-        self.drain() + again
+        // A node that missed a re-entrant hold's release keeps the owner's key as long as the
+        // owner's other holds keep it, then for the longest TTL one of them set (twice a TTL
+        // after an extension).
+        let kept = if self.reentry_per_mille > 0 { 2 * self.ttl_ms.1 * MS } else { 0 };
+        self.drain() + again + kept
     }
 
     /// How long after a holder vanishes another client must have the lock: the longest a
