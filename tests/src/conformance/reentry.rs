@@ -34,12 +34,17 @@ fn holds(servers: &Servers, key: &str) -> Vec<(i64, i64)> {
         .collect()
 }
 
-/// Every node's key holds `owner` with a TTL, beside `n` holds with one.
-fn counted(servers: &Servers, key: &str, owner: &str, n: i64) -> bool {
+/// Nodes whose key holds `owner` with a TTL, beside `n` holds with one.
+fn counted_on(servers: &Servers, key: &str, owner: &str, n: i64) -> usize {
     // (`owner:` once a waiter marked it.)
     let ours = |v: &str| redlease_core::holder_of(v).0 == owner;
-    let keys = values(servers, key).into_iter().all(|v| matches!(v, Some((Some(v), p)) if ours(&v) && p > 0));
-    keys && holds(servers, key).iter().all(|&(len, pttl)| len == n && pttl > 0)
+    let keys = values(servers, key).into_iter().map(|v| matches!(v, Some((Some(v), p)) if ours(&v) && p > 0));
+    keys.zip(holds(servers, key)).filter(|&(key, (len, pttl))| key && len == n && pttl > 0).count()
+}
+
+/// Every node's key holds `owner` with a TTL, beside `n` holds with one.
+fn counted(servers: &Servers, key: &str, owner: &str, n: i64) -> bool {
+    counted_on(servers, key, owner, n) == servers.len()
 }
 
 /// Holds of one owner, from two clients: granted at once while the owner holds the lock,
@@ -93,8 +98,10 @@ pub fn reentry<S: Subject>() {
         S::sleep(ms(300)).await;
         assert_eq!(release::<S>(outer).await.outcome, ReleaseOutcome::Released);
         let next = ok::<S, _>(waiter.await, "the waiter, once the last hold is released");
-        eventually::<S>(Duration::from_secs(3), "job-2 holds the key alone on every node", || {
-            counted(&servers, "deploy", "job-2", 1)
+        // (A node the waiter's retry reached before the release did refused it: there the key
+        // was handed to it after it was granted, and expires.)
+        eventually::<S>(Duration::from_secs(3), "job-2 holds the key alone on a quorum", || {
+            counted_on(&servers, "deploy", "job-2", 1) >= 2
         })
         .await;
         assert_eq!(release::<S>(next).await.outcome, ReleaseOutcome::Released);
