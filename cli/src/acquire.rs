@@ -88,6 +88,8 @@ pub(crate) struct Ask<'a> {
     pub(crate) semaphore: Option<Semaphore>,
     /// `--shared`: a read lock of the key; `false`: its write lock (the mutex).
     pub(crate) shared: bool,
+    /// The owner of a re-entrant write lock ([`crate::reentry`]); `None`: a plain lock.
+    pub(crate) owner: Option<&'a str>,
     pub(crate) ttl: Duration,
     /// How long to wait for the lock; `None`: one attempt only (`--nonblock`).
     pub(crate) wait: Option<Bound>,
@@ -103,9 +105,12 @@ pub(crate) async fn acquire(
     conflict_exit_code: u8,
     signals: &mut Signals,
 ) -> Result<Guard, Early> {
-    let Ask { key, key_prefix, semaphore, shared, ttl, wait } = *ask;
+    let Ask { key, key_prefix, semaphore, shared, owner, ttl, wait } = *ask;
     let named = Named { key, semaphore, shared };
     let mut options = LockOptions::new(key, ttl).fencing(true).auto_extend(true).shared(shared);
+    if let Some(owner) = owner {
+        options = options.reentrant(owner);
+    }
     if let Some(Semaphore { limit, take }) = semaphore {
         options = options.semaphore(limit).permits(take);
     }
@@ -171,6 +176,7 @@ fn acquired_what(ask: &Ask<'_>, guard: &Guard) -> String {
 fn misuse(e: &Misuse) -> String {
     let flag = match e {
         Misuse::Permits { .. } => "--permits",
+        Misuse::Reentry { .. } => "REDLEASE_OWNER",
         Misuse::EmptyResource | Misuse::ReservedResource { .. } | Misuse::ResourceInFenceSpace { .. } => "--key",
         _ => "--ttl",
     };

@@ -35,6 +35,8 @@ Examples:
   redlease run -k exports --permits 3 ./export.sh      # at most 3 exports at once
   redlease run -k catalog -s ./report.sh               # readers overlap; a run without -s
   redlease run -k catalog ./rebuild-catalog.sh         #   (the writer) excludes them
+  redlease run -k deploy ./deploy-all.sh               # its scripts may run
+                                                       #   redlease run -k deploy again
 
 Durations: a bare number is seconds (-w 5, -t 0.5); 500ms, 10s, 2m, 1h and 1d are accepted too.
 -w forever (or -w inf) waits for the lock without a bound; -w 0 makes one attempt, as -n does.
@@ -59,6 +61,12 @@ Environment:
   REDLEASE_PERMIT  (set for the command, with --permits) the permit it holds, 0 to L-1; with
                    --take M, the M permits, ascending, comma-separated (0,2). Two commands
                    running at once never hold the same permit.
+  REDLEASE_OWNER, REDLEASE_SCOPE, REDLEASE_OWNER_PID
+                   (set for the command of a write lock, unless --no-reentry) who holds the
+                   lock, which lock it is (KEY with --key-prefix, and a digest of the nodes'
+                   URLs without passwords) and the run's pid: a run under it re-enters by them
+                   (see Re-entry). Not secrets, but whoever has them can take the lock while
+                   this run holds it.
 
 Messages:
   Errors go to stderr always. Expected outcomes (the lock held by someone else, a signal
@@ -84,6 +92,20 @@ Read and write locks (-s, -x):
   writer was refused by the readers, no new reader joins until they have left. Each reader is
   extended, lost and released as above, and expires by its own TTL if its redlease dies. -s
   does not go with --permits. `redlease status -k KEY` shows the readers on each node.
+
+Re-entry:
+  A run of KEY's write lock started by the command of another run of KEY (directly, or by a
+  script it runs, at any depth), with the same --key-prefix and the same nodes (in any order,
+  whatever their passwords), takes the lock at once as a second hold of the same owner, instead
+  of waiting for the lock its own caller holds until -w runs out. Its command sees the same
+  REDLEASE_FENCE. The lock is free for others once every run holding it has exited; each run
+  extends and releases its own hold. A nested run stops its command (SIGTERM, SIGKILL after
+  --grace) and exits 70 if the lock is lost, or if the run it re-entered is gone (killed: its
+  hold is no longer extended, and the nested run must not keep the lock past it). Only the
+  nearest enclosing run can be re-entered: under a run of another key (or -s, or --permits)
+  in between, a run of KEY waits. A run that is not under one, another key, other nodes, -s
+  and --permits take their lock as any run does.
+  --no-reentry turns re-entry off for the run and for the runs under it: they wait.
 
 Semaphores (--permits L):
   KEY names a semaphore of L permits, apart from KEY's lock: at most L commands run at once
@@ -119,7 +141,8 @@ Exit status:
          KEY a Redis Cluster node cannot hash-tag; a URL's ?min_replicas=N on a node with fewer
          replicas online; with --permits, another limit recorded for KEY) and leave no quorum; exits at once, before or while waiting for the lock, since
          retrying does not fix it
-  70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace)
+  70     the lock was lost while the command ran (it got SIGTERM, then SIGKILL after --grace);
+         for a run that re-entered its lock, also when the run it re-entered is gone
   71     the operating system refused something (the random source, a thread)
   75     the lock is held by someone else (with --permits: every permit is taken; with -s:
          a writer holds KEY or waits for it): at once with -n, or when --wait ran out; -E N

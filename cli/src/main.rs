@@ -16,6 +16,7 @@ mod out;
 mod permits;
 mod ready;
 mod redis_cluster;
+mod reentry;
 mod run;
 mod say;
 mod secret;
@@ -71,6 +72,9 @@ enum Cmd {
     /// REDLEASE_FENCE is then the writer epoch (the fencing token of KEY's last writer).
     /// With --permits L, KEY names a semaphore: at most L commands run at once under it, across
     /// every machine, and the command sees its permit (0 to L-1) in REDLEASE_PERMIT.
+    /// A run of KEY started by the command (at any depth) on the same nodes re-enters the lock
+    /// at once, with the same REDLEASE_FENCE, instead of waiting for it; --no-reentry turns
+    /// that off.
     /// Exit 75 (or -E N): held by someone else (every permit taken). Exit 69: nodes unreachable.
     /// Exit 78: nodes misconfigured (or they record another --permits limit for KEY). Exit 70:
     /// lock lost while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
@@ -246,6 +250,12 @@ struct RunCli {
     /// -s or not. The last of -s and -x given wins.
     #[arg(short = 'x', long, visible_short_alias = 'e', overrides_with = "shared")]
     exclusive: bool,
+    /// Do not re-enter: wait for KEY even under a run of KEY, and do not let runs under this
+    /// one re-enter its lock. By default a run of KEY's write lock started
+    /// by the command of another (at any depth) on the same nodes takes the lock at once, as a
+    /// second hold of the same owner, instead of waiting for it.
+    #[arg(long)]
+    no_reentry: bool,
     /// Time to live of the lock on the nodes; extended about every TTL/3 while the command runs.
     #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
@@ -315,6 +325,7 @@ impl RunCli {
             semaphore: permits::Semaphore::of(self.permits, self.take)?,
             // The last of -s and -x wins: at most one of them is set.
             shared: self.shared && !self.exclusive,
+            reentry: !self.no_reentry,
             argv,
         })
     }

@@ -17,6 +17,7 @@ use tokio::process::{Child, Command};
 use crate::acquire::{self, Ask};
 use crate::duration::{Bound, show};
 use crate::permits::{Semaphore, permit_list};
+use crate::reentry::{self, Reentry};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
 use crate::{EXIT_LOST, Usage, node_urls};
@@ -41,6 +42,8 @@ pub(crate) struct RunArgs {
     pub(crate) semaphore: Option<Semaphore>,
     /// `--shared`: a read lock of the key instead of its write lock (the mutex).
     pub(crate) shared: bool,
+    /// Re-entry ([`crate::reentry`]); `false`: `--no-reentry`.
+    pub(crate) reentry: bool,
     /// The program and its arguments.
     pub(crate) argv: Vec<String>,
 }
@@ -70,6 +73,7 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         grace,
         semaphore,
         shared,
+        reentry,
         argv,
     } = args;
     if key.is_empty() {
@@ -79,12 +83,14 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         return Err(Usage("--ttl is zero: give the lock a time to live, e.g. --ttl 10s".into()).into());
     }
     let nodes = node_urls(nodes.as_deref())?;
+    let reentry = Reentry::plan(!reentry, semaphore.is_none() && !shared, &key, &key_prefix, &nodes);
     // Installed before anything else, so that a signal while connecting or waiting for the
     // lock ends redlease cleanly (128 + the signal) instead of killing it with a half-taken lock.
     let mut signals = Signals::install()?;
     let config = Config::new(nodes).tls(tls).key_prefix(key_prefix.clone());
     let client = acquire::connect(config, wait_nodes, &mut signals, conflict_exit_code).await?;
-    let ask = Ask { key: &key, key_prefix: &key_prefix, semaphore, shared, ttl, wait };
+    let owner = reentry.owner.as_deref();
+    let ask = Ask { key: &key, key_prefix: &key_prefix, semaphore, shared, owner, ttl, wait };
     let guard = acquire::acquire(&client, &ask, conflict_exit_code, &mut signals).await?;
     // What the lock is, in messages: the key's read or write lock, or the permits held.
     let held = match guard.permits() {
@@ -93,14 +99,14 @@ async fn lock_and_run(args: RunArgs) -> Result<u8, Early> {
         [permit] => format!("permit {permit} of {key:?}"),
         held => format!("permits {} of {key:?}", permit_list(held)),
     };
-    let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default(), guard.permits()) {
+    let mut child = match spawn(&argv, &key, guard.fence().unwrap_or_default(), guard.permits(), &reentry) {
         Ok(child) => child,
         Err(code) => {
             let _ = guard.release().await;
             return Ok(code);
         }
     };
-    let Some(status) = supervise(&mut child, &guard.lost(), &mut signals, &held, grace).await else {
+    let Some(status) = supervise(&mut child, &guard.lost(), reentry.outer, &mut signals, &held, grace).await else {
         let _ = guard.release().await;
         return Ok(EXIT_LOST);
     };
@@ -131,10 +137,11 @@ fn released(r: &ReleaseReport) -> String {
     format!("{what} ({} of {nodes} nodes deleted it)", r.deleted)
 }
 
-/// Start the command with `REDLEASE_KEY`, `REDLEASE_FENCE` and (a semaphore's) `REDLEASE_PERMIT`
-/// set and without `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit
-/// code: 127 not found, 126 not executable.
-fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16]) -> Result<Child, u8> {
+/// Start the command with `REDLEASE_KEY`, `REDLEASE_FENCE`, (a semaphore's) `REDLEASE_PERMIT`
+/// and (a re-entrant lock's) the variables a nested run re-enters by set, and without
+/// `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit code: 127 not
+/// found, 126 not executable.
+fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16], reentry: &Reentry) -> Result<Child, u8> {
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
@@ -152,6 +159,7 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16]) -> Result<Chil
         command.env("REDLEASE_PERMIT", permit_list(permits));
         format!(" REDLEASE_PERMIT={}", permit_list(permits))
     };
+    reentry.export(&mut command);
     die_with_parent(&mut command);
     step(&format!("running {argv:?} with REDLEASE_FENCE={fence}{permit}"));
     command.spawn().map_err(|e| {
@@ -161,11 +169,13 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16]) -> Result<Chil
 }
 
 /// Wait for the command to exit, passing signals on (SIGKILL once `grace` has passed after the
-/// first) and watching the lock (`held` names it). `None` when the lock was lost: the command
-/// got SIGTERM, then SIGKILL after `grace`, and has exited.
+/// first) and watching the lock (`held` names it) and, in a nested run that re-entered its
+/// lock, the enclosing run (`outer`). `None` when the lock was lost, or the enclosing run is
+/// gone: the command got SIGTERM, then SIGKILL after `grace`, and has exited.
 async fn supervise(
     child: &mut Child,
     lost: &LostSignal,
+    outer: Option<u32>,
     signals: &mut Signals,
     held: &str,
     grace: Duration,
@@ -190,6 +200,12 @@ async fn supervise(
                     Some(r) => format!("{r:?}").to_lowercase(),
                 };
                 warn(&format!("{held} lost ({why}) while the command ran: stopping it"));
+                stop(child, grace).await;
+                return None;
+            }
+            () = reentry::outer_gone(outer) => {
+                let pid = outer.unwrap_or_default();
+                warn(&format!("the enclosing run (pid {pid}) that holds {held} is gone: stopping the command"));
                 stop(child, grace).await;
                 return None;
             }

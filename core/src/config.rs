@@ -403,8 +403,8 @@ impl Config {
         }
         // A fence counter `{prefix}R` must never be a queue (`redlease:queue:R'`), a readers'
         // set, a semaphore's key or the format key: neither name may start the other.
-        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
-        for reserved in [QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX, FORMAT_KEY] {
+        use crate::scripts::{FORMAT_KEY, HOLDS_PREFIX, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
+        for reserved in [QUEUE_PREFIX, READERS_PREFIX, HOLDS_PREFIX, SEM_PREFIX, FORMAT_KEY] {
             if reserved.starts_with(&self.fence_prefix) || self.fence_prefix.starts_with(reserved) {
                 let prefix = self.fence_prefix.clone();
                 return Err(ConfigError::FencePrefixReserved { prefix, reserved });
@@ -412,7 +412,8 @@ impl Config {
         }
         // Every key `{key_prefix}R` would be a fence counter, a queue, a readers' set, a
         // semaphore's key or the format key.
-        for reserved in [self.fence_prefix.as_str(), QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX, FORMAT_KEY] {
+        for reserved in [self.fence_prefix.as_str(), QUEUE_PREFIX, READERS_PREFIX, HOLDS_PREFIX, SEM_PREFIX, FORMAT_KEY]
+        {
             if !self.key_prefix.is_empty() && self.key_prefix.starts_with(reserved) {
                 return Err(ConfigError::KeyPrefixReserved { prefix: self.key_prefix.clone() });
             }

@@ -7,6 +7,7 @@ mod audit;
 mod cluster;
 mod links;
 mod nodes;
+mod reentry;
 mod replicas;
 mod round;
 mod rwlock;

@@ -234,4 +234,11 @@ pub enum Misuse {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A re-entrant lock's owner is empty, too long or contains `:`, or re-entry is asked of
+    /// a lock shape that has none (a semaphore, a read lock, several resources).
+    #[error("reentrant(owner): {reason}")]
+    Reentry {
+        /// What is wrong.
+        reason: &'static str,
+    },
 }

@@ -183,6 +183,7 @@
 //! | its waiter queue | `redlease:queue:K` | list of `token:reservation_ms`, with a TTL |
 //! | its wake channel | `redlease:wake:K` | pub/sub channel (sharded on a Redis Cluster node, where `K` is in its cluster form) |
 //! | its readers ([`LockOptions::shared`]) | `redlease:readers:K` | sorted set of reader tokens scored by their expiry (ms, the node's clock), with a TTL; `K` holds [`READERS_VALUE`] meanwhile |
+//! | its holds ([`LockOptions::reentrant`]) | `redlease:holds:K` ([`HOLDS_PREFIX`]) | hash: a field per hold's token, and `:fence`, the owner's fencing token, with `K`'s TTL; `K` holds the owner meanwhile |
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
 //! A semaphore `S` of limit L ([`LockOptions::semaphore`]) has the keys `P` + `:0` .. `:{L-1}`
@@ -194,8 +195,8 @@
 //! the hash tag `{S}`.
 //!
 //! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A lock key
-//! may not start with the fence prefix, `redlease:queue:`, `redlease:readers:` or
-//! `redlease:sem:`, nor be `redlease:format`, and the fence prefix and the key prefix may not
+//! may not start with the fence prefix, `redlease:queue:`, `redlease:readers:`,
+//! `redlease:holds:` or `redlease:sem:`, nor be `redlease:format`, and the fence prefix and the key prefix may not
 //! overlap those names ([`Misuse::ReservedResource`],
 //! [`ConfigError::FencePrefixReserved`], [`ConfigError::KeyPrefixReserved`]).
 //!
@@ -304,6 +305,19 @@ pub fn read_lock_scripts() -> [(&'static str, &'static str); 4] {
         (scripts::DOWNGRADE, scripts::DOWNGRADE_SHA),
     ]
 }
+
+/// The re-entrant lock's script ([`LockOptions::reentrant`]): its Lua source and SHA-1
+/// digest. The handshake does not load it: a connection's first call carries its source.
+/// Useful to recognise and answer it in tests.
+#[doc(hidden)] // For test doubles of a node; not a supported interface.
+pub fn reentry_script() -> (&'static str, &'static str) {
+    (scripts::REENTRY, scripts::REENTRY_SHA)
+}
+
+/// The prefix of the hash of a re-entrant lock key's holds ([`LockOptions::reentrant`]): one
+/// field per hold's token, and `:fence`, the owner's fencing token, once recorded. It has the
+/// lock key's TTL.
+pub const HOLDS_PREFIX: &str = scripts::HOLDS_PREFIX;
 
 /// Encode random bytes as a lock token: lowercase hex, two characters per byte.
 ///

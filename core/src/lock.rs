@@ -7,6 +7,7 @@ mod decide;
 mod hold;
 mod keys;
 mod permits;
+pub(crate) mod reentry;
 mod tally;
 mod view;
 
@@ -43,12 +44,15 @@ pub(crate) enum Phase {
         proposal: u64,
     },
     /// The quorum granted, the fence round is in flight; `seen` is the largest counter a node
-    /// reported at or above `proposal`, `valid` the validity the lock will have.
+    /// reported at or above `proposal`, `valid` the validity the lock will have. With
+    /// `recording` (a re-entrant lock), a quorum accepted `proposal`, and the round records it
+    /// as the owner's token.
     Fencing {
         deadline: Instant,
         proposal: u64,
         seen: u64,
         valid: Instant,
+        recording: bool,
     },
     /// The attempt failed; the next starts at `at`.
     RetryWait {
@@ -110,6 +114,11 @@ pub(crate) struct Record {
     /// A semaphore waiter's place in the queue on every node: the wall-clock µs of its first
     /// refusal ([`Config::wall_clock`]).
     pub(crate) ticket: u64,
+    /// A re-entrant lock's owner, which its key holds instead of the token (empty: not
+    /// re-entrant; the token then names the hold).
+    pub(crate) owner: Vec<u8>,
+    /// What the current attempt's granting nodes had recorded of the owner's fencing token.
+    pub(crate) recorded: reentry::Recorded,
 }
 
 /// What the latest release message from one node, since a waiter's current attempt, said.
@@ -155,6 +164,8 @@ impl Record {
             permits: Permits::default(),
             shared: false,
             ticket: 0,
+            owner: Vec::new(),
+            recorded: reentry::Recorded::default(),
         }
     }
 
@@ -178,6 +189,8 @@ impl Record {
         self.ttl = ttl;
         self.fencing = options.fencing;
         self.shared = options.shared;
+        self.owner.clear();
+        self.owner.extend_from_slice(options.owner.as_deref().unwrap_or_default().as_bytes());
         self.auto_extend = options.auto_extend;
         self.max_hold = options.max_hold;
         self.wakes = 0;
@@ -237,6 +250,10 @@ impl Record {
     /// queues this acquisition joined too; a `cleanup` of an attempt hands on only what was
     /// handed to it.
     pub(crate) fn release_call(&self, leave: bool, cleanup: bool, retry: Retry) -> Call {
+        if !self.owner.is_empty() {
+            let leave = leave && self.queued();
+            return Call::Reentry(crate::wire::reentry::Step::Release { leave, reserve_ms: self.reserve_ms });
+        }
         if self.shared {
             return Call::ReadRelease { leave: leave && self.queued(), reserve_ms: self.reserve_ms };
         }
@@ -271,6 +288,9 @@ impl Record {
     /// The script call of `op` in the current phase (`None` if the phase has no such call),
     /// under the client's `retry` schedule.
     pub(crate) fn call(&self, op: Op, retry: Retry) -> Option<Call> {
+        if !self.owner.is_empty() {
+            return self.reentry_call(op, retry);
+        }
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
@@ -318,7 +338,7 @@ impl Record {
 
     /// How long the queue outlives a waiter that stopped retrying without leaving it (a
     /// crash): a few fallback delays; unused (0) without a queue.
-    fn queue_ttl_ms(&self, retry: Retry) -> u64 {
+    pub(crate) fn queue_ttl_ms(&self, retry: Retry) -> u64 {
         if self.queued() {
             (retry.max_delay * 4).max(self.ttl).max(Duration::from_secs(1)).as_millis() as u64
         } else {
@@ -329,7 +349,7 @@ impl Record {
     /// The names a call derives from the keys, under `fence_prefix`.
     pub(crate) fn names<'a>(&'a self, fence_prefix: &'a [u8]) -> Names<'a> {
         let sem = self.permits.on().then_some((self.permits.limit_key.as_slice(), self.permits.queue.as_slice()));
-        Names { fence_prefix, sem, shard: false }
+        Names { fence_prefix, sem, shard: false, owner: &self.owner }
     }
 
     /// Count a new attempt over `n` nodes, which has heard no release message yet. A queued
@@ -338,6 +358,7 @@ impl Record {
     /// out first).
     pub(crate) fn next_attempt(&mut self, n: usize) {
         self.tries.made += 1;
+        self.recorded = reentry::Recorded::default();
         if self.permits.on() {
             // Every permit is a candidate again, in the client's order.
             self.keys.set_bytes(self.permits.all.iter());
@@ -359,7 +380,7 @@ impl Record {
     /// release the attempt itself saw); never for a release of this lock's own token (its
     /// cleanup).
     pub(crate) fn hear(&mut self, n: usize, releaser: &[u8], next: &[u8]) {
-        if self.token == releaser || n >= self.heard.len() {
+        if self.value() == releaser || n >= self.heard.len() {
             return;
         }
         let counts = match &self.phase {
@@ -377,12 +398,17 @@ impl Record {
             }
             self.heard[n] = if next.is_empty() {
                 Heard::Released
-            } else if next == self.token.as_slice() {
+            } else if next == self.value() {
                 Heard::NamedUs
             } else {
                 Heard::NamedOther
             };
         }
+    }
+
+    /// What the lock key holds for this lock: the owner of a re-entrant lock, else the token.
+    pub(crate) fn value(&self) -> &[u8] {
+        if self.owner.is_empty() { &self.token } else { &self.owner }
     }
 
     /// The release messages heard since the current attempt, counted.

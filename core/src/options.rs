@@ -60,6 +60,9 @@ pub struct LockOptions {
     pub permits: u32,
     /// A read lock (see [`shared`](Self::shared)); `false`: a write lock, the mutex.
     pub shared: bool,
+    /// The owner a re-entrant lock is held by (see [`reentrant`](Self::reentrant)); `None`:
+    /// not re-entrant.
+    pub owner: Option<String>,
 }
 
 impl LockOptions {
@@ -81,6 +84,7 @@ impl LockOptions {
             limit: None,
             permits: 1,
             shared: false,
+            owner: None,
         }
     }
 
@@ -217,6 +221,29 @@ impl LockOptions {
         self
     }
 
+    /// Make the lock re-entrant for `owner`, an identity the caller chooses (and may hand to
+    /// another process, e.g. through the environment): while `owner` holds the lock, another
+    /// acquisition by the same owner succeeds at once, as one more hold; the lock is free
+    /// again once its last hold is released (or expired). Each hold has its own guard, token
+    /// and validity; the fencing token is the one the owner's first hold got. Holds of other
+    /// owners, and locks that are not re-entrant, are excluded as by any mutex.
+    ///
+    /// A re-entrant lock is a mutex of one resource: not a [`semaphore`](Self::semaphore) nor a
+    /// [`shared`](Self::shared) read lock. The owner is 1 to 256 bytes without `:`. It is not a
+    /// secret: anyone who knows it can take holds of the lock while the owner holds it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # use redlease_core::LockOptions;
+    ///
+    /// let options = LockOptions::new("deploy", Duration::from_secs(30)).reentrant("ci-run-8812");
+    /// assert_eq!(options.owner.as_deref(), Some("ci-run-8812"));
+    /// ```
+    pub fn reentrant(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
     /// Check the options and `token` for `Engine::acquire` under
     /// `config` (a resource's key, `{key_prefix}R`, may not live among the fence counters,
     /// under `fence_prefix`, nor among the names redlease keeps for itself); returns the TTL
@@ -227,7 +254,8 @@ impl LockOptions {
             return Err(Misuse::EmptyResource);
         }
         self.check_permits()?;
-        use crate::scripts::{FORMAT_KEY, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
+        crate::lock::reentry::check(self)?;
+        use crate::scripts::{FORMAT_KEY, HOLDS_PREFIX, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
         let prefix = config.key_prefix.as_str();
         for r in &self.resources {
             // `{prefix}{r}` starts with `reserved`, without building it.
@@ -244,6 +272,9 @@ impl LockOptions {
             }
             if starts(READERS_PREFIX) {
                 return Err(Misuse::ReservedResource { resource: key(), reserved: READERS_PREFIX });
+            }
+            if starts(HOLDS_PREFIX) {
+                return Err(Misuse::ReservedResource { resource: key(), reserved: HOLDS_PREFIX });
             }
             // A semaphore's keys are `{prefix}redlease:sem:{NAME}:...`: a mutex named so would
             // be one of its permits (and its key may not start so under another prefix either).

@@ -6,9 +6,11 @@
 //! Every redlease key and channel follows one scheme (the crate docs' "Names"): the scripts
 //! take every key they touch in `KEYS`, and spell only the wake channel themselves.
 
+mod reentry;
 mod rwlock;
 mod semaphore;
 
+pub(crate) use reentry::*;
 pub(crate) use rwlock::*;
 pub(crate) use semaphore::*;
 
@@ -280,6 +282,7 @@ mod tests {
             (READ_EXTEND, READ_EXTEND_SHA),
             (READ_RELEASE, READ_RELEASE_SHA),
             (DOWNGRADE, DOWNGRADE_SHA),
+            (REENTRY, REENTRY_SHA),
         ] {
             assert_eq!(sha1_hex(script.as_bytes()), sha, "the digest constant of a script is stale");
         }

@@ -213,6 +213,9 @@ pub(crate) enum Call {
     ReadRelease { leave: bool, reserve_ms: u64 },
     /// Turn the write lock into a read lock for `ttl_ms`.
     Downgrade { ttl_ms: u64 },
+    /// A re-entrant lock's call ([`scripts::REENTRY`]): its owner is in [`Names::owner`], the
+    /// hold's token is the request's.
+    Reentry(reentry::Step),
 }
 
 impl Call {
@@ -227,6 +230,7 @@ impl Call {
             Call::ReadExtend { .. } => 4,
             Call::ReadRelease { .. } => 8,
             Call::Downgrade { .. } => 16,
+            Call::Reentry(_) => 64,
             _ => 0,
         }
     }
@@ -243,6 +247,8 @@ pub(crate) struct Names<'a> {
     /// The call goes to a Redis Cluster node: a script that announces a release does so on
     /// the sharded channel (`SPUBLISH`, a last argument `s`).
     pub(crate) shard: bool,
+    /// A re-entrant lock's owner (empty: not re-entrant).
+    pub(crate) owner: &'a [u8],
 }
 
 /// The argument that makes a script announce on the sharded channel.
@@ -292,6 +298,7 @@ impl<'k, K: ExactSizeIterator<Item = &'k [u8]> + Clone> Request<'_, K> {
             Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
                 rwlock::read(out, self);
             }
+            Call::Reentry(step) => reentry::encode(out, self, step),
             _ => mutex(out, self),
         }
     }
@@ -315,7 +322,11 @@ fn mutex<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item
         Call::Release { .. } => (scripts::RELEASE, scripts::RELEASE_SHA),
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
         Call::Permits { .. } => (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA),
-        Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => return,
+        Call::Read { .. }
+        | Call::ReadExtend { .. }
+        | Call::ReadRelease { .. }
+        | Call::Downgrade { .. }
+        | Call::Reentry(_) => return,
     };
     // Every key a script touches is in KEYS: the lock keys, their queues where the call uses
     // them, the fence counters.
@@ -419,6 +430,7 @@ fn script_args(out: &mut Vec<u8>, call: Call, nkeys: usize, one: bool) {
 }
 
 mod classify;
+pub(crate) mod reentry;
 mod rwlock;
 mod semaphore;
 
@@ -429,7 +441,7 @@ mod tests {
     use super::*;
 
     fn names(fence_prefix: &[u8]) -> Names<'_> {
-        Names { fence_prefix, sem: None, shard: false }
+        Names { fence_prefix, sem: None, shard: false, owner: b"" }
     }
 
     #[test]

@@ -135,7 +135,17 @@ fn the_recommended_acl_user_can_lock_with_fencing_and_nothing_more() {
     assert_eq!(reader.release().unwrap().outcome, redlease_mio::ReleaseOutcome::Released);
     assert!(matches!(writing.join().unwrap(), Ok(true)), "the writer got the lock after the reader");
 
+    // Two holds of one owner of a re-entrant lock (what `redlease run` takes), fenced.
+    let owned = redlease_mio::LockOptions::new("ops:nested", Duration::from_secs(10)).reentrant("ops").fencing(true);
+    let outer = client.lock_with(owned.clone()).unwrap();
+    let inner = client.lock_with(owned.try_once()).unwrap();
+    assert_eq!(inner.fence(), outer.fence());
+    inner.release().unwrap();
+    assert_eq!(outer.release().unwrap().outcome, redlease_mio::ReleaseOutcome::Released);
+
     let mut conn = RedisConn::connect(server.addr, Some(("redlease", "change-me"))).unwrap();
+    assert_eq!(conn.pttl("ops:nested").unwrap(), -2);
+    assert_eq!(conn.pttl("redlease:holds:ops:nested").unwrap(), -2, "no hold left");
     assert_eq!(conn.pttl("ops:doc").unwrap(), -2);
     assert_eq!(conn.pttl("redlease:readers:ops:doc").unwrap(), -2, "no reader left");
     assert_eq!(conn.pttl("redlease:queue:ops:doc").unwrap(), -2, "nobody left queued");

@@ -48,7 +48,7 @@ impl Engine {
     fn fence_round(&mut self, now: Instant, idx: u32, proposal: u64, valid: Instant) {
         let start = self.locks[idx].round.start;
         let deadline = (now + self.config.node_timeout).min(valid);
-        self.begin_round(start, idx, Phase::Fencing { deadline, proposal, seen: 0, valid });
+        self.begin_round(start, idx, Phase::Fencing { deadline, proposal, seen: 0, valid, recording: false });
         self.send_round(now, idx, Op::Fence);
     }
 
@@ -133,7 +133,12 @@ impl Engine {
         let by_script = matches!(s.phase, Phase::Acquiring { .. })
             && matches!(
                 s.call(Op::Acquire, self.config.retry),
-                Some(wire::Call::Acquire { .. } | wire::Call::Permits { .. } | wire::Call::Read { .. })
+                Some(
+                    wire::Call::Acquire { .. }
+                        | wire::Call::Permits { .. }
+                        | wire::Call::Read { .. }
+                        | wire::Call::Reentry(wire::reentry::Step::Acquire { .. })
+                )
             );
         let votes = s.round.tally.votes();
         let took_nothing = |node: usize| !leaves && by_script && votes.get(node) == Some(&Vote::Refused);
@@ -267,7 +272,11 @@ impl Engine {
         let s = &self.locks[idx];
         match decision {
             Decision::Open => return false,
-            Decision::Grant { valid, fence } => self.granted(idx, valid, fence),
+            Decision::Grant { valid, fence } => {
+                if !self.record_round(now, idx, fence, valid) {
+                    self.granted(idx, valid, fence);
+                }
+            }
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
             Decision::FenceExhausted(counter) => {

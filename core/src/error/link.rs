@@ -254,7 +254,11 @@ impl Fault {
         const CONFIG: [&str; 6] = ["WRONGPASS", "NOAUTH", "NOPERM", "WRONGTYPE", "WRONGLIMIT", "ERR DB index"];
         if is_transient(text) {
             Fault::Unreachable
-        } else if CONFIG.iter().any(|p| text.starts_with(p)) || text.starts_with("CROSSSLOT ") {
+        } else if CONFIG.iter().any(|p| text.starts_with(p))
+            || text.starts_with("CROSSSLOT ")
+            // A script's command the ACL refuses (Redis 7.0 says so; later servers say NOPERM).
+            || text.starts_with("ERR The user executing the script can't run this command")
+        {
             Fault::Misconfigured
         } else {
             Fault::Protocol

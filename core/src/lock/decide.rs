@@ -57,6 +57,10 @@ impl Record {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
                         Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
                         // A reader's token is the writer epoch it reads under: no fence round.
+                        // A re-entry's token is its owner's, where a quorum recorded it.
+                        Some(valid) if self.fencing && self.recorded.token(q).is_some() => {
+                            Decision::Grant { valid, fence: self.recorded.token(q) }
+                        }
                         Some(valid) if self.fencing && self.shared => {
                             Decision::Grant { valid, fence: Some(proposal.saturating_sub(1)) }
                         }
@@ -70,6 +74,12 @@ impl Record {
                     Decision::Open
                 }
             }
+            // The token is the lock's: once a quorum recorded it, or no quorum can, it is held.
+            Phase::Fencing { proposal, valid, recording: true, .. } => match Some(*valid).filter(|&v| v > now) {
+                Some(valid) if yes >= q || !possible => Decision::Grant { valid, fence: Some(*proposal) },
+                Some(_) => Decision::Open,
+                None => Decision::AttemptFailed,
+            },
             Phase::Fencing { proposal, seen, valid, .. } => {
                 let valid = Some(*valid).filter(|&v| v > now);
                 if yes >= q {
@@ -151,6 +161,14 @@ impl Record {
         let vote = match (op, &mut self.phase) {
             // The largest counter the node had before the write: the proposal holds on this
             // node iff it was above it.
+            // The record of a re-entrant lock's token: 1 where recorded.
+            (Op::Fence, Phase::Fencing { recording: true, .. }) if v == 0 || v == 1 => {
+                if v == 1 {
+                    Vote::Granted
+                } else {
+                    Vote::Refused
+                }
+            }
             (Op::Fence, Phase::Fencing { proposal, seen, .. }) if v >= 0 => {
                 if (v as u64) < *proposal {
                     Vote::Granted
@@ -158,6 +176,14 @@ impl Record {
                     *seen = (*seen).max(v as u64);
                     Vote::Refused
                 }
+            }
+            // A re-entry where the owner's token is recorded: it is the hold's token (and the
+            // node's proposal, should no quorum have it, is above it).
+            (Op::Acquire, Phase::Acquiring { proposal, .. }) if v < 0 && !self.owner.is_empty() => {
+                let fence = v.unsigned_abs();
+                self.recorded.add(fence);
+                *proposal = (*proposal).max(fence.saturating_add(1));
+                Vote::Granted
             }
             // The node's fencing proposal: one more than its largest counter.
             (Op::Acquire | Op::SetNx, Phase::Acquiring { proposal, .. }) if v > 0 => {

@@ -5,14 +5,16 @@
 //! deadline (as the engine reported it at each moment). The checker asserts:
 //!
 //! - **mutual exclusion**: two holds of the same resource never overlap (a semaphore's
-//!   resources are the permits it holds: each permit is a mutex);
+//!   resources are the permits it holds: each permit is a mutex), unless both are holds of one
+//!   owner of a re-entrant lock (their `token` is the owner: the lock key's value);
 //! - **the limit**: at no instant do the holds of a semaphore have more permits than its
 //!   limit, counted over the holds themselves whatever permits they name;
 //! - **validity never overstated**: at every instant of a hold, a quorum of nodes really had
 //!   all its keys under its token (from the nodes' ownership spans); for a semaphore, a quorum
 //!   had each of its permits (each permit is a mutex of its own, its quorum not necessarily
 //!   the other permits');
-//! - **fencing**: fencing tokens strictly increase in holder order, per resource (per permit).
+//! - **fencing**: fencing tokens strictly increase in holder order, per resource (per permit);
+//!   the holds of one owner of a re-entrant lock count as one holder.
 //!
 //! Node-side rule breaks (a lock key without TTL, malformed requests) and engine oddities
 //! are reported by the model and the world and end up in the same list.
@@ -140,7 +142,8 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
         let mut latest: Option<&Hold> = None;
         for &h in &on_r {
             if let Some(prev) = latest {
-                if h.start < prev.end {
+                // Holds of one owner (re-entrant: the only holds that share a token) may overlap.
+                if h.start < prev.end && h.token != prev.token {
                     out.push(Violation::Overlap { resource: name.clone(), first: prev.clone(), second: h.clone() });
                 }
             }
@@ -149,13 +152,12 @@ pub(crate) fn check(holds: &[Hold], nodes: &[&[Segment]], dbs: &[u32], quorum: u
             }
         }
         let fenced: Vec<&Hold> = on_r.iter().copied().filter(|h| h.fence.is_some()).collect();
-        for pair in fenced.windows(2) {
-            if pair[1].fence <= pair[0].fence {
-                out.push(Violation::FenceOrder {
-                    resource: name.clone(),
-                    first: pair[0].clone(),
-                    second: pair[1].clone(),
-                });
+        for (i, h) in fenced.iter().enumerate() {
+            // Against every earlier holder (of another owner: the holds of one owner of a
+            // re-entrant lock share its tokens, whichever of its holds got them).
+            let earlier = fenced[..i].iter().rfind(|g| g.token != h.token && g.fence >= h.fence);
+            if let Some(g) = earlier {
+                out.push(Violation::FenceOrder { resource: name.clone(), first: (*g).clone(), second: (*h).clone() });
             }
         }
     }
@@ -199,6 +201,19 @@ fn readers_and_writers(name: &str, readers: &[&Hold], writers: &[&Hold]) -> Vec<
         }
     }
     out
+}
+
+/// How many pairs of holds of one owner (re-entrant holds: they share the owner as token)
+/// overlap on a resource.
+pub(crate) fn reentries(holds: &[Hold]) -> u64 {
+    let owned: Vec<&Hold> = holds.iter().filter(|h| h.end > h.start && h.token.starts_with(b"o")).collect();
+    let mut n = 0;
+    for (i, a) in owned.iter().enumerate() {
+        for b in &owned[i + 1..] {
+            n += u64::from(a.token == b.token && a.resources == b.resources && a.start < b.end && b.start < a.end);
+        }
+    }
+    n
 }
 
 /// How many pairs of `holds` (readers of one resource) overlap.

@@ -51,6 +51,17 @@ pub(crate) const SEMAPHORES: Kind = Kind { name: " semaphores", env: &["SIM_SEMA
 /// Read and write locks (`rwlock_simulation.rs`).
 pub(crate) const RWLOCKS: Kind = Kind { name: " rwlocks", env: &["SIM_RWLOCKS"], make: Scenario::rwlocks };
 
+/// Re-entrant mutexes, two engines per owner, among plain ones (`reentry_simulation.rs`).
+pub(crate) const REENTRANT: Kind = Kind { name: " re-entrant", env: &["SIM_REENTRY"], make: Scenario::reentrant };
+
+/// [`REENTRANT`] over nodes whose grants wait for a replica (`reentry_simulation.rs`).
+pub(crate) const REENTRANT_REPLICAS: Kind =
+    Kind { name: " re-entrant, replicas", env: &["SIM_REENTRY", "SIM_REPLICAS"], make: Scenario::reentrant_replicated };
+
+/// [`REENTRANT`] over Redis Cluster nodes (`reentry_simulation.rs`).
+pub(crate) const REENTRANT_CLUSTERS: Kind =
+    Kind { name: " re-entrant, clusters", env: &["SIM_REENTRY", "SIM_CLUSTERS"], make: Scenario::reentrant_clusters };
+
 /// Mutexes, semaphores and reader-writer locks over nodes whose grants wait for a replica
 /// (`replica_simulation.rs`).
 pub(crate) const REPLICAS: Kind = Kind { name: " replicas", env: &["SIM_REPLICAS"], make: Scenario::replicated };
@@ -76,7 +87,19 @@ pub(crate) const UNREPLICATED: Kind = Kind {
 };
 
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 8] = [&SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &UNREPLICATED, &SENTINELS, &MUTEXES];
+const KINDS: [&Kind; 11] = [
+    &SEMAPHORES,
+    &RWLOCKS,
+    &REENTRANT_REPLICAS,
+    &REENTRANT_CLUSTERS,
+    &REENTRANT,
+    &REPLICAS,
+    &LOSSY,
+    &CLUSTERS,
+    &UNREPLICATED,
+    &SENTINELS,
+    &MUTEXES,
+];
 
 impl Kind {
     /// Run `seeds` of `profile`, and print a line of what they gave.

@@ -13,6 +13,8 @@
 //! The servers of a Sentinel-managed node (its primary, replicas and sentinels) are model nodes
 //! too (see [`replication`]).
 
+#[path = "reentry.rs"]
+pub(crate) mod reentry;
 #[path = "replication.rs"]
 pub(crate) mod replication;
 #[path = "shard.rs"]
@@ -296,10 +298,11 @@ enum Script {
     ReadExtend,
     ReadRelease,
     Downgrade,
+    Reentry,
 }
 
 /// How many scripts the model knows.
-const SCRIPTS: usize = 11;
+const SCRIPTS: usize = 12;
 
 /// Every script the model runs: source, SHA-1 digest, and which one it is.
 fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
@@ -307,6 +310,7 @@ fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
     let (sem, sem_sha) = redlease_core::semaphore_script();
     let (sem_release, sem_release_sha) = redlease_core::semaphore_release_script();
     let r = redlease_core::read_lock_scripts();
+    let reentry = redlease_core::reentry_script();
     [
         (s[0], d[0], Script::Acquire),
         (s[1], d[1], Script::Extend),
@@ -319,6 +323,7 @@ fn known_scripts() -> [(&'static str, &'static str, Script); SCRIPTS] {
         (r[1].0, r[1].1, Script::ReadExtend),
         (r[2].0, r[2].1, Script::ReadRelease),
         (r[3].0, r[3].1, Script::Downgrade),
+        (reentry.0, reentry.1, Script::Reentry),
     ]
 }
 
@@ -404,7 +409,10 @@ impl Node {
     }
 
     fn is_lock_key(&self, key: &[u8]) -> bool {
-        !key.starts_with(&self.fence_prefix) && key != b"redlease:format" && !is_limit_key(key)
+        !key.starts_with(&self.fence_prefix)
+            && key != b"redlease:format"
+            && !is_limit_key(key)
+            && !key.starts_with(reentry::HOLDS_PREFIX)
     }
 
     /// Write a plain key (no TTL) directly, as an operator would; for scripted tests.
@@ -587,6 +595,11 @@ impl Node {
         for ((_, key), set) in &self.readers {
             out.extend(set.members.keys().map(|t| ([READERS_PREFIX, key].concat(), t.clone())));
         }
+        for ((_, key), e) in &self.data {
+            if key.starts_with(reentry::HOLDS_PREFIX) {
+                out.extend(reentry::decode(&e.value).1.into_iter().map(|t| (key.clone(), t)));
+            }
+        }
         out
     }
 
@@ -600,7 +613,11 @@ impl Node {
     /// The keys that hold `token` at `now`: lock keys (taken or reserved) and readers' sets.
     pub(crate) fn holding(&mut self, now: Time, token: &[u8]) -> Vec<Vec<u8>> {
         self.purge(now);
-        let keys = self.data.iter().filter(|(_, e)| e.value == token).map(|((_, k), _)| k.clone());
+        let held = |k: &[u8], e: &Entry| {
+            e.value == token
+                || (k.starts_with(reentry::HOLDS_PREFIX) && reentry::decode(&e.value).1.iter().any(|t| t == token))
+        };
+        let keys = self.data.iter().filter(|((_, k), e)| held(k, e)).map(|((_, k), _)| k.clone());
         let readers = self
             .readers
             .iter()
@@ -1166,6 +1183,7 @@ impl Node {
             Some(Script::ReleaseOne) => 1,
             Some(Script::ReadAcquire) => 5,
             Some(Script::Downgrade) => 2,
+            Some(Script::Reentry) => 5,
             _ => usize::MAX,
         };
         self.sharded = argv.len().checked_sub(1) == Some(at) && argv[at] == b"s";
@@ -1182,6 +1200,7 @@ impl Node {
             Some(Script::ReadExtend) => self.read_extend(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadRelease) => self.read_release(now, db, keys, argv).map(Reply::Int),
             Some(Script::Downgrade) => self.downgrade(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Reentry) => self.reentry(now, db, keys, argv).map(Reply::Int),
             None => Err("no such script".into()),
         };
         match result {

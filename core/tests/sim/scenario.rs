@@ -141,6 +141,10 @@ pub(crate) struct Scenario {
     /// write lock being downgraded while held.
     pub(crate) read_per_mille: u64,
     pub(crate) downgrade_per_mille: u64,
+    /// Re-entry runs: per-lock chance (‰) that a client from the third on takes its lock
+    /// re-entrant: clients 2 and 3 as the owner they share (`o1`: two engines whose holds of
+    /// one owner may overlap), the others each as an owner of its own (0: none re-entrant).
+    pub(crate) reentry_per_mille: u64,
     /// Which nodes are Redis Clusters (empty: none).
     pub(crate) clusters: Vec<Option<ClusterPlan>>,
     /// Which nodes' grants wait for a replica (`WAIT`), and how it answers (empty: none).
@@ -307,6 +311,7 @@ impl Scenario {
             multi_permit_per_mille: 0,
             read_per_mille: 0,
             downgrade_per_mille: 0,
+            reentry_per_mille: 0,
             clusters: Vec::new(),
             replicas: Vec::new(),
             sentinels: Vec::new(),
@@ -381,6 +386,36 @@ impl Scenario {
         sc.clients = sc.clients.max(rng.range(3, 5) as usize);
         sc.read_per_mille = rng.pick(&[400, 600, 800]);
         sc.downgrade_per_mille = rng.pick(&[0, 250, 500]);
+        sc
+    }
+
+    /// Draw a re-entry run of `profile` from `seed`: the faults, timings and knobs of
+    /// [`generate`](Self::generate)'s run, every lock of one resource, at least four clients, of
+    /// which those from the third on take many of their locks re-entrant, two of them as one
+    /// owner (see [`reentry_per_mille`](Self::reentry_per_mille)); clients 0 and 1 take plain
+    /// locks of the same names.
+    pub(crate) fn reentrant(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::generate(seed, profile);
+        let mut rng = Rng::new(seed ^ 0x5EE7_12A1);
+        sc.multi = false;
+        sc.clients = sc.clients.max(4);
+        sc.reentry_per_mille = rng.pick(&[500, 800]);
+        sc
+    }
+
+    /// The re-entry run of `seed` where some nodes' grants wait for a replica
+    /// ([`with_replicas`](Self::with_replicas)).
+    pub(crate) fn reentrant_replicated(seed: u64, profile: Profile) -> Self {
+        Self::reentrant(seed, profile).with_replicas()
+    }
+
+    /// The mutex run of Redis Cluster nodes of [`clusters`](Self::clusters) (its seed
+    /// `3 × seed`), with the clients of [`reentrant`](Self::reentrant).
+    pub(crate) fn reentrant_clusters(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::clusters(seed.wrapping_mul(3), profile);
+        let mut rng = Rng::new(seed ^ 0x5EE7_12A1);
+        sc.clients = sc.clients.max(4);
+        sc.reentry_per_mille = rng.pick(&[500, 800]);
         sc
     }
 
@@ -522,11 +557,16 @@ impl Scenario {
     }
 
     /// How long the end of a run leaves the engines once the workload stops: the
-    /// [`drain`](Self::drain), and on Redis Cluster nodes the tries of a cleanup a migrating
-    /// slot answers `TRYAGAIN` (sent again up to 5 times, 10 ms later and doubling).
+    /// [`drain`](Self::drain), on Redis Cluster nodes the tries of a cleanup a migrating slot
+    /// answers `TRYAGAIN` (sent again up to 5 times, 10 ms later and doubling), and in re-entry
+    /// runs the longest a key a missed release left can live.
     pub(crate) fn wind_down(&self) -> Time {
         let again = if self.clusters.iter().any(Option::is_some) { 320 * MS } else { 0 };
-        self.drain() + again
+        // A node that missed a re-entrant hold's release keeps the owner's key as long as the
+        // owner's other holds keep it, then for the longest TTL one of them set (twice a TTL
+        // after an extension).
+        let kept = if self.reentry_per_mille > 0 { 2 * self.ttl_ms.1 * MS } else { 0 };
+        self.drain() + again + kept
     }
 
     /// How long after a holder vanishes another client must have the lock: the longest a

@@ -105,6 +105,7 @@ impl Scenario {
             multi_permit_per_mille: 0,
             read_per_mille: 0,
             downgrade_per_mille: 0,
+            reentry_per_mille: 0,
             clusters: Vec::new(),
             replicas: Vec::new(),
             sentinels: Vec::new(),

@@ -297,6 +297,10 @@ pub(crate) struct Stats {
     /// Downgrades that did not make the lock a read lock (refused, unconfirmed, too late).
     pub(crate) downgrades_failed: u64,
     pub(crate) reader_overlaps: u64,
+    /// Re-entry runs: holds granted to an owner, and pairs of holds of one owner that
+    /// overlapped (a re-entry).
+    pub(crate) reentrant_holds: u64,
+    pub(crate) reentries: u64,
     /// Runs with Redis Cluster nodes: the cluster nodes, slot migrations finished and the keys
     /// they moved; what the masters answered: `MOVED`, `ASK`, the stale `MOVED`s injected,
     /// `TRYAGAIN`, requests served after `ASKING`, `CLUSTER SLOTS`; the requests the engines
@@ -339,6 +343,8 @@ pub(crate) struct Stats {
 impl Stats {
     pub(crate) fn add(&mut self, o: &Stats) {
         self.acquired += o.acquired;
+        self.reentrant_holds += o.reentrant_holds;
+        self.reentries += o.reentries;
         self.fenced += o.fenced;
         self.held_by_others += o.held_by_others;
         self.unreachable += o.unreachable;
@@ -471,6 +477,8 @@ struct World {
     clients: Vec<Client>,
     conns: Vec<Conn>,
     holds: Vec<Hold>,
+    /// The owner of each re-entrant acquisition, by its token: its holds are the owner's.
+    owners: BTreeMap<Vec<u8>, Vec<u8>>,
     acquisitions: Vec<Acquisition>,
     /// The engine's current deadline of each hold (global time), and when the round that
     /// granted it started.
@@ -582,6 +590,7 @@ impl World {
             clients,
             conns: Vec::new(),
             holds: Vec::new(),
+            owners: BTreeMap::new(),
             acquisitions: Vec::new(),
             claims: Vec::new(),
             rounds: Vec::new(),
@@ -1407,8 +1416,9 @@ impl World {
     /// When the current round of the lock whose token request `req` carries started (a
     /// grant's request carries it: `SET`'s value, a script's first argument).
     fn round_of(&self, c: usize, req: &Req) -> Option<Time> {
-        let token = req.2.first()?;
-        let lock = *self.clients[c].locks.get(token)?;
+        // The token is the first argument, but for a re-entrant lock's (its mode and owner
+        // come first).
+        let lock = req.2.iter().take(3).find_map(|a| self.clients[c].locks.get(a)).copied()?;
         let (start, _) = self.clients[c].engine.as_ref()?.round(lock)?;
         Some(self.time(start))
     }
@@ -1661,6 +1671,15 @@ impl World {
         // Once a holder vanished, write locks show that its lock came back.
         let shared = self.vanished.is_none() && self.sc.read_per_mille > 0 && self.rng.chance(self.sc.read_per_mille);
         req = req.shared(shared);
+        // Not from the calm phase on: a pair of one owner that keeps re-entering keeps the lock,
+        // and the vanishing holder (client 0) must get it.
+        if c >= 2 && !self.calm && self.sc.reentry_per_mille > 0 && self.rng.chance(self.sc.reentry_per_mille) {
+            // Clients 2 and 3 share an owner; the others own theirs alone (a pair that keeps
+            // re-entering keeps the lock: more pairs would starve the plain clients).
+            let owner = format!("o{}", if c < 4 { 1 } else { c });
+            self.owners.insert(token.clone(), owner.clone().into_bytes());
+            req = req.reentrant(owner);
+        }
         req.fencing = self.sc.fencing && self.rng.chance(700);
         req.auto_extend = self.sc.auto_extend && self.rng.chance(500);
         if req.auto_extend && self.rng.chance(300) {
@@ -1798,6 +1817,9 @@ impl World {
                         }
                     }
                 }
+                // A re-entrant hold stands on its owner's key: the checker knows it by its owner.
+                let token = self.owners.get(&token).cloned().unwrap_or(token);
+                self.stats.reentrant_holds += u64::from(self.sc.reentry_per_mille > 0 && token.starts_with(b"o"));
                 self.holds.push(Hold {
                     client: c,
                     token,
@@ -1970,11 +1992,16 @@ impl World {
                     // trimmed) have run, no node holds anything of the token (a permit granted
                     // outside the quorum's or after the release was decided, a reader a
                     // downgrade left, one in flight when the release came).
+                    // (A re-entrant hold's release still on its way may not land — a Redis
+                    // Cluster node's redirects run out — and the owner's other holds keep its
+                    // key alive past the drain: it is checked once every node answered.)
                     let calm_since = None;
-                    self.push(
-                        self.now + self.sc.drain(),
-                        Ev::CheckGone { client: c, token, failures, noscripts, calm_since },
-                    );
+                    if report.pending == 0 || !self.owners.contains_key(&token) {
+                        self.push(
+                            self.now + self.sc.drain(),
+                            Ev::CheckGone { client: c, token, failures, noscripts, calm_since },
+                        );
+                    }
                 }
                 match report.outcome {
                     ReleaseOutcome::Released => self.stats.released += 1,
@@ -2170,6 +2197,7 @@ impl World {
                 self.holds.iter().filter(|h| h.shared && h.resources.iter().any(|r| r == name)).collect();
             self.stats.reader_overlaps += checker::reader_overlaps(&readers);
         }
+        self.stats.reentries += checker::reentries(&self.holds);
         let histories: Vec<&[Segment]> = histories.iter().map(Vec::as_slice).collect();
         let dbs = vec![self.sc.db; self.sc.nodes];
         let quorum = self.sc.nodes / 2 + 1;

@@ -106,6 +106,7 @@ pub fn cluster_locks<S: Subject>() {
         );
         release::<S>(r1).await;
         release::<S>(r2).await;
+        super::reentry::reentry_brief::<S>(&client, ttl).await;
         S::close(&client).await;
     });
     assert_eq!(counter.load(Ordering::SeqCst), (TASKS * CYCLES) as u64, "[{}] lost updates", S::NAME);

@@ -50,6 +50,7 @@
 //! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
 //! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
+//! | [`reentry`] | holds of one owner from two clients: granted at once while the owner holds the lock, counted on every node (key = owner, its holds beside it, both with a TTL), the first hold's fencing token; other owners and plain locks refused until the last release, a waiter then woken; an extension lengthens the key for all, none shortens it; a lock taken from the owner is lost to every hold; a semaphore refuses re-entry |
 //! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every hash slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
 //! | [`cluster_resharding`] | one cluster as the node, 8 tasks on 4 resources while their slots migrate between masters in two phases: no lost update, no overlap, redirects followed, nothing left without a TTL |
 //! | [`sentinel_locks`] | a Redlock of three Sentinel-managed nodes (a primary and a replica each, three sentinels, `min_replicas=1`): each node seen through its sentinels, a fenced counter exact with increasing tokens while one node fails over, a lock held across another node's failover refuses a second client and its extension and release reach the new primary |
@@ -58,6 +59,7 @@
 mod cases;
 mod cluster;
 mod recorder;
+mod reentry;
 mod rwlock;
 mod semaphore;
 mod sentinel;
@@ -66,6 +68,7 @@ mod subject;
 pub use cases::*;
 pub use cluster::*;
 pub use recorder::{Hold, HolderLog};
+pub use reentry::*;
 pub use rwlock::*;
 pub use semaphore::*;
 pub use sentinel::*;
@@ -129,6 +132,7 @@ macro_rules! conformance_tests {
             rw_fair_order,
             rw_crashed_reader,
             rw_exclusion,
+            reentry,
         );
     };
     (@cases $subject:ty, $listen:expr; $($case:ident),* $(,)?) => {

@@ -128,6 +128,7 @@ pub fn sentinel_locks<S: Subject>() {
         eventually::<S>(Duration::from_secs(10), "the extension reached the new primary", extended).await;
         assert_eq!(release::<S>(held).await.outcome, ReleaseOutcome::Released);
         eventually::<S>(Duration::from_secs(10), "the release reached the new primary", || on_new().is_none()).await;
+        super::reentry::reentry_brief::<S>(&client, ttl).await;
         S::close(&client).await;
     });
     assert_eq!(counter.load(Ordering::SeqCst), (TASKS * CYCLES) as u64, "[{}] lost updates", S::NAME);

@@ -91,6 +91,8 @@ pub struct LockSpec {
     pub semaphore: Option<(u32, u32)>,
     /// A read lock (`.shared(true)`).
     pub shared: bool,
+    /// A re-entrant lock of this owner (`.reentrant(owner)`).
+    pub owner: Option<String>,
 }
 
 impl LockSpec {
@@ -105,6 +107,7 @@ impl LockSpec {
             also: Vec::new(),
             semaphore: None,
             shared: false,
+            owner: None,
         }
     }
 
@@ -138,6 +141,12 @@ impl LockSpec {
         self
     }
 
+    /// A re-entrant lock of `owner`.
+    pub fn reentrant(mut self, owner: &str) -> LockSpec {
+        self.owner = Some(owner.to_owned());
+        self
+    }
+
     /// Take `permits` of the semaphore of `limit` named by the resource.
     pub fn semaphore(mut self, limit: u32, permits: u32) -> LockSpec {
         self.semaphore = Some((limit, permits));
@@ -156,6 +165,9 @@ impl LockSpec {
         }
         if let Some((limit, permits)) = self.semaphore {
             options = options.semaphore(limit).permits(permits);
+        }
+        if let Some(owner) = &self.owner {
+            options = options.reentrant(owner.as_str());
         }
         options.shared(self.shared)
     }
