@@ -234,4 +234,12 @@ pub enum Misuse {
         /// What is wrong.
         reason: &'static str,
     },
+    /// An election's name or candidate value cannot be used ([`ElectionOptions`](crate::ElectionOptions)).
+    #[error("election {field}: {reason}")]
+    Election {
+        /// The field: `name` or `value`.
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        reason: &'static str,
+    },
 }

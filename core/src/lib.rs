@@ -207,6 +207,7 @@
 
 pub mod cluster;
 mod config;
+mod election;
 mod engine;
 mod error;
 mod event;
@@ -228,6 +229,10 @@ mod wake;
 mod wire;
 
 pub use config::{Config, Retry};
+pub use election::{
+    ELECTION_PREFIX, ElectionOptions, Leader, LeaderChange, MAX_NAME_LEN, MAX_VALUE_LEN, NodeElection, Observer,
+    candidate_value, election_key, leader_of,
+};
 pub use engine::Engine;
 pub use error::{
     AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
