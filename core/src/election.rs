@@ -151,7 +151,7 @@ pub struct NodeElection<'a> {
 pub struct Leader {
     /// The leader's candidate value.
     pub value: Vec<u8>,
-    /// Its epoch: the largest fence counter among the nodes that hold its grant.
+    /// Its epoch: the largest fence counter that a quorum of the nodes have reached.
     pub epoch: u64,
     /// Its lock token (two campaigns of one value have different tokens).
     pub token: String,
@@ -174,7 +174,12 @@ fn unmarked(value: &[u8]) -> &[u8] {
 pub fn leader_of(nodes: &[Option<NodeElection<'_>>], quorum: usize) -> Option<Leader> {
     let holders = || nodes.iter().flatten().filter_map(|n| Some((unmarked(n.holder?), n.counter)));
     let (token, _) = holders().find(|(t, _)| holders().filter(|(o, _)| o == t).count() >= quorum)?;
-    let epoch = holders().filter(|(o, _)| *o == token).map(|(_, c)| c).max()?;
+    // The largest counter a quorum of the nodes reached: a leader's fence round raised a
+    // quorum to its epoch before its campaign returned, and no later epoch reaches a quorum
+    // before the next leader is granted (a stale proposal reaches fewer).
+    let mut counters: Vec<u64> = nodes.iter().flatten().map(|n| n.counter).collect();
+    counters.sort_unstable_by(|a, b| b.cmp(a));
+    let epoch = *counters.get(quorum.checked_sub(1)?)?;
     let value = candidate_value(token)?;
     (epoch > 0).then(|| Leader { value, epoch, token: String::from_utf8_lossy(token).into_owned() })
 }
@@ -267,9 +272,10 @@ mod tests {
         let b = ElectionOptions::new("e", "b").token(&[2]);
         let mut marked = a.clone();
         marked.push(b':');
-        // Two of three hold a (one marked as waited for): a leads, at the largest counter.
-        let read = leader_of(&[node(Some(&a), 4), node(Some(&marked), 5), node(Some(&b), 3)], 2).unwrap();
-        assert_eq!((read.value.as_slice(), read.epoch), (&b"a"[..], 5));
+        // Two of three hold a (one marked as waited for): a leads, at the largest counter two
+        // nodes reached (a stale proposal of 9 reached one).
+        let read = leader_of(&[node(Some(&a), 4), node(Some(&marked), 9), node(Some(&b), 3)], 2).unwrap();
+        assert_eq!((read.value.as_slice(), read.epoch), (&b"a"[..], 4));
         // One each, or a node out of reach: nobody.
         assert_eq!(leader_of(&[node(Some(&a), 4), None, node(Some(&b), 3)], 2), None);
         assert_eq!(leader_of(&[node(None, 4), node(None, 4), node(Some(&b), 3)], 2), None);

@@ -63,8 +63,12 @@ pub(crate) const CLUSTERS: Kind = Kind { name: " clusters", env: &["SIM_CLUSTERS
 pub(crate) const LOSSY: Kind =
     Kind { name: " clusters, lossy migrations", env: &["SIM_CLUSTERS", "SIM_LOSSY"], make: Scenario::lossy_clusters };
 
+/// Campaigns in one election over standalone, replica-acknowledged and Redis Cluster nodes,
+/// with an observer (`election_simulation.rs`).
+pub(crate) const ELECTIONS: Kind = Kind { name: " elections", env: &["SIM_ELECTIONS"], make: Scenario::elections };
+
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 6] = [&SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &MUTEXES];
+const KINDS: [&Kind; 7] = [&ELECTIONS, &SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &MUTEXES];
 
 impl Kind {
     /// Run `seeds` of `profile`, and print a line of what they gave.

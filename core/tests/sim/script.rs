@@ -109,6 +109,7 @@ impl Scenario {
             replicas: Vec::new(),
             lossy_migration: false,
             script: Some(script),
+            election: false,
         }
     }
 
