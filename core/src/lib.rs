@@ -239,7 +239,7 @@ pub use error::{
     Votes,
 };
 
-pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
+pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, ReadId, WakeState};
 pub use footprint::Footprint;
 pub use health::{
     ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState, SentinelHealth, SentinelView,
