@@ -118,7 +118,7 @@ impl Engine {
         let mut fp = Footprint {
             locks: self.locks.active(),
             lock_records: self.locks.capacity(),
-            waiters: self.waiters.count(),
+            waiters: self.waiters.count() + self.reads.watching() + self.reads.in_flight(),
             events: self.events.len(),
             ..Footprint::default()
         };

@@ -215,6 +215,13 @@ pub enum Event {
         /// The leader a quorum of the nodes hold ([`leader_of`](crate::leader_of)), if any.
         leader: Option<crate::Leader>,
     },
+    /// A node announced a release of the lock of the election `name`, which an observer
+    /// watches ([`Engine::watch_leader`](crate::Engine::watch_leader)): who leads may have
+    /// changed (one event per node that announced it).
+    LeaderWake {
+        /// The election.
+        name: String,
+    },
 }
 
 /// Handle of one election read ([`Engine::read_leader`](crate::Engine::read_leader)), named
@@ -233,7 +240,11 @@ impl Event {
             | Event::ExtendFailed { lock, .. }
             | Event::Lost { lock, .. }
             | Event::Released { lock, .. } => Some(*lock),
-            Event::LinkFailed { .. } | Event::LinkUp { .. } | Event::WakeOff { .. } | Event::LeaderRead { .. } => None,
+            Event::LinkFailed { .. }
+            | Event::LinkUp { .. }
+            | Event::WakeOff { .. }
+            | Event::LeaderRead { .. }
+            | Event::LeaderWake { .. } => None,
         }
     }
 }

@@ -97,3 +97,22 @@ fn a_campaign_is_a_fenced_wait_for_the_election_key() {
         assert!(cmd.iter().any(|a| *a == token), "the token carries the value");
     }
 }
+
+#[test]
+fn a_watched_election_reports_its_release_messages() {
+    let mut rig = Rig::with(1, |c| c.wake = true);
+    let now = rig.at(1);
+    rig.engine.watch_leader(now, "jobs", true).unwrap();
+    rig.engine.watch_leader(now, "jobs", true).unwrap();
+    let sent = rig.sent_commands();
+    assert_eq!(sent[0], [vec![b"SUBSCRIBE".to_vec(), b"redlease:wake:redlease:elect:{jobs}".to_vec()]]);
+    rig.reply(now, 0, b">3\r\n$9\r\nsubscribe\r\n$35\r\nredlease:wake:redlease:elect:{jobs}\r\n:1\r\n");
+    rig.reply(now, 0, b">3\r\n$7\r\nmessage\r\n$35\r\nredlease:wake:redlease:elect:{jobs}\r\n$5\r\nab:cd\r\n");
+    assert_eq!(rig.events(), [Event::LeaderWake { name: "jobs".into() }]);
+    assert!(!rig.engine.footprint().is_idle());
+    // Counted: the second `false` unsubscribes.
+    rig.engine.watch_leader(now, "jobs", false).unwrap();
+    assert!(rig.sent_commands()[0].is_empty());
+    rig.engine.watch_leader(now, "jobs", false).unwrap();
+    assert_eq!(rig.sent_commands()[0][0][0], b"UNSUBSCRIBE");
+}

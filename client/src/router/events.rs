@@ -53,6 +53,7 @@ impl Router {
                 self.monitor.link_failed(engine, &error, now);
                 return Some(error);
             }
+            Event::LeaderRead { read, leader } => self.leader_read(read, leader),
             _ => {}
         }
         self.monitor.gauges(engine, now, false);

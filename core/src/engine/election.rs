@@ -2,6 +2,7 @@
 //! node (its lock key and fence counter, in one slot), and once every node answered, failed or
 //! timed out, [`Event::LeaderRead`] says who leads ([`leader_of`]).
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::Engine;
@@ -27,14 +28,36 @@ struct Read {
     answers: Vec<Option<Result<(Option<Vec<u8>>, u64), ()>>>,
 }
 
-/// The reads in flight.
+/// The reads in flight, and the elections observers watch.
 #[derive(Debug, Default)]
 pub(super) struct Reads {
     reads: Vec<Read>,
     next: u32,
+    /// Watched wake channels: the election's name, and how many watch it.
+    watched: BTreeMap<Vec<u8>, (String, u32)>,
 }
 
 impl Reads {
+    /// Whether an observer watches `channel`.
+    pub(super) fn watches(&self, channel: &[u8]) -> bool {
+        self.watched.contains_key(channel)
+    }
+
+    /// The election whose wake channel `channel` is, if an observer watches it.
+    pub(super) fn watched(&self, channel: &[u8]) -> Option<&str> {
+        self.watched.get(channel).map(|(name, _)| name.as_str())
+    }
+
+    /// How many reads are in flight.
+    pub(super) fn in_flight(&self) -> usize {
+        self.reads.len()
+    }
+
+    /// How many elections are watched.
+    pub(super) fn watching(&self) -> usize {
+        self.watched.len()
+    }
+
     /// The earliest deadline of a read in flight.
     pub(super) fn deadline(&self) -> Option<Instant> {
         self.reads.iter().map(|r| r.deadline).min()
@@ -88,6 +111,39 @@ impl Engine {
         }
         self.links.sync_all(now);
         Ok(ReadId(id))
+    }
+
+    /// Watch the election `name` (`on`), or stop watching it: while watched, every release
+    /// message of its lock on its wake channel is reported as [`Event::LeaderWake`], so that an
+    /// observer reads again at once instead of at its next poll. Counted: each `true` needs
+    /// its `false`. With wake-ups off ([`Config::wake`](crate::Config::wake)) nothing is
+    /// subscribed and no event comes.
+    pub fn watch_leader(&mut self, now: Instant, name: &str, on: bool) -> Result<(), Misuse> {
+        crate::ElectionOptions::new(name, Vec::new()).check()?;
+        let key = format!("{}{}", self.config.key_prefix, election_key(name));
+        let mut channel = Vec::new();
+        crate::wake::channel(&mut channel, key.as_bytes());
+        if on {
+            let entry = self.reads.watched.entry(channel.clone()).or_insert_with(|| (name.to_owned(), 0));
+            entry.1 += 1;
+            if entry.1 == 1 && self.config.wake {
+                // The key has a hash tag: its cluster form is itself, on the sharded channel.
+                self.links.subscribe(&channel, false);
+                if self.links.any_cluster() {
+                    self.links.subscribe(&channel, true);
+                }
+            }
+        } else if let Some(entry) = self.reads.watched.get_mut(&channel) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.reads.watched.remove(&channel);
+                if self.waiters.on(&channel).is_empty() {
+                    self.links.unsubscribe(&channel);
+                }
+            }
+        }
+        self.links.sync_all(now);
+        Ok(())
     }
 
     /// `node`'s answer to the read `read` (late answers are ignored); decides the read once
