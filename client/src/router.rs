@@ -16,7 +16,7 @@ use tracing::Span;
 mod election;
 mod events;
 
-pub(crate) use election::LeaderReply;
+pub(crate) use election::{LeaderReply, WakeReply};
 
 /// Where the answer to an acquisition goes.
 pub(crate) type AcquireReply = Sender<Result<Lease, Error>>;
@@ -94,6 +94,8 @@ pub struct Router {
     monitor: Monitor,
     /// Observers' election reads in flight, and who waits for each.
     reads: HashMap<redlease_core::ReadId, LeaderReply>,
+    /// Elections observers watch, by name.
+    watches: HashMap<String, election::Watch>,
 }
 
 impl Router {
@@ -264,6 +266,7 @@ impl Router {
         self.closed = true;
         // Their callers see the client closed.
         self.reads.clear();
+        self.watches.clear();
         for (lock, entry) in &mut self.entries {
             if let Some(a) = entry.acquire.take() {
                 let _ = a.reply.send(Err(Error::Closed));

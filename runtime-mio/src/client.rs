@@ -65,7 +65,7 @@ const WAKE: Token = Token(usize::MAX);
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Client {

@@ -39,7 +39,7 @@ use super::runtime::Runtime;
 /// # Ok(()) }
 /// ```
 pub struct Client<R> {
-    tx: Sender,
+    pub(super) tx: Sender,
     /// The config's name, for the spans made here.
     pub(super) name: Arc<str>,
     _runtime: PhantomData<fn() -> R>,

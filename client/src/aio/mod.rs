@@ -35,6 +35,6 @@ mod runtime;
 pub use crate::sockets::AsSocket;
 pub use client::Client;
 pub use driver::Driver;
-pub use election::Leadership;
+pub use election::{Leadership, Observation};
 pub use guard::Guard;
 pub use runtime::{BoxFuture, Runtime, Socket, Timer};

@@ -11,6 +11,17 @@ use crate::oneshot::Sender;
 
 /// Where the answer to an election read goes: the leader, if a quorum of the nodes hold one.
 pub(crate) type LeaderReply = Sender<Result<Option<Leader>, Error>>;
+/// Told at the next release message of a watched election.
+pub(crate) type WakeReply = Sender<()>;
+
+/// A watched election: how many observers watch it, how many release messages were heard,
+/// and who waits for the next.
+#[derive(Default)]
+pub(super) struct Watch {
+    observers: usize,
+    seq: u64,
+    armed: Vec<WakeReply>,
+}
 
 impl Router {
     /// Read who leads the election `name` on every node; the answer goes to `reply` (at once
@@ -26,6 +37,45 @@ impl Router {
             }
             Err(misuse) => {
                 let _ = reply.send(Err(misuse.into()));
+            }
+        }
+    }
+
+    /// Start (`on`) or stop watching the election `name` for an observer.
+    pub fn watch(&mut self, engine: &mut Engine, now: Instant, name: &str, on: bool) {
+        if self.closed || engine.watch_leader(now, name, on).is_err() {
+            return;
+        }
+        if on {
+            self.watches.entry(name.to_owned()).or_default().observers += 1;
+        } else if let Some(w) = self.watches.get_mut(name) {
+            w.observers -= 1;
+            if w.observers == 0 {
+                self.watches.remove(name);
+            }
+        }
+    }
+
+    /// Tell `reply` at the next release message of the watched election `name` (dropped at
+    /// once when it is not watched).
+    pub fn arm_wake(&mut self, name: &str, reply: WakeReply) {
+        if let Some(w) = self.watches.get_mut(name) {
+            w.armed.push(reply);
+        }
+    }
+
+    /// How many release messages of the watched election `name` were heard (0 when it is not
+    /// watched).
+    pub fn wake_seq(&self, name: &str) -> u64 {
+        self.watches.get(name).map_or(0, |w| w.seq)
+    }
+
+    /// A release message of the election `name` was heard.
+    pub(super) fn leader_woken(&mut self, name: &str) {
+        if let Some(w) = self.watches.get_mut(name) {
+            w.seq += 1;
+            for reply in w.armed.drain(..) {
+                let _ = reply.send(());
             }
         }
     }

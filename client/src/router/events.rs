@@ -54,6 +54,7 @@ impl Router {
                 return Some(error);
             }
             Event::LeaderRead { read, leader } => self.leader_read(read, leader),
+            Event::LeaderWake { name } => self.leader_woken(&name),
             _ => {}
         }
         self.monitor.gauges(engine, now, false);
