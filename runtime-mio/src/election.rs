@@ -114,7 +114,9 @@ impl Observation {
             };
             let st = self.client.shared.lock();
             let name = &self.name;
-            self.client.shared.wait_until(st, Instant::now() + delay, |st| (st.router.wake_seq(name) != seen).then_some(()))?;
+            self.client
+                .shared
+                .wait_until(st, Instant::now() + delay, |st| (st.router.wake_seq(name) != seen).then_some(()))?;
         }
     }
 }
