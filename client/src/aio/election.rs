@@ -61,7 +61,7 @@ impl<R: Runtime> Client<R> {
     /// nothing.
     ///
     /// During a handover, for about one round trip before the new leader's campaign returns,
-    /// the epoch can still be its predecessor's; [`observe`](Self::observe) never reports
+    /// the epoch can still be its predecessor's; [`observe`](#method.observe) never reports
     /// that state.
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
         let (reply, mut rx) = oneshot::channel();
@@ -69,11 +69,11 @@ impl<R: Runtime> Client<R> {
         rx.recv().await.map_err(|_| Error::Closed)?
     }
 
-    /// Follow the election `name`: an [`Observation`], a [`Stream`] of every change of
+    /// Follow the election `name`: an [`Observation`], a `Stream` of every change of
     /// leader ([`LeaderChange::Elected`] with strictly increasing epochs, or
     /// [`LeaderChange::Vacant`]). It reads the nodes again as soon as a release of the
     /// election's lock is announced (a resign that hands over), and otherwise every second
-    /// ([`poll_every`](Observation::poll_every)), which finds leaders whose predecessor
+    /// (`poll_every`), which finds leaders whose predecessor
     /// expired.
     ///
     /// ```no_run
@@ -147,7 +147,7 @@ impl<R: Runtime> State<R> {
     }
 }
 
-/// The changes of leader of one election, from [`Client::observe`]: a [`Stream`] of
+/// The changes of leader of one election, from [`Client::observe`]: a `Stream` of
 /// `Result<LeaderChange, Error>`, or call [`next`](Self::next). Dropping it stops watching.
 pub struct Observation<R: Runtime> {
     /// The election, and the client, to stop watching on drop.
