@@ -20,12 +20,15 @@ return (redis.call('GET', KEYS[2]) or '0') .. ' ' .. v";
 /// At most this many reads in flight; more are refused (see [`Engine::read_leader`]).
 const MAX_READS: usize = 1024;
 
+/// What one node holds of an election: its lock key's value, if any, and its fence counter.
+type View = (Option<Vec<u8>>, u64);
+
 /// One read in flight: what each node said (`None`: no answer yet; `Err`: no usable one).
 #[derive(Debug)]
 struct Read {
     id: u32,
     deadline: Instant,
-    answers: Vec<Option<Result<(Option<Vec<u8>>, u64), ()>>>,
+    answers: Vec<Option<Result<View, ()>>>,
 }
 
 /// The reads in flight, and the elections observers watch.
@@ -73,7 +76,7 @@ pub(super) fn vote_text(vote: &Vote) -> String {
 }
 
 /// Parse the read script's `counter value`.
-fn parse(reply: &[u8]) -> Option<(Option<Vec<u8>>, u64)> {
+fn parse(reply: &[u8]) -> Option<View> {
     let at = reply.iter().position(|&b| b == b' ')?;
     let counter = std::str::from_utf8(&reply[..at]).ok()?.parse().ok()?;
     let value = &reply[at + 1..];
