@@ -40,10 +40,11 @@ impl<R: Runtime> Client<R> {
     /// let options = ElectionOptions::new("scheduler", "10.0.0.7:8080").ttl(Duration::from_secs(5));
     /// let leadership = client.campaign(options).await?;
     /// println!("leading in epoch {}", leadership.epoch());
-    /// tokio::select! {
-    ///     reason = leadership.lost().wait() => eprintln!("leadership lost: {reason:?}"),
-    ///     _ = tokio::time::sleep(Duration::from_secs(60)) => { leadership.resign().await?; }
+    /// while !leadership.is_lost() {
+    ///     // One unit of work, written with `leadership.epoch()` as its fence.
+    ///     # break;
     /// }
+    /// leadership.resign().await?; // the next candidate in line leads at once
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self, options: ElectionOptions) -> Result<Leadership, Error> {
