@@ -10,7 +10,7 @@ use redlease_core::{ElectionOptions, Leader, LeaderChange, Misuse, ReleaseOutcom
 
 use super::cases::{connect, eventually, ok, queue_lengths, subscribers, values};
 use super::{BoxFuture, Failure, FailureKind, Options, Subject};
-use crate::Servers;
+use crate::{RedisCluster, Reply, Servers};
 
 /// Where an observer puts the changes it reports, as they come.
 pub type Sink = Arc<Mutex<Vec<LeaderChange>>>;
@@ -195,4 +195,67 @@ pub fn election_observe<S: Elections>() {
         }
     });
     servers.assert_no_leaks();
+}
+
+/// An election over three Redis Clusters (3 masters each): its keys share the hash tag `{jobs}`,
+/// so each cluster serves the lock, its counter and its queue from one master; `leader` reads
+/// that master; a candidate in line is handed the leadership within 2 s of the resign (sharded
+/// release message) with a larger epoch, and an observer whose poll is 30 s sees it as soon.
+pub fn election_cluster<S: Elections>() {
+    let clusters: Vec<RedisCluster> = std::thread::scope(|s| {
+        let started: Vec<_> =
+            (0..3).map(|_| s.spawn(|| RedisCluster::builder().masters(3).replicas(0).start())).collect();
+        started.into_iter().map(|h| h.join().expect("a cluster started")).collect()
+    });
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::seed_url).collect();
+    let queued = || {
+        clusters.iter().all(|c| {
+            let master = c.master(c.master_of_key(KEY));
+            matches!(
+                master.conn().and_then(|mut m| m.cmd(&["LLEN", "redlease:queue:redlease:elect:{jobs}"])),
+                Ok(Reply::Int(1))
+            )
+        })
+    };
+    S::block_on(async {
+        let a = connect::<S>(urls.clone(), Options::default()).await;
+        let b = connect::<S>(urls.clone(), slow()).await;
+        let watcher = connect::<S>(urls.clone(), Options::default()).await;
+        let first = ok::<S, _>(S::campaign(&a, ElectionOptions::new("jobs", "a")).await, "campaign a");
+        let e1 = S::epoch(&first);
+        let seen = ok::<S, _>(S::leader(&watcher, "jobs").await, "leader").expect("a leads");
+        assert_eq!((seen.value.as_slice(), seen.epoch), (&b"a"[..], e1), "[{}]", S::NAME);
+        let sink = Sink::default();
+        let observed = S::spawn(S::observe(&watcher, "jobs", Duration::from_secs(30), 2, Arc::clone(&sink)));
+        eventually::<S>(Duration::from_secs(3), "the observer saw a", || sink.lock().unwrap().len() == 1).await;
+        let second = {
+            let b = b.clone();
+            S::spawn(async move { S::campaign(&b, ElectionOptions::new("jobs", "b")).await })
+        };
+        eventually::<S>(Duration::from_secs(3), "b queued on every cluster", queued).await;
+        let resigned = Instant::now();
+        ok::<S, _>(S::resign(first).await, "resign a");
+        let second = ok::<S, _>(second.await, "campaign b");
+        let took = resigned.elapsed();
+        assert!(took < Duration::from_secs(2), "[{}] the handover took {took:?}", S::NAME);
+        let e2 = S::epoch(&second);
+        assert!(e2 > e1, "[{}] epochs {e1} then {e2}", S::NAME);
+        ok::<S, _>(observed.await, "observe");
+        let changes = sink.lock().unwrap().clone();
+        match changes.as_slice() {
+            [LeaderChange::Elected(x), LeaderChange::Elected(y)] => {
+                assert_eq!((x.epoch, y.value.as_slice(), y.epoch), (e1, &b"b"[..], e2), "[{}]", S::NAME);
+            }
+            other => panic!("[{}] observed {other:?}", S::NAME),
+        }
+        let seen = ok::<S, _>(S::leader(&watcher, "jobs").await, "leader").expect("b leads");
+        assert_eq!((seen.value.as_slice(), seen.epoch), (&b"b"[..], e2), "[{}]", S::NAME);
+        ok::<S, _>(S::resign(second).await, "resign b");
+        for client in [&a, &b, &watcher] {
+            S::close(client).await;
+        }
+    });
+    for c in &clusters {
+        c.assert_no_leaks();
+    }
 }
