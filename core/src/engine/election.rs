@@ -94,7 +94,7 @@ impl Engine {
     pub fn read_leader(&mut self, now: Instant, name: &str) -> Result<ReadId, Misuse> {
         crate::ElectionOptions::new(name, Vec::new()).check()?;
         if self.reads.reads.len() >= MAX_READS {
-            return Err(Misuse::Election { field: "name", reason: "too many reads in flight: wait for their events" });
+            return Err(Misuse::Election { field: "reads", reason: "1,024 in flight: wait for their events" });
         }
         let key = format!("{}{}", self.config.key_prefix, election_key(name));
         let fence = format!("{}{}", self.config.fence_prefix, key);
