@@ -2073,8 +2073,16 @@ impl World {
                             && self.tags.get(*conn).and_then(|t| t.get(*i as usize)) == Some(&Some(round))
                     })
                 };
+                // Attempts that start at one instant share their round's start, which tags their
+                // requests: a grant of the token after the release (the acquisition's last attempt
+                // re-entering the key) is what the lock stands on, and the release did not take it.
+                let regranted = n.granted.iter().any(|(_, gs, _, t, k)| t == token && plain(k) == key && gs > seq);
                 let hold = self.holds.iter().enumerate().find(|(i, h)| {
-                    h.token == *token && h.resources.contains(&key) && *at < h.end && by_round(self.rounds[*i])
+                    h.token == *token
+                        && h.resources.contains(&key)
+                        && *at < h.end
+                        && !regranted
+                        && by_round(self.rounds[*i])
                 });
                 if let Some((_, h)) = hold {
                     violations.push(Violation::Engine {
