@@ -33,7 +33,7 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     assert!(stats.released > n && stats.held_by_others > 0, "leaders resigned to waiting candidates: {stats:?}");
     assert!(stats.waits > 0 && stats.cluster_nodes > 0 || n < 8, "replica and cluster nodes: {stats:?}");
     assert!(stats.observed > 10 * n && stats.leaders_observed > 2 * n, "observed: {stats:?}");
-    assert!(stats.idle_checked >= 2 * n, "engines checked idle at the end: {stats:?}");
+    assert!(stats.idle_checked >= n, "engines checked idle at the end of every run: {stats:?}");
 }
 
 #[test]
