@@ -13,10 +13,10 @@ use crate::subject::{Generic, Locker, Subject, Target, config, released};
 /// with a read lock, and one on nodes with replicas, each paired with its own mutex, then the
 /// embedded mio driver.
 pub fn subjects() -> Vec<Box<dyn Subject>> {
-    use Scenario::{Cluster, Handoff, Lockers, Sequential, Stalled, Tls};
+    use Scenario::{Cluster, Handoff, Lockers, Sentinel, Sequential, Stalled, Tls};
     use Shape::{Mutex, Read, Replicated};
     const ALL: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff];
-    const MT: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls, Cluster];
+    const MT: &[Scenario] = &[Sequential, Lockers, Stalled, Handoff, Tls, Cluster, Sentinel];
     const SEM: &[Scenario] = &[Sequential, Handoff];
     let (mt, mio, sem4) =
         (|s| TokioAdapter(|| Tokio::new(true), s), |s| MioBlocking(|| Ok(Threads), s), Shape::Semaphore(4));
@@ -25,7 +25,12 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
         Box::new(Generic::new("tokio-ct", ASYNC, ALL, TokioAdapter(|| Tokio::new(false), Mutex))),
         Box::new(Generic::new("smol", ASYNC, ALL, SmolAdapter(|| Ok(Smol::default()), Mutex))),
         Box::new(Generic::new("async-std", ASYNC, ALL, SmolAdapter(|| Ok(AsyncStd), Mutex))),
-        Box::new(Generic::new("mio-blocking", BLOCKING, ALL, mio(Mutex))),
+        Box::new(Generic::new(
+            "mio-blocking",
+            BLOCKING,
+            &[Sequential, Lockers, Stalled, Handoff, Sentinel],
+            mio(Mutex),
+        )),
         Box::new(Generic::new("tokio-mt-sem4", "tokio-mt", &[Sequential, Handoff, Cluster], mt(sem4))),
         Box::new(Generic::new("mio-blocking-sem4", "mio-blocking", SEM, mio(sem4))),
         Box::new(Generic::new("tokio-mt-read", "tokio-mt", &[Sequential], mt(Read))),

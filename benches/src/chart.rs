@@ -6,13 +6,7 @@
 //! (`target/bench/runtimes.md`) or a page quoting them (`docs/benchmarks.md`), so a chart
 //! shows the figures of the text beside it; [`beside`] writes them next to that file.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
-
-use plotters::coord::Shift;
-use plotters::coord::ranged1d::{AsRangedCoord, DefaultFormatting, KeyPointHint, Ranged, ValueFormatter};
-use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Draw the charts of the tables in `page` (the text of `file`, a markdown report) into the
 /// folder named like `file` without its extension (`docs/benchmarks.md`: `docs/benchmarks/`):
@@ -181,20 +175,18 @@ impl Series {
         self.values.iter_mut().flatten().for_each(|(v, _)| *v *= by);
         self
     }
-
-    /// The values there are, each with the top of its row on the rows' axis of `n` rows.
-    fn tops(&self, n: f64) -> impl Iterator<Item = (f64, &(f64, String))> + '_ {
-        self.values.iter().enumerate().filter_map(move |(i, v)| Some((n - i as f64 - 0.1, v.as_ref()?)))
-    }
 }
 
-const COLORS: [RGBColor; 3] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
-const WIDTH: u32 = 900;
-/// In pixels: a bar's height, a legend entry's, and what a panel adds to its rows and its
-/// legend (title, axis, margins).
-const BAR: u32 = 14;
-const ENTRY: u32 = 18;
-const FRAME: u32 = 110;
+const COLORS: [&str; 3] = ["#1f77b4", "#ff7f0e", "#2ca02c"];
+/// In pixels: the chart's width, the rows' names' column, the room right of the axis for the
+/// figures past its end, a bar's height, a legend entry's, and what a panel adds to its rows
+/// and its legend (title, axis, margins).
+const WIDTH: f64 = 900.0;
+const NAMES: f64 = 150.0;
+const RIGHT: f64 = 90.0;
+const BAR: f64 = 14.0;
+const ENTRY: f64 = 18.0;
+const FRAME: f64 = 90.0;
 
 /// The panels, one under the other, on one x axis (from 0, or logarithmic from the decade
 /// under the smallest value); `None` if there is none. A linear axis ends at 3 × the median
@@ -208,27 +200,53 @@ fn draw(panels: &[Panel], log: bool) -> Result<Option<String>, String> {
     values.retain(|v| *v > 0.0);
     values.sort_by(f64::total_cmp);
     let (min, max) = (values.first().copied().unwrap_or(1.0), values.last().copied().unwrap_or(1.0));
-    let heights: Vec<u32> = panels.iter().map(|p| FRAME + p.rows.len() as u32 * p.row() + p.legend()).collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, heights.iter().sum())).into_drawing_area();
-        root.fill(&WHITE).map_err(fail)?;
-        let breaks: Vec<u32> = heights.iter().scan(0, |y, h| Some(std::mem::replace(y, *y + h))).skip(1).collect();
-        for (area, p) in root.split_by_breakpoints([0u32; 0], breaks).iter().zip(panels) {
-            if log {
-                let (lo, hi) = (min.log10().floor() as i32, max.log10().ceil().max(min.log10().floor() + 1.0) as i32);
-                let decades = (lo..=hi).map(|e| 10f64.powi(e)).collect();
-                let x = (10f64.powi(lo)..10f64.powi(hi)).log_scale().with_key_points(decades);
-                panel(area, p, x, &|v| if *v >= 1e3 { format!("{} s", v / 1e3) } else { format!("{v} ms") })?;
-            } else {
-                let median = values.get(values.len() / 2).copied().unwrap_or(1.0);
-                let hi = max.min(3.0 * median).max(p.rule.as_ref().map_or(0.0, |r| r.0)) * 1.1;
-                panel(area, p, 0.0..hi, &|v| format!("{v:.1}×"))?;
-            }
-        }
-        root.present().map_err(fail)?;
+    let axis = if log {
+        let lo = min.log10().floor() as i32;
+        Axis::Log(lo, (max.log10().ceil() as i32).max(lo + 1))
+    } else {
+        let median = values.get(values.len() / 2).copied().unwrap_or(1.0);
+        let rule = panels.iter().filter_map(|p| p.rule.as_ref()).map(|r| r.0).fold(0.0, f64::max);
+        Axis::Linear(max.min(3.0 * median).max(rule) * 1.1)
+    };
+    let mut body = Svg::default();
+    let height = panels.iter().fold(0.0, |top, p| p.draw(&mut body, top, &axis));
+    let head = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" font-family=\"sans-serif\">"
+    );
+    Ok(Some(format!("{head}\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{}</svg>\n", body.0)))
+}
+
+/// The x axis: linear from 0 to the value given, or logarithmic over the decades given
+/// (as powers of ten).
+enum Axis {
+    Linear(f64),
+    Log(i32, i32),
+}
+
+impl Axis {
+    /// Where `v` falls, from 0 (the axis's start) to 1 (its end), clamped.
+    fn at(&self, v: f64) -> f64 {
+        let f = match *self {
+            Axis::Linear(hi) => v / hi,
+            Axis::Log(lo, hi) => (v.max(f64::MIN_POSITIVE).log10() - f64::from(lo)) / f64::from(hi - lo),
+        };
+        f.clamp(0.0, 1.0)
     }
-    Ok(Some(svg))
+
+    /// The ticks: each value and its label (a ratio, or ms and s on the log axis).
+    fn ticks(&self) -> Vec<(f64, String)> {
+        match *self {
+            Axis::Linear(hi) => {
+                let step =
+                    [0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0].into_iter().find(|s| hi / s <= 8.0).unwrap_or(20.0);
+                (0..).map(|i| f64::from(i) * step).take_while(|v| *v <= hi).map(|v| (v, format!("{v:.1}×"))).collect()
+            }
+            Axis::Log(lo, hi) => (lo..=hi)
+                .map(|e| 10f64.powi(e))
+                .map(|v| (v, if v >= 1e3 { format!("{} s", v / 1e3) } else { format!("{v} ms") }))
+                .collect(),
+        }
+    }
 }
 
 impl Panel {
@@ -237,112 +255,81 @@ impl Panel {
         self.series.iter().filter(|s| !s.mark).count().max(1)
     }
 
-    /// A row's height, in pixels.
-    fn row(&self) -> u32 {
-        self.bars() as u32 * BAR + 10
-    }
-
-    /// The legend's height, in pixels: it sits above the first row.
-    fn legend(&self) -> u32 {
-        (self.series.len() + usize::from(self.rule.is_some())) as u32 * ENTRY + 12
-    }
-}
-
-/// `p` in `area`, on the x axis `x`, its ticks labelled by `tick`: the bars, then the marks
-/// and the rule, then each bar's figure.
-fn panel<X>(area: &DrawingArea<SVGBackend, Shift>, p: &Panel, x: X, tick: &dyn Fn(&f64) -> String) -> Result<(), String>
-where
-    X: AsRangedCoord<Value = f64>,
-    X::CoordDescType: ValueFormatter<f64>,
-{
-    let n = p.rows.len() as f64;
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, ("sans-serif", 17))
-        .margin(10)
-        .margin_right(80)
-        .x_label_area_size(42)
-        .y_label_area_size(140)
-        .build_cartesian_2d(x, Rows { rows: p.rows.len(), above: f64::from(p.legend()) / f64::from(p.row()) })
-        .map_err(fail)?;
-    let Range { start: lo, end: hi } = chart.x_range();
-    let row = |y: &f64| p.rows.get((n - y - 0.5).round().max(0.0) as usize).cloned().unwrap_or_default();
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .x_max_light_lines(1)
-        .x_desc(&p.x)
-        .x_label_formatter(tick)
-        .y_label_formatter(&row)
-        .label_style(("sans-serif", 13))
-        .draw()
-        .map_err(fail)?;
-    // Each row's top, each bar series' offset in it, each series' color.
-    let h = 0.8 / p.bars() as f64;
-    let series: Vec<_> = (p.series.iter().zip(COLORS.iter().cycle()))
-        .scan(0, |next, (s, &color)| Some((s, color, std::mem::replace(next, *next + usize::from(!s.mark)))))
-        .collect();
-    for &(s, color, k) in series.iter().filter(|s| !s.0.mark) {
-        let top = |t: f64| t - k as f64 * h;
-        let bars = s.tops(n).map(|(t, (v, _))| Rectangle::new([(lo, top(t)), (v.min(hi), top(t) - h)], color.filled()));
-        let anno = chart.draw_series(bars).map_err(fail)?.label(&s.name);
-        anno.legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
-    }
-    for &(s, ..) in series.iter().filter(|s| s.0.mark) {
-        let mark =
-            |(t, (v, _)): (f64, &(f64, String))| PathElement::new(vec![(*v, t), (*v, t - 0.8)], BLACK.stroke_width(2));
-        let anno = chart.draw_series(s.tops(n).map(mark)).map_err(fail)?.label(&s.name);
-        anno.legend(|(x, y)| PathElement::new(vec![(x + 5, y - 7), (x + 5, y + 7)], BLACK.stroke_width(2)));
-    }
-    if let Some((at, name)) = &p.rule {
-        let style = BLACK.mix(0.6).stroke_width(1);
-        let anno = chart.draw_series([PathElement::new(vec![(*at, 0.0), (*at, n)], style)]).map_err(fail)?;
-        anno.label(name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], style));
-    }
-    let style = TextStyle::from(("sans-serif", 11)).pos(Pos::new(HPos::Left, VPos::Center));
-    for &(s, _, k) in series.iter().filter(|s| !s.0.mark) {
-        let text = |(t, (v, label)): (f64, &(f64, String))| {
-            EmptyElement::at((v.min(hi), t - (k as f64 + 0.5) * h)) + Text::new(label.clone(), (3, 0), style.clone())
-        };
-        chart.draw_series(s.tops(n).map(text)).map_err(fail)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 12))
-        .draw()
-        .map_err(fail)
-}
-
-/// The rows' axis, upwards: row `i` (from the top) of `rows` spans `rows - i - 1` to
-/// `rows - i`, its name written at its centre; the legend sits in the space `above` them
-/// (in rows).
-struct Rows {
-    rows: usize,
-    above: f64,
-}
-
-impl Ranged for Rows {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, (from, to): (i32, i32)) -> i32 {
-        from + (f64::from(to - from) * value / (self.rows as f64 + self.above)).round() as i32
-    }
-
-    fn key_points<H: KeyPointHint>(&self, _: H) -> Vec<f64> {
-        (0..self.rows).map(|i| i as f64 + 0.5).collect()
-    }
-
-    fn range(&self) -> Range<f64> {
-        0.0..self.rows as f64 + self.above
+    /// Write the panel into `out` from `top` (px) down, on `axis`: the title, the legend, the
+    /// ticks, each row's name, bars and marks (each bar's figure at its end), the rule, the
+    /// axis and its name. Returns where the next panel starts.
+    fn draw(&self, out: &mut Svg, top: f64, axis: &Axis) -> f64 {
+        let x = |v: f64| NAMES + axis.at(v) * (WIDTH - NAMES - RIGHT);
+        let row = self.bars() as f64 * BAR + 10.0;
+        out.text(WIDTH / 2.0, top + 22.0, 17, "middle", &self.title);
+        let mut y = top + 40.0;
+        for (s, color) in self.series.iter().zip(COLORS.iter().cycle()) {
+            match s.mark {
+                true => out.line((NAMES + 5.0, y - 7.0), (NAMES + 5.0, y + 7.0), "black", 2),
+                false => out.rect(NAMES, y - 5.0, 10.0, 10.0, color),
+            }
+            out.text(NAMES + 16.0, y + 4.0, 12, "start", &s.name);
+            y += ENTRY;
+        }
+        if let Some((_, name)) = &self.rule {
+            out.line((NAMES, y), (NAMES + 12.0, y), "#666", 1);
+            out.text(NAMES + 16.0, y + 4.0, 12, "start", name);
+            y += ENTRY;
+        }
+        let rows = y + 6.0;
+        let bottom = rows + self.rows.len() as f64 * row;
+        for (v, label) in axis.ticks() {
+            out.line((x(v), rows), (x(v), bottom + 4.0), "#ddd", 1);
+            out.text(x(v), bottom + 18.0, 13, "middle", &label);
+        }
+        for (i, name) in self.rows.iter().enumerate() {
+            out.text(NAMES - 6.0, rows + (i as f64 + 0.5) * row, 13, "end", name);
+        }
+        let mut bar = 0.0;
+        for (s, color) in self.series.iter().zip(COLORS.iter().cycle()) {
+            for (i, value) in s.values.iter().enumerate() {
+                let (Some((v, label)), r) = (value, rows + i as f64 * row) else { continue };
+                if s.mark {
+                    out.line((x(*v), r), (x(*v), r + row - 10.0), "black", 2);
+                } else {
+                    let b = r + bar * BAR;
+                    out.rect(NAMES, b, x(*v) - NAMES, BAR - 1.0, color);
+                    out.text(x(*v) + 3.0, b + BAR - 3.0, 11, "start", label);
+                }
+            }
+            bar += f64::from(u8::from(!s.mark));
+        }
+        if let Some((at, _)) = &self.rule {
+            out.line((x(*at), rows), (x(*at), bottom), "#666", 1);
+        }
+        out.line((NAMES, bottom), (WIDTH - RIGHT, bottom), "black", 1);
+        out.text((NAMES + WIDTH - RIGHT) / 2.0, bottom + 38.0, 13, "middle", &self.x);
+        bottom + FRAME - 40.0
     }
 }
 
-/// A drawing error as the harness's one-line reason.
-fn fail(e: impl std::fmt::Display) -> String {
-    format!("chart: {e}")
+/// An SVG document's body, written element by element.
+#[derive(Default)]
+struct Svg(String);
+
+impl Svg {
+    /// Text at (`x`, `y`), anchored `anchor` (`start`, `middle`, `end`).
+    fn text(&mut self, x: f64, y: f64, size: u8, anchor: &str, text: &str) {
+        let text = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        self.0 += &format!("<text x=\"{x}\" y=\"{y}\" font-size=\"{size}\" text-anchor=\"{anchor}\">{text}</text>\n");
+    }
+
+    /// A line from `a` to `b`.
+    fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), stroke: &str, width: u8) {
+        self.0 += &format!(
+            "<line x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" stroke=\"{stroke}\" stroke-width=\"{width}\"/>\n"
+        );
+    }
+
+    /// A filled rectangle.
+    fn rect(&mut self, x: f64, y: f64, width: f64, height: f64, fill: &str) {
+        self.0 += &format!("<rect x=\"{x}\" y=\"{y}\" width=\"{width}\" height=\"{height}\" fill=\"{fill}\"/>\n");
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //!
 //! The library behind the `runtimes` bench target (see `docs/benchmarks.md`). Every
 //! measurement runs against `redis-server` processes that [`redlease_servers::Servers`] (or,
-//! for one node that is a Redis Cluster, [`redlease_servers::RedisCluster`]) starts on free
-//! loopback ports and stops afterwards. The subjects ([`Subject`]): the six adapters
+//! for one node that is a Redis Cluster, [`redlease_servers::RedisCluster`]; for
+//! Sentinel-managed nodes, [`redlease_servers::SentinelNodes`]) starts on free loopback ports
+//! and stops afterwards. The subjects ([`Subject`]): the six adapters
 //! ([`adapters`], [`embedded`]), the quorum floors and the pipelined ceiling ([`floor`]), and,
 //! in the bench target, two peers, each a [`subject::Generic`]: a runtime ([`exec`]) and its
 //! lockers. [`run::run`] measures, [`report`] prints, [`chart`] draws; sequential ratios come

@@ -55,16 +55,17 @@ pub enum Scenario {
     Handoff,
     Tls,
     Cluster,
+    Sentinel,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run.
-    pub const ALL: [Scenario; 6] =
-        [Self::Sequential, Self::Lockers, Self::Stalled, Self::Handoff, Self::Tls, Self::Cluster];
+    pub const ALL: [Scenario; 7] =
+        [Self::Sequential, Self::Lockers, Self::Stalled, Self::Handoff, Self::Tls, Self::Cluster, Self::Sentinel];
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
-        ["sequential", "lockers", "stalled", "handoff", "tls", "cluster"][self as usize]
+        ["sequential", "lockers", "stalled", "handoff", "tls", "cluster", "sentinel"][self as usize]
     }
 }
 
@@ -77,7 +78,7 @@ usage: cargo bench -p redlease-benches --bench runtimes [-- OPTIONS]   full run 
 
 options:
   --only WORDS   comma-separated scenario names (sequential, lockers, stalled, handoff, tls,
-                 cluster) and/or parts of subject names (tokio, mio, floor, sem, rslock, ...;
+                 cluster, sentinel) and/or parts of subject names (tokio, mio, floor, sem, rslock, ...;
                  =NAME for exactly that subject); the partners its ratios need still run
   --hold MS      how long each contender of the handoff scenario holds the lock (default 5)
   --charts FILE  measure nothing: draw the charts of the tables in the markdown FILE (relative
@@ -148,7 +149,7 @@ fn is_scenario(word: &str) -> bool {
     Scenario::ALL.iter().any(|s| s.name() == word)
 }
 
-/// How much one run measures: the sequential and tls scenarios; the locker counts and the
+/// How much one run measures: the sequential, tls and sentinel scenarios; the locker counts and the
 /// window of the lockers scenario (the cluster scenario's lockers: `cluster`); the stalled
 /// scenario's most acquisitions and time per level; the contender counts (on a mutex, on a
 /// semaphore), each one's hold and the window of the handoff scenario.

@@ -71,19 +71,34 @@ pub fn sequential(plan: &Plan, pairs: &[Pair]) -> String {
     table("Sequential lock+unlock", &about, head, 2, rows.collect())
 }
 
-/// The tls scenario.
-pub fn tls(pairs: &[Pair]) -> String {
+/// The tls scenario, or (`sentinel`) the sentinel scenario: a client on one kind of URL
+/// against itself on plain URLs of the same nodes.
+pub fn versus(pairs: &[Pair], sentinel: bool) -> String {
     let rows = pairs.iter().map(|(name, _, r)| {
-        let (tls, tcp) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
-        let ((c, sv), (tc, tsv)) = (tls.usage.per(tls.cycle.count()), tcp.usage.per(tcp.cycle.count()));
+        let (a, b) = r.as_ref().map_err(|e| format!("{name}: {e}"))?;
+        let ((c, sv), (bc, bsv)) = (a.usage.per(a.cycle.count()), b.usage.per(b.cycle.count()));
         let mut row = vec![name.to_string()];
-        let pairs = [(tls.cycle.p50(), tcp.cycle.p50()), (c, tc), (sv, tsv)];
+        let pairs = [(a.cycle.p50(), b.cycle.p50()), (a.cycle.p99(), b.cycle.p99()), (c, bc), (sv, bsv)];
         row.extend(pairs.iter().flat_map(|&(a, b)| [dur(a), dur(b), over(a, b)]));
         Ok(row)
     });
-    let about = "The same client over TLS (rediss://, rustls with ring) and over TCP, taking turns on the same nodes.";
-    let head = "subject|TLS p50|TCP p50|÷ TCP|client CPU, TLS|TCP|÷ TCP|server CPU, TLS|TCP|÷ TCP";
-    table("TLS against TCP", about, head, 1, rows.collect())
+    let (title, about, x, y) = match sentinel {
+        false => {
+            ("TLS against TCP", "The same client over TLS (rediss://, rustls with ring) and over TCP.", "TLS", "TCP")
+        }
+        true => (
+            "Sentinel-managed against plain nodes",
+            "The same client on Sentinel-managed nodes (redis+sentinel://; a replica each, 3 sentinels) and on \
+             redis:// URLs of their primaries.",
+            "Sentinel",
+            "plain",
+        ),
+    };
+    let about = format!("{about} Taking turns on the same nodes.");
+    let head = format!(
+        "subject|{x} p50|{y} p50|÷ {y}|{x} p99|{y} p99|÷ {y}|client CPU, {x}|{y}|÷ {y}|server CPU, {x}|{y}|÷ {y}"
+    );
+    table(title, &about, &head, 1, rows.collect())
 }
 
 /// The lockers scenario.

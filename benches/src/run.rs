@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redlease_servers::{Listen, Node, RedisCluster, Servers};
+use redlease_servers::{Listen, Node, RedisCluster, SentinelNodes, Servers};
 
 use crate::chart;
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
@@ -31,10 +31,12 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     let partner = |s: &dyn Subject| all.iter().map(|f| f.as_ref()).find(|f| f.name() == s.info().partner);
     let seq_pairs: Vec<_> = chosen(Scenario::Sequential).into_iter().filter_map(|s| Some((s, partner(s)?))).collect();
     let tls_pairs: Vec<_> = chosen(Scenario::Tls).into_iter().map(|s| (s, s)).collect();
+    let sentinel_pairs: Vec<_> = chosen(Scenario::Sentinel).into_iter().map(|s| (s, s)).collect();
     let contenders = |s: &dyn Subject| plan.contenders(s.info().shape);
     let steps = |sc: Scenario| match sc {
         Scenario::Sequential => seq_pairs.len() * plan.seq.rounds,
         Scenario::Tls => tls_pairs.len() * plan.seq.rounds,
+        Scenario::Sentinel => sentinel_pairs.len() * plan.seq.rounds,
         Scenario::Lockers => chosen(sc).len() * plan.lockers.len(),
         Scenario::Stalled => chosen(sc).len(),
         Scenario::Handoff => chosen(sc).into_iter().map(|s| contenders(s).len()).sum(),
@@ -51,19 +53,22 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
     for sc in scenarios {
         let table = match sc {
             Scenario::Sequential => report::sequential(&plan, &p.pairs(sc, &seq_pairs)),
-            Scenario::Tls => report::tls(&p.pairs(sc, &tls_pairs)),
+            Scenario::Tls => report::versus(&p.pairs(sc, &tls_pairs), false),
+            Scenario::Sentinel => report::versus(&p.pairs(sc, &sentinel_pairs), true),
             Scenario::Lockers => {
-                let lockers = |s: &dyn Subject, nodes: &[Node], n| s.lockers(&urls(nodes), &plan, n);
+                let lockers = |s: &dyn Subject, setup: &Setup, n| s.lockers(&urls(setup.nodes()), &plan, n);
                 report::lockers(&plan, &p.points(|_| &plan.lockers, &chosen(sc), "lockers", tcp, lockers))
             }
             Scenario::Handoff => {
-                let handoff = |s: &dyn Subject, nodes: &[Node], k| s.handoff(&urls(nodes), &plan, k);
+                let handoff = |s: &dyn Subject, setup: &Setup, k| s.handoff(&urls(setup.nodes()), &plan, k);
                 report::handoff(&plan, &p.points(contenders, &chosen(sc), "contenders, handoff", tcp, handoff))
             }
             Scenario::Stalled => {
                 // The last node is stopped between the two levels.
-                let stalled =
-                    |s: &dyn Subject, nodes: &[Node], _| s.stalled(&urls(nodes), &plan, &|| nodes[NODES - 1].pause());
+                let stalled = |s: &dyn Subject, setup: &Setup, _| {
+                    let nodes = setup.nodes();
+                    s.stalled(&urls(nodes), &plan, &|| nodes[NODES - 1].pause())
+                };
                 report::stalled(&p.points(|_| &[1], &chosen(sc), "of 5 nodes stopped, stalled", tcp, stalled))
             }
             Scenario::Cluster => {
@@ -72,7 +77,8 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
                     0 => Servers::builder().nodes(1).try_start().map(Setup::Nodes),
                     m => RedisCluster::builder().masters(m).replicas(0).try_start().map(Setup::Redis),
                 };
-                let lockers = |s: &dyn Subject, nodes: &[Node], _| s.lockers(&urls(&nodes[..1]), &plan, plan.cluster);
+                let lockers =
+                    |s: &dyn Subject, setup: &Setup, _| s.lockers(&urls(&setup.nodes()[..1]), &plan, plan.cluster);
                 let what = "master(s) in the node (0: standalone)";
                 report::cluster(&plan, &p.points(|_| &[0, 1, 2, 3], &chosen(sc), what, one, lockers))
             }
@@ -159,15 +165,15 @@ impl Progress<'_> {
         name: &str,
         what: &str,
         start: impl FnOnce() -> Result<Setup, String>,
-        measure: impl FnOnce(&[Node]) -> Result<T, String>,
+        measure: impl FnOnce(&Setup) -> Result<T, String>,
     ) -> Result<T, String> {
         self.step += 1;
         eprint!("[{:>3}/{}] {name:<15} {what} ... ", self.step, self.total);
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
         let result = start().and_then(|servers| {
-            usage::set_servers(servers.nodes().iter().filter_map(Node::pid).collect());
-            let result = guarded(|| measure(servers.nodes()));
+            usage::set_servers(servers.pids());
+            let result = guarded(|| measure(&servers));
             usage::set_servers(Vec::new());
             result
         });
@@ -190,7 +196,7 @@ impl Progress<'_> {
         subjects: &[&dyn Subject],
         what: &str,
         start: impl Fn(usize) -> Result<Setup, String>,
-        measure: impl Fn(&dyn Subject, &[Node], usize) -> Result<T, String>,
+        measure: impl Fn(&dyn Subject, &Setup, usize) -> Result<T, String>,
     ) -> Vec<Point<T>> {
         let mut points: Vec<_> = subjects.iter().flat_map(|&s| counts(s).iter().map(move |&n| (n, s))).collect();
         points.sort_by_key(|&(n, _)| n);
@@ -203,7 +209,8 @@ impl Progress<'_> {
     }
 
     /// Every pair's sequential cycles taking turns on the same servers, round after round; with
-    /// `Scenario::Tls` the first of a pair runs over TLS and the second over TCP.
+    /// `Scenario::Tls` the first of a pair runs over TLS and the second over TCP, with
+    /// `Scenario::Sentinel` on Sentinel-managed nodes and on their primaries' plain URLs.
     fn pairs(&mut self, sc: Scenario, pairs: &[(&dyn Subject, &dyn Subject)]) -> Vec<Pair> {
         let mut pooled: Vec<Result<(Seq, Seq), String>> = vec![Ok(Default::default()); pairs.len()];
         for round in 0..self.plan.seq.rounds {
@@ -216,10 +223,13 @@ impl Progress<'_> {
                 let what = format!("{}, round {}/{}, with {with}", sc.name(), round + 1, self.plan.seq.rounds);
                 let plan = self.plan;
                 let replicas = usize::from(a.info().shape == Shape::Replicated);
-                let start = || nodes(listen, replicas);
-                let r = self.measure(a.name(), &what, start, |nodes| {
-                    let plain: Vec<String> = nodes.iter().map(Node::plain_url).collect();
-                    pair(plan, (a, &urls(nodes)), (b, &plain), round % 2 == 1)
+                let start = || match sc {
+                    Scenario::Sentinel => SentinelNodes::builder().nodes(NODES).try_start().map(Setup::Sentinel),
+                    _ => nodes(listen, replicas),
+                };
+                let r = self.measure(a.name(), &what, start, |setup| {
+                    let (urls, plain) = setup.urls();
+                    pair(plan, (a, &urls), (b, &plain), round % 2 == 1)
                 });
                 match r {
                     Ok((x, y)) => {
@@ -234,19 +244,39 @@ impl Progress<'_> {
     }
 }
 
-/// The servers of a measurement, stopped when dropped: nodes of their own, or a Redis Cluster
-/// (its masters first: a client is given master 0, the cluster's seed, as one node).
+/// The servers of a measurement, stopped when dropped: nodes of their own, a Redis Cluster
+/// (its masters first: a client is given master 0, the cluster's seed, as one node), or
+/// Sentinel-managed nodes (the sentinel scenario's).
 enum Setup {
     Nodes(Servers),
     Redis(RedisCluster),
+    Sentinel(SentinelNodes),
 }
 
 impl Setup {
+    /// The nodes (not for Sentinel-managed nodes, which the other scenarios do not use).
     fn nodes(&self) -> &[Node] {
         match self {
             Setup::Nodes(c) => c.nodes(),
             Setup::Redis(c) => c.nodes(),
+            Setup::Sentinel(_) => &[],
         }
+    }
+
+    /// Every server process (for their CPU).
+    fn pids(&self) -> Vec<u32> {
+        let Setup::Sentinel(set) = self else { return self.nodes().iter().filter_map(Node::pid).collect() };
+        let data = (0..set.len()).flat_map(|i| set.data_nodes(i)).filter_map(Node::pid);
+        data.chain(set.sentinels().iter().filter_map(|s| s.pid())).collect()
+    }
+
+    /// The URLs of a pair's two sides: the nodes as they listen (Sentinel-managed nodes: as
+    /// their sentinels name them), and their (primaries') plain URLs.
+    fn urls(&self) -> (Vec<String>, Vec<String>) {
+        let Setup::Sentinel(set) = self else {
+            return (urls(self.nodes()), self.nodes().iter().map(Node::plain_url).collect());
+        };
+        (set.urls(), (0..set.len()).map(|i| set.data_nodes(i)[0].plain_url()).collect())
     }
 }
 

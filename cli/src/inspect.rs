@@ -28,6 +28,38 @@ use crate::out::outln;
 pub(crate) use scan::scan;
 pub(crate) use status::status;
 
+/// `--port P` for `processes` processes on P and the ports after it: an error if they run past
+/// port 65535.
+pub(crate) fn ports_fit(port: Option<u16>, processes: usize) -> Result<(), Usage> {
+    match port {
+        Some(p) if p as usize + processes > 65536 => {
+            Err(Usage(format!("--port {p}: {processes} processes from there run past port 65535")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Start local servers with `start` (it blocks until they are up) off the async threads.
+pub(crate) async fn start_blocking<T: Send + 'static>(
+    start: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, Usage> {
+    tokio::task::spawn_blocking(start)
+        .await
+        .map_err(|e| Usage(format!("starting the nodes failed: {e}")))?
+        .map_err(Usage)
+}
+
+/// Print where the CA of local TLS nodes is (`REDLEASE_TLS_CA`), and a client certificate.
+#[cfg(feature = "tls")]
+pub(crate) fn print_tls_files(files: &redlease_servers::TlsFiles) {
+    outln!("export REDLEASE_TLS_CA={}", files.ca.display());
+    outln!(
+        "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
+        files.client_cert.display(),
+        files.client_key.display()
+    );
+}
+
 /// Start `n` local nodes in the foreground until Ctrl-C.
 pub(crate) async fn servers(
     n: usize,
@@ -39,12 +71,7 @@ pub(crate) async fn servers(
     if n == 0 {
         return Err(Usage("--nodes 0: at least one node is needed (Redlock wants 3 or 5)".into()));
     }
-    if let Some(p) = port {
-        let processes = n.saturating_mul(replicas + 1);
-        if p as usize + processes > 65536 {
-            return Err(Usage(format!("--port {p}: {processes} processes from there run past port 65535")));
-        }
-    }
+    ports_fit(port, n.saturating_mul(replicas + 1))?;
     if tls && replicas > 0 {
         return Err(Usage("--replicas with --tls: replicas are started over plain TCP only".into()));
     }
@@ -55,10 +82,7 @@ pub(crate) async fn servers(
     if let Some(p) = port {
         builder = builder.base_port(p);
     }
-    let servers = tokio::task::spawn_blocking(move || builder.try_start())
-        .await
-        .map_err(|e| Usage(format!("starting the nodes failed: {e}")))?
-        .map_err(Usage)?;
+    let servers = start_blocking(move || builder.try_start()).await?;
     for node in servers.nodes() {
         outln!("node {}: {} (pid {})", node.index(), node.url(), node.pid().unwrap_or(0));
         for r in servers.replicas(node.index()) {
@@ -74,12 +98,7 @@ pub(crate) async fn servers(
     }
     #[cfg(feature = "tls")]
     if let Some(files) = servers.tls() {
-        outln!("export REDLEASE_TLS_CA={}", files.ca.display());
-        outln!(
-            "# client certificate, for nodes that require one: REDLEASE_TLS_CERT={} REDLEASE_TLS_KEY={}",
-            files.client_cert.display(),
-            files.client_key.display()
-        );
+        print_tls_files(files);
     }
     outln!(
         "{} node(s) running{}{}; press Ctrl-C to stop them.",

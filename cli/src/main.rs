@@ -192,9 +192,10 @@ enum Cmd {
     /// With --sentinel, each node is a primary with --replicas replicas [default: 1], watched
     /// by one group of --sentinels sentinels (redis-server --sentinel, down-after-milliseconds
     /// 1000), each node a service of its own (redlease-0, redlease-1, ...). REDLEASE_NODES then
-    /// lists one redis+sentinel://SENTINELS/SERVICE?min_replicas=1 URL per node. Plain TCP only.
+    /// lists one redis+sentinel://SENTINELS/SERVICE?min_replicas=1 URL per node; with --tls,
+    /// rediss+sentinel:// (TLS to the sentinels and the data nodes, which replicate over TLS).
     ///
-    /// Example: redlease cluster --sentinel --nodes 3
+    /// Example: redlease servers --sentinel --nodes 3
     #[command(alias = "cluster")]
     Servers {
         /// Number of nodes [default: 5; with --sentinel, 3]; with --cluster-mode, number of Redis
@@ -207,8 +208,9 @@ enum Cmd {
         /// on its node's port + 10000.
         #[arg(short, long)]
         port: Option<u16>,
-        /// Listen with TLS too (a generated CA; its files are printed), and print rediss:// URLs.
-        #[arg(long, conflicts_with_all = ["cluster_mode", "sentinel"])]
+        /// Listen with TLS too (a generated CA; its files are printed), and print rediss:// URLs
+        /// (with --sentinel, rediss+sentinel://).
+        #[arg(long, conflicts_with = "cluster_mode")]
         tls: bool,
         /// Persist with appendonly yes + appendfsync always (safe restarts).
         #[arg(long)]
@@ -518,13 +520,14 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Cmd::Demo { workers, tls } => until_interrupted(demo::run(workers, tls)).await,
-            Cmd::Servers { nodes, port, persist, replicas, sentinels, sentinel: true, .. } => {
+            Cmd::Servers { nodes, port, persist, tls, replicas, sentinels, sentinel: true, .. } => {
                 let shape = sentinel::Shape {
                     nodes: nodes.unwrap_or(3),
                     replicas: replicas.unwrap_or(1),
                     sentinels: sentinels.unwrap_or(3),
                     port,
                     persist,
+                    tls,
                 };
                 until_interrupted(sentinel::start(shape)).await
             }

@@ -556,14 +556,10 @@ fn servers_with_replicas_prints_urls_whose_grants_wait_for_them() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
-/// `servers --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
-/// the ports after it, and a run locks over them, trusting the printed CA.
+/// The URLs and the CA file TLS servers print (`export REDLEASE_NODES=`, `REDLEASE_TLS_CA=`),
+/// read from their output `lines` (which stay open: the servers print on).
 #[cfg(feature = "tls")]
-#[test]
-fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
-    let base = common::free_ports(3);
-    let mut child = spawn_piped(&["servers", "--tls", "--nodes", "3", "-p", &base.to_string()]);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+fn urls_and_ca(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> (String, String) {
     let (mut urls, mut ca) = (None, None);
     while urls.is_none() || ca.is_none() {
         let line = lines.next().expect("servers output ended early").unwrap();
@@ -574,11 +570,38 @@ fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
             ca = Some(c.to_owned());
         }
     }
-    let (urls, ca) = (urls.unwrap(), ca.unwrap());
+    (urls.unwrap(), ca.unwrap())
+}
+
+/// `servers --tls -p PORT`, run as a user runs it: the printed rediss:// URLs are on PORT and
+/// the ports after it, and a run locks over them, trusting the printed CA.
+#[cfg(feature = "tls")]
+#[test]
+fn servers_with_tls_and_a_port_locks_over_the_printed_urls() {
+    let base = common::free_ports(3);
+    let mut child = spawn_piped(&["servers", "--tls", "--nodes", "3", "-p", &base.to_string()]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (urls, ca) = urls_and_ca(&mut lines);
     let expected: Vec<String> = (0..3).map(|i| format!("rediss://127.0.0.1:{}", base + i)).collect();
     assert_eq!(urls, expected.join(","));
     let out =
         run(redlease().args(["run", "-k", "tls-launch", "-N", &urls, "-w", "5", "true"]).env("REDLEASE_TLS_CA", &ca));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    signal(child.id(), libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// `cluster --sentinel --tls`: the printed URLs are `rediss+sentinel://`, the sentinels they
+/// name answer only over TLS there, and a run locks through them, trusting the printed CA.
+#[cfg(feature = "tls")]
+#[test]
+fn cluster_sentinel_with_tls_locks_over_the_printed_rediss_sentinel_urls() {
+    let mut child = spawn_piped(&["cluster", "--sentinel", "--tls", "--nodes", "1"]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (urls, ca) = urls_and_ca(&mut lines);
+    assert!(urls.starts_with("rediss+sentinel://") && urls.ends_with("/redlease-0?min_replicas=1"), "{urls}");
+    let out =
+        run(redlease().args(["run", "-k", "tls-sentinel", "-N", &urls, "-w", "5", "true"]).env("REDLEASE_TLS_CA", &ca));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     signal(child.id(), libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));

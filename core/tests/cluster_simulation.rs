@@ -84,17 +84,7 @@ fn a_migration_that_loses_the_keys_is_caught() {
     let seeds = 0..40;
     let clean = CLUSTERS.run_seeds(Profile::Safe, seeds.clone()).bad;
     let lossy = LOSSY.run_seeds(Profile::Safe, seeds.clone()).bad;
-    let unsafe_run = |v: &Violation| {
-        matches!(v, Violation::Overlap { .. } | Violation::Overstated { .. } | Violation::OverLimit { .. })
-    };
-    let caught: Vec<(u64, String)> = lossy
-        .iter()
-        .filter(|(seed, _)| !clean.iter().any(|(s, _)| s == seed))
-        .filter_map(|(seed, v)| v.iter().find(|v| unsafe_run(v)).map(|v| (*seed, v.to_string())))
-        .collect();
-    if let Some((seed, v)) = caught.first() {
-        println!("lossy migrations: {} runs caught, e.g. seed {seed}: {v}", caught.len());
-    }
+    let caught = sim::caught(&lossy, &clean);
     assert!(caught.len() > 2, "lossy migrations were caught in only {} of {} seeds", caught.len(), seeds.end);
 }
 

@@ -2,14 +2,15 @@
 //! (`sim`), where every acquisition is a campaign in one election (`ElectionOptions`: the lock
 //! `redlease:elect:{e0}`, fenced, extended automatically, waiting for the leadership), each
 //! candidate's token carrying its value, and leaders resign (release) after a while or vanish
-//! (crash) in the calm phase. Even seeds run on standalone nodes, odd ones on nodes whose grants
-//! wait for a replica (`min_replicas`), and one seed in four on Redis Cluster nodes.
+//! (crash) in the calm phase. By `seed % 4`: standalone nodes, Sentinel-managed nodes that fail
+//! over, nodes whose grants wait for a replica (`min_replicas`), Redis Cluster nodes whose
+//! grants wait for one.
 //!
 //! Checked: never two leaders whose leadership overlaps on the clients' clock (mutual
 //! exclusion), epochs (fencing tokens) strictly increasing from one leader to the next, the
 //! validity never overstated, a vanished leader replaced (liveness), every engine back to idle
 //! at the end; and an observer that reads every node as the run goes (on standalone and
-//! replica-acknowledged nodes) names only candidates of the run, never with an epoch above that
+//! replica-acknowledged and Sentinel-managed nodes) names only candidates of the run, never with an epoch above that
 //! leader's own, and reports each change of leader with a larger epoch than the one before.
 //!
 //! To look at one run step by step:
@@ -31,7 +32,10 @@ fn assert_safe(profile: Profile, seeds: Range<u64>) {
     let stats = ELECTIONS.band(profile, seeds).stats;
     assert!(stats.acquired > 3 * n && stats.fenced == stats.acquired, "every leader has an epoch: {stats:?}");
     assert!(stats.released > n && stats.held_by_others > 0, "leaders resigned to waiting candidates: {stats:?}");
-    assert!(stats.waits > 0 && stats.cluster_nodes > 0 || n < 8, "replica and cluster nodes: {stats:?}");
+    assert!(
+        stats.waits > 0 && stats.cluster_nodes > 0 && stats.sentinel_nodes > 0 && stats.failovers > 0 || n < 8,
+        "replica, cluster and Sentinel-managed nodes, failovers: {stats:?}"
+    );
     assert!(stats.observed > 10 * n && stats.leaders_observed > 2 * n, "observed: {stats:?}");
     assert!(stats.idle_checked >= n, "engines checked idle at the end of every run: {stats:?}");
 }

@@ -186,3 +186,24 @@ fn a_switch_announced_on_the_watch_link_fails_the_link_to_the_old_master() {
         Some(("10.0.9.9:6379", "10.0.9.8:6379"))
     );
 }
+
+#[test]
+fn a_switch_heard_while_the_link_asks_a_sentinel_leaves_that_connection_asking() {
+    let (mut engine, now) = (engine(), Instant::now());
+    discovered(&mut engine, now);
+    engine.handle_connected(now, WATCH);
+    sent(&mut engine, WATCH);
+    feed(&mut engine, now, WATCH, b"*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
+    engine.handle_disconnected(now, NODE, "closed");
+    failures(&mut engine);
+    let later = now + std::time::Duration::from_secs(5);
+    assert_eq!(next_attempt(&mut engine, later).1, 26379, "a reconnect asks the sentinels");
+    // The switch arrives while that connection to a sentinel is being made.
+    let data = b"svc 10.0.9.9 6379 10.0.9.8 6379";
+    let mut message = b"*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$31\r\n".to_vec();
+    message.extend_from_slice(data);
+    message.extend_from_slice(b"\r\n");
+    feed(&mut engine, later, WATCH, &message);
+    ask(&mut engine, later, &named("10.0.9.8", 6379));
+    assert_eq!(engine.health().nodes[0].sentinel.as_ref().unwrap().master.as_deref(), Some("10.0.9.8:6379"));
+}

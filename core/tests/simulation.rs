@@ -10,7 +10,8 @@
 //! (With `SIM_SEMAPHORES=1`, the same seed's semaphore run of `semaphore_simulation.rs`; with
 //! `SIM_CLUSTERS=1`, its run with Redis Cluster nodes of `cluster_simulation.rs`; with
 //! `SIM_REPLICAS=1`, its run with nodes whose grants wait for a replica of
-//! `replica_simulation.rs`.)
+//! `replica_simulation.rs`; with `SIM_SENTINELS=1`, its run with Sentinel-managed nodes of
+//! `sentinel_simulation.rs`.)
 
 mod sim;
 
@@ -178,7 +179,9 @@ fn trace_one_seed() {
     // SIM_RWLOCKS=1: the run of `rwlock_simulation.rs` (read and write locks); SIM_REPLICAS=1:
     // the run of `replica_simulation.rs` (grants wait for a replica); SIM_CLUSTERS=1: the run
     // of `cluster_simulation.rs` (Redis Cluster nodes), with SIM_LOSSY=1 its unsafe variant (a
-    // migration drops the slot's keys). See `sim::replay_from_env`.
+    // migration drops the slot's keys); SIM_SENTINELS=1: the run of `sentinel_simulation.rs`
+    // (Sentinel-managed nodes that fail over), with SIM_UNREPLICATED=1 its unsafe variant
+    // (grants that do not wait for a replica). See `sim::replay_from_env`.
     let sc = sim::replay_from_env();
     println!("{sc:#?}");
     let out = run(&sc, true);

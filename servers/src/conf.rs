@@ -16,6 +16,18 @@ pub(crate) type TlsHandle = std::sync::Arc<crate::tls::TlsFiles>;
 #[derive(Clone, Debug)]
 pub(crate) enum TlsHandle {}
 
+/// The certificates of a set of servers that listen with TLS (`tls`), generated now; `None`
+/// without TLS, and an error without the `tls` feature.
+pub(crate) fn tls_files(tls: bool) -> Result<Option<TlsHandle>, String> {
+    match tls {
+        #[cfg(feature = "tls")]
+        true => Ok(Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?))),
+        #[cfg(not(feature = "tls"))]
+        true => Err("TLS nodes need the `tls` feature of redlease-servers".to_owned()),
+        false => Ok(None),
+    }
+}
+
 /// The directory the server keeps its data in (RDB and AOF files).
 pub(crate) fn data_dir(dir: &Path) -> PathBuf {
     dir.join("data")

@@ -124,6 +124,12 @@ impl Node {
     /// and wait until its link to the primary is up, the first sync is done, and it
     /// acknowledges the primary's writes (`WAIT`).
     pub(crate) fn replicate(&self, primary: &Node) -> Result<(), String> {
+        self.replicate_over(primary, false)
+    }
+
+    /// [`replicate`](Self::replicate), over the TLS ports with `tls` (the replica has
+    /// `tls-replication yes`: it connects to the primary's TLS port and announces its own).
+    pub(crate) fn replicate_over(&self, primary: &Node, tls: bool) -> Result<(), String> {
         let fail = |e: std::io::Error| format!("replica of node {}: {e}", primary.index());
         // The primary would wait 5 s for more replicas before a diskless first sync.
         let mut to_primary = primary.conn().map_err(fail)?;
@@ -133,10 +139,11 @@ impl Node {
             conn.checked(&["CONFIG", "SET", "masteruser", user]).map_err(fail)?;
             conn.checked(&["CONFIG", "SET", "masterauth", pass]).map_err(fail)?;
         }
-        let (host, port) = (primary.ip.to_string(), primary.port.to_string());
+        let to = if tls { primary.tls_addr() } else { primary.addr() };
+        let (host, port) = (to.ip().to_string(), to.port().to_string());
         conn.checked(&["REPLICAOF", host.as_str(), port.as_str()]).map_err(fail)?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let port = self.port.to_string();
+        let port = if tls { self.tls_port } else { self.port }.to_string();
         loop {
             let info = conn.checked(&["INFO", "replication"]).map_err(fail)?;
             let text = info.as_text().unwrap_or_default();
@@ -200,7 +207,7 @@ impl Node {
     }
 
     /// The address clients reach: the TLS port's for a TLS node, else the TCP port's.
-    fn client_addr(&self) -> SocketAddr {
+    pub(crate) fn client_addr(&self) -> SocketAddr {
         if self.listen.is_tls() { self.tls_addr() } else { self.addr() }
     }
 

@@ -29,6 +29,15 @@ impl Placement {
         Placement { ip, port, prefix: Vec::new(), env: Vec::new() }
     }
 
+    /// `127.0.0.1` on port `base + offset`, for a set started from a base port (`None`
+    /// without one: a free port); an error past port 65535.
+    pub(crate) fn local(base: Option<u16>, offset: usize) -> Result<Option<Placement>, String> {
+        let Some(base) = base else { return Ok(None) };
+        let port =
+            u16::try_from(usize::from(base) + offset).map_err(|_| format!("port {base} + {offset} past 65535"))?;
+        Ok(Some(Placement::new(std::net::Ipv4Addr::LOCALHOST.into(), port)))
+    }
+
     /// Start the server as `PREFIX... redis-server redis.conf`; the prefix must exec the
     /// server (not fork it), so that pausing and killing reach the server itself.
     pub fn command_prefix<I, S>(mut self, prefix: I) -> Placement

@@ -2,7 +2,9 @@
 //! (`redis-server` processes on free loopback ports), and a group of `redis-server
 //! --sentinel` processes that watch every node's primary as a service of its own
 //! (`redlease-0`, `redlease-1`, …); [`SentinelNodes`] holds them, drives failovers, and stops
-//! every process on drop.
+//! every process on drop. With TLS ([`SentinelNodesBuilder::tls`]) the sentinels and the data
+//! nodes listen on TLS ports too, replicate and watch each other over TLS, and name the TLS
+//! ports: the URLs are `rediss+sentinel://`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -10,6 +12,7 @@ use std::process::Child;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::conf::TlsHandle;
 use crate::conn::{RedisConn, Reply};
 use crate::node::Node;
 use crate::placement::Listen;
@@ -33,6 +36,7 @@ pub struct SentinelNodesBuilder {
     down_after: Duration,
     failover_timeout: Duration,
     persist: bool,
+    tls: bool,
     base_port: Option<u16>,
 }
 
@@ -74,6 +78,15 @@ impl SentinelNodesBuilder {
         self
     }
 
+    /// Listen with TLS too (a generated CA; `SentinelNodes::tls` gives its files): the
+    /// sentinels and the data nodes on TLS ports, replication and the sentinels' own
+    /// connections over TLS, and `rediss+sentinel://` URLs naming the sentinels' TLS ports.
+    /// Needs the `tls` feature.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
     /// Put the primaries on `base`, `base + 1`, …, then the replicas node by node, then the
     /// sentinels, instead of free ports chosen by the OS.
     pub fn base_port(mut self, base: u16) -> Self {
@@ -98,32 +111,39 @@ impl SentinelNodesBuilder {
             return Err("Sentinel-managed nodes need at least one node, one replica each and one sentinel".to_owned());
         }
         process::installed()?;
-        let port = |offset: usize| -> Result<Option<crate::Placement>, String> {
-            let Some(base) = self.base_port else { return Ok(None) };
-            let port = u16::try_from(usize::from(base) + offset).map_err(|_| "port past 65535".to_owned())?;
-            Ok(Some(crate::Placement::new(Ipv4Addr::LOCALHOST.into(), port)))
-        };
+        let tls = crate::conf::tls_files(self.tls)?;
+        let listen = if tls.is_some() { Listen::Tls } else { Listen::Tcp };
+        let port = |offset: usize| crate::Placement::local(self.base_port, offset);
         let mut data = Vec::with_capacity(self.nodes);
         for i in 0..self.nodes {
-            let primary = Node::start(i, port(i)?, self.persist, None, Listen::Tcp, false, None)?;
+            let primary = Node::start(i, port(i)?, self.persist, None, listen, false, tls.clone())?;
             data.push(vec![primary]);
         }
         for (i, group) in data.iter_mut().enumerate() {
             for j in 0..self.replicas {
                 let placement = port(self.nodes + i * self.replicas + j)?;
-                let replica = Node::start(i, placement, self.persist, None, Listen::Tcp, false, None)?;
-                replica.replicate(&group[0])?;
+                let replica = Node::start(i, placement, self.persist, None, listen, false, tls.clone())?;
+                if tls.is_some() {
+                    // Replicas connect to the primary's TLS port, and announce their own.
+                    let mut conn = replica.conn().map_err(|e| format!("node {i}: {e}"))?;
+                    conn.checked(&["CONFIG", "SET", "tls-replication", "yes"]).map_err(|e| format!("node {i}: {e}"))?;
+                }
+                replica.replicate_over(&group[0], tls.is_some())?;
                 group.push(replica);
             }
             for node in group.iter() {
-                // A replica promoted later syncs its own replicas at once, too.
+                // A replica promoted later syncs its own replicas at once, too; with TLS, a
+                // primary made a replica connects to the new one's TLS port.
                 let mut conn = node.conn().map_err(|e| format!("node {i}: {e}"))?;
                 conn.checked(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
                     .map_err(|e| format!("node {i}: {e}"))?;
+                if tls.is_some() {
+                    conn.checked(&["CONFIG", "SET", "tls-replication", "yes"]).map_err(|e| format!("node {i}: {e}"))?;
+                }
             }
         }
         let services: Vec<String> = (0..self.nodes).map(|i| format!("redlease-{i}")).collect();
-        let primaries: Vec<SocketAddr> = data.iter().map(|g| g[0].addr()).collect();
+        let primaries: Vec<SocketAddr> = data.iter().map(|g| g[0].client_addr()).collect();
         let quorum = self.sentinels / 2 + 1;
         let mut sentinels = Vec::with_capacity(self.sentinels);
         for k in 0..self.sentinels {
@@ -134,10 +154,11 @@ impl SentinelNodesBuilder {
                 quorum,
                 down_after: self.down_after,
                 failover_timeout: self.failover_timeout,
+                tls: tls.as_ref(),
             };
             sentinels.push(Sentinel::start(k, fixed, &conf)?);
         }
-        let set = SentinelNodes { data, sentinels, services };
+        let set = SentinelNodes { data, sentinels, services, tls };
         set.settle(self.replicas)?;
         Ok(set)
     }
@@ -161,6 +182,8 @@ pub struct SentinelNodes {
     data: Vec<Vec<Node>>,
     sentinels: Vec<Sentinel>,
     services: Vec<String>,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Option<TlsHandle>,
 }
 
 impl SentinelNodes {
@@ -174,6 +197,7 @@ impl SentinelNodes {
             down_after: Duration::from_secs(1),
             failover_timeout: Duration::from_secs(3),
             persist: false,
+            tls: false,
             base_port: None,
         }
     }
@@ -203,10 +227,18 @@ impl SentinelNodes {
         &self.data[i]
     }
 
-    /// The URL of node `i`: `redis+sentinel://127.0.0.1:P1,…/redlease-i`.
+    /// The URL of node `i`: `redis+sentinel://127.0.0.1:P1,…/redlease-i`, or with TLS
+    /// `rediss+sentinel://` and the sentinels' TLS ports.
     pub fn url(&self, i: usize) -> String {
-        let hosts: Vec<String> = self.sentinels.iter().map(|s| s.addr().to_string()).collect();
-        format!("redis+sentinel://{}/{}", hosts.join(","), self.services[i])
+        let hosts: Vec<String> = self.sentinels.iter().map(|s| s.client_addr().to_string()).collect();
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}+sentinel://{}/{}", hosts.join(","), self.services[i])
+    }
+
+    /// The CA and certificates of TLS sentinels and data nodes ([`SentinelNodesBuilder::tls`]).
+    #[cfg(feature = "tls")]
+    pub fn tls(&self) -> Option<&crate::tls::TlsFiles> {
+        self.tls.as_deref()
     }
 
     /// Every node's URL.
@@ -214,7 +246,8 @@ impl SentinelNodes {
         (0..self.len()).map(|i| self.url(i)).collect()
     }
 
-    /// The primary the first sentinel that answers names for node `i`; `None` if none does.
+    /// The primary the first sentinel that answers names for node `i` (with TLS, its TLS
+    /// port); `None` if none does.
     pub fn primary_addr(&self, i: usize) -> Option<SocketAddr> {
         self.sentinels.iter().find_map(|s| s.master_addr(&self.services[i]).ok().flatten())
     }
@@ -228,19 +261,19 @@ impl SentinelNodes {
         let addr = self.primary_addr(i).unwrap_or_else(|| panic!("node {i}: no sentinel names its primary"));
         self.data[i]
             .iter()
-            .find(|n| n.addr() == addr)
+            .find(|n| n.client_addr() == addr)
             .unwrap_or_else(|| panic!("node {i}: the primary {addr} is unknown"))
     }
 
     /// Fail node `i`'s primary over (`SENTINEL FAILOVER`, retried while the sentinels are not
     /// ready for it), and wait until every sentinel names the new primary and it answers
-    /// `ROLE` as a master. Returns the new primary's address.
+    /// `ROLE` as a master. Returns the new primary's address (as the sentinels name it).
     ///
     /// # Panics
     ///
     /// If that does not happen within 60 s.
     pub fn failover(&self, i: usize) -> SocketAddr {
-        let old = self.primary(i).addr();
+        let old = self.primary(i).client_addr();
         let service = &self.services[i];
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
         loop {
@@ -266,7 +299,7 @@ impl SentinelNodes {
     pub fn kill_primary(&self, i: usize) -> (&Node, SocketAddr) {
         let old = self.primary(i);
         old.kill();
-        let new = self.wait_for_new_primary(i, old.addr());
+        let new = self.wait_for_new_primary(i, old.client_addr());
         (old, new)
     }
 
@@ -291,7 +324,8 @@ impl SentinelNodes {
                 self.sentinels.iter().map(|s| s.master_addr(service).ok().flatten()).collect();
             if let Some(Some(new)) = named.first().copied() {
                 let agreed = new != old && named.iter().all(|n| *n == Some(new));
-                let master = self.data[i].iter().find(|n| n.addr() == new).is_some_and(|n| role_of(n) == "master");
+                let master =
+                    self.data[i].iter().find(|n| n.client_addr() == new).is_some_and(|n| role_of(n) == "master");
                 if agreed && master {
                     return new;
                 }
@@ -334,9 +368,9 @@ impl SentinelNodes {
     ///
     /// If that does not happen within 60 s.
     pub fn wait_for_replicas(&self, i: usize) {
-        let primary = self.primary(i).addr();
+        let primary = self.primary(i).client_addr();
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
-        for node in self.data[i].iter().filter(|n| n.addr() != primary && n.is_running()) {
+        for node in self.data[i].iter().filter(|n| n.client_addr() != primary && n.is_running()) {
             loop {
                 let info = node
                     .conn()
@@ -348,11 +382,11 @@ impl SentinelNodes {
                 // And the primary counts it online (for `ROLE` and `WAIT`).
                 let primary_info = self.data[i]
                     .iter()
-                    .find(|n| n.addr() == primary)
+                    .find(|n| n.client_addr() == primary)
                     .and_then(|n| n.conn().and_then(|mut c| c.checked(&["INFO", "replication"])).ok())
                     .and_then(|r| r.as_text())
                     .unwrap_or_default();
-                let port = format!("port={},", node.addr().port());
+                let port = format!("port={},", node.client_addr().port());
                 let online = primary_info.lines().any(|l| l.contains(&port) && l.contains("state=online"));
                 if of_primary && info.contains("master_link_status:up") && online {
                     break;
@@ -386,7 +420,7 @@ impl SentinelNodes {
         for s in &self.sentinels {
             for (i, service) in self.services.iter().enumerate() {
                 loop {
-                    let ready = s.knows(service, self.data[i][0].addr(), replicas, self.sentinels.len() - 1);
+                    let ready = s.knows(service, self.data[i][0].client_addr(), replicas, self.sentinels.len() - 1);
                     match ready {
                         Ok(true) => break,
                         _ if Instant::now() > deadline => {
@@ -421,13 +455,18 @@ struct SentinelConf<'a> {
     quorum: usize,
     down_after: Duration,
     failover_timeout: Duration,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Option<&'a TlsHandle>,
 }
 
-/// One `redis-server --sentinel` process, in its own temp dir, on a fixed port.
+/// One `redis-server --sentinel` process, in its own temp dir, on a fixed port (with TLS, a
+/// TLS port too).
 #[derive(Debug)]
 pub struct Sentinel {
     index: usize,
     port: u16,
+    /// The TLS port (0: none).
+    tls_port: u16,
     dir: TempDir,
     child: Mutex<Option<Child>>,
 }
@@ -439,12 +478,24 @@ impl Sentinel {
         let mut last = String::new();
         for _ in 0..10 {
             let dir = TempDir::new("redlease-sentinel").map_err(|e| format!("sentinel {index}: temp dir: {e}"))?;
-            let port = fixed.unwrap_or_else(process::free_port);
-            let sentinel = Sentinel { index, port, dir, child: Mutex::new(None) };
+            // With TLS, a fixed port is the TLS port (the one clients use), as for data nodes.
+            let (port, tls_port) = match (fixed, conf.tls.is_some()) {
+                (Some(p), true) => (process::free_port(), p),
+                (Some(p), false) => (p, 0),
+                (None, true) => (process::free_port(), process::free_port()),
+                (None, false) => (process::free_port(), 0),
+            };
+            let sentinel = Sentinel { index, port, tls_port, dir, child: Mutex::new(None) };
             match sentinel.spawn_and_wait(conf) {
-                Ok(()) => return Ok(sentinel),
+                Ok(()) => {
+                    #[cfg(feature = "tls")]
+                    if let Some(tls) = conf.tls {
+                        crate::tls::register(tls_port, tls);
+                    }
+                    return Ok(sentinel);
+                }
                 // Only a port chosen here is worth another try.
-                Err(e) if e.contains("Address already in use") && fixed.is_none() => last = e,
+                Err(e) if e.contains("Address already in use") && (fixed.is_none() || conf.tls.is_some()) => last = e,
                 Err(e) => return Err(format!("sentinel {index} on port {port}: did not start: {e}")),
             }
         }
@@ -456,9 +507,17 @@ impl Sentinel {
         self.index
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT`: the plain port, which every sentinel has.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The address clients use: the TLS port's with TLS, else [`addr`](Self::addr).
+    pub fn client_addr(&self) -> SocketAddr {
+        match self.tls_port {
+            0 => self.addr(),
+            tls => SocketAddr::from((Ipv4Addr::LOCALHOST, tls)),
+        }
     }
 
     /// The process id, while it runs.
@@ -532,6 +591,16 @@ impl Sentinel {
         let _ = writeln!(text, "daemonize no");
         let _ = writeln!(text, "dir {}", self.dir.path().display());
         let _ = writeln!(text, "logfile {}", self.dir.path().join("sentinel.log").display());
+        #[cfg(feature = "tls")]
+        if let Some(tls) = conf.tls {
+            // The sentinel's connections to the data nodes and to the other sentinels are TLS.
+            let _ = writeln!(text, "tls-port {}", self.tls_port);
+            let _ = writeln!(text, "tls-cert-file {}", tls.server_cert.display());
+            let _ = writeln!(text, "tls-key-file {}", tls.server_key.display());
+            let _ = writeln!(text, "tls-ca-cert-file {}", tls.ca.display());
+            let _ = writeln!(text, "tls-auth-clients no");
+            let _ = writeln!(text, "tls-replication yes");
+        }
         for (service, primary) in conf.services.iter().zip(conf.primaries) {
             let _ = writeln!(text, "sentinel monitor {service} {} {} {}", primary.ip(), primary.port(), conf.quorum);
             let _ = writeln!(text, "sentinel down-after-milliseconds {service} {}", conf.down_after.as_millis());
@@ -567,5 +636,9 @@ impl Sentinel {
 impl Drop for Sentinel {
     fn drop(&mut self) {
         self.kill();
+        #[cfg(feature = "tls")]
+        if self.tls_port != 0 {
+            crate::tls::unregister(self.tls_port);
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! processes on free loopback ports, each in its own temp dir; [`Servers`] holds them and stops
 //! them on drop.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use redlease_core::{FORMAT_KEY, SEMAPHORE_PREFIX};
 
@@ -129,21 +129,12 @@ impl ServersBuilder {
             return Err("a set of servers needs at least one node".to_owned());
         }
         process::installed()?;
-        let tls = match self.listen.is_tls() {
-            #[cfg(feature = "tls")]
-            true => Some(std::sync::Arc::new(crate::tls::TlsFiles::generate()?)),
-            #[cfg(not(feature = "tls"))]
-            true => return Err("TLS nodes need the `tls` feature of redlease-servers".to_owned()),
-            false => None,
-        };
+        let tls = crate::conf::tls_files(self.listen.is_tls())?;
         let mut nodes = Vec::with_capacity(self.nodes);
         for index in 0..self.nodes {
             let placement = match &self.placements {
                 Some(p) => Some(p[index].clone()),
-                None => {
-                    let port = self.base_port.map(|b| b.checked_add(index as u16).ok_or("port past 65535".to_owned()));
-                    port.transpose()?.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port))
-                }
+                None => Placement::local(self.base_port, index)?,
             };
             nodes.push(Node::start(index, placement, self.persist, self.acl.clone(), self.listen, false, tls.clone())?);
         }
@@ -154,14 +145,7 @@ impl ServersBuilder {
         for (i, primary) in nodes.iter().enumerate() {
             let mut of = Vec::with_capacity(self.replicas);
             for j in 0..self.replicas {
-                let port = match self.base_port {
-                    Some(base) => Some(
-                        u16::try_from(usize::from(base) + self.nodes + i * self.replicas + j)
-                            .map_err(|_| "replica port past 65535".to_owned())?,
-                    ),
-                    None => None,
-                };
-                let placement = port.map(|port| Placement::new(Ipv4Addr::LOCALHOST.into(), port));
+                let placement = Placement::local(self.base_port, self.nodes + i * self.replicas + j)?;
                 let replica =
                     Node::start(primary.index(), placement, self.persist, self.acl.clone(), Listen::Tcp, false, None)?;
                 replica.replicate(primary)?;

@@ -263,3 +263,54 @@ fn locks_stay_exclusive_with_increasing_fences_while_primaries_are_killed_under_
     assert!(!killed0.is_running() && !killed1.is_running());
     set.assert_no_leaks();
 }
+
+/// `rediss+sentinel://`: TLS to the sentinels and to the data nodes. The tokio and the blocking
+/// mio client lock through TLS sentinels at once, both follow a failover to the new primary's
+/// TLS port, and lock there.
+#[test]
+fn rediss_sentinel_nodes_lock_over_tls_on_tokio_and_mio_and_follow_a_failover() {
+    let set = SentinelNodes::builder().nodes(1).replicas(1).tls(true).down_after(Duration::from_millis(500)).start();
+    let urls = set.urls();
+    assert!(urls[0].starts_with("rediss+sentinel://"), "{urls:?}");
+    let ca = redlease_core::TlsSettings::new().ca_file(&set.tls().expect("TLS sentinels").ca);
+    let config = config(&urls).tls(ca);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let tokio_client = rt.block_on(redlease_tokio::Client::with_config(config.clone())).unwrap();
+    let mio_client = redlease_mio::Client::with_config(config).unwrap();
+    let primary = set.primary(0);
+    let on_primary = |node: &redlease_tests::Node, key: &str| node.conn().unwrap().get(key).unwrap();
+    // Both lock at once, each its own resource.
+    let tokio_guard = std::thread::scope(|s| {
+        let t = s.spawn(|| rt.block_on(tokio_client.lock("tls-tokio", TTL)).unwrap());
+        let mio_guard = mio_client.lock("tls-mio", TTL).unwrap();
+        assert_eq!(on_primary(primary, "tls-mio").as_deref(), Some(mio_guard.token()));
+        mio_guard.release().unwrap();
+        t.join().unwrap()
+    });
+    assert_eq!(on_primary(primary, "tls-tokio").as_deref(), Some(tokio_guard.token()));
+    rt.block_on(tokio_guard.release()).unwrap();
+
+    // A failover: both follow the sentinels to the new primary's TLS port.
+    let new = set.failover(0);
+    assert_ne!(new, primary.tls_addr());
+    wait_for_master(&mio_client, new);
+    let mio_guard = mio_client.lock("tls-mio", TTL).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let tokio_guard = loop {
+        let health = rt.block_on(tokio_client.health()).unwrap();
+        let s = health.nodes[0].sentinel.as_ref().unwrap();
+        if health.nodes[0].is_ready() && s.master.as_deref() == Some(&*new.to_string()) {
+            break rt.block_on(tokio_client.lock("tls-tokio", TTL)).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "the tokio client never moved to {new}:\n{health}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let new_primary = set.primary(0);
+    assert_eq!(new_primary.tls_addr(), new);
+    assert_eq!(on_primary(new_primary, "tls-mio").as_deref(), Some(mio_guard.token()));
+    assert_eq!(on_primary(new_primary, "tls-tokio").as_deref(), Some(tokio_guard.token()));
+    mio_guard.release().unwrap();
+    rt.block_on(tokio_guard.release()).unwrap();
+    rt.block_on(tokio_client.close());
+    set.assert_no_leaks();
+}

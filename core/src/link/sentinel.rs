@@ -205,6 +205,12 @@ impl Discovery {
     /// Use `to` as the master from now on, counting a switch if it replaces another.
     fn use_master(&mut self, now: Instant, to: Addr) {
         self.asking = None;
+        self.note_master(now, to);
+    }
+
+    /// Note `to` as the master, counting a switch if it replaces another, without ending the
+    /// asking phase.
+    fn note_master(&mut self, now: Instant, to: Addr) {
         if self.master.as_ref() != Some(&to) {
             if let Some(from) = self.master.take() {
                 self.switches += 1;
@@ -424,6 +430,8 @@ impl Links {
         let addr = self.addr(node);
         let l = self.links.get_mut(node.index())?;
         let up = l.is_up();
+        // A connection to a sentinel in flight or up finishes its round: it is no master's.
+        let busy = !matches!(l.state, LinkState::Down { .. });
         let d = l.discovery.as_deref_mut()?;
         let words: Vec<&str> = data.split(' ').collect();
         let [service, old_ip, old_port, new_ip, new_port] = words.as_slice() else { return None };
@@ -433,6 +441,10 @@ impl Links {
         let to: Addr = (Arc::from(*new_ip), new_port.parse().ok()?);
         let before = d.master.clone();
         let connected = up && !d.is_asking();
+        if busy && d.is_asking() {
+            d.note_master(now, to);
+            return None;
+        }
         d.use_master(now, to.clone());
         if !connected || before.as_ref() == Some(&to) {
             return None;

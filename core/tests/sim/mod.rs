@@ -1,5 +1,5 @@
-//! The deterministic simulation of the engine: model Redis nodes (standalone, or the masters
-//! of a Redis Cluster), a seeded network and scheduler, contending clients, and a safety
+//! The deterministic simulation of the engine: model Redis nodes (standalone, the masters of a
+//! Redis Cluster, or the servers of a Sentinel-managed node), a seeded network and scheduler, contending clients, and a safety
 //! checker over what the clients believed.
 //!
 //! Besides the world, this module holds what every simulation test binary runs it with: the
@@ -16,6 +16,7 @@ pub(crate) mod node;
 pub(crate) mod rng;
 pub(crate) mod scenario;
 pub(crate) mod script;
+pub(crate) mod sentinel;
 pub(crate) mod world;
 
 use std::ops::Range;
@@ -63,12 +64,24 @@ pub(crate) const CLUSTERS: Kind = Kind { name: " clusters", env: &["SIM_CLUSTERS
 pub(crate) const LOSSY: Kind =
     Kind { name: " clusters, lossy migrations", env: &["SIM_CLUSTERS", "SIM_LOSSY"], make: Scenario::lossy_clusters };
 
-/// Campaigns in one election over standalone, replica-acknowledged and Redis Cluster nodes,
-/// with an observer (`election_simulation.rs`).
+/// Mutexes, semaphores and reader-writer locks over Sentinel-managed nodes that fail over,
+/// whose grants wait for a replica (`sentinel_simulation.rs`).
+pub(crate) const SENTINELS: Kind = Kind { name: " sentinels", env: &["SIM_SENTINELS"], make: Scenario::sentinels };
+
+/// The runs of [`SENTINELS`], but grants do not wait for a replica (UNSAFE).
+pub(crate) const UNREPLICATED: Kind = Kind {
+    name: " sentinels, unreplicated grants",
+    env: &["SIM_SENTINELS", "SIM_UNREPLICATED"],
+    make: Scenario::unreplicated_sentinels,
+};
+
+/// Campaigns in one election over standalone, replica-acknowledged, Redis Cluster and
+/// Sentinel-managed nodes, with an observer (`election_simulation.rs`).
 pub(crate) const ELECTIONS: Kind = Kind { name: " elections", env: &["SIM_ELECTIONS"], make: Scenario::elections };
 
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 7] = [&ELECTIONS, &SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &MUTEXES];
+const KINDS: [&Kind; 9] =
+    [&ELECTIONS, &SEMAPHORES, &RWLOCKS, &REPLICAS, &LOSSY, &CLUSTERS, &UNREPLICATED, &SENTINELS, &MUTEXES];
 
 impl Kind {
     /// Run `seeds` of `profile`, and print a line of what they gave.
@@ -119,6 +132,24 @@ impl Kind {
              -- --ignored --nocapture"
         )
     }
+}
+
+/// The seeds of `bad` (each with its violations) that broke mutual exclusion, the limit or the
+/// validity (an unsafe setup caught), leaving out those of `clean` (the same seeds broken in a
+/// safe setup too): each with the first such violation.
+pub(crate) fn caught(bad: &[(u64, Vec<Violation>)], clean: &[(u64, Vec<Violation>)]) -> Vec<(u64, String)> {
+    let unsafe_run = |v: &Violation| {
+        matches!(v, Violation::Overlap { .. } | Violation::Overstated { .. } | Violation::OverLimit { .. })
+    };
+    let caught: Vec<(u64, String)> = bad
+        .iter()
+        .filter(|(seed, _)| !clean.iter().any(|(s, _)| s == seed))
+        .filter_map(|(seed, v)| v.iter().find(|v| unsafe_run(v)).map(|v| (*seed, v.to_string())))
+        .collect();
+    if let Some((seed, v)) = caught.first() {
+        println!("{} runs caught, e.g. seed {seed}: {v}", caught.len());
+    }
+    caught
 }
 
 /// Run `sc` twice with a trace, panic at the first step where the runs differ, and return

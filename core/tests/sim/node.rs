@@ -9,7 +9,12 @@
 //! A node with a [`Shard`] is one master of a Redis Cluster: it says so in `HELLO`, answers
 //! `CLUSTER SLOTS` and `ASKING`, redirects what it does not serve, publishes cluster-wide, and
 //! hands the keys of a migrating slot to another master with their TTL.
+//!
+//! The servers of a Sentinel-managed node (its primary, replicas and sentinels) are model nodes
+//! too (see [`replication`]).
 
+#[path = "replication.rs"]
+pub(crate) mod replication;
 #[path = "shard.rs"]
 pub(crate) mod shard;
 
@@ -256,6 +261,15 @@ pub(crate) struct Node {
     pub(crate) outbox: Vec<(usize, Vec<u8>)>,
     /// A master of a Redis Cluster: its routing.
     pub(crate) shard: Option<Shard>,
+    /// A sentinel (it serves no keys): what it watches.
+    pub(crate) sentinel: Option<replication::Watch>,
+    /// A replica of a Sentinel-managed node: the port of its primary.
+    pub(crate) replica_of: Option<u16>,
+    /// A Sentinel-managed node's primary: its replicas online now (set by the world before
+    /// each input; `ROLE` lists them, `WAIT` counts them).
+    pub(crate) in_sync: Option<usize>,
+    /// A `WAIT` counted replicas: the world copies the keyspace to them once the input is done.
+    pub(crate) synced: bool,
     /// A cluster master's release messages for the other masters' subscribers (the cluster
     /// bus): `(channel, push frame)`.
     pub(crate) bus: Vec<(Vec<u8>, Vec<u8>)>,
@@ -378,6 +392,10 @@ impl Node {
             memberships: Vec::new(),
             outbox: Vec::new(),
             shard: None,
+            sentinel: None,
+            replica_of: None,
+            in_sync: None,
+            synced: false,
             bus: Vec::new(),
             released: Vec::new(),
             granted: Vec::new(),
@@ -875,6 +893,14 @@ impl Node {
         if self.shard.is_some() && self.cluster_command(now, session, &name, args, out) {
             return;
         }
+        if self.sentinel.is_some() && name != b"AUTH" {
+            self.sentinel_command(session, &name, args, out);
+            return;
+        }
+        if self.replica_of.is_some() && replication::writes(&name) {
+            out.extend_from_slice(b"-READONLY You can't write against a read only replica.\r\n");
+            return;
+        }
         match (name.as_slice(), args.len()) {
             (b"AUTH", 2 | 3) => {
                 let (user, pass) = if args.len() == 3 { (Some(&args[1]), &args[2]) } else { (None, &args[1]) };
@@ -908,6 +934,8 @@ impl Node {
             },
             (b"CLIENT", 3) if args[1].eq_ignore_ascii_case(b"SETNAME") => out.extend_from_slice(b"+OK\r\n"),
             (b"PING", 1) => out.extend_from_slice(b"+PONG\r\n"),
+            (b"ROLE", 1) if self.sentinel_role(out) => {}
+            (b"WAIT", 3) if self.sentinel_wait(args, out) => {}
             (b"ROLE", 1) => {
                 // A primary: with one replica online when its grants wait for one.
                 let replicas: &[u8] = if self.replicas.is_some() {

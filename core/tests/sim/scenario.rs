@@ -57,6 +57,10 @@ pub(crate) enum Fault {
     /// `dur`, whatever it holds. (Not a stale `ASK`: a source asks only for keys it no longer
     /// has, and one sent for a key it has would let the importing master create a second copy.)
     Stale { node: usize, slot: u16, dur: Time },
+    /// A Sentinel-managed node's primary dies: the sentinels promote a replica with what it
+    /// has (the writes since its last sync are lost), and the old primary comes back `down`
+    /// later as a replica of the new one.
+    Failover { node: usize, down: Time },
 }
 
 /// A Redlock node that is a Redis Cluster: how many masters, and which of them serves each
@@ -68,6 +72,17 @@ pub(crate) struct ClusterPlan {
     /// Servers older than Redis 7: no `CLUSTER SHARDS` (the map is read with `CLUSTER
     /// SLOTS`), no sharded pub/sub (waiters poll them).
     pub(crate) old: bool,
+}
+
+/// A Redlock node that is Sentinel-managed: how many replicas its primary has, how far they
+/// lag (they sync every `lag.0` to `lag.1`), how late each of its three sentinels learns of a
+/// failover (up to `learn`), and whether the node's grants wait for a replica (`min_replicas`).
+#[derive(Clone, Debug)]
+pub(crate) struct SentinelPlan {
+    pub(crate) replicas: usize,
+    pub(crate) lag: (Time, Time),
+    pub(crate) learn: Time,
+    pub(crate) min_replicas: bool,
 }
 
 /// Everything about one run.
@@ -131,6 +146,8 @@ pub(crate) struct Scenario {
     pub(crate) clusters: Vec<Option<ClusterPlan>>,
     /// Which nodes' grants wait for a replica (`WAIT`), and how it answers (empty: none).
     pub(crate) replicas: Vec<Option<ReplicaPlan>>,
+    /// Which nodes are Sentinel-managed (empty: none).
+    pub(crate) sentinels: Vec<Option<SentinelPlan>>,
     /// UNSAFE: a migrating slot's keys are dropped instead of moved (the new owner starts
     /// empty, as after a failover to a replica that never had them).
     pub(crate) lossy_migration: bool,
@@ -296,6 +313,7 @@ impl Scenario {
             downgrade_per_mille: 0,
             clusters: Vec::new(),
             replicas: Vec::new(),
+            sentinels: Vec::new(),
             lossy_migration: false,
             script: None,
             election: false,
@@ -455,9 +473,10 @@ impl Scenario {
     /// Draw an election run of `profile` from `seed`: [`generate`](Self::generate)'s faults,
     /// timings and knobs, but every acquisition is a campaign (fenced, auto-extended, waiting)
     /// in one election, whose leaders resign after a while; no node restarts without its data
-    /// in a safe run (the epochs are the fence counters, which must survive). Odd seeds wait
-    /// for replicas ([`with_replicas`](Self::with_replicas)); one seed in four runs on Redis
-    /// Cluster nodes.
+    /// in a safe run (the epochs are the fence counters, which must survive). By `seed % 4`:
+    /// standalone nodes, Sentinel-managed nodes that fail over, nodes whose grants wait for a
+    /// replica ([`with_replicas`](Self::with_replicas)), Redis Cluster nodes whose grants wait
+    /// for a replica.
     pub(crate) fn elections(seed: u64, profile: Profile) -> Self {
         let mut sc = Self::generate(seed, profile);
         sc.election = true;
@@ -468,14 +487,76 @@ impl Scenario {
         if profile == Profile::Safe {
             sc.faults.retain(|(_, f)| !matches!(f, Fault::Crash { keep: false, .. }));
         }
-        let sc = if seed % 4 == 3 { Self::clustered(sc) } else { sc };
-        if seed % 2 == 1 { sc.with_replicas() } else { sc }
+        match seed % 4 {
+            1 => sc.with_sentinels(true),
+            2 => sc.with_replicas(),
+            3 => Self::clustered(sc).with_replicas(),
+            _ => sc,
+        }
     }
 
     /// The run of [`clusters`](Self::clusters), but a migration drops the slot's keys instead
     /// of moving them (UNSAFE).
     pub(crate) fn lossy_clusters(seed: u64, profile: Profile) -> Self {
         Self { lossy_migration: true, ..Self::clusters(seed, profile) }
+    }
+
+    /// Draw a run of Sentinel-managed nodes of `profile` from `seed`: the mutex, semaphore or
+    /// reader-writer run of the seed (by `seed % 3`), where some nodes (at least one, possibly
+    /// all) are a primary with one or two replicas and three sentinels, whose grants wait for a
+    /// replica. Each fails over once or twice within the fault phase.
+    pub(crate) fn sentinels(seed: u64, profile: Profile) -> Self {
+        Self::sentinel_nodes(seed, profile, true)
+    }
+
+    /// The runs of [`sentinels`](Self::sentinels), but grants do not wait for a replica
+    /// (UNSAFE: a failover can promote a replica that never had a grant).
+    pub(crate) fn unreplicated_sentinels(seed: u64, profile: Profile) -> Self {
+        Self::sentinel_nodes(seed, profile, false)
+    }
+
+    fn sentinel_nodes(seed: u64, profile: Profile, min_replicas: bool) -> Self {
+        let sc = match seed % 3 {
+            0 => Self::generate(seed, profile),
+            1 => Self::semaphores(seed, profile),
+            _ => Self::rwlocks(seed, profile),
+        };
+        sc.with_sentinels(min_replicas)
+    }
+
+    /// `self` over Sentinel-managed nodes (some of its nodes, at least one), as
+    /// [`sentinels`](Self::sentinels) makes them.
+    fn with_sentinels(self, min_replicas: bool) -> Self {
+        let seed = self.seed;
+        let mut sc = self;
+        let mut rng = Rng::new(seed ^ 0x5E47_1E15);
+        let plan = |rng: &mut Rng| SentinelPlan {
+            replicas: rng.range(1, 2) as usize,
+            // Without `WAIT`, replicas that lag further lose more grants in a failover.
+            lag: (200 * US, rng.range(500, 4_000) * US * if min_replicas { 1 } else { 3 }),
+            learn: rng.range(0, 3_000) * US,
+            min_replicas,
+        };
+        let mut sentinels: Vec<Option<SentinelPlan>> =
+            (0..sc.nodes).map(|_| rng.chance(600).then(|| plan(&mut rng))).collect();
+        if sentinels.iter().all(Option::is_none) {
+            let n = rng.below(sc.nodes as u64) as usize;
+            sentinels[n] = Some(plan(&mut rng));
+        }
+        for node in (0..sc.nodes).filter(|&n| sentinels[n].is_some()) {
+            for _ in 0..rng.range(1, 2) {
+                let down = rng.range(500, 8_000) * US;
+                if let Some(last) = sc.calm_at.checked_sub(down + MS).filter(|&l| l > MS) {
+                    let t = rng.range(MS, last);
+                    sc.faults.push((t, Fault::Failover { node, down }));
+                }
+            }
+        }
+        sc.faults.sort_by_key(|f| f.0);
+        sc.sentinels = sentinels;
+        // `WAIT`'s timeout (1 ms) must be below the node timeout.
+        sc.node_timeout = sc.node_timeout.max(2 * MS);
+        sc
     }
 
     /// How long the end of a run leaves the engines to finish what they were doing once the

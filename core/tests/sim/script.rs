@@ -107,6 +107,7 @@ impl Scenario {
             downgrade_per_mille: 0,
             clusters: Vec::new(),
             replicas: Vec::new(),
+            sentinels: Vec::new(),
             lossy_migration: false,
             script: Some(script),
             election: false,

@@ -14,6 +14,13 @@
 //! through the redirects it meets (no chain may exceed [`MAX_CHAIN`]), and checks that no
 //! release of an acquisition's token takes what the round that got the lock was granted.
 //!
+//! A node that is Sentinel-managed is a primary, its replicas and three sentinels (see
+//! [`sentinel`](super::sentinel)); a fault of the node hits its primary. The replicas copy the
+//! primary's keys at the replication lag, and at once when a `WAIT` counts them; a failover
+//! promotes one with what it has, and the sentinels learn it one by one, each announcing it on
+//! `+switch-master`. Its engines find the master through the sentinels (the world drives
+//! connections as for clusters), and a release a failover may have undone is not checked.
+//!
 //! The clients draw their every move from the seed, or play the roles of a
 //! [`Script`](super::script::Script): what they ask for and when, how long they hold.
 
@@ -21,8 +28,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use redlease_core::{
-    AcquireError, Config, Engine, Event, ExtendError, LinkError, LockId, LockOptions, Misuse, NodeConfig, NodeId,
-    ReleaseOutcome,
+    AcquireError, Config, Engine, Event, ExtendError, Fault as NodeFault, LinkError, LockId, LockOptions, Misuse,
+    NodeConfig, NodeId, ReleaseOutcome,
 };
 use redlease_core::{ElectionOptions, LeaderChange, NodeElection, Observer, leader_of};
 
@@ -32,6 +39,7 @@ use super::node::shard::{self, HOST, Stale};
 use super::node::{MS, Node, Segment, Time, reader_spans};
 use super::rng::Rng;
 use super::scenario::{Fault, Scenario, US};
+use super::sentinel::{self, Managed};
 
 /// Names of the resources (lock keys).
 pub(crate) const NAMES: [&[u8]; 3] = [b"r0", b"r1", ELECTION_KEY];
@@ -155,6 +163,16 @@ enum Ev {
     Gossip {
         server: usize,
         slot: u16,
+    },
+    /// A Sentinel-managed node's replicas copy its primary's keys.
+    Replicate {
+        node: usize,
+    },
+    /// A sentinel learns that failover `epoch` of its service made `to` the master.
+    Learn {
+        server: usize,
+        epoch: u64,
+        to: u16,
     },
 }
 
@@ -301,6 +319,11 @@ pub(crate) struct Stats {
     pub(crate) slots_reads: u64,
     pub(crate) followed: u64,
     pub(crate) max_chain: u64,
+    /// Runs with Sentinel-managed nodes: the nodes, their failovers, and the switches the
+    /// engines followed (as their health views count them at the end).
+    pub(crate) sentinel_nodes: u64,
+    pub(crate) failovers: u64,
+    pub(crate) switches: u64,
     /// Runs with nodes whose grants wait for a replica: the `WAIT`s answered, and of them too
     /// few replicas, refused, lost with their connection, late.
     pub(crate) waits: u64,
@@ -370,6 +393,9 @@ impl Stats {
         self.slots_reads += o.slots_reads;
         self.followed += o.followed;
         self.max_chain = self.max_chain.max(o.max_chain);
+        self.sentinel_nodes += o.sentinel_nodes;
+        self.failovers += o.failovers;
+        self.switches += o.switches;
         self.waits += o.waits;
         self.waits_short += o.waits_short;
         self.waits_refused += o.waits_refused;
@@ -450,6 +476,8 @@ struct World {
     node_of: Vec<usize>,
     /// Each node's cluster, if it is a Redis Cluster.
     clusters: Vec<Option<Cluster>>,
+    /// Each node's servers, if it is Sentinel-managed.
+    managed: Vec<Option<Managed>>,
     /// Connections are made when the engines ask (`poll_connect`, `poll_close`), as the client
     /// drivers do: in runs with cluster nodes, whose links to masters come with the slot maps.
     driven: bool,
@@ -510,13 +538,25 @@ impl World {
             }
             clusters.push(Some(cluster));
         }
+        let mut managed = Vec::new();
+        for n in 0..sc.nodes {
+            let Some(plan) = sc.sentinels.get(n).and_then(Option::as_ref) else {
+                managed.push(None);
+                continue;
+            };
+            let (m, added) = Managed::new(n, plan, nodes.len(), &sc.clocks[n], &sc.auth, fence_prefix.as_bytes());
+            node_of.extend(added.iter().map(|_| n));
+            nodes.extend(added);
+            nodes[n].in_sync = Some(0);
+            managed.push(Some(m));
+        }
         for (server, node) in nodes.iter_mut().enumerate() {
             let n = node_of[server];
             if let Some(Some(plan)) = sc.replicas.get(n) {
                 node.replicas = Some((plan.clone(), sc.seed ^ 0x7A17 ^ (server as u64).wrapping_mul(0x9E37_79B9)));
             }
         }
-        let driven = clusters.iter().any(Option::is_some);
+        let driven = clusters.iter().any(Option::is_some) || managed.iter().any(Option::is_some);
         let base = Instant::now();
         let clients = (0..sc.clients)
             .map(|c| Client {
@@ -554,6 +594,7 @@ impl World {
             nodes,
             node_of,
             clusters,
+            managed,
             driven,
             clients,
             conns: Vec::new(),
@@ -640,6 +681,12 @@ impl World {
         for (t, f) in self.sc.faults.clone() {
             self.push(t, Ev::Fault(f));
         }
+        for node in 0..self.sc.nodes {
+            if let Some(m) = &self.managed[node] {
+                let at = self.rng.range(m.plan.lag.0, m.plan.lag.1);
+                self.push(at, Ev::Replicate { node });
+            }
+        }
         if self.sc.script.is_none() {
             self.push(self.sc.calm_at, Ev::Calm);
         }
@@ -680,7 +727,9 @@ impl World {
                     self.nodes[n].hold(conn, bytes);
                     return;
                 }
+                self.count_replicas(n);
                 let reply = self.nodes[n].receive(self.now, conn, &bytes);
+                self.sync_if_waited(n);
                 match self.nodes[n].wait_fate.take() {
                     Some(Time::MAX) if !self.calm => {
                         trace!(self, "n{n}: the connection #{conn} breaks before WAIT answers");
@@ -793,9 +842,11 @@ impl World {
             Ev::ResumeNode { server } => {
                 trace!(self, "n{server} resumes");
                 self.disturbed_at = self.now;
+                self.count_replicas(server);
                 for (conn, reply) in self.nodes[server].resume(self.now) {
                     self.reply(conn, reply);
                 }
+                self.sync_if_waited(server);
                 self.deliver_published(server);
                 self.relay_bus(server);
             }
@@ -877,6 +928,19 @@ impl World {
             Ev::Vanish { client } => self.vanish(client),
             Ev::MoveKey { node } => self.move_key(node),
             Ev::EndMigration { node, gossip, pingpong } => self.end_migration(node, gossip, pingpong),
+            Ev::Replicate { node } => {
+                self.replicate(node);
+                let Some(m) = &self.managed[node] else { return };
+                let at = self.now + self.rng.range(m.plan.lag.0, m.plan.lag.1);
+                self.push(at, Ev::Replicate { node });
+            }
+            Ev::Learn { server, epoch, to } => {
+                trace!(self, "sentinel n{server} learns that failover {epoch} made port {to} the master");
+                self.nodes[server].learn_switch(epoch, to);
+                for (conn, bytes) in std::mem::take(&mut self.nodes[server].outbox) {
+                    self.send(conn, 1, bytes);
+                }
+            }
             Ev::Gossip { server, slot } => {
                 let node = self.node_of[server];
                 let Some(cl) = &self.clusters[node] else { return };
@@ -953,6 +1017,7 @@ impl World {
                     cl.stale(&mut self.nodes, owner, stale);
                 }
             }
+            Fault::Failover { node, down } => self.failover(node, down),
             Fault::PauseClient { client, dur } => {
                 let c = &mut self.clients[client];
                 if !c.paused && !matches!(c.work, Work::Gone) {
@@ -966,10 +1031,12 @@ impl World {
     // ----- the network ---------------------------------------------------------------------
 
     /// The `NOSCRIPT` and `TRYAGAIN` answers of every node so far: a cleanup refused so is
-    /// not sent again (its grant is left to its TTL).
+    /// not sent again (its grant is left to its TTL); and the failovers so far (a release the
+    /// old primary ran may be missing on the new one: releases do not wait for replicas).
     fn noscripts(&self) -> u64 {
         let tryagain = |n: &Node| n.shard.as_ref().map_or(0, |s| s.stats.tryagain);
-        self.nodes.iter().map(|n| n.stats.noscript + tryagain(n)).sum()
+        let failovers: u64 = self.managed.iter().flatten().map(|m| m.failovers).sum();
+        self.nodes.iter().map(|n| n.stats.noscript + tryagain(n)).sum::<u64>() + failovers
     }
 
     fn delay(&mut self) -> Time {
@@ -1060,21 +1127,29 @@ impl World {
 
     // ----- cluster nodes -------------------------------------------------------------------
 
-    /// The servers of Redlock node `node`: itself, or its cluster's masters.
+    /// The servers of Redlock node `node` that its faults hit: itself, its cluster's masters,
+    /// or its primary now.
     fn servers_of(&self, node: usize) -> Vec<usize> {
-        match &self.clusters[node] {
-            Some(cl) => cl.servers.clone(),
-            None => vec![node],
+        match (&self.clusters[node], &self.managed[node]) {
+            (Some(cl), _) => cl.servers.clone(),
+            (_, Some(m)) => vec![m.primary_server()],
+            _ => vec![node],
         }
     }
 
     /// The server client `c`'s link `link` connects to: a node's own, or the master of a
     /// cluster node at the address the engine gives (`None`: nothing listens there).
     fn server_for(&self, c: usize, link: usize) -> Option<usize> {
+        let endpoint = self.clients[c].engine.as_ref()?.link_endpoint(NodeId(link as u16));
+        if let Some((owner, host, port)) = endpoint {
+            if let Some(m) = self.managed.get(owner.index()).and_then(Option::as_ref) {
+                return m.server_at(owner.index(), port).filter(|_| host == HOST);
+            }
+        }
         if link < self.sc.nodes {
             return Some(link);
         }
-        let (owner, host, port) = self.clients[c].engine.as_ref()?.link_endpoint(NodeId(link as u16))?;
+        let (owner, host, port) = endpoint?;
         let node = owner.index();
         let cl = self.clusters.get(node)?.as_ref().filter(|_| host == HOST)?;
         cl.master_at(node, port).map(|m| cl.servers[m])
@@ -1179,6 +1254,95 @@ impl World {
             if let Some(cl) = &self.clusters[node] {
                 cl.stale(&mut self.nodes, to, Stale { slot, to: from, until: self.now + dur });
             }
+        }
+    }
+
+    // ----- Sentinel-managed nodes ----------------------------------------------------------
+
+    /// The replicas of Sentinel-managed node `node` that its primary reaches now (up, running,
+    /// not cut off), as indexes of its data servers; none while the primary cannot send. A sync
+    /// (or a `WAIT`) gives each its keys at once.
+    fn reachable(&self, node: usize) -> Vec<usize> {
+        let Some(m) = &self.managed[node] else { return Vec::new() };
+        let reaches = |s: usize| self.able(s) && !self.cut[s];
+        if !self.able(m.primary_server()) {
+            return Vec::new();
+        }
+        (0..m.data.len()).filter(|&j| j != m.primary && reaches(m.data[j])).collect()
+    }
+
+    /// Of those, the replicas that synced since they joined: the ones a failover may promote.
+    fn online(&self, node: usize) -> Vec<usize> {
+        let Some(m) = &self.managed[node] else { return Vec::new() };
+        self.reachable(node).into_iter().filter(|&j| m.copies[j].is_some()).collect()
+    }
+
+    /// Before server `s` reads input: if it is a Sentinel-managed node's primary, tell it
+    /// how many replicas it has online (for `ROLE` and `WAIT`).
+    fn count_replicas(&mut self, s: usize) {
+        let node = self.node_of[s];
+        if self.managed[node].as_ref().is_some_and(|m| m.primary_server() == s) {
+            self.nodes[s].in_sync = Some(self.reachable(node).len());
+        }
+    }
+
+    /// After server `s` read input: a `WAIT` counted the replicas online, which have every
+    /// write so far.
+    fn sync_if_waited(&mut self, s: usize) {
+        if std::mem::take(&mut self.nodes[s].synced) {
+            self.replicate(self.node_of[s]);
+        }
+    }
+
+    /// The replicas of node `node` that its primary reaches copy its keys now.
+    fn replicate(&mut self, node: usize) {
+        let online = self.reachable(node);
+        let Some(m) = &mut self.managed[node] else { return };
+        if online.is_empty() {
+            return;
+        }
+        let keys = self.nodes[m.data[m.primary]].keyspace(self.now);
+        for j in online {
+            m.copies[j] = Some(keys.clone());
+        }
+    }
+
+    /// Node `node`'s primary dies: a replica online is promoted with what it has, the old
+    /// primary is cut off for `down` and comes back as a replica of the new one, and each
+    /// sentinel learns of it within the plan's delay.
+    fn failover(&mut self, node: usize, down: Time) {
+        let online = self.online(node);
+        let Some(m) = &self.managed[node] else { return };
+        if online.is_empty() {
+            trace!(self, "node {node}: no replica to promote; no failover");
+            return;
+        }
+        let to = online[self.rng.below(online.len() as u64) as usize];
+        let (from, learn) = (m.primary, m.plan.learn);
+        let (old, new) = (m.data[from], m.data[to]);
+        let port = sentinel::data_port(node, to);
+        trace!(self, "node {node} fails over from n{old} to n{new} (port {port})");
+        let Some(m) = &mut self.managed[node] else { return };
+        let keys = m.copies[to].take().unwrap_or_default();
+        // The old primary has nothing of the new one's until it syncs.
+        m.copies[from] = None;
+        m.primary = to;
+        m.failovers += 1;
+        let (sentinels, epoch) = (m.sentinels.clone(), m.failovers);
+        let replicas: Vec<usize> = m.data.iter().copied().filter(|&s| s != new).collect();
+        self.nodes[new].promote(self.now, keys);
+        self.nodes[new].in_sync = Some(0);
+        self.nodes[old].demote(self.now, port);
+        self.nodes[old].in_sync = None;
+        for s in replicas {
+            self.nodes[s].replica_of = Some(port);
+        }
+        self.cut[old] = true;
+        self.break_node(old);
+        self.push(self.now + down, Ev::Heal { server: old });
+        for server in sentinels {
+            let at = self.now + self.rng.range(0, learn);
+            self.push(at, Ev::Learn { server, epoch, to: port });
         }
     }
 
@@ -1570,8 +1734,10 @@ impl World {
         let (now, db) = (self.now, self.sc.db);
         let views: Vec<Option<(Option<Vec<u8>>, u64)>> = (0..self.sc.nodes)
             .map(|n| {
-                let node = &mut self.nodes[n];
-                (node.up && !node.paused && !self.cut[n]).then(|| node.election_view(now, db, ELECTION_KEY))
+                // A Sentinel-managed node is read on its primary of the moment.
+                let s = self.managed[n].as_ref().map_or(n, Managed::primary_server);
+                let node = &mut self.nodes[s];
+                (node.up && !node.paused && !self.cut[s]).then(|| node.election_view(now, db, ELECTION_KEY))
             })
             .collect();
         let reads: Vec<Option<NodeElection<'_>>> = views
@@ -1910,6 +2076,11 @@ impl World {
                     LinkError::Silent { .. } => self.stats.silent_links += 1,
                     // The world broke the connection itself (crash, partition, drop).
                     LinkError::Lost { .. } | LinkError::ConnectFailed { .. } => {}
+                    // A Sentinel-managed node that failed over: the sentinels switched, the
+                    // master named is a replica now (or refuses writes), they disagree for a
+                    // while, or the new primary has no replica online yet.
+                    LinkError::Sentinel { fault: NodeFault::Unreachable, .. } | LinkError::Replicas { .. }
+                        if self.managed[error.node().index()].is_some() => {}
                     _ => self.problem(c, format!("link failed: {error}")),
                 }
                 // (A world driven by `poll_close` drops the link the engine names there: the
@@ -1967,11 +2138,23 @@ impl World {
             }
             // And the nodes hold nothing but their persistent keys (fence counters, limits, the
             // format record), save what the vanished holder left, which lives out its TTL.
+            // And what a cleanup may have missed lives out its TTL, as `CheckGone` allows: a
+            // token whose client saw a link fail (or a node answer `NOSCRIPT`, `TRYAGAIN`, or
+            // fail over) since its acquisition began.
             let vanished = self.vanished.as_ref().map(|v| format!("c{}-", v.client));
+            let noscripts = self.noscripts();
+            let missed = |held: &[u8]| {
+                let held = held.strip_suffix(b":").unwrap_or(held);
+                let client = held.strip_prefix(b"c").and_then(|t| t.split(|&b| b == b'-').next());
+                let client = client.and_then(|c| std::str::from_utf8(c).ok()?.parse::<usize>().ok());
+                let cl = client.and_then(|c| self.clients.get(c));
+                cl.and_then(|cl| cl.failures_at.get(held))
+                    .is_some_and(|&(failures, ns)| cl.is_some_and(|cl| cl.link_failures != failures) || noscripts != ns)
+            };
             for server in 0..self.nodes.len() {
                 let node = self.node_of[server];
                 for (key, held) in self.nodes[server].leftovers(self.end) {
-                    if vanished.as_ref().is_some_and(|v| held.starts_with(v.as_bytes())) {
+                    if vanished.as_ref().is_some_and(|v| held.starts_with(v.as_bytes())) || missed(&held) {
                         continue;
                     }
                     self.stats.leftovers += 1;
@@ -1994,6 +2177,22 @@ impl World {
         // checker names them (see `shard::plain_key`).
         let mut histories: Vec<Vec<Segment>> = Vec::new();
         for node in 0..self.sc.nodes {
+            if let Some(m) = &self.managed[node] {
+                // Only a primary's keys are the node's: its data servers' spans together.
+                let (mut history, mut members) = (Vec::new(), Vec::new());
+                for &s in &m.data {
+                    let n = &mut self.nodes[s];
+                    n.close_spans(self.end);
+                    history.extend(n.history.iter().cloned());
+                    members.extend(n.take_memberships());
+                }
+                let readers = reader_spans(&history, members);
+                history.extend(readers);
+                histories.push(history);
+                self.stats.sentinel_nodes += 1;
+                self.stats.failovers += m.failovers;
+                continue;
+            }
             let Some(cl) = &self.clusters[node] else {
                 let n = &mut self.nodes[node];
                 n.finish(self.end);
@@ -2065,24 +2264,18 @@ impl World {
                 // the hold when it asks): all attempts of an acquisition share the token, so
                 // it was sent for an earlier one, and took what the later one was granted.
                 let key = plain(key);
+                // (The last such grant: attempts retried at one instant share their start, and
+                // a grant after the release is what the lock stands on.)
                 let by_round = |round: Time| {
-                    n.granted.iter().any(|(_, gs, (conn, i), t, k)| {
+                    let grants = n.granted.iter().filter(|(_, _, (conn, i), t, k)| {
                         t == token
                             && plain(k) == key
-                            && gs < seq
                             && self.tags.get(*conn).and_then(|t| t.get(*i as usize)) == Some(&Some(round))
-                    })
+                    });
+                    grants.map(|g| g.1).max().is_some_and(|gs| gs < *seq)
                 };
-                // Attempts that start at one instant share their round's start, which tags their
-                // requests: a grant of the token after the release (the acquisition's last attempt
-                // re-entering the key) is what the lock stands on, and the release did not take it.
-                let regranted = n.granted.iter().any(|(_, gs, _, t, k)| t == token && plain(k) == key && gs > seq);
                 let hold = self.holds.iter().enumerate().find(|(i, h)| {
-                    h.token == *token
-                        && h.resources.contains(&key)
-                        && *at < h.end
-                        && !regranted
-                        && by_round(self.rounds[*i])
+                    h.token == *token && h.resources.contains(&key) && *at < h.end && by_round(self.rounds[*i])
                 });
                 if let Some((_, h)) = hold {
                     violations.push(Violation::Engine {
@@ -2133,6 +2326,11 @@ impl World {
                 });
             }
         }
+        for engine in self.clients.iter().filter_map(|c| c.engine.as_ref()) {
+            let health = engine.health();
+            self.stats.switches +=
+                health.nodes.iter().filter_map(|n| n.sentinel.as_ref()).map(|s| s.switches).sum::<u64>();
+        }
         let node_stats = self
             .clients
             .iter()
@@ -2157,13 +2355,17 @@ impl World {
 fn engine_for(sc: &Scenario, c: usize, base: Instant) -> Engine {
     let nodes = (0..sc.nodes)
         .map(|i| {
-            let mut n = NodeConfig::new("sim", 7000 + i as u16);
+            let plan = sc.sentinels.get(i).and_then(Option::as_ref);
+            let mut n = match plan {
+                Some(_) => NodeConfig::sentinel(sentinel::addrs(i), sentinel::service(i)),
+                None => NodeConfig::new("sim", 7000 + i as u16),
+            };
             if let Some(a) = &sc.auth {
                 n.user = a.user.clone();
                 n.password = Some(a.password.clone());
             }
             n.db = sc.db;
-            if sc.replicas.get(i).is_some_and(Option::is_some) {
+            if sc.replicas.get(i).is_some_and(Option::is_some) || plan.is_some_and(|p| p.min_replicas) {
                 n = n.min_replicas(1, Duration::from_millis(1));
             }
             n
@@ -2177,7 +2379,7 @@ fn engine_for(sc: &Scenario, c: usize, base: Instant) -> Engine {
     cfg.wake = sc.role(c).map_or(sc.wake, |r| r.wake);
     cfg.wake_stagger = sc.wake_stagger;
     cfg.wall_clock = Some((base, Duration::ZERO));
-    if sc.clusters.iter().any(Option::is_some) {
+    if sc.clusters.iter().any(Option::is_some) || sc.sentinels.iter().any(Option::is_some) {
         // The engine schedules reconnects (the world follows `poll_connect`): on the scale of
         // the run, like the world's own schedule, not the default 50 ms to 2 s.
         cfg.reconnect_min = Duration::from_micros(500);

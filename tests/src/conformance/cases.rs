@@ -241,6 +241,40 @@ pub fn mutual_exclusion<S: Subject>() {
     servers.assert_no_leaks();
 }
 
+/// `tasks` tasks, each taking the fenced lock `counter` (TTL `ttl`, waiting up to 60 s) `cycles`
+/// times for a deliberately non-atomic read-modify-write of `counter` with a suspension of
+/// `hold` in the middle (any overlap of holders loses an update); every hold goes to `log`.
+pub(super) async fn fenced_counter<S: Subject>(
+    client: &S::Client,
+    (log, counter): (&Arc<HolderLog>, &Arc<AtomicU64>),
+    tasks: usize,
+    cycles: usize,
+    ttl: Duration,
+    hold: Duration,
+) {
+    let mut running = Vec::new();
+    for t in 0..tasks {
+        let (client, log, counter) = (client.clone(), log.clone(), counter.clone());
+        running.push(S::spawn(async move {
+            for c in 0..cycles {
+                let spec = LockSpec::new("counter", ttl).fencing().wait(Duration::from_secs(60));
+                let guard = lock::<S>(&client, spec).await;
+                let acquired = Instant::now();
+                let v = counter.load(Ordering::SeqCst);
+                S::sleep(hold).await;
+                counter.store(v + 1, Ordering::SeqCst);
+                let (valid, fence) = (S::valid_until(&guard), S::fence(&guard));
+                let released_at = Instant::now();
+                release::<S>(guard).await;
+                log.record("counter", &format!("task {t} cycle {c}"), acquired, valid, released_at, fence);
+            }
+        }));
+    }
+    for task in running {
+        task.await;
+    }
+}
+
 /// A held lock refuses others with a typed `Held` (per-node votes); a wait bound ends in
 /// `WaitTimeout`; a waiter gets the lock once it is released.
 pub fn contention<S: Subject>() {

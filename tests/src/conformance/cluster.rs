@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redlease_core::{ReleaseOutcome, Retry};
 
-use super::cases::{connect, contention_options, eventually, lock, ms, ok, release};
+use super::cases::{connect, contention_options, eventually, fenced_counter, lock, ms, ok, release};
 use super::{HolderLog, LockSpec, Options, Subject};
 use crate::{RedisCluster, Reply, key_slot};
 
@@ -67,27 +67,7 @@ pub fn cluster_locks<S: Subject>() {
             assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
         }
 
-        let mut tasks = Vec::new();
-        for t in 0..TASKS {
-            let (client, log, counter) = (client.clone(), log.clone(), counter.clone());
-            tasks.push(S::spawn(async move {
-                for c in 0..CYCLES {
-                    let spec = LockSpec::new("counter", ttl).fencing().wait(Duration::from_secs(60));
-                    let guard = lock::<S>(&client, spec).await;
-                    let acquired = Instant::now();
-                    let v = counter.load(Ordering::SeqCst);
-                    S::sleep(Duration::from_micros(300)).await;
-                    counter.store(v + 1, Ordering::SeqCst);
-                    let (valid, fence) = (S::valid_until(&guard), S::fence(&guard));
-                    let released_at = Instant::now();
-                    release::<S>(guard).await;
-                    log.record("counter", &format!("task {t} cycle {c}"), acquired, valid, released_at, fence);
-                }
-            }));
-        }
-        for task in tasks {
-            task.await;
-        }
+        fenced_counter::<S>(&client, (&log, &counter), TASKS, CYCLES, ttl, Duration::from_micros(300)).await;
 
         // Wake-ups: the waiter retries only every 5 s, so the lock comes to it by the message.
         let slow =

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use redlease_core::{Health, ReleaseOutcome};
 
-use super::cases::{all_ready, connect, connect_partial, contention_options, eventually, lock, ok, release};
+use super::cases::{
+    all_ready, connect, connect_partial, contention_options, eventually, fenced_counter, lock, ok, release,
+};
 use super::{HolderLog, LockSpec, Options, Subject};
 use crate::SentinelNodes;
 
@@ -58,27 +60,7 @@ pub fn sentinel_locks<S: Subject>() {
                 set.failover(0)
             })
         };
-        let mut tasks = Vec::new();
-        for t in 0..TASKS {
-            let (client, log, counter) = (client.clone(), log.clone(), counter.clone());
-            tasks.push(S::spawn(async move {
-                for c in 0..CYCLES {
-                    let spec = LockSpec::new("counter", ttl).fencing().wait(Duration::from_secs(60));
-                    let guard = lock::<S>(&client, spec).await;
-                    let acquired = Instant::now();
-                    let v = counter.load(Ordering::SeqCst);
-                    S::sleep(Duration::from_millis(2)).await;
-                    counter.store(v + 1, Ordering::SeqCst);
-                    let (valid, fence) = (S::valid_until(&guard), S::fence(&guard));
-                    let released_at = Instant::now();
-                    release::<S>(guard).await;
-                    log.record("counter", &format!("task {t} cycle {c}"), acquired, valid, released_at, fence);
-                }
-            }));
-        }
-        for task in tasks {
-            task.await;
-        }
+        fenced_counter::<S>(&client, (&log, &counter), TASKS, CYCLES, ttl, Duration::from_millis(2)).await;
         let new0 = failover.join().expect("the failover of node 0");
         let health = ok::<S, _>(S::health(&client).await, "health");
         let deadline = Instant::now() + Duration::from_secs(45);
