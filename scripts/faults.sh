@@ -4,7 +4,8 @@
 # paused lock holder, with a store that checks fencing tokens. The mutex phases (1 .. 7), then a
 # semaphore's (s2 s4 s5 s7: at most its 3 permits at once, one holder per permit, a store that
 # keeps the highest fence per permit) and a reader-writer lock's (rw2 rw4 rw5 rw7: no writer
-# beside another holder, a store that checks the writer epoch). Prints a table of every phase,
+# beside another holder, a store that checks the writer epoch), then a leader election's (e2 e7:
+# never two leaders at once, a paused leader's late write refused by the epoch). Prints a table of every phase,
 # with what each must show, and exits non-zero when a phase did not show it (exit 77: this
 # machine cannot run it; the message says why). Needs root. `--short`: a few seconds per phase (scripts/test.sh runs
 # that); `--phase ID` (repeatable): only those phases; `--keep-logs`: keep the workers' logs.

@@ -3,7 +3,7 @@
 //! failure is classed, and the shapes of the output.
 
 mod fault;
-mod json;
+pub(crate) mod json;
 mod link;
 mod readers;
 mod redis_cluster;

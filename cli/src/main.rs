@@ -1,6 +1,7 @@
 //! `redlease`: a Redlock distributed lock on the command line.
 //!
 //! - `redlease run -k KEY CMD…` — like `flock(1)`, across machines;
+//! - `redlease elect -k NAME CMD…` / `redlease leader -k NAME` — leader election;
 //! - `redlease status -k KEY` / `redlease scan` — inspect the nodes (`--json` for scripts);
 //! - `redlease servers` — start local nodes (or Redis Clusters) in the foreground;
 //! - `redlease demo` — locks over 5 local nodes, with faults, in under a minute;
@@ -10,6 +11,7 @@ mod acquire;
 mod connect;
 mod demo;
 mod duration;
+mod elect;
 mod help;
 mod inspect;
 mod out;
@@ -80,6 +82,38 @@ enum Cmd {
     /// lock lost while running. Exit 64: bad usage. `--help` (not -h) shows the whole manual.
     #[command(after_help = RUN_EXIT_SUMMARY, after_long_help = RUN_MANUAL)]
     Run(RunCli),
+    /// Run a command only while this process leads an election; stand by until then.
+    ///
+    /// Example: redlease elect -k scheduler --value 10.0.0.7:8080 -- ./scheduler
+    ///
+    /// redlease campaigns for NAME (waiting in line, without a bound, while another candidate
+    /// leads), then runs the command with REDLEASE_ELECTION and REDLEASE_EPOCH (the leadership's
+    /// fencing token: larger than every earlier leader's), keeping the leadership extended.
+    /// The command never outlives it: signals are passed on, a lost leadership stops it
+    /// (SIGTERM, SIGKILL after --grace; exit 70), and on Linux the kernel kills it if redlease
+    /// dies. When it exits, redlease resigns (the next candidate in line leads at once) and
+    /// exits with its status. Exit 69: nodes unreachable; 78: misconfigured; 64: bad usage.
+    Elect(ElectCli),
+    /// Print who leads an election: its value and epoch, one line (or --json); exit 3 when
+    /// nobody leads.
+    ///
+    /// Example: redlease leader -k scheduler --json
+    ///
+    /// The leader is the candidate a quorum of the nodes hold. During a handover there is a
+    /// moment without one (exit 3), and for about one round trip before the new leader starts
+    /// its command the epoch shown can still be its predecessor's. Exit 69 when no quorum of
+    /// nodes answered, 64 on bad usage.
+    Leader {
+        /// The election's name.
+        #[arg(short, long)]
+        key: String,
+        #[command(flatten)]
+        nodes: NodesArg,
+        /// One JSON object on stdout: {"election":NAME,"leader":{"value":V,"epoch":N}} or
+        /// {"election":NAME,"leader":null}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show, per node, whether it is reachable, who holds the key, its PTTL and fencing counter,
     /// and whether a waiter was refused by that holder ("waited for"); for a key readers share
     /// (run -s), each node's readers; for a semaphore (run --permits), its limit and who holds
@@ -300,6 +334,62 @@ struct RunCli {
     argv: Vec<String>,
 }
 
+/// The options of `redlease elect`.
+#[derive(Args, Debug)]
+struct ElectCli {
+    /// The election's name (no '{' or '}': it is the hash tag of the election's keys).
+    #[arg(short, long)]
+    key: String,
+    #[command(flatten)]
+    nodes: NodesArg,
+    /// Time to live of the leadership: a leader that stops is replaced within about this long.
+    #[arg(short, long, default_value = "10s", value_parser = duration::parse, value_name = "DURATION")]
+    ttl: Duration,
+    /// This candidate's value, which `redlease leader` shows while it leads (an id or an
+    /// address; at most 512 bytes) [default: HOST:PID].
+    #[arg(long, value_name = "V")]
+    value: Option<String>,
+    /// Wait up to this long for a quorum of nodes to answer (default: the connect timeout, 1s),
+    /// then exit 69; `forever` (or `inf`): no bound.
+    #[arg(long, value_parser = duration::parse_bound, value_name = "DURATION")]
+    wait_nodes: Option<duration::Bound>,
+    /// Say nothing on stderr about expected outcomes, as flock(1); errors still print.
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Say each step on stderr: standing by, leading in which epoch, the command's status.
+    #[arg(short, long)]
+    verbose: bool,
+    /// After a signal passed on or a lost leadership: how long the command has to exit before
+    /// SIGKILL.
+    #[arg(short, long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
+    grace: Duration,
+    /// The command and its arguments (after `--` if the command starts with a dash).
+    #[arg(trailing_var_arg = true, value_name = "CMD", required = true)]
+    argv: Vec<String>,
+}
+
+impl ElectCli {
+    /// What `elect` was asked to do; sets how much it says on stderr.
+    fn into_args(self) -> elect::ElectArgs {
+        say::set(match (self.quiet, self.verbose) {
+            (true, _) => say::Verbosity::Quiet,
+            (_, true) => say::Verbosity::Verbose,
+            _ => say::Verbosity::Normal,
+        });
+        elect::ElectArgs {
+            name: self.key,
+            tls: self.nodes.tls(),
+            key_prefix: self.nodes.key_prefix.clone(),
+            nodes: self.nodes.nodes,
+            ttl: self.ttl,
+            value: self.value,
+            wait_nodes: self.wait_nodes,
+            grace: self.grace,
+            argv: self.argv,
+        }
+    }
+}
+
 impl RunCli {
     /// What `run` was asked to do; sets how much it says on stderr.
     fn into_run_args(self) -> Result<run::RunArgs, Usage> {
@@ -466,6 +556,10 @@ fn main() -> ExitCode {
                 until_interrupted(redis_cluster::start(shape)).await
             }
             Cmd::Run(args) => run::run(args.into_run_args()?).await,
+            Cmd::Elect(args) => elect::elect(args.into_args()).await,
+            Cmd::Leader { key, nodes, json } => {
+                elect::leader(&key, nodes.nodes.as_deref(), nodes.tls(), &nodes.key_prefix, json).await
+            }
             Cmd::Status { key, nodes, json } => {
                 inspect::status(&nodes.key_prefix, &key, nodes.nodes.as_deref(), nodes.tls(), json)
             }

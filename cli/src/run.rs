@@ -172,7 +172,7 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16], reentry: &Reen
 /// first) and watching the lock (`held` names it) and, in a nested run that re-entered its
 /// lock, the enclosing run (`outer`). `None` when the lock was lost, or the enclosing run is
 /// gone: the command got SIGTERM, then SIGKILL after `grace`, and has exited.
-async fn supervise(
+pub(crate) async fn supervise(
     child: &mut Child,
     lost: &LostSignal,
     outer: Option<u32>,
@@ -281,7 +281,7 @@ fn terminal_sent_sigint() -> bool {
 /// Other systems have no such setting: there a SIGKILLed redlease leaves the command running.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
+pub(crate) fn die_with_parent(command: &mut Command) {
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec. It calls only prctl(2) and
     // getppid(2), which are async-signal-safe, and allocates nothing.
@@ -300,10 +300,10 @@ fn die_with_parent(command: &mut Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+pub(crate) fn die_with_parent(_command: &mut Command) {}
 
 /// The shell's convention: the exit code, or 128 + the signal that killed the command.
-fn status_code(status: ExitStatus) -> u8 {
+pub(crate) fn status_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,

@@ -47,9 +47,10 @@ pub mod api {
     pub use crate::lease::{Lease, LostSignal};
     pub use crate::random::new_token;
     pub use redlease_core::{
-        AcquireError, Config, ConfigError, ExtendError, Fault, Health, LockHealth, LockId, LockOptions, LockShape,
-        LockState, LostReason, Misuse, NodeConfig, NodeHealth, NodeId, NodeState, NodeStats, Pem, ReleaseOutcome,
-        ReleaseReport, Retry, TlsSettings, Transport, Vote, Votes, split_node_list,
+        AcquireError, Config, ConfigError, ElectionOptions, ExtendError, Fault, Health, Leader, LeaderChange,
+        LockHealth, LockId, LockOptions, LockShape, LockState, LostReason, Misuse, NodeConfig, NodeElection,
+        NodeHealth, NodeId, NodeState, NodeStats, Observer, Pem, ReleaseOutcome, ReleaseReport, Retry, TlsSettings,
+        Transport, Vote, Votes, election_key, leader_of, split_node_list,
     };
 }
 
@@ -64,7 +65,7 @@ pub mod adapter {
     pub use crate::connect::{connect_settled, connected};
     pub use crate::lease::Pump;
     pub use crate::link::{Conn, Flush, Links, Read, ReadUntil, SocketIo, node_id};
-    pub use crate::random::seeded;
+    pub use crate::random::{campaign_token, seeded};
     pub use crate::router::Router;
     #[cfg(feature = "tls")]
     pub use crate::tls::Blocking as BlockingTls;

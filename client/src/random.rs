@@ -20,6 +20,14 @@ pub fn new_token() -> Result<String, Error> {
     Ok(redlease_core::token_hex(&bytes))
 }
 
+/// A candidate's lock token for `options`: its value in hex, `.`, and 20 bytes from the OS
+/// random source in hex ([`ElectionOptions::token`](redlease_core::ElectionOptions::token)).
+pub fn campaign_token(options: &redlease_core::ElectionOptions) -> Result<String, Error> {
+    let mut bytes = [0u8; 20];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(format!("no random bytes for a lock token: {e}")))?;
+    Ok(String::from_utf8_lossy(&options.token(&bytes)).into_owned())
+}
+
 /// Validate `config` and give it a jitter seed from the OS random source unless it has one,
 /// so that two clients never retry or reconnect in step; a name (`client-<n>`, the process's
 /// `n`th client) unless it has one, so that two clients' metrics never mix; and the process's

@@ -13,7 +13,10 @@ use crate::monitor::{Monitor, Op};
 use crate::oneshot::Sender;
 use tracing::Span;
 
+mod election;
 mod events;
+
+pub(crate) use election::{LeaderReply, WakeReply};
 
 /// Where the answer to an acquisition goes.
 pub(crate) type AcquireReply = Sender<Result<Lease, Error>>;
@@ -89,6 +92,10 @@ pub struct Router {
     /// `close` was called: new commands fail with [`Error::Closed`].
     closed: bool,
     monitor: Monitor,
+    /// Observers' election reads in flight, and who waits for each.
+    reads: HashMap<redlease_core::ReadId, LeaderReply>,
+    /// Elections observers watch, by name.
+    watches: HashMap<String, election::Watch>,
 }
 
 impl Router {
@@ -99,7 +106,7 @@ impl Router {
 
     /// Whether no lock is tracked any more.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.reads.is_empty()
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -257,6 +264,9 @@ impl Router {
     /// driving the engine until it has no active lock, then stops.
     pub fn close(&mut self, engine: &mut Engine, now: Instant) {
         self.closed = true;
+        // Their callers see the client closed.
+        self.reads.clear();
+        self.watches.clear();
         for (lock, entry) in &mut self.entries {
             if let Some(a) = entry.acquire.take() {
                 let _ = a.reply.send(Err(Error::Closed));

@@ -5,6 +5,7 @@
 
 mod audit;
 mod cluster;
+mod election;
 mod links;
 mod nodes;
 mod reentry;
@@ -56,6 +57,8 @@ pub struct Engine {
     /// The wall clock that waiters' tickets count on: [`Config::wall_clock`], or from the first
     /// instant a ticket was asked for.
     wall_clock: Option<(Instant, Duration)>,
+    /// Observers' reads of elections in flight.
+    reads: election::Reads,
 }
 
 impl Engine {
@@ -76,6 +79,7 @@ impl Engine {
             waiters: Waiters::default(),
             retrying: false,
             wall_clock: config.wall_clock,
+            reads: election::Reads::default(),
             config,
         })
     }
@@ -115,7 +119,7 @@ impl Engine {
         let mut fp = Footprint {
             locks: self.locks.active(),
             lock_records: self.locks.capacity(),
-            waiters: self.waiters.count(),
+            waiters: self.waiters.count() + self.reads.watching() + self.reads.in_flight(),
             events: self.events.len(),
             ..Footprint::default()
         };
@@ -251,6 +255,7 @@ impl Engine {
                 }
             }
         }
+        self.reads_due(now);
         let mut budget = self.locks.active() + 16;
         while budget > 0 {
             let Some(idx) = self.timers.pop_due(now) else { break };
@@ -409,7 +414,7 @@ impl Engine {
     /// earliest of the locks' timers, connect deadlines and reconnect times.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        min_opt(self.timers.next(), self.links.wake())
+        min_opt(min_opt(self.timers.next(), self.links.wake()), self.reads.deadline())
     }
 
     /// The next event, if any.

@@ -241,4 +241,12 @@ pub enum Misuse {
         /// What is wrong.
         reason: &'static str,
     },
+    /// An election's name or candidate value cannot be used ([`ElectionOptions`](crate::ElectionOptions)).
+    #[error("election {field}: {reason}")]
+    Election {
+        /// The field: `name` or `value` (or `reads`: too many observers' reads in flight).
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        reason: &'static str,
+    },
 }

@@ -207,7 +207,27 @@ pub enum Event {
         /// What went wrong, naming the node.
         error: LinkError,
     },
+    /// An election read ([`Engine::read_leader`](crate::Engine::read_leader)) is decided:
+    /// every node answered, failed or timed out.
+    LeaderRead {
+        /// The read.
+        read: ReadId,
+        /// The leader a quorum of the nodes hold ([`leader_of`](crate::leader_of)), if any.
+        leader: Option<crate::Leader>,
+    },
+    /// A node announced a release of the lock of the election `name`, which an observer
+    /// watches ([`Engine::watch_leader`](crate::Engine::watch_leader)): who leads may have
+    /// changed (one event per node that announced it).
+    LeaderWake {
+        /// The election.
+        name: String,
+    },
 }
+
+/// Handle of one election read ([`Engine::read_leader`](crate::Engine::read_leader)), named
+/// again by its [`Event::LeaderRead`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReadId(pub u32);
 
 impl Event {
     /// The lock the event is about (`None` for [`Event::LinkUp`], [`Event::LinkFailed`] and [`Event::WakeOff`]).
@@ -220,7 +240,11 @@ impl Event {
             | Event::ExtendFailed { lock, .. }
             | Event::Lost { lock, .. }
             | Event::Released { lock, .. } => Some(*lock),
-            Event::LinkFailed { .. } | Event::LinkUp { .. } | Event::WakeOff { .. } => None,
+            Event::LinkFailed { .. }
+            | Event::LinkUp { .. }
+            | Event::WakeOff { .. }
+            | Event::LeaderRead { .. }
+            | Event::LeaderWake { .. } => None,
         }
     }
 }

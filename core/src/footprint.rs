@@ -28,7 +28,8 @@ pub struct Footprint {
     pub kept: usize,
     /// The bytes of those kept cleanups.
     pub kept_bytes: usize,
-    /// Acquisitions registered as waiters on a wake channel.
+    /// Acquisitions registered as waiters on a wake channel, elections watched by observers
+    /// and observers' reads in flight.
     pub waiters: usize,
     /// Wake channels that some waiter needs.
     pub channels: usize,

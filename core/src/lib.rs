@@ -29,8 +29,9 @@
 //!   for a driver with TLS [`Engine::handle_tls_started`] and [`Engine::handle_tls_failed`];
 //! - commands: [`Engine::acquire`] (a mutex, a semaphore's permits with
 //!   [`LockOptions::semaphore`], a read lock with [`LockOptions::shared`]),
-//!   [`Engine::extend`], [`Engine::downgrade`], [`Engine::release`], [`Engine::cancel`] —
-//!   misuse is an error returned at once ([`Misuse`]);
+//!   [`Engine::extend`], [`Engine::downgrade`], [`Engine::release`], [`Engine::cancel`], and
+//!   for observers of an election [`Engine::read_leader`] and [`Engine::watch_leader`] — misuse
+//!   is an error returned at once ([`Misuse`]);
 //! - outputs: [`Engine::poll_close`], [`Engine::poll_connect`], [`Engine::poll_transmit`] /
 //!   [`Engine::advance_transmit`] per node, [`Engine::poll_timeout`], [`Engine::poll_event`]
 //!   — outcomes are [`Event`]s.
@@ -194,6 +195,11 @@
 //! `{key_prefix}redlease:sem:{S}` ([`SEMAPHORE_PREFIX`]): every key of one semaphore carries
 //! the hash tag `{S}`.
 //!
+//! An election `E` ([`ElectionOptions`]) is a lock of the key `{key_prefix}redlease:elect:{E}`
+//! ([`election_key`]), with its fencing counter, queue and wake channel as above: its
+//! candidates' tokens carry their values ([`candidate_value`]), and its hash tag `{E}` keeps its
+//! keys in one slot.
+//!
 //! Every key a script touches is passed in `KEYS`, so ACL key patterns see them all. A lock key
 //! may not start with the fence prefix, `redlease:queue:`, `redlease:readers:`,
 //! `redlease:holds:` or `redlease:sem:`, nor be `redlease:format`, and the fence prefix and the key prefix may not
@@ -208,6 +214,7 @@
 
 pub mod cluster;
 mod config;
+mod election;
 mod engine;
 mod error;
 mod event;
@@ -229,13 +236,17 @@ mod wake;
 mod wire;
 
 pub use config::{Config, Retry};
+pub use election::{
+    ELECTION_PREFIX, ElectionOptions, Leader, LeaderChange, MAX_NAME_LEN, MAX_VALUE_LEN, NodeElection, Observer,
+    candidate_value, election_key, leader_of,
+};
 pub use engine::Engine;
 pub use error::{
     AcquireError, ConfigError, ExtendError, Fault, LinkError, LostReason, Misuse, ReleaseOutcome, ReleaseReport, Vote,
     Votes,
 };
 
-pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, WakeState};
+pub use event::{Event, LinkState, LockId, LockInfo, LockState, NodeId, ReadId, WakeState};
 pub use footprint::Footprint;
 pub use health::{
     ClusterHealth, Health, LockHealth, LockShape, MasterHealth, NodeHealth, NodeState, SentinelHealth, SentinelView,

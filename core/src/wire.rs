@@ -144,6 +144,8 @@ pub(crate) enum Pending {
     /// `ROLE` on a ready link of a node with [`min_replicas`](crate::NodeConfig::min_replicas),
     /// every [`REPLICAS_CHECK`](crate::REPLICAS_CHECK): its replicas are counted again.
     Role,
+    /// An observer's read of an election (its lock key and fence counter), for the read `read`.
+    Read { read: u32 },
 }
 
 impl Pending {
@@ -162,6 +164,7 @@ impl Pending {
             Pending::Ping => "PING",
             Pending::Replicas { .. } => "WAIT (or WAITAOF)",
             Pending::Role => "ROLE",
+            Pending::Read { .. } => "the election read script",
         }
     }
 }

@@ -65,7 +65,7 @@ const WAKE: Token = Token(usize::MAX);
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Client {
@@ -123,9 +123,13 @@ impl Client {
     ///
     /// Its span, `redlease.acquire`, is a child of the caller's span, entered while it waits.
     pub fn lock_with(&self, options: LockOptions) -> Result<Guard, Error> {
+        self.lock_as(options, new_token()?)
+    }
+
+    /// Acquire with `token` (a campaign's, which carries its value).
+    pub(crate) fn lock_as(&self, options: LockOptions, token: String) -> Result<Guard, Error> {
         let span = spans::acquire(&self.shared.name, &options);
         let _entered = span.enter();
-        let token = new_token()?;
         let (reply, rx) = oneshot::channel();
         let shared = &self.shared;
         let auto = options.auto_extend;

@@ -8,7 +8,7 @@ use mio::event::Event as MioEvent;
 use mio::{Registry, Token};
 use redlease_client::adapter::{Conn, Flush, Links, Read, ReadUntil, node_id, prepare, seeded};
 use redlease_client::{Error, Health, LockId, LockOptions, Misuse, NodeId};
-use redlease_core::{Config, Engine, Event, LockInfo};
+use redlease_core::{Config, Engine, Event, LockInfo, ReadId};
 
 use crate::socket::{Dialed, Dialing, Direct, Socket};
 
@@ -292,6 +292,19 @@ impl Driver {
     /// Turn automatic extension of a lock on or off ([`Engine::set_auto_extend`]).
     pub fn set_auto_extend(&mut self, now: Instant, lock: LockId, on: bool) -> Result<(), Misuse> {
         self.engine.set_auto_extend(now, lock, on)
+    }
+
+    /// Read who leads an election on every node ([`Engine::read_leader`]); the outcome arrives
+    /// as [`Event::LeaderRead`]. A campaign is an [`acquire`](Self::acquire) of
+    /// `ElectionOptions::lock_options` with `ElectionOptions::token`.
+    pub fn read_leader(&mut self, now: Instant, name: &str) -> Result<ReadId, Misuse> {
+        self.engine.read_leader(now, name)
+    }
+
+    /// Watch an election's release messages, or stop ([`Engine::watch_leader`]): each one
+    /// arrives as [`Event::LeaderWake`].
+    pub fn watch_leader(&mut self, now: Instant, name: &str, on: bool) -> Result<(), Misuse> {
+        self.engine.watch_leader(now, name, on)
     }
 
     // ----- outputs -------------------------------------------------------------------------

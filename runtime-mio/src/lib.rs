@@ -2,12 +2,14 @@
 
 mod client;
 mod driver;
+mod election;
 mod guard;
 mod shared;
 mod socket;
 
 pub use client::{Client, KeepAlive};
 pub use driver::Driver;
+pub use election::{Leadership, Observation};
 pub use guard::Guard;
 
 /// The mio version this crate is built on, re-exported so that a host loop uses the same one.

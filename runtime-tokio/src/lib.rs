@@ -13,4 +13,6 @@ pub type Client = aio::Client<TokioRuntime>;
 /// The future that does all the I/O of a [`Client`] and its clones, for callers who run it
 /// themselves ([`Client::with_driver`]).
 pub type Driver = aio::Driver<TokioRuntime>;
-pub use aio::Guard;
+pub use aio::{Guard, Leadership};
+/// The changes of leader of one election ([`Client::observe`]): a `Stream`.
+pub type Observation = aio::Observation<TokioRuntime>;

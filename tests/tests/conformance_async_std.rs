@@ -44,6 +44,7 @@ impl Executor for AsyncStd {
 redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>);
 redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>, clusters);
 redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>, sentinels);
+redlease_tests::conformance_tests!(AsyncSubject<AsyncStd>, elections);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

@@ -14,8 +14,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlease_core::{Health, ReleaseReport};
-use redlease_mio::{Client, Guard, KeepAlive, LockOptions, LostSignal};
-use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
+use redlease_mio::{Client, ElectionOptions, Guard, KeepAlive, Leader, Leadership, LockOptions, LostSignal};
+use redlease_tests::conformance::{BoxFuture, Elections, Failure, LockSpec, Options, Sink, Subject, Work, failure};
 
 struct MioSubject;
 
@@ -143,7 +143,51 @@ impl Subject for MioSubject {
     }
 }
 
+impl Elections for MioSubject {
+    type Leadership = Leadership;
+
+    fn campaign(client: &MioClient, options: ElectionOptions) -> BoxFuture<'static, Result<Leadership, Failure>> {
+        let client = client.client.clone();
+        Box::pin(async move { client.campaign(options).map_err(failure) })
+    }
+
+    fn epoch(leadership: &Leadership) -> u64 {
+        leadership.epoch()
+    }
+
+    fn leadership_lost(leadership: &Leadership) -> LostSignal {
+        leadership.lost()
+    }
+
+    fn resign(leadership: Leadership) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
+        Box::pin(async move { leadership.resign().map_err(failure) })
+    }
+
+    fn leader(client: &MioClient, name: &str) -> BoxFuture<'static, Result<Option<Leader>, Failure>> {
+        let (client, name) = (client.client.clone(), name.to_owned());
+        Box::pin(async move { client.leader(&name).map_err(failure) })
+    }
+
+    fn observe(
+        client: &MioClient,
+        name: &str,
+        poll: Duration,
+        changes: usize,
+        sink: Sink,
+    ) -> BoxFuture<'static, Result<(), Failure>> {
+        let (client, name) = (client.client.clone(), name.to_owned());
+        Box::pin(async move {
+            let observation = client.observe(&name).map_err(failure)?.poll_every(poll);
+            for change in observation.take(changes) {
+                sink.lock().unwrap().push(change.map_err(failure)?);
+            }
+            Ok(())
+        })
+    }
+}
+
 redlease_tests::conformance_tests!(MioSubject);
+redlease_tests::conformance_tests!(MioSubject, elections);
 redlease_tests::conformance_tests!(MioSubject, clusters);
 redlease_tests::conformance_tests!(MioSubject, sentinels);
 

@@ -45,6 +45,7 @@ impl Executor for Smol {
 redlease_tests::conformance_tests!(AsyncSubject<Smol>);
 redlease_tests::conformance_tests!(AsyncSubject<Smol>, clusters);
 redlease_tests::conformance_tests!(AsyncSubject<Smol>, sentinels);
+redlease_tests::conformance_tests!(AsyncSubject<Smol>, elections);
 
 /// The whole suite with every node reached over TLS (`rediss://`, a generated CA).
 mod tls {

@@ -53,6 +53,7 @@ impl<const MULTI: bool> Executor for TokioRt<MULTI> {
 redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>);
 redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, clusters);
 redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, sentinels);
+redlease_tests::conformance_tests!(AsyncSubject<TokioRt<true>>, elections);
 
 /// The same cases on a current-thread runtime.
 mod current_thread {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 /// `s` as a JSON string literal.
-pub(super) fn string(s: &str) -> String {
+pub(crate) fn string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

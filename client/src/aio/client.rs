@@ -39,9 +39,9 @@ use super::runtime::Runtime;
 /// # Ok(()) }
 /// ```
 pub struct Client<R> {
-    tx: Sender,
+    pub(super) tx: Sender,
     /// The config's name, for the spans made here.
-    name: Arc<str>,
+    pub(super) name: Arc<str>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -154,7 +154,11 @@ impl<R> Client<R> {
     }
 
     async fn acquire(&self, options: LockOptions, span: Span) -> Result<Guard, Error> {
-        let token = new_token()?;
+        self.acquire_as(options, new_token()?, span).await
+    }
+
+    /// Acquire with `token` (a campaign's, which carries its value).
+    pub(super) async fn acquire_as(&self, options: LockOptions, token: String, span: Span) -> Result<Guard, Error> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Acquire { options, token, reply, span }).map_err(|_| Error::Closed)?;
         let mut waiting = Waiting { rx, tx: &self.tx, name: &self.name, done: false };

@@ -47,6 +47,21 @@ pub(crate) enum Command {
     Health {
         reply: crate::oneshot::Sender<Health>,
     },
+    /// Read who leads an election.
+    ReadLeader {
+        name: String,
+        reply: crate::router::LeaderReply,
+    },
+    /// Start or stop watching an election for an observer.
+    Watch {
+        name: String,
+        on: bool,
+    },
+    /// Tell `reply` at the next release message of a watched election.
+    ArmWake {
+        name: String,
+        reply: crate::router::WakeReply,
+    },
     /// Close the client; `done` is answered once the driver has finished.
     Close {
         done: crate::oneshot::Sender<()>,

@@ -273,6 +273,9 @@ impl<R: Runtime> Driver<R> {
             Command::Health { reply } => {
                 let _ = reply.send(engine.health());
             }
+            Command::ReadLeader { name, reply } => router.read_leader(engine, now, &name, reply),
+            Command::Watch { name, on } => router.watch(engine, now, &name, on),
+            Command::ArmWake { name, reply } => router.arm_wake(&name, reply),
             Command::Close { done } => {
                 router.close(engine, now);
                 self.stopping = true;

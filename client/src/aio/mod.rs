@@ -28,11 +28,13 @@
 mod client;
 mod command;
 mod driver;
+mod election;
 mod guard;
 mod runtime;
 
 pub use crate::sockets::AsSocket;
 pub use client::Client;
 pub use driver::Driver;
+pub use election::{Leadership, Observation};
 pub use guard::Guard;
 pub use runtime::{BoxFuture, Runtime, Socket, Timer};

@@ -53,6 +53,8 @@ impl Router {
                 self.monitor.link_failed(engine, &error, now);
                 return Some(error);
             }
+            Event::LeaderRead { read, leader } => self.leader_read(read, leader),
+            Event::LeaderWake { name } => self.leader_woken(&name),
             _ => {}
         }
         self.monitor.gauges(engine, now, false);

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::Engine;
+use super::election::vote_text;
 use crate::error::{Fault, LinkError, Vote};
 use crate::event::{Event, NodeId};
 use crate::link::Next;
@@ -111,6 +112,7 @@ impl Engine {
                 }
                 Pending::Resend { copy } => drop(self.links.take_copy(copy)),
                 Pending::Slots | Pending::Step(Step::Slots) => self.links.map_lost(link.index()),
+                Pending::Read { read } => self.read_answered(now, node, read, Err(vote_text(&vote))),
                 _ => {}
             }
         }
@@ -127,6 +129,7 @@ impl Engine {
                     self.vote(now, lock.index, node.index(), vote());
                 }
                 Pending::Resend { copy } => drop(self.links.take_copy(copy)),
+                Pending::Read { read } => self.read_answered(now, node, read, Err("not sent".to_owned())),
                 _ => {}
             }
         }

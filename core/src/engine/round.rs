@@ -172,6 +172,10 @@ impl Engine {
         let (op, lock, round, answer) = match answer {
             Answer::Op { op, lock, round, answer } => (op, lock, round, answer),
             Answer::Replicas { lock, round, acked } => return self.on_replicas(now, node, lock, round, acked),
+            Answer::Read { read, reply } => {
+                self.read_answered(now, node, read, reply);
+                return Ok(());
+            }
             _ => return Ok(()),
         };
         if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Engine;
-use crate::event::NodeId;
+use crate::event::{Event, NodeId};
 use crate::lock::Phase;
 use crate::wake;
 
@@ -60,7 +60,7 @@ impl Engine {
             return;
         }
         for (ch, _) in self.channels(idx) {
-            if self.waiters.remove(&ch, idx) {
+            if self.waiters.remove(&ch, idx) && !self.reads.watches(&ch) {
                 self.links.unsubscribe(&ch);
             }
         }
@@ -136,6 +136,9 @@ impl Engine {
             Some(at) => (&data[..at], &data[at + 1..]),
             None => (data, &data[data.len()..]),
         };
+        if let Some(name) = self.reads.watched(channel) {
+            self.events.push_back(Event::LeaderWake { name: name.to_owned() });
+        }
         let waiting = self.waiters.on(channel).to_vec();
         for &idx in &waiting {
             self.locks[idx].hear(node.index(), releaser, next);

@@ -132,7 +132,7 @@ impl Links {
             reply: reply.render(),
         })?;
         match answer {
-            Answer::Op { .. } | Answer::Replicas { .. } => Ok(Next::Op { used, answer }),
+            Answer::Op { .. } | Answer::Replicas { .. } | Answer::Read { .. } => Ok(Next::Op { used, answer }),
             answer => self.on_link_answer(now, link, pending, answer, used),
         }
     }
@@ -299,7 +299,11 @@ impl Links {
                     return Ok(Next::WakeOff(used));
                 }
             }
-            Answer::Op { .. } | Answer::Replicas { .. } | Answer::Ignored | Answer::Step(_, StepAnswer::Ok) => {}
+            Answer::Op { .. }
+            | Answer::Replicas { .. }
+            | Answer::Read { .. }
+            | Answer::Ignored
+            | Answer::Step(_, StepAnswer::Ok) => {}
             Answer::Step(Step::Format, StepAnswer::Refused(message)) if message.contains("unknown command 'EVAL'") => {
                 // What a Redis Sentinel answers: it runs no scripts.
                 let message = format!(

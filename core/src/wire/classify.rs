@@ -59,6 +59,11 @@ pub(crate) enum Answer {
     },
     /// The server refused to `SUBSCRIBE` (its error text): the node is polled.
     SubscribeRefused(String),
+    /// An election read's reply: the script's `counter value` string, or the node's error.
+    Read {
+        read: u32,
+        reply: Result<Vec<u8>, String>,
+    },
 }
 
 /// Interpret `reply` as the answer to `pending`; `Err` with the request's name when it cannot
@@ -86,6 +91,11 @@ pub(crate) fn classify(pending: Pending, reply: &Reply<'_>) -> Result<Answer, &'
         Pending::Slots => matches!(reply, Reply::Error(_)).then_some(Answer::Ignored),
         // (`ROLE`'s answer is read from its frame before classifying.)
         Pending::Role => None,
+        Pending::Read { read } => match reply {
+            Reply::Bulk(b) => Some(Answer::Read { read, reply: Ok(b.to_vec()) }),
+            Reply::Error(e) => Some(Answer::Read { read, reply: Err(text(e)) }),
+            _ => None,
+        },
     };
     answer.ok_or(pending.name())
 }

@@ -86,8 +86,13 @@ pub(crate) const UNREPLICATED: Kind = Kind {
     make: Scenario::unreplicated_sentinels,
 };
 
+/// Campaigns in one election over standalone, replica-acknowledged, Redis Cluster and
+/// Sentinel-managed nodes, with an observer (`election_simulation.rs`).
+pub(crate) const ELECTIONS: Kind = Kind { name: " elections", env: &["SIM_ELECTIONS"], make: Scenario::elections };
+
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 11] = [
+const KINDS: [&Kind; 12] = [
+    &ELECTIONS,
     &SEMAPHORES,
     &RWLOCKS,
     &REENTRANT_REPLICAS,

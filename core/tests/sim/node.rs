@@ -626,6 +626,15 @@ impl Node {
         keys.chain(readers).collect()
     }
 
+    /// What an observer reads of an election at `now`: its lock key's value and its fence
+    /// counter (0 without one).
+    pub(crate) fn election_view(&mut self, now: Time, db: u32, key: &[u8]) -> (Option<Vec<u8>>, u64) {
+        self.purge(now);
+        let fence = [self.fence_prefix.as_slice(), key].concat();
+        let counter = self.get(db, &fence).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+        (self.get(db, key).map(<[u8]>::to_vec), counter)
+    }
+
     /// The closed spans of reader membership (key: the lock key), taken out.
     pub(crate) fn take_memberships(&mut self) -> Vec<Segment> {
         std::mem::take(&mut self.memberships)

@@ -9,6 +9,7 @@ use redlease_core::cluster::hash_slot;
 use super::node::{Auth, Clock, MS, ReplicaPlan, Time};
 use super::rng::Rng;
 use super::script::Script;
+use super::world::ELECTION_KEY;
 
 /// Microsecond of simulated time.
 pub(crate) const US: Time = 1_000;
@@ -157,6 +158,9 @@ pub(crate) struct Scenario {
     /// The clients' roles, when they are set in advance (see [`Script`]; `None`: each client
     /// draws its every move from the seed).
     pub(crate) script: Option<Script>,
+    /// Election runs: every acquisition is a campaign in the election `e0` (fenced,
+    /// auto-extended, waiting), and an observer reads the nodes as the run goes.
+    pub(crate) election: bool,
 }
 
 impl Scenario {
@@ -317,6 +321,7 @@ impl Scenario {
             sentinels: Vec::new(),
             lossy_migration: false,
             script: None,
+            election: false,
         }
     }
 
@@ -427,16 +432,22 @@ impl Scenario {
     /// Locks take one resource (two resources hash to two slots, which a cluster refuses),
     /// and nodes use database 0 (the only one a cluster has).
     pub(crate) fn clusters(seed: u64, profile: Profile) -> Self {
-        let mut sc = match seed % 3 {
+        let sc = match seed % 3 {
             0 => Self::generate(seed, profile),
             1 => Self::semaphores(seed, profile),
             _ => Self::rwlocks(seed, profile),
         };
+        Self::clustered(sc)
+    }
+
+    /// `sc` over Redis Cluster nodes, as [`clusters`](Self::clusters) makes them.
+    fn clustered(mut sc: Self) -> Self {
+        let seed = sc.seed;
         let mut rng = Rng::new(seed ^ 0xC1_05E7);
         sc.multi = false;
         sc.db = 0;
         let hot: Vec<u16> = (0..sc.resources)
-            .map(|r| hash_slot(format!("r{r}").as_bytes()))
+            .map(|r| if sc.election { hash_slot(ELECTION_KEY) } else { hash_slot(format!("r{r}").as_bytes()) })
             .chain([hash_slot(b"redlease:format")])
             .collect();
         let mut clusters: Vec<Option<ClusterPlan>> = (0..sc.nodes)
@@ -494,6 +505,31 @@ impl Scenario {
         sc
     }
 
+    /// Draw an election run of `profile` from `seed`: [`generate`](Self::generate)'s faults,
+    /// timings and knobs, but every acquisition is a campaign (fenced, auto-extended, waiting)
+    /// in one election, whose leaders resign after a while; no node restarts without its data
+    /// in a safe run (the epochs are the fence counters, which must survive). By `seed % 4`:
+    /// standalone nodes, Sentinel-managed nodes that fail over, nodes whose grants wait for a
+    /// replica ([`with_replicas`](Self::with_replicas)), Redis Cluster nodes whose grants wait
+    /// for a replica.
+    pub(crate) fn elections(seed: u64, profile: Profile) -> Self {
+        let mut sc = Self::generate(seed, profile);
+        sc.election = true;
+        sc.fencing = true;
+        sc.auto_extend = true;
+        sc.multi = false;
+        sc.resources = 1;
+        if profile == Profile::Safe {
+            sc.faults.retain(|(_, f)| !matches!(f, Fault::Crash { keep: false, .. }));
+        }
+        match seed % 4 {
+            1 => sc.with_sentinels(true),
+            2 => sc.with_replicas(),
+            3 => Self::clustered(sc).with_replicas(),
+            _ => sc,
+        }
+    }
+
     /// The run of [`clusters`](Self::clusters), but a migration drops the slot's keys instead
     /// of moving them (UNSAFE).
     pub(crate) fn lossy_clusters(seed: u64, profile: Profile) -> Self {
@@ -515,11 +551,19 @@ impl Scenario {
     }
 
     fn sentinel_nodes(seed: u64, profile: Profile, min_replicas: bool) -> Self {
-        let mut sc = match seed % 3 {
+        let sc = match seed % 3 {
             0 => Self::generate(seed, profile),
             1 => Self::semaphores(seed, profile),
             _ => Self::rwlocks(seed, profile),
         };
+        sc.with_sentinels(min_replicas)
+    }
+
+    /// `self` over Sentinel-managed nodes (some of its nodes, at least one), as
+    /// [`sentinels`](Self::sentinels) makes them.
+    fn with_sentinels(self, min_replicas: bool) -> Self {
+        let seed = self.seed;
+        let mut sc = self;
         let mut rng = Rng::new(seed ^ 0x5E47_1E15);
         let plan = |rng: &mut Rng| SentinelPlan {
             replicas: rng.range(1, 2) as usize,

@@ -111,6 +111,7 @@ impl Scenario {
             sentinels: Vec::new(),
             lossy_migration: false,
             script: Some(script),
+            election: false,
         }
     }
 

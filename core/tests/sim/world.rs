@@ -31,6 +31,7 @@ use redlease_core::{
     AcquireError, Config, Engine, Event, ExtendError, Fault as NodeFault, LinkError, LockId, LockOptions, Misuse,
     NodeConfig, NodeId, ReleaseOutcome,
 };
+use redlease_core::{ElectionOptions, LeaderChange, NodeElection, Observer, leader_of};
 
 use super::checker::{self, Hold, Semaphore, Violation, ms};
 use super::cluster::Cluster;
@@ -41,7 +42,12 @@ use super::scenario::{Fault, Scenario, US};
 use super::sentinel::{self, Managed};
 
 /// Names of the resources (lock keys).
-pub(crate) const NAMES: [&[u8]; 2] = [b"r0", b"r1"];
+pub(crate) const NAMES: [&[u8]; 3] = [b"r0", b"r1", ELECTION_KEY];
+
+/// The lock key of the election `e0` (election runs campaign in it), and its index in
+/// [`NAMES`].
+pub(crate) const ELECTION_KEY: &[u8] = b"redlease:elect:{e0}";
+const ELECTION: usize = 2;
 
 macro_rules! trace {
     ($w:expr, $($arg:tt)*) => {
@@ -338,6 +344,10 @@ pub(crate) struct Stats {
     /// Semaphore grants after which no node kept a permit reserved for the holder that it does
     /// not hold.
     pub(crate) handoffs_checked: u64,
+    /// Election runs: the observer's reads that named a leader, and the changes of leader it
+    /// reported.
+    pub(crate) observed: u64,
+    pub(crate) leaders_observed: u64,
 }
 
 impl Stats {
@@ -401,6 +411,8 @@ impl Stats {
         self.leftovers += o.leftovers;
         self.releases_checked += o.releases_checked;
         self.handoffs_checked += o.handoffs_checked;
+        self.observed += o.observed;
+        self.leaders_observed += o.leaders_observed;
     }
 }
 
@@ -434,6 +446,9 @@ pub(crate) fn run(sc: &Scenario, trace: bool) -> Outcome {
         w.now = t;
         w.stats.events += 1;
         w.dispatch(ev);
+        if w.sc.election && w.stats.events % 8 == 0 {
+            w.observe();
+        }
     }
     w.finish()
 }
@@ -500,6 +515,8 @@ struct World {
     vanished: Option<Vanished>,
     stats: Stats,
     trace: Option<Vec<String>>,
+    /// Election runs: the observer following the election.
+    observer: Observer,
 }
 
 impl World {
@@ -604,6 +621,7 @@ impl World {
             vanished: None,
             stats: Stats::default(),
             trace: trace.then(Vec::new),
+            observer: Observer::new(),
             sc,
         }
     }
@@ -1644,6 +1662,9 @@ impl World {
         if self.sc.script.is_some() {
             return self.start_scripted(c);
         }
+        if self.sc.election {
+            return self.start_campaign(c);
+        }
         let resources: Vec<usize> = match &self.vanished {
             Some(v) => v.resources.clone(),
             None if self.sc.multi && self.rng.chance(300) => vec![0, 1],
@@ -1703,6 +1724,61 @@ impl World {
             req.fencing
         );
         self.acquire(c, &req, resources, token, permits);
+    }
+
+    /// A campaign of client `c` in the election `e0`, with its value `c{c}`: waiting without a
+    /// bound, or (one in three) for four TTLs.
+    fn start_campaign(&mut self, c: usize) {
+        self.clients[c].issued += 1;
+        let ttl = Duration::from_millis(self.rng.range(self.sc.ttl_ms.0, self.sc.ttl_ms.1));
+        let mut options = ElectionOptions::new("e0", format!("c{c}")).ttl(ttl);
+        if self.rng.chance(333) {
+            options = options.wait(ttl * 4);
+        }
+        let Ok(req) = options.lock_options() else { return self.problem(c, "election options refused".into()) };
+        assert_eq!(req.resources, [String::from_utf8_lossy(ELECTION_KEY)]);
+        let token = options.token(&self.clients[c].issued.to_be_bytes());
+        trace!(self, "c{c} campaigns: token {} ttl {ttl:?}", show(&token));
+        self.acquire(c, &req, vec![ELECTION], token, None);
+    }
+
+    /// What an observer reads of the election now (from every node that is up, reachable and
+    /// not paused: the lock key and its fence counter), checked against the holds: a leader it
+    /// names is a campaign of the run, and the epoch it shows is never above that leader's own
+    /// once granted. The changes an [`Observer`] reports are counted.
+    fn observe(&mut self) {
+        if self.clusters.iter().any(Option::is_some) {
+            return; // (A key's master changes with migrations; the observer reads plain nodes.)
+        }
+        let (now, db) = (self.now, self.sc.db);
+        let views: Vec<Option<(Option<Vec<u8>>, u64)>> = (0..self.sc.nodes)
+            .map(|n| {
+                // A Sentinel-managed node is read on its primary of the moment.
+                let s = self.managed[n].as_ref().map_or(n, Managed::primary_server);
+                let node = &mut self.nodes[s];
+                (node.up && !node.paused && !self.cut[s]).then(|| node.election_view(now, db, ELECTION_KEY))
+            })
+            .collect();
+        let reads: Vec<Option<NodeElection<'_>>> = views
+            .iter()
+            .map(|v| v.as_ref().map(|(h, counter)| NodeElection { holder: h.as_deref(), counter: *counter }))
+            .collect();
+        let read = leader_of(&reads, self.sc.nodes / 2 + 1);
+        if let Some(l) = &read {
+            self.stats.observed += 1;
+            let known = self.clients.iter().any(|cl| cl.locks.contains_key(l.token.as_bytes()));
+            if !known {
+                self.problems.push((usize::MAX, format!("observer names {}, no campaign's token", l.token)));
+            }
+            let granted = self.holds.iter().find(|h| h.token == l.token.as_bytes() && h.start <= now && now < h.end);
+            if let Some(h) = granted.filter(|h| h.fence.is_some_and(|f| l.epoch > f)) {
+                let what = format!("observer shows epoch {} for {h}", l.epoch);
+                self.problems.push((h.client, what));
+            }
+        }
+        if let Some(LeaderChange::Elected(_)) = self.observer.update(read) {
+            self.stats.leaders_observed += 1;
+        }
     }
 
     /// A new acquisition of client `c`'s role, unless it asks once and has asked.

@@ -368,7 +368,7 @@ async fn held_with_a_waiter<S: Subject>(
 }
 
 /// Subscribers of `channel` on each node (`PUBSUB NUMSUB`), summed.
-fn subscribers(servers: &Servers, channel: &str) -> i64 {
+pub(super) fn subscribers(servers: &Servers, channel: &str) -> i64 {
     servers
         .nodes()
         .iter()

@@ -54,10 +54,14 @@
 //! | [`cluster_locks`] | a Redlock of three Redis Clusters (3 masters + 3 replicas each): every node seen as a cluster covering every hash slot, 24 locks spread over every master, a counter under a fenced lock with increasing tokens, a waiter woken by the release, a semaphore and a read lock |
 //! | [`cluster_resharding`] | one cluster as the node, 8 tasks on 4 resources while their slots migrate between masters in two phases: no lost update, no overlap, redirects followed, nothing left without a TTL |
 //! | [`sentinel_locks`] | a Redlock of three Sentinel-managed nodes (a primary and a replica each, three sentinels, `min_replicas=1`): each node seen through its sentinels, a fenced counter exact with increasing tokens while one node fails over, a lock held across another node's failover refuses a second client and its extension and release reach the new primary |
+//! | [`election_campaign`] | a campaign leads with an epoch and its value on the nodes, which `leader` reads; a candidate in line gets the leadership within 2 s of the resign (5 s retry delay), with a larger epoch; a leadership taken away is signalled lost and nobody leads; a bounded campaign times out; bad names and values are refused naming the field |
+//! | [`election_observe`] | observers report a, b, then the vacancy, with strictly increasing epochs; one polling every 30 s sees the handover within 2 s (the release message woke it); the watch ends with the observers |
+//! | [`election_cluster`] | an election over three Redis Clusters: `leader` reads the master of `{jobs}`, a resign hands over within 2 s (sharded release message) with a larger epoch, a 30 s poller sees it as soon |
 //! | [`close_releases`] | `close()` releases a held and a just-dropped guard before it returns, fires the lost signal, and closes every clone |
 
 mod cases;
 mod cluster;
+mod election;
 mod recorder;
 mod reentry;
 mod rwlock;
@@ -67,6 +71,7 @@ mod subject;
 
 pub use cases::*;
 pub use cluster::*;
+pub use election::*;
 pub use recorder::{Hold, HolderLog};
 pub use reentry::*;
 pub use rwlock::*;
@@ -88,6 +93,10 @@ macro_rules! conformance_tests {
     // The cases on Redis Cluster nodes (local clusters listen over TCP only), once per adapter.
     ($subject:ty, clusters) => {
         $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; cluster_locks, cluster_resharding);
+    };
+    // The election cases (over TCP), once per adapter.
+    ($subject:ty, elections) => {
+        $crate::conformance_tests!(@cases $subject, $crate::Listen::Tcp; election_campaign, election_observe, election_cluster);
     };
     // The case on Sentinel-managed nodes (local sentinels over TCP), once per adapter.
     ($subject:ty, sentinels) => {

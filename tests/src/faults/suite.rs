@@ -82,6 +82,8 @@ pub enum Lock {
     Semaphore,
     /// A reader-writer lock: workers 0 and 1 write, the others read.
     ReadWrite,
+    /// An election: every worker campaigns; the leader writes with its epoch as the fence.
+    Election,
 }
 
 impl Lock {
@@ -94,6 +96,7 @@ impl Lock {
     fn shape(self, id: usize, n: usize) -> Shape {
         match self {
             Lock::Mutex => Shape::Mutex,
+            Lock::Election => Shape::Election,
             Lock::Semaphore => Shape::Semaphore { limit: SEM_LIMIT, permits: if id + 1 == n { 2 } else { 1 } },
             Lock::ReadWrite if id < 2 => Shape::Write,
             Lock::ReadWrite => Shape::Read,
@@ -103,7 +106,7 @@ impl Lock {
     /// Worker processes for `options`.
     fn workers(self, options: &Options) -> usize {
         match self {
-            Lock::Mutex => options.workers,
+            Lock::Mutex | Lock::Election => options.workers,
             Lock::Semaphore | Lock::ReadWrite => options.workers.max(4) + 1,
         }
     }
@@ -311,6 +314,30 @@ pub fn phases() -> Vec<Phase> {
             id: "rw7",
             name: "reader-writer: a writer, then a reader paused (SIGSTOP) for 2 TTL",
             lock: Lock::ReadWrite,
+            expect: Expect::LateWrite,
+            persist: false,
+            work: Duration::from_millis(300),
+            script: holder_pause,
+        },
+        // The election: every worker campaigns, and its leader writes with its epoch as the
+        // fence. e2 must show what 2 shows (no two leaders at once, nothing lost), with
+        // minority partitions, then a majority cut as s2.
+        Phase {
+            id: "e2",
+            name: "election: minority partitions, then a majority partition",
+            lock: Lock::Election,
+            expect: Expect::Safe,
+            persist: false,
+            work: quick,
+            script: partitions,
+        },
+        // e7: a leader paused past its TTL while another leads: leaders never overlap on the
+        // workers' clocks, a late write, every late write refused by the newer leader's epoch,
+        // updates lost without the check, epochs in order.
+        Phase {
+            id: "e7",
+            name: "election: leader paused (SIGSTOP) for 2 TTL",
+            lock: Lock::Election,
             expect: Expect::LateWrite,
             persist: false,
             work: Duration::from_millis(300),
@@ -703,7 +730,7 @@ impl PhaseRun<'_> {
         let holds = check::holds(&self.log);
         let count = |kind: LockKind| holds.iter().filter(|h| h.kind == kind).count();
         match self.phase.lock {
-            Lock::Mutex => {}
+            Lock::Mutex | Lock::Election => {}
             Lock::Semaphore => {
                 let two = holds.iter().filter(|h| h.permits.len() == 2).count();
                 self.note(format!(
@@ -901,11 +928,12 @@ fn run_phase(ctx: &Ctx<'_>, lab: &mut NetLab, phase: Phase) -> Result<PhaseResul
 /// What a phase of `lock` that must show `expect` must show, as its table row says it.
 pub fn expected(lock: Lock, expect: Expect) -> String {
     match (lock, expect) {
-        (Lock::Mutex, Expect::Safe) => "safe".into(),
+        (Lock::Mutex | Lock::Election, Expect::Safe) => "safe".into(),
         (Lock::Semaphore, Expect::Safe) => format!("safe: {SEM_LIMIT} holders at most, {SEM_LIMIT} at once"),
         (Lock::ReadWrite, Expect::Safe) => "safe: a writer alone, readers together".into(),
         (_, Expect::Overlaps) => "unsafe: overlaps".into(),
         (Lock::Mutex, Expect::LateWrite) => "unsafe: late write".into(),
+        (Lock::Election, Expect::LateWrite) => "unsafe: late write, refused by the epoch".into(),
         (Lock::Semaphore, Expect::LateWrite) => "unsafe: late write, refused by its permit's fence".into(),
         (Lock::ReadWrite, Expect::LateWrite) => "unsafe: late write, refused by the writer epoch".into(),
     }
@@ -952,7 +980,7 @@ pub fn expect(lock: Lock, expect: Expect, r: &Report, failures: &mut Vec<String>
     match expect {
         Expect::Safe => {
             match lock {
-                Lock::Mutex => {}
+                Lock::Mutex | Lock::Election => {}
                 // (Above the limit is broken in every phase, above.)
                 Lock::Semaphore => must(
                     r.peak >= SEM_LIMIT as usize,
@@ -1146,7 +1174,7 @@ fn restart_majority(p: &mut PhaseRun<'_>) -> Result<(), String> {
         let want = match p.phase.lock {
             Lock::ReadWrite if round % 2 == 1 => Some(LockKind::Read),
             Lock::ReadWrite => Some(LockKind::Write),
-            Lock::Mutex | Lock::Semaphore => None,
+            Lock::Mutex | Lock::Semaphore | Lock::Election => None,
         };
         let min_fence = if want == Some(LockKind::Read) { 1 } else { 3 };
         let acquired = p.wait_acquired_of(want, min_fence, mono_ns())?;
@@ -1445,13 +1473,13 @@ fn holder_pause(p: &mut PhaseRun<'_>) -> Result<(), String> {
         let (highest, epoch) =
             Store::connect(p.ctx.store, keys).and_then(|mut s| s.marks()).map_err(|e| format!("store: {e}"))?;
         let whose = match (p.phase.lock, permit) {
-            (Lock::Mutex, _) => String::new(),
+            (Lock::Mutex | Lock::Election, _) => String::new(),
             (Lock::Semaphore, Some(s)) => format!(", permit {s}"),
             (Lock::Semaphore, None) => ", no permit".into(),
             (Lock::ReadWrite, _) => ", a writer".into(),
         };
         let seen = match p.phase.lock {
-            Lock::Mutex => String::new(),
+            Lock::Mutex | Lock::Election => String::new(),
             Lock::Semaphore => {
                 format!(" (its fence {fence}; the store's highest for the permit just after: {highest})")
             }

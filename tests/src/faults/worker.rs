@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redlease_client::{AcquireError, Config, Error, Lease, LockOptions, ReleaseOutcome, ReleaseReport, Retry};
+use redlease_client::{
+    AcquireError, Config, ElectionOptions, Error, Lease, LockOptions, ReleaseOutcome, ReleaseReport, Retry,
+};
 
 use super::clock::{instant_ns, mono_ns};
 use super::event::{Event, LockKind, Record};
@@ -65,13 +67,16 @@ pub enum Shape {
     Read,
     /// The write lock of a reader-writer lock.
     Write,
+    /// A campaign in an election (`ElectionOptions`): the leadership's epoch is the fence.
+    Election,
 }
 
 impl Shape {
     /// What its holds are logged as.
     pub fn kind(self) -> LockKind {
         match self {
-            Shape::Mutex => LockKind::Mutex,
+            // A leader excludes every other leader, as a mutex's holder does.
+            Shape::Mutex | Shape::Election => LockKind::Mutex,
             Shape::Semaphore { .. } => LockKind::Semaphore,
             Shape::Read => LockKind::Read,
             Shape::Write => LockKind::Write,
@@ -82,11 +87,15 @@ impl Shape {
     pub fn to_arg(self) -> String {
         match self {
             Shape::Semaphore { limit, permits } => format!("sem:{limit}:{permits}"),
+            Shape::Election => "elect".to_owned(),
             other => other.kind().as_str().to_owned(),
         }
     }
 
     fn parse(s: &str) -> Option<Shape> {
+        if s == "elect" {
+            return Some(Shape::Election);
+        }
         if let Some(rest) = s.strip_prefix("sem:") {
             let (limit, permits) = rest.split_once(':')?;
             return Some(Shape::Semaphore { limit: limit.parse().ok()?, permits: permits.parse().ok()? });
@@ -103,7 +112,7 @@ impl Shape {
     pub fn options(self, resource: &str, ttl: Duration, wait: Duration) -> LockOptions {
         let options = LockOptions::new(resource, ttl).fencing(true).wait(wait);
         match self {
-            Shape::Mutex | Shape::Write => options,
+            Shape::Mutex | Shape::Write | Shape::Election => options,
             Shape::Semaphore { limit, permits } => options.semaphore(limit).permits(permits),
             Shape::Read => options.shared(true),
         }
@@ -262,6 +271,7 @@ trait Held {
 /// A client, tokio or blocking.
 trait Locker {
     fn lock(&self, options: LockOptions) -> Result<Box<dyn Held + '_>, Error>;
+    fn campaign(&self, options: ElectionOptions) -> Result<Box<dyn Held + '_>, Error>;
     fn close(&self);
 }
 
@@ -285,10 +295,30 @@ impl Held for TokioHeld<'_> {
     }
 }
 
+struct TokioLeading<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    leadership: redlease_tokio::Leadership,
+}
+
+impl Held for TokioLeading<'_> {
+    fn lease(&self) -> &Lease {
+        self.leadership.lease()
+    }
+
+    fn release(self: Box<Self>) -> Result<ReleaseReport, Error> {
+        self.rt.block_on(self.leadership.resign())
+    }
+}
+
 impl Locker for TokioLocker {
     fn lock(&self, options: LockOptions) -> Result<Box<dyn Held + '_>, Error> {
         let guard = self.rt.block_on(self.client.lock_with(options))?;
         Ok(Box::new(TokioHeld { rt: &self.rt, guard }))
+    }
+
+    fn campaign(&self, options: ElectionOptions) -> Result<Box<dyn Held + '_>, Error> {
+        let leadership = self.rt.block_on(self.client.campaign(options))?;
+        Ok(Box::new(TokioLeading { rt: &self.rt, leadership }))
     }
 
     fn close(&self) {
@@ -314,9 +344,23 @@ impl Held for MioHeld {
     }
 }
 
+impl Held for redlease_mio::Leadership {
+    fn lease(&self) -> &Lease {
+        redlease_mio::Leadership::lease(self)
+    }
+
+    fn release(self: Box<Self>) -> Result<ReleaseReport, Error> {
+        self.resign()
+    }
+}
+
 impl Locker for MioLocker {
     fn lock(&self, options: LockOptions) -> Result<Box<dyn Held + '_>, Error> {
         Ok(Box::new(MioHeld { guard: self.client.lock_with(options)? }))
+    }
+
+    fn campaign(&self, options: ElectionOptions) -> Result<Box<dyn Held + '_>, Error> {
+        Ok(Box::new(self.client.campaign(options)?))
     }
 
     fn close(&self) {
@@ -377,11 +421,19 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
         }
     };
     let options = args.shape.options(&args.resource, args.ttl, args.wait);
+    // An election's candidates: the phase's resource names the election, the worker's number
+    // is its value.
+    let election =
+        ElectionOptions::new(args.resource.clone(), format!("worker-{}", args.id)).ttl(args.ttl).wait(args.wait);
     let mut rng = mono_ns() ^ (u64::from(std::process::id()) << 32) | 1;
     emit(Event::Started { t: mono_ns() });
     while !stop.load(Ordering::Acquire) {
         let start = mono_ns();
-        let held = match locker.lock(options.clone()) {
+        let held = match if args.shape == Shape::Election {
+            locker.campaign(election.clone())
+        } else {
+            locker.lock(options.clone())
+        } {
             Ok(held) => held,
             Err(e) => {
                 emit(Event::AcquireFailed { start, t: mono_ns(), kind: error_kind(&e) });

@@ -12,8 +12,8 @@ use std::panic::{AssertUnwindSafe, resume_unwind};
 use std::time::{Duration, Instant};
 
 use futures_lite::FutureExt;
-use redlease_client::{Config, Error, Health, Lease, LockOptions, LostSignal, ReleaseReport};
-use redlease_tests::conformance::{BoxFuture, Failure, LockSpec, Options, Subject, Work, failure};
+use redlease_client::{Config, ElectionOptions, Error, Health, Leader, Lease, LockOptions, LostSignal, ReleaseReport};
+use redlease_tests::conformance::{BoxFuture, Elections, Failure, LockSpec, Options, Sink, Subject, Work, failure};
 
 /// An async adapter's `Client` and `Guard`, as the subject drives them.
 pub(crate) trait Adapter: 'static {
@@ -31,6 +31,19 @@ pub(crate) trait Adapter: 'static {
     fn extend(guard: &mut Self::Guard, ttl: Duration) -> BoxFuture<'_, Result<Instant, Error>>;
     fn downgrade(guard: &mut Self::Guard) -> BoxFuture<'_, Result<Instant, Error>>;
     fn release(guard: Self::Guard) -> BoxFuture<'static, Result<ReleaseReport, Error>>;
+    type Leadership: Deref<Target = Lease> + Send + Sync + 'static;
+    fn campaign(client: &Self::Client, options: ElectionOptions)
+    -> BoxFuture<'static, Result<Self::Leadership, Error>>;
+    fn epoch(leadership: &Self::Leadership) -> u64;
+    fn resign(leadership: Self::Leadership) -> BoxFuture<'static, Result<ReleaseReport, Error>>;
+    fn leader(client: &Self::Client, name: &str) -> BoxFuture<'static, Result<Option<Leader>, Error>>;
+    fn observe(
+        client: &Self::Client,
+        name: &str,
+        poll: Duration,
+        changes: usize,
+        sink: Sink,
+    ) -> BoxFuture<'static, Result<(), Error>>;
 }
 
 /// Implement [`Adapter`] as `$name` for the adapter crate `$krate`.
@@ -92,6 +105,52 @@ macro_rules! adapter {
                 guard: $krate::Guard,
             ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::ReleaseReport, $krate::Error>> {
                 Box::pin(guard.release())
+            }
+
+            type Leadership = $krate::Leadership;
+
+            fn campaign(
+                client: &$krate::Client,
+                options: $krate::ElectionOptions,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::Leadership, $krate::Error>> {
+                let client = client.clone();
+                Box::pin(async move { client.campaign(options).await })
+            }
+
+            fn epoch(leadership: &$krate::Leadership) -> u64 {
+                leadership.epoch()
+            }
+
+            fn resign(
+                leadership: $krate::Leadership,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<$krate::ReleaseReport, $krate::Error>> {
+                Box::pin(leadership.resign())
+            }
+
+            fn leader(
+                client: &$krate::Client,
+                name: &str,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<Option<$krate::Leader>, $krate::Error>> {
+                let (client, name) = (client.clone(), name.to_owned());
+                Box::pin(async move { client.leader(&name).await })
+            }
+
+            fn observe(
+                client: &$krate::Client,
+                name: &str,
+                poll: std::time::Duration,
+                changes: usize,
+                sink: redlease_tests::conformance::Sink,
+            ) -> redlease_tests::conformance::BoxFuture<'static, Result<(), $krate::Error>> {
+                let (client, name) = (client.clone(), name.to_owned());
+                Box::pin(async move {
+                    let mut observation = client.observe(&name)?.poll_every(poll);
+                    for _ in 0..changes {
+                        let change = observation.next().await?;
+                        sink.lock().unwrap().push(change);
+                    }
+                    Ok(())
+                })
             }
         }
     };
@@ -233,5 +292,43 @@ impl<E: Executor> Subject for AsyncSubject<E> {
             false
         };
         Box::pin(fired.or(timed_out))
+    }
+}
+
+impl<E: Executor> Elections for AsyncSubject<E> {
+    type Leadership = <E::Adapter as Adapter>::Leadership;
+
+    fn campaign(client: &Client<E>, options: ElectionOptions) -> BoxFuture<'static, Result<Self::Leadership, Failure>> {
+        let campaign = E::Adapter::campaign(client, options);
+        Box::pin(async move { campaign.await.map_err(failure) })
+    }
+
+    fn epoch(leadership: &Self::Leadership) -> u64 {
+        E::Adapter::epoch(leadership)
+    }
+
+    fn leadership_lost(leadership: &Self::Leadership) -> LostSignal {
+        leadership.lost()
+    }
+
+    fn resign(leadership: Self::Leadership) -> BoxFuture<'static, Result<ReleaseReport, Failure>> {
+        let resigned = E::Adapter::resign(leadership);
+        Box::pin(async move { resigned.await.map_err(failure) })
+    }
+
+    fn leader(client: &Client<E>, name: &str) -> BoxFuture<'static, Result<Option<Leader>, Failure>> {
+        let read = E::Adapter::leader(client, name);
+        Box::pin(async move { read.await.map_err(failure) })
+    }
+
+    fn observe(
+        client: &Client<E>,
+        name: &str,
+        poll: Duration,
+        changes: usize,
+        sink: Sink,
+    ) -> BoxFuture<'static, Result<(), Failure>> {
+        let observed = E::Adapter::observe(client, name, poll, changes, sink);
+        Box::pin(async move { observed.await.map_err(failure) })
     }
 }
