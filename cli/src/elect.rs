@@ -18,7 +18,7 @@ use crate::acquire::exit_code_of;
 use crate::duration::Bound;
 use crate::inspect::json;
 use crate::out::outln;
-use crate::run::{die_with_parent, status_code, supervise};
+use crate::run::{die_with_parent, hide_secret_nodes, status_code, supervise};
 use crate::say::{note, step, warn};
 use crate::signals::{Early, Signals, signal_name};
 use crate::{EXIT_LOST, Usage, node_urls};
@@ -123,8 +123,8 @@ fn default_value() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Start the command with `REDLEASE_ELECTION` and `REDLEASE_EPOCH`, without `REDLEASE_NODES`,
-/// to die with redlease. If it cannot be started, the exit code: 127 not found, 126 not
+/// Start the command with `REDLEASE_ELECTION` and `REDLEASE_EPOCH`, and `REDLEASE_NODES` only if
+/// it holds no password ([`hide_secret_nodes`]), to die with redlease. If it cannot be started, the exit code: 127 not found, 126 not
 /// executable.
 fn spawn(argv: &[String], name: &str, epoch: u64) -> Result<Child, u8> {
     let mut command = Command::new(&argv[0]);
@@ -132,10 +132,9 @@ fn spawn(argv: &[String], name: &str, epoch: u64) -> Result<Child, u8> {
         .args(&argv[1..])
         .env("REDLEASE_ELECTION", name)
         .env("REDLEASE_EPOCH", epoch.to_string())
-        // The node URLs may hold passwords; the command has no business with them.
-        .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
+    hide_secret_nodes(&mut command);
     die_with_parent(&mut command);
     step(&format!("running {argv:?} with REDLEASE_EPOCH={epoch}"));
     command.spawn().map_err(|e| {

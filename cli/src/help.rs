@@ -47,7 +47,7 @@ Environment:
                    master (3 or 5). A master named by Redis Sentinel is
                    redis+sentinel://host:26379,host:26379/SERVICE (an item without
                    scheme:// continues the sentinel URL's host list). Its value is never
-                   printed, and the command does not inherit it.
+                   printed; the command inherits it only if no URL in it holds a password.
   REDLEASE_KEY     (set for the command) the key it runs under.
   REDLEASE_FENCE   (set for the command) the fencing token: a number that strictly increases
                    from one holder of KEY to the next. Give it to the store the lock protects,

@@ -138,8 +138,8 @@ fn released(r: &ReleaseReport) -> String {
 }
 
 /// Start the command with `REDLEASE_KEY`, `REDLEASE_FENCE`, (a semaphore's) `REDLEASE_PERMIT`
-/// and (a re-entrant lock's) the variables a nested run re-enters by set, and without
-/// `REDLEASE_NODES`, to die with redlease. If it cannot be started, the exit code: 127 not
+/// and (a re-entrant lock's) the variables a nested run re-enters by set, and `REDLEASE_NODES`
+/// only if it holds no password ([`hide_secret_nodes`]), to die with redlease. If it cannot be started, the exit code: 127 not
 /// found, 126 not executable.
 fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16], reentry: &Reentry) -> Result<Child, u8> {
     let mut command = Command::new(&argv[0]);
@@ -147,10 +147,9 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16], reentry: &Reen
         .args(&argv[1..])
         .env("REDLEASE_KEY", key)
         .env("REDLEASE_FENCE", fence.to_string())
-        // The node URLs may hold passwords; the command has no business with them.
-        .env_remove("REDLEASE_NODES")
         .stdin(Stdio::inherit())
         .kill_on_drop(true);
+    hide_secret_nodes(&mut command);
     let permit = if permits.is_empty() {
         // A mutex: no permit, whatever a semaphore's run around redlease set.
         command.env_remove("REDLEASE_PERMIT");
@@ -166,6 +165,20 @@ fn spawn(argv: &[String], key: &str, fence: u64, permits: &[u16], reentry: &Reen
         warn(&format!("cannot run {:?}: {e}", argv[0]));
         if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
     })
+}
+
+/// Take `REDLEASE_NODES` out of the command's environment if a URL in it holds a password
+/// (the command has no business with them; a nested run is then given its nodes by the
+/// script), or if it does not parse. Without passwords it stays: a script under `run` or
+/// `elect` may run `redlease` on the same nodes (a nested run re-enters the lock).
+pub(crate) fn hide_secret_nodes(command: &mut Command) {
+    let Ok(nodes) = std::env::var("REDLEASE_NODES") else { return };
+    let secret = |n: &redlease_core::NodeConfig| {
+        n.password.is_some() || n.sentinel.as_ref().is_some_and(|s| s.password.is_some())
+    };
+    if crate::node_urls(Some(&nodes)).map_or(true, |nodes| nodes.iter().any(secret)) {
+        command.env_remove("REDLEASE_NODES");
+    }
 }
 
 /// Wait for the command to exit, passing signals on (SIGKILL once `grace` has passed after the

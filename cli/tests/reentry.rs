@@ -40,6 +40,20 @@ fn a_nested_run_of_the_same_key_reenters_with_the_outer_token_and_the_lock_ends_
     servers.assert_no_leaks();
 }
 
+/// The way a shell user runs it: nodes in `REDLEASE_NODES`, the nested run given nothing but
+/// its key. Nodes without a password stay in the command's environment (with a password they
+/// are taken out, and a nested run is given its nodes: `secrets.rs`).
+#[test]
+fn a_nested_run_finds_the_nodes_in_the_environment_the_outer_run_passed_on() {
+    let servers = Servers::start(3);
+    let script = format!("{BIN} run -k deploy -n -c 'echo inner $REDLEASE_FENCE'; echo after $?");
+    let out = run(redlease().env("REDLEASE_NODES", nodes(&servers)).args(["run", "-k", "deploy", "-c", &script]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("inner ") && text.contains("after 0"), "the nested run re-entered: {text}");
+    servers.assert_no_leaks();
+}
+
 #[test]
 fn no_reentry_waits_for_the_enclosing_run_and_so_does_another_key_or_a_run_outside() {
     let servers = Servers::start(3);

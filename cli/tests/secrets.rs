@@ -126,6 +126,11 @@ fn a_wrong_or_right_password_on_real_nodes_never_shows() {
     let out = run(redlease().args(["run", "-k", "job", "-N", &urls, "-c", "env"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_hidden("run with the right password (the command's environment included)", &out);
+    // Nodes with a password in REDLEASE_NODES: the command does not inherit them.
+    let out = run(redlease().env("REDLEASE_NODES", &urls).args(["run", "-k", "job", "-c", "env"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("REDLEASE_NODES="), "{}", stdout(&out));
+    assert_hidden("run with REDLEASE_NODES holding a password (the command's environment)", &out);
     for args in [vec!["status", "-k", "job", "-N", &urls], vec!["status", "-k", "job", "-N", &urls, "--json"]] {
         let out = run(redlease().args(&args));
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
