@@ -3,7 +3,8 @@
 
 A block after `<!-- file: PATH -->` becomes that whole file; a block after
 `<!-- block: PATH -->` becomes the code block of PATH that starts with the same first
-code line (the fence and the line after it identify it).
+code line (the fence and the line after it identify it); of a `.rs` PATH, an excerpt: as many
+lines as the block has, from the line equal to its first.
 """
 import pathlib, re, sys
 
@@ -26,6 +27,11 @@ while i < len(readme):
     src = (root / path).read_text().rstrip("\n").split("\n")
     if kind == "file":
         new = src
+    elif path.endswith(".rs"):
+        if old[0] not in src:
+            sys.exit(f"{path}: no line {old[0]!r}")
+        s = src.index(old[0])
+        new = src[s:s + len(old)]
     else:
         starts = [k for k in range(len(src) - 1) if src[k] == fence and src[k + 1] == old[0]]
         if not starts:

@@ -207,7 +207,7 @@ pub enum Event {
         /// What went wrong, naming the node.
         error: LinkError,
     },
-    /// An election read ([`Engine::read_leader`](crate::Engine::read_leader)) is decided:
+    /// An election read (`read_leader`, of the engine or the mio driver) is decided:
     /// every node answered, failed or timed out.
     LeaderRead {
         /// The read.
@@ -216,7 +216,7 @@ pub enum Event {
         leader: Option<crate::Leader>,
     },
     /// A node announced a release of the lock of the election `name`, which an observer
-    /// watches ([`Engine::watch_leader`](crate::Engine::watch_leader)): who leads may have
+    /// watches (`watch_leader`, of the engine or the mio driver): who leads may have
     /// changed (one event per node that announced it).
     LeaderWake {
         /// The election.
@@ -224,7 +224,7 @@ pub enum Event {
     },
 }
 
-/// Handle of one election read ([`Engine::read_leader`](crate::Engine::read_leader)), named
+/// Handle of one election read (`read_leader`, of the engine or the mio driver), named
 /// again by its [`Event::LeaderRead`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReadId(pub u32);

@@ -14,14 +14,12 @@ async fn main() -> Result<(), redlease::Error> {
     // Lead "scheduler" (waiting while another instance leads); observers see the value.
     let leadership = client.campaign(ElectionOptions::new("scheduler", "10.0.0.7:8080")).await?;
     println!("leading with epoch {}", leadership.epoch()); // fence the leader's writes with it
-    if let Some(leader) = client.leader("scheduler").await? {
-        println!("{} leads", String::from_utf8_lossy(&leader.value)); // what any client sees
-    }
+    let leader = client.leader("scheduler").await?; // what any client sees: value and epoch
+    println!("{:?}", leader.map(|l| (String::from_utf8_lossy(&l.value).into_owned(), l.epoch)));
     tokio::select! {
         reason = leadership.lost().wait() => eprintln!("leadership lost: {reason:?}"),
         () = tokio::time::sleep(Duration::from_secs(1)) => drop(leadership.resign().await?),
     }
-
     // One owner (a name any process may use) takes "deploy" again while it holds it.
     let job = LockOptions::new("deploy", Duration::from_secs(30)).reentrant("ci-run-8812");
     let outer = client.lock_with(job.clone()).await?;
