@@ -2068,13 +2068,16 @@ impl World {
                     // trimmed) have run, no node holds anything of the token (a permit granted
                     // outside the quorum's or after the release was decided, a reader a
                     // downgrade left, one in flight when the release came).
-                    // (A re-entrant hold's release still on its way may not land — a Redis
-                    // Cluster node's redirects run out — and the owner's other holds keep its
-                    // key alive past the drain: it is checked once every node answered.)
+                    // (A release still on its way may not land — a Redis Cluster node's
+                    // redirects run out — and then its key lives out its TTL, up to twice the
+                    // longest after an extension; a re-entrant hold's key lives on with the
+                    // owner's other holds: it is checked once every node answered.)
                     let calm_since = None;
+                    let clusters = self.sc.clusters.iter().any(Option::is_some);
+                    let late = if report.pending > 0 && clusters { 2 * self.sc.ttl_ms.1 * MS } else { 0 };
                     if report.pending == 0 || !self.owners.contains_key(&token) {
                         self.push(
-                            self.now + self.sc.drain(),
+                            self.now + self.sc.drain() + late,
                             Ev::CheckGone { client: c, token, failures, noscripts, calm_since },
                         );
                     }
