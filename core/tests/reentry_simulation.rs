@@ -2,7 +2,7 @@
 //! nodes (`sim`), where clients from the third on share an owner in pairs (two engines, as a
 //! nested `redlease run` is another process) and take most of their locks re-entrant, among
 //! clients that take plain locks of the same names; on standalone nodes, on nodes whose grants
-//! wait for a replica, and on Redis Cluster nodes.
+//! wait for a replica, on Redis Cluster nodes, and on Sentinel-managed nodes that fail over.
 //!
 //! Checked: holds of one owner may overlap each other, never another owner's or a plain
 //! lock's; every hold is backed by a quorum of nodes whose key holds its owner while it is
@@ -22,7 +22,7 @@ mod sim;
 use std::ops::Range;
 
 use sim::scenario::Profile;
-use sim::{Kind, REENTRANT, REENTRANT_CLUSTERS, REENTRANT_REPLICAS};
+use sim::{Kind, REENTRANT, REENTRANT_CLUSTERS, REENTRANT_REPLICAS, REENTRANT_SENTINELS};
 
 /// Assert that no seed of `kind` broke a rule, and that the runs really re-entered.
 fn assert_safe(kind: &Kind, profile: Profile, seeds: Range<u64>) {
@@ -53,6 +53,11 @@ fn safe_reentry_on_clusters_seeds_0_to_40() {
 }
 
 #[test]
+fn safe_reentry_on_sentinels_seeds_0_to_40() {
+    assert_safe(&REENTRANT_SENTINELS, Profile::Safe, 0..40);
+}
+
+#[test]
 fn restarts_with_the_data_are_safe_for_reentry() {
     assert_safe(&REENTRANT, Profile::RestartKeepData, 0..40);
 }
@@ -67,9 +72,10 @@ fn unsafe_setups_are_caught_with_reentry() {
 }
 
 #[test]
-#[ignore = "long: 100,000 seeds, and 20,000 each with replicas and on clusters; run with --ignored --release"]
+#[ignore = "long: 100,000 seeds, and 20,000 each with replicas, on clusters and on sentinels; run with --ignored --release"]
 fn safe_reentry_100k_seeds() {
     assert_safe(&REENTRANT, Profile::Safe, 1_000_000..1_100_000);
     assert_safe(&REENTRANT_REPLICAS, Profile::Safe, 1_000_000..1_020_000);
     assert_safe(&REENTRANT_CLUSTERS, Profile::Safe, 1_000_000..1_020_000);
+    assert_safe(&REENTRANT_SENTINELS, Profile::Safe, 1_000_000..1_020_000);
 }

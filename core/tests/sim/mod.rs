@@ -62,6 +62,13 @@ pub(crate) const REENTRANT_REPLICAS: Kind =
 pub(crate) const REENTRANT_CLUSTERS: Kind =
     Kind { name: " re-entrant, clusters", env: &["SIM_REENTRY", "SIM_CLUSTERS"], make: Scenario::reentrant_clusters };
 
+/// [`REENTRANT`] over Sentinel-managed nodes that fail over (`reentry_simulation.rs`).
+pub(crate) const REENTRANT_SENTINELS: Kind = Kind {
+    name: " re-entrant, sentinels",
+    env: &["SIM_REENTRY", "SIM_SENTINELS"],
+    make: Scenario::reentrant_sentinels,
+};
+
 /// Mutexes, semaphores and reader-writer locks over nodes whose grants wait for a replica
 /// (`replica_simulation.rs`).
 pub(crate) const REPLICAS: Kind = Kind { name: " replicas", env: &["SIM_REPLICAS"], make: Scenario::replicated };
@@ -91,12 +98,13 @@ pub(crate) const UNREPLICATED: Kind = Kind {
 pub(crate) const ELECTIONS: Kind = Kind { name: " elections", env: &["SIM_ELECTIONS"], make: Scenario::elections };
 
 /// Every kind, in the order a replay picks the first whose variables are all set.
-const KINDS: [&Kind; 12] = [
+const KINDS: [&Kind; 13] = [
     &ELECTIONS,
     &SEMAPHORES,
     &RWLOCKS,
     &REENTRANT_REPLICAS,
     &REENTRANT_CLUSTERS,
+    &REENTRANT_SENTINELS,
     &REENTRANT,
     &REPLICAS,
     &LOSSY,

@@ -414,6 +414,13 @@ impl Scenario {
         Self::reentrant(seed, profile).with_replicas()
     }
 
+    /// The re-entry run of `seed` over Sentinel-managed nodes whose grants wait for a replica
+    /// ([`sentinels`](Self::sentinels)): failovers promote replicas that copied the owner's key
+    /// and holds at a lag.
+    pub(crate) fn reentrant_sentinels(seed: u64, profile: Profile) -> Self {
+        Self::reentrant(seed, profile).with_sentinels(true)
+    }
+
     /// The mutex run of Redis Cluster nodes of [`clusters`](Self::clusters) (its seed
     /// `3 × seed`), with the clients of [`reentrant`](Self::reentrant).
     pub(crate) fn reentrant_clusters(seed: u64, profile: Profile) -> Self {
