@@ -6,6 +6,9 @@ use std::time::Duration;
 use crate::error::Misuse;
 use crate::quorum::{drift, whole_ms};
 
+/// The longest re-entrant lock owner accepted, in bytes.
+const MAX_OWNER: usize = 256;
+
 /// Longest TTL accepted (about 34 years), far inside Redis' millisecond range.
 const MAX_TTL_MS: u128 = 1 << 40;
 
@@ -254,7 +257,7 @@ impl LockOptions {
             return Err(Misuse::EmptyResource);
         }
         self.check_permits()?;
-        crate::lock::reentry::check(self)?;
+        self.check_reentry()?;
         use crate::scripts::{FORMAT_KEY, HOLDS_PREFIX, QUEUE_PREFIX, READERS_PREFIX, SEM_PREFIX};
         let prefix = config.key_prefix.as_str();
         for r in &self.resources {
@@ -296,6 +299,28 @@ impl LockOptions {
 }
 
 impl LockOptions {
+    /// Check a re-entrant lock's options: an owner of 1 to [`MAX_OWNER`] bytes without `:`, on a
+    /// mutex of one resource.
+    fn check_reentry(&self) -> Result<(), Misuse> {
+        let Some(owner) = &self.owner else { return Ok(()) };
+        let reason = if owner.is_empty() {
+            "the owner is empty: name who holds the lock, e.g. a job or host id"
+        } else if owner.len() > MAX_OWNER {
+            "the owner is longer than 256 bytes"
+        } else if owner.as_bytes().contains(&crate::scripts::WAITED) {
+            "the owner contains ':', which marks lock keys as waited for"
+        } else if self.limit.is_some() {
+            "a semaphore is not re-entrant: its holders are counted by permits"
+        } else if self.shared {
+            "a read lock is not re-entrant: readers share it already"
+        } else if self.resources.len() != 1 {
+            "a re-entrant lock is of one resource"
+        } else {
+            return Ok(());
+        };
+        Err(Misuse::Reentry { reason })
+    }
+
     /// A semaphore names one resource, its limit is 1 to [`MAX_PERMITS`], and it takes 1 to
     /// its limit permits; a mutex takes one; a read lock is of one resource, not a semaphore.
     fn check_permits(&self) -> Result<(), Misuse> {

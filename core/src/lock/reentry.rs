@@ -10,35 +10,8 @@ use std::time::Duration;
 
 use super::Phase;
 use crate::config::Retry;
-use crate::error::Misuse;
-use crate::options::LockOptions;
 use crate::wire::reentry::Step;
 use crate::wire::{Call, Op};
-
-/// The longest owner accepted, in bytes.
-const MAX_OWNER: usize = 256;
-
-/// Check a re-entrant lock's options: an owner of 1 to [`MAX_OWNER`] bytes without `:`, on a
-/// mutex of one resource.
-pub(crate) fn check(options: &LockOptions) -> Result<(), Misuse> {
-    let Some(owner) = &options.owner else { return Ok(()) };
-    let reason = if owner.is_empty() {
-        "the owner is empty: name who holds the lock, e.g. a job or host id"
-    } else if owner.len() > MAX_OWNER {
-        "the owner is longer than 256 bytes"
-    } else if owner.as_bytes().contains(&crate::scripts::WAITED) {
-        "the owner contains ':', which marks lock keys as waited for"
-    } else if options.limit.is_some() {
-        "a semaphore is not re-entrant: its holders are counted by permits"
-    } else if options.shared {
-        "a read lock is not re-entrant: readers share it already"
-    } else if options.resources.len() != 1 {
-        "a re-entrant lock is of one resource"
-    } else {
-        return Ok(());
-    };
-    Err(Misuse::Reentry { reason })
-}
 
 /// What the current attempt's granting nodes said of the owner's recorded fencing token.
 #[derive(Clone, Copy, Debug, Default)]
