@@ -6,6 +6,28 @@
 //! Every redlease key and channel follows one scheme (the crate docs' "Names"): the scripts
 //! take every key they touch in `KEYS`, and spell only the wake channel themselves.
 
+/// Lua statements that queue a refused waiter behind the key `KEYS[1]` holding `v`: mark the
+/// key as waited for (`:` appended), and put `entry` in the waiter queue `KEYS[3]` if it is
+/// not there (wait mode `q` `1`), or at its head (`2`: the waiter a release named), the queue
+/// living at least `qttl` ms. Shared by the re-entrant and read locks' acquire scripts.
+macro_rules! queue_waiter {
+    () => {
+        r"    if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
+    local at = redis.pcall('LPOS', KEYS[3], entry)
+    if type(at) ~= 'table' then
+      if q == '2' and at ~= 0 then
+        if at then redis.pcall('LREM', KEYS[3], 1, entry) end
+        redis.pcall('LPUSH', KEYS[3], entry)
+      elseif not at then
+        redis.pcall('RPUSH', KEYS[3], entry)
+      end
+      local left = redis.pcall('PTTL', KEYS[3])
+      if type(left) == 'number' and left < tonumber(qttl) then redis.pcall('PEXPIRE', KEYS[3], qttl) end
+    end
+"
+    };
+}
+
 mod reentry;
 mod rwlock;
 mod semaphore;

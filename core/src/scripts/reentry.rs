@@ -34,7 +34,8 @@ pub(crate) const HOLDS_PREFIX: &str = "redlease:holds:";
 /// - `k`: a fencing token a quorum accepted for the hold: recorded as the owner's (`:fence`),
 ///   if the owner holds the key and the hold is among its holds (so not in the holds of a
 ///   later grant of the key). 1 if recorded, else 0.
-pub(crate) const REENTRY: &str = r"local m, o, h = ARGV[1], ARGV[2], ARGV[3]
+pub(crate) const REENTRY: &str = concat!(
+    r"local m, o, h = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call('GET', KEYS[1])
 local ours = v == o or v == o .. ':'
 if m == 'e' then
@@ -85,19 +86,10 @@ local entry = o .. ':' .. ARGV[7]
 local queues = q == '1' or q == '2'
 if v and not ours then
   if queues then
-    if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
-    local at = redis.pcall('LPOS', KEYS[3], entry)
-    if type(at) ~= 'table' then
-      if q == '2' and at ~= 0 then
-        if at then redis.pcall('LREM', KEYS[3], 1, entry) end
-        redis.pcall('LPUSH', KEYS[3], entry)
-      elseif not at then
-        redis.pcall('RPUSH', KEYS[3], entry)
-      end
-      local left = redis.pcall('PTTL', KEYS[3])
-      if type(left) == 'number' and left < tonumber(ARGV[6]) then redis.pcall('PEXPIRE', KEYS[3], ARGV[6]) end
-    end
-  end
+    local qttl = ARGV[6]
+",
+    queue_waiter!(),
+    r"  end
   return 0
 end
 local ttl = tonumber(ARGV[4])
@@ -118,6 +110,7 @@ local s = tonumber(redis.call('HGET', KEYS[2], ':fence') or '0') or 0
 if s > 0 then return -s end
 if ARGV[8] ~= '1' then return 1 end
 return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1
-";
+"
+);
 /// SHA-1 of [`REENTRY`].
-pub(crate) const REENTRY_SHA: &str = "c77057418e8b107855738f103f1ddbdef2ba6c02";
+pub(crate) const REENTRY_SHA: &str = "30fd863bed0bfd8cbcf1b364113099e093a3f335";

@@ -83,20 +83,10 @@ if redis.call('SET', KEYS[1], ':readers', 'NX', 'PX', ttl) then
 end
 local function refuse(v)
   if q == '1' or q == '2' then
-    if string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[1], v .. ':', 'KEEPTTL') end
-    local entry = t .. ':' .. ARGV[5]
-    local at = redis.pcall('LPOS', KEYS[3], entry)
-    if type(at) ~= 'table' then
-      if q == '2' and at ~= 0 then
-        if at then redis.pcall('LREM', KEYS[3], 1, entry) end
-        redis.pcall('LPUSH', KEYS[3], entry)
-      elseif not at then
-        redis.pcall('RPUSH', KEYS[3], entry)
-      end
-      local left = redis.pcall('PTTL', KEYS[3])
-      if type(left) == 'number' and left < tonumber(ARGV[4]) then redis.pcall('PEXPIRE', KEYS[3], ARGV[4]) end
-    end
-  end
+    local entry, qttl = t .. ':' .. ARGV[5], ARGV[4]
+",
+    queue_waiter!(),
+    r"  end
   return 0
 end
 local v = redis.call('GET', KEYS[1])
@@ -129,7 +119,7 @@ return epoch()
 "
 );
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "b7dad6b3034fbce1779892b461377f47e0c0f30d";
+pub(crate) const READ_ACQUIRE_SHA: &str = "dbf1c75f5b1b9caa0659a900a6e53f899d45d9e9";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.
