@@ -167,10 +167,17 @@ pub fn election_observe<S: Elections>() {
             woken.lock().unwrap().len() == 2
         })
         .await;
+        // b leads until the 100 ms poller saw it too: an observer reports the leaders it
+        // reads, and a leadership shorter than its poll may pass unseen.
+        eventually::<S>(Duration::from_secs(3), "the 100 ms poller saw b", || polling.lock().unwrap().len() >= 2).await;
         ok::<S, _>(woken_done.await, "observe (30 s poll)");
         let second = ok::<S, _>(second.await, "campaign b");
         let e2 = S::epoch(&second);
         ok::<S, _>(S::resign(second).await, "resign b");
+        eventually::<S>(Duration::from_secs(3), "the 100 ms poller saw the vacancy", || {
+            polling.lock().unwrap().len() == 3
+        })
+        .await;
         ok::<S, _>(polling_done.await, "observe (100 ms poll)");
         for (sink, what) in [(&polling, "100 ms"), (&woken, "30 s")] {
             let changes = sink.lock().unwrap().clone();
@@ -240,6 +247,7 @@ pub fn election_cluster<S: Elections>() {
         assert!(took < Duration::from_secs(2), "[{}] the handover took {took:?}", S::NAME);
         let e2 = S::epoch(&second);
         assert!(e2 > e1, "[{}] epochs {e1} then {e2}", S::NAME);
+        eventually::<S>(Duration::from_secs(3), "the observer saw b", || sink.lock().unwrap().len() == 2).await;
         ok::<S, _>(observed.await, "observe");
         let changes = sink.lock().unwrap().clone();
         match changes.as_slice() {
