@@ -59,8 +59,10 @@ return v
 ///
 /// `KEYS`: the `n` lock keys, then their `n` queues (only when the wait mode queues), then the
 /// fence keys. `ARGV`: token, TTL in ms, `n`, wait mode, queue TTL in ms, the waiter's
-/// reservation in ms. Returns 0 when any key is held by another token, else one more than the
-/// largest fence counter (1 without fencing): the node's proposal for the fencing token.
+/// reservation in ms. Returns the status `HELD ms` when any key is held by another token, `ms`
+/// the longest time a refusing key has left (`HELD` alone when one has no TTL), else one more
+/// than the largest fence counter (1 without fencing): the node's proposal for the fencing
+/// token.
 /// Counters are only read here; the fence round ([`FENCE`]) writes them once the lock is held.
 ///
 /// A key's value is its holder's token, followed by [`WAITED`] once a waiter was refused by
@@ -82,10 +84,13 @@ local queues = q == '1' or q == '2'
 local entry = t .. ':' .. ARGV[6]
 local held = {}
 local refused = false
+local left = 0
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
   if v and v ~= t and v ~= t .. ':' then
     refused = true
+    local p = redis.call('PTTL', KEYS[i])
+    if left and p >= 0 then left = math.max(left, p) else left = nil end
     if queues and string.byte(v, -1) ~= 58 then redis.pcall('SET', KEYS[i], v .. ':', 'KEEPTTL') end
   else
     held[i] = v
@@ -107,7 +112,8 @@ if refused then
       end
     end
   end
-  return 0
+  if left then return redis.status_reply(string.format('HELD %d', left)) end
+  return redis.status_reply('HELD')
 end
 for i = 1, n do
   redis.call('SET', KEYS[i], held[i] or t, 'PX', ARGV[2])
@@ -125,7 +131,7 @@ end
 return f + 1
 ";
 /// SHA-1 of [`ACQUIRE`].
-pub(crate) const ACQUIRE_SHA: &str = "aea73a8daa98c8ab9e69a294586b18a35527a12b";
+pub(crate) const ACQUIRE_SHA: &str = "356d3c19c181b1588b07f239ccdb316d438f7c61";
 
 /// The mark a lock key's value carries after its token once a waiter was refused by it
 /// (see [`ACQUIRE`]); tokens may not contain it.

@@ -91,6 +91,52 @@ fn a_quorum_of_release_messages_retries_at_once_and_the_grant_unsubscribes_befor
     }
 }
 
+/// Acquire `r`, have every node refuse the cheap attempt, then answer the queued attempt with
+/// `queued` from each node, and any cleanup with `:0`.
+fn refused_with(rig: &mut Rig, queued: [&str; 3]) {
+    rig.engine.acquire(rig.t0, &LockOptions::new("r", Duration::from_secs(10)), b"me").unwrap();
+    rig.sent_commands();
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"$-1\r\n");
+    }
+    rig.sent_commands();
+    for (i, refusal) in queued.iter().enumerate() {
+        // The cleanup's answer, the subscription's, the attempt's.
+        let reply = format!(":0\r\n>3\r\n$9\r\nsubscribe\r\n$15\r\nredlease:wake:r\r\n:1\r\n{refusal}\r\n");
+        rig.reply(rig.t0, i, reply.as_bytes());
+    }
+    // Node 2's answer came after the two that decided the round: its grant-or-not is cleaned
+    // up.
+    let cmds = rig.sent_commands();
+    for (i, cmds) in cmds.iter().enumerate() {
+        for _ in cmds {
+            rig.reply(rig.t0, i, b":0\r\n");
+        }
+    }
+    assert!(rig.events().is_empty());
+}
+
+#[test]
+fn a_waiter_retries_once_the_keys_that_refused_it_expired_on_a_quorum() {
+    // The holder's key has 0.7 s, 0.9 s and 3 s left: a quorum is free after 0.9 s (plus the
+    // drift allowance, a millisecond and a stagger), not after the 5 s retry delay. Nobody
+    // announces an expiry: a holder that crashed is replaced within its TTL.
+    let mut rig = rig();
+    refused_with(&mut rig, ["+HELD 700", "+HELD 900", "+HELD 3000"]);
+    let due = rig.engine.poll_timeout().unwrap();
+    let after = due - rig.t0;
+    assert!(after >= Duration::from_millis(910) && after <= Duration::from_millis(912), "retries after {after:?}");
+    rig.engine.handle_timeout(due);
+    for cmds in rig.sent_commands() {
+        assert_eq!(names(&cmds), ["EVALSHA"], "the next attempt");
+    }
+
+    // Keys without a TTL (or an older server's plain refusal) on a quorum: the retry delay.
+    let mut unknown = self::rig();
+    refused_with(&mut unknown, ["+HELD 700", "+HELD", ":0"]);
+    assert!(unknown.engine.poll_timeout().unwrap() >= unknown.t0 + SLOW, "only the fallback is armed");
+}
+
 #[test]
 fn own_cleanups_other_channels_and_messages_before_the_reply_do_not_wake() {
     let mut rig = rig();

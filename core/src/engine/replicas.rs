@@ -109,7 +109,8 @@ impl Engine {
 pub(super) fn may_grant(op: Op, answer: &OpAnswer) -> bool {
     match answer {
         OpAnswer::Permits { .. } => true,
-        OpAnswer::Int(v) => *v > 0 || (op == Op::Fence && *v >= 0),
-        OpAnswer::NoScript | OpAnswer::Error(_) => false,
+        // A re-entry's acquire answers `-fence` where the owner's fencing token is recorded.
+        OpAnswer::Int(v) => *v > 0 || (op == Op::Acquire && *v < 0) || (op == Op::Fence && *v >= 0),
+        OpAnswer::Held(_) | OpAnswer::NoScript | OpAnswer::Error(_) => false,
     }
 }

@@ -373,7 +373,9 @@ impl Engine {
     /// instead, and is taken and released by a newcomer before our next attempt, goes
     /// unannounced: the jittered retry covers it, as it covers a lost message.) A later
     /// failure waits for its jittered delay, cut short when release messages of a quorum were
-    /// heard (see [`on_message`](Self::on_message) and [`verdict`](Self::verdict)).
+    /// heard (see [`on_message`](Self::on_message) and [`verdict`](Self::verdict)), and cut
+    /// short too when the nodes that refused said when their keys expire: a waiter retries as a
+    /// quorum of them are free ([`after_expiry`](Self::after_expiry)).
     fn attempt_failed(&mut self, now: Instant, idx: u32) {
         let tries = self.locks[idx].tries;
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
@@ -429,6 +431,9 @@ impl Engine {
                 Verdict::Stagger => delay = delay.min(self.stagger(idx)),
                 Verdict::Sleep => {}
             }
+            if let Some(free) = self.locks[idx].round.free_in(self.quorum) {
+                delay = delay.min(self.after_expiry(free));
+            }
         }
         let retrying = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now + delay <= g);
         if !cleaned || !retrying {
@@ -448,6 +453,15 @@ impl Engine {
         let error = s.give_up(now, self.quorum, self.links.addrs(), self.config.drift_factor);
         let lock = self.locks.id(idx);
         self.finish(idx, Event::AcquireFailed { lock, error });
+    }
+
+    /// How long a refused waiter waits for keys that expire in `free` on a quorum of the nodes
+    /// (a holder that crashed announces nothing; its keys end by their TTL): past it by the
+    /// drift allowance, a millisecond for the servers' clocks, and a random stagger so that the
+    /// waiters of one client do not all retry at once.
+    fn after_expiry(&mut self, free: Duration) -> Duration {
+        let drift = free.mul_f64(self.config.drift_factor);
+        free + drift + Duration::from_millis(1) + self.rng.between(Duration::ZERO, self.config.wake_stagger)
     }
 
     /// A waiting semaphore acquisition whose nodes granted permits, but no quorum the same

@@ -156,6 +156,15 @@ impl Record {
                 *proposal = (*proposal).max(p);
                 return Ok(Some(Vote::Granted));
             }
+            OpAnswer::Held(left) => {
+                if op != Op::Acquire || !matches!(self.phase, Phase::Acquiring { .. }) {
+                    return Err("+HELD".to_owned());
+                }
+                if let Some(slot) = self.round.held.get_mut(node) {
+                    *slot = left;
+                }
+                return Ok(Some(Vote::Refused));
+            }
             OpAnswer::Int(v) => v,
         };
         let vote = match (op, &mut self.phase) {

@@ -1,6 +1,6 @@
 //! The votes of a lock's round, by node, and the round they belong to.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::Vote;
 use crate::wire::{Op, OpAnswer};
@@ -71,6 +71,9 @@ pub(crate) struct Round {
     pub(crate) awaiting: Vec<Option<(u32, Op, OpAnswer)>>,
     /// Per node, the cluster redirects this round's request followed.
     pub(crate) hops: Vec<u8>,
+    /// Per node that refused an acquire, how long the key it is held by had left there (an
+    /// acquire script's `HELD ms`).
+    pub(crate) held: Vec<Option<Duration>>,
 }
 
 impl Round {
@@ -81,5 +84,22 @@ impl Round {
         self.awaiting.resize(n, None);
         self.hops.clear();
         self.hops.resize(n, 0);
+        self.held.clear();
+        self.held.resize(n, None);
+    }
+
+    /// How soon a quorum `q` of the nodes could grant what this acquire round was refused, by
+    /// what they said: at once where they granted, once the holder's key expired where they
+    /// said how long it had left. `None` when fewer than a quorum said either, or none said
+    /// how long (the round was no refused acquire's).
+    pub(crate) fn free_in(&self, q: usize) -> Option<Duration> {
+        let mut free: Vec<Duration> = (self.tally.votes.iter().zip(&self.held))
+            .filter_map(|(vote, held)| if *vote == Vote::Granted { Some(Duration::ZERO) } else { *held })
+            .collect();
+        if q == 0 || free.len() < q || self.held.iter().all(Option::is_none) {
+            return None;
+        }
+        free.sort_unstable();
+        Some(free[q - 1])
     }
 }

@@ -17,8 +17,8 @@ pub(crate) const HOLDS_PREFIX: &str = "redlease:holds:";
 /// `KEYS`: the lock key, its holds, its waiter queue, its fence counter. `ARGV`: the mode, the
 /// owner, the hold's token, then
 /// - `a`: TTL in ms, wait mode, queue TTL in ms, reservation in ms, fencing (`1`). Refused
-///   (0, marking and queuing as [`ACQUIRE`](super::ACQUIRE) does) while another owner holds
-///   the key. Else the hold joins: a free key is set to the owner for the TTL (its stale holds
+///   (`HELD ms`, marking and queuing as [`ACQUIRE`](super::ACQUIRE) does) while another owner
+///   holds the key. Else the hold joins: a free key is set to the owner for the TTL (its stale holds
 ///   dropped), a key the owner holds keeps the longer of its TTL and this one, the holds get
 ///   the key's TTL. Returns `-fence` when a fence round recorded the owner's token here, else
 ///   one more than the fence counter with fencing, else 1.
@@ -90,7 +90,9 @@ if v and not ours then
 ",
     queue_waiter!(),
     r"  end
-  return 0
+  local p = redis.call('PTTL', KEYS[1])
+  if p >= 0 then return redis.status_reply(string.format('HELD %d', p)) end
+  return redis.status_reply('HELD')
 end
 local ttl = tonumber(ARGV[4])
 if v then
@@ -113,4 +115,4 @@ return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1
 "
 );
 /// SHA-1 of [`REENTRY`].
-pub(crate) const REENTRY_SHA: &str = "30fd863bed0bfd8cbcf1b364113099e093a3f335";
+pub(crate) const REENTRY_SHA: &str = "bc1ae5f6a8291b08ac17f79682fe5416ca8c1d3c";

@@ -1,6 +1,8 @@
 //! Replies classified against the request they answer: what a handshake step's reply means,
 //! and what a lock operation's reply is worth as a vote.
 
+use std::time::Duration;
+
 use super::{Op, Pending, Step};
 use crate::error::is_cluster_error;
 use crate::event::LockId;
@@ -27,6 +29,9 @@ pub(crate) enum StepAnswer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OpAnswer {
     Int(i64),
+    /// An acquire refused: the key is held by another token, which has this long left on
+    /// the node (`None`: a refusing key has no TTL).
+    Held(Option<Duration>),
     /// The script cache was flushed: resend with the source.
     NoScript,
     /// A server error (its text).
@@ -114,10 +119,24 @@ fn op_answer(op: Op, reply: &Reply<'_>) -> Option<OpAnswer> {
         (Op::SetNx, Reply::Status(s)) if *s == b"OK" => Some(OpAnswer::Int(1)),
         (Op::SetNx, Reply::Nil) => Some(OpAnswer::Int(0)),
         (Op::SetNx, _) => None,
+        (Op::Acquire, Reply::Status(s)) if s.starts_with(b"HELD") => held(&s[4..]).map(OpAnswer::Held),
         (Op::Permits, Reply::Bulk(b)) => {
             grant(b).map(|(proposal, positions)| OpAnswer::Permits { proposal, positions })
         }
         (_, Reply::Int(i)) => Some(OpAnswer::Int(*i)),
+        _ => None,
+    }
+}
+
+/// The rest of an acquire's `HELD` status: empty, or a space and the milliseconds the refusing
+/// key has left (`None` when it is neither).
+fn held(rest: &[u8]) -> Option<Option<Duration>> {
+    match rest {
+        [] => Some(None),
+        [b' ', ms @ ..] => {
+            let ms: u64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
+            Some(Some(Duration::from_millis(ms)))
+        }
         _ => None,
     }
 }
@@ -271,5 +290,20 @@ mod tests {
         let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
         assert_eq!(classify(release, &Reply::Status(b"OK")), Err("the release script"));
         assert_eq!(classify(release, &Reply::Nil), Err("the release script"));
+    }
+
+    #[test]
+    fn a_refused_acquire_says_how_long_the_holder_has_left() {
+        let acquire = Pending::Op { op: Op::Acquire, lock: lock(), round: 1 };
+        let held = |left| Ok(Answer::Op { op: Op::Acquire, lock: lock(), round: 1, answer: OpAnswer::Held(left) });
+        assert_eq!(classify(acquire, &Reply::Status(b"HELD 1500")), held(Some(Duration::from_millis(1500))));
+        assert_eq!(classify(acquire, &Reply::Status(b"HELD 0")), held(Some(Duration::ZERO)));
+        assert_eq!(classify(acquire, &Reply::Status(b"HELD")), held(None));
+        for garbage in [&b"HELD -1"[..], b"HELD ", b"HELD1", b"HELD 1 2", b"HELD x", b"HELD 99999999999999999999"] {
+            assert_eq!(classify(acquire, &Reply::Status(garbage)), Err("the acquire script"), "{garbage:?}");
+        }
+        // Only an acquire is refused so.
+        let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
+        assert_eq!(classify(release, &Reply::Status(b"HELD 5")), Err("the release script"));
     }
 }

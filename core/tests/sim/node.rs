@@ -335,8 +335,10 @@ pub(crate) fn script_index(arg: &[u8]) -> Option<usize> {
 }
 
 /// What a script answers.
-enum Reply {
+pub(super) enum Reply {
     Int(i64),
+    /// A status (`+...`).
+    Status(String),
     Bulk(Vec<u8>),
     /// A server error the script raises on purpose (a real answer, not a model problem).
     Error(String),
@@ -1198,7 +1200,7 @@ impl Node {
         self.sharded = argv.len().checked_sub(1) == Some(at) && argv[at] == b"s";
         let argv = if self.sharded { &argv[..at] } else { argv };
         let result = match known_scripts().get(i).map(|s| s.2) {
-            Some(Script::Acquire) => self.acquire(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Acquire) => self.acquire(now, db, keys, argv),
             Some(Script::Extend) => self.extend(now, db, keys, argv).map(Reply::Int),
             Some(Script::Release) => self.release(now, db, keys, argv).map(Reply::Int),
             Some(Script::Fence) => self.fence(now, db, keys, argv).map(Reply::Int),
@@ -1209,7 +1211,7 @@ impl Node {
             Some(Script::ReadExtend) => self.read_extend(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadRelease) => self.read_release(now, db, keys, argv).map(Reply::Int),
             Some(Script::Downgrade) => self.downgrade(now, db, keys, argv).map(Reply::Int),
-            Some(Script::Reentry) => self.reentry(now, db, keys, argv).map(Reply::Int),
+            Some(Script::Reentry) => self.reentry(now, db, keys, argv),
             None => Err("no such script".into()),
         };
         match result {
@@ -1218,6 +1220,7 @@ impl Node {
                 out.extend_from_slice(v.to_string().as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
+            Ok(Reply::Status(m)) => out.extend_from_slice(format!("+{m}\r\n").as_bytes()),
             Ok(Reply::Bulk(b)) => bulk(out, &b),
             Ok(Reply::Error(e)) => out.extend_from_slice(format!("-{e}\r\n").as_bytes()),
             Err(e) => {
@@ -1232,7 +1235,7 @@ impl Node {
     /// lock key holds another token (a queuing waiter then marks every such key and joins every
     /// key's queue, as `token:reservation`); else set them all (re-entry by token), leave the
     /// queues, and return one more than the largest fence counter (1 without fencing).
-    fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+    fn acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [token, ttl, n, queue, queue_ttl, reserve] = argv else {
             return Err(format!("acquire takes 6 arguments, got {}", argv.len()));
         };
@@ -1266,6 +1269,7 @@ impl Node {
         let refused: Vec<&Vec<u8>> =
             locks.iter().filter(|k| self.get(db, k).is_some_and(|v| v != token.as_slice())).collect();
         if !refused.is_empty() {
+            let held = self.held(now, db, &refused);
             if let Some(front) = front {
                 for k in refused {
                     // The script marks every key that refuses, keeping its TTL.
@@ -1277,7 +1281,7 @@ impl Node {
                     self.join_queue(now, &(db, q.clone()), &entry, front, parse_int(queue_ttl).unwrap_or(1));
                 }
             }
-            return Ok(0);
+            return Ok(held);
         }
         for k in locks {
             self.set(now, db, k, token, Some(ttl));
@@ -1292,7 +1296,7 @@ impl Node {
         for k in fences {
             f = f.max(self.get(db, k).and_then(parse_int).unwrap_or(0));
         }
-        Ok(f + 1)
+        Ok(Reply::Int(f + 1))
     }
 
     /// The semaphore's acquire. KEYS: the n permit keys (in the client's order), the limit key,
@@ -1839,6 +1843,16 @@ impl Node {
     }
 
     /// `PTTL key` in ms (`None`: no TTL or no key).
+    /// An acquire's refusal by the keys `refused`: `HELD` and the longest time one has left
+    /// (`HELD` alone when one has no TTL).
+    pub(super) fn held(&self, now: Time, db: u32, refused: &[&Vec<u8>]) -> Reply {
+        let left: Option<Vec<i64>> = refused.iter().map(|k| self.pttl(now, &(db, (*k).clone()))).collect();
+        match left.and_then(|l| l.into_iter().max()) {
+            Some(ms) => Reply::Status(format!("HELD {}", ms.max(0))),
+            None => Reply::Status("HELD".to_owned()),
+        }
+    }
+
     fn pttl(&self, now: Time, key: &Key) -> Option<i64> {
         let x = self.data.get(key)?.expires?;
         Some(x.div_euclid(MS as i64) - self.clock.local(now).div_euclid(MS as i64))

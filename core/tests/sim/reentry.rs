@@ -3,7 +3,7 @@
 //! keyspace (so that it expires, migrates and is counted like any key): the owner's recorded
 //! fencing token, then one hold's token per line.
 
-use super::{Node, Time, parse_int, queue_of};
+use super::{Node, Reply, Time, parse_int, queue_of};
 
 /// The prefix of a lock key's holds.
 pub(crate) const HOLDS_PREFIX: &[u8] = b"redlease:holds:";
@@ -28,7 +28,7 @@ impl Node {
     /// The re-entrant lock's script. KEYS: the lock key, its holds, its queue, its fence
     /// counter; ARGV: the mode (`a`, `e`, `r`, `f`), the owner, the hold's token, and the
     /// mode's arguments (see `scripts::REENTRY` in the core).
-    pub(super) fn reentry(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+    pub(super) fn reentry(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [k, h, q, f] = keys else { return Err(format!("the re-entry script takes 4 keys, got {}", keys.len())) };
         let [mode, owner, hold, rest @ ..] = argv else { return Err("re-entry: too few arguments".into()) };
         // (The fence counter is named only where the script reads it: a release's cleanup
@@ -55,12 +55,12 @@ impl Node {
             (b"e", [ttl]) => {
                 let ttl = int(ttl, "TTL")?;
                 if !ours || !holds.contains(hold) {
-                    return Ok(0);
+                    return Ok(Reply::Int(0));
                 }
                 let ttl = ttl.max(self.pttl(now, &lock).unwrap_or(0));
                 self.pexpire(now, db, k, ttl);
                 self.pexpire(now, db, h, ttl);
-                Ok(1)
+                Ok(Reply::Int(1))
             }
             (b"f", [proposal]) => {
                 let t = int(proposal, "proposal")?;
@@ -68,15 +68,15 @@ impl Node {
                 if c < t {
                     self.set(now, db, f, proposal, None);
                 }
-                Ok(c)
+                Ok(Reply::Int(c))
             }
             (b"k", [token]) => {
                 let t = int(token, "token")?;
                 if !ours || !holds.contains(hold) {
-                    return Ok(0);
+                    return Ok(Reply::Int(0));
                 }
                 self.keep_ttl(db, h, encode(t, &holds));
-                Ok(1)
+                Ok(Reply::Int(1))
             }
             (b"r", [leave, reserve]) => {
                 if leave == b"1" {
@@ -93,15 +93,15 @@ impl Node {
                     } else if d == 1 {
                         self.keep_ttl(db, h, encode(fence, &holds));
                     }
-                    return Ok(0);
+                    return Ok(Reply::Int(0));
                 }
                 if !holds.is_empty() {
                     self.keep_ttl(db, h, encode(fence, &holds));
-                    return Ok(d);
+                    return Ok(Reply::Int(d));
                 }
                 self.del(now, db, h);
                 self.release_keys(now, db, &[k.clone(), q.clone()], owner, None)?;
-                Ok(d)
+                Ok(Reply::Int(d))
             }
             (b"a", [ttl, queue, queue_ttl, reserve, fencing]) => {
                 let ttl = int(ttl, "TTL")?;
@@ -118,7 +118,7 @@ impl Node {
                         let queue_ttl = int(queue_ttl, "queue TTL")?;
                         self.join_queue(now, &(db, q.clone()), &entry, front, queue_ttl);
                     }
-                    return Ok(0);
+                    return Ok(self.held(now, db, &[k]));
                 }
                 let ttl = if ours {
                     let ttl = ttl.max(self.pttl(now, &lock).unwrap_or(0));
@@ -139,12 +139,12 @@ impl Node {
                     self.leave_queue(&(db, q.clone()), &entry);
                 }
                 if fence > 0 {
-                    return Ok(-fence);
+                    return Ok(Reply::Int(-fence));
                 }
                 if fencing != b"1" {
-                    return Ok(1);
+                    return Ok(Reply::Int(1));
                 }
-                Ok(self.get(db, f).and_then(parse_int).unwrap_or(0) + 1)
+                Ok(Reply::Int(self.get(db, f).and_then(parse_int).unwrap_or(0) + 1))
             }
             _ => Err(format!("re-entry: mode {:?} with {} arguments", String::from_utf8_lossy(mode), rest.len())),
         }
