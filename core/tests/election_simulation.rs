@@ -9,9 +9,10 @@
 //! Checked: never two leaders whose leadership overlaps on the clients' clock (mutual
 //! exclusion), epochs (fencing tokens) strictly increasing from one leader to the next, the
 //! validity never overstated, a vanished leader replaced (liveness), every engine back to idle
-//! at the end; and an observer that reads every node as the run goes (on standalone and
-//! replica-acknowledged and Sentinel-managed nodes) names only candidates of the run, never with an epoch above that
-//! leader's own, and reports each change of leader with a larger epoch than the one before.
+//! at the end; and an observer that reads every node as the run goes (on a Redis Cluster node,
+//! the master of the election's slot, both ends while it migrates) names only candidates of
+//! the run, never with an epoch above that leader's own, and reports each change of leader with
+//! a larger epoch than the one before.
 //!
 //! To look at one run step by step:
 //!

@@ -152,6 +152,7 @@ impl Engine {
                     self.links.resend_copy(now, to, copy, redirect.ask);
                 }
             }
+            Pending::Read { read } => self.read_redirected(now, link, node, read, &redirect),
             _ => {}
         }
     }

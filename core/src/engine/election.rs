@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use super::Engine;
 use super::cluster::cmd;
-use crate::cluster;
+use crate::cluster::{self, Redirect};
 use crate::election::{NodeElection, election_key, leader_of};
 use crate::error::{Misuse, Vote};
 use crate::event::{Event, NodeId, ReadId};
+use crate::link::MAX_HOPS;
 use crate::wire::Pending;
 
 /// The read script: `counter value`, the value empty when there is no key.
@@ -23,12 +24,16 @@ const MAX_READS: usize = 1024;
 /// What one node holds of an election: its lock key's value, if any, and its fence counter.
 type View = (Option<Vec<u8>>, u64);
 
-/// One read in flight: what each node said (`None`: no answer yet; `Err`: no usable one).
+/// One read in flight: what each node said (`None`: no answer yet; `Err`: no usable one), the
+/// command (sent again where a Redis Cluster node redirects it), and the redirects each node's
+/// copy followed.
 #[derive(Debug)]
 struct Read {
     id: u32,
     deadline: Instant,
     answers: Vec<Option<Result<View, ()>>>,
+    command: Vec<u8>,
+    hops: Vec<u8>,
 }
 
 /// The reads in flight, and the elections observers watch.
@@ -106,9 +111,9 @@ impl Engine {
         self.reads.next = self.reads.next.wrapping_add(1);
         let n = self.links.len();
         let deadline = now + self.config.node_timeout;
-        self.reads.reads.push(Read { id, deadline, answers: vec![None; n] });
         let mut failed = Vec::new();
         self.links.broadcast(now, cmd(&plain, &form), Pending::Read { read: id }, |node, _| failed.push(node));
+        self.reads.reads.push(Read { id, deadline, answers: vec![None; n], command: plain, hops: vec![0; n] });
         for node in failed {
             self.read_answered(now, NodeId(node as u16), id, Err(String::new()));
         }
@@ -147,6 +152,27 @@ impl Engine {
         }
         self.links.sync_all(now);
         Ok(())
+    }
+
+    /// The read `read`, sent on `link` (a link of `node`), was redirected by a Redis Cluster
+    /// node whose slot moved or is moving: send it where the redirect says (behind `ASKING`
+    /// for an `ASK`), up to [`MAX_HOPS`] times; then, or when it cannot go there, the node has
+    /// no answer.
+    pub(super) fn read_redirected(&mut self, now: Instant, link: NodeId, node: NodeId, read: u32, redirect: &Redirect) {
+        let Some(r) = self.reads.reads.iter_mut().find(|r| r.id == read) else { return };
+        let Some(hops) = r.hops.get_mut(node.index()) else { return };
+        *hops = hops.saturating_add(1);
+        if *hops > MAX_HOPS {
+            let why = format!("more than {MAX_HOPS} cluster redirects: {redirect:?}");
+            return self.read_answered(now, node, read, Err(why));
+        }
+        let command = r.command.clone();
+        let sent = self.links.redirected(now, link.index(), redirect).and_then(|to| {
+            self.links.send_asking(now, to, redirect.ask, Pending::Read { read }, |out| out.extend_from_slice(&command))
+        });
+        if let Err(vote) = sent {
+            self.read_answered(now, node, read, Err(vote_text(&vote)));
+        }
     }
 
     /// `node`'s answer to the read `read` (late answers are ignored); decides the read once

@@ -103,7 +103,9 @@ impl Links {
         };
         l.stats.reply(now, now.saturating_duration_since(queued), self.on_time);
         l.answered = true;
-        if let (resp::Reply::Error(e), Pending::Op { .. } | Pending::Resend { .. }) = (&reply, pending) {
+        if let (resp::Reply::Error(e), Pending::Op { .. } | Pending::Resend { .. } | Pending::Read { .. }) =
+            (&reply, pending)
+        {
             if let Some(redirect) = cluster::redirect(e) {
                 // Only a Redis Cluster redirects: a node not known as one is.
                 self.became_cluster(now, node.index());

@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use redlease_core::cluster::hash_slot;
 use redlease_core::{
     AcquireError, Config, Engine, Event, ExtendError, Fault as NodeFault, LinkError, LockId, LockOptions, Misuse,
     NodeConfig, NodeId, ReleaseOutcome,
@@ -1747,16 +1748,33 @@ impl World {
     /// names is a campaign of the run, and the epoch it shows is never above that leader's own
     /// once granted. The changes an [`Observer`] reports are counted.
     fn observe(&mut self) {
-        if self.clusters.iter().any(Option::is_some) {
-            return; // (A key's master changes with migrations; the observer reads plain nodes.)
-        }
         let (now, db) = (self.now, self.sc.db);
+        let slot = hash_slot(ELECTION_KEY);
         let views: Vec<Option<(Option<Vec<u8>>, u64)>> = (0..self.sc.nodes)
             .map(|n| {
-                // A Sentinel-managed node is read on its primary of the moment.
-                let s = self.managed[n].as_ref().map_or(n, Managed::primary_server);
-                let node = &mut self.nodes[s];
-                (node.up && !node.paused && !self.cut[s]).then(|| node.election_view(now, db, ELECTION_KEY))
+                // A Sentinel-managed node is read on its primary of the moment; a Redis Cluster
+                // node on the master that owns the election's slot, and while the slot
+                // migrates, on both ends (its keys may be on either).
+                let servers: Vec<usize> = match (&self.clusters[n], &self.managed[n]) {
+                    (Some(c), _) => match c.migration {
+                        Some((s, from, to)) if s == slot => vec![c.servers[from], c.servers[to]],
+                        _ => vec![c.servers[c.owner(slot)]],
+                    },
+                    (None, Some(m)) => vec![m.primary_server()],
+                    (None, None) => vec![n],
+                };
+                let mut view: Option<(Option<Vec<u8>>, u64)> = None;
+                for s in servers {
+                    let node = &mut self.nodes[s];
+                    if !node.up || node.paused || self.cut[s] {
+                        return None;
+                    }
+                    let (holder, counter) = node.election_view(now, db, ELECTION_KEY);
+                    let v = view.get_or_insert((None, 0));
+                    v.0 = v.0.take().or(holder);
+                    v.1 = v.1.max(counter);
+                }
+                view
             })
             .collect();
         let reads: Vec<Option<NodeElection<'_>>> = views

@@ -10,7 +10,7 @@ use redlease_core::{ElectionOptions, Leader, LeaderChange, Misuse, ReleaseOutcom
 
 use super::cases::{connect, eventually, ok, queue_lengths, subscribers, values};
 use super::{BoxFuture, Failure, FailureKind, Options, Subject};
-use crate::{RedisCluster, Reply, Servers};
+use crate::{RedisCluster, Reply, Servers, key_slot};
 
 /// Where an observer puts the changes it reports, as they come.
 pub type Sink = Arc<Mutex<Vec<LeaderChange>>>;
@@ -257,6 +257,16 @@ pub fn election_cluster<S: Elections>() {
             other => panic!("[{}] observed {other:?}", S::NAME),
         }
         let seen = ok::<S, _>(S::leader(&watcher, "jobs").await, "leader").expect("b leads");
+        assert_eq!((seen.value.as_slice(), seen.epoch), (&b"b"[..], e2), "[{}]", S::NAME);
+
+        // The election's slot moves to another master in every cluster: a read follows the
+        // redirect (the watcher's map still has the old master) and still sees b.
+        let slot = key_slot(KEY);
+        for c in &clusters {
+            c.migrate_slot(slot, (c.master_of_slot(slot) + 1) % 3);
+        }
+        let seen = ok::<S, _>(S::leader(&watcher, "jobs").await, "leader after the slot moved");
+        let seen = seen.expect("b leads after the slot moved");
         assert_eq!((seen.value.as_slice(), seen.epoch), (&b"b"[..], e2), "[{}]", S::NAME);
         ok::<S, _>(S::resign(second).await, "resign b");
         for client in [&a, &b, &watcher] {
