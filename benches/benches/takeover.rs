@@ -94,10 +94,11 @@ fn main() {
         (resigned, killed)
     });
     println!("takeover, 3 nodes, tokio, TTL {}:", dur(Some(TTL)));
-    println!("| after | samples | p50 | p99 | p50 / TTL |");
-    println!("|---|---|---|---|---|");
+    println!("| after | samples | p50 | p99 | p50 / TTL | p99 / TTL |");
+    println!("|---|---|---|---|---|---|");
     for (what, h) in [("resign", &resigned), ("kill -9", &killed)] {
-        let frac = h.p50().map_or(0.0, |p| p.as_secs_f64() / TTL.as_secs_f64());
-        println!("| {what} | {} | {} | {} | {frac:.2} |", h.count(), dur(h.p50()), dur(h.p99()));
+        let frac = |d: Option<Duration>| d.map_or(0.0, |p| p.as_secs_f64() / TTL.as_secs_f64());
+        let (p50, p99) = (h.p50(), h.p99());
+        println!("| {what} | {} | {} | {} | {:.3} | {:.3} |", h.count(), dur(p50), dur(p99), frac(p50), frac(p99));
     }
 }

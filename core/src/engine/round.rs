@@ -456,12 +456,12 @@ impl Engine {
     }
 
     /// How long a refused waiter waits for keys that expire in `free` on a quorum of the nodes
-    /// (a holder that crashed announces nothing; its keys end by their TTL): past it by the
-    /// drift allowance, a millisecond for the servers' clocks, and a random stagger so that the
-    /// waiters of one client do not all retry at once.
+    /// (a holder that crashed announces nothing; its keys end by their TTL): past it by a
+    /// millisecond (the servers' expiry resolution) and a random stagger, so that the waiters
+    /// of one client do not all retry at once. A server whose clock runs slow refuses the
+    /// retry with what its key has left, and the waiter comes back then.
     fn after_expiry(&mut self, free: Duration) -> Duration {
-        let drift = free.mul_f64(self.config.drift_factor);
-        free + drift + Duration::from_millis(1) + self.rng.between(Duration::ZERO, self.config.wake_stagger)
+        free + Duration::from_millis(1) + self.rng.between(Duration::ZERO, self.config.wake_stagger)
     }
 
     /// A waiting semaphore acquisition whose nodes granted permits, but no quorum the same
