@@ -3,8 +3,8 @@
 //!
 //! `cargo bench -p redlease-benches --bench runtimes` is the full run; `cargo test` runs it
 //! with tiny counts (every subject and scenario; it fails if a measurement does not complete,
-//! never on a speed). `-- --help` lists the options; `-- --charts FILE` only draws the charts
-//! of a saved report. The peers are dev-dependencies, hence here.
+//! never on a speed). `-- --help` lists the options. The peers are dev-dependencies, hence
+//! here.
 
 #[path = "runtimes/peers.rs"]
 mod peers;
@@ -27,18 +27,6 @@ fn main() -> ExitCode {
         }
     };
     opts.ignored.iter().for_each(|arg| eprintln!("note: ignoring {arg:?} (see --help)"));
-    if let Some(file) = &opts.charts {
-        return match run::redraw(file) {
-            Ok(charts) => {
-                charts.iter().for_each(|c| println!("{}", c.display()));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
     // In table order: the adapters, the floors and the ceiling, the peers.
     let subjects: Vec<_> = [adapters::subjects(), floor::subjects(), peers::subjects()].into_iter().flatten().collect();
     match run::run(&opts, &subjects) {

@@ -7,11 +7,10 @@
 //! and stops afterwards. The subjects ([`Subject`]): the six adapters
 //! ([`adapters`], [`embedded`]), the quorum floors and the pipelined ceiling ([`floor`]), and,
 //! in the bench target, two peers, each a [`subject::Generic`]: a runtime ([`exec`]) and its
-//! lockers. [`run::run`] measures, [`report`] prints, [`chart`] draws; sequential ratios come
+//! lockers. [`run::run`] measures, [`report`] prints; sequential ratios come
 //! from clients taking turns ([`turns`]).
 
 pub mod adapters;
-pub mod chart;
 pub mod embedded;
 pub mod exec;
 pub mod floor;

@@ -81,24 +81,19 @@ options:
                  cluster, sentinel) and/or parts of subject names (tokio, mio, floor, sem, rslock, ...;
                  =NAME for exactly that subject); the partners its ratios need still run
   --hold MS      how long each contender of the handoff scenario holds the lock (default 5)
-  --charts FILE  measure nothing: draw the charts of the tables in the markdown FILE (relative
-                 to the workspace) into the folder FILE names without .md (docs/benchmarks.md:
-                 docs/benchmarks/)
   -h, --help     this text
 
-Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md; their
-charts (SVG) to target/bench/runtimes/.";
+Tables go to stdout as each scenario ends, and all of them to target/bench/runtimes.md.";
 
 /// What the command line asked for: the full plan (`cargo bench`) or the quick one, the
-/// `--only` words (lowercase), the handoff scenario's hold (`--hold`), the report to draw the
-/// charts of (`--charts`), `--help`, and the arguments not understood.
+/// `--only` words (lowercase), the handoff scenario's hold (`--hold`), `--help`, and the
+/// arguments not understood.
 #[derive(Clone, Debug, Default)]
 #[allow(missing_docs)] // Said above.
 pub struct Options {
     pub full: bool,
     pub only: Vec<String>,
     pub hold: Option<Duration>,
-    pub charts: Option<String>,
     pub help: bool,
     pub ignored: Vec<String>,
 }
@@ -121,7 +116,6 @@ impl Options {
                     let ms = args.next().and_then(|a| a.parse::<u64>().ok()).filter(|&ms| (1..=1_000).contains(&ms));
                     opts.hold = Some(Duration::from_millis(ms.ok_or("--hold needs 1 to 1000 (ms), e.g. --hold 1")?));
                 }
-                "--charts" => opts.charts = Some(args.next().ok_or("--charts needs a file, e.g. docs/benchmarks.md")?),
                 _ => opts.ignored.push(arg),
             }
         }
@@ -238,6 +232,4 @@ fn modes_and_filters() {
     assert!(parse(&["--only"]).is_err() && parse(&["--only", "a,,b"]).is_err());
     assert_eq!(parse(&["--hold", "1"]).unwrap().hold, Some(Duration::from_millis(1)));
     assert!(parse(&["--hold", "0"]).is_err() && parse(&["--hold"]).is_err());
-    assert_eq!(parse(&["--charts", "docs/benchmarks.md"]).unwrap().charts.as_deref(), Some("docs/benchmarks.md"));
-    assert!(parse(&["--charts"]).is_err());
 }

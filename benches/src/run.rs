@@ -1,7 +1,7 @@
 //! Runs the selected scenarios over the selected subjects, each measurement on fresh
 //! `redis-server` processes (stopped when it ends, whatever happened), with a progress line
 //! per measurement on stderr and each scenario's table on stdout as soon as it is done; at the
-//! end, writes the report (every table) and its charts.
+//! end, writes the report (every table).
 
 use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use redlease_servers::{Listen, Node, RedisCluster, SentinelNodes, Servers};
 
-use crate::chart;
 use crate::plan::{NODES, Options, Plan, Scenario, Shape};
 use crate::report::{self, Pair, Point};
 use crate::stats::dur;
@@ -91,22 +90,8 @@ pub fn run(opts: &Options, all: &[Box<dyn Subject>]) -> Result<Vec<String>, Stri
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace().join("target"), PathBuf::from).join("bench");
     let file = dir.join("runtimes.md");
     std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &page)).map_err(|e| format!("{file:?}: {e}"))?;
-    let charts = chart::beside(&file, &page)?;
     eprintln!("done in {:.0} s; the tables are in {}", p.started.elapsed().as_secs_f64(), file.display());
-    charts.iter().for_each(|c| eprintln!("chart: {}", c.display()));
     Ok(p.failures)
-}
-
-/// Draw the charts of the tables in the markdown file `file` (relative: to the workspace)
-/// beside it, measuring nothing ([`chart::beside`]); the files written.
-pub fn redraw(file: &str) -> Result<Vec<PathBuf>, String> {
-    let file = workspace().join(file);
-    let page = std::fs::read_to_string(&file).map_err(|e| format!("{file:?}: {e}"))?;
-    let charts = chart::beside(&file, &page)?;
-    if charts.is_empty() {
-        return Err(format!("{file:?} has no sequential, lockers or handoff table"));
-    }
-    Ok(charts)
 }
 
 /// The workspace's folder (cargo runs a bench in its package's folder).
