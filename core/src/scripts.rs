@@ -28,6 +28,36 @@ macro_rules! queue_waiter {
     };
 }
 
+/// A Lua function that hands the released key `k` to the next waiter of its queue `q` and
+/// announces it: the head entry (`token:ms`) is taken off, the key set to that waiter's token
+/// for its reservation, marked (`:`: others may still listen), and `r:next` published on the
+/// key's wake channel (`r`: the releaser's token; `next` empty when nobody is named;
+/// `sharded`: `SPUBLISH`). An entry that is not `token:ms` is dropped; the releaser's own entry
+/// at the head stays there and names nobody when `keep` (a waiter that releases what its own
+/// failed attempt took keeps its place), else it is dropped too. The queue commands and the
+/// publish are `pcall`s. Shared by the release scripts of the mutex, the re-entrant lock and
+/// the read lock.
+macro_rules! hand_off {
+    () => {
+        r"local function hand_off(k, q, r, keep, sharded)
+  local nxt = ''
+  local head = redis.pcall('LINDEX', q, 0)
+  if type(head) == 'string' then
+    local tok, ms = string.match(head, '^([^:]*):(%d+)$')
+    if not tok or (tok == r and not keep) then
+      redis.pcall('LPOP', q)
+    elseif tok ~= r then
+      redis.pcall('LPOP', q)
+      redis.call('SET', k, tok .. ':', 'PX', ms)
+      nxt = tok
+    end
+  end
+  redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. k, r .. ':' .. nxt)
+end
+"
+    };
+}
+
 mod reentry;
 mod rwlock;
 mod semaphore;
@@ -180,7 +210,9 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 ///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
-pub(crate) const RELEASE: &str = r"local d = 0
+pub(crate) const RELEASE: &str = concat!(
+    hand_off!(),
+    r"local d = 0
 local t = ARGV[1]
 local n = #KEYS / 2
 local entry = t .. ':' .. ARGV[3]
@@ -194,52 +226,33 @@ for i = 1, n do
     d = d + redis.call('DEL', KEYS[i])
   elseif v == t .. ':' then
     d = d + redis.call('DEL', KEYS[i])
-    local nxt = ''
-    local head = redis.pcall('LINDEX', name, 0)
-    if type(head) == 'string' then
-      local tok, ms = string.match(head, '^([^:]*):(%d+)$')
-      if not tok then
-        redis.pcall('LPOP', name)
-      elseif tok ~= t then
-        redis.pcall('LPOP', name)
-        redis.call('SET', KEYS[i], tok .. ':', 'PX', ms)
-        nxt = tok
-      end
-    end
-    redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[i], t .. ':' .. nxt)
+    hand_off(KEYS[i], name, t, true, ARGV[4] == 's')
   end
 end
 return d
-";
+"
+);
 /// [`RELEASE`] of one key, not leaving its queue: every lock of one resource releases with it.
 ///
 /// `KEYS`: the lock key, its queue. `ARGV`: token. Its first two lines are the plain
 /// compare-and-delete, which is all a release nobody waited for costs. Returns 1 if it deleted
 /// the key, else 0.
-pub(crate) const RELEASE_ONE: &str = r"local v = redis.call('GET', KEYS[1])
+pub(crate) const RELEASE_ONE: &str = concat!(
+    r"local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 if v ~= ARGV[1] .. ':' then return 0 end
 redis.call('DEL', KEYS[1])
-local nxt = ''
-local head = redis.pcall('LINDEX', KEYS[2], 0)
-if type(head) == 'string' then
-  local tok, ms = string.match(head, '^([^:]*):(%d+)$')
-  if not tok then
-    redis.pcall('LPOP', KEYS[2])
-  elseif tok ~= ARGV[1] then
-    redis.pcall('LPOP', KEYS[2])
-    redis.call('SET', KEYS[1], tok .. ':', 'PX', ms)
-    nxt = tok
-  end
-end
-redis.pcall(ARGV[2] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], ARGV[1] .. ':' .. nxt)
+",
+    hand_off!(),
+    r"hand_off(KEYS[1], KEYS[2], ARGV[1], true, ARGV[2] == 's')
 return 1
-";
+"
+);
 /// SHA-1 of [`RELEASE_ONE`].
-pub(crate) const RELEASE_ONE_SHA: &str = "f1a22963ccb055a59d274e092e74d47dc5ce8577";
+pub(crate) const RELEASE_ONE_SHA: &str = "2e4bb954ef77f2b63601423c1dea4e286618b2d4";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "930b72361517c90684d5c7ba880d402b92b26e10";
+pub(crate) const RELEASE_SHA: &str = "12d11f390e454cc321205b67a4e04a200a4ea2aa";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

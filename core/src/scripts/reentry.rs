@@ -35,6 +35,7 @@ pub(crate) const HOLDS_PREFIX: &str = "redlease:holds:";
 ///   if the owner holds the key and the hold is among its holds (so not in the holds of a
 ///   later grant of the key). 1 if recorded, else 0.
 pub(crate) const REENTRY: &str = concat!(
+    hand_off!(),
     r"local m, o, h = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call('GET', KEYS[1])
 local ours = v == o or v == o .. ':'
@@ -66,19 +67,7 @@ if m == 'r' then
   if left then return d end
   redis.call('DEL', KEYS[1], KEYS[2])
   if v == o then return d end
-  local nxt = ''
-  local head = redis.pcall('LINDEX', KEYS[3], 0)
-  if type(head) == 'string' then
-    local tok, ms = string.match(head, '^([^:]*):(%d+)$')
-    if not tok then
-      redis.pcall('LPOP', KEYS[3])
-    elseif tok ~= o then
-      redis.pcall('LPOP', KEYS[3])
-      redis.call('SET', KEYS[1], tok .. ':', 'PX', ms)
-      nxt = tok
-    end
-  end
-  redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], o .. ':' .. nxt)
+  hand_off(KEYS[1], KEYS[3], o, true, ARGV[6] == 's')
   return d
 end
 local q = ARGV[5]
@@ -115,4 +104,4 @@ return (tonumber(redis.call('GET', KEYS[4]) or '0') or 0) + 1
 "
 );
 /// SHA-1 of [`REENTRY`].
-pub(crate) const REENTRY_SHA: &str = "bc1ae5f6a8291b08ac17f79682fe5416ca8c1d3c";
+pub(crate) const REENTRY_SHA: &str = "b78d6109c1495cb73c471636e7fdaa9259decc18";

@@ -154,7 +154,9 @@ pub(crate) const READ_EXTEND_SHA: &str = "7ee3d6974f7c5a2b619e0a5c1f9780794f3ef1
 ///
 /// `KEYS`: the lock key, its readers, its waiter queue. `ARGV`: token, leave (`1`: also leave
 /// the queue, with the entry our reservation `ARGV[3]` made).
-pub(crate) const READ_RELEASE: &str = r"local t = ARGV[1]
+pub(crate) const READ_RELEASE: &str = concat!(
+    hand_off!(),
+    r"local t = ARGV[1]
 local d, ms, top = 0, nil, nil
 local first = redis.call('ZRANGE', KEYS[2], 0, 1)
 if first[1] == t and not first[2] then
@@ -184,24 +186,13 @@ else
   redis.call('DEL', KEYS[1], KEYS[2])
 end
 if v == ':readers:' or handed then
-  local nxt = ''
-  local head = redis.pcall('LINDEX', KEYS[3], 0)
-  if type(head) == 'string' then
-    local tok, hold = string.match(head, '^([^:]*):(%d+)$')
-    if not tok or tok == t then
-      redis.pcall('LPOP', KEYS[3])
-    else
-      redis.pcall('LPOP', KEYS[3])
-      redis.call('SET', KEYS[1], tok .. ':', 'PX', hold)
-      nxt = tok
-    end
-  end
-  redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. KEYS[1], t .. ':' .. nxt)
+  hand_off(KEYS[1], KEYS[3], t, false, ARGV[4] == 's')
 end
 return d
-";
+"
+);
 /// SHA-1 of [`READ_RELEASE`].
-pub(crate) const READ_RELEASE_SHA: &str = "3ef8e5655b1e22d92033691753c24b344d6090b4";
+pub(crate) const READ_RELEASE_SHA: &str = "ea197e2ba687bfeca9b9ab6b3f75fc0d4bd372ee";
 
 /// Turn a write lock into a read lock, atomically on this node: the token joins the readers
 /// for `ARGV[2]` ms and the key becomes [`READERS`]; waiters that marked the key are told.
