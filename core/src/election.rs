@@ -188,11 +188,20 @@ pub fn leader_of(nodes: &[Option<NodeElection<'_>>], quorum: usize) -> Option<Le
 /// names a new leader only with an epoch above every one reported before, so the changes
 /// reported have strictly increasing epochs (a read in the moment before a new leader's fence
 /// round landed, which shows its predecessor's epoch, is not a change yet).
+///
+/// It also says when to read next ([`next_read`](Self::next_read)).
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
     current: Option<Leader>,
     epoch: u64,
+    /// Reads in a row that showed a new holder whose epoch had not landed.
+    settling: u32,
 }
+
+/// How soon an observer reads again while a new holder's epoch has not landed (its fence
+/// round is about a round trip away), and how many times in a row at most.
+const SETTLE: Duration = Duration::from_millis(5);
+const SETTLE_READS: u32 = 200;
 
 /// A change an [`Observer`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,6 +226,7 @@ impl Observer {
 
     /// Take a read ([`leader_of`]'s result) and return the change it makes, if any.
     pub fn update(&mut self, read: Option<Leader>) -> Option<LeaderChange> {
+        let settling = std::mem::take(&mut self.settling);
         match read {
             Some(l) if self.current.as_ref().is_some_and(|c| c.token == l.token) => None,
             Some(l) if l.epoch > self.epoch => {
@@ -225,9 +235,20 @@ impl Observer {
                 Some(LeaderChange::Elected(l))
             }
             // A new holder whose epoch has not landed yet: not a change until it has.
-            Some(_) => None,
+            Some(_) => {
+                self.settling = settling.saturating_add(1);
+                None
+            }
             None => self.current.take().map(|_| LeaderChange::Vacant),
         }
+    }
+
+    /// How long to wait before the next read, after a read that was no change, for an
+    /// observer that otherwise reads every `poll` (or sooner, when a release is announced):
+    /// 5 ms while the last read showed a new holder whose epoch had not landed (its campaign
+    /// is a round trip from returning; 200 such reads in a row at most), else `poll`.
+    pub fn next_read(&self, poll: Duration) -> Duration {
+        if (1..=SETTLE_READS).contains(&self.settling) { SETTLE } else { poll }
     }
 }
 
@@ -297,5 +318,28 @@ mod tests {
         assert_eq!(o.update(None), Some(LeaderChange::Vacant));
         assert_eq!(o.update(None), None);
         assert_eq!(o.current(), None);
+    }
+
+    #[test]
+    fn observers_read_again_soon_while_a_new_epoch_lands() {
+        let leader = |t: &str, epoch| Leader { value: Vec::new(), epoch, token: t.into() };
+        let poll = Duration::from_secs(1);
+        let mut o = Observer::new();
+        o.update(Some(leader("a", 3)));
+        assert_eq!(o.next_read(poll), poll);
+        o.update(Some(leader("a", 3)));
+        assert_eq!(o.next_read(poll), poll, "the same leader: the poll");
+        for _ in 0..SETTLE_READS {
+            assert_eq!(o.update(Some(leader("b", 3))), None);
+            assert_eq!(o.next_read(poll), SETTLE, "b's epoch is about to land");
+        }
+        o.update(Some(leader("b", 3)));
+        assert_eq!(o.next_read(poll), poll, "after 200 reads in a row, the poll");
+        assert!(o.update(Some(leader("b", 4))).is_some());
+        assert_eq!(o.next_read(poll), poll);
+        o.update(Some(leader("c", 4)));
+        assert_eq!(o.next_read(poll), SETTLE);
+        o.update(None);
+        assert_eq!(o.next_read(poll), poll, "a read without a new holder ends the settling");
     }
 }

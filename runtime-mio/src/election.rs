@@ -14,9 +14,6 @@ use crate::{Client, Guard};
 
 /// How often an observer reads the nodes without a release message.
 const POLL: Duration = Duration::from_secs(1);
-/// How soon it reads again when a new holder's epoch has not landed yet, and how many times.
-const SETTLE: Duration = Duration::from_millis(5);
-const SETTLE_READS: u32 = 200;
 
 impl Client {
     /// Campaign in an election and return once this candidate leads: wait in line for the
@@ -97,21 +94,13 @@ impl Observation {
 
     /// Block until the leader changes, and say how.
     pub fn next_change(&mut self) -> Result<LeaderChange, Error> {
-        let mut settling = 0;
         loop {
             let seen = self.client.shared.lock().router.wake_seq(&self.name);
             let read = self.client.leader(&self.name)?;
-            let new_holder = read.as_ref().is_some_and(|l| self.observer.current().is_none_or(|c| c.token != l.token));
             if let Some(change) = self.observer.update(read) {
                 return Ok(change);
             }
-            // A new holder whose fence round has not landed: read again soon.
-            let delay = if new_holder && settling < SETTLE_READS {
-                settling += 1;
-                SETTLE
-            } else {
-                self.poll
-            };
+            let delay = self.observer.next_read(self.poll);
             let st = self.client.shared.lock();
             let name = &self.name;
             self.client

@@ -98,9 +98,6 @@ impl<R: Runtime> Client<R> {
 
 /// How often an observer reads the nodes without a release message.
 const POLL: Duration = Duration::from_secs(1);
-/// How soon it reads again when a new holder's epoch has not landed yet, and how many times.
-const SETTLE: Duration = Duration::from_millis(5);
-const SETTLE_READS: u32 = 200;
 
 /// What an [`Observation`] keeps between changes.
 struct State<R> {
@@ -112,23 +109,15 @@ struct State<R> {
 
 impl<R: Runtime> State<R> {
     async fn next(&mut self) -> Result<LeaderChange, Error> {
-        let mut settling = 0;
         loop {
             let (wake, mut woken) = oneshot::channel();
             let armed = Command::ArmWake { name: self.name.clone(), reply: wake };
             self.client.tx.send(armed).map_err(|_| Error::Closed)?;
             let read = self.client.leader(&self.name).await?;
-            let new_holder = read.as_ref().is_some_and(|l| self.observer.current().is_none_or(|c| c.token != l.token));
             if let Some(change) = self.observer.update(read) {
                 return Ok(change);
             }
-            // A new holder whose fence round has not landed: read again soon.
-            let delay = if new_holder && settling < SETTLE_READS {
-                settling += 1;
-                SETTLE
-            } else {
-                self.poll
-            };
+            let delay = self.observer.next_read(self.poll);
             let mut timer = R::timer(Instant::now() + delay);
             let mut wake = Box::pin(async move { woken.recv().await.is_ok() });
             let mut gone = false;
