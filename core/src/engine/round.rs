@@ -178,7 +178,7 @@ impl Engine {
             }
             _ => return Ok(()),
         };
-        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_)) {
+        if op == Op::Permits && matches!(answer, OpAnswer::Permits { .. } | OpAnswer::Int(_) | OpAnswer::Held(_)) {
             // The script ran: the server behind this link has the semaphore's limit.
             if let Some(s) = self.locks.last(lock).filter(|s| s.permits.on()) {
                 self.links.confirm_limit(link, &s.permits.limit_key, s.permits.limit);

@@ -123,7 +123,7 @@ impl Engine {
         match answer {
             OpAnswer::Permits { positions, .. } => self.trim_late(now, node, lock, positions),
             // (Settled: held, or in the fence round that follows the grant.)
-            OpAnswer::Int(0)
+            OpAnswer::Int(0) | OpAnswer::Held(_)
                 if self.locks.get(lock).is_ok_and(|s| {
                     matches!(s.phase, Phase::Held(_) | Phase::Extending { .. } | Phase::Fencing { .. })
                 }) =>

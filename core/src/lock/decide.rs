@@ -157,7 +157,7 @@ impl Record {
                 return Ok(Some(Vote::Granted));
             }
             OpAnswer::Held(left) => {
-                if op != Op::Acquire || !matches!(self.phase, Phase::Acquiring { .. }) {
+                if !matches!(op, Op::Acquire | Op::Permits) || !matches!(self.phase, Phase::Acquiring { .. }) {
                     return Err("+HELD".to_owned());
                 }
                 if let Some(slot) = self.round.held.get_mut(node) {

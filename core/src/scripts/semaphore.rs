@@ -45,9 +45,11 @@ end
 /// (0: none; after an attempt whose nodes granted different permits, the one most granted).
 ///
 /// The limit is recorded on first use (without a TTL, like the fence counters); another limit
-/// is refused with a `WRONGLIMIT` error. Returns 0 when fewer than `m` permits are ours or free,
-/// else a string: the fencing proposal (one more than the largest counter of the permits taken)
-/// and the 1-based positions in `KEYS` of the permits taken, separated by spaces.
+/// is refused with a `WRONGLIMIT` error. Returns the status `HELD ms` when fewer than `m`
+/// permits are ours or free, `ms` how long until enough of the others' permits expired (`HELD`
+/// alone when one has no TTL), else a string: the fencing proposal (one more than the largest
+/// counter of the permits taken) and the 1-based positions in `KEYS` of the permits taken,
+/// separated by spaces.
 ///
 /// The queue is a sorted set of waiters, `token:ms` (or `token:ms:m` for more than one permit:
 /// see [`SEM_RELEASE`]), scored by the waiter's ticket: the wall-clock time (µs) of its first
@@ -95,7 +97,15 @@ if #mine + #free < m then
       for _, i in ipairs(mine) do redis.call('PEXPIRE', KEYS[i], ARGV[7]) end
     end
   end
-  return 0
+  local left = {}
+  for i = 1, n do
+    local v = vals[i]
+    if v and v ~= t and v ~= t .. ':' then left[#left + 1] = redis.call('PTTL', KEYS[i]) end
+  end
+  table.sort(left)
+  local w = left[m - #mine - #free]
+  if w and left[1] >= 0 then return redis.status_reply(string.format('HELD %d', w)) end
+  return redis.status_reply('HELD')
 end
 local take = {}
 for _, i in ipairs(mine) do
@@ -117,7 +127,7 @@ return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
 "
 );
 /// SHA-1 of [`SEM_ACQUIRE`].
-pub(crate) const SEM_ACQUIRE_SHA: &str = "2ca4a2cf6216eede2b78d6bf29ecfaf7ddbb2feb";
+pub(crate) const SEM_ACQUIRE_SHA: &str = "2e9ef855539b2a293152179745abc3398bdb2c16";
 
 /// Delete each permit that holds our token (marked or not), handing it to the waiter that
 /// heads the semaphore's queue ([`SEM_ACQUIRE`]), reserved for it for the time its entry names,

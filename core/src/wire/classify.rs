@@ -29,8 +29,8 @@ pub(crate) enum StepAnswer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OpAnswer {
     Int(i64),
-    /// An acquire refused: the key is held by another token, which has this long left on
-    /// the node (`None`: a refusing key has no TTL).
+    /// An acquire refused: the key is held by another token (a semaphore's permits: too few
+    /// are free), which has this long left on the node (`None`: a refusing key has no TTL).
     Held(Option<Duration>),
     /// The script cache was flushed: resend with the source.
     NoScript,
@@ -119,7 +119,7 @@ fn op_answer(op: Op, reply: &Reply<'_>) -> Option<OpAnswer> {
         (Op::SetNx, Reply::Status(s)) if *s == b"OK" => Some(OpAnswer::Int(1)),
         (Op::SetNx, Reply::Nil) => Some(OpAnswer::Int(0)),
         (Op::SetNx, _) => None,
-        (Op::Acquire, Reply::Status(s)) if s.starts_with(b"HELD") => held(&s[4..]).map(OpAnswer::Held),
+        (Op::Acquire | Op::Permits, Reply::Status(s)) if s.starts_with(b"HELD") => held(&s[4..]).map(OpAnswer::Held),
         (Op::Permits, Reply::Bulk(b)) => {
             grant(b).map(|(proposal, positions)| OpAnswer::Permits { proposal, positions })
         }
@@ -302,6 +302,11 @@ mod tests {
         for garbage in [&b"HELD -1"[..], b"HELD ", b"HELD1", b"HELD 1 2", b"HELD x", b"HELD 99999999999999999999"] {
             assert_eq!(classify(acquire, &Reply::Status(garbage)), Err("the acquire script"), "{garbage:?}");
         }
+        let permits = Pending::Op { op: Op::Permits, lock: lock(), round: 1 };
+        assert!(matches!(
+            classify(permits, &Reply::Status(b"HELD 7")),
+            Ok(Answer::Op { answer: OpAnswer::Held(_), .. })
+        ));
         // Only an acquire is refused so.
         let release = Pending::Op { op: Op::Release, lock: lock(), round: 1 };
         assert_eq!(classify(release, &Reply::Status(b"HELD 5")), Err("the release script"));

@@ -1393,7 +1393,20 @@ impl Node {
                     }
                 }
             }
-            return Ok(Reply::Int(0));
+            // How long until enough of the others' permits expired.
+            let others: Vec<&Vec<u8>> = permits
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !mine.contains(i) && !free.contains(i))
+                .map(|(_, k)| k)
+                .collect();
+            let mut left: Vec<Option<i64>> = others.iter().map(|k| self.pttl(now, &(db, (*k).clone()))).collect();
+            left.sort();
+            let need = m as usize - mine.len() - free.len();
+            return Ok(match left.get(need - 1) {
+                Some(Some(ms)) if left[0].is_some() => Reply::Status(format!("HELD {}", ms.max(&0))),
+                _ => Reply::Status("HELD".to_owned()),
+            });
         }
         let take: Vec<usize> = mine.iter().chain(&free).copied().take(m as usize).collect();
         let mut f = 0;
