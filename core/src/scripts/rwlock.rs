@@ -48,7 +48,7 @@ end
 /// writers off until its own TTL only; the lock key holds [`READERS`] and the readers' set
 /// each expire with the last live reader.
 ///
-/// Refused (0) while a writer holds the key (a mutex or write lock of the name), or while a
+/// Refused (`HELD ms`, what the key has left, as [`ACQUIRE`]) while a writer holds the key (a mutex or write lock of the name), or while a
 /// writer waits ([`READERS`] marked) unless the token already reads (a re-entry). A refused
 /// waiter (wait mode `1` or `2`, as for [`ACQUIRE`]) marks the key and joins its waiter queue
 /// (a mark whose queue is gone, a crashed writer's, is dropped)
@@ -87,7 +87,9 @@ local function refuse(v)
 ",
     queue_waiter!(),
     r"  end
-  return 0
+  local p = redis.call('PTTL', KEYS[1])
+  if p >= 0 then return redis.status_reply(string.format('HELD %d', p)) end
+  return redis.status_reply('HELD')
 end
 local v = redis.call('GET', KEYS[1])
 if v == ':readers:' and type(redis.pcall('LINDEX', KEYS[3], 0)) ~= 'string' then
@@ -119,7 +121,7 @@ return epoch()
 "
 );
 /// SHA-1 of [`READ_ACQUIRE`].
-pub(crate) const READ_ACQUIRE_SHA: &str = "dbf1c75f5b1b9caa0659a900a6e53f899d45d9e9";
+pub(crate) const READ_ACQUIRE_SHA: &str = "1443f490e3a88ccde82c5fd79a568d13bf90fb24";
 
 /// Extend a read lock to `ARGV[2]` ms from the node's now, if the token still reads. Returns
 /// 1 or 0. `KEYS`: the lock key, its readers. `ARGV`: token, TTL in ms.

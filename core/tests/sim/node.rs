@@ -1207,7 +1207,7 @@ impl Node {
             Some(Script::ReleaseOne) => self.release_one(now, db, keys, argv).map(Reply::Int),
             Some(Script::SemAcquire) => self.sem_acquire(now, db, keys, argv),
             Some(Script::SemRelease) => self.sem_release(now, db, keys, argv).map(Reply::Int),
-            Some(Script::ReadAcquire) => self.read_acquire(now, db, keys, argv).map(Reply::Int),
+            Some(Script::ReadAcquire) => self.read_acquire(now, db, keys, argv),
             Some(Script::ReadExtend) => self.read_extend(now, db, keys, argv).map(Reply::Int),
             Some(Script::ReadRelease) => self.read_release(now, db, keys, argv).map(Reply::Int),
             Some(Script::Downgrade) => self.downgrade(now, db, keys, argv).map(Reply::Int),
@@ -1771,7 +1771,7 @@ impl Node {
     /// for another; a key handed to the token becomes `:readers` and, if others queue, is
     /// announced. A refused waiter marks the key and queues. Returns 0, or one more than the
     /// fence counter.
-    fn read_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
+    fn read_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [token, ttl, queue, queue_ttl, reserve] = argv else {
             return Err(format!("the read acquire takes 5 arguments, got {}", argv.len()));
         };
@@ -1805,7 +1805,7 @@ impl Node {
             if front.is_some() {
                 self.leave_queue(&qkey, &entry);
             }
-            return Ok(f + 1);
+            return Ok(Reply::Int(f + 1));
         }
         let no_queue = self.queues.get(&qkey).is_none_or(VecDeque::is_empty);
         if self.get(db, &key.1) == Some(READERS) && self.marked(&key) && no_queue {
@@ -1829,7 +1829,7 @@ impl Node {
                 self.mark(&key);
                 self.join_queue(now, &qkey, &entry, front, parse_int(queue_ttl).unwrap_or(1));
             }
-            return Ok(0);
+            return Ok(self.held(now, db, &[&key.1]));
         }
         self.zadd(now, &key, token, ms + ttl);
         self.granted.push((now, self.stats.commands, self.current, token.clone(), key.1.clone()));
@@ -1852,10 +1852,9 @@ impl Node {
             self.pexpire(now, db, &key.1, ttl);
             self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
         }
-        Ok(f + 1)
+        Ok(Reply::Int(f + 1))
     }
 
-    /// `PTTL key` in ms (`None`: no TTL or no key).
     /// An acquire's refusal by the keys `refused`: `HELD` and the longest time one has left
     /// (`HELD` alone when one has no TTL).
     pub(super) fn held(&self, now: Time, db: u32, refused: &[&Vec<u8>]) -> Reply {
@@ -1866,6 +1865,7 @@ impl Node {
         }
     }
 
+    /// `PTTL key` in ms (`None`: no TTL or no key).
     fn pttl(&self, now: Time, key: &Key) -> Option<i64> {
         let x = self.data.get(key)?.expires?;
         Some(x.div_euclid(MS as i64) - self.clock.local(now).div_euclid(MS as i64))
