@@ -91,12 +91,17 @@ impl Round {
     /// How soon a quorum `q` of the nodes could grant what this acquire round was refused, by
     /// what they said: at once where they granted, once the holder's key expired where they
     /// said how long it had left. `None` when fewer than a quorum said either, or none said
-    /// how long (the round was no refused acquire's).
+    /// how long (the round was no refused acquire's), or a quorum granted (the round failed
+    /// for another reason: a semaphore's nodes granted different permits, or it was too slow,
+    /// and an expiry says nothing of when that ends).
     pub(crate) fn free_in(&self, q: usize) -> Option<Duration> {
+        if q == 0 || self.tally.yes >= q || self.held.iter().all(Option::is_none) {
+            return None;
+        }
         let mut free: Vec<Duration> = (self.tally.votes.iter().zip(&self.held))
             .filter_map(|(vote, held)| if *vote == Vote::Granted { Some(Duration::ZERO) } else { *held })
             .collect();
-        if q == 0 || free.len() < q || self.held.iter().all(Option::is_none) {
+        if free.len() < q {
             return None;
         }
         free.sort_unstable();
