@@ -208,8 +208,8 @@ impl LockOptions {
     /// readers, no new reader joins until they have left, and the key passes to the writer. A
     /// read lock extends, releases, wakes up and is lost like a mutex; with
     /// [`fencing`](Self::fencing) its token is the writer epoch it reads under (the fencing
-    /// token of the last writer a quorum saw), with no extra round trip. A held write lock
-    /// turns into a read lock with the guard's `downgrade()`.
+    /// token of the last writer, read from a quorum once granted: one more round trip). A held
+    /// write lock turns into a read lock with the guard's `downgrade()`.
     ///
     /// ```
     /// use std::time::Duration;

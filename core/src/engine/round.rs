@@ -52,6 +52,16 @@ impl Engine {
         self.send_round(now, idx, Op::Fence);
     }
 
+    /// A fenced reader reads the fence counters of every node (a fence round proposing 0, which
+    /// raises none); its epoch is the largest of `epoch` and what a quorum of them hold. The
+    /// round keeps the acquisition's start.
+    fn epoch_round(&mut self, now: Instant, idx: u32, epoch: u64, valid: Instant) {
+        let start = self.locks[idx].round.start;
+        let deadline = (now + self.config.node_timeout).min(valid);
+        self.begin_round(start, idx, Phase::Fencing { deadline, proposal: 0, seen: epoch, valid, recording: false });
+        self.send_round(now, idx, Op::Fence);
+    }
+
     /// Start extending the held lock to `ttl` (`manual`: the caller asked for it): a round
     /// sent to every node.
     pub(super) fn start_extend(&mut self, now: Instant, idx: u32, ttl: Duration, manual: bool) {
@@ -282,6 +292,7 @@ impl Engine {
                 }
             }
             Decision::Fence { proposal, valid } => self.fence_round(now, idx, proposal, valid),
+            Decision::ReadEpoch { epoch, valid } => self.epoch_round(now, idx, epoch, valid),
             Decision::AttemptFailed => self.attempt_failed(now, idx),
             Decision::FenceExhausted(counter) => {
                 self.send_cleanup(now, idx, true);

@@ -27,6 +27,13 @@ pub(crate) enum Decision {
         proposal: u64,
         valid: Instant,
     },
+    /// A fenced reader was granted: read the fence counters of every node (a fence round
+    /// that proposes 0, so writes nothing), its epoch the largest of `epoch` (what its grants
+    /// read) and what a quorum of them holds now; the lock is then valid until `valid`.
+    ReadEpoch {
+        epoch: u64,
+        valid: Instant,
+    },
     /// Release what the attempt took, then retry or give up.
     AttemptFailed,
     Extended(Instant),
@@ -56,13 +63,16 @@ impl Record {
                 if won {
                     match validity_left(self.round.start, now, self.ttl, drift_factor) {
                         Some(_) if self.fencing && *proposal > MAX_FENCE => Decision::FenceExhausted(*proposal - 1),
-                        // A reader's token is the writer epoch it reads under: no fence round.
                         // A re-entry's token is its owner's, where a quorum recorded it.
                         Some(valid) if self.fencing && self.recorded.token(q).is_some() => {
                             Decision::Grant { valid, fence: self.recorded.token(q) }
                         }
+                        // A reader's token is the writer epoch it reads under: what its grants
+                        // read, unless a writer came and went while its round was open (a node
+                        // that granted early read the counter before that writer's fence
+                        // round raised it): the counters are read again.
                         Some(valid) if self.fencing && self.shared => {
-                            Decision::Grant { valid, fence: Some(proposal.saturating_sub(1)) }
+                            Decision::ReadEpoch { epoch: proposal.saturating_sub(1), valid }
                         }
                         Some(valid) if self.fencing => Decision::Fence { proposal: *proposal, valid },
                         Some(valid) => Decision::Grant { valid, fence: None },
@@ -79,6 +89,13 @@ impl Record {
                 Some(valid) if yes >= q || !possible => Decision::Grant { valid, fence: Some(*proposal) },
                 Some(_) => Decision::Open,
                 None => Decision::AttemptFailed,
+            },
+            // A reader's read of the counters: every answer is a counter (`seen`, the largest),
+            // decided once a quorum answered, since a quorum holds every earlier writer's token.
+            Phase::Fencing { proposal: 0, seen, valid, .. } => match Some(*valid).filter(|&v| v > now) {
+                Some(valid) if no >= q => Decision::Grant { valid, fence: Some(*seen) },
+                Some(_) if no + open >= q => Decision::Open,
+                _ => Decision::AttemptFailed,
             },
             Phase::Fencing { proposal, seen, valid, .. } => {
                 let valid = Some(*valid).filter(|&v| v > now);
