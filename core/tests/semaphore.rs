@@ -886,3 +886,123 @@ fn a_mutex_in_the_record_a_fast_semaphore_permit_left_is_a_mutex() {
     assert!(all.iter().any(|e| matches!(e, Event::Acquired { lock, .. } if *lock == mutex)), "{all:?}");
     assert!(!all.iter().any(|e| matches!(e, Event::LinkFailed { .. })), "{all:?}");
 }
+
+// ----- permits handed to a waiter beyond what it takes -----------------------------------------
+
+/// Engines wired by hand to one model node (the simulation's, which runs the semaphore's
+/// scripts as they are written): every byte moves when the test says so, at `t0 + ms`.
+struct Wired {
+    t0: std::time::Instant,
+    node: sim::node::Node,
+    engines: Vec<redlease_core::Engine>,
+}
+
+impl Wired {
+    /// `engines` engines (wake-ups off: their waiters poll) connected to one node at 0 ms.
+    fn new(engines: usize) -> Self {
+        use redlease_core::{Config, Engine, NodeConfig, NodeId};
+        let prefix = Config::new(Vec::new()).fence_prefix;
+        let mut w = Wired {
+            t0: std::time::Instant::now(),
+            node: sim::node::Node::new(sim::node::Clock::new(0, 0), None, prefix.as_bytes(), false),
+            engines: (0..engines)
+                .map(|i| {
+                    let mut c = Config::new(vec![NodeConfig::new("m", 7000)]);
+                    c.client_name = None;
+                    c.wake = false;
+                    c.seed = Some(i as u64);
+                    Engine::new(c).unwrap()
+                })
+                .collect(),
+        };
+        for e in 0..engines {
+            w.node.accept(e);
+            w.engines[e].handle_connected(w.t0, NodeId(0));
+            w.flush(0, e);
+        }
+        w
+    }
+
+    /// Engine `e`'s output goes to the node at `ms`, and the node's reply straight back.
+    fn flush(&mut self, ms: u64, e: usize) {
+        let id = redlease_core::NodeId(0);
+        let mut out = Vec::new();
+        while let Some(b) = self.engines[e].poll_transmit(id) {
+            out.extend_from_slice(b);
+            let len = b.len();
+            self.engines[e].advance_transmit(id, len);
+        }
+        let reply = self.node.receive(ms as Time * MS, e, &out);
+        self.engines[e].handle_data(self.t0 + Duration::from_millis(ms), id, &reply);
+    }
+
+    /// Engine `e`'s locks' events.
+    fn events(&mut self, e: usize) -> Vec<Event> {
+        std::iter::from_fn(|| self.engines[e].poll_event()).filter(|ev| ev.lock().is_some()).collect()
+    }
+
+    fn acquire(&mut self, ms: u64, e: usize, options: &LockOptions, token: &[u8]) -> LockId {
+        let lock = self.engines[e].acquire(self.t0 + Duration::from_millis(ms), options, token).unwrap();
+        self.flush(ms, e);
+        lock
+    }
+
+    fn release(&mut self, ms: u64, e: usize, lock: LockId) {
+        self.engines[e].release(self.t0 + Duration::from_millis(ms), lock).unwrap();
+        self.flush(ms, e);
+        assert!(matches!(self.events(e).as_slice(), [Event::Released { lock: l, .. }] if *l == lock));
+    }
+
+    /// Engine `e`'s next timer fires (its waiter's next attempt), and what it sends is answered;
+    /// returns the time.
+    fn retry(&mut self, e: usize) -> u64 {
+        let at = self.engines[e].poll_timeout().expect("a waiter has a timer");
+        let ms = at.duration_since(self.t0).as_millis() as u64 + 1;
+        self.engines[e].handle_timeout(self.t0 + Duration::from_millis(ms));
+        self.flush(ms, e);
+        ms
+    }
+}
+
+/// A waiter of two permits is handed one (a release of one), asks again and is refused (it
+/// joins the queue again with the same entry, asking for two), then a release of two hands it
+/// both: it finds three permits its own and takes two. The third, which its client never hears
+/// of, is handed on by its grant, not left reserved for it until the reservation runs out (a
+/// polling waiter's: the retry's longest delay plus the node timeout), keeping the next comer
+/// out while a permit is free. (Simulation seed 1,057,289 of the semaphore runs.)
+#[test]
+fn a_waiter_handed_more_permits_than_it_wants_hands_the_rest_on_with_its_grant() {
+    let mut w = Wired::new(2);
+    let (holders, waiter) = (0, 1);
+    let long = Duration::from_secs(60);
+    let one = w.acquire(1, holders, &LockOptions::new("api", long).semaphore(3).attempts(1), b"one");
+    let two = w.acquire(1, holders, &LockOptions::new("api", long).semaphore(3).permits(2).attempts(1), b"two");
+    assert_eq!(w.events(holders).len(), 2, "the semaphore is full");
+    let wants_two = LockOptions::new("api", TTL).semaphore(3).permits(2).wait(long);
+    let lock = w.acquire(2, waiter, &wants_two, b"w");
+    let ms = w.retry(waiter);
+    assert!(w.events(waiter).is_empty(), "refused twice, it waits in the queue");
+    // A release of one permit hands it to the waiter, which is refused again (one of two).
+    w.release(ms + 1, holders, one);
+    assert_eq!(w.node.reserved((ms + 1) * MS, b"w").len(), 1);
+    let ms = w.retry(waiter);
+    assert!(w.events(waiter).is_empty(), "one of two permits");
+    // A release of two hands both to the head, which asks for two: it has three.
+    w.release(ms + 1, holders, two);
+    assert_eq!(w.node.reserved((ms + 1) * MS, b"w").len(), 3);
+    let ms = w.retry(waiter);
+    assert!(matches!(w.events(waiter).as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+    let show = |keys: Vec<Vec<u8>>| {
+        let mut keys: Vec<String> = keys.into_iter().map(|k| String::from_utf8(k).unwrap()).collect();
+        keys.sort();
+        keys
+    };
+    let held = show(w.engines[waiter].permits(lock).unwrap().iter().map(|&k| permit_key(k)).collect());
+    assert_eq!(held.len(), 2);
+    assert_eq!(show(w.node.holding(ms * MS, b"w")), held, "nothing else stays the waiter's");
+    // The third permit is free at once.
+    let next = w.acquire(ms, holders, &LockOptions::new("api", long).semaphore(3).attempts(1), b"next");
+    assert!(matches!(w.events(holders).as_slice(), [Event::Acquired { lock: l, .. }] if *l == next));
+    w.release(ms + 1, waiter, lock);
+    assert!(w.node.holding((ms + 1) * MS, b"w").is_empty(), "the release takes the rest");
+}

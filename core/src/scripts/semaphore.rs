@@ -34,6 +34,39 @@ end
     };
 }
 
+/// The Lua function both scripts hand a permit on with: `pass(qk, t, k, v, g, sharded)`, once
+/// permit `k` that held our token `t` (as `v`: `t`, or `t:` when it was handed to us) is
+/// deleted, reserves it for `g`, the waiter being served (`{ token, ms, permits still to
+/// hand }`), or, when `g` has all it asked for, for the head of queue `qk` (taking it off the
+/// queue; never ourselves), and announces `t:next` on the semaphore's wake channel if it named
+/// someone or `k` was handed over before. Returns the waiter being served.
+macro_rules! pass_on {
+    () => {
+        r"local function pass(qk, t, k, v, g, sharded)
+  if not (g and g[3] > 0) then
+    g = nil
+    local head = redis.pcall('ZRANGE', qk, 0, 0)
+    if type(head) == 'table' and head[1] then
+      local tok, ms, w = string.match(head[1], '^([^:]*):(%d+):?(%d*)$')
+      if tok ~= t then redis.pcall('ZREM', qk, head[1]) end
+      if tok and tok ~= t then g = { tok, ms, tonumber(w) or 1 } end
+    end
+  end
+  local nxt = ''
+  if g then
+    redis.call('SET', k, g[1] .. ':', 'PX', g[2])
+    nxt = g[1]
+    g[3] = g[3] - 1
+  end
+  if nxt ~= '' or v ~= t then
+    redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', 'redlease:wake:' .. string.sub(qk, 16), t .. ':' .. nxt)
+  end
+  return g
+end
+"
+    };
+}
+
 /// Take `m` of a semaphore's `n` permits, all or nothing on this node: the permits that
 /// already hold our token first (a re-entry, or a permit a release handed to us), then free
 /// ones, in the order of `KEYS` (the client's own order of the permits), the preferred
@@ -41,8 +74,9 @@ end
 ///
 /// `KEYS`: the `n` permit keys, the limit key, the waiter queue, then (with fencing) the `n`
 /// fence counters. `ARGV`: token, TTL in ms, `n` (the limit), `m`, wait mode, queue TTL in
-/// ms, the waiter's reservation in ms (as [`ACQUIRE`]), its ticket, and the preferred position
-/// (0: none; after an attempt whose nodes granted different permits, the one most granted).
+/// ms, the waiter's reservation in ms (as [`ACQUIRE`]), its ticket, the preferred position
+/// (0: none; after an attempt whose nodes granted different permits, the one most granted),
+/// then `s` on a Redis Cluster node (announce on the sharded channel).
 ///
 /// The limit is recorded on first use (without a TTL, like the fence counters); another limit
 /// is refused with a `WRONGLIMIT` error. Returns the status `HELD ms` when fewer than `m`
@@ -58,9 +92,15 @@ end
 /// mode `1` or `2`) joins it once, at its ticket (see `join_queue!`); if it heads the queue,
 /// the permits already handed to it stay reserved for another reservation while it waits for
 /// the rest (only the head keeps them: two waiters each keeping some could wait for each other
-/// for ever). A granted waiter leaves the queue.
+/// for ever). A granted waiter leaves the queue, and hands on, as a release would, every permit
+/// handed to it that it does not take: a release hands the head as many permits as its entry
+/// asks for, not knowing what an earlier release handed it already (a waiter handed fewer than
+/// it asked for left the queue, and joined it again with the same entry), so a waiter can find
+/// more permits its own than it wants; its client learns only of those it takes, and the others
+/// would stay reserved, released by nobody, until the reservation ran out.
 pub(crate) const SEM_ACQUIRE: &str = concat!(
     join_queue!(),
+    pass_on!(),
     r"local t = ARGV[1]
 local n = tonumber(ARGV[3])
 local m = tonumber(ARGV[4])
@@ -123,11 +163,19 @@ for _, i in ipairs(take) do
   end
 end
 if queues then redis.pcall('ZREM', qk, entry) end
+local g = nil
+for j = m + 1, #mine do
+  local i = mine[j]
+  if vals[i] ~= t then
+    redis.call('DEL', KEYS[i])
+    g = pass(qk, t, KEYS[i], vals[i], g, ARGV[10] == 's')
+  end
+end
 return string.format('%.0f', f + 1) .. ' ' .. table.concat(take, ' ')
 "
 );
 /// SHA-1 of [`SEM_ACQUIRE`].
-pub(crate) const SEM_ACQUIRE_SHA: &str = "2e9ef855539b2a293152179745abc3398bdb2c16";
+pub(crate) const SEM_ACQUIRE_SHA: &str = "5c7540870eaef3c3d5374e95ba29cc1edc58c99c";
 
 /// Delete each permit that holds our token (marked or not), handing it to the waiter that
 /// heads the semaphore's queue ([`SEM_ACQUIRE`]), reserved for it for the time its entry names,
@@ -150,14 +198,17 @@ pub(crate) const SEM_ACQUIRE_SHA: &str = "2e9ef855539b2a293152179745abc3398bdb2c
 /// (free: handing it on from the few nodes that granted it would name a waiter that no quorum
 /// names), and hands on only what was handed to it. The permits one release frees go to the waiters in
 /// order, each as many as its entry asks for, before the next waiter gets the rest; a waiter
-/// handed fewer than it asked for keeps them reserved and its place, and the next release tops
-/// it up. A release that names nobody announces itself only if the permit was handed over
+/// handed fewer than it asked for keeps them reserved and leaves the queue, joins it again at
+/// its ticket (its place) with its next attempt, and a later release tops it up: with as many
+/// as its entry asks for (the release cannot know what the waiter has), and the waiter's grant
+/// hands on what it does not take (see [`SEM_ACQUIRE`]). A release that names nobody announces itself only if the permit was handed over
 /// before (someone may listen). A waiter that releases what its own failed attempt took while
 /// it heads the queue keeps its place and names nobody; an entry that is not `token:ms[:m]` is
 /// dropped. The queue commands and the publish are `pcall`s: a server whose ACL forbids them
 /// still releases (its waiters poll).
 pub(crate) const SEM_RELEASE: &str = concat!(
     join_queue!(),
+    pass_on!(),
     r"local t = ARGV[1]
 local n = #KEYS - 1
 local qk = KEYS[n + 1]
@@ -166,7 +217,6 @@ local entry = t .. ':' .. ARGV[3]
 if mode % 2 == 1 then redis.pcall('ZREM', qk, entry) end
 if mode >= 4 then join(qk, entry, ARGV[4], ARGV[5]) end
 local cleanup = mode % 4 >= 2
-local wake = 'redlease:wake:' .. string.sub(qk, 16)
 local d = 0
 local g = nil
 for i = 1, n do
@@ -175,28 +225,11 @@ for i = 1, n do
     d = d + redis.call('DEL', KEYS[i])
   elseif v == t or v == t .. ':' then
     d = d + redis.call('DEL', KEYS[i])
-    if not (g and g[3] > 0) then
-      g = nil
-      local head = redis.pcall('ZRANGE', qk, 0, 0)
-      if type(head) == 'table' and head[1] then
-        local tok, ms, w = string.match(head[1], '^([^:]*):(%d+):?(%d*)$')
-        if tok ~= t then redis.pcall('ZREM', qk, head[1]) end
-        if tok and tok ~= t then g = { tok, ms, tonumber(w) or 1 } end
-      end
-    end
-    local nxt = ''
-    if g then
-      redis.call('SET', KEYS[i], g[1] .. ':', 'PX', g[2])
-      nxt = g[1]
-      g[3] = g[3] - 1
-    end
-    if nxt ~= '' or v ~= t then
-      redis.pcall(ARGV[6] == 's' and 'SPUBLISH' or 'PUBLISH', wake, t .. ':' .. nxt)
-    end
+    g = pass(qk, t, KEYS[i], v, g, ARGV[6] == 's')
   end
 end
 return d
 "
 );
 /// SHA-1 of [`SEM_RELEASE`].
-pub(crate) const SEM_RELEASE_SHA: &str = "76d91db9801f24a07326ecc7e7c0edb25f9ac898";
+pub(crate) const SEM_RELEASE_SHA: &str = "a22aa54658dd33ad49b8ac1b57afc07c93f271f9";

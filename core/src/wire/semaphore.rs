@@ -5,7 +5,8 @@ use crate::{resp, scripts};
 
 /// A semaphore's acquire ([`scripts::SEM_ACQUIRE`]): the permit keys, the limit key, the queue,
 /// the fence counters with fencing; then the token, TTL, limit, permits wanted, wait mode,
-/// queue TTL, reservation, ticket and preferred position.
+/// queue TTL, reservation, ticket and preferred position, and on a Redis Cluster node the
+/// sharded-channel argument (a grant hands on the permits handed to it that it does not take).
 pub(super) fn permits<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item = &'k [u8]> + Clone>) {
     let Request { call, keys, token, names, eval } = request;
     let Call::Permits { ttl_ms, fencing, queue, queue_ttl_ms, reserve_ms, want, ticket, prefer } = call else {
@@ -14,7 +15,7 @@ pub(super) fn permits<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSize
     let (limit_key, queue_key) = names.sem.unwrap_or_default();
     let n = keys.len();
     let script_keys = n + 2 + if fencing { n } else { 0 };
-    resp::array(out, 3 + script_keys + 9);
+    resp::array(out, 3 + script_keys + 9 + usize::from(names.shard));
     script_head(out, (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA), eval, script_keys);
     for k in keys.clone() {
         resp::bulk(out, k);
@@ -35,6 +36,9 @@ pub(super) fn permits<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSize
     resp::bulk_uint(out, reserve_ms);
     resp::bulk_uint(out, ticket);
     resp::bulk_uint(out, u64::from(prefer));
+    if names.shard {
+        resp::bulk(out, SHARD_ARG);
+    }
 }
 
 /// A release of a semaphore's permits ([`scripts::SEM_RELEASE`]): the permit keys and the

@@ -605,11 +605,12 @@ impl Node {
         out
     }
 
-    /// The keys reserved for `token` at `now` (handed to it as the next waiter: `token:`).
+    /// The keys reserved for `token` at `now` (handed to it as the next waiter: the real
+    /// scripts' `token:`, here the token with the mark), or held since they were handed to it.
     pub(crate) fn reserved(&mut self, now: Time, token: &[u8]) -> Vec<Vec<u8>> {
         self.purge(now);
-        let handed = [token, b":"].concat();
-        self.data.iter().filter(|(_, e)| e.value == handed).map(|((_, k), _)| k.clone()).collect()
+        let handed = |e: &Entry| e.marked && e.value == token;
+        self.data.iter().filter(|(_, e)| handed(e)).map(|((_, k), _)| k.clone()).collect()
     }
 
     /// The keys that hold `token` at `now`: lock keys (taken or reserved) and readers' sets.
@@ -1195,6 +1196,7 @@ impl Node {
             Some(Script::ReadAcquire) => 5,
             Some(Script::Downgrade) => 2,
             Some(Script::Reentry) => 5,
+            Some(Script::SemAcquire) => 9,
             _ => usize::MAX,
         };
         self.sharded = argv.len().checked_sub(1) == Some(at) && argv[at] == b"s";
@@ -1312,7 +1314,7 @@ impl Node {
     /// for another reservation),
     /// else `"<proposal> <p1> <p2> ..."`: one more than the largest counter of the permits
     /// taken (1 without fencing) and the 1-based positions of the permits taken, leaving the
-    /// queue.
+    /// queue and handing on, as a release does, the permits handed to it beyond those taken.
     fn sem_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [token, ttl, limit, m, queue, queue_ttl, reserve, ticket, prefer] = argv else {
             return Err(format!("the semaphore acquire takes 9 arguments, got {}", argv.len()));
@@ -1418,8 +1420,18 @@ impl Node {
                 f = f.max(self.get(db, &fences[i]).and_then(parse_int).unwrap_or(0));
             }
         }
+        let queue = (db, qkey.clone());
         if front.is_some() {
-            self.leave_sorted(&(db, qkey.clone()), &entry);
+            self.leave_sorted(&queue, &entry);
+        }
+        // What was handed to it beyond what it takes goes on, as a release hands it (its
+        // client learns only of the permits it takes).
+        let mut given = None;
+        for &i in mine.iter().skip(m as usize) {
+            let key = (db, permits[i].clone());
+            if self.data.get(&key).is_some_and(|e| e.marked) && self.del(now, db, &permits[i]) {
+                self.pass_on(now, &queue, token, &permits[i], true, &mut given);
+            }
         }
         let positions: Vec<String> = take.iter().map(|i| (i + 1).to_string()).collect();
         Ok(Reply::Bulk(format!("{} {}", f + 1, positions.join(" ")).into_bytes()))
@@ -1639,35 +1651,52 @@ impl Node {
                 self.stats.quiet_releases += 1;
                 continue;
             }
-            if given.as_ref().is_none_or(|g| g.2 == 0) {
-                given = None;
-                let head = self.queues.get(&queue).and_then(|q| q.front().cloned());
-                if let Some(head) = head {
-                    let parsed = entry_parts(&head).map(|(t, ms, m)| (t.to_vec(), ms, m));
-                    if parsed.as_ref().is_none_or(|p| p.0 != *token) {
-                        self.leave_sorted(&queue, &head);
-                    }
-                    given = parsed.filter(|p| p.0 != *token);
-                }
-            }
-            let mut next = Vec::new();
-            if let Some((tok, ms, left)) = &mut given {
-                self.set(now, db, k, tok, Some(*ms));
-                if let Some(e) = self.data.get_mut(&key) {
-                    e.marked = true;
-                }
-                next = tok.clone();
-                *left -= 1;
-            }
-            if next.is_empty() && !marked {
-                // Nobody waits, and nobody was handed it: compare-and-delete only.
-                self.stats.quiet_releases += 1;
-                continue;
-            }
-            let channel = [b"redlease:wake:".as_slice(), &qname[b"redlease:queue:".len()..]].concat();
-            self.published.push((channel, [token.as_slice(), b":", &next].concat()));
+            self.pass_on(now, &queue, token, k, marked, &mut given);
         }
         Ok(d)
+    }
+
+    /// The scripts' `pass`: permit `k` of `queue`'s semaphore, which held `token` (`marked`:
+    /// handed to it) and was just deleted, is reserved for `given`, the waiter being served
+    /// (token, reservation ms, permits still to hand), or once it has all it asked for, for the
+    /// head of the queue (taken off it; never `token` itself), and announced if it named
+    /// someone or was handed over before.
+    fn pass_on(
+        &mut self,
+        now: Time,
+        queue: &Key,
+        token: &[u8],
+        k: &[u8],
+        marked: bool,
+        given: &mut Option<(Vec<u8>, i64, i64)>,
+    ) {
+        if given.as_ref().is_none_or(|g| g.2 == 0) {
+            *given = None;
+            let head = self.queues.get(queue).and_then(|q| q.front().cloned());
+            if let Some(head) = head {
+                let parsed = entry_parts(&head).map(|(t, ms, m)| (t.to_vec(), ms, m));
+                if parsed.as_ref().is_none_or(|p| p.0 != token) {
+                    self.leave_sorted(queue, &head);
+                }
+                *given = parsed.filter(|p| p.0 != token);
+            }
+        }
+        let mut next = Vec::new();
+        if let Some((tok, ms, left)) = given {
+            self.set(now, queue.0, k, tok, Some(*ms));
+            if let Some(e) = self.data.get_mut(&(queue.0, k.to_vec())) {
+                e.marked = true;
+            }
+            next = tok.clone();
+            *left -= 1;
+        }
+        if next.is_empty() && !marked {
+            // Nobody waits, and nobody was handed it: compare-and-delete only.
+            self.stats.quiet_releases += 1;
+            return;
+        }
+        let channel = [b"redlease:wake:".as_slice(), &queue.1[b"redlease:queue:".len()..]].concat();
+        self.published.push((channel, [token, b":", &next].concat()));
     }
 
     // ----- read locks ----------------------------------------------------------------------

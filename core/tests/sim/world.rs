@@ -140,8 +140,9 @@ enum Ev {
         calm_since: Option<Time>,
     },
     /// A semaphore waiter was granted a round trip or two ago: no node keeps a permit it does
-    /// not hold reserved for it (handed to it as the next waiter), unless a link of its
-    /// client failed, a node answered `NOSCRIPT` or `TRYAGAIN`, a fault began or a pause ended since.
+    /// not hold reserved for it (handed to it as the next waiter), unless its client vanished
+    /// or a link of it failed, a node answered `NOSCRIPT` or `TRYAGAIN`, a fault began or a
+    /// pause ended since (a paused node is not looked at).
     CheckHanded {
         client: usize,
         token: Vec<u8>,
@@ -913,7 +914,9 @@ impl World {
                 }
             }
             Ev::CheckHanded { client, token, held, failures, noscripts, calm_since } => {
-                if self.clients[client].link_failures != failures
+                // (A client that vanished sends no cleanup.)
+                if self.clients[client].engine.is_none()
+                    || self.clients[client].link_failures != failures
                     || self.noscripts() != noscripts
                     || self.disturbed_at >= calm_since
                 {
@@ -921,6 +924,10 @@ impl World {
                 }
                 self.stats.handoffs_checked += 1;
                 for server in 0..self.nodes.len() {
+                    // (A paused node has yet to run the cleanups waiting for it.)
+                    if self.nodes[server].paused {
+                        continue;
+                    }
                     for key in self.nodes[server].reserved(self.now, &token) {
                         if held.contains(&key) {
                             continue;
