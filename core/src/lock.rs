@@ -301,6 +301,7 @@ impl Record {
         match (op, &self.phase) {
             // The common case (one key, no fencing, first attempt) takes the cheap command: a
             // fresh token has no leftover to re-enter. Retries re-enter by script.
+            (Op::Acquire, _) if self.read_set_nx() => Some(Call::ReadSetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::Acquire, _) if self.shared => Some(Call::Read {
                 ttl_ms: self.ttl.as_millis() as u64,
                 fencing: self.fencing,
@@ -341,6 +342,20 @@ impl Record {
             (Op::Fence, Phase::Fencing { proposal, .. }) => Some(Call::Fence { proposal: *proposal }),
             _ => None,
         }
+    }
+
+    /// Whether the current attempt of a read lock takes a free key for its token alone by a
+    /// plain `SET NX` ([`Call::ReadSetNx`]): a fresh token's first attempt (nothing of it to
+    /// re-enter), unfenced (the epoch is the script's), when another attempt may follow (a
+    /// refusal says only that the key exists: readers there may still admit the token, and the
+    /// script then tries at once).
+    pub(crate) fn read_set_nx(&self) -> bool {
+        self.shared
+            && self.owner.is_empty()
+            && !self.fencing
+            && self.keys.len() == 1
+            && self.tries.made <= 1
+            && self.tries.max > 1
     }
 
     /// How long the queue outlives a waiter that stopped retrying without leaving it (a

@@ -204,9 +204,9 @@ pub(crate) const EXTEND_SHA: &str = "cb608068a2942f31f21bcdc821cf911e5fe0b1a9";
 ///
 /// A semaphore's permits release with [`SEM_RELEASE`] instead: they share one queue.
 ///
-/// A waiter that leaves (it gave up) while readers share the key it marked (`:readers:`, see
-/// [`READ_ACQUIRE`]) takes its mark back: new readers join again, and a writer still waiting
-/// marks the key at its next attempt.
+/// A waiter that leaves (it gave up) while readers hold the key it marked (`:readers:`, or a
+/// sole reader's value marked, see [`READ_ACQUIRE`]) takes its mark back: new readers join
+/// again, and a writer still waiting marks the key at its next attempt.
 ///
 /// The queue commands and the publish are `pcall`s: a server whose ACL forbids them still
 /// releases (its waiters poll).
@@ -220,8 +220,8 @@ for i = 1, n do
   local name = KEYS[n + i]
   if ARGV[2] == '1' then redis.pcall('LREM', name, 1, entry) end
   local v = redis.call('GET', KEYS[i])
-  if v == ':readers:' and ARGV[2] == '1' then
-    redis.call('SET', KEYS[i], ':readers', 'KEEPTTL')
+  if ARGV[2] == '1' and v and string.sub(v, 1, 8) == ':readers' and string.byte(v, -1) == 58 then
+    redis.call('SET', KEYS[i], string.sub(v, 1, -2), 'KEEPTTL')
   elseif v == t then
     d = d + redis.call('DEL', KEYS[i])
   elseif v == t .. ':' then
@@ -252,7 +252,7 @@ return 1
 pub(crate) const RELEASE_ONE_SHA: &str = "2e4bb954ef77f2b63601423c1dea4e286618b2d4";
 
 /// SHA-1 of [`RELEASE`].
-pub(crate) const RELEASE_SHA: &str = "12d11f390e454cc321205b67a4e04a200a4ea2aa";
+pub(crate) const RELEASE_SHA: &str = "2ad8860349daa3833f7424f8ba0576ac5dff488c";
 
 /// The fence round: raise each fence counter to at least `ARGV[1]` (the proposed token) and
 /// return the largest counter found before. The proposal is accepted on this node iff the

@@ -206,6 +206,11 @@ pub(crate) enum Call {
         ticket: u64,
         prefer: u16,
     },
+    /// The cheap read acquire of a free key, for the token alone: `SET key :readers:token NX
+    /// PX ttl_ms` ([`scripts::SOLE_READER`]), no script. Like [`SetNx`](Call::SetNx), only a
+    /// fresh token's first attempt of an unfenced read lock uses it; refused (the key exists,
+    /// maybe shared by readers the token could join), the script follows at once.
+    ReadSetNx { ttl_ms: u64 },
     /// Join the readers of the (one) key for `ttl_ms`; a waiting reader marks the key and
     /// queues as [`Acquire`](Call::Acquire) does.
     Read { ttl_ms: u64, fencing: bool, queue: Queue, queue_ttl_ms: u64, reserve_ms: u64 },
@@ -293,11 +298,16 @@ pub(crate) struct Request<'a, K> {
 }
 
 impl<'k, K: ExactSizeIterator<Item = &'k [u8]> + Clone> Request<'_, K> {
-    /// Append the request's bytes: `SET .. NX PX` for [`Call::SetNx`], else its script call.
+    /// Append the request's bytes: `SET .. NX PX` for [`Call::SetNx`] and
+    /// [`Call::ReadSetNx`], else its script call.
     pub(crate) fn encode(self, out: &mut Vec<u8>) {
         match self.call {
             Call::Permits { .. } => semaphore::permits(out, self),
             Call::Release { .. } if self.names.sem.is_some() => semaphore::release(out, self),
+            Call::ReadSetNx { ttl_ms } => {
+                let key = self.keys.clone().next().unwrap_or_default();
+                rwlock::read_set_nx(out, key, self.token, ttl_ms);
+            }
             Call::Read { .. } | Call::ReadExtend { .. } | Call::ReadRelease { .. } | Call::Downgrade { .. } => {
                 rwlock::read(out, self);
             }
@@ -326,6 +336,7 @@ fn mutex<'k>(out: &mut Vec<u8>, request: Request<'_, impl ExactSizeIterator<Item
         Call::Fence { .. } => (scripts::FENCE, scripts::FENCE_SHA),
         Call::Permits { .. } => (scripts::SEM_ACQUIRE, scripts::SEM_ACQUIRE_SHA),
         Call::Read { .. }
+        | Call::ReadSetNx { .. }
         | Call::ReadExtend { .. }
         | Call::ReadRelease { .. }
         | Call::Downgrade { .. }

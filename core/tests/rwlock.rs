@@ -1,5 +1,6 @@
 //! Scripted read locks: the wire form of the read scripts (their source on a connection's
-//! first use, the digest after), a reader's fencing token without a fence round, downgrade,
+//! first use, the digest after), a fresh reader's first attempt by a plain `SET NX` and the
+//! script that follows its refusal, a reader's fencing token without a fence round, downgrade,
 //! and the shapes refused.
 
 mod rig;
@@ -172,15 +173,24 @@ fn a_refused_reader_is_held_and_a_waiting_one_marks_the_key_and_queues() {
         [Event::AcquireFailed { lock: l, error: AcquireError::Held { .. } }] if *l == lock => {}
         other => panic!("{other:?}"),
     }
-    // A reader that waits: its retries set the wait flag.
+    // A reader that waits: its retries set the wait flag. Its first attempt is the plain
+    // `SET NX`; refused, the script follows at once (not waiting yet: wait mode 0).
     let waiting = LockOptions::new("doc", TTL).shared(true).attempts(3);
     rig.engine.acquire(rig.t0, &waiting, b"r2").unwrap();
     rig.sent_commands();
+    for i in 0..2 {
+        rig.reply(rig.t0, i, b"$-1\r\n");
+    }
+    let script: Vec<_> = rig.sent_commands().into_iter().map(|c| c.into_iter().last().expect("a script")).collect();
+    assert!(script.iter().all(|c| c[0] == b"EVALSHA" && c[c.len() - 3] == b"0"), "{script:?}");
+    // Node 2 had not answered the first reader's attempt when it was decided, nor this one's:
+    // each sent it a cleanup. Its replies: the first cleanup, the `SET NX`, this cleanup.
+    for r in [&b":0\r\n"[..], b"$-1\r\n", b":0\r\n"] {
+        rig.reply(rig.t0, 2, r);
+    }
     for i in 0..3 {
         rig.reply(rig.t0, i, b":0\r\n");
     }
-    // (Within the liveness bound: the cleanup sent to the node that had not answered when the
-    // attempt was decided stays unanswered here.)
     rig.engine.handle_timeout(rig.at(400));
     let retry: Vec<_> = rig.sent_commands().into_iter().map(|c| c.into_iter().last().expect("a retry")).collect();
     // Wait mode 1 (mark and join the queue at the back), a queue TTL, a reservation.
@@ -238,4 +248,91 @@ fn a_downgrade_refused_by_a_majority_or_confirmed_too_late_leaves_no_reader_behi
     for (i, cmds) in rig.sent_commands().iter().enumerate() {
         assert!(leaves_readers(cmds), "node {i} is told to drop the reader: {cmds:?}");
     }
+}
+
+/// A read lock that may retry, without fencing.
+fn waiting_read() -> LockOptions {
+    LockOptions::new("doc", TTL).shared(true).attempts(3)
+}
+
+#[test]
+fn an_unfenced_read_lock_first_takes_a_free_key_for_its_token_alone_by_set_nx() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &waiting_read(), b"r1").unwrap();
+    for cmd in first_command(&mut rig) {
+        let set = [&b"SET"[..], b"doc", b":readers:r1", b"NX", b"PX", b"10000"];
+        assert_eq!(cmd, set, "a sole reader's value, no script");
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b"+OK\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::Acquired { fence: None, .. }]));
+    assert!(rig.engine.is_shared(lock));
+    // Its release is the read release, whose first lines are a compare-and-delete of that value.
+    rig.engine.release(rig.t0, lock).unwrap();
+    for cmd in first_command(&mut rig) {
+        assert_eq!(cmd[0], b"EVAL");
+        assert_eq!(&cmd[3..], [&b"doc"[..], b"redlease:readers:doc", b"redlease:queue:doc", b"r1", b"0", b"0"]);
+    }
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    assert!(matches!(rig.events().as_slice(), [Event::Released { .. }]));
+    // Fenced, or with no second attempt to follow (a try): the script from the first attempt.
+    for options in [waiting_read().fencing(true), read()] {
+        rig.engine.acquire(rig.t0, &options, b"r2").unwrap();
+        let sent = first_command(&mut rig);
+        assert!(sent.iter().all(|c| c[0] == b"EVALSHA" || c[0] == b"EVAL"), "{sent:?}");
+        for i in 0..3 {
+            rig.reply(rig.t0, i, b":1\r\n");
+        }
+        rig.events();
+    }
+}
+
+#[test]
+fn a_reader_refused_its_set_nx_joins_by_script_at_once_and_sends_no_cleanup() {
+    let mut rig = Rig::new(3);
+    let lock = rig.engine.acquire(rig.t0, &waiting_read(), b"r2").unwrap();
+    rig.sent_commands();
+    // Another reader holds the key: two nodes refuse the plain command, which decides it.
+    for i in 0..2 {
+        rig.reply(rig.t0, i, b"$-1\r\n");
+    }
+    assert!(rig.events().is_empty(), "the refusal says only that the key exists");
+    let sent = rig.sent_commands();
+    let args = [&b"3"[..], b"doc", b"redlease:readers:doc", b"redlease:queue:doc", b"r2", b"10000", b"0", b"0", b"0"];
+    for (i, cmds) in sent.iter().enumerate().take(2) {
+        // A fresh token's refused `SET NX` took nothing: the script alone, no read release.
+        assert_eq!(cmds.len(), 1, "node {i}: {} commands", cmds.len());
+        assert_eq!(&cmds[0][2..], args, "node {i}: the read acquire script, not waiting");
+    }
+    // The node that had not answered yet may have granted: it is cleaned up first.
+    assert!(sent[2].len() == 2 && leaves_readers(&sent[2][..1]) && sent[2][1][2..] == args);
+    rig.reply(rig.t0, 2, b"$-1\r\n");
+    rig.reply(rig.t0, 2, b":0\r\n");
+    for i in 0..3 {
+        rig.reply(rig.t0, i, b":1\r\n");
+    }
+    match rig.events().as_slice() {
+        [Event::Acquired { lock: l, .. }] if *l == lock => {}
+        other => panic!("{other:?}"),
+    }
+
+    // Granted on one node only: the cleanup deletes that node's sole reader, on every node.
+    let lock = rig.engine.acquire(rig.t0, &waiting_read(), b"r3").unwrap();
+    rig.sent_commands();
+    rig.reply(rig.t0, 0, b"+OK\r\n");
+    rig.reply(rig.t0, 1, b"$-1\r\n");
+    rig.reply(rig.t0, 2, b"$-1\r\n");
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        let expected = if i == 0 { 2 } else { 1 };
+        assert_eq!(cmds.len(), expected, "node {i}: {} commands", cmds.len());
+        if i == 0 {
+            assert!(leaves_readers(&cmds[..1]), "node 0: the read release first");
+        }
+        assert_eq!(cmds[expected - 1][2], b"3", "node {i}: then the read acquire script");
+    }
+    assert!(rig.events().is_empty());
+    let _ = lock;
 }

@@ -111,7 +111,7 @@ impl Engine {
         let lock = LockId { index: idx, generation: s.generation };
         // Replies are classified against the command actually sent.
         let op = match call {
-            wire::Call::SetNx { .. } => Op::SetNx,
+            wire::Call::SetNx { .. } | wire::Call::ReadSetNx { .. } => Op::SetNx,
             wire::Call::Permits { .. } => Op::Permits,
             _ => op,
         };
@@ -134,8 +134,10 @@ impl Engine {
     /// holds our own token (a re-entry) and checks every key before it sets any, so a refusal
     /// means another token holds one. Such a node gets no cleanup, unless the cleanup must
     /// also leave the queue there. (A refused `SET NX` cannot tell our own leftover from
-    /// another's key, so its cleanup still goes everywhere.) Under contention most retries are
-    /// refused by every node: their cleanups would only cost each node a script run.
+    /// another's key, so its cleanup still goes everywhere; but a read lock's is a fresh
+    /// token's first attempt, with nothing of it on any node yet.) Under contention most
+    /// retries are refused by every node: their cleanups would only cost each node a script
+    /// run. A reader that joins others is refused its `SET NX` by every node: no cleanup.
     pub(super) fn send_cleanup(&mut self, now: Instant, idx: u32, leave: bool) {
         let s = &self.locks[idx];
         let call = s.release_call(leave, true, self.config.retry);
@@ -147,6 +149,7 @@ impl Engine {
                     wire::Call::Acquire { .. }
                         | wire::Call::Permits { .. }
                         | wire::Call::Read { .. }
+                        | wire::Call::ReadSetNx { .. }
                         | wire::Call::Reentry(wire::reentry::Step::Acquire { .. })
                 )
             );
@@ -414,6 +417,13 @@ impl Engine {
         let may_retry = tries.made < tries.max && tries.give_up_at.is_none_or(|g| now <= g);
         if may_retry && self.locks[idx].permits.fast {
             // The client's first permit was taken: the script tries the others, at once.
+            self.send_cleanup(now, idx, false);
+            self.start_attempt(now, idx);
+            return;
+        }
+        if tries.made < tries.max && self.locks[idx].read_set_nx() {
+            // The key exists: the script joins the readers there if they admit us, at once.
+            // (Together the two are the first attempt: the wait bound does not cut them apart.)
             self.send_cleanup(now, idx, false);
             self.start_attempt(now, idx);
             return;

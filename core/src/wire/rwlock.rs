@@ -4,6 +4,18 @@
 use super::{Call, Request, script_head};
 use crate::{resp, scripts};
 
+/// `SET key :readers:token NX PX ttl_ms`: a fresh reader's first attempt, taking a free key
+/// for itself alone ([`scripts::SOLE_READER`]).
+pub(super) fn read_set_nx(out: &mut Vec<u8>, key: &[u8], token: &[u8], ttl_ms: u64) {
+    resp::array(out, 6);
+    resp::bulk(out, b"SET");
+    resp::bulk(out, key);
+    resp::bulk2(out, scripts::SOLE_READER.as_bytes(), token);
+    resp::bulk(out, b"NX");
+    resp::bulk(out, b"PX");
+    resp::bulk_uint(out, ttl_ms);
+}
+
 /// A read lock's call on `key` ([`scripts::READ_ACQUIRE`] and its kin): the key, its readers,
 /// then the queue (an acquire or a release) and the fence counter (an acquire with fencing);
 /// the token, the TTL, and an acquire's wait mode, queue TTL and reservation.

@@ -179,6 +179,18 @@ pub(crate) type Taken = (Time, u64, (usize, u64), Vec<u8>, Vec<u8>);
 pub(crate) const READERS: &[u8] = b":readers";
 /// The prefix of a lock key's readers (a sorted set).
 pub(crate) const READERS_PREFIX: &[u8] = b"redlease:readers:";
+/// The prefix of a sole reader's value of a lock key: `:readers:` and its token (no set).
+pub(crate) const SOLE_READER: &[u8] = b":readers:";
+
+/// The token of the sole reader whose value of a lock key `value` is, if it is one.
+pub(crate) fn sole_reader(value: &[u8]) -> Option<&[u8]> {
+    value.strip_prefix(SOLE_READER).filter(|t| !t.is_empty() && !t.contains(&b':'))
+}
+
+/// Whether a lock key's `value` is the readers' (shared, or a sole reader's).
+fn for_readers(value: &[u8]) -> bool {
+    value == READERS || sole_reader(value).is_some()
+}
 
 /// A lock key's readers (`redlease:readers:K`): each token's score (its expiry in ms on the
 /// node's clock) and since when (global time) it has had that score.
@@ -590,7 +602,9 @@ impl Node {
         self.purge(now);
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for ((_, key), e) in &self.data {
-            if self.is_lock_key(key) && e.value != READERS {
+            if let (true, Some(t)) = (self.is_lock_key(key), sole_reader(&e.value)) {
+                out.push(([READERS_PREFIX, key].concat(), t.to_vec()));
+            } else if self.is_lock_key(key) && e.value != READERS {
                 out.push((key.clone(), e.value.clone()));
             }
         }
@@ -621,6 +635,12 @@ impl Node {
                 || (k.starts_with(reentry::HOLDS_PREFIX) && reentry::decode(&e.value).1.iter().any(|t| t == token))
         };
         let keys = self.data.iter().filter(|((_, k), e)| held(k, e)).map(|((_, k), _)| k.clone());
+        let sole = self
+            .data
+            .iter()
+            .filter(|(_, e)| sole_reader(&e.value) == Some(token))
+            .map(|((_, k), _)| [READERS_PREFIX, k].concat());
+        let keys = keys.chain(sole);
         let readers = self
             .readers
             .iter()
@@ -1058,9 +1078,15 @@ impl Node {
                         out.extend_from_slice(b"-ERR not a lock key (simulation)\r\n");
                     }
                     Some(_) if self.get(session.db, &args[1]).is_some() => out.extend_from_slice(b"$-1\r\n"),
+                    Some(_) if args[2].starts_with(b":") && sole_reader(&args[2]).is_none() => {
+                        self.problems.push("SET NX PX of a value that is neither a token nor a sole reader's".into());
+                        out.extend_from_slice(b"-ERR not a lock value (simulation)\r\n");
+                    }
                     Some(ttl) => {
                         self.set(now, session.db, &args[1], &args[2], Some(ttl));
-                        self.granted.push((now, self.stats.commands, self.current, args[2].clone(), args[1].clone()));
+                        // A sole reader's value (`:readers:token`) is a grant to its token.
+                        let token = sole_reader(&args[2]).unwrap_or(&args[2]).to_vec();
+                        self.granted.push((now, self.stats.commands, self.current, token, args[1].clone()));
                         out.extend_from_slice(b"+OK\r\n");
                     }
                 }
@@ -1565,7 +1591,7 @@ impl Node {
                 self.leave_queue(&queue, entry);
             }
             let marked = self.data.get(&key).is_some_and(|e| e.marked);
-            if leave.is_some() && marked && self.get(db, k) == Some(READERS) {
+            if leave.is_some() && marked && self.get(db, k).is_some_and(for_readers) {
                 // A waiter that leaves takes its mark off a key readers share.
                 if let Some(e) = self.data.get_mut(&key) {
                     e.marked = false;
@@ -1795,11 +1821,12 @@ impl Node {
     }
 
     /// The read acquire. KEYS: the lock key, its readers, its queue, (with fencing) its fence
-    /// counter; ARGV: token, ttl ms, wait mode, queue TTL, reservation ms. Joins the readers
-    /// unless a writer holds the key or marked it (a re-entry still joins), or it is reserved
-    /// for another; a key handed to the token becomes `:readers` and, if others queue, is
-    /// announced. A refused waiter marks the key and queues. Returns 0, or one more than the
-    /// fence counter.
+    /// counter; ARGV: token, ttl ms, wait mode, queue TTL, reservation ms. Takes a free key for
+    /// the token alone (`:readers:token`, no set); joins a sole reader (both then in the set,
+    /// the sole one scored by the key's expiry) or the readers unless a writer holds the key or
+    /// marked it (a re-entry still joins), or it is reserved for another; a key handed to the
+    /// token becomes `:readers` and, if others queue, is announced. A refused waiter marks the
+    /// key and queues. Returns 0, or one more than the fence counter.
     fn read_acquire(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<Reply, String> {
         let [token, ttl, queue, queue_ttl, reserve] = argv else {
             return Err(format!("the read acquire takes 5 arguments, got {}", argv.len()));
@@ -1820,24 +1847,26 @@ impl Node {
         let qkey = (db, keys[2].clone());
         let entry = [token.as_slice(), b":", reserve].concat();
         let f = if fenced { self.get(db, &keys[3]).and_then(parse_int).unwrap_or(0) } else { 0 };
+        let sole = [SOLE_READER, token].concat();
+        let joined = |node: &mut Self| {
+            node.granted.push((now, node.stats.commands, node.current, token.clone(), key.1.clone()));
+            if front.is_some() {
+                node.leave_queue(&qkey, &entry);
+            }
+            Ok(Reply::Int(f + 1))
+        };
         if self.get(db, &key.1).is_none() {
-            // `SET K :readers NX PX ttl` took the free key: no reader is live, the token is
-            // the only one and the readers expire with it.
+            // `SET K :readers:token NX PX ttl` took the free key: no reader is live, the token
+            // is the only one.
             let ms = self.clock.local(now).div_euclid(MS as i64);
             if self.readers.get(&key).is_some_and(|s| s.members.values().any(|m| m.0 > ms)) {
                 self.problems.push(format!("a live reader of the free key {:?}", show_key(&key.1)));
             }
-            self.zadd(now, &key, token, ms + ttl);
-            self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
-            self.granted.push((now, self.stats.commands, self.current, token.clone(), key.1.clone()));
-            self.set(now, db, &key.1, READERS, Some(ttl));
-            if front.is_some() {
-                self.leave_queue(&qkey, &entry);
-            }
-            return Ok(Reply::Int(f + 1));
+            self.set(now, db, &key.1, &sole, Some(ttl));
+            return joined(self);
         }
         let no_queue = self.queues.get(&qkey).is_none_or(VecDeque::is_empty);
-        if self.get(db, &key.1) == Some(READERS) && self.marked(&key) && no_queue {
+        if self.get(db, &key.1).is_some_and(for_readers) && self.marked(&key) && no_queue {
             // The writer that marked it is gone (its queue expired).
             if let Some(e) = self.data.get_mut(&key) {
                 e.marked = false;
@@ -1845,6 +1874,32 @@ impl Node {
         }
         let v = self.get(db, &key.1).map(<[u8]>::to_vec);
         let marked = self.marked(&key);
+        if v.as_deref() == Some(sole.as_slice()) {
+            // The token reads alone already: it keeps the later expiry.
+            if self.pttl(now, &key).is_none_or(|left| left < ttl) {
+                self.pexpire(now, db, &key.1, ttl);
+            }
+            return joined(self);
+        }
+        if let Some(other) = v.as_deref().and_then(sole_reader).filter(|_| !marked).map(<[u8]>::to_vec) {
+            // A second reader: the sole one joins the set (a new one), scored by the key's
+            // expiry; the key and the set expire with the later of the two.
+            let ms = self.clock.local(now).div_euclid(MS as i64);
+            let p = self.pttl(now, &key).unwrap_or(-1);
+            let left = p.max(ttl);
+            if let Some(set) = self.readers.remove(&key) {
+                if set.members.values().any(|m| m.0 > ms) {
+                    self.problems
+                        .push(format!("a live reader in the set of the sole reader of {:?}", show_key(&key.1)));
+                }
+                self.close_members(&key, set, now);
+            }
+            self.zadd(now, &key, &other, ms + p);
+            self.zadd(now, &key, token, ms + ttl);
+            self.set(now, db, &key.1, READERS, Some(left));
+            self.readers.get_mut(&key).expect("just added").expires = (ms + left) * MS as i64;
+            return joined(self);
+        }
         let handed = v.as_deref() == Some(token.as_slice()) && marked;
         let shared = v.as_deref() == Some(READERS);
         // Joining readers drop the expired ones; while a writer waits, only a re-entry joins.
@@ -1907,6 +1962,11 @@ impl Node {
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("read extend: the TTL must be a positive integer")?;
         self.read_keys(keys, false, false, "read extend")?;
         let key = (db, keys[0].clone());
+        if self.get(db, &key.1).and_then(sole_reader) == Some(token.as_slice()) {
+            // A sole reader: the key alone, `ttl` from now.
+            self.pexpire(now, db, &key.1, ttl);
+            return Ok(1);
+        }
         if self.get(db, &key.1) != Some(READERS) {
             return Ok(0);
         }
@@ -1934,6 +1994,21 @@ impl Node {
         self.read_keys(keys, true, false, "read release")?;
         let key = (db, keys[0].clone());
         let qkey = (db, keys[2].clone());
+        if self.get(db, &key.1).and_then(sole_reader) == Some(token.as_slice()) {
+            // A sole reader: compare-and-delete, and the hand-over if a writer marked the key.
+            if leave {
+                self.leave_queue(&qkey, &[token.as_slice(), b":", reserve].concat());
+            }
+            let marked = self.marked(&key);
+            self.del(now, db, &key.1);
+            self.released.push((now, self.stats.commands, self.current, token.to_vec(), key.1.clone()));
+            if !marked {
+                self.stats.quiet_releases += 1;
+                return Ok(1);
+            }
+            self.hand_on(now, &key, &qkey, token);
+            return Ok(1);
+        }
         // The only member of a set is live (the set expires with it): the only reader leaves
         // without reading the clock. Otherwise the expired readers are dropped first.
         let n = self.readers.get(&key).map_or(0, |s| s.members.len());
@@ -1967,28 +2042,37 @@ impl Node {
             self.stats.quiet_releases += 1;
             return Ok(d);
         }
-        let mut next = Vec::new();
-        if let Some(q) = self.queues.get_mut(&qkey) {
-            if let Some(head) = q.pop_front() {
-                let split = head.iter().rposition(|&b| b == b':');
-                let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
-                if let Some((tok, ms)) = parsed.filter(|(tok, _)| *tok != token.as_slice()) {
-                    next = tok.to_vec();
-                    self.set(now, db, &key.1, &next, Some(ms));
-                    self.mark(&key);
-                }
-            }
-            if self.queues.get(&qkey).is_some_and(VecDeque::is_empty) {
-                self.queues.remove(&qkey);
-            }
-        }
-        let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
-        self.published.push((channel, [token.as_slice(), b":", &next].concat()));
+        self.hand_on(now, &key, &qkey, token);
         Ok(d)
     }
 
+    /// The read release's `hand_off` of the deleted `key`: its queue's head is taken off, and
+    /// unless it is `token`'s own (or no `token:ms` entry) the key is reserved for it; the
+    /// release is announced, naming it.
+    fn hand_on(&mut self, now: Time, key: &Key, qkey: &Key, token: &[u8]) {
+        let db = key.0;
+        let mut next = Vec::new();
+        if let Some(q) = self.queues.get_mut(qkey) {
+            if let Some(head) = q.pop_front() {
+                let split = head.iter().rposition(|&b| b == b':');
+                let parsed = split.and_then(|at| Some((&head[..at], parse_int(&head[at + 1..])?)));
+                if let Some((tok, ms)) = parsed.filter(|(tok, _)| *tok != token) {
+                    next = tok.to_vec();
+                    self.set(now, db, &key.1, &next, Some(ms));
+                    self.mark(key);
+                }
+            }
+            if self.queues.get(qkey).is_some_and(VecDeque::is_empty) {
+                self.queues.remove(qkey);
+            }
+        }
+        let channel = [b"redlease:wake:".as_slice(), &key.1].concat();
+        self.published.push((channel, [token, b":", &next].concat()));
+    }
+
     /// KEYS: the lock key, its readers; ARGV: token, ttl ms. Turns the token's write lock into
-    /// a read lock (announced if a waiter marked the key); 1, or 0 if the key is not ours.
+    /// a sole reader's (`:readers:token`; announced if a waiter marked the key); 1, or 0 if the
+    /// key is not ours.
     fn downgrade(&mut self, now: Time, db: u32, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> Result<i64, String> {
         let [token, ttl] = argv else { return Err(format!("the downgrade takes 2 arguments, got {}", argv.len())) };
         let ttl = parse_int(ttl).filter(|&t| t > 0).ok_or("downgrade: the TTL must be a positive integer")?;
@@ -1997,13 +2081,9 @@ impl Node {
         if self.get(db, &key.1) != Some(token.as_slice()) {
             return Ok(0);
         }
-        // A key a writer holds has no live reader: the token is the only one, and the readers
-        // expire with it.
-        let ms = self.clock.local(now).div_euclid(MS as i64);
+        // A key a writer holds has no live reader: the token is the only one.
         let marked = self.marked(&key);
-        self.zadd(now, &key, token, ms + ttl);
-        self.readers.get_mut(&key).expect("just added").expires = (ms + ttl) * MS as i64;
-        self.set(now, db, &key.1, READERS, Some(ttl));
+        self.set(now, db, &key.1, &[SOLE_READER, token].concat(), Some(ttl));
         if let Some(e) = self.data.get_mut(&key) {
             e.marked = false;
         }
@@ -2036,7 +2116,14 @@ impl Node {
 /// (`redlease:readers:K`) with the reader's token.
 pub(crate) fn reader_spans(history: &[Segment], memberships: Vec<Segment>) -> Vec<Segment> {
     let shared: Vec<&Segment> = history.iter().filter(|s| s.token == READERS).collect();
-    let mut out = Vec::new();
+    // A sole reader owned the key while it held `:readers:token`.
+    let mut out: Vec<Segment> = history
+        .iter()
+        .filter_map(|s| {
+            let token = sole_reader(&s.token)?.to_vec();
+            Some(Segment { db: s.db, key: [READERS_PREFIX, &s.key].concat(), token, from: s.from, to: s.to })
+        })
+        .collect();
     for m in memberships {
         for s in shared.iter().filter(|s| s.db == m.db && s.key == m.key) {
             let (from, to) = (m.from.max(s.from), m.to.min(s.to));

@@ -1444,7 +1444,9 @@ impl World {
     fn round_of(&self, c: usize, req: &Req) -> Option<Time> {
         // The token is the first argument, but for a re-entrant lock's (its mode and owner
         // come first).
-        let lock = req.2.iter().take(3).find_map(|a| self.clients[c].locks.get(a)).copied()?;
+        // (A sole reader's `SET` value is `:readers:token`.)
+        let token = |a: &Vec<u8>| a.strip_prefix(super::node::SOLE_READER).map_or(a.clone(), <[u8]>::to_vec);
+        let lock = req.2.iter().take(3).find_map(|a| self.clients[c].locks.get(&token(a))).copied()?;
         let (start, _) = self.clients[c].engine.as_ref()?.round(lock)?;
         Some(self.time(start))
     }

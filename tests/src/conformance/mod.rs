@@ -47,6 +47,7 @@
 //! | [`semaphore_freed_permits`] | a holder of both permits of a semaphore of 2 releases them while two waiters of one permit queue (5 s retry delay): each gets a permit within 2 s |
 //! | [`semaphore_reentry`] | a waiter whose own token is already on the permit's key on one node (a lost cleanup's leftover) re-enters it there when the others hand it the permit: held on every node with the lock's TTL |
 //! | [`rw_lock`] | readers share and refuse a writer; a waiting writer marks the key, stops new readers and is woken by the last reader; a writer refuses readers; downgrade lets a reader in and still refuses writers; a reader's fencing token is the last writer's |
+//! | [`rw_sole_reader`] | a reader that may retry takes a free key alone (`:readers:TOKEN`, no set) and extends it; a second reader turns it into `:readers` and the set of both, the first scored by the key's expiry; a writer behind a sole reader marks it, stops new readers and is handed the key |
 //! | [`rw_fair_order`] | with a 5 s retry delay, a reader queued behind a writer goes before a writer that queued after it, each within 2 s of the release before it |
 //! | [`rw_crashed_reader`] | a crashed reader's 1 s entry holds a writer off for its own TTL only, while another reader renews for 2.5 s |
 //! | [`rw_exclusion`] | 8 tasks reading and writing one resource: never a writer with anyone, readers overlap |
@@ -138,6 +139,7 @@ macro_rules! conformance_tests {
             semaphore_reentry,
             semaphore_faults,
             rw_lock,
+            rw_sole_reader,
             rw_fair_order,
             rw_crashed_reader,
             rw_exclusion,

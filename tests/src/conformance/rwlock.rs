@@ -1,7 +1,8 @@
 //! The reader-writer lock's cases: readers share and exclude writers (a plain lock is the
 //! write lock), a waiting writer stops new readers and gets the key when they leave, a crashed
 //! reader holds writers off for its own TTL only, downgrade, the writer epoch under fencing,
-//! and mixed readers and writers under contention.
+//! a sole reader's plain `SET NX` and its conversion when a second reader joins, and mixed
+//! readers and writers under contention.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -129,6 +130,97 @@ pub fn rw_lock<S: Subject>() {
         let reader = lock::<S>(&client, read().fencing().once()).await;
         assert_eq!(S::fence(&reader), Some(epoch), "[{}] the reader's epoch", S::NAME);
         assert_eq!(release::<S>(reader).await.outcome, ReleaseOutcome::Released);
+    });
+    servers.assert_no_leaks();
+}
+
+/// A reader that may retry takes a free key for itself alone (`:readers:TOKEN`, no readers'
+/// set) and extends it alone; a second reader turns it into `:readers` and the set of both,
+/// the first scored by the key's expiry; a writer waiting behind a sole reader marks its
+/// value, stops new readers and is handed the key when that reader leaves.
+pub fn rw_sole_reader<S: Subject>() {
+    let servers = Servers::start(3);
+    S::block_on(async {
+        let client = connect::<S>(servers.urls(), Options::default()).await;
+        let slow = Retry::new(3, Duration::from_secs(5), Duration::from_secs(5));
+        let waiter = connect::<S>(servers.urls(), Options { retry: slow, ..Options::default() }).await;
+        let ttl = Duration::from_secs(10);
+        let read = || LockSpec::new("shelf", ttl).shared().wait(Duration::from_secs(5));
+        let servers = &servers;
+        let each_value = |what: &dyn Fn(&str, i64) -> bool| {
+            values(servers, "shelf").iter().all(|v| matches!(v, Some((Some(v), p)) if what(v, *p)))
+        };
+
+        let mut a = lock::<S>(&client, read()).await;
+        let sole = format!(":readers:{}", S::token(&a));
+        eventually::<S>(Duration::from_secs(3), "the first reader alone on every node, no set", || {
+            each_value(&|v, p| v == sole && p > 0) && readers(servers, "shelf").iter().all(Vec::is_empty)
+        })
+        .await;
+        ok::<S, _>(S::extend(&mut a, Duration::from_secs(20)).await, "a sole reader extends");
+        eventually::<S>(Duration::from_secs(3), "the sole reader's key extended", || {
+            each_value(&|v, p| v == sole && p > 10_000)
+        })
+        .await;
+
+        let b = lock::<S>(&client, read()).await;
+        let mut both = vec![S::token(&a), S::token(&b)];
+        both.sort();
+        eventually::<S>(Duration::from_secs(3), "both readers in the set, the key shared", || {
+            let sets = readers(servers, "shelf");
+            each_value(&|v, p| v == ":readers" && p > 10_000)
+                && sets.into_iter().all(|mut r| {
+                    r.sort();
+                    r == both
+                })
+        })
+        .await;
+        // The first reader is scored by the key's expiry (20 s), the second by its TTL (10 s).
+        for node in servers.nodes() {
+            let mut c = node.conn().expect("a connection to a node");
+            let set = "redlease:readers:shelf";
+            let scored = texts(c.checked(&["ZRANGE", set, "0", "-1", "WITHSCORES"]).expect("ZRANGE"));
+            let score = |t: &str| {
+                let at = scored.iter().position(|m| m == t).expect("a member");
+                scored[at + 1].parse::<f64>().expect("a score")
+            };
+            let gap = score(&S::token(&a)) - score(&S::token(&b));
+            assert!((9_000.0..=10_100.0).contains(&gap), "[{}] the first reader's score: {scored:?}", S::NAME);
+        }
+        for g in [a, b] {
+            assert_eq!(release::<S>(g).await.outcome, ReleaseOutcome::Released);
+        }
+        eventually::<S>(Duration::from_secs(3), "nothing left of the readers", || {
+            values(servers, "shelf").iter().flatten().all(|(v, _)| v.is_none())
+                && readers(servers, "shelf").iter().all(Vec::is_empty)
+        })
+        .await;
+
+        // A writer behind a sole reader: it marks the value, no reader joins, and it is handed
+        // the key when the reader leaves.
+        let c = lock::<S>(&client, read()).await;
+        let marked = format!(":readers:{}:", S::token(&c));
+        let writing = {
+            let (waiter, spec) = (waiter.clone(), LockSpec::new("shelf", ttl).wait(Duration::from_secs(20)));
+            S::spawn(async move { S::lock(&waiter, spec).await })
+        };
+        eventually::<S>(Duration::from_secs(3), "the writer's mark on a quorum", || {
+            values(servers, "shelf").iter().flatten().filter(|(v, _)| v.as_deref() == Some(marked.as_str())).count()
+                >= 2
+        })
+        .await;
+        for spec in [read().once(), read().wait(ms(300))] {
+            let late = S::lock(&client, spec)
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("[{}] a reader overtook a writer waiting for a sole reader", S::NAME));
+            assert!(held(&late) || matches!(late.kind, FailureKind::WaitTimeout { .. }), "[{}] {late}", S::NAME);
+        }
+        let released = Instant::now();
+        assert_eq!(release::<S>(c).await.outcome, ReleaseOutcome::Released);
+        let w = ok::<S, _>(writing.await, "the writer after the sole reader left");
+        assert!(released.elapsed() < Duration::from_secs(2), "[{}] the sole reader did not hand the key on", S::NAME);
+        assert_eq!(release::<S>(w).await.outcome, ReleaseOutcome::Released);
     });
     servers.assert_no_leaks();
 }
