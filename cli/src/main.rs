@@ -128,7 +128,8 @@ enum Cmd {
     /// that holds it on a quorum of nodes: the holder, the readers, the permits' holders).
     /// Each node's "holder" is a token or null; "shared" is true where readers hold the key.
     ///
-    /// While readers hold the key (its value is :readers on a node), each node's line says how
+    /// While readers hold the key (its value is :readers on a node, or :readers:TOKEN while one
+    /// reader holds it alone), each node's line says how
     /// many, and whether a writer waits there (no new reader joins it then), followed by a line per
     /// reader: its token and the time it has left on that node's clock. The last line says how
     /// many readers hold the key on a quorum of nodes. With --json the object's "readers" member
@@ -162,7 +163,8 @@ enum Cmd {
     ///
     /// A key held by readers (run -s) is listed with the number of readers that hold it on a
     /// quorum of nodes and on each node ("shared" with --json); its set of readers
-    /// (redlease:readers:KEY) has a TTL while they hold it, and counts as a leak without one.
+    /// (redlease:readers:KEY; none while one reader holds the key alone, as :readers:TOKEN) has
+    /// a TTL while they hold it, and counts as a leak without one.
     /// Semaphores (run --permits) whose names match the pattern are listed apart, one line per
     /// name: the limit the nodes record and the permits each node holds; a permit without a TTL
     /// is a leak like a key. Fencing counters (redlease:fence:*) and semaphore limits

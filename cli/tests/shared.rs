@@ -192,6 +192,31 @@ fn status_and_scan_show_the_readers_while_shared_runs_hold_the_key() {
     servers.assert_no_leaks();
 }
 
+/// A `run -s` alone holds the key as a sole reader (`:readers:TOKEN`, no readers' set):
+/// `status` and `scan` still show it as one reader, never the internal value.
+#[test]
+fn status_and_scan_show_a_sole_reader() {
+    let servers = Servers::start(3);
+    let urls = nodes(&servers);
+    let dir = TempDir::new("redlease-cli-sole-reader").unwrap();
+    let reader = holder(&urls, "shelf", &["-s"], dir.path(), "r1");
+    wait_until(Duration::from_secs(10), || dir.path().join("r1").exists());
+    let text = stdout(&run(redlease().args(["status", "-k", "shelf", "-N", &urls])));
+    let holding = text.lines().filter(|l| l.starts_with("node ") && l.contains("  read by 1 reader  pttl ")).count();
+    assert!(holding >= 2 && !text.contains(":readers"), "{text}");
+    assert!(text.contains("shelf: shared by 1 reader on "), "{text}");
+    let json = stdout(&run(redlease().args(["status", "-k", "shelf", "-N", &urls, "--json"])));
+    assert!(
+        json.contains("\"shape\":\"shared\",\"holder\":null,\"holders\":[\"") && !json.contains(":readers"),
+        "{json}"
+    );
+    let text = stdout(&run(redlease().args(["scan", "-N", &urls])));
+    assert!(text.starts_with("\"shelf\" shared by 1 reader "), "{text}");
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    finished(reader);
+    servers.assert_no_leaks();
+}
+
 #[test]
 fn scan_reports_a_readers_set_without_a_ttl() {
     let servers = Servers::start(3);

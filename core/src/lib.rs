@@ -183,7 +183,7 @@
 //! | its fencing counter | `{fence_prefix}K` (default `redlease:fence:K`) | integer, no TTL |
 //! | its waiter queue | `redlease:queue:K` | list of `token:reservation_ms`, with a TTL |
 //! | its wake channel | `redlease:wake:K` | pub/sub channel (sharded on a Redis Cluster node, where `K` is in its cluster form) |
-//! | its readers ([`LockOptions::shared`]) | `redlease:readers:K` | sorted set of reader tokens scored by their expiry (ms, the node's clock), with a TTL; `K` holds [`READERS_VALUE`] meanwhile |
+//! | its readers ([`LockOptions::shared`]) | `redlease:readers:K` | sorted set of reader tokens scored by their expiry (ms, the node's clock), with a TTL; `K` holds [`READERS_VALUE`] meanwhile; a sole reader holds `K` as `:readers:TOKEN` with no set ([`sole_reader`]) |
 //! | its holds ([`LockOptions::reentrant`]) | `redlease:holds:K` ([`HOLDS_PREFIX`]) | hash: a field per hold's token, and `:fence`, the owner's fencing token, with `K`'s TTL; `K` holds the owner meanwhile |
 //! | the node's lock format | [`FORMAT_KEY`] (`redlease:format`) | string, no TTL |
 //!
@@ -270,7 +270,8 @@ pub const FORMAT_KEY: &str = scripts::FORMAT_KEY;
 /// The value a lock key holds while readers share it ([`LockOptions::shared`]); followed by
 /// `:` once a writer waits. For tools that inspect the nodes: the readers themselves are the
 /// members of the sorted set [`READERS_PREFIX`] + key, scored by their expiry (ms since the
-/// epoch, on the node's clock).
+/// epoch, on the node's clock). A reader alone may hold the key as this value, `:` and its
+/// token instead, with no set, until a second reader joins (see [`sole_reader`]).
 pub const READERS_VALUE: &str = scripts::READERS;
 
 /// The prefix of a semaphore's keys (after the key prefix): `redlease:sem:{NAME}:k` for its
@@ -357,6 +358,13 @@ pub fn holder_of(value: &str) -> (&str, bool) {
     }
 }
 
+/// The token of the reader that holds a lock key alone, if the key's holder (its value
+/// without the waited-for mark, see [`holder_of`]) is one: `:readers:TOKEN`. Such a key has
+/// no readers' set; the reader's time left is the key's. For tools that inspect the nodes.
+pub fn sole_reader(holder: &str) -> Option<&str> {
+    holder.strip_prefix(scripts::SOLE_READER).filter(|t| !t.is_empty() && !t.contains(char::from(scripts::WAITED)))
+}
+
 /// The Lua sources of the five scripts, in the order of [`script_digests`].
 #[doc(hidden)] // For test doubles of a node; not a supported interface.
 pub fn script_sources() -> [&'static str; 5] {
@@ -375,6 +383,9 @@ mod token_tests {
     fn holder_of_strips_the_waiters_mark() {
         assert_eq!(super::holder_of("00ff"), ("00ff", false));
         assert_eq!(super::holder_of("00ff:"), ("00ff", true));
+        assert_eq!(super::sole_reader(super::holder_of(":readers:00ff:").0), Some("00ff"));
+        assert_eq!(super::sole_reader(":readers"), None);
+        assert_eq!(super::sole_reader("00ff"), None);
     }
 }
 

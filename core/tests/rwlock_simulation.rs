@@ -6,8 +6,10 @@
 //! apply it, possibly before the quorum's confirmation reaches the client — and a reader from
 //! the confirmation on), each hold
 //! backed by a quorum while it is held (a reader by its membership of the key's readers while
-//! the key holds `:readers`), a reader's fencing token never below the token of a writer whose
-//! hold ended before, no key left without a TTL, and a vanished holder's lock coming back.
+//! the key holds `:readers`, or the key itself while it holds `:readers:TOKEN`, a sole
+//! reader's value), a reader's fencing token never below the token of a writer whose hold
+//! ended before, no key left without a TTL, and a vanished holder's lock coming back. Scripted
+//! runs show a second reader joining a sole reader, and a writer handed the key by one.
 //!
 //! To look at one run step by step:
 //!
@@ -18,11 +20,15 @@
 mod sim;
 
 use std::ops::Range;
+use std::time::Duration;
 
+use redlease_core::LockOptions;
 use sim::RWLOCKS;
 use sim::checker::{self, Hold, Violation};
-use sim::node::MS;
+use sim::node::{MS, Time};
 use sim::scenario::{Profile, Scenario};
+use sim::script::{Role, Script};
+use sim::world::{Outcome, run};
 
 /// Assert that no seed broke a rule, and that the runs really exercised read and write locks.
 fn assert_safe(profile: Profile, seeds: Range<u64>) {
@@ -139,4 +145,56 @@ fn checker_holds_readers_to_the_writer_epoch() {
     let holds = [hold(0, "w", false, 1, 3, Some(5)), hold(1, "a", true, 4, 6, Some(4))];
     let v = checker::check(&holds, &[], &[], 0);
     assert!(matches!(v.as_slice(), [Violation::Epoch { .. }]), "{v:?}");
+}
+
+// ----- a sole reader (scripted runs) ------------------------------------------------------
+
+/// One read (`shared`) or write lock of `r0` that waits, asked once at `start` ms and held for
+/// `hold` ms.
+fn once(start: Time, shared: bool, hold: Time) -> Role {
+    let options = LockOptions::new("r0", Duration::from_secs(10)).shared(shared).wait(Duration::from_secs(5));
+    let mut role = Role::new(start * MS, options, Some(hold * MS));
+    role.again = false;
+    role
+}
+
+/// Run `roles` over three model nodes (0.2 ms one way) until 1 s; no rule broken, nobody gave up.
+fn scripted(roles: Vec<Role>) -> Outcome {
+    let out = run(&Scenario::scripted(7, 3, (MS / 5, MS / 5), Script { roles, stop_at: 1_000 * MS }), true);
+    let mut problems: Vec<String> = out.violations.iter().map(ToString::to_string).collect();
+    problems.extend(out.failures().map(|(c, e)| format!("client {c} gave up: {e}")));
+    assert!(problems.is_empty(), "{problems:?}");
+    out
+}
+
+#[test]
+fn a_second_reader_joins_a_sole_reader() {
+    // The first reader takes the free key alone by `SET NX`; the second joins 10 ms later: the
+    // nodes turn the key into `:readers` and the set of both, the first kept (the checker
+    // wants each read hold backed by a quorum throughout: by the key while it is the sole
+    // reader's, then by its membership).
+    let out = scripted(vec![once(10, true, 40), once(20, true, 40)]);
+    let sent = |c: usize, what: &str| out.trace.iter().any(|l| l.contains(&format!("c{c} -> n")) && l.contains(what));
+    // (Tokens are `s{seed}-c{client}-{n}`; only the `SET` carries `:readers:` before one.)
+    assert!(sent(0, ":readers:s7-c0"), "the first reader's plain SET NX");
+    assert!(sent(1, ":readers:s7-c1") && sent(1, "local ttl = ARGV[2]"), "the second's SET NX, then the script");
+    let (a, b) = (out.grants(0).next().expect("the first reader").0, out.grants(1).next().expect("the second").0);
+    assert!(a.shared && b.shared && b.start < a.end, "the readers did not share: {a}; {b}");
+    assert_eq!(out.shared_grants(), 1);
+}
+
+#[test]
+fn a_writer_waiting_for_a_sole_reader_is_handed_the_key_when_it_leaves() {
+    // The reader holds 40 ms; the writer asks 10 ms in, is refused and marks the key; the
+    // reader's release hands it the key (its retry delay would be far longer).
+    let out = scripted(vec![once(10, true, 40), once(20, false, 10)]);
+    let (reader, (writer, waited)) =
+        (out.grants(0).next().expect("the reader").0, out.grants(1).next().expect("the writer"));
+    assert!(!writer.shared && writer.start >= reader.end, "{reader}; {writer}");
+    assert!(writer.start - reader.end < 5 * MS, "the writer was not handed the key: {reader}; {writer}");
+    assert!(waited < 40 * MS, "the writer waited {} ms", waited / MS);
+    // And a reader that comes after the writer queued waits for it (writer preference).
+    let out = scripted(vec![once(10, true, 40), once(20, false, 10), once(30, true, 10)]);
+    let (writer, late) = (out.grants(1).next().expect("the writer").0, out.grants(2).next().expect("the reader").0);
+    assert!(late.start >= writer.end, "a reader overtook the waiting writer: {writer}; {late}");
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use redlease_core::{FORMAT_KEY, NodeConfig, TlsSettings};
-use redlease_servers::FENCE_PREFIX;
+use redlease_servers::{FENCE_PREFIX, Reply};
 
 use super::fault::{Fault, FaultKind};
 use super::link::{Hit, Open, glob_literal};
@@ -117,11 +117,23 @@ struct Counts {
 /// Cluster node, the form the clients store them in is mapped back.
 fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, Fault> {
     let mut no_ttl = Vec::new();
+    let mut alone = Vec::new();
     for k in open.keys("", &patterns.keys)? {
         if k.name.starts_with(FENCE_PREFIX) || k.name == FORMAT_KEY || k.name.starts_with(&patterns.sem_root) {
             continue;
         }
-        if open.on_master(k.master, |c| c.pttl(&k.key))? == -1 {
+        let pttl = open.on_master(k.master, |c| c.pttl(&k.key))?;
+        if !k.name.starts_with("redlease:") {
+            // A lock key a reader holds alone (`:readers:TOKEN`, no readers' set). (`GET` of
+            // a key of another type answers an error, not a value.)
+            let value = open.on_master(k.master, |c| c.cmd(&["GET", k.key.as_str()]))?;
+            let value = if let Reply::Bulk(Some(v)) = value { String::from_utf8(v).ok() } else { None };
+            let holder = value.as_deref().map(|v| redlease_core::holder_of(v).0);
+            if let Some(token) = holder.and_then(redlease_core::sole_reader) {
+                alone.push((k.name.clone(), Reader { token: token.to_owned(), left_ms: pttl }));
+            }
+        }
+        if pttl == -1 {
             no_ttl.push(k);
         }
     }
@@ -146,7 +158,10 @@ fn found_on(open: &mut Open, patterns: &Patterns) -> Result<Found, Fault> {
         sem.held.sort_unstable();
         sem.no_ttl.sort_unstable();
     }
-    let (shared, sets) = readers::on_node(open, &patterns.readers)?;
+    let (mut shared, sets) = readers::on_node(open, &patterns.readers)?;
+    for (name, reader) in alone {
+        shared.entry(name).or_default().push(reader);
+    }
     // A pattern that matches the readers' sets themselves finds them twice.
     no_ttl.extend(sets);
     no_ttl.sort_unstable_by(|a, b| a.name.cmp(&b.name));

@@ -42,11 +42,17 @@ fn node_state(open: &mut Open, key: &str) -> Result<NodeState, Fault> {
     let pttl = open.on(&stored, |c| c.pttl(&stored))?;
     let fence_key = format!("{FENCE_PREFIX}{stored}");
     let fence = open.on(&fence_key, |c| c.get(&fence_key))?;
-    let (holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
+    let (mut holder, waited_for) = match value.as_deref().map(redlease_core::holder_of) {
         Some((token, waited_for)) => (Some(token.to_owned()), waited_for),
         None => (None, false),
     };
-    let readers = if readers::is_readers(holder.as_deref()) {
+    let sole = holder.as_deref().and_then(redlease_core::sole_reader).map(str::to_owned);
+    let readers = if let Some(token) = sole {
+        // A reader alone: its time left is the key's; the nodes agree on "readers" whatever
+        // their form.
+        holder = Some(redlease_core::READERS_VALUE.to_owned());
+        Some(vec![Reader { token, left_ms: pttl }])
+    } else if readers::is_readers(holder.as_deref()) {
         let set = readers::set_of(&stored);
         Some(open.on(&set, |c| readers::read(c, &set))?)
     } else {
