@@ -329,6 +329,8 @@ impl Record {
             (Op::Acquire, _) if !self.fencing && self.keys.len() == 1 && self.tries.made <= 1 => {
                 Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 })
             }
+            // The cheap command sent again (a cluster's redirect): a reader's is its own.
+            (Op::SetNx, _) if self.shared => Some(Call::ReadSetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::SetNx, _) => Some(Call::SetNx { ttl_ms: self.ttl.as_millis() as u64 }),
             (Op::Acquire, _) => Some(Call::Acquire {
                 ttl_ms: self.ttl.as_millis() as u64,
