@@ -556,3 +556,18 @@ fn once_its_master_confirmed_the_limit_a_semaphores_first_attempt_on_a_cluster_n
     assert_eq!(outcome(&mut rig).map(|o| o.is_ok()), Some(true));
     assert!(rig.sent(0).is_empty(), "nothing for the seed's master");
 }
+
+#[test]
+fn a_readers_set_nx_redirected_goes_again_with_the_readers_value() {
+    let mut rig = rig();
+    let t = rig.at(200);
+    let r = resource_on(0);
+    let slot = hash_slot(format!("{{{r}}}").as_bytes());
+    let read = LockOptions::new(r.as_str(), Duration::from_secs(10)).shared(true).attempts(3);
+    rig.engine.acquire(t, &read, b"me").unwrap();
+    let first = commands(&rig.sent(0));
+    assert_eq!(first[0][..3], [b"SET".to_vec(), format!("{{{r}}}").into_bytes(), b":readers:me".to_vec()]);
+    rig.reply(t, 0, format!("-MOVED {slot} 127.0.0.1:7100\r\n").as_bytes());
+    let resent = commands(&rig.sent(3));
+    assert_eq!(resent[0][..3], first[0][..3], "a reader's own value, not a writer's token");
+}
