@@ -376,12 +376,13 @@ impl Links {
     }
 
     /// Whether `node` (any of its links, for a Redis Cluster node) still owes the answer to
-    /// an acquisition request of `lock`: a grant it may yet make.
-    pub(crate) fn owes_grant(&self, node: usize, lock: crate::event::LockId) -> bool {
+    /// an acquisition script of `lock`: a grant it may yet make of any of the keys the script
+    /// names. (A `SET NX` takes one key only, the one its attempt holds once granted, or the
+    /// one that attempt's cleanup names: what follows it on the connection covers it.)
+    pub(crate) fn owes_script_grant(&self, node: usize, lock: crate::event::LockId) -> bool {
         use crate::wire::Op;
-        self.requests_of(node).any(
-            |p| matches!(p, Pending::Op { op: Op::Acquire | Op::SetNx | Op::Permits, lock: of, .. } if *of == lock),
-        )
+        self.requests_of(node)
+            .any(|p| matches!(p, Pending::Op { op: Op::Acquire | Op::Permits, lock: of, .. } if *of == lock))
     }
 
     pub(crate) fn in_flight(&self, node: NodeId) -> usize {

@@ -827,6 +827,28 @@ fn once_every_node_confirmed_the_limit_a_first_attempt_is_set_nx_on_the_first_pe
     }
 }
 
+/// A permit taken by `SET NX` and released while a node still owes that `SET`'s answer: the
+/// release names the permit held, which is all the `SET` could take there (it runs first on
+/// the connection), so no node is sent a cleanup of the other permits.
+#[test]
+fn a_set_nx_permit_released_before_a_node_answered_sends_only_its_release() {
+    let mut rig = Rig::new(3);
+    let waits = || LockOptions::new("api", TTL).semaphore(4).attempts(3);
+    confirm_limit(&mut rig, &waits());
+    let lock = rig.engine.acquire(rig.t0, &waits(), b"tok2").unwrap();
+    let first = rig.sent_commands()[0][0][1].clone();
+    rig.reply(rig.t0, 0, b"+OK\r\n");
+    rig.reply(rig.t0, 1, b"+OK\r\n");
+    assert!(matches!(events(&mut rig).as_slice(), [Event::Acquired { lock: l, .. }] if *l == lock));
+    // Node 2 has not answered its SET yet.
+    rig.engine.release(rig.at(1), lock).unwrap();
+    for (i, cmds) in rig.sent_commands().iter().enumerate() {
+        assert_eq!(cmds.len(), 1, "node {i}: one release, no cleanup: {cmds:?}");
+        assert!(is_release(&cmds[0]), "node {i}");
+        assert_eq!(release_keys(&cmds[0]).0, [first.clone()], "node {i}");
+    }
+}
+
 #[test]
 fn a_grant_still_waiting_for_its_replicas_is_released_when_the_holder_releases_first() {
     // Node 2's grants count once a replica has them (`WAIT`).

@@ -60,7 +60,7 @@ impl Engine {
     }
 
     /// Semaphore holder `idx` releases: a node that still owes the answer to its acquisition
-    /// may yet grant permits the lock does not hold, and the release names only those it holds.
+    /// script may yet grant permits the lock does not hold, and the release names only those it holds.
     /// Release the others there too (after the acquisition on the connection, so whatever it
     /// took): the lock's record may be gone by the time that answer comes, with nothing left
     /// to trim it, and the permits would stay taken for a TTL.
@@ -70,7 +70,7 @@ impl Engine {
             return;
         }
         for node in 0..self.links.len() {
-            if self.links.owes_grant(node, lock) {
+            if self.links.owes_script_grant(node, lock) {
                 self.release_permits(now, NodeId(node as u16), lock, |p| p.unheld());
             }
         }
